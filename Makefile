@@ -1,0 +1,37 @@
+# The two set-up commands of README.md are `make run` and `make test`.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+BIN := $(CURDIR)/bin
+export KUBEBUILDER_ASSETS := $(BIN)
+GO_TEST_FLAGS ?= -count=1 -timeout=20m
+
+.PHONY: all build run test tools vet generate verify-generate
+
+all: build
+
+## tools: build kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kubeadm into bin/ (only when their pins changed)
+tools:
+	@bash hack/tools/build.sh
+
+## build: build bin/winkube
+build:
+	go build -o $(BIN)/winkube ./cmd/winkube
+
+## run: the main job (see README.md)
+run: build
+	$(BIN)/winkube --help
+
+## vet: go vet over the module
+vet:
+	go vet ./...
+
+## test: build the tools if needed, vet, and run every test (envtest ones included)
+test: tools vet
+	go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
+
+help:
+	@grep -E '^## ' Makefile | sed 's/^## /  /'
+
+## generate: deepcopy, winkube's CRDs and webhook configuration, and Cluster API's CRDs, all by controller-gen
+generate:
+	bash hack/generate.sh

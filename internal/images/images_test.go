@@ -1,0 +1,224 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+)
+
+func TestParseVersion(t *testing.T) {
+	for in, want := range map[string]Version{
+		"v1.36.3":      {1, 36, 3},
+		"1.22.1":       {1, 22, 1},
+		"v1.30.0-rc.1": {1, 30, 0},
+		"v1.29.2+k3s1": {1, 29, 2},
+	} {
+		got, err := ParseVersion(in)
+		if err != nil || got != want {
+			t.Errorf("ParseVersion(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "1.36", "v2.0.0", "v1.x.3", "latest", "v1.036.1"} {
+		if _, err := ParseVersion(bad); err == nil {
+			t.Errorf("ParseVersion(%q) accepted it", bad)
+		}
+	}
+}
+
+func TestValidateRuntime(t *testing.T) {
+	v := func(s string) Version {
+		x, err := ParseVersion(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	for _, tc := range []struct {
+		name    string
+		version string
+		os      infrav1.OSType
+		win     infrav1.WindowsServerVersion
+		rt      infrav1.ContainerRuntime
+		wantErr string
+	}{
+		{"dockershim refused from 1.24", "v1.24.0", infrav1.Windows, "2019", infrav1.Dockershim, "removed in Kubernetes v1.24"},
+		{"dockershim refused on Linux too", "v1.30.1", infrav1.Linux, "", infrav1.Dockershim, "removed"},
+		{"dockershim fine on 1.23", "v1.23.5", infrav1.Windows, "2019", infrav1.Dockershim, ""},
+		{"windows containerd needs 1.22", "v1.21.2", infrav1.Windows, "2019", infrav1.Containerd, "v1.22"},
+		{"windows containerd on 1.22", "v1.22.1", infrav1.Windows, "2019", infrav1.Containerd, ""},
+		{"windows 2022 before its images", "v1.22.1", infrav1.Windows, "2022", infrav1.Containerd, "no Windows Server 2022 images"},
+		{"windows 2025 before its images", "v1.30.1", infrav1.Windows, "2025", infrav1.Containerd, "no Windows Server 2025 images"},
+		{"windows 2025 on 1.36", "v1.36.3", infrav1.Windows, "2025", "", ""},
+		{"linux containerd old", "v1.18.0", infrav1.Linux, "", infrav1.Containerd, ""},
+	} {
+		err := ValidateRuntime(v(tc.version), tc.os, tc.win, tc.rt)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: unexpected error %v", tc.name, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+func TestHostProcessFeatureGateOnlyBefore126(t *testing.T) {
+	for s, want := range map[string]bool{"v1.21.9": false, "v1.22.1": true, "v1.25.16": true, "v1.26.0": false, "v1.36.3": false} {
+		v, _ := ParseVersion(s)
+		if got := NeedsHostProcessFeatureGate(v); got != want {
+			t.Errorf("NeedsHostProcessFeatureGate(%s) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestResolveDefaults(t *testing.T) {
+	r := NewResolver(ReferenceCatalog(), time.Hour)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		req  Request
+		want infrav1.MarketplaceImage
+	}{
+		{"new-style windows 2022", Request{KubernetesVersion: "v1.36.3", OS: infrav1.Windows, WindowsVersion: "2022"},
+			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "windows-2022-containerd-gen1", Version: "136.3.20260424"}},
+		{"windows defaults to 2022", Request{KubernetesVersion: "v1.30.2", OS: infrav1.Windows},
+			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "windows-2022-containerd-gen1", Version: "130.2.20240324"}},
+		{"old-style containerd SKU of the seeds", Request{KubernetesVersion: "v1.22.1", OS: infrav1.Windows, WindowsVersion: "2019"},
+			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "k8s-1dot22dot1-windows-2019-containerd", Version: "2021.02.24"}},
+		{"old-style dockershim SKU", Request{KubernetesVersion: "v1.20.0", OS: infrav1.Windows, WindowsVersion: "2019", Runtime: infrav1.Dockershim},
+			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "k8s-1dot20dot0-windows-2019", Version: "2020.01.24"}},
+		{"linux new style prefers 24.04", Request{KubernetesVersion: "v1.36.3"},
+			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi", SKU: "ubuntu-2404-gen1", Version: "136.3.20260424"}},
+		{"linux falls back to 22.04", Request{KubernetesVersion: "v1.29.1"},
+			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi", SKU: "ubuntu-2204-gen1", Version: "129.1.20230224"}},
+	} {
+		img, err := r.Resolve(ctx, nil, tc.req)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if img.Marketplace == nil || *img.Marketplace != tc.want {
+			t.Errorf("%s: got %+v, want %+v", tc.name, img.Marketplace, tc.want)
+		}
+	}
+}
+
+func TestVersionIsChosenByPrefixNotLatest(t *testing.T) {
+	// 128.1.x must not be picked for v1.28.12 even though "128.1." is a
+	// string prefix of "128.12." in the other direction.
+	cat := Catalog{
+		{Publisher: Publisher, Offer: WindowsOffer, SKU: "windows-2019-containerd-gen1", Version: "128.1.20250101"},
+		{Publisher: Publisher, Offer: WindowsOffer, SKU: "windows-2019-containerd-gen1", Version: "128.12.20240717"},
+		{Publisher: Publisher, Offer: WindowsOffer, SKU: "windows-2019-containerd-gen1", Version: "128.12.20240601"},
+		{Publisher: Publisher, Offer: WindowsOffer, SKU: "windows-2019-containerd-gen1", Version: "129.0.20250301"},
+	}
+	img, err := NewResolver(cat, time.Hour).Resolve(context.Background(), nil,
+		Request{KubernetesVersion: "v1.28.12", OS: infrav1.Windows, WindowsVersion: "2019"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := img.Marketplace.Version; got != "128.12.20240717" {
+		t.Fatalf("version %s, want 128.12.20240717 (the newest build of 1.28.12)", got)
+	}
+}
+
+func TestExplicitImageWins(t *testing.T) {
+	id := "/subscriptions/x/resourceGroups/y/providers/Microsoft.Compute/images/mine"
+	explicit := &infrav1.Image{ID: &id}
+	// Even a request that would be refused returns the user's image.
+	got, err := NewResolver(Catalog{}, time.Hour).Resolve(context.Background(), explicit, Request{KubernetesVersion: "not a version"})
+	if err != nil || got != explicit {
+		t.Fatalf("Resolve = %v, %v; want the explicit image", got, err)
+	}
+}
+
+func TestMissingImageSaysWhatToDo(t *testing.T) {
+	_, err := NewResolver(ReferenceCatalog(), time.Hour).Resolve(context.Background(), nil,
+		Request{Location: "westeurope", KubernetesVersion: "v1.36.9", OS: infrav1.Windows, WindowsVersion: "2022"})
+	if err == nil || !strings.Contains(err.Error(), "set spec.image") || !strings.Contains(err.Error(), "v1.36.9") {
+		t.Fatalf("error %v, want one naming the version and pointing at spec.image", err)
+	}
+}
+
+func TestCommunityGalleryForm(t *testing.T) {
+	img, err := NewResolver(Catalog{}, time.Hour).Resolve(context.Background(), nil,
+		Request{KubernetesVersion: "v1.36.3", OS: infrav1.Windows, WindowsVersion: "2025", Source: CommunityGallerySource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := img.ComputeGallery
+	if g == nil || g.Gallery != CommunityGallery || g.Name != "capi-win-2025-containerd" || g.Version != "1.36.3" || g.SubscriptionID != nil {
+		t.Fatalf("got %+v, want the community gallery image capi-win-2025-containerd 1.36.3", g)
+	}
+}
+
+type countingLister struct {
+	Lister
+	calls atomic.Int32
+	fail  error
+}
+
+func (c *countingLister) ListSKUs(ctx context.Context, loc, pub, offer string) ([]string, error) {
+	c.calls.Add(1)
+	if c.fail != nil {
+		return nil, c.fail
+	}
+	return c.Lister.ListSKUs(ctx, loc, pub, offer)
+}
+
+func (c *countingLister) ListVersions(ctx context.Context, loc, pub, offer, sku string) ([]string, error) {
+	c.calls.Add(1)
+	return c.Lister.ListVersions(ctx, loc, pub, offer, sku)
+}
+
+func TestListingsAreCachedUntilTTL(t *testing.T) {
+	l := &countingLister{Lister: ReferenceCatalog()}
+	r := NewResolver(l, time.Minute)
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	req := Request{Location: "westeurope", KubernetesVersion: "v1.36.3", OS: infrav1.Windows}
+	for i := 0; i < 5; i++ {
+		if _, err := r.Resolve(context.Background(), nil, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := l.calls.Load(); n != 2 {
+		t.Fatalf("%d catalog calls for 5 resolutions, want 2 (SKUs and versions, once)", n)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, err := r.Resolve(context.Background(), nil, req); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.calls.Load(); n != 4 {
+		t.Fatalf("%d catalog calls after the TTL, want 4", n)
+	}
+}
+
+func TestListingErrorsAreNotCached(t *testing.T) {
+	l := &countingLister{Lister: ReferenceCatalog(), fail: errors.New("throttled")}
+	r := NewResolver(l, time.Hour)
+	req := Request{KubernetesVersion: "v1.36.3"}
+	if _, err := r.Resolve(context.Background(), nil, req); err == nil || !strings.Contains(err.Error(), "throttled") {
+		t.Fatalf("error %v, want the listing error", err)
+	}
+	l.fail = nil
+	if _, err := r.Resolve(context.Background(), nil, req); err != nil {
+		t.Fatalf("a failed listing was cached: %v", err)
+	}
+}
+
+func TestReferenceCatalogHasBothSKUStyles(t *testing.T) {
+	skus, _ := ReferenceCatalog().ListSKUs(context.Background(), "", Publisher, WindowsOffer)
+	for _, want := range []string{"k8s-1dot22dot1-windows-2019-containerd", "k8s-1dot18dot0-windows-2019", "windows-2019-containerd-gen1", "windows-2022-containerd-gen1", "windows-2025-containerd-gen1"} {
+		if !contains(skus, want) {
+			t.Errorf("reference catalog lacks SKU %s", want)
+		}
+	}
+	if contains(skus, "k8s-1dot24dot0-windows-2019") {
+		t.Error("reference catalog has a dockershim image for v1.24, which never existed")
+	}
+}

@@ -1,0 +1,155 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/naming"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-winkube-dev-v1alpha1-azuremachine,mutating=true,failurePolicy=fail,sideEffects=None,groups=infrastructure.winkube.dev,resources=azuremachines,versions=v1alpha1,name=default.azuremachine.infrastructure.winkube.dev,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-winkube-dev-v1alpha1-azuremachine,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.winkube.dev,resources=azuremachines,versions=v1alpha1,name=validation.azuremachine.infrastructure.winkube.dev,admissionReviewVersions=v1
+
+// AzureMachine defaults and validates AzureMachines, including the Windows
+// name rules and conflicts with the cluster's other machines.
+type AzureMachine struct {
+	Reader client.Reader
+}
+
+// Default fills in the OS disk, runtime, Windows release and, for Linux, an
+// SSH key. On an update that drops the key, the existing key is kept: the
+// key is immutable, and a new random one would make the update fail.
+func (w *AzureMachine) Default(ctx context.Context, m *infrav1.AzureMachine) error {
+	if m.Spec.SSHPublicKey == "" {
+		if req, err := admission.RequestFromContext(ctx); err == nil && len(req.OldObject.Raw) > 0 {
+			old := &infrav1.AzureMachine{}
+			if err := decodeRaw(req.OldObject.Raw, old); err == nil {
+				m.Spec.SSHPublicKey = old.Spec.SSHPublicKey
+			}
+		}
+	}
+	return defaultVMSpec(&m.Spec.AzureVMSpec, true)
+}
+
+// VMName is the Azure VM (and computer) name of a machine.
+func VMName(m *infrav1.AzureMachine) string {
+	if m.Spec.OS() == infrav1.Windows {
+		return naming.WindowsMachineName(m.Name)
+	}
+	return m.Name
+}
+
+func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine) field.ErrorList {
+	p := field.NewPath("spec")
+	errs := validateVMSpec(&m.Spec.AzureVMSpec, p)
+	name := field.NewPath("metadata", "name")
+	vmName := VMName(m)
+	if m.Spec.OS() == infrav1.Windows {
+		if err := naming.ValidateWindowsComputerName(vmName); err != nil {
+			errs = append(errs, field.Invalid(name, m.Name, fmt.Sprintf("gives the Windows computer name %q: %v", vmName, err)))
+		}
+	} else if _, err := naming.LinuxName(m.Name); err != nil {
+		errs = append(errs, field.Invalid(name, m.Name, err.Error()))
+	}
+	errs = append(errs, validateCombination(&m.Spec.AzureVMSpec, ownerVersion(ctx, w.Reader, m), p)...)
+	if len(errs) == 0 {
+		if err := w.conflict(ctx, m, vmName); err != nil {
+			errs = append(errs, field.Duplicate(name, err.Error()))
+		}
+	}
+	return errs
+}
+
+// conflict looks for another machine of the same cluster that would get the
+// same VM name: Azure would make them one VM.
+func (w *AzureMachine) conflict(ctx context.Context, m *infrav1.AzureMachine, vmName string) error {
+	if w.Reader == nil {
+		return nil
+	}
+	list := &infrav1.AzureMachineList{}
+	opts := []client.ListOption{client.InNamespace(m.Namespace)}
+	if c := m.Labels[clusterv1.ClusterNameLabel]; c != "" {
+		opts = append(opts, client.MatchingLabels{clusterv1.ClusterNameLabel: c})
+	}
+	if err := w.Reader.List(ctx, list, opts...); err != nil {
+		return fmt.Errorf("listing the cluster's machines to check for name conflicts: %w", err)
+	}
+	var claims []naming.Claim
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Labels[clusterv1.ClusterNameLabel] != m.Labels[clusterv1.ClusterNameLabel] {
+			continue
+		}
+		claims = append(claims, naming.Claim{Object: "AzureMachine " + o.Namespace + "/" + o.Name, Name: VMName(o)})
+	}
+	return naming.FindConflict(naming.Claim{Object: "AzureMachine " + m.Namespace + "/" + m.Name, Name: vmName}, claims, false)
+}
+
+// ValidateCreate checks a new machine.
+func (w *AzureMachine) ValidateCreate(ctx context.Context, m *infrav1.AzureMachine) (admission.Warnings, error) {
+	return nil, invalid(m, w.validate(ctx, m))
+}
+
+// ValidateUpdate also refuses changes to what the VM cannot change.
+func (w *AzureMachine) ValidateUpdate(ctx context.Context, oldM, m *infrav1.AzureMachine) (admission.Warnings, error) {
+	errs := w.validate(ctx, m)
+	p := field.NewPath("spec")
+	errs = append(errs, immutableVMFields(&oldM.Spec.AzureVMSpec, &m.Spec.AzureVMSpec, p)...)
+	if oldM.Spec.ProviderID != "" && oldM.Spec.ProviderID != m.Spec.ProviderID {
+		errs = append(errs, field.Forbidden(p.Child("providerID"), "cannot change once set: it names the machine's VM"))
+	}
+	return nil, invalid(m, errs)
+}
+
+// ValidateDelete allows deletion.
+func (w *AzureMachine) ValidateDelete(context.Context, *infrav1.AzureMachine) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-winkube-dev-v1alpha1-azuremachinetemplate,mutating=true,failurePolicy=fail,sideEffects=None,groups=infrastructure.winkube.dev,resources=azuremachinetemplates,versions=v1alpha1,name=default.azuremachinetemplate.infrastructure.winkube.dev,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-winkube-dev-v1alpha1-azuremachinetemplate,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.winkube.dev,resources=azuremachinetemplates,versions=v1alpha1,name=validation.azuremachinetemplate.infrastructure.winkube.dev,admissionReviewVersions=v1
+
+// AzureMachineTemplate defaults and validates templates, whose spec is
+// immutable: a MachineDeployment rolls by pointing at a new template.
+type AzureMachineTemplate struct{}
+
+// Default fills in the same defaults as a machine, but no SSH key: each
+// machine gets its own.
+func (AzureMachineTemplate) Default(_ context.Context, t *infrav1.AzureMachineTemplate) error {
+	return defaultVMSpec(&t.Spec.Template.Spec.AzureVMSpec, false)
+}
+
+func (AzureMachineTemplate) validate(t *infrav1.AzureMachineTemplate) field.ErrorList {
+	p := field.NewPath("spec", "template", "spec")
+	errs := validateVMSpec(&t.Spec.Template.Spec.AzureVMSpec, p)
+	if t.Spec.Template.Spec.ProviderID != "" {
+		errs = append(errs, field.Forbidden(p.Child("providerID"), "a template cannot name a VM: leave providerID out"))
+	}
+	return errs
+}
+
+// ValidateCreate checks a new template.
+func (w AzureMachineTemplate) ValidateCreate(_ context.Context, t *infrav1.AzureMachineTemplate) (admission.Warnings, error) {
+	return nil, invalid(t, w.validate(t))
+}
+
+// ValidateUpdate refuses any change of the spec.
+func (w AzureMachineTemplate) ValidateUpdate(ctx context.Context, oldT, t *infrav1.AzureMachineTemplate) (admission.Warnings, error) {
+	errs := w.validate(t)
+	if !isTopologyDryRun(ctx, t) && !semanticEqual(oldT.Spec, t.Spec) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec"),
+			"AzureMachineTemplate is immutable: create a new template and point the MachineDeployment or KubeadmControlPlane at it"))
+	}
+	return nil, invalid(t, errs)
+}
+
+// ValidateDelete allows deletion.
+func (AzureMachineTemplate) ValidateDelete(context.Context, *infrav1.AzureMachineTemplate) (admission.Warnings, error) {
+	return nil, nil
+}

@@ -1,0 +1,163 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/naming"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-winkube-dev-v1alpha1-azuremachinepool,mutating=true,failurePolicy=fail,sideEffects=None,groups=infrastructure.winkube.dev,resources=azuremachinepools,versions=v1alpha1,name=default.azuremachinepool.infrastructure.winkube.dev,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-winkube-dev-v1alpha1-azuremachinepool,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.winkube.dev,resources=azuremachinepools,versions=v1alpha1,name=validation.azuremachinepool.infrastructure.winkube.dev,admissionReviewVersions=v1
+
+// AzureMachinePool defaults and validates scale-set pools, including the
+// Windows computer-name prefix and conflicts between a cluster's pools.
+type AzureMachinePool struct {
+	Reader client.Reader
+}
+
+// Default fills the VM model like a machine's (an SSH key for Linux, kept
+// across updates) and the rolling-update strategy.
+func (w *AzureMachinePool) Default(ctx context.Context, mp *infrav1.AzureMachinePool) error {
+	if mp.Spec.Template.SSHPublicKey == "" {
+		if req, err := admission.RequestFromContext(ctx); err == nil && len(req.OldObject.Raw) > 0 {
+			old := &infrav1.AzureMachinePool{}
+			if err := decodeRaw(req.OldObject.Raw, old); err == nil {
+				mp.Spec.Template.SSHPublicKey = old.Spec.Template.SSHPublicKey
+			}
+		}
+	}
+	if mp.Spec.Strategy.MaxSurge == nil {
+		v := intstr.FromInt32(1)
+		mp.Spec.Strategy.MaxSurge = &v
+	}
+	if mp.Spec.Strategy.MaxUnavailable == nil {
+		v := intstr.FromInt32(0)
+		mp.Spec.Strategy.MaxUnavailable = &v
+	}
+	return defaultVMSpec(&mp.Spec.Template, true)
+}
+
+// ComputerNamePrefix is the scale set's computer-name prefix.
+func ComputerNamePrefix(mp *infrav1.AzureMachinePool) string {
+	if mp.Spec.Template.OS() == infrav1.Windows {
+		return naming.WindowsScaleSetPrefix(mp.Name)
+	}
+	return mp.Name
+}
+
+func (w *AzureMachinePool) validate(ctx context.Context, mp *infrav1.AzureMachinePool) field.ErrorList {
+	p := field.NewPath("spec", "template")
+	errs := validateVMSpec(&mp.Spec.Template, p)
+	name := field.NewPath("metadata", "name")
+	prefix := ComputerNamePrefix(mp)
+	if mp.Spec.Template.OS() == infrav1.Windows {
+		if err := naming.ValidateWindowsComputerName(prefix); err != nil {
+			errs = append(errs, field.Invalid(name, mp.Name, fmt.Sprintf("gives the Windows computer-name prefix %q: %v", prefix, err)))
+		}
+	} else if len(prefix) > naming.MaxLinuxScaleSetPrefix {
+		errs = append(errs, field.Invalid(name, mp.Name, fmt.Sprintf("is %d characters; a Linux scale set's computer-name prefix may have at most %d", len(prefix), naming.MaxLinuxScaleSetPrefix)))
+	}
+	for _, s := range []struct {
+		name string
+		v    *intstr.IntOrString
+	}{{"maxSurge", mp.Spec.Strategy.MaxSurge}, {"maxUnavailable", mp.Spec.Strategy.MaxUnavailable}} {
+		if s.v != nil {
+			if n, err := intstr.GetScaledValueFromIntOrPercent(s.v, 100, true); err != nil || n < 0 {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "strategy", s.name), s.v.String(), "must be a non-negative number or a percentage such as 25%"))
+			}
+		}
+	}
+	if s := mp.Spec.Strategy; s.MaxSurge != nil && s.MaxUnavailable != nil && s.MaxSurge.IntValue() == 0 && s.MaxUnavailable.IntValue() == 0 && s.MaxSurge.Type == intstr.Int && s.MaxUnavailable.Type == intstr.Int {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "strategy"), "maxSurge 0, maxUnavailable 0", "a rollout could never replace an instance: allow a surge or an unavailable instance"))
+	}
+	errs = append(errs, validateCombination(&mp.Spec.Template, ownerVersion(ctx, w.Reader, mp), p)...)
+	if len(errs) == 0 && mp.Spec.Template.OS() == infrav1.Windows {
+		if err := w.conflict(ctx, mp, prefix); err != nil {
+			errs = append(errs, field.Duplicate(name, err.Error()))
+		}
+	}
+	return errs
+}
+
+func (w *AzureMachinePool) conflict(ctx context.Context, mp *infrav1.AzureMachinePool, prefix string) error {
+	if w.Reader == nil {
+		return nil
+	}
+	list := &infrav1.AzureMachinePoolList{}
+	opts := []client.ListOption{client.InNamespace(mp.Namespace)}
+	if c := mp.Labels[clusterv1.ClusterNameLabel]; c != "" {
+		opts = append(opts, client.MatchingLabels{clusterv1.ClusterNameLabel: c})
+	}
+	if err := w.Reader.List(ctx, list, opts...); err != nil {
+		return fmt.Errorf("listing the cluster's machine pools to check for name conflicts: %w", err)
+	}
+	var claims []naming.Claim
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Labels[clusterv1.ClusterNameLabel] != mp.Labels[clusterv1.ClusterNameLabel] {
+			continue
+		}
+		claims = append(claims, naming.Claim{Object: "AzureMachinePool " + o.Namespace + "/" + o.Name, Name: ComputerNamePrefix(o)})
+	}
+	return naming.FindConflict(naming.Claim{Object: "AzureMachinePool " + mp.Namespace + "/" + mp.Name, Name: prefix}, claims, true)
+}
+
+// ValidateCreate checks a new pool.
+func (w *AzureMachinePool) ValidateCreate(ctx context.Context, mp *infrav1.AzureMachinePool) (admission.Warnings, error) {
+	return nil, invalid(mp, w.validate(ctx, mp))
+}
+
+// ValidateUpdate allows model changes (they roll the instances) but not a
+// change of operating system or SSH key.
+func (w *AzureMachinePool) ValidateUpdate(ctx context.Context, oldMP, mp *infrav1.AzureMachinePool) (admission.Warnings, error) {
+	errs := w.validate(ctx, mp)
+	p := field.NewPath("spec", "template")
+	if oldMP.Spec.Template.OS() != mp.Spec.Template.OS() {
+		errs = append(errs, field.Forbidden(p.Child("osDisk", "osType"), "a scale set cannot change its operating system: create a new pool"))
+	}
+	if oldMP.Spec.Template.SSHPublicKey != mp.Spec.Template.SSHPublicKey {
+		errs = append(errs, field.Forbidden(p.Child("sshPublicKey"), "cannot change on an existing scale set"))
+	}
+	return nil, invalid(mp, errs)
+}
+
+// ValidateDelete allows deletion.
+func (w *AzureMachinePool) ValidateDelete(context.Context, *infrav1.AzureMachinePool) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// +kubebuilder:webhook:verbs=update,path=/validate-infrastructure-winkube-dev-v1alpha1-azuremachinepoolmachine,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.winkube.dev,resources=azuremachinepoolmachines,versions=v1alpha1,name=validation.azuremachinepoolmachine.infrastructure.winkube.dev,admissionReviewVersions=v1
+
+// AzureMachinePoolMachine keeps an instance's identity fixed.
+type AzureMachinePoolMachine struct{}
+
+// ValidateCreate allows creation (the pool controller creates them).
+func (AzureMachinePoolMachine) ValidateCreate(context.Context, *infrav1.AzureMachinePoolMachine) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// ValidateUpdate refuses a change of the instance it stands for.
+func (AzureMachinePoolMachine) ValidateUpdate(_ context.Context, oldM, m *infrav1.AzureMachinePoolMachine) (admission.Warnings, error) {
+	var errs field.ErrorList
+	p := field.NewPath("spec")
+	if oldM.Spec.ProviderID != "" && oldM.Spec.ProviderID != m.Spec.ProviderID {
+		errs = append(errs, field.Forbidden(p.Child("providerID"), "cannot change once set: it names the scale-set instance"))
+	}
+	if oldM.Spec.InstanceID != "" && oldM.Spec.InstanceID != m.Spec.InstanceID {
+		errs = append(errs, field.Forbidden(p.Child("instanceID"), "cannot change once set"))
+	}
+	return nil, invalid(m, errs)
+}
+
+// ValidateDelete allows deletion.
+func (AzureMachinePoolMachine) ValidateDelete(context.Context, *infrav1.AzureMachinePoolMachine) (admission.Warnings, error) {
+	return nil, nil
+}

@@ -1,0 +1,42 @@
+package webhooks
+
+import (
+	ctrl "sigs.k8s.io/controller-runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+)
+
+// SetupWithManager registers every winkube webhook with the manager's
+// webhook server. Checks that read other objects use the manager's API
+// reader, not its cache.
+func SetupWithManager(mgr ctrl.Manager) error {
+	r := mgr.GetAPIReader()
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureCluster{}).
+		WithDefaulter(&AzureCluster{Reader: r}).WithValidator(&AzureCluster{Reader: r}).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureClusterTemplate{}).
+		WithValidator(AzureClusterTemplate{}).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureMachine{}).
+		WithDefaulter(&AzureMachine{Reader: r}).WithValidator(&AzureMachine{Reader: r}).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureMachineTemplate{}).
+		WithDefaulter(AzureMachineTemplate{}).WithValidator(AzureMachineTemplate{}).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureMachinePool{}).
+		WithDefaulter(&AzureMachinePool{Reader: r}).WithValidator(&AzureMachinePool{Reader: r}).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureMachinePoolMachine{}).
+		WithValidator(AzureMachinePoolMachine{}).Complete(); err != nil {
+		return err
+	}
+	return ctrl.NewWebhookManagedBy(mgr, &clusterv1.Cluster{}).
+		WithValidator(&Cluster{Reader: r}).
+		WithValidatorCustomPath("/validate-winkube-cluster-x-k8s-io-v1beta2-cluster").Complete()
+}

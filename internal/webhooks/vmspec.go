@@ -1,0 +1,187 @@
+package webhooks
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"regexp"
+
+	"golang.org/x/crypto/ssh"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/images"
+)
+
+const (
+	defaultDiskSizeGB         = 128
+	defaultStorageAccountType = "Premium_LRS"
+)
+
+var (
+	vmSizeRE          = regexp.MustCompile(`^(Standard|Basic)_[A-Za-z0-9]+(_[A-Za-z0-9]+)*$`)
+	imageVersionRE    = regexp.MustCompile(`^(latest|[0-9]+\.[0-9]+\.[0-9]+)$`)
+	galleryVersionRE  = regexp.MustCompile(`^(latest|[0-9]+\.[0-9]+\.[0-9]+)$`)
+	armResourceIDRE   = regexp.MustCompile(`^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/(images|galleries)/.+$`)
+)
+
+// defaultVMSpec fills what a VM needs and the user left out. An SSH key is
+// generated only where asked (Linux machines): a template must not get one,
+// or every re-apply would change an immutable template.
+func defaultVMSpec(s *infrav1.AzureVMSpec, generateSSHKey bool) error {
+	if s.OSDisk.OSType == "" {
+		s.OSDisk.OSType = infrav1.Linux
+	}
+	if s.OSDisk.DiskSizeGB == nil {
+		s.OSDisk.DiskSizeGB = ptr.To[int32](defaultDiskSizeGB)
+	}
+	if s.OSDisk.CachingType == "" {
+		s.OSDisk.CachingType = "ReadWrite"
+	}
+	if s.OSDisk.ManagedDisk == nil {
+		s.OSDisk.ManagedDisk = &infrav1.ManagedDiskParameters{}
+	}
+	if s.OSDisk.ManagedDisk.StorageAccountType == "" {
+		s.OSDisk.ManagedDisk.StorageAccountType = defaultStorageAccountType
+	}
+	if s.ContainerRuntime == "" {
+		s.ContainerRuntime = infrav1.Containerd
+	}
+	if s.OSDisk.OSType == infrav1.Windows && s.WindowsServerVersion == "" {
+		s.WindowsServerVersion = infrav1.WindowsServer2022
+	}
+	if generateSSHKey && s.OSDisk.OSType == infrav1.Linux && s.SSHPublicKey == "" {
+		key, err := newSSHPublicKey()
+		if err != nil {
+			return err
+		}
+		s.SSHPublicKey = key
+	}
+	return nil
+}
+
+// newSSHPublicKey makes a key whose private half is thrown away: the VM gets
+// a key (Azure requires one for Linux) that nobody holds, until the user
+// supplies their own.
+func newSSHPublicKey() (string, error) {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", fmt.Errorf("generating an SSH key: %w", err)
+	}
+	sshPub, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(ssh.MarshalAuthorizedKey(sshPub)), nil
+}
+
+// validateVMSpec checks the fields of a VM spec that need no other object.
+func validateVMSpec(s *infrav1.AzureVMSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.VMSize == "" {
+		errs = append(errs, field.Required(p.Child("vmSize"), "set an Azure VM size such as Standard_D4s_v3"))
+	} else if !vmSizeRE.MatchString(s.VMSize) {
+		errs = append(errs, field.Invalid(p.Child("vmSize"), s.VMSize, "an Azure VM size looks like Standard_D4s_v3 or Standard_B2ms: Standard_ or Basic_ and the size's name"))
+	}
+	errs = append(errs, validateImage(s.Image, p.Child("image"))...)
+	if s.WindowsServerVersion != "" && s.OSDisk.OSType != infrav1.Windows {
+		errs = append(errs, field.Invalid(p.Child("windowsServerVersion"), s.WindowsServerVersion,
+			"applies only to Windows machines: set osDisk.osType to Windows or remove windowsServerVersion"))
+	}
+	if s.SSHPublicKey != "" {
+		if err := validateSSHPublicKey(s.SSHPublicKey); err != nil {
+			errs = append(errs, field.Invalid(p.Child("sshPublicKey"), "(key)", err.Error()))
+		}
+	}
+	return errs
+}
+
+func validateImage(img *infrav1.Image, p *field.Path) field.ErrorList {
+	if img == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	set := 0
+	if img.ID != nil {
+		set++
+		if !armResourceIDRE.MatchString(*img.ID) {
+			errs = append(errs, field.Invalid(p.Child("id"), *img.ID,
+				"must be the ARM ID of an image: /subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/images/<name>"))
+		}
+	}
+	if m := img.Marketplace; m != nil {
+		set++
+		if !imageVersionRE.MatchString(m.Version) {
+			errs = append(errs, field.Invalid(p.Child("marketplace", "version"), m.Version,
+				"a marketplace image version is three dotted numbers such as 128.12.20240717, or latest"))
+		}
+	}
+	if g := img.ComputeGallery; g != nil {
+		set++
+		if !galleryVersionRE.MatchString(g.Version) {
+			errs = append(errs, field.Invalid(p.Child("computeGallery", "version"), g.Version,
+				"a gallery image version is three dotted numbers such as 1.36.3, or latest"))
+		}
+		if (g.SubscriptionID == nil) != (g.ResourceGroup == nil) {
+			errs = append(errs, field.Invalid(p.Child("computeGallery"), g.Gallery,
+				"set both subscriptionID and resourceGroup for a private gallery, or neither for a community gallery"))
+		}
+	}
+	if set != 1 {
+		errs = append(errs, field.Invalid(p, fmt.Sprintf("%d image sources", set),
+			"set exactly one of id, marketplace and computeGallery, or leave image out for the default image"))
+	}
+	return errs
+}
+
+func validateSSHPublicKey(b64 string) error {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return fmt.Errorf("must be a base64-encoded OpenSSH public key (base64 -w0 ~/.ssh/id_rsa.pub): %v", err)
+	}
+	if _, _, _, _, err := ssh.ParseAuthorizedKey(raw); err != nil {
+		return fmt.Errorf("decodes to something that is not an OpenSSH public key (\"ssh-ed25519 AAAA...\" or \"ssh-rsa AAAA...\"): %v", err)
+	}
+	return nil
+}
+
+// validateCombination checks the VM spec against the Kubernetes version the
+// node will run, when that version is known.
+func validateCombination(s *infrav1.AzureVMSpec, version string, p *field.Path) field.ErrorList {
+	if version == "" {
+		return nil
+	}
+	v, err := images.ParseVersion(version)
+	if err != nil {
+		return nil // Cluster API validates its own version field
+	}
+	if err := images.ValidateRuntime(v, s.OSDisk.OSType, s.WindowsServerVersion, s.ContainerRuntime); err != nil {
+		f := "containerRuntime"
+		val := any(s.ContainerRuntime)
+		if ce, ok := err.(*images.CombinationError); ok && ce.Field == "windowsServerVersion" {
+			f, val = ce.Field, s.WindowsServerVersion
+		}
+		return field.ErrorList{field.Invalid(p.Child(f), val, err.Error())}
+	}
+	return nil
+}
+
+// immutableVMFields refuses changes to what a running VM cannot change.
+func immutableVMFields(oldS, newS *infrav1.AzureVMSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	check := func(name string, changed bool) {
+		if changed {
+			errs = append(errs, field.Forbidden(p.Child(name), "cannot change on an existing VM: create a new machine (or a new template) instead"))
+		}
+	}
+	check("osDisk", !apiequality.Semantic.DeepEqual(oldS.OSDisk, newS.OSDisk))
+	check("image", !apiequality.Semantic.DeepEqual(oldS.Image, newS.Image))
+	check("sshPublicKey", oldS.SSHPublicKey != newS.SSHPublicKey)
+	check("vmSize", oldS.VMSize != newS.VMSize)
+	check("windowsServerVersion", oldS.WindowsServerVersion != newS.WindowsServerVersion)
+	check("containerRuntime", oldS.ContainerRuntime != newS.ContainerRuntime)
+	return errs
+}
