@@ -14,11 +14,13 @@ const (
 // AzureClusterSpec is the desired Azure infrastructure of a cluster.
 type AzureClusterSpec struct {
 	// subscriptionID is the Azure subscription the cluster lives in.
+	// +required
 	// +kubebuilder:validation:MinLength=1
-	SubscriptionID string `json:"subscriptionID"`
+	SubscriptionID string `json:"subscriptionID,omitempty"`
 	// location is the Azure region, such as westeurope.
+	// +required
 	// +kubebuilder:validation:MinLength=1
-	Location string `json:"location"`
+	Location string `json:"location,omitempty"`
 	// resourceGroup holds every resource of the cluster; defaulted to the cluster name.
 	// +optional
 	ResourceGroup string `json:"resourceGroup,omitempty"`

@@ -18,7 +18,7 @@ type AzureMachineSpec struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	ProviderID string `json:"providerID,omitempty"`
+	ProviderID  string `json:"providerID,omitempty"`
 	AzureVMSpec `json:",inline"`
 	// additionalTags are added to the VM, its disk and NIC.
 	// +optional

@@ -150,7 +150,7 @@ const (
 // SubnetSpec is a subnet of the VNet.
 type SubnetSpec struct {
 	// +kubebuilder:validation:MinLength=1
-	Name string `json:"name"`
+	Name string     `json:"name"`
 	Role SubnetRole `json:"role"`
 	// +optional
 	CIDRBlocks []string `json:"cidrBlocks,omitempty"`
@@ -239,8 +239,9 @@ type Futures []Future
 // AzureVMSpec is what a single VM and a scale set's VM model have in common.
 type AzureVMSpec struct {
 	// vmSize is an Azure VM size such as Standard_D4s_v3.
+	// +required
 	// +kubebuilder:validation:MinLength=1
-	VMSize string `json:"vmSize"`
+	VMSize string `json:"vmSize,omitempty"`
 	// image of the OS disk; the default for the Machine's Kubernetes version,
 	// OS and Windows version when left out.
 	// +optional

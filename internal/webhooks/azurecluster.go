@@ -2,9 +2,10 @@ package webhooks
 
 import (
 	"context"
+	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,7 +113,7 @@ func (w *AzureCluster) validateAgainstCluster(ctx context.Context, c *infrav1.Az
 	var errs field.ErrorList
 	for _, e := range clusterRangeErrors(cluster, c.Spec.NetworkSpec.Vnet.CIDRBlocks) {
 		errs = append(errs, field.Invalid(vnetPath, c.Spec.NetworkSpec.Vnet.CIDRBlocks,
-			"Cluster "+cluster.Name+" "+e.Field+" "+e.Detail))
+			fmt.Sprintf("Cluster %s has %s = %v, but %s", cluster.Name, e.Field, e.BadValue, e.Detail)))
 	}
 	return errs
 }

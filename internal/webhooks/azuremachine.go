@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -59,36 +58,15 @@ func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine) fi
 	}
 	errs = append(errs, validateCombination(&m.Spec.AzureVMSpec, ownerVersion(ctx, w.Reader, m), p)...)
 	if len(errs) == 0 {
-		if err := w.conflict(ctx, m, vmName); err != nil {
-			errs = append(errs, field.Duplicate(name, err.Error()))
+		// Another machine of the cluster with the same VM name would be
+		// the same VM to Azure.
+		if err := nameConflict(ctx, w.Reader, &infrav1.AzureMachineList{}, m, vmName, func(o client.Object) string {
+			return VMName(o.(*infrav1.AzureMachine))
+		}, false); err != nil {
+			errs = append(errs, field.Invalid(name, m.Name, err.Error()))
 		}
 	}
 	return errs
-}
-
-// conflict looks for another machine of the same cluster that would get the
-// same VM name: Azure would make them one VM.
-func (w *AzureMachine) conflict(ctx context.Context, m *infrav1.AzureMachine, vmName string) error {
-	if w.Reader == nil {
-		return nil
-	}
-	list := &infrav1.AzureMachineList{}
-	opts := []client.ListOption{client.InNamespace(m.Namespace)}
-	if c := m.Labels[clusterv1.ClusterNameLabel]; c != "" {
-		opts = append(opts, client.MatchingLabels{clusterv1.ClusterNameLabel: c})
-	}
-	if err := w.Reader.List(ctx, list, opts...); err != nil {
-		return fmt.Errorf("listing the cluster's machines to check for name conflicts: %w", err)
-	}
-	var claims []naming.Claim
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.Labels[clusterv1.ClusterNameLabel] != m.Labels[clusterv1.ClusterNameLabel] {
-			continue
-		}
-		claims = append(claims, naming.Claim{Object: "AzureMachine " + o.Namespace + "/" + o.Name, Name: VMName(o)})
-	}
-	return naming.FindConflict(naming.Claim{Object: "AzureMachine " + m.Namespace + "/" + m.Name, Name: vmName}, claims, false)
 }
 
 // ValidateCreate checks a new machine.

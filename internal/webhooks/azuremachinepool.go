@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -80,34 +79,13 @@ func (w *AzureMachinePool) validate(ctx context.Context, mp *infrav1.AzureMachin
 	}
 	errs = append(errs, validateCombination(&mp.Spec.Template, ownerVersion(ctx, w.Reader, mp), p)...)
 	if len(errs) == 0 && mp.Spec.Template.OS() == infrav1.Windows {
-		if err := w.conflict(ctx, mp, prefix); err != nil {
-			errs = append(errs, field.Duplicate(name, err.Error()))
+		if err := nameConflict(ctx, w.Reader, &infrav1.AzureMachinePoolList{}, mp, prefix, func(o client.Object) string {
+			return ComputerNamePrefix(o.(*infrav1.AzureMachinePool))
+		}, true); err != nil {
+			errs = append(errs, field.Invalid(name, mp.Name, err.Error()))
 		}
 	}
 	return errs
-}
-
-func (w *AzureMachinePool) conflict(ctx context.Context, mp *infrav1.AzureMachinePool, prefix string) error {
-	if w.Reader == nil {
-		return nil
-	}
-	list := &infrav1.AzureMachinePoolList{}
-	opts := []client.ListOption{client.InNamespace(mp.Namespace)}
-	if c := mp.Labels[clusterv1.ClusterNameLabel]; c != "" {
-		opts = append(opts, client.MatchingLabels{clusterv1.ClusterNameLabel: c})
-	}
-	if err := w.Reader.List(ctx, list, opts...); err != nil {
-		return fmt.Errorf("listing the cluster's machine pools to check for name conflicts: %w", err)
-	}
-	var claims []naming.Claim
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.Labels[clusterv1.ClusterNameLabel] != mp.Labels[clusterv1.ClusterNameLabel] {
-			continue
-		}
-		claims = append(claims, naming.Claim{Object: "AzureMachinePool " + o.Namespace + "/" + o.Name, Name: ComputerNamePrefix(o)})
-	}
-	return naming.FindConflict(naming.Claim{Object: "AzureMachinePool " + mp.Namespace + "/" + mp.Name, Name: prefix}, claims, true)
 }
 
 // ValidateCreate checks a new pool.

@@ -8,15 +8,18 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/naming"
 )
 
 var (
@@ -89,3 +92,35 @@ func ownerVersion(ctx context.Context, r client.Reader, obj client.Object) strin
 func decodeRaw(raw []byte, into any) error { return json.Unmarshal(raw, into) }
 
 func semanticEqual(a, b any) bool { return apiequality.Semantic.DeepEqual(a, b) }
+
+// nameConflict lists the objects of obj's kind in its cluster (same namespace
+// and cluster-name label) and reports one whose Azure name, as nameOf gives
+// it, equals claimed.
+func nameConflict(ctx context.Context, r client.Reader, list client.ObjectList, obj client.Object, claimed string, nameOf func(client.Object) string, prefix bool) error {
+	if r == nil {
+		return nil
+	}
+	cluster := obj.GetLabels()[clusterv1.ClusterNameLabel]
+	opts := []client.ListOption{client.InNamespace(obj.GetNamespace())}
+	if cluster != "" {
+		opts = append(opts, client.MatchingLabels{clusterv1.ClusterNameLabel: cluster})
+	}
+	kind := kindOf(obj)
+	if err := r.List(ctx, list, opts...); err != nil {
+		return fmt.Errorf("listing the cluster's %s objects to check for name conflicts: %w", kind, err)
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	var claims []naming.Claim
+	for _, item := range items {
+		o := item.(client.Object)
+		if o.GetLabels()[clusterv1.ClusterNameLabel] != cluster {
+			continue
+		}
+		claims = append(claims, naming.Claim{Object: kind + " " + o.GetNamespace() + "/" + o.GetName(), Name: nameOf(o)})
+	}
+	self := naming.Claim{Object: kind + " " + obj.GetNamespace() + "/" + obj.GetName(), Name: claimed}
+	return naming.FindConflict(self, claims, prefix)
+}

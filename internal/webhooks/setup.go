@@ -1,8 +1,8 @@
 package webhooks
 
 import (
-	ctrl "sigs.k8s.io/controller-runtime"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 )

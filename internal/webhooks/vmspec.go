@@ -22,10 +22,10 @@ const (
 )
 
 var (
-	vmSizeRE          = regexp.MustCompile(`^(Standard|Basic)_[A-Za-z0-9]+(_[A-Za-z0-9]+)*$`)
-	imageVersionRE    = regexp.MustCompile(`^(latest|[0-9]+\.[0-9]+\.[0-9]+)$`)
-	galleryVersionRE  = regexp.MustCompile(`^(latest|[0-9]+\.[0-9]+\.[0-9]+)$`)
-	armResourceIDRE   = regexp.MustCompile(`^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/(images|galleries)/.+$`)
+	vmSizeRE         = regexp.MustCompile(`^(Standard|Basic)_[A-Za-z0-9]+(_[A-Za-z0-9]+)*$`)
+	imageVersionRE   = regexp.MustCompile(`^(latest|[0-9]+\.[0-9]+\.[0-9]+)$`)
+	galleryVersionRE = regexp.MustCompile(`^(latest|[0-9]+\.[0-9]+\.[0-9]+)$`)
+	armResourceIDRE  = regexp.MustCompile(`^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/(images|galleries)/.+$`)
 )
 
 // defaultVMSpec fills what a VM needs and the user left out. An SSH key is
