@@ -1,0 +1,153 @@
+package arm
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+type vmSize struct {
+	vCPUs    int
+	memoryGB float64
+	family   string
+}
+
+// vmSizes are the sizes the emulator offers in every location; a VM of any
+// other size is refused as Azure refuses an unknown size.
+var vmSizes = map[string]vmSize{
+	"Standard_B1s": {1, 1, "standardBSFamily"}, "Standard_B2s": {2, 4, "standardBSFamily"}, "Standard_B2ms": {2, 8, "standardBSFamily"},
+	"Standard_D2s_v3": {2, 8, "standardDSv3Family"}, "Standard_D4s_v3": {4, 16, "standardDSv3Family"}, "Standard_D8s_v3": {8, 32, "standardDSv3Family"},
+	"Standard_D2_v3": {2, 8, "standardDv3Family"}, "Standard_D4_v3": {4, 16, "standardDv3Family"},
+	"Standard_D2s_v5": {2, 8, "standardDSv5Family"}, "Standard_D4s_v5": {4, 16, "standardDSv5Family"}, "Standard_D8s_v5": {8, 32, "standardDSv5Family"},
+	"Standard_DS2_v2": {2, 7, "standardDSv2Family"}, "Standard_F2s_v2": {2, 4, "standardFSv2Family"}, "Standard_E4s_v3": {4, 32, "standardESv3Family"},
+}
+
+func sizeNames() []string {
+	var out []string
+	for n := range vmSizes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type locationInfo struct {
+	zones []string
+}
+
+// locations are the regions the emulator knows; westcentralus has no
+// availability zones, as in Azure.
+var locations = map[string]locationInfo{
+	"westeurope": {[]string{"1", "2", "3"}}, "northeurope": {[]string{"1", "2", "3"}}, "uksouth": {[]string{"1", "2", "3"}},
+	"eastus": {[]string{"1", "2", "3"}}, "eastus2": {[]string{"1", "2", "3"}}, "westus2": {[]string{"1", "2", "3"}},
+	"westus3": {[]string{"1", "2", "3"}}, "southcentralus": {[]string{"1", "2", "3"}}, "centralus": {[]string{"1", "2", "3"}},
+	"westcentralus": {nil},
+}
+
+// serveResourceSKUs answers the resource SKUs API with the VM sizes, their
+// capabilities and each location's zones.
+func (s *Server) serveResourceSKUs(w http.ResponseWriter, r *http.Request) {
+	filter := strings.ToLower(r.URL.Query().Get("$filter"))
+	var locs []string
+	for l := range locations {
+		if filter == "" || strings.Contains(filter, "'"+l+"'") {
+			locs = append(locs, l)
+		}
+	}
+	sort.Strings(locs)
+	var items []any
+	for _, name := range sizeNames() {
+		sz := vmSizes[name]
+		for _, l := range locs {
+			items = append(items, map[string]any{
+				"resourceType": "virtualMachines", "name": name, "tier": "Standard",
+				"size": strings.TrimPrefix(name, "Standard_"), "family": sz.family,
+				"locations":    []any{l},
+				"locationInfo": []any{map[string]any{"location": l, "zones": toAny(locations[l].zones)}},
+				"capabilities": []any{
+					map[string]any{"name": "vCPUs", "value": strconv.Itoa(sz.vCPUs)},
+					map[string]any{"name": "MemoryGB", "value": strconv.FormatFloat(sz.memoryGB, 'f', -1, 64)},
+					map[string]any{"name": "AcceleratedNetworkingEnabled", "value": strconv.FormatBool(sz.vCPUs >= 2)},
+					map[string]any{"name": "HyperVGenerations", "value": "V1,V2"},
+				},
+				"restrictions": []any{},
+			})
+		}
+	}
+	writeList(w, items)
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, s)
+	}
+	return out
+}
+
+// serveImages answers the VirtualMachineImages API from the catalog:
+// publishers/P/artifacttypes/vmimage/offers[/O/skus[/S/versions[/V]]].
+func (s *Server) serveImages(w http.ResponseWriter, location string, seg []string) {
+	if _, ok := locations[strings.ToLower(location)]; !ok {
+		writeError(w, errorf(http.StatusNotFound, "NoRegisteredProviderFound", "No registered resource provider found for location '%s'.", location))
+		return
+	}
+	pub := seg[0]
+	match := func(v, want string) bool { return strings.EqualFold(v, want) }
+	seen := map[string]bool{}
+	var names []string
+	add := func(n string) {
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	switch len(seg) {
+	case 4: // offers
+		for _, im := range s.opts.Catalog {
+			if match(im.Publisher, pub) {
+				add(im.Offer)
+			}
+		}
+	case 6: // skus
+		for _, im := range s.opts.Catalog {
+			if match(im.Publisher, pub) && match(im.Offer, seg[4]) {
+				add(im.SKU)
+			}
+		}
+	case 8, 9: // versions, or one version
+		for _, im := range s.opts.Catalog {
+			if match(im.Publisher, pub) && match(im.Offer, seg[4]) && match(im.SKU, seg[6]) && (len(seg) == 8 || im.Version == seg[8]) {
+				if len(seg) == 9 {
+					writeJSON(w, http.StatusOK, map[string]any{
+						"name": im.Version, "location": location,
+						"id": "/Subscriptions/x/Providers/Microsoft.Compute/Locations/" + location + "/Publishers/" + im.Publisher + "/ArtifactTypes/VMImage/Offers/" + im.Offer + "/Skus/" + im.SKU + "/Versions/" + im.Version,
+						"properties": map[string]any{"osDiskImage": map[string]any{"operatingSystem": string(im.OS)}, "hyperVGeneration": "V1"},
+					})
+					return
+				}
+				add(im.Version)
+			}
+		}
+	default:
+		writeError(w, errorf(http.StatusNotFound, "NotFound", "No route for the image path."))
+		return
+	}
+	if len(names) == 0 {
+		writeError(w, errorf(http.StatusNotFound, "NotFound", "Artifact: VMImage was not found."))
+		return
+	}
+	items := make([]any, 0, len(names))
+	for _, n := range names {
+		items = append(items, map[string]any{"name": n, "location": location, "id": "/Subscriptions/x/Providers/Microsoft.Compute/Locations/" + location + "/Publishers/" + pub + "/" + n})
+	}
+	// The images API answers a bare array, not {"value": [...]}.
+	writeJSON(w, http.StatusOK, items)
+}
+
+func jsonString(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}

@@ -1,0 +1,684 @@
+package arm
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	kindVM       = "Microsoft.Compute/virtualMachines"
+	kindDisk     = "Microsoft.Compute/disks"
+	kindVMSS     = "Microsoft.Compute/virtualMachineScaleSets"
+	kindInstance = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
+
+	// Azure's limit on custom data: 64 KiB once decoded.
+	maxCustomData = 64 * 1024
+	windowsNameChars = "`~!@#$%^&*()=+_[]{}\\|;:.'\",<>/?"
+)
+
+func init() {
+	register(&kindInfo{typ: kindVM, topLevel: true, put: putVM, delay: bootDelay, ready: vmReady, deleted: vmDeleted})
+	register(&kindInfo{typ: kindDisk, topLevel: true, canDelete: diskAttached})
+	register(&kindInfo{typ: kindVMSS, topLevel: true, put: putVMSS, delay: bootDelay, ready: vmssReady})
+	register(&kindInfo{typ: kindInstance, readOnly: true, deleted: instanceDeleted})
+}
+
+// osOf decides a VM's OS as Azure does: the OS disk's osType, else the OS
+// profile's configuration, else the image.
+func osOf(storage, osProfile map[string]any) string {
+	switch strings.ToLower(str(storage, "osDisk", "osType")) {
+	case "windows":
+		return "Windows"
+	case "linux":
+		return "Linux"
+	}
+	if _, ok := osProfile["windowsConfiguration"]; ok {
+		return "Windows"
+	}
+	img := strings.ToLower(str(storage, "imageReference", "offer") + str(storage, "imageReference", "id") + str(storage, "imageReference", "communityGalleryImageId"))
+	if strings.Contains(img, "windows") || strings.Contains(img, "capi-win") {
+		return "Windows"
+	}
+	return "Linux"
+}
+
+func bootDelay(s *Server, r *resource) time.Duration {
+	storage := r.props()["storageProfile"]
+	if r.kind.typ == kindVMSS {
+		storage = get(r.props(), "virtualMachineProfile", "storageProfile")
+	}
+	sm, _ := storage.(map[string]any)
+	if osOf(sm, nil) == "Windows" {
+		return s.opts.BootDelayWindows
+	}
+	return s.opts.BootDelayLinux
+}
+
+func validateComputerName(name, os, target string, limit int) *armError {
+	if os == "Windows" {
+		what := "computer name"
+		if target == "computerNamePrefix" {
+			what = "computer name prefix"
+		}
+		if len(name) > limit || strings.Trim(name, "0123456789") == "" || strings.ContainsAny(name, windowsNameChars) {
+			return invalidParameter(target, "Windows %s cannot be more than %d characters long, be entirely numeric, or contain the following characters: %s", what, limit, windowsNameChars)
+		}
+		return nil
+	}
+	if len(name) > limit {
+		return invalidParameter(target, "Linux host name cannot exceed %d characters in length or contain the following characters: %s", limit, windowsNameChars)
+	}
+	return nil
+}
+
+// validateImage checks a platform image against the catalog.
+func (s *Server) validateImage(storage map[string]any, location string) *armError {
+	ref, _ := storage["imageReference"].(map[string]any)
+	if ref == nil {
+		return invalidParameter("imageReference", "Required parameter 'imageReference' is missing (null).")
+	}
+	if str(ref, "id") != "" || str(ref, "communityGalleryImageId") != "" || str(ref, "sharedGalleryImageId") != "" {
+		return nil
+	}
+	pub, offer, sku, version := str(ref, "publisher"), str(ref, "offer"), str(ref, "sku"), str(ref, "version")
+	for _, im := range s.opts.Catalog {
+		if strings.EqualFold(im.Publisher, pub) && strings.EqualFold(im.Offer, offer) && strings.EqualFold(im.SKU, sku) &&
+			(strings.EqualFold(version, "latest") || im.Version == version) {
+			return nil
+		}
+	}
+	return errorf(http.StatusNotFound, "PlatformImageNotFound", "The platform image '%s:%s:%s:%s' is not available. Verify that all fields in the storage profile are correct. For more details about storage profile information, please refer to https://aka.ms/storageprofile", pub, offer, sku, version)
+}
+
+// takeSecrets moves the admin password and custom data out of an OS
+// profile into the resource's secrets: Azure never returns them.
+func takeSecrets(r *resource, osProfile map[string]any, old *resource, target string) *armError {
+	for _, f := range []string{"adminPassword", "customData"} {
+		v, ok := osProfile[f].(string)
+		delete(osProfile, f)
+		if !ok {
+			continue
+		}
+		if f == "customData" {
+			raw, err := base64.StdEncoding.DecodeString(v)
+			if err != nil {
+				return invalidParameter("customData", "Custom data in OSProfile must be in Base64 encoding and with a maximum length of %d characters.", base64.StdEncoding.EncodedLen(maxCustomData))
+			}
+			if len(raw) > maxCustomData {
+				return invalidParameter("customData", "Custom data in OSProfile must be in Base64 encoding and with a maximum length of %d characters.", base64.StdEncoding.EncodedLen(maxCustomData))
+			}
+			if old != nil && target == "osProfile" {
+				if prev, ok := old.secrets[f].(string); ok && prev != v {
+					return errorf(http.StatusConflict, "PropertyChangeNotAllowed", "Changing property 'customData' is not allowed.")
+				}
+			}
+		}
+		r.secrets[f] = v
+	}
+	return nil
+}
+
+func validateOSProfile(osProfile map[string]any, os string, secrets map[string]any) *armError {
+	if str(osProfile, "adminUsername") == "" {
+		return invalidParameter("adminUsername", "Required parameter 'adminUsername' is missing (null).")
+	}
+	_, hasPassword := secrets["adminPassword"]
+	if os == "Windows" && !hasPassword {
+		return invalidParameter("adminPassword", "Required parameter 'adminPassword' is missing (null).")
+	}
+	if os == "Linux" && !hasPassword && len(list(osProfile, "linuxConfiguration", "ssh", "publicKeys")) == 0 {
+		return invalidParameter("linuxConfiguration", "Authentication using either SSH or by user name and password must be enabled in Linux profile.")
+	}
+	return nil
+}
+
+func putVM(s *Server, r, old *resource) *armError {
+	p := r.props()
+	size := str(p, "hardwareProfile", "vmSize")
+	if _, ok := vmSizes[size]; !ok {
+		return invalidParameter("vmSize", "The value %s provided for the VM size is not valid. The valid sizes in the current region are: %s.", size, strings.Join(sizeNames(), ", "))
+	}
+	if e := s.validateZones(r); e != nil {
+		return e
+	}
+	storage := obj(p, "storageProfile")
+	osProfile := obj(p, "osProfile")
+	if e := s.validateImage(storage, str(r.body, "location")); e != nil {
+		return e
+	}
+	os := osOf(storage, osProfile)
+	obj(storage, "osDisk")["osType"] = os
+	if str(osProfile, "computerName") == "" {
+		osProfile["computerName"] = r.id.Name()
+	}
+	limit := 64
+	if os == "Windows" {
+		limit = 15
+	}
+	if e := validateComputerName(str(osProfile, "computerName"), os, "computerName", limit); e != nil {
+		return e
+	}
+	if e := takeSecrets(r, osProfile, old, "osProfile"); e != nil {
+		return e
+	}
+	if e := validateOSProfile(osProfile, os, r.secrets); e != nil {
+		return e
+	}
+	if old != nil {
+		oldOS := obj(old.props(), "osProfile")
+		for _, f := range []string{"computerName", "adminUsername"} {
+			if str(oldOS, f) != str(osProfile, f) {
+				return errorf(http.StatusConflict, "PropertyChangeNotAllowed", "Changing property '%s' is not allowed.", f)
+			}
+		}
+	}
+	nics := list(p, "networkProfile", "networkInterfaces")
+	if len(nics) == 0 {
+		return invalidParameter("networkProfile", "At least one network interface is required.")
+	}
+	for _, n := range nics {
+		id := str(n.(map[string]any), "id")
+		if e := s.requireRef(r, id, kindNIC); e != nil {
+			return e
+		}
+		if vm := refID(s.lookup(id).props(), "virtualMachine"); vm != "" && !strings.EqualFold(vm, r.idStr) && s.lookup(vm) != nil {
+			return errorf(http.StatusBadRequest, "NicInUse", "Network interface %s is already attached to virtual machine %s.", id, vm)
+		}
+	}
+	// Effects, now that everything is valid.
+	if old != nil {
+		p["vmId"] = old.props()["vmId"]
+		obj(storage, "osDisk")["managedDisk"] = get(old.props(), "storageProfile", "osDisk", "managedDisk")
+		obj(storage, "osDisk")["name"] = str(old.props(), "storageProfile", "osDisk", "name")
+	} else {
+		p["vmId"] = newUUID()
+		s.createOSDisk(r, obj(storage, "osDisk"), os)
+	}
+	for _, n := range nics {
+		nic := s.lookup(str(n.(map[string]any), "id"))
+		nic.props()["virtualMachine"] = map[string]any{"id": r.idStr}
+	}
+	return nil
+}
+
+func (s *Server) validateZones(r *resource) *armError {
+	zones := list(r.body, "zones")
+	loc := locations[strings.ToLower(str(r.body, "location"))]
+	for _, z := range zones {
+		zs, _ := z.(string)
+		ok := false
+		for _, have := range loc.zones {
+			ok = ok || have == zs
+		}
+		if !ok {
+			return invalidParameter("zones", "The zone(s) '%v' for resource '%s' is not supported. The supported zones for location '%s' are '%s'.", z, r.id.Name(), str(r.body, "location"), strings.Join(loc.zones, ","))
+		}
+	}
+	return nil
+}
+
+func (s *Server) createOSDisk(vm *resource, osDisk map[string]any, os string) {
+	name := str(osDisk, "name")
+	if name == "" {
+		name = fmt.Sprintf("%s_OsDisk_1_%s", vm.id.Name(), strings.ReplaceAll(newUUID(), "-", ""))
+		osDisk["name"] = name
+	}
+	size, _ := osDisk["diskSizeGB"].(float64)
+	if size == 0 {
+		size = 30
+		if os == "Windows" {
+			size = 127
+		}
+		osDisk["diskSizeGB"] = size
+	}
+	diskID := resourceID{Subscription: vm.id.Subscription, ResourceGroup: vm.id.ResourceGroup, Namespace: "Microsoft.Compute", Types: []string{"disks"}, Names: []string{name}}
+	storageType := str(osDisk, "managedDisk", "storageAccountType")
+	if storageType == "" {
+		storageType = "Premium_LRS"
+	}
+	md := obj(osDisk, "managedDisk")
+	md["id"] = diskID.String()
+	md["storageAccountType"] = storageType
+	disk := newResource(diskID, kinds[strings.ToLower(kindDisk)], map[string]any{
+		"location": vm.body["location"],
+		"sku":      map[string]any{"name": storageType},
+		"properties": map[string]any{
+			"osType": os, "diskSizeGB": size, "diskState": "Attached", "provisioningState": "Succeeded",
+			"creationData": map[string]any{"createOption": "FromImage"},
+		},
+	})
+	if z, ok := vm.body["zones"]; ok {
+		disk.body["zones"] = z
+	}
+	disk.body["managedBy"] = vm.idStr
+	disk.etag = newETag()
+	s.resources[key(disk.idStr)] = disk
+}
+
+func vmReady(s *Server, r *resource) ([]Machine, *armError) {
+	if f := s.provisioningFailure(r.id.Name()); f != nil {
+		return nil, f.asError(r.id.Name())
+	}
+	p := r.props()
+	return []Machine{s.machineOf(r, str(r.body, "location"), obj(p, "storageProfile"), obj(p, "osProfile"), list(p, "networkProfile", "networkInterfaces"), r.secrets, "", "")}, nil
+}
+
+// machineOf describes a provisioned VM or instance for the runtime.
+func (s *Server) machineOf(r *resource, location string, storage, osProfile map[string]any, nicRefs []any, secrets map[string]any, scaleSet, instance string) Machine {
+	m := Machine{
+		ID: r.idStr, Name: r.id.Name(), ResourceGroup: r.id.ResourceGroup, Location: location,
+		ComputerName: str(osProfile, "computerName"), OS: osOf(storage, osProfile),
+		VMSize: str(r.props(), "hardwareProfile", "vmSize"), AdminUsername: str(osProfile, "adminUsername"),
+		ScaleSet: scaleSet, InstanceID: instance,
+	}
+	if z := list(r.body, "zones"); len(z) > 0 {
+		m.Zone, _ = z[0].(string)
+	}
+	ref, _ := storage["imageReference"].(map[string]any)
+	m.Image = ImageReference{Publisher: str(ref, "publisher"), Offer: str(ref, "offer"), SKU: str(ref, "sku"), Version: str(ref, "version"),
+		ID: str(ref, "id"), CommunityGalleryImageID: str(ref, "communityGalleryImageId"), SharedGalleryImageID: str(ref, "sharedGalleryImageId")}
+	for _, k := range list(osProfile, "linuxConfiguration", "ssh", "publicKeys") {
+		m.SSHPublicKeys = append(m.SSHPublicKeys, str(k.(map[string]any), "keyData"))
+	}
+	if cd, ok := secrets["customData"].(string); ok {
+		m.CustomData, _ = base64.StdEncoding.DecodeString(cd)
+	}
+	for _, n := range nicRefs {
+		nic := s.lookup(str(n.(map[string]any), "id"))
+		if nic == nil {
+			continue
+		}
+		for _, c := range list(nic.props(), "ipConfigurations") {
+			cp := obj(c.(map[string]any), "properties")
+			if ip := str(cp, "privateIPAddress"); ip != "" {
+				m.PrivateIPs = append(m.PrivateIPs, ip)
+			}
+			if pip := s.lookup(refID(cp, "publicIPAddress")); pip != nil {
+				m.PublicIPs = append(m.PublicIPs, str(pip.props(), "ipAddress"))
+			}
+		}
+	}
+	return m
+}
+
+// vmDeleted detaches (or, with deleteOption Delete, deletes) the VM's NICs
+// and OS disk, as Azure does when a VM goes.
+func vmDeleted(s *Server, r *resource) []string {
+	p := r.props()
+	for _, n := range list(p, "networkProfile", "networkInterfaces") {
+		nm := n.(map[string]any)
+		nic := s.lookup(str(nm, "id"))
+		if nic == nil {
+			continue
+		}
+		delete(nic.props(), "virtualMachine")
+		if strings.EqualFold(str(nm, "properties", "deleteOption"), "Delete") {
+			delete(s.resources, key(nic.idStr))
+		}
+	}
+	osDisk := obj(obj(p, "storageProfile"), "osDisk")
+	if disk := s.lookup(str(osDisk, "managedDisk", "id")); disk != nil {
+		if strings.EqualFold(str(osDisk, "deleteOption"), "Delete") {
+			delete(s.resources, key(disk.idStr))
+		} else {
+			delete(disk.body, "managedBy")
+			disk.props()["diskState"] = "Unattached"
+		}
+	}
+	return nil
+}
+
+func diskAttached(s *Server, r *resource) *armError {
+	if vm := str(r.body, "managedBy"); vm != "" && s.lookup(vm) != nil {
+		return errorf(http.StatusConflict, "OperationNotAllowed", "Disk %s is attached to VM %s.", r.id.Name(), vm)
+	}
+	return nil
+}
+
+func (s *Server) serveInstanceView(w http.ResponseWriter, id resourceID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.lookup(id.String())
+	if r == nil {
+		writeError(w, notFound(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.instanceView(r))
+}
+
+func (s *Server) instanceView(r *resource) map[string]any {
+	state := strings.ToLower(r.provisioningState())
+	if r.deleting {
+		state = "deleting"
+	}
+	statuses := []any{map[string]any{"code": "ProvisioningState/" + state, "level": "Info", "displayStatus": "Provisioning " + state}}
+	if state == "failed" {
+		statuses[0] = map[string]any{"code": "ProvisioningState/failed", "level": "Error", "displayStatus": "Provisioning failed"}
+	}
+	power := "PowerState/starting"
+	if r.booted {
+		power = "PowerState/running"
+	}
+	statuses = append(statuses, map[string]any{"code": power, "level": "Info", "displayStatus": strings.TrimPrefix(power, "PowerState/")})
+	if msg, ok := r.secrets["bootError"].(string); ok {
+		statuses = append(statuses, map[string]any{"code": "BootStatus/failed", "level": "Error", "displayStatus": "Boot failed", "message": msg})
+	}
+	osProfile := obj(r.props(), "osProfile")
+	return map[string]any{"computerName": str(osProfile, "computerName"), "osName": osOf(obj(r.props(), "storageProfile"), osProfile), "statuses": statuses}
+}
+
+// Scale sets.
+
+func putVMSS(s *Server, r, old *resource) *armError {
+	sku := obj(r.body, "sku")
+	if _, ok := vmSizes[str(sku, "name")]; !ok {
+		return invalidParameter("sku.name", "The value %s provided for the VM size is not valid.", str(sku, "name"))
+	}
+	capacity, _ := sku["capacity"].(float64)
+	if capacity < 0 || capacity > 1000 {
+		return invalidParameter("sku.capacity", "The capacity %v is outside 0 to 1000.", capacity)
+	}
+	sku["capacity"] = capacity
+	if e := s.validateZones(r); e != nil {
+		return e
+	}
+	p := r.props()
+	if str(p, "orchestrationMode") == "" {
+		p["orchestrationMode"] = "Uniform"
+	}
+	if str(p, "upgradePolicy", "mode") == "" {
+		obj(p, "upgradePolicy")["mode"] = "Manual"
+	}
+	profile := obj(p, "virtualMachineProfile")
+	storage := obj(profile, "storageProfile")
+	osProfile := obj(profile, "osProfile")
+	if e := s.validateImage(storage, str(r.body, "location")); e != nil {
+		return e
+	}
+	os := osOf(storage, osProfile)
+	obj(storage, "osDisk")["osType"] = os
+	if str(osProfile, "computerNamePrefix") == "" {
+		osProfile["computerNamePrefix"] = r.id.Name()
+	}
+	limit := 58
+	if os == "Windows" {
+		limit = 9
+	}
+	if e := validateComputerName(str(osProfile, "computerNamePrefix"), os, "computerNamePrefix", limit); e != nil {
+		return e
+	}
+	if e := takeSecrets(r, osProfile, nil, "virtualMachineProfile"); e != nil {
+		return e
+	}
+	if e := validateOSProfile(osProfile, os, r.secrets); e != nil {
+		return e
+	}
+	nicConfs := list(profile, "networkProfile", "networkInterfaceConfigurations")
+	if len(nicConfs) == 0 {
+		return invalidParameter("networkInterfaceConfigurations", "At least one network interface configuration is required.")
+	}
+	for _, nc := range nicConfs {
+		for _, ipc := range list(nc.(map[string]any), "properties", "ipConfigurations") {
+			ip := obj(ipc.(map[string]any), "properties")
+			if e := s.requireRef(r, refID(ip, "subnet"), kindSubnet); e != nil {
+				return e
+			}
+			for _, ref := range list(ip, "loadBalancerBackendAddressPools") {
+				if e := s.requireLBPart(r, str(ref.(map[string]any), "id"), "backendAddressPools"); e != nil {
+					return e
+				}
+			}
+		}
+	}
+	if old != nil {
+		if osOf(obj(get(old.props(), "virtualMachineProfile").(map[string]any), "storageProfile"), nil) != os {
+			return errorf(http.StatusConflict, "PropertyChangeNotAllowed", "Changing property 'osType' is not allowed.")
+		}
+		r.secrets["nextInstance"] = old.secrets["nextInstance"]
+		p["uniqueId"] = old.props()["uniqueId"]
+		// A new model leaves existing instances behind until they are
+		// upgraded (or replaced).
+		if modelOf(old) != modelOf(r) {
+			for _, inst := range s.children(r.id, "virtualMachines") {
+				inst.props()["latestModelApplied"] = false
+			}
+		}
+	} else {
+		p["uniqueId"] = newUUID()
+	}
+	// The new model is stored before instances are made from it.
+	s.resources[key(r.idStr)] = r
+	return s.scaleTo(r, int(capacity))
+}
+
+func modelOf(r *resource) string {
+	b, _ := jsonString(get(r.props(), "virtualMachineProfile"))
+	cd, _ := r.secrets["customData"].(string)
+	return b + "|" + cd
+}
+
+// scaleTo adds instances (new IDs) or removes the highest-numbered ones
+// until the scale set has n.
+func (s *Server) scaleTo(vmss *resource, n int) *armError {
+	insts := s.liveInstances(vmss)
+	for len(insts) > n {
+		last := insts[len(insts)-1]
+		last.deleting = true
+		insts = insts[:len(insts)-1]
+		// Removed when the scale set's operation completes.
+	}
+	for len(insts) < n {
+		inst, e := s.newInstance(vmss)
+		if e != nil {
+			return e
+		}
+		insts = append(insts, inst)
+	}
+	return nil
+}
+
+func (s *Server) liveInstances(vmss *resource) []*resource {
+	var out []*resource
+	for _, inst := range s.children(vmss.id, "virtualMachines") {
+		if !inst.deleting {
+			out = append(out, inst)
+		}
+	}
+	// By instance ID, numerically.
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && instanceNum(out[j]) < instanceNum(out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func instanceNum(r *resource) int {
+	n, _ := strconv.Atoi(r.id.Name())
+	return n
+}
+
+// computerNameSuffix is the six base-36 characters a scale set appends to
+// its computer-name prefix.
+func computerNameSuffix(n int) string {
+	s := strconv.FormatInt(int64(n), 36)
+	return strings.Repeat("0", 6-len(s)) + s
+}
+
+func (s *Server) newInstance(vmss *resource) (*resource, *armError) {
+	next, _ := vmss.secrets["nextInstance"].(float64)
+	vmss.secrets["nextInstance"] = next + 1
+	n := int(next)
+	id := vmss.id.Child("virtualMachines", strconv.Itoa(n))
+	profile := obj(vmss.props(), "virtualMachineProfile")
+	osProfile := deepCopy(obj(profile, "osProfile"))
+	osProfile["computerName"] = str(osProfile, "computerNamePrefix") + computerNameSuffix(n)
+	delete(osProfile, "computerNamePrefix")
+	inst := newResource(id, kinds[strings.ToLower(kindInstance)], map[string]any{
+		"location": vmss.body["location"],
+		"sku":      vmss.body["sku"],
+		"properties": map[string]any{
+			"latestModelApplied": true,
+			"vmId":               newUUID(),
+			"hardwareProfile":    map[string]any{"vmSize": str(vmss.body, "sku", "name")},
+			"storageProfile":     deepCopy(obj(profile, "storageProfile")),
+			"osProfile":          osProfile,
+		},
+	})
+	inst.body["name"] = vmss.id.Name() + "_" + strconv.Itoa(n)
+	inst.body["instanceId"] = strconv.Itoa(n)
+	if z := list(vmss.body, "zones"); len(z) > 0 {
+		inst.body["zones"] = []any{z[n%len(z)]}
+	}
+	inst.setState("Creating")
+	inst.etag = newETag()
+	s.resources[key(inst.idStr)] = inst
+	var nicRefs []any
+	for _, nc := range list(profile, "networkProfile", "networkInterfaceConfigurations") {
+		ncm := nc.(map[string]any)
+		nicID := id.Child("networkInterfaces", str(ncm, "name"))
+		nic := newResource(nicID, kinds[strings.ToLower(kindInstanceNIC)], map[string]any{
+			"location":   vmss.body["location"],
+			"properties": map[string]any{"ipConfigurations": deepCopy(map[string]any{"l": list(ncm, "properties", "ipConfigurations")})["l"], "virtualMachine": map[string]any{"id": inst.idStr}},
+		})
+		if e := s.fillIPConfigurations(nic, list(nic.props(), "ipConfigurations"), nil); e != nil {
+			delete(s.resources, key(inst.idStr))
+			return nil, e
+		}
+		nic.setState("Succeeded")
+		nic.etag = newETag()
+		s.resources[key(nicID.String())] = nic
+		nicRefs = append(nicRefs, map[string]any{"id": nicID.String()})
+	}
+	inst.props()["networkProfile"] = map[string]any{"networkInterfaces": nicRefs}
+	for k, v := range vmss.secrets {
+		if k == "customData" || k == "adminPassword" {
+			inst.secrets[k] = v
+		}
+	}
+	return inst, nil
+}
+
+// vmssReady finishes the scale set's operation: instances being created are
+// provisioned and booted, instances scaled in are removed.
+func vmssReady(s *Server, r *resource) ([]Machine, *armError) {
+	var boot []Machine
+	for _, inst := range s.children(r.id, "virtualMachines") {
+		if inst.deleting {
+			s.stopLater = append(s.stopLater, s.removeResource(inst)...)
+			continue
+		}
+		if inst.provisioningState() != "Creating" {
+			continue
+		}
+		if f := s.provisioningFailure(str(inst.body, "name")); f != nil {
+			inst.setState("Failed")
+			continue
+		}
+		inst.setState("Succeeded")
+		boot = append(boot, s.instanceMachine(r, inst))
+	}
+	return boot, nil
+}
+
+func (s *Server) instanceMachine(vmss, inst *resource) Machine {
+	p := inst.props()
+	return s.machineOf(inst, str(vmss.body, "location"), obj(p, "storageProfile"), obj(p, "osProfile"), list(p, "networkProfile", "networkInterfaces"), inst.secrets, vmss.id.Name(), inst.id.Name())
+}
+
+// instanceDeleted lowers the scale set's capacity, as deleting an instance
+// does in Azure.
+func instanceDeleted(s *Server, r *resource) []string {
+	parent, _ := r.id.Parent()
+	if vmss := s.lookup(parent.String()); vmss != nil && !vmss.deleting {
+		sku := obj(vmss.body, "sku")
+		if c, _ := sku["capacity"].(float64); c > 0 {
+			sku["capacity"] = c - 1
+		}
+	}
+	return nil
+}
+
+// serveAction handles POST actions: a scale set's delete (of instances) and
+// manualupgrade, and a VM's or instance's restart.
+func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resourceID, action string, body map[string]any) {
+	s.mu.Lock()
+	res := s.lookup(id.String())
+	if res == nil {
+		s.mu.Unlock()
+		writeError(w, notFound(id))
+		return
+	}
+	if res.kind.typ != kindVMSS || (action != "delete" && action != "manualupgrade") {
+		s.mu.Unlock()
+		writeError(w, errorf(http.StatusBadRequest, "OperationNotSupported", "The emulator does not support action '%s' on %s.", action, res.kind.typ))
+		return
+	}
+	var targets []*resource
+	for _, iid := range list(body, "instanceIds") {
+		is, _ := iid.(string)
+		inst := s.lookup(id.Child("virtualMachines", is).String())
+		if inst == nil || inst.deleting {
+			s.mu.Unlock()
+			writeError(w, errorf(http.StatusBadRequest, "InvalidParameter", "The provided instanceId %s is not an active Virtual Machine Scale Set VM instanceId.", is))
+			return
+		}
+		targets = append(targets, inst)
+	}
+	if len(targets) == 0 {
+		s.mu.Unlock()
+		writeError(w, invalidParameter("instanceIds", "At least one instance ID is required."))
+		return
+	}
+	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
+	var stop []string
+	if action == "delete" {
+		for _, t := range targets {
+			t.deleting = true
+		}
+	} else {
+		for _, t := range targets {
+			if t.booted {
+				stop = append(stop, t.idStr)
+			}
+			t.setState("Updating")
+			t.booted = false
+			// The instance takes the scale set's current model.
+			profile := obj(res.props(), "virtualMachineProfile")
+			t.props()["storageProfile"] = deepCopy(obj(profile, "storageProfile"))
+			t.props()["latestModelApplied"] = true
+			for k, v := range res.secrets {
+				if k == "customData" || k == "adminPassword" {
+					t.secrets[k] = v
+				}
+			}
+		}
+	}
+	delay := s.opts.OperationDelay + bootDelay(s, res)
+	s.after(delay, func() {
+		s.mu.Lock()
+		var boot []Machine
+		var stopNow []string
+		for _, t := range targets {
+			if action == "delete" {
+				stopNow = append(stopNow, s.removeResource(t)...)
+				continue
+			}
+			if s.lookup(t.idStr) == t && !t.deleting {
+				t.setState("Succeeded")
+				boot = append(boot, s.instanceMachine(res, t))
+			}
+		}
+		s.finishOperation(op, nil)
+		s.mu.Unlock()
+		s.stopMachines(stopNow)
+		s.bootMachines(boot)
+	})
+	s.mu.Unlock()
+	s.stopMachines(stop)
+	w.WriteHeader(http.StatusAccepted)
+}

@@ -1,0 +1,68 @@
+package arm
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// FaultConfig is what the control API's /emulator/faults reads and writes.
+type FaultConfig struct {
+	Faults               []Fault               `json:"faults"`
+	ProvisioningFailures []ProvisioningFailure `json:"provisioningFailures"`
+}
+
+// SetFaults replaces the injected faults.
+func (s *Server) SetFaults(c FaultConfig) {
+	s.mu.Lock()
+	s.opts.Faults = c.Faults
+	s.opts.ProvisioningFailures = c.ProvisioningFailures
+	s.mu.Unlock()
+}
+
+// serveControl is the emulator's own API, beside ARM's:
+//
+//	GET    /emulator/counters   requests served, by "METHOD kind"
+//	DELETE /emulator/counters   zero them
+//	GET    /emulator/faults     the injected faults
+//	PUT    /emulator/faults     replace them (a FaultConfig)
+func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
+	switch strings.TrimPrefix(r.URL.Path, "/emulator/") {
+	case "counters":
+		switch r.Method {
+		case http.MethodGet:
+			writeJSON(w, http.StatusOK, s.Counters())
+		case http.MethodDelete:
+			s.ResetCounters()
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			writeError(w, errorf(http.StatusMethodNotAllowed, "MethodNotAllowed", "use GET or DELETE"))
+		}
+	case "faults":
+		switch r.Method {
+		case http.MethodGet:
+			s.mu.Lock()
+			c := FaultConfig{Faults: s.opts.Faults, ProvisioningFailures: s.opts.ProvisioningFailures}
+			s.mu.Unlock()
+			writeJSON(w, http.StatusOK, c)
+		case http.MethodPut:
+			var c FaultConfig
+			if err := json.NewDecoder(r.Body).Decode(&c); err != nil {
+				writeError(w, errorf(http.StatusBadRequest, "InvalidRequestContent", "The fault configuration is not valid JSON: %v", err))
+				return
+			}
+			for _, f := range c.Faults {
+				if f.Percent < 0 || f.Percent > 100 || (f.Status != 0 && (f.Status < 400 || f.Status > 599)) {
+					writeError(w, errorf(http.StatusBadRequest, "InvalidFault", "A fault needs percent 0-100 and a status from 400 to 599; got %v%% and %d.", f.Percent, f.Status))
+					return
+				}
+			}
+			s.SetFaults(c)
+			writeJSON(w, http.StatusOK, c)
+		default:
+			writeError(w, errorf(http.StatusMethodNotAllowed, "MethodNotAllowed", "use GET or PUT"))
+		}
+	default:
+		writeError(w, errorf(http.StatusNotFound, "NotFound", "No emulator API at %s.", r.URL.Path))
+	}
+}

@@ -1,0 +1,138 @@
+package arm
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Throttle is a per-subscription request budget, as ARM enforces one: a
+// bucket of reads and one of writes that refill continuously.
+type Throttle struct {
+	ReadsPerHour  int
+	WritesPerHour int
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// throttle spends one token of the request's budget, or answers 429 with the
+// time until the next token as Retry-After.
+func (s *Server) throttle(w http.ResponseWriter, sub, method string) *armError {
+	kind, perHour := "reads", s.opts.Throttle.ReadsPerHour
+	if method != http.MethodGet && method != http.MethodHead {
+		kind, perHour = "writes", s.opts.Throttle.WritesPerHour
+	}
+	if perHour <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	k := sub + "/" + kind
+	b, ok := s.buckets[k]
+	if !ok {
+		b = &bucket{tokens: float64(perHour), last: now}
+		s.buckets[k] = b
+	}
+	rate := float64(perHour) / time.Hour.Seconds()
+	b.tokens = math.Min(float64(perHour), b.tokens+now.Sub(b.last).Seconds()*rate)
+	b.last = now
+	if b.tokens < 1 {
+		wait := time.Duration((1 - b.tokens) / rate * float64(time.Second))
+		setRetryAfter(w, wait)
+		w.Header().Set("x-ms-ratelimit-remaining-subscription-"+kind, "0")
+		return errorf(http.StatusTooManyRequests, "SubscriptionRequestsThrottled",
+			"Number of '%s' requests for subscription '%s' actor '' exceeded. Please try again after '%d' seconds after additional tokens are available.", strings.TrimSuffix(kind, "s"), sub, int(math.Ceil(wait.Seconds())))
+	}
+	b.tokens--
+	w.Header().Set("x-ms-ratelimit-remaining-subscription-"+kind, strconv.Itoa(int(b.tokens)))
+	return nil
+}
+
+// setRetryAfter gives the wait in ARM's header (whole seconds) and, more
+// precisely, in milliseconds, which the Azure SDK prefers when present.
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Seconds()))))
+	w.Header().Set("x-ms-retry-after-ms", strconv.FormatInt(d.Milliseconds(), 10))
+}
+
+// Fault makes a share of matching requests fail.
+type Fault struct {
+	// Method matches the HTTP method; empty matches all.
+	Method string `json:"method,omitempty"`
+	// Kind matches the resource kind (virtualMachines); empty matches all.
+	Kind string `json:"kind,omitempty"`
+	// Percent of matching requests that fail, 0 to 100.
+	Percent float64 `json:"percent"`
+	// Status is the HTTP status to answer (500, 429, ...).
+	Status int `json:"status"`
+	// Delay holds matching requests this long before answering normally.
+	Delay time.Duration `json:"delay,omitempty"`
+}
+
+// ProvisioningFailure fails the provisioning of VMs whose name contains
+// NameContains (all VMs when empty) with Azure's error Code.
+type ProvisioningFailure struct {
+	NameContains string `json:"nameContains,omitempty"`
+	// Code such as OSProvisioningTimedOut.
+	Code    string `json:"code"`
+	Message string `json:"message,omitempty"`
+}
+
+func (s *Server) injectFault(w http.ResponseWriter, method, kind string) *armError {
+	s.mu.Lock()
+	var hit *Fault
+	var delay time.Duration
+	for i := range s.opts.Faults {
+		f := &s.opts.Faults[i]
+		if (f.Method != "" && !strings.EqualFold(f.Method, method)) || (f.Kind != "" && !strings.EqualFold(f.Kind, kind)) {
+			continue
+		}
+		if f.Delay > 0 {
+			delay += f.Delay
+		}
+		if f.Status != 0 && s.rng.Float64()*100 < f.Percent {
+			hit = f
+			break
+		}
+	}
+	s.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	if hit == nil {
+		return nil
+	}
+	if hit.Status == http.StatusTooManyRequests {
+		setRetryAfter(w, 20*time.Millisecond)
+		return errorf(hit.Status, "TooManyRequests", "Injected fault: too many requests for %s %s.", method, kind)
+	}
+	return errorf(hit.Status, "InternalServerError", "Injected fault: %s %s failed with %d.", method, kind, hit.Status)
+}
+
+func (s *Server) provisioningFailure(name string) *ProvisioningFailure {
+	for i := range s.opts.ProvisioningFailures {
+		f := &s.opts.ProvisioningFailures[i]
+		if f.NameContains == "" || strings.Contains(name, f.NameContains) {
+			return f
+		}
+	}
+	return nil
+}
+
+func (f *ProvisioningFailure) asError(vm string) *armError {
+	msg := f.Message
+	if msg == "" {
+		msg = fmt.Sprintf("OS Provisioning for VM '%s' did not finish in the allotted time. The VM may still finish provisioning successfully. Please check provisioning state later.", vm)
+	}
+	return errorf(http.StatusOK, f.Code, "%s", msg)
+}

@@ -1,0 +1,86 @@
+package arm
+
+import (
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// operation is a long-running ARM operation that pollers follow through the
+// Azure-AsyncOperation and Location headers.
+type operation struct {
+	id        string
+	status    string // InProgress, Succeeded, Failed, Canceled
+	err       *armError
+	started   time.Time
+	ended     time.Time
+	resultURL string
+}
+
+var opSeq atomic.Int64
+
+// startOperation registers an operation and writes its polling headers. The
+// caller completes it with finishOperation.
+func (s *Server) startOperation(w http.ResponseWriter, r *http.Request, sub, namespace, location string) *operation {
+	n := opSeq.Add(1)
+	op := &operation{id: strconv.FormatInt(n, 10) + "-" + newUUID()[:8], status: "InProgress", started: time.Now()}
+	s.ops[op.id] = op
+	if location == "" {
+		location = "local"
+	}
+	base := "https://" + r.Host + "/subscriptions/" + sub + "/providers/" + namespace + "/locations/" + location
+	q := "?api-version=" + r.URL.Query().Get("api-version")
+	w.Header().Set("Azure-AsyncOperation", base+"/operations/"+op.id+q)
+	w.Header().Set("Location", base+"/operationResults/"+op.id+q)
+	setRetryAfter(w, s.opts.PollInterval)
+	return op
+}
+
+func (s *Server) finishOperation(op *operation, err *armError) {
+	op.ended = time.Now()
+	if err != nil {
+		op.status, op.err = "Failed", err
+		return
+	}
+	op.status = "Succeeded"
+}
+
+// serveOperation answers a poll of an operation's status (.../operations/ID)
+// or its result (.../operationResults/ID).
+func (s *Server) serveOperation(w http.ResponseWriter, id string, result bool) {
+	s.mu.Lock()
+	op, ok := s.ops[id]
+	var body map[string]any
+	status := ""
+	if ok {
+		status = op.status
+		body = map[string]any{"id": id, "name": id, "status": op.status, "startTime": op.started.UTC().Format(time.RFC3339Nano)}
+		if !op.ended.IsZero() {
+			body["endTime"] = op.ended.UTC().Format(time.RFC3339Nano)
+		}
+		if op.err != nil {
+			body["error"] = map[string]any{"code": op.err.Code, "message": op.err.Message}
+		}
+	}
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, errorf(http.StatusNotFound, "OperationNotFound", "The operation '%s' could not be found.", id))
+		return
+	}
+	if status == "InProgress" {
+		setRetryAfter(w, s.opts.PollInterval)
+	}
+	if result {
+		switch status {
+		case "InProgress":
+			w.WriteHeader(http.StatusAccepted)
+		case "Succeeded":
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			writeJSON(w, http.StatusOK, map[string]any{"error": body["error"]})
+		}
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}

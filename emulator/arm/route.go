@@ -1,0 +1,414 @@
+package arm
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// kindInfo is the behaviour of one resource type. Hooks run with the
+// server's lock held.
+type kindInfo struct {
+	typ string // ARM type, Microsoft.Network/virtualNetworks
+	// embedded maps child types that GET shows inside the parent (and a
+	// PUT of the parent replaces) to the property that holds them.
+	embedded map[string]string
+	// readOnly kinds are created by the emulator itself (scale-set instances).
+	readOnly bool
+	// topLevel kinds need a location.
+	topLevel bool
+	// put validates a new (old == nil) or replaced resource and applies its
+	// side effects on other resources.
+	put func(s *Server, r, old *resource) *armError
+	// delay is added to OperationDelay for a PUT.
+	delay func(s *Server, r *resource) time.Duration
+	// ready runs when a PUT's operation completes; it may fail it, and
+	// returns machines to boot.
+	ready func(s *Server, r *resource) ([]Machine, *armError)
+	// canDelete refuses a DELETE (a NIC still attached to a VM).
+	canDelete func(s *Server, r *resource) *armError
+	// deleted undoes side effects once the resource is gone and returns the
+	// IDs of machines to stop.
+	deleted func(s *Server, r *resource) []string
+}
+
+var kinds = map[string]*kindInfo{}
+
+func register(k *kindInfo) { kinds[strings.ToLower(k.typ)] = k }
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	path := strings.Trim(r.URL.Path, "/")
+	seg := strings.Split(path, "/")
+	switch {
+	case len(seg) < 2 || !strings.EqualFold(seg[0], "subscriptions"):
+		writeError(w, errorf(http.StatusNotFound, "NotFound", "No route for %s.", r.URL.Path))
+	case len(seg) == 2:
+		writeJSON(w, http.StatusOK, map[string]any{"id": "/subscriptions/" + seg[1], "subscriptionId": seg[1], "displayName": "winkube emulator", "state": "Enabled"})
+	case strings.EqualFold(seg[2], "resourceGroups") && len(seg) == 3:
+		s.listGroups(w, seg[1])
+	case strings.EqualFold(seg[2], "resourceGroups") && len(seg) == 4:
+		s.serveGroup(w, r, seg[1], seg[3], body)
+	case strings.EqualFold(seg[2], "resourceGroups") && len(seg) == 5 && strings.EqualFold(seg[4], "resources"):
+		s.listGroupResources(w, seg[1], seg[3])
+	case strings.EqualFold(seg[2], "providers"):
+		s.serveSubscriptionProvider(w, r, seg)
+	default:
+		id, ok := parseResourcePath(r.URL.Path)
+		if !ok {
+			writeError(w, errorf(http.StatusNotFound, "NotFound", "No route for %s.", r.URL.Path))
+			return
+		}
+		s.serveResource(w, r, id, body)
+	}
+}
+
+func (s *Server) serveSubscriptionProvider(w http.ResponseWriter, r *http.Request, seg []string) {
+	// /subscriptions/S/providers/NS/locations/L/operations/ID
+	if len(seg) == 8 && strings.EqualFold(seg[4], "locations") && (strings.EqualFold(seg[6], "operations") || strings.EqualFold(seg[6], "operationResults")) {
+		s.serveOperation(w, seg[7], strings.EqualFold(seg[6], "operationResults"))
+		return
+	}
+	if len(seg) >= 8 && strings.EqualFold(seg[4], "locations") && strings.EqualFold(seg[6], "publishers") {
+		s.serveImages(w, seg[5], seg[7:])
+		return
+	}
+	if len(seg) == 5 && strings.EqualFold(seg[3], "Microsoft.Compute") && strings.EqualFold(seg[4], "skus") {
+		s.serveResourceSKUs(w, r)
+		return
+	}
+	if len(seg) == 5 {
+		// Everything of a type in the subscription.
+		kind := seg[3] + "/" + seg[4]
+		s.mu.Lock()
+		var items []any
+		for _, res := range s.sortedResources() {
+			if res.id.Subscription == seg[1] && strings.EqualFold(res.id.Kind(), kind) {
+				items = append(items, s.render(res))
+			}
+		}
+		s.mu.Unlock()
+		writeList(w, items)
+		return
+	}
+	writeError(w, errorf(http.StatusNotFound, "NotFound", "No route for %s.", r.URL.Path))
+}
+
+func (s *Server) sortedResources() []*resource {
+	out := make([]*resource, 0, len(s.resources))
+	for _, r := range s.resources {
+		out = append(out, r)
+	}
+	sortResources(out)
+	return out
+}
+
+func writeList(w http.ResponseWriter, items []any) {
+	if items == nil {
+		items = []any{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"value": items})
+}
+
+func (s *Server) groupExists(sub, rg string) bool {
+	g, ok := s.groups[rgKey(sub, rg)]
+	return ok && !g.deleting
+}
+
+func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, id resourceID, body map[string]any) {
+	if id.IsCollection() {
+		last := id.Types[len(id.Types)-1]
+		owner := id
+		owner.Types = id.Types[:len(id.Types)-1]
+		switch {
+		case r.Method == http.MethodPost && len(owner.Names) > 0:
+			s.serveAction(w, r, owner, strings.ToLower(last), body)
+		case r.Method == http.MethodGet && strings.EqualFold(last, "instanceView") && len(owner.Names) > 0:
+			s.serveInstanceView(w, owner)
+		case r.Method == http.MethodGet:
+			s.serveList(w, id)
+		default:
+			writeError(w, errorf(http.StatusMethodNotAllowed, "MethodNotAllowed", "%s is not allowed on %s.", r.Method, id.Kind()))
+		}
+		return
+	}
+	k := kinds[strings.ToLower(id.Kind())]
+	if k == nil {
+		writeError(w, errorf(http.StatusBadRequest, "InvalidResourceType", "The resource type '%s' could not be found in the namespace '%s'.", strings.Join(id.Types, "/"), id.Namespace))
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		s.mu.Lock()
+		res := s.lookup(id.String())
+		var out map[string]any
+		if res != nil {
+			out = s.render(res)
+		}
+		s.mu.Unlock()
+		if res == nil {
+			writeError(w, notFound(id))
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	case http.MethodPut, http.MethodPatch:
+		if k.readOnly {
+			writeError(w, errorf(http.StatusMethodNotAllowed, "OperationNotAllowed", "%s resources are managed by their parent and cannot be written directly.", id.Kind()))
+			return
+		}
+		s.put(w, r, id, k, body)
+	case http.MethodDelete:
+		s.delete(w, r, id)
+	default:
+		writeError(w, errorf(http.StatusMethodNotAllowed, "MethodNotAllowed", "%s is not allowed on %s.", r.Method, id.Kind()))
+	}
+}
+
+func (s *Server) serveList(w http.ResponseWriter, id resourceID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.groupExists(id.Subscription, id.ResourceGroup) {
+		writeError(w, groupNotFound(id.ResourceGroup))
+		return
+	}
+	var items []any
+	if len(id.Names) == 0 {
+		for _, res := range s.inGroup(id.Subscription, id.ResourceGroup) {
+			if strings.EqualFold(res.id.Kind(), id.Kind()) {
+				items = append(items, s.render(res))
+			}
+		}
+	} else {
+		owner := id
+		owner.Types = id.Types[:len(id.Types)-1]
+		if s.lookup(owner.String()) == nil {
+			writeError(w, notFound(owner))
+			return
+		}
+		last := id.Types[len(id.Types)-1]
+		if strings.EqualFold(owner.Kind(), "Microsoft.Compute/virtualMachineScaleSets") && strings.EqualFold(last, "networkInterfaces") {
+			// Every instance's NICs.
+			for _, inst := range s.children(owner, "virtualMachines") {
+				for _, nic := range s.children(inst.id, "networkInterfaces") {
+					items = append(items, s.render(nic))
+				}
+			}
+		} else {
+			for _, c := range s.children(owner, last) {
+				items = append(items, s.render(c))
+			}
+		}
+	}
+	writeList(w, items)
+}
+
+func groupNotFound(rg string) *armError {
+	return errorf(http.StatusNotFound, "ResourceGroupNotFound", "Resource group '%s' could not be found.", rg)
+}
+
+// newResource builds a stored resource from a request body.
+func newResource(id resourceID, k *kindInfo, body map[string]any) *resource {
+	b := map[string]any{}
+	for _, f := range []string{"location", "tags", "properties", "sku", "zones", "identity", "plan", "extendedLocation"} {
+		if v, ok := body[f]; ok {
+			b[f] = v
+		}
+	}
+	b["id"] = id.String()
+	b["name"] = id.Name()
+	b["type"] = k.typ
+	obj(b, "properties")
+	return &resource{id: id, idStr: id.String(), kind: k, body: b, secrets: map[string]any{}}
+}
+
+func (s *Server) put(w http.ResponseWriter, r *http.Request, id resourceID, k *kindInfo, body map[string]any) {
+	s.mu.Lock()
+	if !s.groupExists(id.Subscription, id.ResourceGroup) {
+		s.mu.Unlock()
+		writeError(w, groupNotFound(id.ResourceGroup))
+		return
+	}
+	if parent, ok := id.Parent(); ok && s.lookup(parent.String()) == nil {
+		s.mu.Unlock()
+		writeError(w, notFound(parent))
+		return
+	}
+	old := s.lookup(id.String())
+	if old != nil && old.deleting {
+		s.mu.Unlock()
+		writeError(w, errorf(http.StatusConflict, "OperationNotAllowed", "The resource %s is being deleted.", id.Name()))
+		return
+	}
+	if m := r.Header.Get("If-Match"); m != "" && m != "*" && (old == nil || old.etag != m) {
+		s.mu.Unlock()
+		writeError(w, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The condition '%s' in the If-Match header was not met.", m))
+		return
+	}
+	if r.Header.Get("If-None-Match") == "*" && old != nil {
+		s.mu.Unlock()
+		writeError(w, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The resource %s already exists.", id.Name()))
+		return
+	}
+	if r.Method == http.MethodPatch {
+		if old == nil {
+			s.mu.Unlock()
+			writeError(w, notFound(id))
+			return
+		}
+		merged := s.render(old)
+		mergePatch(merged, body)
+		body = merged
+	}
+	res := newResource(id, k, body)
+	if k.topLevel && str(res.body, "location") == "" {
+		s.mu.Unlock()
+		writeError(w, errorf(http.StatusBadRequest, "LocationRequired", "The location property is required for this definition."))
+		return
+	}
+	if old != nil {
+		for k, v := range old.secrets {
+			if _, ok := res.secrets[k]; !ok {
+				res.secrets[k] = v
+			}
+		}
+	}
+	if k.put != nil {
+		if e := k.put(s, res, old); e != nil {
+			s.mu.Unlock()
+			writeError(w, e)
+			return
+		}
+	}
+	res.etag = newETag()
+	if old == nil {
+		res.setState("Creating")
+	} else {
+		res.setState("Updating")
+		res.booted = old.booted
+	}
+	s.resources[key(res.idStr)] = res
+	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
+	delay := s.opts.OperationDelay
+	if k.delay != nil {
+		delay += k.delay(s, res)
+	}
+	s.after(delay, func() { s.completePut(op, res) })
+	out := s.render(res)
+	s.mu.Unlock()
+	status := http.StatusCreated
+	if old != nil {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, out)
+}
+
+func (s *Server) completePut(op *operation, res *resource) {
+	s.mu.Lock()
+	var boot []Machine
+	var failed *armError
+	if cur := s.lookup(res.idStr); cur == res && !res.deleting {
+		if res.kind.ready != nil {
+			boot, failed = res.kind.ready(s, res)
+		}
+		if failed != nil {
+			res.setState("Failed")
+		} else {
+			res.setState("Succeeded")
+		}
+	}
+	s.finishOperation(op, failed)
+	stop := s.stopLater
+	s.stopLater = nil
+	s.mu.Unlock()
+	s.stopMachines(stop)
+	s.bootMachines(boot)
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, id resourceID) {
+	s.mu.Lock()
+	res := s.lookup(id.String())
+	if res == nil {
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if !res.deleting && res.kind.canDelete != nil {
+		if e := res.kind.canDelete(s, res); e != nil {
+			s.mu.Unlock()
+			writeError(w, e)
+			return
+		}
+	}
+	res.deleting = true
+	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
+	s.after(s.opts.OperationDelay, func() {
+		s.mu.Lock()
+		stop := s.removeResource(res)
+		s.finishOperation(op, nil)
+		s.mu.Unlock()
+		s.stopMachines(stop)
+	})
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// removeResource deletes a resource and its children, undoing their side
+// effects, and returns the machines to stop.
+func (s *Server) removeResource(res *resource) []string {
+	if s.lookup(res.idStr) != res {
+		return nil
+	}
+	var stop []string
+	prefix := key(res.idStr) + "/"
+	for k, c := range s.resources {
+		if strings.HasPrefix(k, prefix) {
+			delete(s.resources, k)
+			if c.kind.deleted != nil {
+				stop = append(stop, c.kind.deleted(s, c)...)
+			}
+		}
+	}
+	delete(s.resources, key(res.idStr))
+	if res.kind.deleted != nil {
+		stop = append(stop, res.kind.deleted(s, res)...)
+	}
+	if res.booted {
+		stop = append(stop, res.idStr)
+	}
+	return stop
+}
+
+func (s *Server) bootMachines(ms []Machine) {
+	if s.opts.Runtime == nil || len(ms) == 0 {
+		return
+	}
+	// Marked before booting, so that a delete racing the boot stops it.
+	s.mu.Lock()
+	for _, m := range ms {
+		if res := s.lookup(m.ID); res != nil {
+			res.booted = true
+		}
+	}
+	s.mu.Unlock()
+	for _, m := range ms {
+		go func(m Machine) {
+			err := s.opts.Runtime.Boot(context.Background(), m)
+			s.mu.Lock()
+			if res := s.lookup(m.ID); res != nil {
+				if err != nil {
+					res.secrets["bootError"] = err.Error()
+				}
+			}
+			s.mu.Unlock()
+		}(m)
+	}
+}
+
+func (s *Server) stopMachines(ids []string) {
+	if s.opts.Runtime == nil {
+		return
+	}
+	for _, id := range ids {
+		_ = s.opts.Runtime.Stop(context.Background(), id)
+	}
+}

@@ -1,0 +1,104 @@
+package arm
+
+import (
+	"context"
+	"sync"
+)
+
+// Machine is what the emulator knows of a VM or scale-set instance that has
+// finished provisioning: enough for a machine runtime to boot it as Azure's
+// cloud-init or cloudbase-init would.
+type Machine struct {
+	// ID is the ARM ID of the VM or scale-set instance.
+	ID            string
+	Name          string
+	ComputerName  string
+	ResourceGroup string
+	Location      string
+	Zone          string
+	// OS is "Linux" or "Windows".
+	OS     string
+	VMSize string
+	Image  ImageReference
+	// PrivateIPs and PublicIPs are the addresses of the machine's NICs;
+	// public ones are loopback addresses a process can listen on.
+	PrivateIPs    []string
+	PublicIPs     []string
+	AdminUsername string
+	SSHPublicKeys []string
+	// CustomData is the decoded custom data (cloud-init / cloudbase-init).
+	CustomData []byte
+	// ScaleSet and InstanceID are set for scale-set instances.
+	ScaleSet   string
+	InstanceID string
+}
+
+// ImageReference is the image a machine was created from.
+type ImageReference struct {
+	Publisher, Offer, SKU, Version string
+	ID                             string
+	CommunityGalleryImageID        string
+	SharedGalleryImageID           string
+}
+
+// MachineRuntime runs provisioned machines. Boot is called once a VM or
+// instance has provisioned (after its boot delay); an error marks the
+// machine's boot failed in its instance view. Stop is called when the VM is
+// deleted or reimaged, and when the emulator closes.
+type MachineRuntime interface {
+	Boot(ctx context.Context, m Machine) error
+	Stop(ctx context.Context, id string) error
+}
+
+// RecordingRuntime is a MachineRuntime that only records what it is asked,
+// for tests of the emulator and of code above it that needs no real machines.
+type RecordingRuntime struct {
+	mu      sync.Mutex
+	booted  map[string]Machine
+	stopped []string
+	// Fail, when set, makes Boot fail for the machines it returns an error for.
+	Fail func(Machine) error
+}
+
+// Boot records the machine.
+func (r *RecordingRuntime) Boot(_ context.Context, m Machine) error {
+	if r.Fail != nil {
+		if err := r.Fail(m); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.booted == nil {
+		r.booted = map[string]Machine{}
+	}
+	r.booted[key(m.ID)] = m
+	return nil
+}
+
+// Stop records the stop and forgets the machine.
+func (r *RecordingRuntime) Stop(_ context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.booted, key(id))
+	r.stopped = append(r.stopped, id)
+	return nil
+}
+
+// Running returns the machines booted and not stopped.
+func (r *RecordingRuntime) Running() []Machine {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Machine, 0, len(r.booted))
+	for _, m := range r.booted {
+		out = append(out, m)
+	}
+	return out
+}
+
+// Stopped returns the IDs of the machines stopped so far.
+func (r *RecordingRuntime) Stopped() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.stopped...)
+}

@@ -1,0 +1,294 @@
+// Package arm is an emulator of the parts of Azure Resource Manager that
+// winkube's provider uses: resource groups, networking (VNets, subnets, NSGs,
+// route tables, NAT gateways, public IPs, load balancers, NICs) and compute
+// (VMs, disks, scale sets, the VM image catalog, resource SKUs). It speaks ARM
+// REST over HTTPS so that the real Azure SDK for Go talks to it exactly as it
+// talks to Azure, including long-running operations, ETags, throttling and
+// Azure's validation errors. When a VM finishes provisioning it is handed to
+// a MachineRuntime, which boots it.
+package arm
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/winkube/winkube/internal/images"
+)
+
+// Options configure an emulator.
+type Options struct {
+	// Token is the bearer token requests must carry.
+	Token string
+	// OperationDelay is how long a long-running operation takes.
+	OperationDelay time.Duration
+	// BootDelayLinux and BootDelayWindows are added to a VM's provisioning,
+	// as Windows boots take longer on Azure.
+	BootDelayLinux, BootDelayWindows time.Duration
+	// PollInterval is the Retry-After the emulator asks pollers to wait.
+	PollInterval time.Duration
+	// Throttle is the per-subscription request budget; zero means unlimited.
+	Throttle Throttle
+	// Faults are injected into matching requests.
+	Faults []Fault
+	// ProvisioningFailures fail the provisioning of matching VMs.
+	ProvisioningFailures []ProvisioningFailure
+	// Seed makes fault injection repeatable.
+	Seed int64
+	// Runtime boots provisioned machines; nil means none.
+	Runtime MachineRuntime
+	// Catalog is the VM image catalog; the reference catalog when nil.
+	Catalog images.Catalog
+	// PublicIPPool is where public IPs come from; 127.1.0.0/16 when unset.
+	PublicIPPool netip.Prefix
+}
+
+// Server is a running emulator.
+type Server struct {
+	opts Options
+
+	mu        sync.Mutex
+	groups    map[string]*resource // key: lower-case RG ID
+	resources map[string]*resource // key: lower-case resource ID
+	ops       map[string]*operation
+	timers    map[*time.Timer]struct{}
+	counters  map[string]int64
+	buckets   map[string]*bucket
+	rng       *rand.Rand
+	closed    bool
+	// stopLater collects machines that hooks removed under the lock; they
+	// are stopped once it is released.
+	stopLater []string
+
+	ca       *certAuthority
+	listener net.Listener
+	http     *http.Server
+	wg       sync.WaitGroup
+}
+
+// New creates an emulator; Start serves it.
+func New(opts Options) (*Server, error) {
+	if opts.Token == "" {
+		return nil, errors.New("arm: a bearer token is required")
+	}
+	if opts.PollInterval == 0 {
+		opts.PollInterval = 50 * time.Millisecond
+	}
+	if opts.Catalog == nil {
+		opts.Catalog = images.ReferenceCatalog()
+	}
+	if !opts.PublicIPPool.IsValid() {
+		opts.PublicIPPool = netip.MustParsePrefix("127.1.0.0/16")
+	}
+	ca, err := newCertAuthority()
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		opts:      opts,
+		groups:    map[string]*resource{},
+		resources: map[string]*resource{},
+		ops:       map[string]*operation{},
+		timers:    map[*time.Timer]struct{}{},
+		counters:  map[string]int64{},
+		buckets:   map[string]*bucket{},
+		rng:       rand.New(rand.NewSource(opts.Seed)), //nolint:gosec // fault injection, not security
+		ca:        ca,
+	}, nil
+}
+
+// Start listens on addr (host:port, port 0 for any) and serves ARM over TLS.
+func (s *Server) Start(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("arm: listen address %q: %w", addr, err)
+	}
+	cert, err := s.ca.serverCert(host)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("arm: %w", err)
+	}
+	s.listener = ln
+	s.http = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = s.http.ServeTLS(ln, "", "")
+	}()
+	return nil
+}
+
+// URL is the ARM endpoint, https://host:port.
+func (s *Server) URL() string { return "https://" + s.listener.Addr().String() }
+
+// CACertPEM is the CA certificate that signed the server's certificate.
+func (s *Server) CACertPEM() []byte { return s.ca.certPEM }
+
+// Close stops serving, cancels pending operations and stops every machine.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for t := range s.timers {
+		t.Stop()
+	}
+	var running []string
+	for _, r := range s.resources {
+		if r.booted {
+			running = append(running, r.idStr)
+		}
+	}
+	s.mu.Unlock()
+	s.stopMachines(running)
+	var err error
+	if s.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = s.http.Shutdown(ctx)
+		s.wg.Wait()
+	}
+	return err
+}
+
+// after runs fn once d has passed, unless the emulator closes first.
+func (s *Server) after(d time.Duration, fn func()) {
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		s.mu.Lock()
+		_, live := s.timers[t]
+		delete(s.timers, t)
+		s.mu.Unlock()
+		if live {
+			fn()
+		}
+	})
+	s.timers[t] = struct{}{}
+}
+
+// ServeHTTP handles one ARM request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+s.opts.Token {
+		writeError(w, errorf(http.StatusUnauthorized, "InvalidAuthenticationToken", "The access token is invalid."))
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/emulator/") {
+		s.serveControl(w, r)
+		return
+	}
+	sub, kind := requestKind(r.URL.Path)
+	s.count(r.Method, kind)
+	if r.URL.Query().Get("api-version") == "" {
+		writeError(w, errorf(http.StatusBadRequest, "MissingApiVersionParameter", "The api-version query parameter (?api-version=) is required for all requests."))
+		return
+	}
+	if e := s.throttle(w, sub, r.Method); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.injectFault(w, r.Method, kind); e != nil {
+		writeError(w, e)
+		return
+	}
+	var body map[string]any
+	if r.Method == http.MethodPut || r.Method == http.MethodPatch || r.Method == http.MethodPost {
+		if r.ContentLength != 0 {
+			if err := json.NewDecoder(r.Body).Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+				writeError(w, errorf(http.StatusBadRequest, "InvalidRequestContent", "The request content was invalid and could not be deserialized: %v", err))
+				return
+			}
+		}
+	}
+	s.route(w, r, body)
+}
+
+// requestKind is the subscription and the resource kind of a path, for
+// counters, budgets and faults: "virtualMachines", "resourceGroups",
+// "operations".
+func requestKind(path string) (sub, kind string) {
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	if len(seg) >= 2 && strings.EqualFold(seg[0], "subscriptions") {
+		sub = seg[1]
+	}
+	switch {
+	case len(seg) <= 4 && len(seg) >= 3 && strings.EqualFold(seg[2], "resourceGroups"):
+		return sub, "resourceGroups"
+	case len(seg) >= 5 && strings.EqualFold(seg[2], "resourceGroups") && strings.EqualFold(seg[4], "resources"):
+		return sub, "resources"
+	}
+	for i := len(seg) - 1; i >= 0; i-- {
+		if strings.EqualFold(seg[i], "operations") || strings.EqualFold(seg[i], "operationResults") {
+			return sub, "operations"
+		}
+	}
+	if id, ok := parseResourcePath(path); ok {
+		// The resource's own kind: a VM's instanceView or a scale set's
+		// delete action count against the VM or scale set.
+		return sub, id.Types[0] + childSuffix(id)
+	}
+	if len(seg) >= 6 && strings.EqualFold(seg[2], "providers") {
+		if strings.EqualFold(seg[4], "locations") && len(seg) > 6 {
+			return sub, seg[6]
+		}
+		return sub, seg[4]
+	}
+	return sub, "other"
+}
+
+func childSuffix(id resourceID) string {
+	if len(id.Names) >= 2 && len(id.Types) >= 2 {
+		return "/" + id.Types[1]
+	}
+	return ""
+}
+
+func (s *Server) count(method, kind string) {
+	s.mu.Lock()
+	s.counters[method+" "+kind]++
+	s.mu.Unlock()
+}
+
+// Counters returns the requests served so far by "METHOD kind".
+func (s *Server) Counters() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(s.counters))
+	for k, v := range s.counters {
+		out[k] = v
+	}
+	return out
+}
+
+// ResetCounters zeroes the request counters.
+func (s *Server) ResetCounters() {
+	s.mu.Lock()
+	s.counters = map[string]int64{}
+	s.mu.Unlock()
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	if v != nil {
+		_ = json.NewEncoder(w).Encode(v)
+	}
+}
+
+func writeError(w http.ResponseWriter, e *armError) {
+	writeJSON(w, e.Status, map[string]any{"error": e})
+}

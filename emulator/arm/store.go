@@ -1,0 +1,165 @@
+package arm
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+	"strings"
+)
+
+// resource is one stored ARM resource. body is what GET returns; secrets
+// (admin passwords, custom data) are kept apart because Azure never returns them.
+type resource struct {
+	id      resourceID
+	idStr   string
+	kind    *kindInfo
+	body    map[string]any
+	secrets map[string]any
+	etag    string
+	// deleting is set while a DELETE operation runs.
+	deleting bool
+	// booted is set once the machine runtime was asked to boot it.
+	booted bool
+}
+
+func newETag() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return `W/"` + hex.EncodeToString(b[:]) + `"`
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func (r *resource) props() map[string]any { return obj(r.body, "properties") }
+
+func (r *resource) provisioningState() string { return str(r.props(), "provisioningState") }
+
+func (r *resource) setState(state string) { r.props()["provisioningState"] = state }
+
+// obj returns m[k] as a map, creating it when missing.
+func obj(m map[string]any, k string) map[string]any {
+	if v, ok := m[k].(map[string]any); ok {
+		return v
+	}
+	v := map[string]any{}
+	m[k] = v
+	return v
+}
+
+// get walks a path of keys through nested maps.
+func get(m map[string]any, path ...string) any {
+	var v any = m
+	for _, p := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[p]
+	}
+	return v
+}
+
+func str(m map[string]any, path ...string) string {
+	s, _ := get(m, path...).(string)
+	return s
+}
+
+func list(m map[string]any, path ...string) []any {
+	l, _ := get(m, path...).([]any)
+	return l
+}
+
+func deepCopy(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	b, _ := json.Marshal(m)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// mergePatch applies an RFC 7386 JSON merge patch, as ARM's PATCH does.
+func mergePatch(dst, patch map[string]any) {
+	for k, v := range patch {
+		if v == nil {
+			delete(dst, k)
+			continue
+		}
+		if pm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				mergePatch(dm, pm)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+}
+
+// refID reads {"id": "..."} at a path.
+func refID(m map[string]any, path ...string) string {
+	return str(m, append(path, "id")...)
+}
+
+// lookup finds a resource by ID, ignoring case.
+func (s *Server) lookup(id string) *resource {
+	return s.resources[key(id)]
+}
+
+// children lists the stored children of a resource with the given type.
+func (s *Server) children(parent resourceID, typ string) []*resource {
+	prefix := key(parent.String() + "/" + typ + "/")
+	var out []*resource
+	for k, r := range s.resources {
+		if strings.HasPrefix(k, prefix) && !strings.Contains(k[len(prefix):], "/") {
+			out = append(out, r)
+		}
+	}
+	sortResources(out)
+	return out
+}
+
+// inGroup lists every resource of a resource group.
+func (s *Server) inGroup(sub, rg string) []*resource {
+	prefix := rgKey(sub, rg) + "/"
+	var out []*resource
+	for k, r := range s.resources {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, r)
+		}
+	}
+	sortResources(out)
+	return out
+}
+
+func sortResources(rs []*resource) {
+	sort.Slice(rs, func(i, j int) bool { return rs[i].idStr < rs[j].idStr })
+}
+
+// render is the resource as GET returns it, with embedded children.
+func (s *Server) render(r *resource) map[string]any {
+	out := deepCopy(r.body)
+	out["etag"] = r.etag
+	if r.deleting {
+		obj(out, "properties")["provisioningState"] = "Deleting"
+	}
+	for typ, prop := range r.kind.embedded {
+		var items []any
+		for _, c := range s.children(r.id, typ) {
+			items = append(items, s.render(c))
+		}
+		if items == nil {
+			items = []any{}
+		}
+		obj(out, "properties")[prop] = items
+	}
+	return out
+}
