@@ -123,7 +123,7 @@ func (s *Server) serveImages(w http.ResponseWriter, location string, seg []strin
 				if len(seg) == 9 {
 					writeJSON(w, http.StatusOK, map[string]any{
 						"name": im.Version, "location": location,
-						"id": "/Subscriptions/x/Providers/Microsoft.Compute/Locations/" + location + "/Publishers/" + im.Publisher + "/ArtifactTypes/VMImage/Offers/" + im.Offer + "/Skus/" + im.SKU + "/Versions/" + im.Version,
+						"id":         "/Subscriptions/x/Providers/Microsoft.Compute/Locations/" + location + "/Publishers/" + im.Publisher + "/ArtifactTypes/VMImage/Offers/" + im.Offer + "/Skus/" + im.SKU + "/Versions/" + im.Version,
 						"properties": map[string]any{"osDiskImage": map[string]any{"operatingSystem": string(im.OS)}, "hyperVGeneration": "V1"},
 					})
 					return

@@ -16,7 +16,7 @@ const (
 	kindInstance = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
 
 	// Azure's limit on custom data: 64 KiB once decoded.
-	maxCustomData = 64 * 1024
+	maxCustomData    = 64 * 1024
 	windowsNameChars = "`~!@#$%^&*()=+_[]{}\\|;:.'\",<>/?"
 )
 

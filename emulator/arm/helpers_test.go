@@ -55,7 +55,7 @@ func newWorld(t testing.TB, mutate func(*arm.Options)) *world {
 	t.Cleanup(func() { _ = srv.Close() })
 	cfg := endpoint.Config{
 		ResourceManagerEndpoint: srv.URL(), CACertPEM: srv.CACertPEM(), Credential: endpoint.StaticToken(token),
-		Retry: &policy.RetryOptions{MaxRetries: 6, RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond},
+		Retry: &policy.RetryOptions{MaxRetries: 6, RetryDelay: 5 * time.Millisecond, MaxRetryDelay: time.Second},
 	}
 	copts, err := cfg.ClientOptions()
 	if err != nil {
@@ -176,7 +176,7 @@ func linuxVM(nicID, customData string) armcompute.VirtualMachine {
 				CustomData:    to.Ptr(base64.StdEncoding.EncodeToString([]byte(customData))),
 				LinuxConfiguration: &armcompute.LinuxConfiguration{
 					DisablePasswordAuthentication: to.Ptr(true),
-					SSH: &armcompute.SSHConfiguration{PublicKeys: []*armcompute.SSHPublicKey{{Path: to.Ptr("/home/capi/.ssh/authorized_keys"), KeyData: to.Ptr("ssh-ed25519 AAAA test")}}},
+					SSH:                           &armcompute.SSHConfiguration{PublicKeys: []*armcompute.SSHPublicKey{{Path: to.Ptr("/home/capi/.ssh/authorized_keys"), KeyData: to.Ptr("ssh-ed25519 AAAA test")}}},
 				},
 			},
 			NetworkProfile: &armcompute.NetworkProfile{NetworkInterfaces: []*armcompute.NetworkInterfaceReference{{ID: to.Ptr(nicID)}}},

@@ -14,6 +14,8 @@ import (
 type Throttle struct {
 	ReadsPerHour  int
 	WritesPerHour int
+	// Burst is the bucket's size; the hourly budget when zero, as in ARM.
+	Burst int
 }
 
 type bucket struct {
@@ -36,17 +38,22 @@ func (s *Server) throttle(w http.ResponseWriter, sub, method string) *armError {
 	now := time.Now()
 	k := sub + "/" + kind
 	b, ok := s.buckets[k]
+	size := float64(perHour)
+	if s.opts.Throttle.Burst > 0 {
+		size = float64(s.opts.Throttle.Burst)
+	}
 	if !ok {
-		b = &bucket{tokens: float64(perHour), last: now}
+		b = &bucket{tokens: size, last: now}
 		s.buckets[k] = b
 	}
 	rate := float64(perHour) / time.Hour.Seconds()
-	b.tokens = math.Min(float64(perHour), b.tokens+now.Sub(b.last).Seconds()*rate)
+	b.tokens = math.Min(size, b.tokens+now.Sub(b.last).Seconds()*rate)
 	b.last = now
 	if b.tokens < 1 {
 		wait := time.Duration((1 - b.tokens) / rate * float64(time.Second))
 		setRetryAfter(w, wait)
 		w.Header().Set("x-ms-ratelimit-remaining-subscription-"+kind, "0")
+		s.counters["THROTTLED "+kind]++
 		return errorf(http.StatusTooManyRequests, "SubscriptionRequestsThrottled",
 			"Number of '%s' requests for subscription '%s' actor '' exceeded. Please try again after '%d' seconds after additional tokens are available.", strings.TrimSuffix(kind, "s"), sub, int(math.Ceil(wait.Seconds())))
 	}

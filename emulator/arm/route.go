@@ -366,6 +366,9 @@ func (s *Server) removeResource(res *resource) []string {
 			if c.kind.deleted != nil {
 				stop = append(stop, c.kind.deleted(s, c)...)
 			}
+			if c.booted {
+				stop = append(stop, c.idStr)
+			}
 		}
 	}
 	delete(s.resources, key(res.idStr))

@@ -1,0 +1,58 @@
+// Package vmimages lists the Azure VM image catalog (publishers, offers, SKUs,
+// versions) through the SDK, for internal/images to choose default images from.
+package vmimages
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+
+	"github.com/winkube/winkube/internal/azure/endpoint"
+)
+
+// Lister reads one subscription's view of the catalog.
+type Lister struct {
+	client *armcompute.VirtualMachineImagesClient
+}
+
+// New returns a Lister for the subscription at the endpoint.
+func New(subscriptionID string, cfg endpoint.Config) (*Lister, error) {
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := armcompute.NewVirtualMachineImagesClient(subscriptionID, cfg.Credential, opts)
+	if err != nil {
+		return nil, fmt.Errorf("vmimages: %w", err)
+	}
+	return &Lister{client: c}, nil
+}
+
+// ListSKUs lists the SKUs of an offer in a location.
+func (l *Lister) ListSKUs(ctx context.Context, location, publisher, offer string) ([]string, error) {
+	resp, err := l.client.ListSKUs(ctx, location, publisher, offer, nil)
+	if err != nil {
+		return nil, err
+	}
+	return names(resp.VirtualMachineImageResourceArray), nil
+}
+
+// ListVersions lists the versions of a SKU in a location.
+func (l *Lister) ListVersions(ctx context.Context, location, publisher, offer, sku string) ([]string, error) {
+	resp, err := l.client.List(ctx, location, publisher, offer, sku, nil)
+	if err != nil {
+		return nil, err
+	}
+	return names(resp.VirtualMachineImageResourceArray), nil
+}
+
+func names(items []*armcompute.VirtualMachineImageResource) []string {
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		if it != nil && it.Name != nil {
+			out = append(out, *it.Name)
+		}
+	}
+	return out
+}

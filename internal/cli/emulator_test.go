@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
+
+	"github.com/winkube/winkube/internal/azure/endpoint"
+)
+
+// startEmulator runs `winkube emulator` and returns the endpoint it prints
+// and a function that stops it (as Ctrl-C would) and returns its output.
+func startEmulator(t *testing.T, args ...string) (endpoint.Config, func() string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	cmd := NewRootCommand()
+	cmd.SetArgs(append([]string{"emulator", "--listen", "127.0.0.1:0", "--operation-delay", "0", "--boot-delay-linux", "0", "--boot-delay-windows", "0"}, args...))
+	cmd.SetOut(pw)
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.ExecuteContext(ctx); pw.Close() }()
+	var cfg endpoint.Config
+	var out strings.Builder
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		out.WriteString(line + "\n")
+		if v, ok := strings.CutPrefix(line, "AZURE_RESOURCE_MANAGER_ENDPOINT="); ok {
+			cfg.ResourceManagerEndpoint = v
+		}
+		if v, ok := strings.CutPrefix(line, "AZURE_CA_FILE="); ok {
+			pem, err := os.ReadFile(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.CACertPEM = pem
+		}
+		if v, ok := strings.CutPrefix(line, "AZURE_TOKEN="); ok {
+			cfg.Credential = endpoint.StaticToken(v)
+			break
+		}
+	}
+	if cfg.Credential == nil {
+		cancel()
+		t.Fatalf("winkube emulator did not print how to reach it:\n%s\n%v", out.String(), <-errc)
+	}
+	go func() { _, _ = io.Copy(&out, pr) }()
+	return cfg, func() string {
+		cancel()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatalf("winkube emulator: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("winkube emulator did not stop")
+		}
+		time.Sleep(10 * time.Millisecond)
+		return out.String()
+	}
+}
+
+func TestEmulatorCommandKeepsStateAcrossRestarts(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "arm.json")
+	cfg, stop := startEmulator(t, "--state", state)
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := armresources.NewResourceGroupsClient("sub", cfg.Credential, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := groups.CreateOrUpdate(context.Background(), "kept", armresources.ResourceGroup{Location: to.Ptr("westeurope")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out := stop(); !strings.Contains(out, "saved resources to "+state) {
+		t.Fatalf("no word of saving:\n%s", out)
+	}
+
+	cfg, stop = startEmulator(t, "--state", state)
+	defer stop()
+	opts, _ = cfg.ClientOptions()
+	groups, _ = armresources.NewResourceGroupsClient("sub", cfg.Credential, opts)
+	if _, err := groups.Get(context.Background(), "kept", nil); err != nil {
+		t.Fatalf("the resource group did not survive a restart: %v", err)
+	}
+}
+
+func TestEmulatorCommandRefusesBadFlags(t *testing.T) {
+	if _, err := run(t, "emulator", "--writes-per-hour", "-1"); err == nil || !strings.Contains(err.Error(), "cannot be negative") {
+		t.Fatalf("negative budget: %v", err)
+	}
+	if _, err := run(t, "emulator", "--listen", "not-an-address"); err == nil {
+		t.Fatal("a bad listen address was accepted")
+	}
+}
