@@ -96,7 +96,7 @@ func (s *Server) validateImage(storage map[string]any, location string) *armErro
 
 // takeSecrets moves the admin password and custom data out of an OS
 // profile into the resource's secrets: Azure never returns them.
-func takeSecrets(r *resource, osProfile map[string]any, old *resource, target string) *armError {
+func takeSecrets(r *resource, osProfile map[string]any, old *resource) *armError {
 	for _, f := range []string{"adminPassword", "customData"} {
 		v, ok := osProfile[f].(string)
 		delete(osProfile, f)
@@ -111,7 +111,7 @@ func takeSecrets(r *resource, osProfile map[string]any, old *resource, target st
 			if len(raw) > maxCustomData {
 				return invalidParameter("customData", "Custom data in OSProfile must be in Base64 encoding and with a maximum length of %d characters.", base64.StdEncoding.EncodedLen(maxCustomData))
 			}
-			if old != nil && target == "osProfile" {
+			if old != nil {
 				if prev, ok := old.secrets[f].(string); ok && prev != v {
 					return errorf(http.StatusConflict, "PropertyChangeNotAllowed", "Changing property 'customData' is not allowed.")
 				}
@@ -136,6 +136,32 @@ func validateOSProfile(osProfile map[string]any, os string, secrets map[string]a
 	return nil
 }
 
+// checkProfile validates the image and OS profile of a VM or scale-set
+// model: it settles the OS, defaults and checks the computer name (or
+// prefix, nameField) against the OS's limit, and moves secrets aside. With
+// old set, custom data must not change.
+func (s *Server) checkProfile(r, old *resource, storage, osProfile map[string]any, nameField string, windowsLimit, linuxLimit int) (string, *armError) {
+	if e := s.validateImage(storage, str(r.body, "location")); e != nil {
+		return "", e
+	}
+	os := osOf(storage, osProfile)
+	obj(storage, "osDisk")["osType"] = os
+	if str(osProfile, nameField) == "" {
+		osProfile[nameField] = r.id.Name()
+	}
+	limit := linuxLimit
+	if os == "Windows" {
+		limit = windowsLimit
+	}
+	if e := validateComputerName(str(osProfile, nameField), os, nameField, limit); e != nil {
+		return "", e
+	}
+	if e := takeSecrets(r, osProfile, old); e != nil {
+		return "", e
+	}
+	return os, validateOSProfile(osProfile, os, r.secrets)
+}
+
 func putVM(s *Server, r, old *resource) *armError {
 	p := r.props()
 	size := str(p, "hardwareProfile", "vmSize")
@@ -147,25 +173,8 @@ func putVM(s *Server, r, old *resource) *armError {
 	}
 	storage := obj(p, "storageProfile")
 	osProfile := obj(p, "osProfile")
-	if e := s.validateImage(storage, str(r.body, "location")); e != nil {
-		return e
-	}
-	os := osOf(storage, osProfile)
-	obj(storage, "osDisk")["osType"] = os
-	if str(osProfile, "computerName") == "" {
-		osProfile["computerName"] = r.id.Name()
-	}
-	limit := 64
-	if os == "Windows" {
-		limit = 15
-	}
-	if e := validateComputerName(str(osProfile, "computerName"), os, "computerName", limit); e != nil {
-		return e
-	}
-	if e := takeSecrets(r, osProfile, old, "osProfile"); e != nil {
-		return e
-	}
-	if e := validateOSProfile(osProfile, os, r.secrets); e != nil {
+	os, e := s.checkProfile(r, old, storage, osProfile, "computerName", 15, 64)
+	if e != nil {
 		return e
 	}
 	if old != nil {
@@ -396,25 +405,10 @@ func putVMSS(s *Server, r, old *resource) *armError {
 	profile := obj(p, "virtualMachineProfile")
 	storage := obj(profile, "storageProfile")
 	osProfile := obj(profile, "osProfile")
-	if e := s.validateImage(storage, str(r.body, "location")); e != nil {
-		return e
-	}
-	os := osOf(storage, osProfile)
-	obj(storage, "osDisk")["osType"] = os
-	if str(osProfile, "computerNamePrefix") == "" {
-		osProfile["computerNamePrefix"] = r.id.Name()
-	}
-	limit := 58
-	if os == "Windows" {
-		limit = 9
-	}
-	if e := validateComputerName(str(osProfile, "computerNamePrefix"), os, "computerNamePrefix", limit); e != nil {
-		return e
-	}
-	if e := takeSecrets(r, osProfile, nil, "virtualMachineProfile"); e != nil {
-		return e
-	}
-	if e := validateOSProfile(osProfile, os, r.secrets); e != nil {
+	// A scale set's model may change its custom data; instances take it
+	// when upgraded.
+	os, e := s.checkProfile(r, nil, storage, osProfile, "computerNamePrefix", 9, 58)
+	if e != nil {
 		return e
 	}
 	nicConfs := list(profile, "networkProfile", "networkInterfaceConfigurations")
