@@ -129,3 +129,12 @@ func FindConflict(newClaim Claim, existing []Claim, prefix bool) error {
 	}
 	return nil
 }
+
+// VMName is the Azure VM (and computer) name of a machine: shortened by the
+// Windows rules for Windows, the object's name for Linux.
+func VMName(name string, windows bool) string {
+	if windows {
+		return WindowsMachineName(name)
+	}
+	return name
+}

@@ -38,10 +38,7 @@ func (w *AzureMachine) Default(ctx context.Context, m *infrav1.AzureMachine) err
 
 // VMName is the Azure VM (and computer) name of a machine.
 func VMName(m *infrav1.AzureMachine) string {
-	if m.Spec.OS() == infrav1.Windows {
-		return naming.WindowsMachineName(m.Name)
-	}
-	return m.Name
+	return naming.VMName(m.Name, m.Spec.OS() == infrav1.Windows)
 }
 
 func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine) field.ErrorList {

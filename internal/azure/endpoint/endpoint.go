@@ -35,6 +35,7 @@ type Config struct {
 // ClientOptions returns SDK client options for the endpoint.
 func (c Config) ClientOptions() (*arm.ClientOptions, error) {
 	opts := &arm.ClientOptions{}
+	opts.PerRetryPolicies = []policy.Policy{countingPolicy{}}
 	if c.ResourceManagerEndpoint != "" {
 		opts.Cloud = cloud.Configuration{
 			ActiveDirectoryAuthorityHost: c.ResourceManagerEndpoint,

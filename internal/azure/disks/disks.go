@@ -1,0 +1,32 @@
+// Package disks deletes the managed OS disks VMs leave behind.
+package disks
+
+import (
+	"context"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+
+	"github.com/winkube/winkube/internal/azure/async"
+	"github.com/winkube/winkube/internal/azure/endpoint"
+)
+
+// Service manages disks.
+type Service struct{ c *armcompute.DisksClient }
+
+// New returns a Service.
+func New(subscription string, cfg endpoint.Config) (*Service, error) {
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := armcompute.NewDisksClient(subscription, cfg.Credential, opts)
+	return &Service{c: c}, err
+}
+
+// Delete deletes the disk.
+func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
+	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armcompute.DisksClientDeleteResponse], error) {
+		return s.c.BeginDelete(ctx, rg, name, &armcompute.DisksClientBeginDeleteOptions{ResumeToken: tok})
+	})
+}

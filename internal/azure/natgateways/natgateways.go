@@ -1,0 +1,61 @@
+// Package natgateways manages the NAT gateway that gives nodes outbound access.
+package natgateways
+
+import (
+	"context"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
+
+	"github.com/winkube/winkube/internal/azure/async"
+	"github.com/winkube/winkube/internal/azure/endpoint"
+)
+
+// Spec is a NAT gateway with one public IP.
+type Spec struct {
+	ResourceGroup, Name, Location string
+	PublicIPID                    string
+	Tags                          map[string]*string
+}
+
+// Service manages NAT gateways.
+type Service struct{ c *armnetwork.NatGatewaysClient }
+
+// New returns a Service.
+func New(subscription string, cfg endpoint.Config) (*Service, error) {
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := armnetwork.NewNatGatewaysClient(subscription, cfg.Credential, opts)
+	return &Service{c: c}, err
+}
+
+// Reconcile creates or updates the gateway.
+func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
+	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
+		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
+		if async.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		ips := cur.Properties.PublicIPAddresses
+		return async.Succeeded(cur.Properties.ProvisioningState) && len(ips) == 1 && *ips[0].ID == spec.PublicIPID, nil
+	}, func(tok string) (*runtime.Poller[armnetwork.NatGatewaysClientCreateOrUpdateResponse], error) {
+		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.Name, armnetwork.NatGateway{
+			Location: to.Ptr(spec.Location), Tags: spec.Tags,
+			SKU:        &armnetwork.NatGatewaySKU{Name: to.Ptr(armnetwork.NatGatewaySKUNameStandard)},
+			Properties: &armnetwork.NatGatewayPropertiesFormat{PublicIPAddresses: []*armnetwork.SubResource{{ID: to.Ptr(spec.PublicIPID)}}},
+		}, &armnetwork.NatGatewaysClientBeginCreateOrUpdateOptions{ResumeToken: tok})
+	})
+}
+
+// Delete deletes the gateway.
+func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
+	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armnetwork.NatGatewaysClientDeleteResponse], error) {
+		return s.c.BeginDelete(ctx, rg, name, &armnetwork.NatGatewaysClientBeginDeleteOptions{ResumeToken: tok})
+	})
+}

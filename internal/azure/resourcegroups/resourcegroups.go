@@ -1,0 +1,89 @@
+// Package resourcegroups creates and deletes the cluster's resource group.
+package resourcegroups
+
+import (
+	"context"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
+
+	"github.com/winkube/winkube/internal/azure/async"
+	"github.com/winkube/winkube/internal/azure/endpoint"
+)
+
+// Spec is a resource group.
+type Spec struct {
+	Name     string
+	Location string
+	Tags     map[string]*string
+}
+
+// Service manages resource groups of one subscription.
+type Service struct {
+	c   *armresources.ResourceGroupsClient
+	res *armresources.Client
+}
+
+// New returns a Service.
+func New(subscription string, cfg endpoint.Config) (*Service, error) {
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := armresources.NewResourceGroupsClient(subscription, cfg.Credential, opts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := armresources.NewClient(subscription, cfg.Credential, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{c: c, res: res}, nil
+}
+
+// Get returns the group, or nil when it does not exist.
+func (s *Service) Get(ctx context.Context, name string) (*armresources.ResourceGroup, error) {
+	g, err := s.c.Get(ctx, name, nil)
+	if async.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &g.ResourceGroup, nil
+}
+
+// Reconcile creates the group if it is missing (a synchronous call in ARM).
+// An existing group, owned or not, is left as it is.
+func (s *Service) Reconcile(ctx context.Context, spec Spec) error {
+	g, err := s.Get(ctx, spec.Name)
+	if err != nil || g != nil {
+		return err
+	}
+	_, err = s.c.CreateOrUpdate(ctx, spec.Name, armresources.ResourceGroup{Location: to.Ptr(spec.Location), Tags: spec.Tags}, nil)
+	return err
+}
+
+// Delete deletes the group and everything in it.
+func (s *Service) Delete(ctx context.Context, name, token string) (string, bool, error) {
+	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armresources.ResourceGroupsClientDeleteResponse], error) {
+		return s.c.BeginDelete(ctx, name, &armresources.ResourceGroupsClientBeginDeleteOptions{ResumeToken: tok})
+	})
+}
+
+// Resources lists the IDs of the group's resources.
+func (s *Service) Resources(ctx context.Context, name string) ([]string, error) {
+	var ids []string
+	p := s.res.NewListByResourceGroupPager(name, nil)
+	for p.More() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Value {
+			ids = append(ids, *r.ID)
+		}
+	}
+	return ids, nil
+}

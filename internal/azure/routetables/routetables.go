@@ -1,0 +1,55 @@
+// Package routetables manages route tables (host-gw networking programs
+// routes into them).
+package routetables
+
+import (
+	"context"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
+
+	"github.com/winkube/winkube/internal/azure/async"
+	"github.com/winkube/winkube/internal/azure/endpoint"
+)
+
+// Spec is a route table.
+type Spec struct {
+	ResourceGroup, Name, Location string
+	Tags                          map[string]*string
+}
+
+// Service manages route tables.
+type Service struct{ c *armnetwork.RouteTablesClient }
+
+// New returns a Service.
+func New(subscription string, cfg endpoint.Config) (*Service, error) {
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := armnetwork.NewRouteTablesClient(subscription, cfg.Credential, opts)
+	return &Service{c: c}, err
+}
+
+// Reconcile creates the route table when it is missing; routes in it are the
+// CNI's to manage, so an existing table is left alone.
+func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
+	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
+		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
+		if async.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && async.Succeeded(cur.Properties.ProvisioningState), err
+	}, func(tok string) (*runtime.Poller[armnetwork.RouteTablesClientCreateOrUpdateResponse], error) {
+		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.Name, armnetwork.RouteTable{Location: to.Ptr(spec.Location), Tags: spec.Tags},
+			&armnetwork.RouteTablesClientBeginCreateOrUpdateOptions{ResumeToken: tok})
+	})
+}
+
+// Delete deletes the route table.
+func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
+	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armnetwork.RouteTablesClientDeleteResponse], error) {
+		return s.c.BeginDelete(ctx, rg, name, &armnetwork.RouteTablesClientBeginDeleteOptions{ResumeToken: tok})
+	})
+}

@@ -1,0 +1,48 @@
+// Package subnets manages subnets one by one, for VNets winkube does not own
+// (a user's VNet is never replaced, only given the cluster's subnets).
+package subnets
+
+import (
+	"context"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
+
+	"github.com/winkube/winkube/internal/azure/async"
+	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/vnets"
+)
+
+// Service manages subnets.
+type Service struct{ c *armnetwork.SubnetsClient }
+
+// New returns a Service.
+func New(subscription string, cfg endpoint.Config) (*Service, error) {
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := armnetwork.NewSubnetsClient(subscription, cfg.Credential, opts)
+	return &Service{c: c}, err
+}
+
+// Reconcile creates or updates one subnet of a VNet.
+func (s *Service) Reconcile(ctx context.Context, rg, vnet string, spec vnets.Subnet, token string) (string, bool, error) {
+	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
+		cur, err := s.c.Get(ctx, rg, vnet, spec.Name, nil)
+		if async.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && async.Succeeded(cur.Properties.ProvisioningState) && vnets.SubnetMatches(cur.Properties, spec), err
+	}, func(tok string) (*runtime.Poller[armnetwork.SubnetsClientCreateOrUpdateResponse], error) {
+		return s.c.BeginCreateOrUpdate(ctx, rg, vnet, spec.Name, armnetwork.Subnet{Properties: vnets.SubnetProperties(spec)},
+			&armnetwork.SubnetsClientBeginCreateOrUpdateOptions{ResumeToken: tok})
+	})
+}
+
+// Delete deletes one subnet.
+func (s *Service) Delete(ctx context.Context, rg, vnet, name, token string) (string, bool, error) {
+	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armnetwork.SubnetsClientDeleteResponse], error) {
+		return s.c.BeginDelete(ctx, rg, vnet, name, &armnetwork.SubnetsClientBeginDeleteOptions{ResumeToken: tok})
+	})
+}

@@ -1,0 +1,184 @@
+// Package virtualmachines creates and deletes VMs.
+package virtualmachines
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+
+	"github.com/winkube/winkube/internal/azure/async"
+	"github.com/winkube/winkube/internal/azure/endpoint"
+)
+
+// Image is a VM image: a marketplace image, a managed image ID, or a
+// (community or private) gallery image version.
+type Image struct {
+	Publisher, Offer, SKU, Version string
+	ID                             string
+	CommunityGalleryImageID        string
+}
+
+// Spec is a VM.
+type Spec struct {
+	ResourceGroup, Name, Location string
+	Size                          string
+	Windows                       bool
+	ComputerName                  string
+	Image                         Image
+	OSDiskSizeGB                  int32
+	StorageAccountType            string
+	Caching                       string
+	CustomData                    []byte
+	AdminUsername                 string
+	// AdminPassword is required for Windows; it is sent once, at creation.
+	AdminPassword string
+	// SSHPublicKey is an OpenSSH authorized key for Linux.
+	SSHPublicKey string
+	NICID        string
+	Zone         string
+	Tags         map[string]*string
+}
+
+// ProvisioningFailedError is a VM that Azure failed to provision.
+type ProvisioningFailedError struct {
+	Code, Message string
+}
+
+func (e *ProvisioningFailedError) Error() string {
+	if e.Code == "" {
+		return "VM provisioning failed: " + e.Message
+	}
+	return fmt.Sprintf("VM provisioning failed: %s: %s", e.Code, e.Message)
+}
+
+// Service manages VMs.
+type Service struct{ c *armcompute.VirtualMachinesClient }
+
+// New returns a Service.
+func New(subscription string, cfg endpoint.Config) (*Service, error) {
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := armcompute.NewVirtualMachinesClient(subscription, cfg.Credential, opts)
+	return &Service{c: c}, err
+}
+
+// Get returns the VM, or nil when it does not exist.
+func (s *Service) Get(ctx context.Context, rg, name string) (*armcompute.VirtualMachine, error) {
+	cur, err := s.c.Get(ctx, rg, name, nil)
+	if async.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &cur.VirtualMachine, nil
+}
+
+// Reconcile creates the VM once. A VM that exists is never sent again (its
+// model cannot change, and its password must not be resent), only read. It
+// returns the VM once provisioned, a *ProvisioningFailedError when Azure
+// failed it, or the token of the creation under way.
+func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (vm *armcompute.VirtualMachine, next string, err error) {
+	if token == "" {
+		cur, err := s.Get(ctx, spec.ResourceGroup, spec.Name)
+		if err != nil {
+			return nil, "", err
+		}
+		if cur != nil {
+			state := ""
+			if cur.Properties != nil && cur.Properties.ProvisioningState != nil {
+				state = *cur.Properties.ProvisioningState
+			}
+			switch state {
+			case "Succeeded":
+				return cur, "", nil
+			case "Failed":
+				return nil, "", &ProvisioningFailedError{Message: "Azure reports the VM's provisioning state as Failed"}
+			default:
+				return nil, "", nil // still creating: read again later
+			}
+		}
+	}
+	_, next, done, err := async.Step(ctx, token, func(tok string) (*runtime.Poller[armcompute.VirtualMachinesClientCreateOrUpdateResponse], error) {
+		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.Name, model(spec), &armcompute.VirtualMachinesClientBeginCreateOrUpdateOptions{ResumeToken: tok})
+	})
+	if err != nil {
+		if code := async.Code(err); code != "" && async.IsProvisioningFailure(code) {
+			return nil, "", &ProvisioningFailedError{Code: code, Message: async.Message(err)}
+		}
+		return nil, next, err
+	}
+	if !done {
+		return nil, next, nil
+	}
+	cur, err := s.Get(ctx, spec.ResourceGroup, spec.Name)
+	return cur, "", err
+}
+
+func model(spec Spec) armcompute.VirtualMachine {
+	img := &armcompute.ImageReference{}
+	switch {
+	case spec.Image.ID != "":
+		img.ID = to.Ptr(spec.Image.ID)
+	case spec.Image.CommunityGalleryImageID != "":
+		img.CommunityGalleryImageID = to.Ptr(spec.Image.CommunityGalleryImageID)
+	default:
+		img.Publisher, img.Offer, img.SKU, img.Version = to.Ptr(spec.Image.Publisher), to.Ptr(spec.Image.Offer), to.Ptr(spec.Image.SKU), to.Ptr(spec.Image.Version)
+	}
+	osType := armcompute.OperatingSystemTypesLinux
+	if spec.Windows {
+		osType = armcompute.OperatingSystemTypesWindows
+	}
+	osProfile := &armcompute.OSProfile{
+		ComputerName:  to.Ptr(spec.ComputerName),
+		AdminUsername: to.Ptr(spec.AdminUsername),
+		CustomData:    to.Ptr(base64.StdEncoding.EncodeToString(spec.CustomData)),
+	}
+	if spec.Windows {
+		osProfile.AdminPassword = to.Ptr(spec.AdminPassword)
+		osProfile.WindowsConfiguration = &armcompute.WindowsConfiguration{EnableAutomaticUpdates: to.Ptr(false)}
+	} else {
+		osProfile.LinuxConfiguration = &armcompute.LinuxConfiguration{
+			DisablePasswordAuthentication: to.Ptr(true),
+			SSH: &armcompute.SSHConfiguration{PublicKeys: []*armcompute.SSHPublicKey{{
+				Path: to.Ptr("/home/" + spec.AdminUsername + "/.ssh/authorized_keys"), KeyData: to.Ptr(spec.SSHPublicKey),
+			}}},
+		}
+	}
+	vm := armcompute.VirtualMachine{
+		Location: to.Ptr(spec.Location), Tags: spec.Tags,
+		Properties: &armcompute.VirtualMachineProperties{
+			HardwareProfile: &armcompute.HardwareProfile{VMSize: to.Ptr(armcompute.VirtualMachineSizeTypes(spec.Size))},
+			StorageProfile: &armcompute.StorageProfile{
+				ImageReference: img,
+				OSDisk: &armcompute.OSDisk{
+					Name: to.Ptr(spec.Name + "_OSDisk"), OSType: to.Ptr(osType), CreateOption: to.Ptr(armcompute.DiskCreateOptionTypesFromImage),
+					DiskSizeGB: to.Ptr(spec.OSDiskSizeGB), Caching: to.Ptr(armcompute.CachingTypes(spec.Caching)),
+					ManagedDisk: &armcompute.ManagedDiskParameters{StorageAccountType: to.Ptr(armcompute.StorageAccountTypes(spec.StorageAccountType))},
+				},
+			},
+			OSProfile:      osProfile,
+			NetworkProfile: &armcompute.NetworkProfile{NetworkInterfaces: []*armcompute.NetworkInterfaceReference{{ID: to.Ptr(spec.NICID), Properties: &armcompute.NetworkInterfaceReferenceProperties{Primary: to.Ptr(true)}}}},
+		},
+	}
+	if spec.Zone != "" {
+		vm.Zones = []*string{to.Ptr(spec.Zone)}
+	}
+	return vm
+}
+
+// OSDiskName is the name winkube gives a VM's OS disk.
+func OSDiskName(vm string) string { return vm + "_OSDisk" }
+
+// Delete deletes the VM (its disk and NIC stay, to be deleted after it).
+func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
+	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armcompute.VirtualMachinesClientDeleteResponse], error) {
+		return s.c.BeginDelete(ctx, rg, name, &armcompute.VirtualMachinesClientBeginDeleteOptions{ResumeToken: tok})
+	})
+}

@@ -1,0 +1,42 @@
+package controllers
+
+import (
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/resourcegroups"
+)
+
+// step is the outcome of one service call in a reconcile: done, or a
+// long-running operation to resume next time.
+type step struct {
+	service, name string
+}
+
+func token(f infrav1.Futures, s step) string {
+	for _, x := range f {
+		if x.ServiceName == s.service && x.Name == s.name {
+			return x.Data
+		}
+	}
+	return ""
+}
+
+// record keeps (or, when next is empty, forgets) an operation's resume token.
+func record(f *infrav1.Futures, s step, rg, kind, next string) {
+	out := (*f)[:0]
+	for _, x := range *f {
+		if !(x.ServiceName == s.service && x.Name == s.name) {
+			out = append(out, x)
+		}
+	}
+	if next != "" {
+		out = append(out, infrav1.Future{Type: kind, ServiceName: s.service, Name: s.name, ResourceGroup: rg, Data: next})
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	*f = out
+}
+
+func resourcegroupsSpec(name, location string, t map[string]*string) resourcegroups.Spec {
+	return resourcegroups.Spec{Name: name, Location: location, Tags: t}
+}

@@ -1,0 +1,134 @@
+package controllers_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/azure/cloud"
+	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/controllers"
+	"github.com/winkube/winkube/internal/scheme"
+	"github.com/winkube/winkube/internal/testenv"
+	"github.com/winkube/winkube/internal/webhooks"
+)
+
+var (
+	env     *testenv.Env
+	emu     *arm.Server
+	runtime = &arm.RecordingRuntime{}
+	armCfg  endpoint.Config
+)
+
+const token = "controllers-test"
+
+// TestMain runs the real API server with winkube's and Cluster API's CRDs
+// and winkube's webhooks, and the ARM emulator. Each test starts managers
+// running the controllers against both.
+func TestMain(m *testing.M) {
+	// Controller logs only with WINKUBE_TEST_LOGS=1: managers stopped by the
+	// crash tests log their interrupted work, which is expected.
+	logs := io.Discard
+	if os.Getenv("WINKUBE_TEST_LOGS") != "" {
+		logs = os.Stderr
+	}
+	log.SetLogger(zap.New(zap.WriteTo(logs)))
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	emu, err = arm.New(arm.Options{Token: token, PollInterval: 10 * time.Millisecond, Runtime: runtime, Seed: 7})
+	if err == nil {
+		err = emu.Start("127.0.0.1:0")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	armCfg = endpoint.Config{
+		ResourceManagerEndpoint: emu.URL(), CACertPEM: emu.CACertPEM(), Credential: endpoint.StaticToken(token),
+		Retry: &policy.RetryOptions{MaxRetries: 5, RetryDelay: 10 * time.Millisecond, MaxRetryDelay: 2 * time.Second},
+	}
+	opts := testenv.Options{
+		Scheme: scheme.New(),
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "config", "crd"),
+			filepath.Join(root, "config", "capi", "core-v1beta2"),
+		},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook")}},
+	}
+	code := testenv.Main(m, opts, func(e *testenv.Env) {
+		env = e
+		if err := startWebhooks(e); err != nil {
+			fmt.Fprintln(os.Stderr, "webhooks:", err)
+			os.Exit(1)
+		}
+	})
+	_ = emu.Close()
+	os.Exit(code)
+}
+
+func startWebhooks(e *testenv.Env) error {
+	wio := &e.Environment.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme: e.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}),
+	})
+	if err != nil {
+		return err
+	}
+	if err := webhooks.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	go func() { _ = mgr.Start(context.Background()) }()
+	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // readiness of our own test server
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// startControllers runs winkube's controllers in a manager of their own until
+// the returned stop is called; stop waits for the manager to end.
+func startControllers(t testing.TB, cfg endpoint.Config) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controllers.Setup(mgr, controllers.Options{Cloud: cloud.New(cfg), Concurrency: 4, Requeue: 50 * time.Millisecond, SkipNameValidation: true}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
