@@ -186,4 +186,3 @@ func mustOptions(t testing.TB) *arm.ClientOptions {
 	}
 	return o
 }
-

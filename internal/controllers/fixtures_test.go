@@ -187,14 +187,14 @@ func (f *fixture) deleteAndWait(timeout time.Duration, objs ...client.Object) {
 
 // azure reads the emulator through the SDK.
 type azure struct {
-	t       testing.TB
-	groups  *armresources.ResourceGroupsClient
-	res     *armresources.Client
-	vms     *armcompute.VirtualMachinesClient
-	disks   *armcompute.DisksClient
-	nics    *armnetwork.InterfacesClient
-	lbs     *armnetwork.LoadBalancersClient
-	pips    *armnetwork.PublicIPAddressesClient
+	t      testing.TB
+	groups *armresources.ResourceGroupsClient
+	res    *armresources.Client
+	vms    *armcompute.VirtualMachinesClient
+	disks  *armcompute.DisksClient
+	nics   *armnetwork.InterfacesClient
+	lbs    *armnetwork.LoadBalancersClient
+	pips   *armnetwork.PublicIPAddressesClient
 }
 
 func newAzure(t testing.TB, cfg endpoint.Config) *azure {
@@ -228,4 +228,15 @@ func (a *azure) inventory(rg string) map[string][]string {
 		}
 	}
 	return out
+}
+
+func (f *fixture) countProvisioned(names []string) int {
+	n := 0
+	for _, name := range names {
+		am := &infrav1.AzureMachine{}
+		if env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, am) == nil && ptr.Deref(am.Status.Initialization.Provisioned, false) {
+			n++
+		}
+	}
+	return n
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"time"
 
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
@@ -23,7 +24,11 @@ type Options struct {
 
 // Setup registers every winkube controller with the manager.
 func Setup(mgr ctrl.Manager, o Options) error {
-	opts := controller.Options{MaxConcurrentReconciles: o.Concurrency, SkipNameValidation: &o.SkipNameValidation}
+	// The priority queue of controller-runtime v0.24.1 can deadlock on
+	// shutdown (handing an item to a worker that has stopped, while holding
+	// the lock that Done needs): a manager stopped mid-work then hangs for its
+	// whole grace period. The plain rate-limited queue stops cleanly.
+	opts := controller.Options{MaxConcurrentReconciles: o.Concurrency, SkipNameValidation: &o.SkipNameValidation, UsePriorityQueue: ptr.To(false)}
 	if err := (&AzureClusterReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}

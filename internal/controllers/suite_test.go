@@ -130,5 +130,10 @@ func startControllers(t testing.TB, cfg endpoint.Config) (stop func()) {
 			t.Errorf("manager: %v", err)
 		}
 	}()
+	// A manager stopped while its caches still sync waits out their
+	// timeout; tests crash it only once it is working.
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("the manager's caches did not sync")
+	}
 	return func() { cancel(); <-done }
 }

@@ -4,7 +4,7 @@ import "testing"
 
 func TestKind(t *testing.T) {
 	for path, want := range map[string]string{
-		"/subscriptions/s/resourceGroups/rg":                                                         "resourceGroups",
+		"/subscriptions/s/resourceGroups/rg": "resourceGroups",
 		"/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/a": "subnets",
 		"/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm":          "virtualMachines",
 		"/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines":             "virtualMachines",

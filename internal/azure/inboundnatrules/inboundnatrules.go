@@ -25,7 +25,9 @@ const (
 )
 
 // Service manages a load balancer's inbound NAT rules.
-type Service struct{ c *armnetwork.InboundNatRulesClient }
+type Service struct {
+	c *armnetwork.InboundNatRulesClient
+}
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {

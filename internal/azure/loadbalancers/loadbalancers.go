@@ -39,7 +39,9 @@ func (s Spec) FrontendID() string    { return s.ID() + "/frontendIPConfiguration
 func (s Spec) BackendPoolID() string { return s.ID() + "/backendAddressPools/" + Backend }
 
 // Service manages load balancers.
-type Service struct{ c *armnetwork.LoadBalancersClient }
+type Service struct {
+	c *armnetwork.LoadBalancersClient
+}
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {

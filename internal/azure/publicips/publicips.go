@@ -21,7 +21,9 @@ type Spec struct {
 }
 
 // Service manages public IPs.
-type Service struct{ c *armnetwork.PublicIPAddressesClient }
+type Service struct {
+	c *armnetwork.PublicIPAddressesClient
+}
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {

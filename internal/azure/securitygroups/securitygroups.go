@@ -32,7 +32,9 @@ type Spec struct {
 }
 
 // Service manages NSGs.
-type Service struct{ c *armnetwork.SecurityGroupsClient }
+type Service struct {
+	c *armnetwork.SecurityGroupsClient
+}
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {

@@ -56,7 +56,9 @@ func (e *ProvisioningFailedError) Error() string {
 }
 
 // Service manages VMs.
-type Service struct{ c *armcompute.VirtualMachinesClient }
+type Service struct {
+	c *armcompute.VirtualMachinesClient
+}
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {

@@ -33,7 +33,9 @@ type Spec struct {
 }
 
 // Service manages VNets.
-type Service struct{ c *armnetwork.VirtualNetworksClient }
+type Service struct {
+	c *armnetwork.VirtualNetworksClient
+}
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
