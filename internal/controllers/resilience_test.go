@@ -158,3 +158,37 @@ func newEmulator(t testing.TB, o arm.Options) (*arm.Server, endpoint.Config) {
 	return s, endpoint.Config{ResourceManagerEndpoint: s.URL(), CACertPEM: s.CACertPEM(), Credential: endpoint.StaticToken(token),
 		Retry: &policy.RetryOptions{MaxRetries: 3, RetryDelay: 10 * time.Millisecond, MaxRetryDelay: time.Second}}
 }
+
+// TestVMProvisioningFailureIsACondition: Azure failing a VM (here
+// OSProvisioningTimedOut) shows on the AzureMachine's Ready condition with
+// Azure's code and message, and the machine is not reported provisioned.
+func TestVMProvisioningFailureIsACondition(t *testing.T) {
+	_, cfg := newEmulator(t, arm.Options{ProvisioningFailures: []arm.ProvisioningFailure{{NameContains: "doomed", Code: "OSProvisioningTimedOut"}}})
+	stop := startControllers(t, cfg)
+	defer stop()
+	f := newCluster(t, "failing")
+	f.waitClusterProvisioned(time.Minute)
+	am := f.newMachine("failing-md-doomed-abcde", false, false, "")
+	var cond string
+	eventually(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
+			return err.Error()
+		}
+		for _, c := range am.Status.Conditions {
+			if c.Type == "Ready" && c.Reason == "VMProvisionFailed" {
+				cond = c.Message
+				return ""
+			}
+		}
+		return fmt.Sprintf("no VMProvisionFailed condition yet: %+v", am.Status.Conditions)
+	})
+	if !strings.Contains(cond, "OSProvisioningTimedOut") || !strings.Contains(cond, "did not finish in the allotted time") {
+		t.Fatalf("condition message %q lacks Azure's code and message", cond)
+	}
+	if am.Status.Initialization.Provisioned != nil && *am.Status.Initialization.Provisioned {
+		t.Fatal("a failed VM was reported provisioned")
+	}
+	if am.Status.VMState != "Failed" {
+		t.Fatalf("vmState %q, want Failed", am.Status.VMState)
+	}
+}
