@@ -24,7 +24,7 @@ func init() {
 	register(&kindInfo{typ: kindVM, topLevel: true, put: putVM, delay: bootDelay, ready: vmReady, deleted: vmDeleted})
 	register(&kindInfo{typ: kindDisk, topLevel: true, canDelete: diskAttached})
 	register(&kindInfo{typ: kindVMSS, topLevel: true, put: putVMSS, delay: bootDelay, ready: vmssReady})
-	register(&kindInfo{typ: kindInstance, readOnly: true, deleted: instanceDeleted})
+	register(&kindInfo{typ: kindInstance, readOnly: true, canDelete: instanceDeleting})
 }
 
 // osOf decides a VM's OS as Azure does: the OS disk's osType, else the OS
@@ -584,11 +584,12 @@ func (s *Server) instanceMachine(vmss, inst *resource) Machine {
 	return s.machineOf(inst, str(vmss.body, "location"), obj(p, "storageProfile"), obj(p, "osProfile"), list(p, "networkProfile", "networkInterfaces"), inst.secrets, vmss.id.Name(), inst.id.Name())
 }
 
-// instanceDeleted lowers the scale set's capacity, as deleting an instance
-// does in Azure.
-func instanceDeleted(s *Server, r *resource) []string {
+// instanceDeleting lowers the scale set's capacity as soon as an instance's
+// deletion is accepted, as Azure does, so that a model update racing the
+// deletion does not bring the instance back.
+func instanceDeleting(s *Server, r *resource) *armError {
 	parent, _ := r.id.Parent()
-	if vmss := s.lookup(parent.String()); vmss != nil && !vmss.deleting {
+	if vmss := s.lookup(parent.String()); vmss != nil && !vmss.deleting && !r.deleting {
 		sku := obj(vmss.body, "sku")
 		if c, _ := sku["capacity"].(float64); c > 0 {
 			sku["capacity"] = c - 1
@@ -632,6 +633,7 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resource
 	var stop []string
 	if action == "delete" {
 		for _, t := range targets {
+			_ = instanceDeleting(s, t)
 			t.deleting = true
 		}
 	} else {

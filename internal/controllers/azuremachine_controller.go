@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -54,7 +55,10 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if r.Requeue == 0 {
 		r.Requeue = 5 * time.Second
 	}
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachine{}).WithOptions(opts).Named("azuremachine").Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachine{}).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToAzureMachine)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToObjects(r.Client, func() client.ObjectList { return &infrav1.AzureMachineList{} }))).
+		WithOptions(opts).Named("azuremachine").Complete(r)
 }
 
 // Reconcile brings one AzureMachine's VM to its spec.

@@ -187,14 +187,16 @@ func (f *fixture) deleteAndWait(timeout time.Duration, objs ...client.Object) {
 
 // azure reads the emulator through the SDK.
 type azure struct {
-	t      testing.TB
-	groups *armresources.ResourceGroupsClient
-	res    *armresources.Client
-	vms    *armcompute.VirtualMachinesClient
-	disks  *armcompute.DisksClient
-	nics   *armnetwork.InterfacesClient
-	lbs    *armnetwork.LoadBalancersClient
-	pips   *armnetwork.PublicIPAddressesClient
+	t       testing.TB
+	groups  *armresources.ResourceGroupsClient
+	res     *armresources.Client
+	vms     *armcompute.VirtualMachinesClient
+	disks   *armcompute.DisksClient
+	nics    *armnetwork.InterfacesClient
+	lbs     *armnetwork.LoadBalancersClient
+	pips    *armnetwork.PublicIPAddressesClient
+	vmss    *armcompute.VirtualMachineScaleSetsClient
+	vmssVMs *armcompute.VirtualMachineScaleSetVMsClient
 }
 
 func newAzure(t testing.TB, cfg endpoint.Config) *azure {
@@ -210,6 +212,8 @@ func newAzure(t testing.TB, cfg endpoint.Config) *azure {
 	a.nics, _ = armnetwork.NewInterfacesClient(subscription, cfg.Credential, opts)
 	a.lbs, _ = armnetwork.NewLoadBalancersClient(subscription, cfg.Credential, opts)
 	a.pips, _ = armnetwork.NewPublicIPAddressesClient(subscription, cfg.Credential, opts)
+	a.vmss, _ = armcompute.NewVirtualMachineScaleSetsClient(subscription, cfg.Credential, opts)
+	a.vmssVMs, _ = armcompute.NewVirtualMachineScaleSetVMsClient(subscription, cfg.Credential, opts)
 	return a
 }
 

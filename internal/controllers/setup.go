@@ -32,5 +32,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&AzureClusterReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	return (&AzureMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts)
+	if err := (&AzureMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
+		return err
+	}
+	if err := (&AzureMachinePoolReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
+		return err
+	}
+	return (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts)
 }

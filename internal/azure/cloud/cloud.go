@@ -16,6 +16,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/resourcegroups"
 	"github.com/winkube/winkube/internal/azure/resourceskus"
 	"github.com/winkube/winkube/internal/azure/routetables"
+	"github.com/winkube/winkube/internal/azure/scalesets"
 	"github.com/winkube/winkube/internal/azure/securitygroups"
 	"github.com/winkube/winkube/internal/azure/subnets"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
@@ -38,6 +39,7 @@ type Services struct {
 	NatRules     *inboundnatrules.Service
 	NICs         *networkinterfaces.Service
 	VMs          *virtualmachines.Service
+	ScaleSets    *scalesets.Service
 	Disks        *disks.Service
 	SKUs         *resourceskus.Service
 	Images       *images.Resolver
@@ -83,6 +85,7 @@ func (c *Cloud) For(subscription string) (*Services, error) {
 	set(func() (e error) { s.NICs, e = networkinterfaces.New(subscription, cfg); return })
 	set(func() (e error) { s.VMs, e = virtualmachines.New(subscription, cfg); return })
 	set(func() (e error) { s.Disks, e = disks.New(subscription, cfg); return })
+	set(func() (e error) { s.ScaleSets, e = scalesets.New(subscription, cfg); return })
 	set(func() (e error) { s.SKUs, e = resourceskus.New(subscription, cfg); return })
 	set(func() error {
 		l, e := vmimages.New(subscription, cfg)

@@ -1,0 +1,428 @@
+package controllers
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/patch"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/cloud"
+	"github.com/winkube/winkube/internal/azure/scalesets"
+	"github.com/winkube/winkube/internal/azure/tags"
+	"github.com/winkube/winkube/internal/images"
+	"github.com/winkube/winkube/internal/naming"
+)
+
+// +kubebuilder:rbac:groups=infrastructure.winkube.dev,resources=azuremachinepools;azuremachinepools/status;azuremachinepools/finalizers;azuremachinepoolmachines;azuremachinepoolmachines/status;azuremachinepoolmachines/finalizers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinepools;machinepools/status;machines,verbs=get;list;watch;delete
+
+// AzureMachinePoolReconciler provisions a MachinePool's scale set, keeps one
+// AzureMachinePoolMachine per instance, and rolls model changes by surging
+// new instances and removing old ones within maxSurge / maxUnavailable.
+type AzureMachinePoolReconciler struct {
+	Client client.Client
+	// Reader reads the pool's instance objects live: a cached list that
+	// lags a deletion would choose the same instance's replacement too.
+	Reader  client.Reader
+	Cloud   *cloud.Cloud
+	Requeue time.Duration
+}
+
+// SetupWithManager registers the controller.
+func (r *AzureMachinePoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.Requeue == 0 {
+		r.Requeue = 5 * time.Second
+	}
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePool{}).Owns(&infrav1.AzureMachinePoolMachine{}).
+		Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(machinePoolToAzureMachinePool)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToObjects(r.Client, func() client.ObjectList { return &infrav1.AzureMachinePoolList{} }))).
+		WithOptions(opts).Named("azuremachinepool").Complete(r)
+}
+
+// poolContext is what a pool's reconcile reads before touching Azure.
+type poolContext struct {
+	amp     *infrav1.AzureMachinePool
+	mp      *clusterv1.MachinePool
+	cluster *clusterv1.Cluster
+	ac      *infrav1.AzureCluster
+	svc     *cloud.Services
+	names   clusterNames
+}
+
+// Reconcile brings one pool's scale set to its MachinePool.
+func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+	amp := &infrav1.AzureMachinePool{}
+	if err := r.Client.Get(ctx, req.NamespacedName, amp); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	mp, err := util.GetOwnerMachinePool(ctx, r.Client, amp.ObjectMeta)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if mp == nil && amp.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // Cluster API sets the owner
+	}
+	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, amp.ObjectMeta)
+	if err != nil && amp.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, err
+	}
+	if cluster != nil && annotations.IsPaused(cluster, amp) {
+		return ctrl.Result{}, nil
+	}
+	helper, err := patch.NewHelper(amp, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		if err := helper.Patch(ctx, amp, patch.WithOwnedConditions{Conditions: []string{ReadyCondition}}); err != nil && !apierrors.IsNotFound(err) {
+			reterr = err
+		}
+	}()
+	pc := &poolContext{amp: amp, mp: mp, cluster: cluster, ac: &infrav1.AzureCluster{}}
+	if cluster != nil {
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: amp.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, pc.ac); err != nil && amp.DeletionTimestamp.IsZero() {
+			return ctrl.Result{}, err
+		}
+	}
+	if pc.ac.Name != "" {
+		if pc.svc, err = r.Cloud.For(pc.ac.Spec.SubscriptionID); err != nil {
+			return ctrl.Result{}, err
+		}
+		pc.names, err = namesOf(pc.ac, cluster.Name)
+		if err != nil && amp.DeletionTimestamp.IsZero() {
+			setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())
+			return ctrl.Result{}, nil
+		}
+	}
+	if !amp.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, pc)
+	}
+	return r.reconcileNormal(ctx, pc)
+}
+
+// ProviderIDOf is the provider ID of a scale-set instance, as its node has it.
+func ProviderIDOf(instanceARMID string) string { return "azure://" + instanceARMID }
+
+func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *poolContext) (ctrl.Result, error) {
+	amp, mp := pc.amp, pc.mp
+	if controllerutil.AddFinalizer(amp, infrav1.MachinePoolFinalizer) {
+		return ctrl.Result{Requeue: true}, nil
+	}
+	if pc.cluster == nil || !ptr.Deref(pc.cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		setReady(amp, metav1.ConditionFalse, WaitingForClusterInfraReason, "waiting for the cluster's infrastructure")
+		return ctrl.Result{}, nil
+	}
+	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
+		setReady(amp, metav1.ConditionFalse, WaitingForBootstrapDataReason, "waiting for the bootstrap provider's data secret")
+		return ctrl.Result{}, nil
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: amp.Namespace, Name: *mp.Spec.Template.Spec.Bootstrap.DataSecretName}, secret); err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading the bootstrap data: %w", err)
+	}
+	t := &amp.Spec.Template
+	windows := t.OS() == infrav1.Windows
+	prefix := amp.Name
+	if windows {
+		prefix = naming.WindowsScaleSetPrefix(amp.Name)
+	}
+	amp.Status.ComputerNamePrefix = prefix
+	amp.Status.InfrastructureMachineKind = "AzureMachinePoolMachine"
+	img, err := pc.svc.Images.Resolve(ctx, t.Image, images.Request{Location: pc.ac.Spec.Location, KubernetesVersion: mp.Spec.Template.Spec.Version,
+		OS: t.OS(), WindowsVersion: t.WindowsServerVersion, Runtime: t.ContainerRuntime})
+	if err != nil {
+		setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, "choosing the image: "+err.Error())
+		return ctrl.Result{}, nil
+	}
+	n := pc.names
+	spec := scalesets.Spec{
+		ResourceGroup: n.rg, Name: amp.Name, Location: pc.ac.Spec.Location, Size: t.VMSize, Windows: windows, ComputerNamePrefix: prefix,
+		Image: vmImage(img), OSDiskSizeGB: ptr.Deref(t.OSDisk.DiskSizeGB, 128), CustomData: secret.Data["value"], AdminUsername: AdminUsername,
+		SubnetID: "/subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + n.nodeSubnet.Name,
+		Zones:    mp.Spec.FailureDomains, Tags: tags.Build(pc.cluster.Name, "machinepool_"+amp.Namespace+"_"+amp.Name, mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)),
+	}
+	if md := t.OSDisk.ManagedDisk; md != nil {
+		spec.StorageAccountType = md.StorageAccountType
+	}
+	if windows {
+		if spec.AdminPassword, err = randomPassword(); err != nil {
+			return ctrl.Result{}, err
+		}
+	} else {
+		key, err := base64.StdEncoding.DecodeString(t.SSHPublicKey)
+		if err != nil || len(key) == 0 {
+			setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, "spec.template.sshPublicKey is not a base64-encoded OpenSSH key")
+			return ctrl.Result{}, nil
+		}
+		spec.SSHPublicKey = strings.TrimSpace(string(key))
+	}
+
+	cur, err := pc.svc.ScaleSets.Get(ctx, n.rg, amp.Name)
+	if err != nil {
+		return r.azureError(amp, "reading the scale set", err)
+	}
+	instances, err := pc.svc.ScaleSets.Instances(ctx, n.rg, amp.Name)
+	if err != nil {
+		return r.azureError(amp, "listing instances", err)
+	}
+	machines, err := r.poolMachines(ctx, amp)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	replicas := int64(ptr.Deref(mp.Spec.Replicas, 1))
+	modelChanged := cur != nil && (cur.Tags[scalesets.ModelTag] == nil || *cur.Tags[scalesets.ModelTag] != scalesets.ModelDigest(spec))
+
+	// Instances on their way out no longer count; while any is, the scale
+	// set is left alone, so that its capacity only ever drops through the
+	// instances chosen.
+	var live []scalesets.Instance
+	for _, in := range instances {
+		if m := machines[in.InstanceID]; m == nil || m.DeletionTimestamp.IsZero() {
+			live = append(live, in)
+		}
+	}
+	if len(live) < len(instances) {
+		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("waiting for %d instances to be deleted", len(instances)-len(live)))
+		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+	}
+	var outdated, current []scalesets.Instance
+	for _, in := range live {
+		if in.LatestModelApplied && !modelChanged {
+			current = append(current, in)
+		} else {
+			outdated = append(outdated, in)
+		}
+	}
+	surge := int64(scaled(amp.Spec.Strategy.MaxSurge, replicas, true))
+	unavailable := int64(scaled(amp.Spec.Strategy.MaxUnavailable, replicas, false))
+	desired := replicas
+	if len(outdated) > 0 {
+		desired = replicas + surge
+	}
+	// Victims: instances Cluster API asked to delete, then outdated ones as
+	// the rollout allows, then the oldest beyond the desired count.
+	var victims []scalesets.Instance
+	pick := func(in scalesets.Instance) {
+		for _, v := range victims {
+			if v.InstanceID == in.InstanceID {
+				return
+			}
+		}
+		victims = append(victims, in)
+	}
+	excess := int64(len(live)) - desired
+	for _, in := range live {
+		if excess > int64(len(victims)) && marked(machines[in.InstanceID]) {
+			pick(in)
+		}
+	}
+	if len(outdated) > 0 {
+		readyCurrent := int64(0)
+		for _, in := range current {
+			if in.ProvisioningState == "Succeeded" {
+				readyCurrent++
+			}
+		}
+		available := readyCurrent + int64(len(outdated)) - int64(len(victims))
+		for _, in := range outdated {
+			if available-1 < replicas-unavailable {
+				break
+			}
+			pick(in)
+			available--
+		}
+	}
+	for _, in := range live {
+		if excess <= int64(len(victims)) {
+			break
+		}
+		pick(in)
+	}
+	for _, v := range victims {
+		if err := r.deleteInstanceMachine(ctx, machines[v.InstanceID]); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if len(victims) > 0 {
+		// The scale set is written only once these deletions are done:
+		// its capacity, read before them, is already out of date.
+		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("deleting %d instances", len(victims)))
+		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+	}
+
+	// Capacity never goes down through the model (Azure would choose which
+	// instances to remove); it goes down as chosen instances are deleted.
+	capacity := desired
+	if cur != nil && cur.SKU != nil && cur.SKU.Capacity != nil && *cur.SKU.Capacity > capacity {
+		capacity = *cur.SKU.Capacity
+	}
+	spec.Capacity = capacity
+	s := step{"scalesets", amp.Name}
+	next, done, err := pc.svc.ScaleSets.Reconcile(ctx, spec, token(amp.Status.LongRunningOperationStates, s))
+	record(&amp.Status.LongRunningOperationStates, s, n.rg, "PUT", next)
+	if err != nil {
+		return r.azureError(amp, "scale set", err)
+	}
+	if !done {
+		setReady(amp, metav1.ConditionFalse, ProvisioningReason, "updating the scale set")
+		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+	}
+	amp.Spec.ProviderID = "azure:///subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.rg + "/providers/Microsoft.Compute/virtualMachineScaleSets/" + amp.Name
+
+	// One AzureMachinePoolMachine per instance, so Cluster API can track
+	// each as a Machine.
+	instances, err = pc.svc.ScaleSets.Instances(ctx, n.rg, amp.Name)
+	if err != nil {
+		return r.azureError(amp, "listing instances", err)
+	}
+	var ids []string
+	settled := int64(len(instances)) == replicas
+	for _, in := range instances {
+		ids = append(ids, ProviderIDOf(in.ID))
+		settled = settled && in.LatestModelApplied && in.ProvisioningState == "Succeeded"
+		if machines[in.InstanceID] == nil {
+			if err := r.createInstanceMachine(ctx, pc, in); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	amp.Spec.ProviderIDList = ids
+	amp.Status.Replicas = int32(len(instances))
+	amp.Status.Initialization.Provisioned = ptr.To(true)
+	if !settled || modelChanged {
+		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("%d instances, %d wanted, %d to replace", len(instances), replicas, len(outdated)))
+		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+	}
+	setReady(amp, metav1.ConditionTrue, ProvisionedReason, "")
+	return ctrl.Result{}, nil
+}
+
+// scaled turns maxSurge / maxUnavailable into a count.
+func scaled(v *intstr.IntOrString, total int64, roundUp bool) int {
+	if v == nil {
+		if roundUp {
+			return 1
+		}
+		return 0
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(total), roundUp)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+func marked(m *infrav1.AzureMachinePoolMachine) bool {
+	if m == nil {
+		return false
+	}
+	_, ok := m.Annotations[clusterv1.DeleteMachineAnnotation]
+	return ok
+}
+
+// poolMachines maps instance IDs to the pool's AzureMachinePoolMachines.
+func (r *AzureMachinePoolReconciler) poolMachines(ctx context.Context, amp *infrav1.AzureMachinePool) (map[string]*infrav1.AzureMachinePoolMachine, error) {
+	list := &infrav1.AzureMachinePoolMachineList{}
+	reader := r.Reader
+	if reader == nil {
+		reader = r.Client
+	}
+	if err := reader.List(ctx, list, client.InNamespace(amp.Namespace), client.MatchingLabels{infrav1.MachinePoolNameLabel: amp.Name}); err != nil {
+		return nil, err
+	}
+	out := map[string]*infrav1.AzureMachinePoolMachine{}
+	for i := range list.Items {
+		out[list.Items[i].Spec.InstanceID] = &list.Items[i]
+	}
+	return out, nil
+}
+
+func (r *AzureMachinePoolReconciler) createInstanceMachine(ctx context.Context, pc *poolContext, in scalesets.Instance) error {
+	amp := pc.amp
+	m := &infrav1.AzureMachinePoolMachine{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: amp.Name + "-" + in.InstanceID, Namespace: amp.Namespace,
+			Labels: map[string]string{
+				clusterv1.ClusterNameLabel: pc.cluster.Name, infrav1.MachinePoolNameLabel: amp.Name,
+				clusterv1.MachinePoolNameLabel: pc.mp.Name,
+			},
+		},
+		Spec: infrav1.AzureMachinePoolMachineSpec{ProviderID: ProviderIDOf(in.ID), InstanceID: in.InstanceID},
+	}
+	if err := controllerutil.SetControllerReference(amp, m, r.Client.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// deleteInstanceMachine removes an instance: through its Machine when
+// Cluster API made one (so the node is drained first), else directly.
+func (r *AzureMachinePoolReconciler) deleteInstanceMachine(ctx context.Context, m *infrav1.AzureMachinePoolMachine) error {
+	if m == nil || !m.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	for _, ref := range m.OwnerReferences {
+		if ref.Kind == "Machine" && ref.APIVersion == clusterv1.GroupVersion.String() {
+			machine := &clusterv1.Machine{}
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, machine); err == nil {
+				return client.IgnoreNotFound(r.Client.Delete(ctx, machine))
+			}
+		}
+	}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, m))
+}
+
+func (r *AzureMachinePoolReconciler) azureError(amp *infrav1.AzureMachinePool, what string, err error) (ctrl.Result, error) {
+	setReady(amp, metav1.ConditionFalse, AzureErrorReason, fmt.Sprintf("%s: %v", what, err))
+	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
+}
+
+func (r *AzureMachinePoolReconciler) reconcileDelete(ctx context.Context, pc *poolContext) (ctrl.Result, error) {
+	amp := pc.amp
+	setReady(amp, metav1.ConditionFalse, DeletingReason, "deleting the scale set")
+	if pc.svc != nil && pc.names.rg != "" {
+		s := step{"scalesets", amp.Name}
+		next, done, err := pc.svc.ScaleSets.Delete(ctx, pc.names.rg, amp.Name, token(amp.Status.LongRunningOperationStates, s))
+		record(&amp.Status.LongRunningOperationStates, s, pc.names.rg, "DELETE", next)
+		if err != nil {
+			return r.azureError(amp, "deleting the scale set", err)
+		}
+		if !done {
+			return ctrl.Result{RequeueAfter: r.Requeue}, nil
+		}
+	}
+	machines, err := r.poolMachines(ctx, amp)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, m := range machines {
+		if err := client.IgnoreNotFound(r.Client.Delete(ctx, m)); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if len(machines) > 0 {
+		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+	}
+	controllerutil.RemoveFinalizer(amp, infrav1.MachinePoolFinalizer)
+	return ctrl.Result{}, nil
+}

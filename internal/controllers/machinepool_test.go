@@ -1,0 +1,236 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+)
+
+func (f *fixture) newPool(name string, replicas int32, windows bool) (*clusterv1.MachinePool, *infrav1.AzureMachinePool) {
+	f.t.Helper()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: f.ns}, Data: map[string][]byte{"value": []byte("<powershell>kubeadm join</powershell>")}}
+	mp := &clusterv1.MachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name}},
+		Spec: clusterv1.MachinePoolSpec{
+			ClusterName: f.cluster.Name, Replicas: ptr.To(replicas),
+			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
+				ClusterName: f.cluster.Name, Version: "v1.36.3",
+				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To(secret.Name)},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachinePool", Name: name},
+			}},
+		},
+	}
+	for _, o := range []client.Object{secret, mp} {
+		if err := env.Client.Create(f.ctx, o); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	amp := &infrav1.AzureMachinePool{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: name, UID: mp.UID}},
+		},
+		Spec: infrav1.AzureMachinePoolSpec{Template: infrav1.AzureVMSpec{VMSize: "Standard_D4s_v3"}},
+	}
+	if windows {
+		amp.Spec.Template.OSDisk.OSType = infrav1.Windows
+	}
+	if err := env.Client.Create(f.ctx, amp); err != nil {
+		f.t.Fatal(err)
+	}
+	return mp, amp
+}
+
+type vmssInstance struct {
+	id, computerName, imageVersion string
+	latest                         bool
+}
+
+func (a *azure) instances(rg, vmss string) []vmssInstance {
+	var out []vmssInstance
+	p := a.vmssVMs.NewListPager(rg, vmss, nil)
+	for p.More() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			return nil
+		}
+		for _, v := range page.Value {
+			out = append(out, vmssInstance{*v.InstanceID, *v.Properties.OSProfile.ComputerName, *v.Properties.StorageProfile.ImageReference.Version, *v.Properties.LatestModelApplied})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return len(out[i].id) < len(out[j].id) || len(out[i].id) == len(out[j].id) && out[i].id < out[j].id
+	})
+	return out
+}
+
+func instanceIDs(in []vmssInstance) string {
+	var s []string
+	for _, i := range in {
+		s = append(s, i.id)
+	}
+	return strings.Join(s, ",")
+}
+
+// waitPool waits for the pool to be Ready with n replicas.
+func (f *fixture) waitPool(amp *infrav1.AzureMachinePool, n int32) {
+	f.t.Helper()
+	eventually(f.t, 2*time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err.Error()
+		}
+		ready := false
+		for _, c := range amp.Status.Conditions {
+			ready = ready || c.Type == "Ready" && c.Status == metav1.ConditionTrue
+		}
+		if !ready || amp.Status.Replicas != n || len(amp.Spec.ProviderIDList) != int(n) {
+			return fmt.Sprintf("pool: replicas %d, %d provider IDs, conditions %+v; want %d and Ready", amp.Status.Replicas, len(amp.Spec.ProviderIDList), amp.Status.Conditions, n)
+		}
+		return ""
+	})
+}
+
+func (f *fixture) poolMachines(pool string) []infrav1.AzureMachinePoolMachine {
+	list := &infrav1.AzureMachinePoolMachineList{}
+	if err := env.Client.List(f.ctx, list, client.InNamespace(f.ns), client.MatchingLabels{infrav1.MachinePoolNameLabel: pool}); err != nil {
+		f.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func TestWindowsMachinePool(t *testing.T) {
+	stop := startControllers(t, armCfg)
+	defer stop()
+	az := newAzure(t, armCfg)
+	f := newCluster(t, "pools")
+	f.waitClusterProvisioned(time.Minute)
+	mp, amp := f.newPool("windows-pool-abcde", 3, true)
+	f.waitPool(amp, 3)
+
+	if amp.Status.ComputerNamePrefix != "win-abcde" {
+		t.Fatalf("computer-name prefix %q, want win-abcde", amp.Status.ComputerNamePrefix)
+	}
+	insts := az.instances(f.ns, amp.Name)
+	for _, in := range insts {
+		if !strings.HasPrefix(in.computerName, "win-abcde") || len(in.computerName) > 15 {
+			t.Fatalf("instance computer name %q", in.computerName)
+		}
+		if !strings.HasPrefix(in.imageVersion, "136.3.") {
+			t.Fatalf("instance image version %q, want the v1.36.3 Windows image", in.imageVersion)
+		}
+	}
+	if n := len(f.poolMachines(amp.Name)); n != 3 {
+		t.Fatalf("%d AzureMachinePoolMachines for 3 instances", n)
+	}
+	if amp.Status.InfrastructureMachineKind != "AzureMachinePoolMachine" {
+		t.Fatal("the pool does not opt in to MachinePool Machines")
+	}
+
+	scale := func(n int32) {
+		t.Helper()
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(mp), mp); err != nil {
+			t.Fatal(err)
+		}
+		mp.Spec.Replicas = ptr.To(n)
+		if err := env.Client.Update(f.ctx, mp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scale(5)
+	f.waitPool(amp, 5)
+	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,1,2,3,4" {
+		t.Fatalf("after scaling to 5: instances %s", got)
+	}
+
+	// Cluster API chooses instances 1 and 3 (delete-machine annotation);
+	// scaling to 2 removes them and then the oldest.
+	for _, m := range f.poolMachines(amp.Name) {
+		if m.Spec.InstanceID == "1" || m.Spec.InstanceID == "3" {
+			m.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: ""}
+			if err := env.Client.Update(f.ctx, &m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	scale(2)
+	f.waitPool(amp, 2)
+	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "2,4" {
+		t.Fatalf("after scaling to 2: instances %s, want 2,4 (1 and 3 chosen, then the oldest)", got)
+	}
+	nicPager := az.nics.NewListVirtualMachineScaleSetNetworkInterfacesPager(f.ns, amp.Name, nil)
+	nics := 0
+	for nicPager.More() {
+		page, err := nicPager.NextPage(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nics += len(page.Value)
+	}
+	if nics != 2 {
+		t.Fatalf("%d instance NICs for 2 instances: orphans", nics)
+	}
+
+	// A Kubernetes version change rolls the instances one at a time: never
+	// more than one above the wanted count, never fewer than it.
+	if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(mp), mp); err != nil {
+		t.Fatal(err)
+	}
+	mp.Spec.Template.Spec.Version = "v1.35.4"
+	if err := env.Client.Update(f.ctx, mp); err != nil {
+		t.Fatal(err)
+	}
+	maxSeen, minSeen := 0, 100
+	eventually(t, 2*time.Minute, func() string {
+		insts := az.instances(f.ns, amp.Name)
+		live := len(insts)
+		if live > maxSeen {
+			maxSeen = live
+		}
+		if live < minSeen {
+			minSeen = live
+		}
+		for _, in := range insts {
+			if !strings.HasPrefix(in.imageVersion, "135.4.") || !in.latest {
+				return fmt.Sprintf("still rolling: %+v", insts)
+			}
+		}
+		if len(insts) != 2 {
+			return fmt.Sprintf("%d instances", len(insts))
+		}
+		return ""
+	})
+	t.Logf("during the roll: between %d and %d instances", minSeen, maxSeen)
+	if got := instanceIDs(az.instances(f.ns, amp.Name)); got == "2,4" {
+		t.Fatal("the roll did not replace the instances")
+	}
+	if maxSeen > 3 {
+		t.Fatalf("%d instances at once during the roll; maxSurge 1 allows 3", maxSeen)
+	}
+	if minSeen < 2 {
+		t.Fatalf("%d instances at once during the roll; maxUnavailable 0 needs 2", minSeen)
+	}
+	f.waitPool(amp, 2)
+
+	// Deleting the pool deletes the scale set and its instance objects.
+	f.deleteAndWait(time.Minute, amp)
+	if _, err := az.vmss.Get(f.ctx, f.ns, amp.Name, nil); err == nil {
+		t.Fatal("the scale set outlived its pool")
+	}
+	if n := len(f.poolMachines(amp.Name)); n != 0 {
+		t.Fatalf("%d AzureMachinePoolMachines outlived their pool", n)
+	}
+	if inv := az.inventory(f.ns); len(inv["virtualMachineScaleSets"]) != 0 {
+		t.Fatalf("left: %v", inv)
+	}
+}

@@ -1,0 +1,63 @@
+package controllers
+
+import (
+	"context"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+)
+
+// infraRefRequest maps a Cluster API object to the winkube object its
+// infrastructureRef names, when it names one of kind.
+func infraRefRequest(kind string, ref clusterv1.ContractVersionedObjectReference, namespace string) []reconcile.Request {
+	if ref.Kind != kind || ref.APIGroup != infrav1.GroupVersion.Group || ref.Name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: namespace, Name: ref.Name}}}
+}
+
+// machineToAzureMachine wakes an AzureMachine when its Machine changes (its
+// bootstrap data became ready).
+func machineToAzureMachine(_ context.Context, o client.Object) []reconcile.Request {
+	m, ok := o.(*clusterv1.Machine)
+	if !ok {
+		return nil
+	}
+	return infraRefRequest("AzureMachine", m.Spec.InfrastructureRef, m.Namespace)
+}
+
+// machinePoolToAzureMachinePool wakes an AzureMachinePool when its
+// MachinePool changes (replicas, version, bootstrap data).
+func machinePoolToAzureMachinePool(_ context.Context, o client.Object) []reconcile.Request {
+	mp, ok := o.(*clusterv1.MachinePool)
+	if !ok {
+		return nil
+	}
+	return infraRefRequest("AzureMachinePool", mp.Spec.Template.Spec.InfrastructureRef, mp.Namespace)
+}
+
+// clusterToObjects wakes every object of list's kind in a Cluster when the
+// Cluster changes (its infrastructure became provisioned).
+func clusterToObjects(c client.Client, newList func() client.ObjectList) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := newList()
+		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: o.GetName()}); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		switch l := list.(type) {
+		case *infrav1.AzureMachineList:
+			for _, it := range l.Items {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&it)})
+			}
+		case *infrav1.AzureMachinePoolList:
+			for _, it := range l.Items {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&it)})
+			}
+		}
+		return out
+	}
+}
