@@ -13,9 +13,10 @@ go build -o "$tmp/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-ge
 cg() { "$tmp/controller-gen" "$@"; }
 
 cg object:headerFile=hack/boilerplate.go.txt paths=./api/... output:object:dir="$out/api/v1alpha1"
-rm -rf "$out/config/crd" "$out/config/webhook" "$out/config/capi"
+rm -rf "$out/config/crd" "$out/config/webhook" "$out/config/capi" "$out/config/rbac"
 cg crd paths=./api/... output:crd:artifacts:config="$out/config/crd"
 cg webhook paths=./internal/webhooks/... output:webhook:artifacts:config="$out/config/webhook"
+cg rbac:roleName=winkube-manager paths=./internal/controllers/... output:rbac:artifacts:config="$out/config/rbac"
 
 # Cluster API does not ship its CRD manifests in its Go module; generate them
 # from its own types (the version go.mod pins) so envtest and `winkube up`
