@@ -160,10 +160,6 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 	if len(cpCIDRs) > 0 {
 		cpSource = cpCIDRs[0]
 	}
-	type action struct {
-		s   step
-		run func(tok string) (string, bool, error)
-	}
 	actions := []action{
 		{step{"securitygroups", n.cpSubnet.SecurityGroup.Name}, func(tok string) (string, bool, error) {
 			return svc.NSGs.Reconcile(ctx, securitygroups.Spec{ResourceGroup: n.rg, Name: n.cpSubnet.SecurityGroup.Name, Location: loc, Tags: owned("controlplane-nsg"),
@@ -201,16 +197,13 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 			return svc.LBs.Reconcile(ctx, loadbalancers.Spec{ResourceGroup: n.rg, Name: n.lb, Location: loc, SubscriptionID: sub, PublicIPID: id(n.rg, "publicIPAddresses", n.apiIP), Port: APIServerPort, Tags: owned("apiserver-lb")}, tok)
 		}},
 	}
-	for _, a := range actions {
-		next, done, err := a.run(token(ac.Status.LongRunningOperationStates, a.s))
-		record(&ac.Status.LongRunningOperationStates, a.s, n.rg, "PUT", next)
-		if err != nil {
-			return r.azureError(ac, a.s.service+" "+a.s.name, err)
-		}
-		if !done {
-			setReady(ac, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("creating %s %s", a.s.service, a.s.name))
-			return ctrl.Result{RequeueAfter: r.Requeue}, nil
-		}
+	pending, failed, err := runActions(&ac.Status.LongRunningOperationStates, n.rg, "PUT", actions)
+	if err != nil {
+		return r.azureError(ac, failed.service+" "+failed.name, err)
+	}
+	if pending != nil {
+		setReady(ac, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("creating %s %s", pending.service, pending.name))
+		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 
 	ip, err := svc.PublicIPs.Get(ctx, n.rg, n.apiIP)
@@ -301,10 +294,6 @@ func (r *AzureClusterReconciler) reconcileDelete(ctx context.Context, ac *infrav
 	if err != nil {
 		return r.azureError(ac, "resource group", err)
 	}
-	type action struct {
-		s   step
-		run func(tok string) (string, bool, error)
-	}
 	var actions []action
 	if g != nil && tags.IsOwned(g.Tags, clusterName) {
 		// The group is winkube's: deleting it deletes everything in it.
@@ -339,15 +328,12 @@ func (r *AzureClusterReconciler) reconcileDelete(ctx context.Context, ac *infrav
 			}},
 		)
 	}
-	for _, a := range actions {
-		next, done, err := a.run(token(ac.Status.LongRunningOperationStates, a.s))
-		record(&ac.Status.LongRunningOperationStates, a.s, n.rg, "DELETE", next)
-		if err != nil {
-			return r.azureError(ac, "deleting "+a.s.service+" "+a.s.name, err)
-		}
-		if !done {
-			return ctrl.Result{RequeueAfter: r.Requeue}, nil
-		}
+	pending, failed, err := runActions(&ac.Status.LongRunningOperationStates, n.rg, "DELETE", actions)
+	if err != nil {
+		return r.azureError(ac, "deleting "+failed.service+" "+failed.name, err)
+	}
+	if pending != nil {
+		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	controllerutil.RemoveFinalizer(ac, infrav1.ClusterFinalizer)
 	return ctrl.Result{}, nil

@@ -382,10 +382,6 @@ func (r *AzureMachineReconciler) reconcileDelete(ctx context.Context, am *infrav
 		controllerutil.RemoveFinalizer(am, infrav1.MachineFinalizer)
 		return ctrl.Result{}, nil
 	}
-	type action struct {
-		s   step
-		run func(tok string) (string, bool, error)
-	}
 	actions := []action{
 		{step{"virtualmachines", vmName}, func(tok string) (string, bool, error) { return svc.VMs.Delete(ctx, n.rg, vmName, tok) }},
 		{step{"disks", virtualmachines.OSDiskName(vmName)}, func(tok string) (string, bool, error) {
@@ -398,15 +394,12 @@ func (r *AzureMachineReconciler) reconcileDelete(ctx context.Context, am *infrav
 			return svc.NatRules.Delete(ctx, n.rg, n.lb, vmName, tok)
 		}})
 	}
-	for _, a := range actions {
-		next, done, err := a.run(token(am.Status.LongRunningOperationStates, a.s))
-		record(&am.Status.LongRunningOperationStates, a.s, n.rg, "DELETE", next)
-		if err != nil {
-			return r.azureError(am, "deleting "+a.s.service+" "+a.s.name, err)
-		}
-		if !done {
-			return ctrl.Result{RequeueAfter: r.Requeue}, nil
-		}
+	pending, failed, err := runActions(&am.Status.LongRunningOperationStates, n.rg, "DELETE", actions)
+	if err != nil {
+		return r.azureError(am, "deleting "+failed.service+" "+failed.name, err)
+	}
+	if pending != nil {
+		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	controllerutil.RemoveFinalizer(am, infrav1.MachineFinalizer)
 	return ctrl.Result{}, nil

@@ -40,3 +40,27 @@ func record(f *infrav1.Futures, s step, rg, kind, next string) {
 func resourcegroupsSpec(name, location string, t map[string]*string) resourcegroups.Spec {
 	return resourcegroups.Spec{Name: name, Location: location, Tags: t}
 }
+
+// action is one service call of a reconcile, resumable from a token.
+type action struct {
+	s   step
+	run func(token string) (next string, done bool, err error)
+}
+
+// runActions runs actions in order, each until done, keeping resume tokens
+// in futures. It stops at the first action still under way (pending) or
+// failed (err, with that action).
+func runActions(futures *infrav1.Futures, rg, kind string, actions []action) (pending *step, failed *step, err error) {
+	for i := range actions {
+		a := &actions[i]
+		next, done, err := a.run(token(*futures, a.s))
+		record(futures, a.s, rg, kind, next)
+		if err != nil {
+			return nil, &a.s, err
+		}
+		if !done {
+			return &a.s, nil, nil
+		}
+	}
+	return nil, nil, nil
+}

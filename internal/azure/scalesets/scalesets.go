@@ -127,15 +127,7 @@ func sameModel(cur *armcompute.VirtualMachineScaleSet, spec Spec) bool {
 }
 
 func model(spec Spec, create bool) armcompute.VirtualMachineScaleSet {
-	img := &armcompute.ImageReference{}
-	switch {
-	case spec.Image.ID != "":
-		img.ID = to.Ptr(spec.Image.ID)
-	case spec.Image.CommunityGalleryImageID != "":
-		img.CommunityGalleryImageID = to.Ptr(spec.Image.CommunityGalleryImageID)
-	default:
-		img.Publisher, img.Offer, img.SKU, img.Version = to.Ptr(spec.Image.Publisher), to.Ptr(spec.Image.Offer), to.Ptr(spec.Image.SKU), to.Ptr(spec.Image.Version)
-	}
+	img := virtualmachines.ImageReference(spec.Image)
 	osType := armcompute.OperatingSystemTypesLinux
 	if spec.Windows {
 		osType = armcompute.OperatingSystemTypesWindows
@@ -150,12 +142,7 @@ func model(spec Spec, create bool) armcompute.VirtualMachineScaleSet {
 		}
 		osProfile.WindowsConfiguration = &armcompute.WindowsConfiguration{EnableAutomaticUpdates: to.Ptr(false)}
 	} else {
-		osProfile.LinuxConfiguration = &armcompute.LinuxConfiguration{
-			DisablePasswordAuthentication: to.Ptr(true),
-			SSH: &armcompute.SSHConfiguration{PublicKeys: []*armcompute.SSHPublicKey{{
-				Path: to.Ptr("/home/" + spec.AdminUsername + "/.ssh/authorized_keys"), KeyData: to.Ptr(spec.SSHPublicKey),
-			}}},
-		}
+		osProfile.LinuxConfiguration = virtualmachines.LinuxConfiguration(spec.AdminUsername, spec.SSHPublicKey)
 	}
 	tags := map[string]*string{}
 	for k, v := range spec.Tags {

@@ -124,15 +124,7 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (vm *a
 }
 
 func model(spec Spec) armcompute.VirtualMachine {
-	img := &armcompute.ImageReference{}
-	switch {
-	case spec.Image.ID != "":
-		img.ID = to.Ptr(spec.Image.ID)
-	case spec.Image.CommunityGalleryImageID != "":
-		img.CommunityGalleryImageID = to.Ptr(spec.Image.CommunityGalleryImageID)
-	default:
-		img.Publisher, img.Offer, img.SKU, img.Version = to.Ptr(spec.Image.Publisher), to.Ptr(spec.Image.Offer), to.Ptr(spec.Image.SKU), to.Ptr(spec.Image.Version)
-	}
+	img := ImageReference(spec.Image)
 	osType := armcompute.OperatingSystemTypesLinux
 	if spec.Windows {
 		osType = armcompute.OperatingSystemTypesWindows
@@ -146,12 +138,7 @@ func model(spec Spec) armcompute.VirtualMachine {
 		osProfile.AdminPassword = to.Ptr(spec.AdminPassword)
 		osProfile.WindowsConfiguration = &armcompute.WindowsConfiguration{EnableAutomaticUpdates: to.Ptr(false)}
 	} else {
-		osProfile.LinuxConfiguration = &armcompute.LinuxConfiguration{
-			DisablePasswordAuthentication: to.Ptr(true),
-			SSH: &armcompute.SSHConfiguration{PublicKeys: []*armcompute.SSHPublicKey{{
-				Path: to.Ptr("/home/" + spec.AdminUsername + "/.ssh/authorized_keys"), KeyData: to.Ptr(spec.SSHPublicKey),
-			}}},
-		}
+		osProfile.LinuxConfiguration = LinuxConfiguration(spec.AdminUsername, spec.SSHPublicKey)
 	}
 	vm := armcompute.VirtualMachine{
 		Location: to.Ptr(spec.Location), Tags: spec.Tags,
@@ -173,6 +160,30 @@ func model(spec Spec) armcompute.VirtualMachine {
 		vm.Zones = []*string{to.Ptr(spec.Zone)}
 	}
 	return vm
+}
+
+// ImageReference is the SDK form of an image.
+func ImageReference(i Image) *armcompute.ImageReference {
+	img := &armcompute.ImageReference{}
+	switch {
+	case i.ID != "":
+		img.ID = to.Ptr(i.ID)
+	case i.CommunityGalleryImageID != "":
+		img.CommunityGalleryImageID = to.Ptr(i.CommunityGalleryImageID)
+	default:
+		img.Publisher, img.Offer, img.SKU, img.Version = to.Ptr(i.Publisher), to.Ptr(i.Offer), to.Ptr(i.SKU), to.Ptr(i.Version)
+	}
+	return img
+}
+
+// LinuxConfiguration allows only key login, with the admin user's key.
+func LinuxConfiguration(adminUsername, sshPublicKey string) *armcompute.LinuxConfiguration {
+	return &armcompute.LinuxConfiguration{
+		DisablePasswordAuthentication: to.Ptr(true),
+		SSH: &armcompute.SSHConfiguration{PublicKeys: []*armcompute.SSHPublicKey{{
+			Path: to.Ptr("/home/" + adminUsername + "/.ssh/authorized_keys"), KeyData: to.Ptr(sshPublicKey),
+		}}},
+	}
 }
 
 // OSDiskName is the name winkube gives a VM's OS disk.
