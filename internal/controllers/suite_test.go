@@ -2,13 +2,10 @@ package controllers_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -18,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/azure/cloud"
@@ -86,29 +82,7 @@ func TestMain(m *testing.M) {
 }
 
 func startWebhooks(e *testenv.Env) error {
-	wio := &e.Environment.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
-		Scheme: e.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		WebhookServer: webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}),
-	})
-	if err != nil {
-		return err
-	}
-	if err := webhooks.SetupWithManager(mgr); err != nil {
-		return err
-	}
-	go func() { _ = mgr.Start(context.Background()) }()
-	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // readiness of our own test server
-		if err == nil {
-			return conn.Close()
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return e.ServeWebhooks(webhooks.SetupWithManager)
 }
 
 // startControllers runs winkube's controllers in a manager of their own until

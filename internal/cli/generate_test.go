@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestGenerateCluster(t *testing.T) {
+	if _, err := run(t, "generate", "cluster", "--kubernetes-version", "v1.36.3"); err == nil ||
+		!strings.Contains(err.Error(), "NAME") || !strings.Contains(err.Error(), "--location") || !strings.Contains(err.Error(), "--ssh-public-key") {
+		t.Fatalf("missing values: %v", err)
+	}
+	key := filepath.Join(t.TempDir(), "id.pub")
+	if err := os.WriteFile(key, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh me\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "generate", "cluster", "demo", "--flavor", "windows-flannel", "--kubernetes-version", "v1.36.3", "--location", "westeurope",
+		"--subscription-id", "00000000-0000-0000-0000-000000000001", "--ssh-public-key", key, "--windows-version", "2025")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kind: MachineDeployment", "name: demo-md-win", "windowsServerVersion: \"2025\"", `"VNI": 4096`, "ip link set dev eth0 mtu 1400"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %s", want)
+		}
+	}
+	if _, err := run(t, "generate", "cluster", "demo", "--flavor", "windows-dockershim", "--kubernetes-version", "v1.30.0", "--location", "westeurope",
+		"--subscription-id", "s", "--ssh-public-key", key); err == nil || !strings.Contains(err.Error(), "use flavor windows") {
+		t.Fatalf("dockershim on 1.30: %v", err)
+	}
+	if _, err := run(t, "generate", "cluster", "demo", "--windows-version", "2016", "--kubernetes-version", "v1.36.3", "--location", "westeurope",
+		"--subscription-id", "s", "--ssh-public-key", key); err == nil || !strings.Contains(err.Error(), "2019, 2022 or 2025") {
+		t.Fatalf("windows 2016: %v", err)
+	}
+	tmpl, err := run(t, "generate", "cluster", "--clusterctl-template", "--flavor", "machinepool-windows")
+	if err != nil || !strings.Contains(tmpl, "Variables: ") || !strings.Contains(tmpl, "${WINDOWS_WORKER_MACHINE_COUNT}") {
+		t.Fatalf("clusterctl template: %v", err)
+	}
+}

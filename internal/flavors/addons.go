@@ -1,0 +1,319 @@
+package flavors
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	calicoVersion   = "v3.28.2"
+	flannelVersion  = "v0.25.6"
+	csiProxyVersion = "v1.1.3"
+	addonNamespace  = "kube-system"
+	windowsOSLabel  = "windows"
+	linuxOSLabel    = "linux"
+	systemNodeCrit  = "system-node-critical"
+	hostProcessUser = `NT AUTHORITY\system`
+	kubeProxyImage  = "docker.io/sigwindowstools/kube-proxy"
+	flannelWinImage = "docker.io/sigwindowstools/flannel"
+	calicoNodeWin   = "docker.io/calico/node-windows"
+	calicoCNIWin    = "docker.io/calico/cni-windows"
+	calicoNodeLinux = "docker.io/calico/node"
+	flannelLinuxImg = "docker.io/flannel/flannel"
+	csiProxyImage   = "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy"
+)
+
+func (b *builder) addons() []client.Object {
+	var objs []client.Object
+	linux := b.linuxCNI()
+	objs = append(objs, b.crs(b.o.ClusterName+"-"+b.cni.name, map[string]string{"cni": b.cni.name}, b.configMap(b.cni.name+"-linux", linux...))...)
+	if !b.windows {
+		return objs
+	}
+	objs = append(objs, b.crs(b.o.ClusterName+"-"+b.cni.name+"-windows", map[string]string{"cni-windows": b.cni.name}, b.configMap(b.cni.name+"-windows", b.windowsCNI()...))...)
+	objs = append(objs, b.crs(b.o.ClusterName+"-kube-proxy-windows", map[string]string{"windows": "enabled"}, b.configMap("kube-proxy-windows", b.kubeProxyWindows()))...)
+	objs = append(objs, b.crs(b.o.ClusterName+"-csi-proxy", map[string]string{"csi-proxy": "enabled"}, b.configMap("csi-proxy", b.csiProxy()))...)
+	return objs
+}
+
+// configMap holds add-on objects as one YAML stream, the form a
+// ClusterResourceSet applies to the workload cluster.
+func (b *builder) configMap(name string, objs ...runtime.Object) *corev1.ConfigMap {
+	var docs []string
+	for _, o := range objs {
+		docs = append(docs, string(mustYAML(o)))
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: b.o.ClusterName + "-" + name, Namespace: b.o.Namespace},
+		Data:       map[string]string{name + ".yaml": strings.Join(docs, "---\n")},
+	}
+}
+
+func mustYAML(o runtime.Object) []byte {
+	gvk := o.GetObjectKind().GroupVersionKind()
+	if gvk.Kind == "" {
+		panic(fmt.Sprintf("add-on object %T has no kind set", o))
+	}
+	data, err := yaml.Marshal(o)
+	if err != nil {
+		panic(err)
+	}
+	return cleanYAML(data)
+}
+
+// tolerations: Windows add-ons tolerate everything, as node-critical
+// DaemonSets must run on nodes that are still tainted.
+func tolerateAll() []corev1.Toleration {
+	return []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+}
+
+func daemonSet(name, os string, pod corev1.PodSpec) *appsv1.DaemonSet {
+	labels := map[string]string{"k8s-app": name}
+	pod.NodeSelector = map[string]string{corev1.LabelOSStable: os}
+	if pod.PriorityClassName == "" {
+		pod.PriorityClassName = systemNodeCrit
+	}
+	return &appsv1.DaemonSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: addonNamespace, Labels: labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+		},
+	}
+}
+
+// hostProcess makes a Windows pod a HostProcess pod: it runs on the host as
+// SYSTEM with the host's network, which kube-proxy and the CNI need.
+func hostProcess(pod *corev1.PodSpec) {
+	pod.HostNetwork = true
+	pod.SecurityContext = &corev1.PodSecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{
+		HostProcess: ptr.To(true), RunAsUserName: ptr.To(hostProcessUser),
+	}}
+	pod.Tolerations = tolerateAll()
+}
+
+func env(kv ...string) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, corev1.EnvVar{Name: kv[i], Value: kv[i+1]})
+	}
+	return out
+}
+
+func nodeNameEnv() corev1.EnvVar {
+	return corev1.EnvVar{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}
+}
+
+// kubeProxyWindows is kube-proxy as a HostProcess DaemonSet on Windows nodes.
+func (b *builder) kubeProxyWindows() *appsv1.DaemonSet {
+	variant := "calico"
+	if b.cni.name == "flannel" {
+		variant = "flannel"
+	}
+	pod := corev1.PodSpec{
+		ServiceAccountName: "kube-proxy",
+		Containers: []corev1.Container{{
+			Name:    "kube-proxy",
+			Image:   fmt.Sprintf("%s:%s-%s-hostprocess", kubeProxyImage, imageTag(b.o.KubernetesVersion), variant),
+			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/kube-proxy/start.ps1"},
+			Env: append(env("KUBEPROXY_PATH", "%CONTAINER_SANDBOX_MOUNT_POINT%/kube-proxy/kube-proxy.exe", "KUBE_NETWORK", b.windowsNetworkName()),
+				nodeNameEnv(), corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}),
+		}},
+	}
+	hostProcess(&pod)
+	return daemonSet("kube-proxy-windows", windowsOSLabel, pod)
+}
+
+func (b *builder) windowsNetworkName() string {
+	if b.cni.name == "calico" {
+		return "Calico.*"
+	}
+	if b.cni.backend == "host-gw" {
+		return "cbr0"
+	}
+	return "flannel.4096"
+}
+
+// outboundNATExceptions: pod-to-pod and pod-to-service traffic must keep its
+// source address; only traffic leaving the cluster is NATed to the node.
+func (b *builder) outboundNATExceptions() []string {
+	return []string{b.cni.podCIDR, ServiceCIDR}
+}
+
+func (b *builder) windowsCNI() []runtime.Object {
+	if b.cni.name == "calico" {
+		return b.calicoWindows()
+	}
+	return b.flannelWindows()
+}
+
+func (b *builder) linuxCNI() []runtime.Object {
+	if b.cni.name == "calico" {
+		return b.calicoLinux()
+	}
+	return b.flannelLinux()
+}
+
+func jsonString(v any) string {
+	out, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		panic(err)
+	}
+	return string(out)
+}
+
+// calicoWindows is Calico for Windows: VXLAN with VNI 4096 on the HNS
+// dataplane, MTU 1350, and the OutBoundNAT exceptions in its CNI config.
+func (b *builder) calicoWindows() []runtime.Object {
+	cniConf := map[string]any{
+		"name": "Calico", "cniVersion": "0.3.1",
+		"plugins": []any{map[string]any{
+			"type": "calico", "mode": "vxlan", "vxlan_mac_prefix": "0E-2A", "vxlan_vni": VXLANVNI, "mtu": OverlayMTU,
+			"policy":                     map[string]any{"type": "k8s"},
+			"windows_use_single_network": true,
+			"ipam":                       map[string]any{"type": "calico-ipam", "subnet": "usePodCidr"},
+			"policies": []any{
+				map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "OutBoundNAT", "ExceptionList": b.outboundNATExceptions()}},
+				map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "SDNROUTE", "DestinationPrefix": ServiceCIDR, "NeedEncap": true}},
+			},
+		}},
+	}
+	config := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "calico-windows-config", Namespace: addonNamespace},
+		Data: map[string]string{
+			"CALICO_NETWORKING_BACKEND": "vxlan",
+			"VXLAN_VNI":                 fmt.Sprint(VXLANVNI),
+			"VXLAN_PORT":                fmt.Sprint(VXLANPort),
+			"VXLAN_MTU":                 fmt.Sprint(OverlayMTU),
+			"WINDOWS_DATAPLANE":         "HNS",
+			"KUBE_NETWORK":              b.windowsNetworkName(),
+			"K8S_SERVICE_CIDR":          ServiceCIDR,
+			"CNI_CONF":                  jsonString(cniConf),
+		},
+	}
+	// Windows nodes need whole IPAM blocks of their own.
+	ipam := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPAMConfig",
+		"metadata": map[string]any{"name": "default"},
+		"spec":     map[string]any{"strictAffinity": true, "autoAllocateBlocks": true, "maxBlocksPerHost": 0},
+	}}
+	fromConfig := []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: config.Name}}}}
+	pod := corev1.PodSpec{
+		ServiceAccountName: "calico-node",
+		InitContainers: []corev1.Container{{
+			Name: "install-cni", Image: calicoCNIWin + ":" + calicoVersion,
+			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/opt/cni/bin/install.exe"}, EnvFrom: fromConfig, Env: []corev1.EnvVar{nodeNameEnv()},
+		}},
+		Containers: []corev1.Container{{
+			Name: "calico-node-startup", Image: calicoNodeWin + ":" + calicoVersion,
+			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/CalicoWindows/node/node-service.ps1"}, EnvFrom: fromConfig,
+			Env: append([]corev1.EnvVar{nodeNameEnv()}, env("CALICO_NODENAME_FILE", "C:/etc/nodename", "FELIX_VXLANVNI", fmt.Sprint(VXLANVNI), "FELIX_VXLANPORT", fmt.Sprint(VXLANPort))...),
+		}, {
+			Name: "calico-node-felix", Image: calicoNodeWin + ":" + calicoVersion,
+			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/CalicoWindows/felix/felix-service.ps1"}, EnvFrom: fromConfig, Env: []corev1.EnvVar{nodeNameEnv()},
+		}},
+	}
+	hostProcess(&pod)
+	return []runtime.Object{config, ipam, daemonSet("calico-node-windows", windowsOSLabel, pod)}
+}
+
+// calicoLinux is the Linux side of Calico's VXLAN overlay (the calico-node
+// DaemonSet, restricted to Linux nodes), with the same VNI, port and MTU.
+func (b *builder) calicoLinux() []runtime.Object {
+	pod := corev1.PodSpec{
+		ServiceAccountName: "calico-node", HostNetwork: true, Tolerations: tolerateAll(),
+		Containers: []corev1.Container{{
+			Name: "calico-node", Image: calicoNodeLinux + ":" + calicoVersion,
+			Env: append([]corev1.EnvVar{nodeNameEnv()}, env(
+				"CALICO_NETWORKING_BACKEND", "vxlan", "CALICO_IPV4POOL_CIDR", b.cni.podCIDR, "CALICO_IPV4POOL_VXLAN", "Always",
+				"FELIX_VXLANVNI", fmt.Sprint(VXLANVNI), "FELIX_VXLANPORT", fmt.Sprint(VXLANPort), "FELIX_VXLANMTU", fmt.Sprint(OverlayMTU),
+				"CALICO_IPV4POOL_IPIP", "Never", "IP_AUTODETECTION_METHOD", "interface=eth0")...),
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+		}},
+	}
+	return []runtime.Object{daemonSet("calico-node", linuxOSLabel, pod)}
+}
+
+// flannelNetConf is flannel's net-conf.json: VXLAN with VNI 4096 on UDP 4789
+// (what Windows requires), or host-gw where routes can be programmed.
+func (b *builder) flannelNetConf() string {
+	backend := map[string]any{"Type": "vxlan", "VNI": VXLANVNI, "Port": VXLANPort}
+	if b.cni.backend == "host-gw" {
+		backend = map[string]any{"Type": "host-gw"}
+	}
+	return jsonString(map[string]any{"Network": b.cni.podCIDR, "Backend": backend})
+}
+
+func (b *builder) flannelConfig(name string, cniConf map[string]any) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: addonNamespace, Labels: map[string]string{"app": "flannel"}},
+		Data:       map[string]string{"net-conf.json": b.flannelNetConf(), "cni-conf.json": jsonString(cniConf)},
+	}
+}
+
+func (b *builder) flannelLinux() []runtime.Object {
+	config := b.flannelConfig("kube-flannel-cfg", map[string]any{
+		"name": "cbr0", "cniVersion": "0.3.1",
+		"plugins": []any{map[string]any{"type": "flannel", "delegate": map[string]any{"hairpinMode": true, "isDefaultGateway": true}}, map[string]any{"type": "portmap", "capabilities": map[string]any{"portMappings": true}}},
+	})
+	pod := corev1.PodSpec{
+		ServiceAccountName: "flannel", HostNetwork: true, Tolerations: tolerateAll(),
+		Containers: []corev1.Container{{
+			Name: "kube-flannel", Image: flannelLinuxImg + ":" + flannelVersion,
+			Command:         []string{"/opt/bin/flanneld", "--ip-masq", "--kube-subnet-mgr"},
+			Env:             append([]corev1.EnvVar{nodeNameEnv()}, env("EVENT_QUEUE_DEPTH", "5000")...),
+			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}},
+			VolumeMounts:    []corev1.VolumeMount{{Name: "flannel-cfg", MountPath: "/etc/kube-flannel/"}},
+		}},
+		Volumes: []corev1.Volume{{Name: "flannel-cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: config.Name}}}}},
+	}
+	return []runtime.Object{config, daemonSet("kube-flannel-ds", linuxOSLabel, pod)}
+}
+
+// flannelWindows is flannel on Windows as a HostProcess DaemonSet: the
+// win-overlay plugin for VXLAN, win-bridge (l2bridge) for host-gw.
+func (b *builder) flannelWindows() []runtime.Object {
+	delegate := map[string]any{"type": "win-overlay", "policies": []any{
+		map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "OutBoundNAT", "ExceptionList": b.outboundNATExceptions()}},
+	}}
+	if b.cni.backend == "host-gw" {
+		delegate = map[string]any{"type": "win-bridge", "policies": []any{
+			map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "OutBoundNAT", "ExceptionList": b.outboundNATExceptions()}},
+			map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "ROUTE", "DestinationPrefix": ServiceCIDR, "NeedEncap": true}},
+		}}
+	}
+	config := b.flannelConfig("kube-flannel-windows-cfg", map[string]any{"name": b.windowsNetworkName(), "cniVersion": "0.2.0", "type": "flannel", "capabilities": map[string]any{"portMappings": true, "dns": true}, "delegate": delegate})
+	pod := corev1.PodSpec{
+		ServiceAccountName: "flannel",
+		Containers: []corev1.Container{{
+			Name: "kube-flannel", Image: flannelWinImage + ":" + flannelVersion + "-hostprocess",
+			Command:      []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/mounts/kube-flannel/flanneld.exe", "--kube-subnet-mgr", "--kubeconfig-file", "%CONTAINER_SANDBOX_MOUNT_POINT%/mounts/kube-flannel/kubeconfig.conf"},
+			Env:          append([]corev1.EnvVar{nodeNameEnv()}, env("POD_NAMESPACE", addonNamespace, "KUBE_NETWORK", b.windowsNetworkName())...),
+			VolumeMounts: []corev1.VolumeMount{{Name: "flannel-cfg", MountPath: "/mounts/kube-flannel-windows/"}},
+		}},
+		Volumes: []corev1.Volume{{Name: "flannel-cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: config.Name}}}}},
+	}
+	hostProcess(&pod)
+	return []runtime.Object{config, daemonSet("kube-flannel-ds-windows", windowsOSLabel, pod)}
+}
+
+// csiProxy lets Windows CSI node plugins, which cannot be privileged, manage
+// the host's disks and volumes.
+func (b *builder) csiProxy() *appsv1.DaemonSet {
+	pod := corev1.PodSpec{Containers: []corev1.Container{{Name: "csi-proxy", Image: csiProxyImage + ":" + csiProxyVersion}}}
+	hostProcess(&pod)
+	return daemonSet("csi-proxy", windowsOSLabel, pod)
+}

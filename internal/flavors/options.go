@@ -1,0 +1,125 @@
+// Package flavors builds cluster definitions ("flavors", as clusterctl calls
+// its templates) as typed Cluster API, winkube and Kubernetes objects: a
+// Linux control plane, Linux and Windows workers, and the Windows add-ons
+// (CNI and kube-proxy as HostProcess DaemonSets) delivered by
+// ClusterResourceSets. The numbers that make a mixed cluster work (VXLAN
+// VNI 4096 on UDP 4789, MTU 1400 underlay / 1350 overlay, 15-character
+// Windows names) are written here once, in code.
+package flavors
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/images"
+)
+
+// Flavor names.
+const (
+	Default            = "default"
+	Windows            = "windows"
+	MachinePoolWindows = "machinepool-windows"
+	WindowsFlannel     = "windows-flannel"
+	WindowsHostGW      = "windows-hostgw"
+	WindowsDockershim  = "windows-dockershim"
+)
+
+// Names lists the flavors.
+func Names() []string {
+	return []string{Default, Windows, MachinePoolWindows, WindowsFlannel, WindowsHostGW, WindowsDockershim}
+}
+
+// Options are the values a flavor is built from.
+type Options struct {
+	ClusterName       string
+	Namespace         string
+	KubernetesVersion string
+	WindowsVersion    infrav1.WindowsServerVersion
+	ControlPlaneNodes int32
+	LinuxNodes        int32
+	WindowsNodes      int32
+	Location          string
+	SubscriptionID    string
+	// SSHPublicKey is an OpenSSH authorized key (ssh-ed25519 AAAA...), for
+	// user capi on every node.
+	SSHPublicKey       string
+	ControlPlaneVMSize string
+	NodeVMSize         string
+	// WindowsTaint adds os=windows:NoSchedule to Windows nodes; the Windows
+	// add-ons tolerate it.
+	WindowsTaint bool
+}
+
+// Defaults fills what has a sensible default.
+func (o *Options) Defaults() {
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.WindowsVersion == "" {
+		o.WindowsVersion = infrav1.WindowsServer2022
+	}
+	if o.ControlPlaneNodes == 0 {
+		o.ControlPlaneNodes = 1
+	}
+	if o.ControlPlaneVMSize == "" {
+		o.ControlPlaneVMSize = "Standard_D2s_v3"
+	}
+	if o.NodeVMSize == "" {
+		o.NodeVMSize = "Standard_D4s_v3"
+	}
+}
+
+// Missing lists the required values that are not set, as flag names.
+func (o *Options) Missing() []string {
+	var m []string
+	for flag, v := range map[string]string{"NAME": o.ClusterName, "--kubernetes-version": o.KubernetesVersion, "--location": o.Location,
+		"--subscription-id": o.SubscriptionID, "--ssh-public-key": o.SSHPublicKey} {
+		if v == "" {
+			m = append(m, flag)
+		}
+	}
+	sort.Strings(m)
+	return m
+}
+
+// check refuses what a flavor cannot build, saying why.
+func check(flavor string, o Options) (images.Version, error) {
+	if missing := o.Missing(); len(missing) > 0 {
+		return images.Version{}, fmt.Errorf("missing required values: %s", strings.Join(missing, ", "))
+	}
+	v, err := images.ParseVersion(o.KubernetesVersion)
+	if err != nil {
+		return v, err
+	}
+	known := false
+	for _, n := range Names() {
+		known = known || n == flavor
+	}
+	if !known {
+		return v, fmt.Errorf("flavor %q is not known: use one of %s", flavor, strings.Join(Names(), ", "))
+	}
+	if o.ControlPlaneNodes < 1 || o.ControlPlaneNodes%2 == 0 {
+		return v, fmt.Errorf("--control-plane-nodes %d: etcd needs an odd number of control-plane nodes (1, 3, 5)", o.ControlPlaneNodes)
+	}
+	if o.LinuxNodes < 0 || o.WindowsNodes < 0 {
+		return v, fmt.Errorf("node counts cannot be negative")
+	}
+	if flavor == Default {
+		return v, nil
+	}
+	runtime := infrav1.Containerd
+	if flavor == WindowsDockershim {
+		runtime = infrav1.Dockershim
+		if v.AtLeast(1, images.DockershimRemovedMinor) {
+			return v, fmt.Errorf("flavor windows-dockershim needs Kubernetes v1.23 or older (dockershim was removed in v1.24); for %s use flavor windows", v)
+		}
+	}
+	if err := images.ValidateRuntime(v, infrav1.Windows, o.WindowsVersion, runtime); err != nil {
+		return v, err
+	}
+	return v, nil
+}
+
+func windowsVersionOf(s string) infrav1.WindowsServerVersion { return infrav1.WindowsServerVersion(s) }

@@ -1,0 +1,60 @@
+package flavors
+
+import (
+	"bytes"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// YAML renders objects as one YAML stream with apiVersion and kind, without
+// empty status or creation timestamps.
+func YAML(s *runtime.Scheme, objs []client.Object) ([]byte, error) {
+	var out bytes.Buffer
+	for i, o := range objs {
+		gvks, _, err := s.ObjectKinds(o)
+		if err != nil || len(gvks) == 0 {
+			return nil, fmt.Errorf("no kind for %T: %w", o, err)
+		}
+		o = o.DeepCopyObject().(client.Object)
+		o.GetObjectKind().SetGroupVersionKind(gvks[0])
+		data, err := yaml.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out.WriteString("---\n")
+		}
+		out.Write(cleanYAML(data))
+	}
+	return out.Bytes(), nil
+}
+
+// cleanYAML drops what a generated object has but a manifest should not.
+func cleanYAML(data []byte) []byte {
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return data
+	}
+	delete(m, "status")
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	if spec, ok := m["spec"].(map[string]any); ok {
+		if tmpl, ok := spec["template"].(map[string]any); ok {
+			if md, ok := tmpl["metadata"].(map[string]any); ok {
+				delete(md, "creationTimestamp")
+				if len(md) == 0 {
+					delete(tmpl, "metadata")
+				}
+			}
+		}
+	}
+	out, err := yaml.Marshal(m)
+	if err != nil {
+		return data
+	}
+	return out
+}

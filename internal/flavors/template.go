@@ -1,0 +1,85 @@
+package flavors
+
+import (
+	"encoding/base64"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Sentinels stand in for clusterctl variables while the flavor is built
+// from typed objects, then become ${VARIABLE} in the text. They are chosen
+// to pass the builder's checks and to occur nowhere else.
+const (
+	sentinelName     = "wkclustersentinel"
+	sentinelVersion  = "v1.99.77"
+	sentinelLocation = "wklocationsentinel"
+	sentinelSub      = "wksubscriptionsentinel"
+	sentinelKey      = "ssh-ed25519 WKSSHKEYSENTINEL"
+	sentinelCPSize   = "Standard_WKCPSENTINEL"
+	sentinelNodeSize = "Standard_WKNODESENTINEL"
+	sentinelCP       = 771
+	sentinelLinux    = 772
+	sentinelWindows  = 773
+)
+
+// Template renders a flavor as a clusterctl template: ${VARIABLE}
+// placeholders, no namespace (clusterctl sets it), and the list of variables.
+// Image tags derived from the Kubernetes version use envsubst's
+// ${KUBERNETES_VERSION/+/_}, since '+' cannot appear in an image tag. The
+// WindowsHostProcessContainers feature gate (Kubernetes 1.22 to 1.25 only)
+// cannot be expressed by a variable: templates target 1.26 and newer.
+func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTaint bool) ([]byte, []string, error) {
+	o := Options{
+		ClusterName: sentinelName, Namespace: "wknamespacesentinel", KubernetesVersion: sentinelVersion,
+		Location: sentinelLocation, SubscriptionID: sentinelSub, SSHPublicKey: sentinelKey,
+		ControlPlaneVMSize: sentinelCPSize, NodeVMSize: sentinelNodeSize,
+		ControlPlaneNodes: sentinelCP, LinuxNodes: sentinelLinux, WindowsNodes: sentinelWindows,
+		WindowsTaint: windowsTaint,
+	}
+	if windowsVersion != "" {
+		o.WindowsVersion = windowsVersionOf(windowsVersion)
+	}
+	objs, err := Generate(flavor, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := YAML(s, objs)
+	if err != nil {
+		return nil, nil, err
+	}
+	text := string(data)
+	var kept []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.TrimSpace(line) != "namespace: wknamespacesentinel" {
+			kept = append(kept, line)
+		}
+	}
+	text = strings.Join(kept, "\n")
+	vars := map[string]bool{}
+	replace := func(old, variable, expr string) {
+		if strings.Contains(text, old) {
+			text = strings.ReplaceAll(text, old, expr)
+			vars[variable] = true
+		}
+	}
+	replace(sentinelVersion+"-", "KUBERNETES_VERSION", "${KUBERNETES_VERSION/+/_}-")
+	replace(sentinelVersion, "KUBERNETES_VERSION", "${KUBERNETES_VERSION}")
+	replace(sentinelName, "CLUSTER_NAME", "${CLUSTER_NAME}")
+	replace(sentinelLocation, "AZURE_LOCATION", "${AZURE_LOCATION}")
+	replace(sentinelSub, "AZURE_SUBSCRIPTION_ID", "${AZURE_SUBSCRIPTION_ID}")
+	replace(base64.StdEncoding.EncodeToString([]byte(sentinelKey)), "AZURE_SSH_PUBLIC_KEY_B64", "${AZURE_SSH_PUBLIC_KEY_B64}")
+	replace(sentinelKey, "AZURE_SSH_PUBLIC_KEY", "${AZURE_SSH_PUBLIC_KEY}")
+	replace(sentinelCPSize, "AZURE_CONTROL_PLANE_MACHINE_TYPE", "${AZURE_CONTROL_PLANE_MACHINE_TYPE}")
+	replace(sentinelNodeSize, "AZURE_NODE_MACHINE_TYPE", "${AZURE_NODE_MACHINE_TYPE}")
+	replace("replicas: 771", "CONTROL_PLANE_MACHINE_COUNT", "replicas: ${CONTROL_PLANE_MACHINE_COUNT}")
+	replace("replicas: 772", "WORKER_MACHINE_COUNT", "replicas: ${WORKER_MACHINE_COUNT}")
+	replace("replicas: 773", "WINDOWS_WORKER_MACHINE_COUNT", "replicas: ${WINDOWS_WORKER_MACHINE_COUNT}")
+	var names []string
+	for v := range vars {
+		names = append(names, v)
+	}
+	sort.Strings(names)
+	return []byte(text), names, nil
+}
