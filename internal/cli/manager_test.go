@@ -22,3 +22,9 @@ func TestManagerRefusesIncompleteEmulatorFlags(t *testing.T) {
 		t.Fatalf("concurrency 0: %v", err)
 	}
 }
+
+func TestAdmissionRefusesUnknownPolicy(t *testing.T) {
+	if _, err := run(t, "admission", "--registry-failure-policy", "sometimes"); err == nil || !strings.Contains(err.Error(), "open or closed") {
+		t.Fatalf("unknown policy: %v", err)
+	}
+}

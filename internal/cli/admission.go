@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/winkube/winkube/internal/webhooks/workload"
+)
+
+type admissionOptions struct {
+	kubeconfig       string
+	port             int
+	certDir          string
+	serviceName      string
+	serviceNamespace string
+	install          bool
+	failurePolicy    string
+	windowsTaint     bool
+	insecure         []string
+	metricsAddr      string
+}
+
+func newAdmissionCommand() *cobra.Command {
+	o := &admissionOptions{}
+	cmd := &cobra.Command{
+		Use:   "admission",
+		Short: "Serve winkube's workload admission webhooks for a workload cluster",
+		Long: `Serve the webhooks that place workloads by their images and refuse what
+Windows cannot do, in a workload cluster (run it as a Deployment there,
+behind a Service):
+
+  - pods and pod templates (Deployments, DaemonSets, StatefulSets,
+    ReplicaSets, Jobs, CronJobs) whose images are all Windows get
+    spec.os.name windows, nodeSelector kubernetes.io/os=windows and an
+    affinity to the Windows builds that run every image (a 2025 host also
+    runs 2022 images); all-Linux images get kubernetes.io/os=linux; a user's
+    selector is never overwritten, and one that contradicts the images is
+    refused;
+  - Windows pods using hostNetwork without HostProcess, privileged
+    containers, Linux-only security settings, hostPID/hostIPC, memory
+    emptyDirs, mount propagation or raw block devices are refused; Secrets
+    mounted into Windows pods, and Services with more than 64 Windows
+    backends on Windows Server 2019 before 17763.2746, are warned about.
+
+Namespaces labelled winkube.dev/admission=disabled are left alone. The
+serving certificate is made and rotated by winkube (a CA of its own) in
+--cert-dir; with --install the webhook configurations are written with that
+CA, and rewritten when it rotates.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runAdmission(cmd.Context(), o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the workload cluster (default: in-cluster or $KUBECONFIG)")
+	f.IntVar(&o.port, "port", 9443, "HTTPS port of the webhook server")
+	f.StringVar(&o.certDir, "cert-dir", filepath.Join(os.TempDir(), "winkube-admission-certs"), "folder of the CA and serving certificate")
+	f.StringVar(&o.serviceName, "service-name", "winkube-admission", "Service in front of this server")
+	f.StringVar(&o.serviceNamespace, "service-namespace", "winkube-system", "namespace of that Service")
+	f.BoolVar(&o.install, "install", true, "create or update the webhook configurations")
+	f.StringVar(&o.failurePolicy, "registry-failure-policy", "open", "when an image's registry cannot be read: open (admit as is, with a warning) or closed (refuse)")
+	f.BoolVar(&o.windowsTaint, "windows-taint", false, "Windows nodes carry os=windows:NoSchedule: add its toleration to Windows pods")
+	f.StringSliceVar(&o.insecure, "insecure-registry", nil, "registries reached over plain HTTP (host:port)")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "where to serve Prometheus metrics (0 to disable)")
+	return cmd
+}
+
+func runAdmission(ctx context.Context, o *admissionOptions) error {
+	if o.failurePolicy != "open" && o.failurePolicy != "closed" {
+		return fmt.Errorf("--registry-failure-policy %q: use open or closed", o.failurePolicy)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctrl.SetLogger(zap.New())
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.kubeconfig != "" {
+		rules.ExplicitPath = o.kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("reaching the workload cluster: %w", err)
+	}
+	names := []string{o.serviceName + "." + o.serviceNamespace + ".svc", o.serviceName + "." + o.serviceNamespace + ".svc.cluster.local"}
+	const validity, renew = 365 * 24 * time.Hour, 30 * 24 * time.Hour
+	caPEM, _, err := workload.EnsureCerts(o.certDir, names, time.Now(), validity, renew)
+	if err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Metrics:       metricsserver.Options{BindAddress: o.metricsAddr},
+		WebhookServer: webhook.NewServer(webhook.Options{Port: o.port, CertDir: o.certDir}),
+	})
+	if err != nil {
+		return err
+	}
+	r := workload.NewResolver()
+	r.Insecure = o.insecure
+	a := workload.New(r, mgr.GetAPIReader())
+	a.FailClosed, a.WindowsTaint = o.failurePolicy == "closed", o.windowsTaint
+	s := mgr.GetWebhookServer()
+	s.Register(workload.MutatePath, &webhook.Admission{Handler: a.Mutate()})
+	s.Register(workload.ValidatePath, &webhook.Admission{Handler: a.Validate()})
+	s.Register(workload.ServicesPath, &webhook.Admission{Handler: a.Services()})
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	install := func(ca []byte) error {
+		if !o.install {
+			return nil
+		}
+		m, v := workload.Configurations(admissionregistrationv1.WebhookClientConfig{
+			Service: &admissionregistrationv1.ServiceReference{Name: o.serviceName, Namespace: o.serviceNamespace}, CABundle: ca,
+		})
+		for _, obj := range []client.Object{m, v} {
+			if err := c.Create(ctx, obj); apierrors.IsAlreadyExists(err) {
+				cur := obj.DeepCopyObject().(client.Object)
+				if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+					return err
+				}
+				obj.SetResourceVersion(cur.GetResourceVersion())
+				err = c.Update(ctx, obj)
+				if err != nil {
+					return err
+				}
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := install(caPEM); err != nil {
+		return fmt.Errorf("installing the webhook configurations: %w", err)
+	}
+	// Rotate before expiry; the webhook server reloads the files itself.
+	go func() {
+		t := time.NewTicker(time.Hour)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				ca, rotated, err := workload.EnsureCerts(o.certDir, names, time.Now(), validity, renew)
+				if err == nil && rotated {
+					err = install(ca)
+				}
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "winkube admission: rotating certificates:", err)
+				}
+			}
+		}
+	}()
+	if err := mgr.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
