@@ -78,7 +78,7 @@ func TestCrashSafety(t *testing.T) {
 			names := f.machineSet("crash", 20)
 			stop = startControllers(t, cfg)
 			start := totalCalls(slow)
-			crashAt := start + int64(10+rng.Intn(400))
+			crashAt := start + int64(10+rng.Intn(150))
 			for tick := time.NewTicker(time.Millisecond); totalCalls(slow) < crashAt; {
 				<-tick.C
 			}
