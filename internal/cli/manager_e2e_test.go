@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/scheme"
+	"github.com/winkube/winkube/internal/testenv"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestManagerCommandProvisionsAgainstTheEmulator runs `winkube manager` as a
+// user would, against a real API server (with its webhooks served by the
+// command) and the emulator, and checks that a cluster is provisioned and
+// the ARM calls show in its Prometheus metrics.
+func TestManagerCommandProvisionsAgainstTheEmulator(t *testing.T) {
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := testenv.Start(testenv.Options{
+		Scheme:                scheme.New(),
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd"), filepath.Join(root, "config", "capi", "core-v1beta2")},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	emu, err := arm.New(arm.Options{Token: "e2e", PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := emu.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer emu.Close()
+	dir := t.TempDir()
+	kubeconfig, caFile := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(kubeconfig, env.Environment.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(caFile, emu.CACertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wio := env.Environment.WebhookInstallOptions
+	metricsPort := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := NewRootCommand()
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"manager", "--kubeconfig", kubeconfig, "--arm-endpoint", emu.URL(), "--arm-ca-file", caFile, "--arm-token", "e2e",
+		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort), "--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		"--webhook-port", strconv.Itoa(wio.LocalServingPort), "--webhook-cert-dir", wio.LocalServingCertDir, "--requeue", "100ms"})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+
+	c := env.Client
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e", Namespace: "default"},
+		Spec:       clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureCluster", Name: "e2e"}},
+	}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	ac := &infrav1.AzureCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e", Namespace: "default", Labels: map[string]string{clusterv1.ClusterNameLabel: "e2e"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "e2e", UID: cluster.UID}}},
+		Spec: infrav1.AzureClusterSpec{SubscriptionID: "00000000-0000-0000-0000-0000000000e2", Location: "westeurope"},
+	}
+	// The webhooks are the command's: wait until it serves them.
+	deadline := time.Now().Add(time.Minute)
+	for err := c.Create(ctx, ac); err != nil; err = c.Create(ctx, ac) {
+		if time.Now().After(deadline) {
+			t.Fatalf("creating the AzureCluster through the command's webhooks: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if ac.Spec.ResourceGroup != "e2e" {
+		t.Fatalf("the command's defaulting webhook did not run: resource group %q", ac.Spec.ResourceGroup)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ac), ac); err == nil && ptr.Deref(ac.Status.Initialization.Provisioned, false) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("AzureCluster not provisioned by winkube manager: %+v", ac.Status.Conditions)
+		}
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `winkube_arm_requests_total{code="201",kind="virtualNetworks",method="PUT"}`) {
+		t.Fatalf("metrics lack the VNet PUT:\n%s", grepLines(string(body), "winkube_arm"))
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("winkube manager: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("winkube manager did not stop")
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
