@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -80,11 +79,7 @@ func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	defer func() {
-		if err := helper.Patch(ctx, ac, patch.WithOwnedConditions{Conditions: []string{ReadyCondition}}); err != nil && !apierrors.IsNotFound(err) {
-			reterr = err
-		}
-	}()
+	defer patchOnReturn(ctx, helper, ac, &reterr)
 	clusterName := ac.Name
 	if cluster != nil {
 		clusterName = cluster.Name

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -95,11 +94,7 @@ func (r *AzureMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	defer func() {
-		if err := helper.Patch(ctx, am, patch.WithOwnedConditions{Conditions: []string{ReadyCondition}}); err != nil && !apierrors.IsNotFound(err) {
-			reterr = err
-		}
-	}()
+	defer patchOnReturn(ctx, helper, am, &reterr)
 	if !am.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, am, ac, machine, cluster)
 	}

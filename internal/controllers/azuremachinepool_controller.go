@@ -90,11 +90,7 @@ func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	defer func() {
-		if err := helper.Patch(ctx, amp, patch.WithOwnedConditions{Conditions: []string{ReadyCondition}}); err != nil && !apierrors.IsNotFound(err) {
-			reterr = err
-		}
-	}()
+	defer patchOnReturn(ctx, helper, amp, &reterr)
 	pc := &poolContext{amp: amp, mp: mp, cluster: cluster, ac: &infrav1.AzureCluster{}}
 	if cluster != nil {
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: amp.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, pc.ac); err != nil && amp.DeletionTimestamp.IsZero() {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -46,11 +45,7 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	defer func() {
-		if err := helper.Patch(ctx, m, patch.WithOwnedConditions{Conditions: []string{ReadyCondition}}); err != nil && !apierrors.IsNotFound(err) {
-			reterr = err
-		}
-	}()
+	defer patchOnReturn(ctx, helper, m, &reterr)
 	pool := &infrav1.AzureMachinePool{}
 	poolErr := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Labels[infrav1.MachinePoolNameLabel]}, pool)
 	var svc *cloud.Services

@@ -1,8 +1,14 @@
 package controllers
 
 import (
+	"context"
+	"errors"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Condition types and reasons winkube's objects report; Ready sums them up
@@ -24,4 +30,13 @@ const (
 
 func setReady(obj conditions.Setter, status metav1.ConditionStatus, reason, message string) {
 	conditions.Set(obj, metav1.Condition{Type: ReadyCondition, Status: status, Reason: reason, Message: message})
+}
+
+// patchOnReturn writes an object's changes (status, conditions, finalizers
+// and the spec fields the contract has the provider set) when a reconcile
+// returns, whichever way it returns; an object already gone is no error.
+func patchOnReturn(ctx context.Context, helper *patch.Helper, obj client.Object, reterr *error) {
+	if err := helper.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: []string{ReadyCondition}}); err != nil && !apierrors.IsNotFound(err) {
+		*reterr = errors.Join(*reterr, err)
+	}
 }

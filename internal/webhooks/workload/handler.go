@@ -97,19 +97,32 @@ func invalid(req admission.Request, errs field.ErrorList) admission.Response {
 	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &status.ErrStatus}}
 }
 
+// workload decodes a create or update of a workload and finds its pod
+// spec; done is the answer when there is nothing to decide (another
+// operation, a kind without pods, an opted-out namespace, a bad object).
+func (a *Admission) workload(ctx context.Context, req admission.Request) (obj runtime.Object, spec *corev1.PodSpec, path *field.Path, done *admission.Response) {
+	allowed := admission.Allowed("")
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return nil, nil, nil, &allowed
+	}
+	obj, err := a.decode(req)
+	if err != nil {
+		bad := admission.Errored(http.StatusBadRequest, err)
+		return nil, nil, nil, &bad
+	}
+	spec, path = podSpecOf(obj)
+	if spec == nil || a.optedOut(ctx, req.Namespace) {
+		return nil, nil, nil, &allowed
+	}
+	return obj, spec, path, nil
+}
+
 // Mutate places workloads by their images.
 func (a *Admission) Mutate() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-			return admission.Allowed("")
-		}
-		obj, err := a.decode(req)
-		if err != nil {
-			return admission.Errored(http.StatusBadRequest, err)
-		}
-		spec, path := podSpecOf(obj)
-		if spec == nil || a.optedOut(ctx, req.Namespace) {
-			return admission.Allowed("")
+		obj, spec, path, done := a.workload(ctx, req)
+		if done != nil {
+			return *done
 		}
 		// An update of a running pod cannot change its placement.
 		if _, isPod := obj.(*corev1.Pod); isPod && req.Operation == admissionv1.Update {
@@ -149,16 +162,9 @@ func (a *Admission) Mutate() admission.Handler {
 // Validate refuses Windows workloads that ask for what Windows cannot do.
 func (a *Admission) Validate() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-			return admission.Allowed("")
-		}
-		obj, err := a.decode(req)
-		if err != nil {
-			return admission.Errored(http.StatusBadRequest, err)
-		}
-		spec, path := podSpecOf(obj)
-		if spec == nil || a.optedOut(ctx, req.Namespace) {
-			return admission.Allowed("")
+		_, spec, path, done := a.workload(ctx, req)
+		if done != nil {
+			return *done
 		}
 		errs, warnings := ValidateWindows(spec, path)
 		if len(errs) > 0 {
