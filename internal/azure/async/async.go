@@ -48,6 +48,15 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
 }
 
+// IgnoreNotFound is nil for Azure's 404 and err otherwise: a resource that
+// does not exist is an answer, not a failure.
+func IgnoreNotFound(err error) error {
+	if IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
 // Code is Azure's error code of err, or "".
 func Code(err error) string {
 	var re *azcore.ResponseError

@@ -65,14 +65,17 @@ func (c *Cloud) For(subscription string) (*Services, error) {
 	if s, ok := c.subs[subscription]; ok {
 		return s, nil
 	}
+	// All of a subscription's clients share one transport.
+	cfg, err := c.Endpoint.Shared()
+	if err != nil {
+		return nil, err
+	}
 	s := &Services{Subscription: subscription}
-	var err error
 	set := func(f func() error) {
 		if err == nil {
 			err = f()
 		}
 	}
-	cfg := c.Endpoint
 	set(func() (e error) { s.Groups, e = resourcegroups.New(subscription, cfg); return })
 	set(func() (e error) { s.NSGs, e = securitygroups.New(subscription, cfg); return })
 	set(func() (e error) { s.RouteTables, e = routetables.New(subscription, cfg); return })

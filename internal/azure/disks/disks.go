@@ -16,11 +16,7 @@ type Service struct{ c *armcompute.DisksClient }
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
-	opts, err := cfg.ClientOptions()
-	if err != nil {
-		return nil, err
-	}
-	c, err := armcompute.NewDisksClient(subscription, cfg.Credential, opts)
+	c, err := endpoint.NewClient(cfg, subscription, armcompute.NewDisksClient)
 	return &Service{c: c}, err
 }
 

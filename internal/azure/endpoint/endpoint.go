@@ -30,6 +30,8 @@ type Config struct {
 	Credential azcore.TokenCredential
 	// Retry overrides the SDK's retry policy (tests shorten its delays).
 	Retry *policy.RetryOptions
+	// Transport, when set, carries every request (see Shared).
+	Transport policy.Transporter
 }
 
 // ClientOptions returns SDK client options for the endpoint.
@@ -46,7 +48,9 @@ func (c Config) ClientOptions() (*arm.ClientOptions, error) {
 		// The emulator has every resource provider registered already.
 		opts.DisableRPRegistration = true
 	}
-	if len(c.CACertPEM) > 0 {
+	if c.Transport != nil {
+		opts.Transport = c.Transport
+	} else if len(c.CACertPEM) > 0 {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(c.CACertPEM) {
 			return nil, errors.New("endpoint: the CA certificate is not PEM")
@@ -73,4 +77,30 @@ type StaticToken string
 // GetToken returns the token, valid for a day.
 func (t StaticToken) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
 	return azcore.AccessToken{Token: string(t), ExpiresOn: time.Now().Add(24 * time.Hour)}, nil
+}
+
+// NewClient builds an SDK client of any kind for the endpoint, from the
+// constructor every resource manager client package has.
+func NewClient[C any](cfg Config, subscription string, ctor func(string, azcore.TokenCredential, *arm.ClientOptions) (C, error)) (C, error) {
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		var zero C
+		return zero, err
+	}
+	return ctor(subscription, cfg.Credential, opts)
+}
+
+// Shared returns the configuration with its HTTP transport built once, so
+// that every client made from it shares one connection pool (ClientOptions
+// otherwise builds a transport per client).
+func (c Config) Shared() (Config, error) {
+	if c.Transport != nil || len(c.CACertPEM) == 0 {
+		return c, nil
+	}
+	opts, err := c.ClientOptions()
+	if err != nil {
+		return c, err
+	}
+	c.Transport = opts.Transport
+	return c, nil
 }

@@ -31,11 +31,7 @@ type Service struct {
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
-	opts, err := cfg.ClientOptions()
-	if err != nil {
-		return nil, err
-	}
-	c, err := armnetwork.NewInboundNatRulesClient(subscription, cfg.Credential, opts)
+	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewInboundNatRulesClient)
 	return &Service{c: c}, err
 }
 
@@ -84,10 +80,10 @@ type Spec struct {
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.LoadBalancer, spec.Name, nil)
-		if async.IsNotFound(err) {
-			return false, nil
+		if err != nil {
+			return false, async.IgnoreNotFound(err)
 		}
-		return err == nil && async.Succeeded(cur.Properties.ProvisioningState), err
+		return async.Succeeded(cur.Properties.ProvisioningState), nil
 	}, func(tok string) (*runtime.Poller[armnetwork.InboundNatRulesClientCreateOrUpdateResponse], error) {
 		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.LoadBalancer, spec.Name, armnetwork.InboundNatRule{Properties: &armnetwork.InboundNatRulePropertiesFormat{
 			Protocol: to.Ptr(armnetwork.TransportProtocolTCP), FrontendPort: to.Ptr(spec.Port), BackendPort: to.Ptr[int32](22),

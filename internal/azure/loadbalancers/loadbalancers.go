@@ -45,11 +45,7 @@ type Service struct {
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
-	opts, err := cfg.ClientOptions()
-	if err != nil {
-		return nil, err
-	}
-	c, err := armnetwork.NewLoadBalancersClient(subscription, cfg.Credential, opts)
+	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewLoadBalancersClient)
 	return &Service{c: c}, err
 }
 
@@ -60,11 +56,8 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (strin
 	var natRules []*armnetwork.InboundNatRule
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
-		if async.IsNotFound(err) {
-			return false, nil
-		}
 		if err != nil {
-			return false, err
+			return false, async.IgnoreNotFound(err)
 		}
 		natRules = cur.Properties.InboundNatRules
 		p := cur.Properties

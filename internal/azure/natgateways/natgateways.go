@@ -24,11 +24,7 @@ type Service struct{ c *armnetwork.NatGatewaysClient }
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
-	opts, err := cfg.ClientOptions()
-	if err != nil {
-		return nil, err
-	}
-	c, err := armnetwork.NewNatGatewaysClient(subscription, cfg.Credential, opts)
+	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewNatGatewaysClient)
 	return &Service{c: c}, err
 }
 
@@ -36,11 +32,8 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
-		if async.IsNotFound(err) {
-			return false, nil
-		}
 		if err != nil {
-			return false, err
+			return false, async.IgnoreNotFound(err)
 		}
 		ips := cur.Properties.PublicIPAddresses
 		return async.Succeeded(cur.Properties.ProvisioningState) && len(ips) == 1 && *ips[0].ID == spec.PublicIPID, nil

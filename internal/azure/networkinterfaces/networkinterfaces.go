@@ -28,22 +28,15 @@ type Service struct{ c *armnetwork.InterfacesClient }
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
-	opts, err := cfg.ClientOptions()
-	if err != nil {
-		return nil, err
-	}
-	c, err := armnetwork.NewInterfacesClient(subscription, cfg.Credential, opts)
+	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewInterfacesClient)
 	return &Service{c: c}, err
 }
 
 // Get returns the NIC, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.Interface, error) {
 	cur, err := s.c.Get(ctx, rg, name, nil)
-	if async.IsNotFound(err) {
-		return nil, nil
-	}
 	if err != nil {
-		return nil, err
+		return nil, async.IgnoreNotFound(err)
 	}
 	return &cur.Interface, nil
 }

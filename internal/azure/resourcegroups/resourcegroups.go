@@ -27,15 +27,11 @@ type Service struct {
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
-	opts, err := cfg.ClientOptions()
+	c, err := endpoint.NewClient(cfg, subscription, armresources.NewResourceGroupsClient)
 	if err != nil {
 		return nil, err
 	}
-	c, err := armresources.NewResourceGroupsClient(subscription, cfg.Credential, opts)
-	if err != nil {
-		return nil, err
-	}
-	res, err := armresources.NewClient(subscription, cfg.Credential, opts)
+	res, err := endpoint.NewClient(cfg, subscription, armresources.NewClient)
 	if err != nil {
 		return nil, err
 	}
@@ -45,11 +41,8 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 // Get returns the group, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, name string) (*armresources.ResourceGroup, error) {
 	g, err := s.c.Get(ctx, name, nil)
-	if async.IsNotFound(err) {
-		return nil, nil
-	}
 	if err != nil {
-		return nil, err
+		return nil, async.IgnoreNotFound(err)
 	}
 	return &g.ResourceGroup, nil
 }

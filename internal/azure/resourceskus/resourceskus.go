@@ -23,11 +23,7 @@ type Service struct {
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
-	opts, err := cfg.ClientOptions()
-	if err != nil {
-		return nil, err
-	}
-	c, err := armcompute.NewResourceSKUsClient(subscription, cfg.Credential, opts)
+	c, err := endpoint.NewClient(cfg, subscription, armcompute.NewResourceSKUsClient)
 	return &Service{c: c, zones: map[string][]string{}}, err
 }
 

@@ -24,11 +24,7 @@ type Service struct{ c *armnetwork.RouteTablesClient }
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
-	opts, err := cfg.ClientOptions()
-	if err != nil {
-		return nil, err
-	}
-	c, err := armnetwork.NewRouteTablesClient(subscription, cfg.Credential, opts)
+	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewRouteTablesClient)
 	return &Service{c: c}, err
 }
 
@@ -37,10 +33,10 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
-		if async.IsNotFound(err) {
-			return false, nil
+		if err != nil {
+			return false, async.IgnoreNotFound(err)
 		}
-		return err == nil && async.Succeeded(cur.Properties.ProvisioningState), err
+		return async.Succeeded(cur.Properties.ProvisioningState), nil
 	}, func(tok string) (*runtime.Poller[armnetwork.RouteTablesClientCreateOrUpdateResponse], error) {
 		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.Name, armnetwork.RouteTable{Location: to.Ptr(spec.Location), Tags: spec.Tags},
 			&armnetwork.RouteTablesClientBeginCreateOrUpdateOptions{ResumeToken: tok})

@@ -58,30 +58,23 @@ type Service struct {
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
-	opts, err := cfg.ClientOptions()
+	sets, err := endpoint.NewClient(cfg, subscription, armcompute.NewVirtualMachineScaleSetsClient)
 	if err != nil {
 		return nil, err
 	}
-	sets, err := armcompute.NewVirtualMachineScaleSetsClient(subscription, cfg.Credential, opts)
+	vms, err := endpoint.NewClient(cfg, subscription, armcompute.NewVirtualMachineScaleSetVMsClient)
 	if err != nil {
 		return nil, err
 	}
-	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(subscription, cfg.Credential, opts)
-	if err != nil {
-		return nil, err
-	}
-	nics, err := armnetwork.NewInterfacesClient(subscription, cfg.Credential, opts)
+	nics, err := endpoint.NewClient(cfg, subscription, armnetwork.NewInterfacesClient)
 	return &Service{sets: sets, vms: vms, nics: nics}, err
 }
 
 // Get returns the scale set, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, rg, name string) (*armcompute.VirtualMachineScaleSet, error) {
 	cur, err := s.sets.Get(ctx, rg, name, nil)
-	if async.IsNotFound(err) {
-		return nil, nil
-	}
 	if err != nil {
-		return nil, err
+		return nil, async.IgnoreNotFound(err)
 	}
 	return &cur.VirtualMachineScaleSet, nil
 }
@@ -190,10 +183,7 @@ func (s *Service) Instances(ctx context.Context, rg, name string) ([]Instance, e
 	for p.More() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			if async.IsNotFound(err) {
-				return nil, nil
-			}
-			return nil, err
+			return nil, async.IgnoreNotFound(err)
 		}
 		for _, v := range page.Value {
 			in := Instance{ID: *v.ID, InstanceID: *v.InstanceID}
@@ -238,10 +228,7 @@ func (s *Service) InstanceIPs(ctx context.Context, rg, name string) (map[string]
 	for p.More() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			if async.IsNotFound(err) {
-				return out, nil
-			}
-			return nil, err
+			return out, async.IgnoreNotFound(err)
 		}
 		for _, n := range page.Value {
 			if n.Properties == nil || n.Properties.VirtualMachine == nil || n.Properties.VirtualMachine.ID == nil || len(n.Properties.IPConfigurations) == 0 {

@@ -38,11 +38,7 @@ type Service struct {
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
-	opts, err := cfg.ClientOptions()
-	if err != nil {
-		return nil, err
-	}
-	c, err := armnetwork.NewSecurityGroupsClient(subscription, cfg.Credential, opts)
+	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewSecurityGroupsClient)
 	return &Service{c: c}, err
 }
 
@@ -50,11 +46,8 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
-		if async.IsNotFound(err) {
-			return false, nil
-		}
 		if err != nil {
-			return false, err
+			return false, async.IgnoreNotFound(err)
 		}
 		return async.Succeeded(cur.Properties.ProvisioningState) && sameRules(cur.Properties.SecurityRules, spec.Rules), nil
 	}, func(tok string) (*runtime.Poller[armnetwork.SecurityGroupsClientCreateOrUpdateResponse], error) {

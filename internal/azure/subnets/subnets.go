@@ -18,11 +18,7 @@ type Service struct{ c *armnetwork.SubnetsClient }
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
-	opts, err := cfg.ClientOptions()
-	if err != nil {
-		return nil, err
-	}
-	c, err := armnetwork.NewSubnetsClient(subscription, cfg.Credential, opts)
+	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewSubnetsClient)
 	return &Service{c: c}, err
 }
 
@@ -30,10 +26,10 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 func (s *Service) Reconcile(ctx context.Context, rg, vnet string, spec vnets.Subnet, token string) (string, bool, error) {
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.c.Get(ctx, rg, vnet, spec.Name, nil)
-		if async.IsNotFound(err) {
-			return false, nil
+		if err != nil {
+			return false, async.IgnoreNotFound(err)
 		}
-		return err == nil && async.Succeeded(cur.Properties.ProvisioningState) && vnets.SubnetMatches(cur.Properties, spec), err
+		return async.Succeeded(cur.Properties.ProvisioningState) && vnets.SubnetMatches(cur.Properties, spec), nil
 	}, func(tok string) (*runtime.Poller[armnetwork.SubnetsClientCreateOrUpdateResponse], error) {
 		return s.c.BeginCreateOrUpdate(ctx, rg, vnet, spec.Name, armnetwork.Subnet{Properties: vnets.SubnetProperties(spec)},
 			&armnetwork.SubnetsClientBeginCreateOrUpdateOptions{ResumeToken: tok})

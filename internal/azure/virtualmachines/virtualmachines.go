@@ -62,22 +62,15 @@ type Service struct {
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
-	opts, err := cfg.ClientOptions()
-	if err != nil {
-		return nil, err
-	}
-	c, err := armcompute.NewVirtualMachinesClient(subscription, cfg.Credential, opts)
+	c, err := endpoint.NewClient(cfg, subscription, armcompute.NewVirtualMachinesClient)
 	return &Service{c: c}, err
 }
 
 // Get returns the VM, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, rg, name string) (*armcompute.VirtualMachine, error) {
 	cur, err := s.c.Get(ctx, rg, name, nil)
-	if async.IsNotFound(err) {
-		return nil, nil
-	}
 	if err != nil {
-		return nil, err
+		return nil, async.IgnoreNotFound(err)
 	}
 	return &cur.VirtualMachine, nil
 }

@@ -18,11 +18,7 @@ type Lister struct {
 
 // New returns a Lister for the subscription at the endpoint.
 func New(subscriptionID string, cfg endpoint.Config) (*Lister, error) {
-	opts, err := cfg.ClientOptions()
-	if err != nil {
-		return nil, err
-	}
-	c, err := armcompute.NewVirtualMachineImagesClient(subscriptionID, cfg.Credential, opts)
+	c, err := endpoint.NewClient(cfg, subscriptionID, armcompute.NewVirtualMachineImagesClient)
 	if err != nil {
 		return nil, fmt.Errorf("vmimages: %w", err)
 	}
