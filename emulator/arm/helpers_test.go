@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/poll"
 )
 
 const (
@@ -197,15 +199,12 @@ func windowsVM(nicID, computerName, customData string) armcompute.VirtualMachine
 
 func waitRunning(t testing.TB, rt *arm.RecordingRuntime, n int) []arm.Machine {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ms := rt.Running()
-		if len(ms) >= n {
-			return ms
+	var ms []arm.Machine
+	poll.Until(t, 10*time.Second, func() string {
+		if ms = rt.Running(); len(ms) < n {
+			return fmt.Sprintf("%d machines running, want %d", len(ms), n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d machines running, want %d", len(ms), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return ""
+	})
+	return ms
 }

@@ -52,7 +52,10 @@ func startEmulator(t *testing.T, args ...string) (endpoint.Config, func() string
 		cancel()
 		t.Fatalf("winkube emulator did not print how to reach it:\n%s\n%v", out.String(), <-errc)
 	}
-	go func() { _, _ = io.Copy(&out, pr) }()
+	// The rest of the output is copied until the command ends and closes
+	// its end of the pipe.
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(&out, pr); close(copied) }()
 	return cfg, func() string {
 		cancel()
 		select {
@@ -63,7 +66,7 @@ func startEmulator(t *testing.T, args ...string) (endpoint.Config, func() string
 		case <-time.After(10 * time.Second):
 			t.Fatal("winkube emulator did not stop")
 		}
-		time.Sleep(10 * time.Millisecond)
+		<-copied
 		return out.String()
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/testenv"
 )
@@ -96,24 +97,21 @@ func TestManagerCommandProvisionsAgainstTheEmulator(t *testing.T) {
 		Spec: infrav1.AzureClusterSpec{SubscriptionID: "00000000-0000-0000-0000-0000000000e2", Location: "westeurope"},
 	}
 	// The webhooks are the command's: wait until it serves them.
-	deadline := time.Now().Add(time.Minute)
-	for err := c.Create(ctx, ac); err != nil; err = c.Create(ctx, ac) {
-		if time.Now().After(deadline) {
-			t.Fatalf("creating the AzureCluster through the command's webhooks: %v", err)
+	poll.Until(t, time.Minute, func() string {
+		if err := c.Create(ctx, ac); err != nil {
+			return "creating the AzureCluster through the command's webhooks: " + err.Error()
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return ""
+	})
 	if ac.Spec.ResourceGroup != "e2e" {
 		t.Fatalf("the command's defaulting webhook did not run: resource group %q", ac.Spec.ResourceGroup)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(ac), ac); err == nil && ptr.Deref(ac.Status.Initialization.Provisioned, false) {
-			break
+	poll.Until(t, time.Minute, func() string {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ac), ac); err != nil || !ptr.Deref(ac.Status.Initialization.Provisioned, false) {
+			return fmt.Sprintf("AzureCluster not provisioned by winkube manager: %v %+v", err, ac.Status.Conditions)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("AzureCluster not provisioned by winkube manager: %+v", ac.Status.Conditions)
-		}
-	}
+		return ""
+	})
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
 	if err != nil {
 		t.Fatal(err)

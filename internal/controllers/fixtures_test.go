@@ -19,26 +19,10 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/poll"
 )
 
 const subscription = "00000000-0000-0000-0000-0000000000c1"
-
-// eventually polls cond until it holds or the time is up; cond returns a
-// description of what it still waits for.
-func eventually(t testing.TB, timeout time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		waiting := cond()
-		if waiting == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, waiting)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 type fixture struct {
 	t       testing.TB
@@ -91,7 +75,7 @@ func newCluster(t testing.TB, name string, mutate ...func(*infrav1.AzureClusterS
 // API's part: it marks the Cluster's infrastructure provisioned.
 func (f *fixture) waitClusterProvisioned(timeout time.Duration) {
 	f.t.Helper()
-	eventually(f.t, timeout, func() string {
+	poll.Until(f.t, timeout, func() string {
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
 			return err.Error()
 		}
@@ -151,7 +135,7 @@ func (f *fixture) newMachine(name string, controlPlane, windows bool, failureDom
 func (f *fixture) waitMachinesProvisioned(timeout time.Duration, names ...string) map[string]*infrav1.AzureMachine {
 	f.t.Helper()
 	out := map[string]*infrav1.AzureMachine{}
-	eventually(f.t, timeout, func() string {
+	poll.Until(f.t, timeout, func() string {
 		for _, n := range names {
 			am := &infrav1.AzureMachine{}
 			if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: n}, am); err != nil {
@@ -175,7 +159,7 @@ func (f *fixture) deleteAndWait(timeout time.Duration, objs ...client.Object) {
 			f.t.Fatal(err)
 		}
 	}
-	eventually(f.t, timeout, func() string {
+	poll.Until(f.t, timeout, func() string {
 		for _, o := range objs {
 			if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
 				return fmt.Sprintf("%T %s still there: %v", o, o.GetName(), err)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/poll"
 )
 
 func (f *fixture) newPool(name string, replicas int32, windows bool) (*clusterv1.MachinePool, *infrav1.AzureMachinePool) {
@@ -86,7 +87,7 @@ func instanceIDs(in []vmssInstance) string {
 // waitPool waits for the pool to be Ready with n replicas.
 func (f *fixture) waitPool(amp *infrav1.AzureMachinePool, n int32) {
 	f.t.Helper()
-	eventually(f.t, 2*time.Minute, func() string {
+	poll.Until(f.t, 2*time.Minute, func() string {
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
 			return err.Error()
 		}
@@ -191,7 +192,7 @@ func TestWindowsMachinePool(t *testing.T) {
 		t.Fatal(err)
 	}
 	maxSeen, minSeen := 0, 100
-	eventually(t, 2*time.Minute, func() string {
+	poll.Until(t, 2*time.Minute, func() string {
 		insts := az.instances(f.ns, amp.Name)
 		live := len(insts)
 		if live > maxSeen {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 )
 
@@ -165,7 +166,7 @@ func TestVMProvisioningFailureIsACondition(t *testing.T) {
 	f.waitClusterProvisioned(time.Minute)
 	am := f.newMachine("failing-md-doomed-abcde", false, false, "")
 	var cond string
-	eventually(t, time.Minute, func() string {
+	poll.Until(t, time.Minute, func() string {
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
 			return err.Error()
 		}
