@@ -170,13 +170,15 @@ func TestVMProvisioningFailureIsACondition(t *testing.T) {
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
 			return err.Error()
 		}
+		// Cluster API's patch helper writes conditions and the rest of the
+		// status in two requests: wait for both halves.
 		for _, c := range am.Status.Conditions {
-			if c.Type == "Ready" && c.Reason == "VMProvisionFailed" {
+			if c.Type == "Ready" && c.Reason == "VMProvisionFailed" && am.Status.VMState != "" {
 				cond = c.Message
 				return ""
 			}
 		}
-		return fmt.Sprintf("no VMProvisionFailed condition yet: %+v", am.Status.Conditions)
+		return fmt.Sprintf("no VMProvisionFailed condition and vmState yet: %q %+v", am.Status.VMState, am.Status.Conditions)
 	})
 	if !strings.Contains(cond, "OSProvisioningTimedOut") || !strings.Contains(cond, "did not finish in the allotted time") {
 		t.Fatalf("condition message %q lacks Azure's code and message", cond)
