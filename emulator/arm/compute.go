@@ -284,6 +284,9 @@ func (s *Server) machineOf(r *resource, location string, storage, osProfile map[
 		VMSize: str(r.props(), "hardwareProfile", "vmSize"), AdminUsername: str(osProfile, "adminUsername"),
 		ScaleSet: scaleSet, InstanceID: instance,
 	}
+	if sz, ok := vmSizes[m.VMSize]; ok {
+		m.VCPUs, m.MemoryGB = sz.vCPUs, sz.memoryGB
+	}
 	if z := list(r.body, "zones"); len(z) > 0 {
 		m.Zone, _ = z[0].(string)
 	}

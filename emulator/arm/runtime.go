@@ -19,7 +19,10 @@ type Machine struct {
 	// OS is "Linux" or "Windows".
 	OS     string
 	VMSize string
-	Image  ImageReference
+	// VCPUs and MemoryGB are the size's, for the node's capacity.
+	VCPUs    int
+	MemoryGB float64
+	Image    ImageReference
 	// PrivateIPs and PublicIPs are the addresses of the machine's NICs;
 	// public ones are loopback addresses a process can listen on.
 	PrivateIPs    []string

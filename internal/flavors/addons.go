@@ -7,6 +7,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -243,7 +245,43 @@ func (b *builder) calicoLinux() []runtime.Object {
 			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 		}},
 	}
-	return []runtime.Object{daemonSet("calico-node", linuxOSLabel, pod)}
+	objs := serviceAccount("calico-node",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes", "namespaces", "pods", "services", "endpoints", "serviceaccounts", "configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status", "pods/status"}, Verbs: []string{"patch", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"crd.projectcalico.org"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+	)
+	return append(append(objs, ipamConfigCRD()), daemonSet("calico-node", linuxOSLabel, pod))
+}
+
+// serviceAccount is the identity an add-on's pods run as, bound to the
+// cluster-wide rules it needs: without it the DaemonSet creates no pod.
+func serviceAccount(name string, rules ...rbacv1.PolicyRule) []runtime.Object {
+	return []runtime.Object{
+		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: addonNamespace}},
+		&rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}, ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules},
+		&rbacv1.ClusterRoleBinding{
+			TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"}, ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: addonNamespace}},
+		},
+	}
+}
+
+// ipamConfigCRD defines Calico's IPAMConfig kind, which the Windows side
+// sets (strictAffinity); Calico's manifests ship it with the Linux side.
+func ipamConfigCRD() runtime.Object {
+	return &apiextensionsv1.CustomResourceDefinition{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{Name: "ipamconfigs.crd.projectcalico.org"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "crd.projectcalico.org", Scope: apiextensionsv1.ClusterScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "IPAMConfig", ListKind: "IPAMConfigList", Plural: "ipamconfigs", Singular: "ipamconfig"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: &apiextensionsv1.CustomResourceValidation{
+				OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)},
+			}}},
+		},
+	}
 }
 
 // flannelNetConf is flannel's net-conf.json: VXLAN with VNI 4096 on UDP 4789
@@ -280,7 +318,11 @@ func (b *builder) flannelLinux() []runtime.Object {
 		}},
 		Volumes: []corev1.Volume{{Name: "flannel-cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: config.Name}}}}},
 	}
-	return []runtime.Object{config, daemonSet("kube-flannel-ds", linuxOSLabel, pod)}
+	objs := serviceAccount("flannel",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "nodes", "namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
+	)
+	return append(objs, config, daemonSet("kube-flannel-ds", linuxOSLabel, pod))
 }
 
 // flannelWindows is flannel on Windows as a HostProcess DaemonSet: the

@@ -92,6 +92,20 @@ type ClusterConfiguration struct {
 	APIServer struct {
 		ExtraArgs Args `json:"extraArgs"`
 	} `json:"apiServer"`
+	ControllerManager struct {
+		ExtraArgs Args `json:"extraArgs"`
+	} `json:"controllerManager"`
+	Scheduler struct {
+		ExtraArgs Args `json:"extraArgs"`
+	} `json:"scheduler"`
+	Etcd struct {
+		Local *struct {
+			ExtraArgs Args `json:"extraArgs"`
+		} `json:"local"`
+		External *struct {
+			Endpoints []string `json:"endpoints"`
+		} `json:"external"`
+	} `json:"etcd"`
 }
 
 // JoinConfiguration is kubeadm join's.

@@ -1,0 +1,246 @@
+package machines_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/virtualmachines"
+	"github.com/winkube/winkube/internal/flavors"
+	"github.com/winkube/winkube/internal/images"
+	"github.com/winkube/winkube/internal/poll"
+)
+
+// mixed is the cluster the test builds: Cluster API objects in the
+// management cluster, machines in the emulator, nodes in the workload
+// cluster the control-plane machine runs.
+type mixed struct {
+	cluster  *clusterv1.Cluster
+	objs     []client.Object
+	azure    *azure
+	workload kubernetes.Interface
+	wc       client.Client
+}
+
+func (m *mixed) template(name string) bootstrapv1.KubeadmConfigSpec {
+	for _, o := range m.objs {
+		if t, ok := o.(*bootstrapv1.KubeadmConfigTemplate); ok && t.Name == name {
+			return t.Spec.Template.Spec
+		}
+	}
+	panic("no KubeadmConfigTemplate " + name)
+}
+
+func (m *mixed) addons(name string) string {
+	for _, o := range m.objs {
+		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == m.cluster.Name+"-"+name {
+			for _, v := range cm.Data {
+				return v
+			}
+		}
+	}
+	panic("no add-on ConfigMap " + name)
+}
+
+func resolveImage(t *testing.T, req images.Request) virtualmachines.Image {
+	t.Helper()
+	req.KubernetesVersion, req.Location = k8sVersion, "westeurope"
+	img, err := images.NewResolver(images.ReferenceCatalog(), time.Hour).Resolve(context.Background(), nil, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := img.Marketplace
+	return virtualmachines.Image{Publisher: mp.Publisher, Offer: mp.Offer, SKU: mp.SKU, Version: mp.Version}
+}
+
+func nodeReady(n *corev1.Node) (bool, string) {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue, c.Message
+		}
+	}
+	return false, "no Ready condition"
+}
+
+// TestMixedClusterBoots is issue 8's acceptance: Cluster API's kubeadm
+// bootstrap controller writes the custom data, the emulator provisions a
+// control-plane VM, a Linux and a Windows Server 2022 worker, and the
+// machine runtime turns them into a working cluster.
+func TestMixedClusterBoots(t *testing.T) {
+	ctx := context.Background()
+	startBootstrapProvider(t)
+	m := &mixed{azure: newAzure(t, ctx, "mixed-rg")}
+	t.Cleanup(func() { m.dump(t) })
+	endpoint := m.azure.publicIP(t, ctx, "mixed-apiserver")
+
+	objs, err := flavors.Generate(flavors.Windows, flavors.Options{
+		ClusterName: "mixed", KubernetesVersion: k8sVersion, WindowsVersion: infrav1.WindowsServer2022, LinuxNodes: 1, WindowsNodes: 1,
+		Location: "westeurope", SubscriptionID: subscriptID,
+		SSHPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.objs = objs
+	kcp := controlPlaneSpec(objs)
+
+	m.cluster = &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "mixed", Namespace: "default"},
+		Spec: clusterv1.ClusterSpec{
+			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: endpoint, Port: 6443},
+			ClusterNetwork: clusterv1.ClusterNetwork{
+				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"192.168.0.0/16"}},
+				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
+			},
+		},
+	}
+	if err := env.Client.Create(ctx, m.cluster); err != nil {
+		t.Fatal(err)
+	}
+	m.cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	if err := env.Client.Status().Update(ctx, m.cluster); err != nil {
+		t.Fatal(err)
+	}
+
+	// The control plane.
+	cpData := bootstrapData(t, ctx, m.cluster, "mixed-control-plane-abcde", true, kcp)
+	start := time.Now()
+	m.azure.vm(t, ctx, virtualmachines.Spec{Name: "mixed-control-plane-abcde", ComputerName: "mixed-control-plane-abcde", CustomData: cpData,
+		Image: resolveImage(t, images.Request{OS: infrav1.Linux})}, m.azure.cpSubnet)
+	if err := kubeconfig.CreateSecret(ctx, env.Client, m.cluster); err != nil {
+		t.Fatal(err)
+	}
+	wcfg := workloadConfig(t, ctx, m.cluster)
+	if m.workload, err = kubernetes.NewForConfig(wcfg); err != nil {
+		t.Fatal(err)
+	}
+	if m.wc, err = client.New(wcfg, client.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	cpNode := "mixed-control-plane-abcde"
+	poll.Until(t, 3*time.Minute, func() string {
+		n, err := m.workload.CoreV1().Nodes().Get(ctx, cpNode, metav1.GetOptions{})
+		if err != nil {
+			return "control-plane node: " + err.Error()
+		}
+		if _, ok := n.Labels["node-role.kubernetes.io/control-plane"]; !ok {
+			return "control-plane node not yet marked"
+		}
+		return ""
+	})
+	t.Logf("control-plane VM: node registered %s after its VM was created", time.Since(start).Round(time.Millisecond))
+	// Without a CNI the node is NotReady, for the reason a kubelet gives.
+	n, err := m.workload.CoreV1().Nodes().Get(ctx, cpNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ready, msg := nodeReady(n); ready || !strings.Contains(msg, "cni plugin not initialized") {
+		t.Fatalf("a node without a CNI is Ready=%v (%s), want NotReady for the network plugin", ready, msg)
+	}
+	applyYAML(t, ctx, m.wc, m.addons("calico-linux"))
+	poll.Until(t, 2*time.Minute, func() string {
+		n, err := m.workload.CoreV1().Nodes().Get(ctx, cpNode, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if ok, msg := nodeReady(n); !ok {
+			return "control plane not Ready: " + msg
+		}
+		return ""
+	})
+	t.Logf("control-plane VM: node Ready %s after its VM was created", time.Since(start).Round(time.Millisecond))
+	logMemory(t)
+}
+
+func controlPlaneSpec(objs []client.Object) bootstrapv1.KubeadmConfigSpec {
+	for _, o := range objs {
+		if kcp, ok := o.(*controlplanev1.KubeadmControlPlane); ok {
+			return kcp.Spec.KubeadmConfigSpec
+		}
+	}
+	panic("no KubeadmControlPlane")
+}
+
+// logMemory prints the resident memory of each control-plane process.
+func logMemory(t *testing.T) {
+	for _, n := range rt.Nodes() {
+		total := 0
+		var parts []string
+		for name, pid := range n.Pids {
+			kb := rssKB(pid)
+			total += kb
+			parts = append(parts, fmt.Sprintf("%s %d MiB", name, kb/1024))
+		}
+		if len(parts) > 0 {
+			t.Logf("control plane %s: %d MiB resident (%s)", n.NodeName, total/1024, strings.Join(parts, ", "))
+		}
+	}
+}
+
+func rssKB(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			if len(f) > 1 {
+				v, _ := strconv.Atoi(f[1])
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+var _ = appsv1.DaemonSet{}
+
+// dump prints the workload cluster's nodes and pods when a test failed,
+// which is what one needs to see why.
+func (m *mixed) dump(t *testing.T) {
+	if !t.Failed() || m.workload == nil {
+		return
+	}
+	ctx := context.Background()
+	nodes, _ := m.workload.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	for _, n := range nodes.Items {
+		ready, msg := nodeReady(&n)
+		t.Logf("node %s ready=%v %s taints=%v podCIDR=%s", n.Name, ready, msg, n.Spec.Taints, n.Spec.PodCIDR)
+	}
+	pods, _ := m.workload.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	for _, p := range pods.Items {
+		var st []string
+		for _, c := range p.Status.ContainerStatuses {
+			switch {
+			case c.State.Waiting != nil:
+				st = append(st, c.Name+": "+c.State.Waiting.Reason+" "+c.State.Waiting.Message)
+			case c.State.Running != nil:
+				st = append(st, c.Name+": running")
+			}
+		}
+		t.Logf("pod %s/%s node=%s phase=%s %s %s %v", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Reason, p.Status.Message, st)
+	}
+	evs, _ := m.workload.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	for _, e := range evs.Items {
+		if e.Type == corev1.EventTypeWarning {
+			t.Logf("event %s %s: %s %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+}

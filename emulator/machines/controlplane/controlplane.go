@@ -1,0 +1,376 @@
+// Package controlplane boots an emulated control-plane VM: real etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler from bin/ on
+// the VM's host address, with certificates the real kubeadm issues from
+// the CA Cluster API wrote into the VM's cloud-init, and the API objects
+// `kubeadm init` creates, made by kubeadm's own API-only init phases.
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/winkube/winkube/emulator/machines/bootdata"
+)
+
+func sortStrings(s []string) { sort.Strings(s) }
+
+// Config is one control-plane VM.
+type Config struct {
+	// Bin holds etcd, kube-apiserver, kube-controller-manager,
+	// kube-scheduler and kubeadm.
+	Bin string
+	// Dir is the VM's disk: files from its custom data live under Dir/root.
+	Dir      string
+	NodeName string
+	// PrivateIP is the VM's address in its VNet; Host the loopback address
+	// standing for it, where the processes listen.
+	PrivateIP string
+	Host      netip.Addr
+	Boot      *bootdata.BootData
+	// Progress receives a line per step.
+	Progress func(string)
+}
+
+// ControlPlane is a running control plane.
+type ControlPlane struct {
+	cfg   Config
+	procs []*process
+	// Root is the VM's filesystem root.
+	Root string
+	// SuperAdmin reaches the local API server as system:masters.
+	SuperAdmin *rest.Config
+	// Kubelet is the node's kubelet credentials (from kubeadm's
+	// kubelet.conf), pointed at the local API server.
+	Kubelet *rest.Config
+	// StaticPods are the manifests the kubelet mirrors.
+	StaticPods []*corev1.Pod
+	// Endpoint is the control-plane endpoint (host:port) the load balancer
+	// serves; APIServer is this VM's own host:port.
+	Endpoint, APIServer string
+}
+
+const apiPort = 6443
+
+func (c *Config) progress(s string) {
+	if c.Progress != nil {
+		c.Progress(s)
+	}
+}
+
+// Start boots the control plane; on error everything started is stopped.
+func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
+	b := cfg.Boot
+	if b.Role != bootdata.Init {
+		return nil, fmt.Errorf("boot data role %s is not a first control plane", b.Role)
+	}
+	cc := b.Kubeadm.Cluster
+	if cc.Etcd.External != nil {
+		return nil, fmt.Errorf("the ClusterConfiguration uses external etcd %v: winkube's control-plane machines run local etcd only", cc.Etcd.External.Endpoints)
+	}
+	cp = &ControlPlane{cfg: cfg, Root: filepath.Join(cfg.Dir, "root"), Endpoint: cc.ControlPlaneEndpoint, APIServer: net.JoinHostPort(cfg.Host.String(), strconv.Itoa(apiPort))}
+	defer func() {
+		if err != nil {
+			cp.Stop()
+		}
+	}()
+	if err := writeFiles(cp.Root, b.Files); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"var/log", "var/lib/etcd", "etc/kubernetes/manifests"} {
+		if err := os.MkdirAll(filepath.Join(cp.Root, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	kubeadmCfg, err := cp.kubeadmConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.progress("issuing certificates with kubeadm")
+	if err := cp.kubeadm(ctx, "init", "phase", "certs", "all", "--config", kubeadmCfg); err != nil {
+		return nil, err
+	}
+	kdir := filepath.Join(cp.Root, "etc/kubernetes")
+	if err := cp.kubeadm(ctx, "init", "phase", "kubeconfig", "all", "--config", kubeadmCfg, "--kubeconfig-dir", kdir); err != nil {
+		return nil, err
+	}
+	local := "https://" + cp.APIServer
+	for _, f := range []string{"super-admin.conf", "controller-manager.conf", "scheduler.conf", "kubelet.conf"} {
+		if err := pointAt(filepath.Join(kdir, f), local); err != nil {
+			return nil, err
+		}
+	}
+	if cp.SuperAdmin, err = clientcmd.BuildConfigFromFlags("", filepath.Join(kdir, "super-admin.conf")); err != nil {
+		return nil, err
+	}
+	if cp.Kubelet, err = clientcmd.BuildConfigFromFlags("", filepath.Join(kdir, "kubelet.conf")); err != nil {
+		return nil, err
+	}
+	logs := filepath.Join(cp.Root, "var/log")
+	specs := cp.components()
+	for _, s := range specs {
+		cfg.progress("starting " + s.name)
+		p, err := start(s.name, filepath.Join(cfg.Bin, s.name), s.args, logs)
+		if err != nil {
+			return nil, err
+		}
+		cp.procs = append(cp.procs, p)
+		if s.name == "kube-apiserver" {
+			if err := cp.waitReady(ctx, p); err != nil {
+				return nil, err
+			}
+		}
+		cp.StaticPods = append(cp.StaticPods, s.pod(cfg, cp))
+	}
+	cfg.progress("running kubeadm init phases: upload-config, bootstrap-token, addon")
+	sa := filepath.Join(kdir, "super-admin.conf")
+	for _, phase := range [][]string{{"upload-config", "all"}, {"bootstrap-token"}, {"addon", "all"}} {
+		args := append(append([]string{"init", "phase"}, phase...), "--config", kubeadmCfg, "--kubeconfig", sa)
+		if err := cp.kubeadm(ctx, args...); err != nil {
+			return nil, err
+		}
+	}
+	if err := cp.clusterAdmins(ctx); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// Stop stops the processes, the API server last-but-etcd so that
+// controllers do not log a storm of errors.
+func (cp *ControlPlane) Stop() {
+	for i := len(cp.procs) - 1; i >= 0; i-- {
+		cp.procs[i].stop()
+	}
+	cp.procs = nil
+}
+
+// Exited reports a component that died after starting.
+func (cp *ControlPlane) Exited() error {
+	for _, p := range cp.procs {
+		if err := p.exited(filepath.Join(cp.Root, "var/log")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Pids are the component processes' IDs, for measuring them.
+func (cp *ControlPlane) Pids() map[string]int {
+	out := map[string]int{}
+	for _, p := range cp.procs {
+		out[p.name] = p.cmd.Process.Pid
+	}
+	return out
+}
+
+func (cp *ControlPlane) kubeadm(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(cp.cfg.Bin, "kubeadm"), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kubeadm %s: %v: %s", strings.Join(args[:min(len(args), 4)], " "), err, strings.TrimSpace(out.String()))
+	}
+	logf := filepath.Join(cp.Root, "var/log/kubeadm.log")
+	f, err := os.OpenFile(logf, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err == nil {
+		fmt.Fprintf(f, "$ kubeadm %s\n%s\n", strings.Join(args, " "), out.String())
+		f.Close()
+	}
+	return nil
+}
+
+// kubeadmConfig rewrites the custom data's kubeadm configuration for this
+// machine: kubeadm advertises the VM's private address (it refuses
+// loopback ones), the certificates also name the host address, and the
+// paths move under the VM's root. Unknown fields pass through untouched.
+func (cp *ControlPlane) kubeadmConfig() (string, error) {
+	f, ok := cp.cfg.Boot.File(bootdata.InitConfigPath)
+	if !ok {
+		return "", fmt.Errorf("custom data writes no %s", bootdata.InitConfigPath)
+	}
+	host := cp.cfg.Host.String()
+	var docs []string
+	for _, doc := range bytes.Split(f.Content, []byte("\n---")) {
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return "", fmt.Errorf("%s: %w", bootdata.InitConfigPath, err)
+		}
+		if m == nil {
+			continue
+		}
+		switch m["kind"] {
+		case "InitConfiguration":
+			ep := child(m, "localAPIEndpoint")
+			ep["advertiseAddress"], ep["bindPort"] = cp.cfg.PrivateIP, apiPort
+			child(m, "nodeRegistration")["name"] = cp.cfg.NodeName
+		case "ClusterConfiguration":
+			m["certificatesDir"] = filepath.Join(cp.Root, "etc/kubernetes/pki")
+			api := child(m, "apiServer")
+			api["certSANs"] = appendAny(api["certSANs"], host, "localhost")
+			etcd := child(child(m, "etcd"), "local")
+			etcd["dataDir"] = filepath.Join(cp.Root, "var/lib/etcd")
+			etcd["serverCertSANs"] = appendAny(etcd["serverCertSANs"], host)
+			etcd["peerCertSANs"] = appendAny(etcd["peerCertSANs"], host)
+		}
+		out, err := yaml.Marshal(m)
+		if err != nil {
+			return "", err
+		}
+		docs = append(docs, string(out))
+	}
+	path := filepath.Join(cp.cfg.Dir, "kubeadm.yaml")
+	return path, os.WriteFile(path, []byte(strings.Join(docs, "---\n")), 0o600)
+}
+
+func child(m map[string]any, k string) map[string]any {
+	c, ok := m[k].(map[string]any)
+	if !ok {
+		c = map[string]any{}
+		m[k] = c
+	}
+	return c
+}
+
+func appendAny(list any, add ...string) []any {
+	l, _ := list.([]any)
+	for _, a := range add {
+		l = append(l, a)
+	}
+	return l
+}
+
+// pointAt makes a kubeconfig reach the local API server.
+func pointAt(path, server string) error {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return err
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = server
+	}
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+func writeFiles(root string, files []bootdata.File) error {
+	for _, f := range files {
+		p := filepath.Join(root, filepath.FromSlash(strings.TrimPrefix(f.Path, "/")))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		mode := os.FileMode(0o600)
+		if v, err := strconv.ParseUint(f.Permissions, 8, 32); err == nil && f.Permissions != "" {
+			mode = os.FileMode(v) & 0o700
+		}
+		if err := os.WriteFile(p, f.Content, mode|0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (cp *ControlPlane) waitReady(ctx context.Context, p *process) error {
+	cs, err := kubernetes.NewForConfig(cp.SuperAdmin)
+	if err != nil {
+		return err
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := p.exited(filepath.Join(cp.Root, "var/log")); err != nil {
+			return false, err
+		}
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			last = fmt.Errorf("%v: %s", err, body)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("kube-apiserver on %s did not become ready: %v (last: %v)", cp.APIServer, err, last)
+	}
+	return err
+}
+
+// clusterAdmins binds the admin.conf group to cluster-admin, which
+// `kubeadm init` does outside its phases.
+func (cp *ControlPlane) clusterAdmins(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(cp.SuperAdmin)
+	if err != nil {
+		return err
+	}
+	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:cluster-admins"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "kubeadm:cluster-admins"}},
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// MarkControlPlane labels and taints the node as kubeadm's
+// mark-control-plane phase does (the kubelet may not set these itself).
+func (cp *ControlPlane) MarkControlPlane(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(cp.SuperAdmin)
+	if err != nil {
+		return err
+	}
+	taints := []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
+	if t := cp.cfg.Boot.Kubeadm.Init.NodeRegistration.Taints; t != nil {
+		taints = taints[:0]
+		for _, x := range *t {
+			taints = append(taints, corev1.Taint{Key: x.Key, Value: x.Value, Effect: corev1.TaintEffect(x.Effect)})
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, cp.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels["node-role.kubernetes.io/control-plane"] = ""
+		n.Labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
+		for _, t := range taints {
+			if !hasTaint(n.Spec.Taints, t) {
+				n.Spec.Taints = append(n.Spec.Taints, t)
+			}
+		}
+		_, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}
+
+func hasTaint(ts []corev1.Taint, t corev1.Taint) bool {
+	for _, x := range ts {
+		if x.Key == t.Key && x.Effect == t.Effect {
+			return true
+		}
+	}
+	return false
+}
+
+var _ = ptr.To[int]

@@ -1,0 +1,264 @@
+package machines_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/reconcilers/kubeadmconfig"
+	bootstrapsetup "sigs.k8s.io/cluster-api/bootstrap/kubeadm/setup"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/winkube/winkube/internal/azure/networkinterfaces"
+	"github.com/winkube/winkube/internal/azure/publicips"
+	"github.com/winkube/winkube/internal/azure/resourcegroups"
+	"github.com/winkube/winkube/internal/azure/virtualmachines"
+	"github.com/winkube/winkube/internal/azure/vnets"
+	"github.com/winkube/winkube/internal/poll"
+)
+
+// startBootstrapProvider runs Cluster API's kubeadm bootstrap controller
+// (with the cluster cache it needs to create join tokens in workload
+// clusters) in a manager until the test ends.
+func startBootstrapProvider(t *testing.T) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Client: bootstrapsetup.ManagerClientOptions(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	secrets, err := bootstrapsetup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient: secrets,
+		Cache:        bootstrapsetup.ClusterCacheCacheOptions(),
+		Client:       bootstrapsetup.ClusterCacheClientOptions("machines-test", 20, 30),
+	}, controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptr.To(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &kubeadmconfig.Reconciler{Client: mgr.GetClient(), SecretCachingClient: secrets, APIReader: mgr.GetAPIReader(), ClusterCache: cc, TokenTTL: 15 * time.Minute}
+	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptr.To(true)}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// azure is a resource group with a VNet of two subnets, as a cluster has.
+type azure struct {
+	rg, location string
+	cpSubnet     string
+	nodeSubnet   string
+}
+
+func newAzure(t *testing.T, ctx context.Context, rg string) *azure {
+	t.Helper()
+	a := &azure{rg: rg, location: "westeurope"}
+	rgs, err := resourcegroups.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rgs.Reconcile(ctx, resourcegroups.Spec{Name: rg, Location: a.location}); err != nil {
+		t.Fatal(err)
+	}
+	vn, err := vnets.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := vnets.Spec{ResourceGroup: rg, Name: rg + "-vnet", Location: a.location, CIDRs: []string{"10.0.0.0/8"},
+		Subnets: []vnets.Subnet{{Name: "cp", CIDRs: []string{"10.0.0.0/16"}}, {Name: "node", CIDRs: []string{"10.1.0.0/16"}}}}
+	until(t, ctx, func(tok string) (string, bool, error) { return vn.Reconcile(ctx, spec, tok) })
+	base := "/subscriptions/" + subscriptID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/virtualNetworks/" + rg + "-vnet/subnets/"
+	a.cpSubnet, a.nodeSubnet = base+"cp", base+"node"
+	return a
+}
+
+// until drives a non-blocking ARM operation to its end.
+func until(t *testing.T, ctx context.Context, step func(tok string) (string, bool, error)) {
+	t.Helper()
+	tok := ""
+	for {
+		next, done, err := step(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			return
+		}
+		tok = next
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// publicIP creates the API server's public IP and returns its address.
+func (a *azure) publicIP(t *testing.T, ctx context.Context, name string) string {
+	t.Helper()
+	s, err := publicips.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, ctx, func(tok string) (string, bool, error) {
+		return s.Reconcile(ctx, publicips.Spec{ResourceGroup: a.rg, Name: name, Location: a.location}, tok)
+	})
+	ip, err := s.Get(ctx, a.rg, name)
+	if err != nil || ip == nil {
+		t.Fatalf("public IP %s: %v", name, err)
+	}
+	return *ip.Properties.IPAddress
+}
+
+// vm creates a NIC and a VM booting customData, and waits until ARM
+// reports it provisioned (the machine runtime then boots it).
+func (a *azure) vm(t *testing.T, ctx context.Context, spec virtualmachines.Spec, subnet string) {
+	t.Helper()
+	nics, err := networkinterfaces.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nic := networkinterfaces.Spec{ResourceGroup: a.rg, Name: spec.Name + "-nic", Location: a.location, SubnetID: subnet}
+	until(t, ctx, func(tok string) (string, bool, error) { return nics.Reconcile(ctx, nic, tok) })
+	spec.ResourceGroup, spec.Location = a.rg, a.location
+	spec.NICID = "/subscriptions/" + subscriptID + "/resourceGroups/" + a.rg + "/providers/Microsoft.Network/networkInterfaces/" + nic.Name
+	spec.Size, spec.AdminUsername = "Standard_D2s_v3", "capi"
+	if spec.Windows {
+		spec.AdminPassword = "Aa1!" + strings.Repeat("x", 12)
+	}
+	vms, err := virtualmachines.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := ""
+	for {
+		vm, next, err := vms.Reconcile(ctx, spec, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vm != nil {
+			return
+		}
+		tok = next
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (a *azure) deleteVM(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	vms, err := virtualmachines.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, ctx, func(tok string) (string, bool, error) { return vms.Delete(ctx, a.rg, name, tok) })
+}
+
+// bootstrapData creates a Machine owning a KubeadmConfig and returns the
+// custom data Cluster API's bootstrap controller writes for it.
+func bootstrapData(t *testing.T, ctx context.Context, cluster *clusterv1.Cluster, name string, controlPlane bool, spec bootstrapv1.KubeadmConfigSpec) []byte {
+	t.Helper()
+	labels := map[string]string{clusterv1.ClusterNameLabel: cluster.Name}
+	if controlPlane {
+		labels[clusterv1.MachineControlPlaneLabel] = ""
+	}
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace, Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: cluster.Name, Version: k8sVersion,
+			Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfig", Name: name}},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.winkube.dev", Kind: "AzureMachine", Name: name},
+		},
+	}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &bootstrapv1.KubeadmConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: m.Name, UID: m.UID}}},
+		Spec: spec,
+	}
+	if err := env.Client.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var data []byte
+	poll.Until(t, 2*time.Minute, func() string {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cfg), cfg); err != nil {
+			return err.Error()
+		}
+		if cfg.Status.DataSecretName == "" {
+			return "no bootstrap data yet for " + name
+		}
+		s := &corev1.Secret{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.Status.DataSecretName}, s); err != nil {
+			return err.Error()
+		}
+		data = s.Data["value"]
+		return ""
+	})
+	return data
+}
+
+// workloadConfig reads the cluster's admin kubeconfig as Cluster API keeps it.
+func workloadConfig(t *testing.T, ctx context.Context, cluster *clusterv1.Cluster) *rest.Config {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Name + "-kubeconfig"}, s); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data["value"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// applyYAML creates every object of a YAML stream, as a
+// ClusterResourceSet applies its ConfigMaps.
+func applyYAML(t *testing.T, ctx context.Context, c client.Client, stream string) {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(stream)), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			t.Fatal(err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := c.Create(ctx, u); err != nil {
+			t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+var _ = to.Ptr[int]

@@ -1,0 +1,169 @@
+// Package hostnet is the local world's network: every emulated machine's
+// private address gets a loopback address of its own (Linux routes all of
+// 127.0.0.0/8 to the loopback interface, so processes can listen on any of
+// them without privileges), and a load balancer's frontend forwards TCP to
+// the machines behind it.
+package hostnet
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Network maps private addresses to loopback host addresses.
+type Network struct {
+	mu        sync.Mutex
+	pool      netip.Prefix
+	next      netip.Addr
+	byPrivate map[string]netip.Addr
+	private   map[netip.Addr]string
+	frontends map[string]*frontend
+}
+
+// New hands out host addresses from pool (a loopback prefix).
+func New(pool netip.Prefix) (*Network, error) {
+	if !pool.Addr().IsLoopback() {
+		return nil, fmt.Errorf("host address pool %s is not a loopback prefix", pool)
+	}
+	pool = pool.Masked()
+	return &Network{pool: pool, next: pool.Addr().Next(), byPrivate: map[string]netip.Addr{}, private: map[netip.Addr]string{}, frontends: map[string]*frontend{}}, nil
+}
+
+// HostAddress is the loopback address standing for a machine's private
+// address; the same private address always gets the same one.
+func (n *Network) HostAddress(private string) (netip.Addr, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if a, ok := n.byPrivate[private]; ok {
+		return a, nil
+	}
+	for n.pool.Contains(n.next) {
+		a := n.next
+		n.next = n.next.Next()
+		if a.As4()[3] == 0 || a.As4()[3] == 255 {
+			continue
+		}
+		n.byPrivate[private], n.private[a] = a, private
+		return a, nil
+	}
+	return netip.Addr{}, fmt.Errorf("host address pool %s is exhausted", n.pool)
+}
+
+// Private is the private address a host address stands for.
+func (n *Network) Private(host netip.Addr) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p, ok := n.private[host]
+	return p, ok
+}
+
+// frontend is one load-balancing rule's listener.
+type frontend struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	backends []string
+	next     int
+}
+
+// AddBackend puts backend (host:port) behind frontend (host:port),
+// listening on the frontend when it is the first backend.
+func (n *Network) AddBackend(front, backend string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f, ok := n.frontends[front]
+	if !ok {
+		ln, err := net.Listen("tcp", front)
+		if err != nil {
+			return fmt.Errorf("load balancer frontend %s: %w", front, err)
+		}
+		f = &frontend{ln: ln}
+		n.frontends[front] = f
+		go f.serve()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, b := range f.backends {
+		if b == backend {
+			return nil
+		}
+	}
+	f.backends = append(f.backends, backend)
+	return nil
+}
+
+// RemoveBackend takes backend out; the frontend stops listening when it
+// has none left.
+func (n *Network) RemoveBackend(front, backend string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f, ok := n.frontends[front]
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	for i, b := range f.backends {
+		if b == backend {
+			f.backends = append(f.backends[:i], f.backends[i+1:]...)
+			break
+		}
+	}
+	empty := len(f.backends) == 0
+	f.mu.Unlock()
+	if empty {
+		_ = f.ln.Close()
+		delete(n.frontends, front)
+	}
+}
+
+// Close stops every frontend.
+func (n *Network) Close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, f := range n.frontends {
+		_ = f.ln.Close()
+		delete(n.frontends, k)
+	}
+}
+
+func (f *frontend) serve() {
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		go f.forward(c)
+	}
+}
+
+// forward sends a connection to the backends in turn, skipping those that
+// refuse it, as a load balancer's health probe would have taken them out.
+func (f *frontend) forward(c net.Conn) {
+	defer c.Close()
+	f.mu.Lock()
+	order := make([]string, 0, len(f.backends))
+	for i := range f.backends {
+		order = append(order, f.backends[(f.next+i)%len(f.backends)])
+	}
+	f.next++
+	f.mu.Unlock()
+	for _, b := range order {
+		up, err := net.DialTimeout("tcp", b, 5*time.Second)
+		if err != nil {
+			continue
+		}
+		defer up.Close()
+		done := make(chan struct{}, 2)
+		go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+		go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+		<-done
+		return
+	}
+}

@@ -1,0 +1,216 @@
+// Package join does what `kubeadm join` and the kubelet's TLS bootstrap do
+// for a worker: discover the cluster with a bootstrap token and the CA
+// public-key hashes, then request a client certificate for the node with a
+// CSR that the controller-manager approves and signs.
+package join
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/certificate/csr"
+	"k8s.io/client-go/util/keyutil"
+	"k8s.io/cluster-bootstrap/token/jws"
+)
+
+// Discovery is what a joining node needs to find the cluster.
+type Discovery struct {
+	// Endpoint is host:port of the API server (the control-plane endpoint).
+	Endpoint string
+	// Token is "id.secret".
+	Token string
+	// CACertHashes are "sha256:<hex>" pins of the cluster CA's public key.
+	CACertHashes             []string
+	UnsafeSkipCAVerification bool
+}
+
+// Cluster is a discovered cluster: where it is and its CA.
+type Cluster struct {
+	Server string
+	CAData []byte
+}
+
+// Discover reads the kube-public/cluster-info ConfigMap, checks its JWS
+// signature with the token and pins the CA by its public-key hash, as
+// kubeadm's token discovery does. It retries until ctx ends, since workers
+// often boot before the control plane answers.
+func Discover(ctx context.Context, d Discovery) (*Cluster, error) {
+	id, secret, ok := strings.Cut(d.Token, ".")
+	if !ok {
+		return nil, fmt.Errorf("bootstrap token %q is not of the form id.secret", redact(d.Token))
+	}
+	if len(d.CACertHashes) == 0 && !d.UnsafeSkipCAVerification {
+		return nil, fmt.Errorf("discovery has no caCertHashes and does not set unsafeSkipCAVerification: kubeadm refuses to trust an unpinned CA")
+	}
+	insecure := &rest.Config{Host: "https://" + d.Endpoint, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, Timeout: 10 * time.Second}
+	var found *Cluster
+	var last error
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := kubernetes.NewForConfig(insecure)
+		if err != nil {
+			return false, err
+		}
+		cm, err := c.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, "cluster-info", metav1.GetOptions{})
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		cl, err := verify(cm, id, secret, d)
+		if err != nil {
+			// A signature missing now may be written by the token's
+			// signer shortly: keep trying until the deadline.
+			last = err
+			return false, nil
+		}
+		found = cl
+		return true, nil
+	})
+	if err != nil {
+		if last != nil {
+			return nil, fmt.Errorf("discovery of %s failed: %w", d.Endpoint, last)
+		}
+		return nil, fmt.Errorf("discovery of %s failed: %w", d.Endpoint, err)
+	}
+	return found, nil
+}
+
+func verify(cm *corev1.ConfigMap, id, secret string, d Discovery) (*Cluster, error) {
+	kc, ok := cm.Data["kubeconfig"]
+	if !ok {
+		return nil, fmt.Errorf("cluster-info has no kubeconfig")
+	}
+	sig, ok := cm.Data["jws-kubeconfig-"+id]
+	if !ok {
+		return nil, fmt.Errorf("cluster-info has no JWS signature for token ID %q: the token is unknown or expired", id)
+	}
+	if !jws.DetachedTokenIsValid(sig, kc, id, secret) {
+		return nil, fmt.Errorf("failed to verify the JWS signature of cluster-info with token ID %q: wrong token secret", id)
+	}
+	cfg, err := clientcmd.Load([]byte(kc))
+	if err != nil {
+		return nil, fmt.Errorf("cluster-info kubeconfig: %w", err)
+	}
+	for _, c := range cfg.Clusters {
+		if !d.UnsafeSkipCAVerification {
+			if err := pinned(c.CertificateAuthorityData, d.CACertHashes); err != nil {
+				return nil, err
+			}
+		}
+		return &Cluster{Server: c.Server, CAData: c.CertificateAuthorityData}, nil
+	}
+	return nil, fmt.Errorf("cluster-info kubeconfig names no cluster")
+}
+
+// pinned checks that some certificate in caPEM has a public key whose
+// SHA-256 is one of the pins.
+func pinned(caPEM []byte, pins []string) error {
+	var got []string
+	for rest := caPEM; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		cert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return fmt.Errorf("cluster CA: %w", err)
+		}
+		h := PublicKeyHash(cert)
+		for _, p := range pins {
+			if strings.EqualFold(p, h) {
+				return nil
+			}
+		}
+		got = append(got, h)
+	}
+	return fmt.Errorf("cluster CA found in cluster-info ConfigMap is invalid: none of the public keys %v are pinned by caCertHashes %v", got, pins)
+}
+
+// PublicKeyHash is kubeadm's pin of a CA: sha256 of its SubjectPublicKeyInfo.
+func PublicKeyHash(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Credentials are the node's client certificate and key (PEM).
+type Credentials struct {
+	CertPEM, KeyPEM []byte
+}
+
+// Bootstrap requests the node's client certificate with the bootstrap
+// token, as the kubelet's TLS bootstrap does, and waits until it is
+// approved and signed. It refuses to take over the name of a Ready node,
+// as kubeadm join does.
+func Bootstrap(ctx context.Context, cl *Cluster, token, nodeName string) (*Credentials, error) {
+	bc := &rest.Config{Host: cl.Server, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: cl.CAData}, Timeout: 30 * time.Second}
+	client, err := kubernetes.NewForConfig(bc)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err == nil {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil, fmt.Errorf("a Node with name %q and status \"Ready\" already exists in the cluster; delete it before joining a machine of that name", nodeName)
+			}
+		}
+	} else if apierrors.IsUnauthorized(err) {
+		return nil, fmt.Errorf("the bootstrap token is not accepted by the API server: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}}}, key)
+	if err != nil {
+		return nil, err
+	}
+	reqPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+	usages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
+	name, uid, err := csr.RequestCertificateWithContext(ctx, client, reqPEM, "", certificatesv1.KubeAPIServerClientKubeletSignerName, nil, usages, key)
+	if err != nil {
+		return nil, fmt.Errorf("creating the node's certificate signing request: %w", err)
+	}
+	certPEM, err := csr.WaitForCertificate(ctx, client, name, uid)
+	if err != nil {
+		return nil, fmt.Errorf("certificate signing request %s was not approved and signed (is the controller-manager's csrapproving controller running, and the kubeadm:node-autoapprove-bootstrap binding present?): %w", name, err)
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return nil, err
+	}
+	return &Credentials{CertPEM: certPEM, KeyPEM: keyPEM}, nil
+}
+
+// Config is a client configuration for the node's credentials.
+func (c *Credentials) Config(cl *Cluster) *rest.Config {
+	return &rest.Config{Host: cl.Server, TLSClientConfig: rest.TLSClientConfig{CAData: cl.CAData, CertData: c.CertPEM, KeyData: c.KeyPEM}, QPS: 20, Burst: 40}
+}
+
+// TLS is the node's client certificate for other uses.
+func (c *Credentials) TLS() (tls.Certificate, error) { return tls.X509KeyPair(c.CertPEM, c.KeyPEM) }
+
+func redact(t string) string {
+	if id, _, ok := strings.Cut(t, "."); ok {
+		return id + ".<redacted>"
+	}
+	return "<redacted>"
+}

@@ -1,0 +1,340 @@
+// Package kubelet simulates a node's kubelet against a real API server:
+// it registers the Node with the labels, taints, capacity and addresses a
+// real kubelet of its OS sets, keeps its lease and status, runs the pods
+// bound to it by the rules of its OS (image platform, Windows limits, CNI
+// readiness), creates mirror pods for static pods and serves the kubelet
+// API's port-forward, so the API server's pods/portforward reaches the
+// real processes behind a static pod. Containers run no process: a
+// container the rules admit is reported running.
+package kubelet
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+)
+
+// Port is the kubelet API's port.
+const Port = 10250
+
+// Config describes the node a kubelet runs.
+type Config struct {
+	NodeName string
+	// Client acts with the node's own credentials (system:node:NAME), so
+	// the API server's Node authorizer and NodeRestriction apply.
+	Client kubernetes.Interface
+	// Address is the node's InternalIP, where its kubelet API listens.
+	Address  netip.Addr
+	Host     Host
+	Labels   map[string]string
+	Taints   []corev1.Taint
+	Capacity corev1.ResourceList
+	NodeInfo corev1.NodeSystemInfo
+	// StaticPods are mirrored into the API; port-forwards to them reach
+	// the node's address.
+	StaticPods []*corev1.Pod
+	Images     Images
+	Log        logr.Logger
+	// HeartbeatInterval is how often the lease is renewed (10s when 0).
+	HeartbeatInterval time.Duration
+}
+
+// Kubelet is a running simulated kubelet.
+type Kubelet struct {
+	cfg    Config
+	cancel context.CancelFunc
+	done   chan struct{}
+	srv    *server
+
+	queue workqueue.TypedRateLimitingInterface[string]
+	pods  listersv1.PodLister
+	ipam  *ipam
+
+	mu sync.Mutex
+	// running maps a pod UID to what its images install ("cni", ...).
+	running map[string][]string
+	ready   bool
+	reason  string
+	// sent remembers the events recorded, so repeats are not.
+	sent map[string]bool
+}
+
+// Start registers the node and runs the kubelet until Stop.
+func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = 10 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	k := &Kubelet{
+		cfg: cfg, cancel: cancel, done: make(chan struct{}),
+		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 10*time.Second)),
+		ipam:    &ipam{byUID: map[string]netip.Addr{}},
+		running: map[string][]string{},
+	}
+	srv, err := startServer(net.JoinHostPort(cfg.Address.String(), strconv.Itoa(Port)), k)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	k.srv = srv
+	k.ready, k.reason = k.networkReady()
+	if err := k.register(ctx); err != nil {
+		cancel()
+		_ = srv.close()
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
+	}))
+	inf := factory.Core().V1().Pods()
+	k.pods = inf.Lister()
+	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    k.enqueue,
+		UpdateFunc: func(_, o any) { k.enqueue(o) },
+		DeleteFunc: k.enqueue,
+	})
+	factory.Start(ctx.Done())
+	go func() {
+		defer close(k.done)
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() { defer wg.Done(); k.heartbeat(ctx) }()
+		go func() { defer wg.Done(); k.mirrorStaticPods(ctx) }()
+		go func() {
+			defer wg.Done()
+			if cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+				k.work(ctx)
+			}
+		}()
+		<-ctx.Done()
+		k.queue.ShutDown()
+		factory.Shutdown()
+		wg.Wait()
+	}()
+	return k, nil
+}
+
+// Stop stops the kubelet; the Node stays in the API, going NotReady once
+// its lease expires, as when a machine is switched off.
+func (k *Kubelet) Stop() {
+	k.cancel()
+	_ = k.srv.close()
+	<-k.done
+}
+
+func (k *Kubelet) enqueue(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	if p, ok := o.(*corev1.Pod); ok {
+		k.queue.Add(p.Namespace + "/" + p.Name)
+	}
+}
+
+// register creates the Node as the kubelet does at start, or adopts the
+// one a previous run of this machine left.
+func (k *Kubelet) register(ctx context.Context) error {
+	c := k.cfg
+	alloc := c.Capacity.DeepCopy()
+	// The kubelet reserves memory for eviction; 100Mi is its default.
+	if mem, ok := alloc[corev1.ResourceMemory]; ok {
+		mem.Sub(resourceMustParse("100Mi"))
+		alloc[corev1.ResourceMemory] = mem
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: c.NodeName, Labels: c.Labels, Annotations: map[string]string{
+			"node.alpha.kubernetes.io/ttl":                           "0",
+			"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+		}},
+		Spec: corev1.NodeSpec{Taints: c.Taints},
+	}
+	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 1.5, Steps: 30, Cap: 5 * time.Second}, func(ctx context.Context) (bool, error) {
+		_, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return true, nil
+		}
+		c.Log.V(1).Info("registering node", "error", err.Error())
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s could not register with the API server: %w", c.NodeName, err)
+	}
+	return k.updateStatus(ctx, alloc)
+}
+
+func (k *Kubelet) updateStatus(ctx context.Context, alloc corev1.ResourceList) error {
+	c := k.cfg
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		k.mu.Lock()
+		ready, reason := k.ready, k.reason
+		k.mu.Unlock()
+		if alloc != nil {
+			node.Status.Capacity = c.Capacity
+			node.Status.Allocatable = alloc
+		}
+		node.Status.NodeInfo = c.NodeInfo
+		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: c.Address.String()}, {Type: corev1.NodeHostName, Address: c.NodeName}}
+		node.Status.DaemonEndpoints.KubeletEndpoint.Port = Port
+		node.Status.Conditions = mergeConditions(node.Status.Conditions, now, ready, reason)
+		_, err = c.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+func mergeConditions(old []corev1.NodeCondition, now metav1.Time, ready bool, reason string) []corev1.NodeCondition {
+	want := []corev1.NodeCondition{
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "kubelet has no disk pressure"},
+		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "kubelet has sufficient PID available"},
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"},
+	}
+	if !ready {
+		want[3].Status, want[3].Reason, want[3].Message = corev1.ConditionFalse, "KubeletNotReady", reason
+	}
+	for i := range want {
+		want[i].LastHeartbeatTime = now
+		want[i].LastTransitionTime = now
+		for _, o := range old {
+			if o.Type == want[i].Type && o.Status == want[i].Status {
+				want[i].LastTransitionTime = o.LastTransitionTime
+			}
+		}
+	}
+	return want
+}
+
+// heartbeat renews the node lease and reposts status each minute and on
+// every readiness change.
+func (k *Kubelet) heartbeat(ctx context.Context) {
+	leases := k.cfg.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	lastStatus := time.Now()
+	tick := time.NewTicker(k.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		now := metav1.NewMicroTime(time.Now())
+		l, err := leases.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			node, nerr := k.cfg.Client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+			if nerr == nil {
+				_, err = leases.Create(ctx, &coordinationv1.Lease{
+					ObjectMeta: metav1.ObjectMeta{Name: k.cfg.NodeName, OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}},
+					Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(k.cfg.NodeName), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &now},
+				}, metav1.CreateOptions{})
+			}
+		case err == nil:
+			l.Spec.RenewTime = &now
+			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		}
+		if err != nil && ctx.Err() == nil {
+			k.cfg.Log.V(1).Info("renewing node lease", "error", err.Error())
+		}
+		if time.Since(lastStatus) > time.Minute {
+			if err := k.updateStatus(ctx, nil); err == nil {
+				lastStatus = time.Now()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// networkReady is the container runtime's network status: a CNI
+// configuration written by a running CNI pod and, on Windows, the HNS
+// policies kube-proxy programs.
+func (k *Kubelet) networkReady() (bool, string) {
+	var cni, proxy bool
+	for _, provides := range k.running {
+		for _, p := range provides {
+			cni = cni || p == "cni"
+			proxy = proxy || p == "kube-proxy"
+		}
+	}
+	if !cni {
+		return false, "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
+	}
+	if k.cfg.Host.OS == "windows" && !proxy {
+		return false, "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:kube-proxy is not running: no HNS load balancer policies for Services on this Windows node"
+	}
+	return true, ""
+}
+
+// setRunning records what a pod's images installed, and reposts the
+// node's status when readiness changes.
+func (k *Kubelet) setRunning(ctx context.Context, uid string, provides []string, running bool) {
+	k.mu.Lock()
+	if running {
+		k.running[uid] = provides
+	} else {
+		delete(k.running, uid)
+	}
+	was := k.ready
+	k.ready, k.reason = k.networkReady()
+	changed := was != k.ready
+	k.mu.Unlock()
+	if changed {
+		if err := k.updateStatus(ctx, nil); err != nil {
+			k.cfg.Log.Error(err, "posting node status")
+		}
+		if k.ready {
+			// Pods waiting for the network can start now.
+			for _, key := range k.queueAllPods() {
+				k.queue.Add(key)
+			}
+		}
+	}
+}
+
+func (k *Kubelet) queueAllPods() []string {
+	pods, _ := k.pods.List(labelsEverything())
+	out := make([]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	return out
+}
+
+// Ready reports the node's network readiness as the kubelet sees it.
+func (k *Kubelet) Ready() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.ready
+}
+
+// serverTLS is the kubelet API's certificate: self-signed, as a kubelet
+// makes one when serving certificates are not bootstrapped.
+func serverTLS(name string, addr netip.Addr) (*tls.Config, error) {
+	cert, err := selfSigned(name, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}, nil
+}

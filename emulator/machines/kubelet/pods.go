@@ -1,0 +1,438 @@
+package kubelet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+func resourceMustParse(s string) resource.Quantity { return resource.MustParse(s) }
+func labelsEverything() labels.Selector            { return labels.Everything() }
+
+func (k *Kubelet) work(ctx context.Context) {
+	for {
+		key, quit := k.queue.Get()
+		if quit {
+			return
+		}
+		err := k.syncPod(ctx, key)
+		if err != nil && ctx.Err() == nil {
+			k.cfg.Log.V(1).Info("syncing pod", "pod", key, "error", err.Error())
+			k.queue.AddRateLimited(key)
+		} else {
+			k.queue.Forget(key)
+		}
+		k.queue.Done(key)
+	}
+}
+
+func splitKey(key string) (string, string) {
+	for i := range key {
+		if key[i] == '/' {
+			return key[:i], key[i+1:]
+		}
+	}
+	return "", key
+}
+
+// syncPod brings one pod's status to what this node would report.
+func (k *Kubelet) syncPod(ctx context.Context, key string) error {
+	ns, name := splitKey(key)
+	pod, err := k.pods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		k.forget(ctx, key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	uid := string(pod.UID)
+	if pod.DeletionTimestamp != nil {
+		// Containers stop at once; the kubelet then removes the pod.
+		k.setRunning(ctx, uid, nil, false)
+		k.ipam.release(uid)
+		err := k.cfg.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return err
+	}
+	if isMirror(pod) || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return nil
+	}
+	status := pod.Status.DeepCopy()
+	if rej := admit(k.cfg.Host, pod); rej != nil {
+		status.Phase, status.Reason, status.Message = corev1.PodFailed, rej.Reason, rej.Message
+		k.event(ctx, pod, corev1.EventTypeWarning, rej.Reason, rej.Message)
+		return k.writeStatus(ctx, pod, status)
+	}
+	hostNet := pod.Spec.HostNetwork || (k.cfg.Host.OS == "windows" && hostProcessPod(pod))
+	ip := k.cfg.Address
+	if !hostNet {
+		k.mu.Lock()
+		ready, reason := k.ready, k.reason
+		k.mu.Unlock()
+		if !ready {
+			k.waiting(status, pod, "ContainerCreating", "")
+			k.event(ctx, pod, corev1.EventTypeWarning, "NetworkNotReady", "network is not ready: "+reason)
+			return k.writeStatus(ctx, pod, status)
+		}
+		if ip, err = k.podIP(ctx, uid); err != nil {
+			k.waiting(status, pod, "ContainerCreating", "")
+			k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
+			_ = k.writeStatus(ctx, pod, status)
+			return err
+		}
+	}
+	hp := k.cfg.Host.OS == "windows" && hostProcessPod(pod)
+	images := map[string]*Pulled{}
+	var failed map[string]*ContainerFailure
+	var provides []string
+	for _, c := range allContainers(pod) {
+		p, err := pull(ctx, k.cfg.Images, k.cfg.Host, c.Image, hp)
+		if f, ok := err.(*ContainerFailure); ok {
+			if failed == nil {
+				failed = map[string]*ContainerFailure{}
+			}
+			failed[c.Name] = f
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		images[c.Name] = p
+		if p.Provides != "" {
+			provides = append(provides, p.Provides)
+		}
+	}
+	setIPs(status, k.cfg.Address, ip)
+	if status.StartTime == nil {
+		status.StartTime = ptr.To(metav1.Now())
+	}
+	if len(failed) > 0 {
+		k.setRunning(ctx, uid, nil, false)
+		k.containerStatuses(status, pod, images, failed)
+		for c, f := range failed {
+			k.event(ctx, pod, corev1.EventTypeWarning, "Failed", fmt.Sprintf("container %s: %s", c, f.Message))
+		}
+		if err := k.writeStatus(ctx, pod, status); err != nil {
+			return err
+		}
+		return fmt.Errorf("back-off: %s", failedSummary(failed)) // retried as a kubelet backs off
+	}
+	k.containerStatuses(status, pod, images, nil)
+	if err := k.writeStatus(ctx, pod, status); err != nil {
+		return err
+	}
+	k.setRunning(ctx, uid, provides, true)
+	return nil
+}
+
+func failedSummary(f map[string]*ContainerFailure) string {
+	for c, v := range f {
+		return c + ": " + v.Reason
+	}
+	return ""
+}
+
+func (k *Kubelet) forget(ctx context.Context, key string) {
+	// The pod is gone from the API; its UID is no longer known here, so
+	// drop whatever pods are no longer listed.
+	listed := map[string]bool{}
+	pods, _ := k.pods.List(labels.Everything())
+	for _, p := range pods {
+		listed[string(p.UID)] = true
+	}
+	k.mu.Lock()
+	var gone []string
+	for uid := range k.running {
+		if !listed[uid] {
+			gone = append(gone, uid)
+		}
+	}
+	k.mu.Unlock()
+	for _, uid := range gone {
+		k.ipam.release(uid)
+		k.setRunning(ctx, uid, nil, false)
+	}
+	_ = key
+}
+
+func setIPs(s *corev1.PodStatus, host, pod netip.Addr) {
+	s.HostIP, s.HostIPs = host.String(), []corev1.HostIP{{IP: host.String()}}
+	s.PodIP, s.PodIPs = pod.String(), []corev1.PodIP{{IP: pod.String()}}
+}
+
+func containerID(pod *corev1.Pod, name string) string {
+	sum := sha256.Sum256([]byte(string(pod.UID) + "/" + name))
+	return "containerd://" + hex.EncodeToString(sum[:])
+}
+
+// containerStatuses fills in what the runtime reports: init containers
+// completed, the others running, or waiting for the reason they failed.
+func (k *Kubelet) containerStatuses(s *corev1.PodStatus, pod *corev1.Pod, images map[string]*Pulled, failed map[string]*ContainerFailure) {
+	now := metav1.Now()
+	started := func(old []corev1.ContainerStatus, name string) metav1.Time {
+		for _, o := range old {
+			if o.Name == name && o.State.Running != nil {
+				return o.State.Running.StartedAt
+			}
+		}
+		return now
+	}
+	st := func(c corev1.Container, init bool, old []corev1.ContainerStatus) corev1.ContainerStatus {
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image}
+		if f, ok := failed[c.Name]; ok {
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: f.Reason, Message: f.Message}
+			cs.Started = ptr.To(false)
+			return cs
+		}
+		cs.ImageID = images[c.Name].ImageID
+		cs.ContainerID = containerID(pod, c.Name)
+		if len(failed) > 0 {
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "PodInitializing"}
+			if !init {
+				cs.State.Waiting.Reason = "ContainerCreating"
+			}
+			cs.Started = ptr.To(false)
+			return cs
+		}
+		if init {
+			cs.State.Terminated = &corev1.ContainerStateTerminated{Reason: "Completed", ExitCode: 0, StartedAt: now, FinishedAt: now, ContainerID: cs.ContainerID}
+			cs.Ready = true
+			cs.Started = ptr.To(false)
+			return cs
+		}
+		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: started(old, c.Name)}
+		cs.Ready, cs.Started = true, ptr.To(true)
+		return cs
+	}
+	var inits, mains []corev1.ContainerStatus
+	for _, c := range pod.Spec.InitContainers {
+		inits = append(inits, st(c, true, s.InitContainerStatuses))
+	}
+	for _, c := range pod.Spec.Containers {
+		mains = append(mains, st(c, false, s.ContainerStatuses))
+	}
+	s.InitContainerStatuses, s.ContainerStatuses = inits, mains
+	ok := len(failed) == 0
+	if ok {
+		s.Phase = corev1.PodRunning
+	} else {
+		s.Phase = corev1.PodPending
+	}
+	cond := func(t corev1.PodConditionType, v bool, reason string) {
+		status := corev1.ConditionFalse
+		if v {
+			status, reason = corev1.ConditionTrue, ""
+		}
+		setCondition(s, corev1.PodCondition{Type: t, Status: status, Reason: reason, LastTransitionTime: now})
+	}
+	cond(corev1.PodReadyToStartContainers, true, "")
+	cond(corev1.PodInitialized, ok || !initFailed(pod, failed), "ContainersNotInitialized")
+	cond(corev1.ContainersReady, ok, "ContainersNotReady")
+	cond(corev1.PodReady, ok, "ContainersNotReady")
+}
+
+func initFailed(pod *corev1.Pod, failed map[string]*ContainerFailure) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if _, ok := failed[c.Name]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// waiting reports every container waiting for one reason, before the
+// sandbox exists.
+func (k *Kubelet) waiting(s *corev1.PodStatus, pod *corev1.Pod, reason, msg string) {
+	s.Phase = corev1.PodPending
+	s.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Started: ptr.To(false), State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}})
+	}
+	now := metav1.Now()
+	setCondition(s, corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: now})
+	setCondition(s, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: now})
+}
+
+func setCondition(s *corev1.PodStatus, c corev1.PodCondition) {
+	for i, o := range s.Conditions {
+		if o.Type == c.Type {
+			if o.Status == c.Status {
+				c.LastTransitionTime = o.LastTransitionTime
+			}
+			s.Conditions[i] = c
+			return
+		}
+	}
+	s.Conditions = append(s.Conditions, c)
+}
+
+func (k *Kubelet) writeStatus(ctx context.Context, pod *corev1.Pod, s *corev1.PodStatus) error {
+	p := pod.DeepCopy()
+	p.Status = *s
+	_, err := k.cfg.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// event records what happened to a pod, once per reason and pod, as the
+// kubelet's recorder would (it aggregates repeats).
+func (k *Kubelet) event(ctx context.Context, pod *corev1.Pod, typ, reason, msg string) {
+	key := string(pod.UID) + "/" + reason
+	k.mu.Lock()
+	if k.sent == nil {
+		k.sent = map[string]bool{}
+	}
+	seen := k.sent[key]
+	k.sent[key] = true
+	k.mu.Unlock()
+	if seen {
+		return
+	}
+	now := metav1.Now()
+	_, err := k.cfg.Client.CoreV1().Events(pod.Namespace).Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: pod.Name + ".", Namespace: pod.Namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, APIVersion: "v1"},
+		Reason:         reason, Message: msg, Type: typ, Count: 1,
+		FirstTimestamp: now, LastTimestamp: now,
+		Source: corev1.EventSource{Component: "kubelet", Host: k.cfg.NodeName},
+	}, metav1.CreateOptions{})
+	if err != nil && ctx.Err() == nil {
+		k.cfg.Log.V(1).Info("recording event", "error", err.Error())
+	}
+}
+
+// ipam hands out pod addresses from the node's pod CIDR, which the
+// controller-manager's node IPAM assigns after registration.
+type ipam struct {
+	mu    sync.Mutex
+	cidr  netip.Prefix
+	byUID map[string]netip.Addr
+}
+
+func (k *Kubelet) podIP(ctx context.Context, uid string) (netip.Addr, error) {
+	k.ipam.mu.Lock()
+	defer k.ipam.mu.Unlock()
+	if a, ok := k.ipam.byUID[uid]; ok {
+		return a, nil
+	}
+	if !k.ipam.cidr.IsValid() {
+		node, err := k.cfg.Client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		if node.Spec.PodCIDR == "" {
+			return netip.Addr{}, fmt.Errorf("failed to set up sandbox network: node %s has no pod CIDR yet", k.cfg.NodeName)
+		}
+		p, err := netip.ParsePrefix(node.Spec.PodCIDR)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		k.ipam.cidr = p.Masked()
+	}
+	used := map[netip.Addr]bool{}
+	for _, a := range k.ipam.byUID {
+		used[a] = true
+	}
+	// .0 is the network and .1 the bridge/gateway, as with host-local IPAM.
+	for a := k.ipam.cidr.Addr().Next().Next(); k.ipam.cidr.Contains(a); a = a.Next() {
+		if !used[a] {
+			k.ipam.byUID[uid] = a
+			return a, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("failed to allocate a pod IP: pod CIDR %s of node %s is exhausted", k.ipam.cidr, k.cfg.NodeName)
+}
+
+func (i *ipam) release(uid string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	delete(i.byUID, uid)
+}
+
+// Mirror pods carry these annotations; Cluster API's control-plane health
+// checks read the mirror pods of the static control-plane pods.
+const (
+	mirrorAnnotation = "kubernetes.io/config.mirror"
+	sourceAnnotation = "kubernetes.io/config.source"
+	hashAnnotation   = "kubernetes.io/config.hash"
+)
+
+func isMirror(p *corev1.Pod) bool { _, ok := p.Annotations[mirrorAnnotation]; return ok }
+
+// mirrorStaticPods keeps a running mirror pod in the API for every static
+// pod, recreating one that was deleted, as the kubelet does.
+func (k *Kubelet) mirrorStaticPods(ctx context.Context) {
+	if len(k.cfg.StaticPods) == 0 {
+		return
+	}
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		for _, sp := range k.cfg.StaticPods {
+			if err := k.mirror(ctx, sp); err != nil && ctx.Err() == nil {
+				k.cfg.Log.V(1).Info("mirror pod", "pod", sp.Name, "error", err.Error())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (k *Kubelet) mirror(ctx context.Context, sp *corev1.Pod) error {
+	pods := k.cfg.Client.CoreV1().Pods(sp.Namespace)
+	name := sp.Name + "-" + k.cfg.NodeName
+	cur, err := pods.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		node, err := k.cfg.Client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p := sp.DeepCopy()
+		p.Name, p.Spec.NodeName = name, k.cfg.NodeName
+		sum := sha256.Sum256([]byte(p.Namespace + "/" + p.Name + fmt.Sprint(p.Spec.Containers)))
+		hash := hex.EncodeToString(sum[:16])
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[mirrorAnnotation], p.Annotations[sourceAnnotation], p.Annotations[hashAnnotation] = hash, "file", hash
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true)}}
+		p.UID = types.UID("")
+		if cur, err = pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	if cur.Status.Phase == corev1.PodRunning {
+		return nil
+	}
+	s := cur.Status.DeepCopy()
+	setIPs(s, k.cfg.Address, k.cfg.Address)
+	s.StartTime = ptr.To(metav1.Now())
+	images := map[string]*Pulled{}
+	for _, c := range cur.Spec.Containers {
+		images[c.Name] = &Pulled{ImageID: c.Image}
+	}
+	k.containerStatuses(s, cur, images, nil)
+	return k.writeStatus(ctx, cur, s)
+}

@@ -1,0 +1,186 @@
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/winkube/winkube/emulator/registry"
+)
+
+// Images resolves image references as a pull's first requests would.
+type Images interface {
+	Lookup(ctx context.Context, ref string) (*registry.Manifest, error)
+}
+
+// Host is what the pod rules need to know of the node.
+type Host struct {
+	OS   string // "linux" or "windows"
+	Arch string
+	// Build is a Windows host's build, "10.0.20348".
+	Build string
+}
+
+// Rejection is a pod the kubelet refuses at admission: it ends Failed.
+type Rejection struct{ Reason, Message string }
+
+// admit is the kubelet's admission of a pod on this host, and the checks
+// a Windows runtime makes before creating a sandbox; nil admits.
+func admit(h Host, pod *corev1.Pod) *Rejection {
+	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != h.OS {
+		return &Rejection{"PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS"}
+	}
+	if h.OS != "windows" {
+		return nil
+	}
+	hp := hostProcessPod(pod)
+	if pod.Spec.HostNetwork && !hp {
+		return &Rejection{"UnsupportedPodSpec", "hostNetwork is not supported on Windows for pods that are not HostProcess pods: set securityContext.windowsOptions.hostProcess: true or remove hostNetwork"}
+	}
+	var linuxOnly []string
+	check := func(where string, sc *corev1.SecurityContext) {
+		if sc == nil {
+			return
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			linuxOnly = append(linuxOnly, where+".privileged (use a HostProcess container)")
+		}
+		if sc.SELinuxOptions != nil {
+			linuxOnly = append(linuxOnly, where+".seLinuxOptions")
+		}
+		if sc.Capabilities != nil {
+			linuxOnly = append(linuxOnly, where+".capabilities")
+		}
+		if sc.RunAsUser != nil {
+			linuxOnly = append(linuxOnly, where+".runAsUser (use windowsOptions.runAsUserName)")
+		}
+		if sc.ProcMount != nil {
+			linuxOnly = append(linuxOnly, where+".procMount")
+		}
+		if sc.AppArmorProfile != nil {
+			linuxOnly = append(linuxOnly, where+".appArmorProfile")
+		}
+	}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.SELinuxOptions != nil {
+			linuxOnly = append(linuxOnly, "securityContext.seLinuxOptions")
+		}
+		if psc.RunAsUser != nil {
+			linuxOnly = append(linuxOnly, "securityContext.runAsUser (use windowsOptions.runAsUserName)")
+		}
+		if len(psc.Sysctls) > 0 {
+			linuxOnly = append(linuxOnly, "securityContext.sysctls")
+		}
+	}
+	for _, c := range allContainers(pod) {
+		check("containers["+c.Name+"].securityContext", c.SecurityContext)
+	}
+	if len(linuxOnly) > 0 {
+		return &Rejection{"UnsupportedPodSpec", "Windows cannot run this pod: Linux-only settings " + strings.Join(linuxOnly, ", ")}
+	}
+	return nil
+}
+
+func allContainers(pod *corev1.Pod) []corev1.Container {
+	return append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
+}
+
+// hostProcessPod says whether a pod runs as HostProcess, set on the pod or
+// on every container (Kubernetes refuses mixes at admission).
+func hostProcessPod(pod *corev1.Pod) bool {
+	hp := func(o *corev1.WindowsSecurityContextOptions) *bool {
+		if o == nil {
+			return nil
+		}
+		return o.HostProcess
+	}
+	var podLevel *bool
+	if pod.Spec.SecurityContext != nil {
+		podLevel = hp(pod.Spec.SecurityContext.WindowsOptions)
+	}
+	cs := allContainers(pod)
+	if len(cs) == 0 {
+		return false
+	}
+	for _, c := range cs {
+		v := podLevel
+		if c.SecurityContext != nil && hp(c.SecurityContext.WindowsOptions) != nil {
+			v = hp(c.SecurityContext.WindowsOptions)
+		}
+		if v == nil || !*v {
+			return false
+		}
+	}
+	return true
+}
+
+// ContainerFailure is a container that cannot start: it waits with Reason.
+type ContainerFailure struct{ Reason, Message string }
+
+func (f *ContainerFailure) Error() string { return f.Reason + ": " + f.Message }
+
+// Pulled is an image the runtime can run on this host.
+type Pulled struct {
+	ImageID  string
+	Provides string
+}
+
+// pull resolves an image for this host the way containerd does: it picks
+// the host's platform from an index, and Windows process isolation needs
+// the image's build to be the host's (a 2025 host also runs 2022 images).
+// HostProcess containers run on the host and need only a Windows image.
+func pull(ctx context.Context, images Images, h Host, ref string, hostProcess bool) (*Pulled, error) {
+	canon := registry.Canonical(ref)
+	m, err := images.Lookup(ctx, ref)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil, &ContainerFailure{"ErrImagePull", fmt.Sprintf("failed to pull and unpack image %q: failed to resolve reference %q: %s: not found", canon, canon, canon)}
+	}
+	if err != nil {
+		return nil, &ContainerFailure{"ErrImagePull", fmt.Sprintf("failed to pull and unpack image %q: %v", canon, err)}
+	}
+	id := registry.Repository(ref) + "@" + m.Digest
+	var sameOS []string
+	for _, p := range m.Platforms {
+		if p.OS == h.OS && p.Architecture == h.Arch {
+			sameOS = append(sameOS, p.OSVersion)
+		}
+	}
+	noMatch := &ContainerFailure{"ErrImagePull", fmt.Sprintf("failed to pull and unpack image %q: no match for platform in manifest: not found", canon)}
+	if len(sameOS) == 0 {
+		return nil, noMatch
+	}
+	if h.OS != "windows" || hostProcess {
+		return &Pulled{ImageID: id, Provides: m.Provides}, nil
+	}
+	for _, v := range sameOS {
+		if runsOn(v, h.Build) {
+			return &Pulled{ImageID: id, Provides: m.Provides}, nil
+		}
+	}
+	if len(m.Platforms) > 1 {
+		return nil, noMatch // an index with no entry for this build
+	}
+	return nil, &ContainerFailure{"CreateContainerError", "failed to create containerd task: failed to create shim task: hcs::CreateComputeSystem: The container operating system does not match the host operating system.: unknown"}
+}
+
+// runsOn says whether a process-isolated image of build image runs on a
+// host of build host ("10.0.20348" forms; the image's revision is ignored).
+func runsOn(image, host string) bool {
+	ib, hb := buildOf(image), buildOf(host)
+	if ib == hb {
+		return true
+	}
+	// Windows Server 2025 runs Windows Server 2022 images.
+	return hb == "10.0.26100" && ib == "10.0.20348"
+}
+
+func buildOf(v string) string {
+	parts := strings.Split(v, ".")
+	if len(parts) > 3 {
+		parts = parts[:3]
+	}
+	return strings.Join(parts, ".")
+}

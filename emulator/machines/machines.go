@@ -1,0 +1,456 @@
+// Package machines is the local world's machine runtime: when the ARM
+// emulator has provisioned a VM or scale-set instance, it boots it from
+// its custom data as cloud-init or cloudbase-init would. A first
+// control-plane machine runs a real control plane; a worker joins as
+// kubeadm join does and runs a simulated kubelet of its OS.
+package machines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/emulator/machines/bootdata"
+	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/controlplane"
+	"github.com/winkube/winkube/emulator/machines/hostnet"
+	"github.com/winkube/winkube/emulator/machines/join"
+	"github.com/winkube/winkube/emulator/machines/kubelet"
+)
+
+// Options configure a Runtime.
+type Options struct {
+	// Bin holds the control-plane binaries and kubeadm.
+	Bin string
+	// Dir holds each machine's disk; a machine's folder is removed when
+	// the machine is deleted.
+	Dir string
+	// Network maps private addresses to host addresses.
+	Network *hostnet.Network
+	// Images is the registry pods pull from.
+	Images kubelet.Images
+	// PublicIPs, when set, gives LoadBalancer Services their addresses;
+	// NewPublicIPs makes one that allocates them in the emulator.
+	PublicIPs func(m arm.Machine) cloud.PublicIPs
+	// JoinTimeout bounds a worker's wait for its control plane (10m).
+	JoinTimeout time.Duration
+	// Events receives a line per boot step, for progress displays.
+	Events func(machine, msg string)
+	Log    logr.Logger
+}
+
+// Runtime implements arm.MachineRuntime.
+type Runtime struct {
+	opts     Options
+	mu       sync.Mutex
+	machines map[string]*machine
+	clusters map[string]*workloadCluster
+}
+
+type machine struct {
+	arm      arm.Machine
+	nodeName string
+	dir      string
+	endpoint string
+	cancel   context.CancelFunc
+	booted   chan struct{}
+	cp       *controlplane.ControlPlane
+	kubelet  *kubelet.Kubelet
+	// providerID is what the node's spec.providerID is set to.
+	providerID string
+	BootedAt   time.Time
+}
+
+// workloadCluster is what the runtime keeps per control-plane endpoint.
+type workloadCluster struct {
+	admin *rest.Config
+	cloud *cloud.Controller
+}
+
+var _ arm.MachineRuntime = (*Runtime)(nil)
+
+// New returns a runtime.
+func New(opts Options) (*Runtime, error) {
+	if opts.Network == nil || opts.Images == nil {
+		return nil, errors.New("machine runtime needs a host network and an image registry")
+	}
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubeadm"} {
+		if _, err := os.Stat(filepath.Join(opts.Bin, b)); err != nil {
+			return nil, fmt.Errorf("machine runtime: %s is missing from %s (run `make tools`)", b, opts.Bin)
+		}
+	}
+	if opts.JoinTimeout == 0 {
+		opts.JoinTimeout = 10 * time.Minute
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	return &Runtime{opts: opts, machines: map[string]*machine{}, clusters: map[string]*workloadCluster{}}, nil
+}
+
+func key(id string) string { return strings.ToLower(id) }
+
+var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+func (r *Runtime) event(m *machine, msg string) {
+	r.opts.Log.Info(msg, "machine", m.arm.Name)
+	if r.opts.Events != nil {
+		r.opts.Events(m.arm.Name, msg)
+	}
+}
+
+// Boot boots a machine and returns once its node is registered (or the
+// boot failed, which the emulator shows in the VM's instance view).
+func (r *Runtime) Boot(ctx context.Context, am arm.Machine) error {
+	ctx, cancel := context.WithCancel(ctx)
+	m := &machine{arm: am, cancel: cancel, booted: make(chan struct{}), providerID: "azure://" + am.ID}
+	name := am.Name
+	if am.InstanceID != "" {
+		name = am.ScaleSet + "_" + am.InstanceID
+	}
+	m.dir = filepath.Join(r.opts.Dir, unsafeName.ReplaceAllString(strings.ToLower(am.ResourceGroup+"-"+name), "-"))
+	r.mu.Lock()
+	if old, ok := r.machines[key(am.ID)]; ok {
+		r.mu.Unlock()
+		r.stop(old) // reimaged or booted again: the old disk state goes
+		r.mu.Lock()
+	}
+	r.machines[key(am.ID)] = m
+	r.mu.Unlock()
+	defer close(m.booted)
+	err := r.boot(ctx, m)
+	if err != nil {
+		r.event(m, "boot failed: "+err.Error())
+		return err
+	}
+	m.BootedAt = time.Now()
+	return nil
+}
+
+func (r *Runtime) boot(ctx context.Context, m *machine) error {
+	am := m.arm
+	if len(am.PrivateIPs) == 0 {
+		return errors.New("the machine has no private IP address to run on")
+	}
+	hostName := am.ComputerName
+	if hostName == "" {
+		hostName = am.Name
+	}
+	b, err := bootdata.Parse(am.CustomData, bootdata.Metadata{LocalHostname: hostName})
+	if err != nil {
+		return fmt.Errorf("cloud-init: %w", err)
+	}
+	host, err := r.opts.Network.HostAddress(am.PrivateIPs[0])
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+		return err
+	}
+	switch b.Role {
+	case bootdata.Init:
+		return r.bootControlPlane(ctx, m, b, host)
+	case bootdata.Join:
+		return r.bootWorker(ctx, m, b, host)
+	default:
+		return fmt.Errorf("custom data joins a further control-plane machine (%s): winkube's machine runtime runs a single control-plane machine per cluster so far", b.Role)
+	}
+}
+
+func nodeName(b *bootdata.BootData, reg bootdata.NodeRegistration, fallback string) string {
+	if reg.Name != "" {
+		return strings.ToLower(reg.Name)
+	}
+	return strings.ToLower(fallback)
+}
+
+func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.BootData, host netip.Addr) error {
+	reg := b.Kubeadm.Init.NodeRegistration
+	m.nodeName = nodeName(b, reg, m.arm.ComputerName)
+	if strings.EqualFold(m.arm.OS, "Windows") {
+		return errors.New("a Windows machine cannot run a Kubernetes control plane")
+	}
+	m.endpoint = b.Kubeadm.Cluster.ControlPlaneEndpoint
+	if _, _, err := net.SplitHostPort(m.endpoint); err != nil {
+		return fmt.Errorf("ClusterConfiguration.controlPlaneEndpoint %q is not host:port", m.endpoint)
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Config{
+		Bin: r.opts.Bin, Dir: m.dir, NodeName: m.nodeName, PrivateIP: m.arm.PrivateIPs[0], Host: host, Boot: b,
+		Progress: func(s string) { r.event(m, s) },
+	})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	m.cp = cp
+	r.mu.Unlock()
+	// The API-server load balancer sends the endpoint to this machine.
+	if err := r.opts.Network.AddBackend(m.endpoint, cp.APIServer); err != nil {
+		return err
+	}
+	admin, err := kubernetes.NewForConfig(cp.SuperAdmin)
+	if err != nil {
+		return err
+	}
+	wc := &workloadCluster{admin: cp.SuperAdmin}
+	var ips cloud.PublicIPs
+	if r.opts.PublicIPs != nil {
+		ips = r.opts.PublicIPs(m.arm)
+	}
+	wc.cloud = cloud.Start(cloud.Config{Client: admin, ProviderID: r.providerIDOf(m.endpoint), PublicIPs: ips, Log: r.opts.Log.WithName("cloud").WithValues("cluster", b.Kubeadm.Cluster.ClusterName)})
+	r.mu.Lock()
+	if old := r.clusters[m.endpoint]; old != nil {
+		old.cloud.Stop()
+	}
+	r.clusters[m.endpoint] = wc
+	r.mu.Unlock()
+	nodeClient, err := kubernetes.NewForConfig(cp.Kubelet)
+	if err != nil {
+		return err
+	}
+	if err := r.startKubelet(ctx, m, nodeClient, reg, cp.StaticPods, host, b.Kubeadm.Cluster.KubernetesVersion); err != nil {
+		return err
+	}
+	r.event(m, "marking the node as control plane")
+	return cp.MarkControlPlane(ctx)
+}
+
+func (r *Runtime) bootWorker(ctx context.Context, m *machine, b *bootdata.BootData, host netip.Addr) error {
+	j := b.Kubeadm.Join
+	m.nodeName = nodeName(b, j.NodeRegistration, m.arm.ComputerName)
+	bt := j.Discovery.BootstrapToken
+	if bt == nil {
+		return errors.New("JoinConfiguration has no bootstrapToken discovery: file discovery is not supported by winkube's machine runtime")
+	}
+	m.endpoint = bt.APIServerEndpoint
+	r.event(m, "discovering the cluster at "+bt.APIServerEndpoint)
+	dctx, cancel := context.WithTimeout(ctx, r.opts.JoinTimeout)
+	defer cancel()
+	cl, err := join.Discover(dctx, join.Discovery{Endpoint: bt.APIServerEndpoint, Token: bt.Token, CACertHashes: bt.CACertHashes, UnsafeSkipCAVerification: bt.UnsafeSkipCAVerification})
+	if err != nil {
+		return err
+	}
+	r.event(m, "requesting the node's client certificate (TLS bootstrap)")
+	creds, err := join.Bootstrap(dctx, cl, bt.Token, m.nodeName)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(creds.Config(cl))
+	if err != nil {
+		return err
+	}
+	version := ""
+	if v, err := client.Discovery().ServerVersion(); err == nil {
+		version = v.GitVersion
+	}
+	return r.startKubelet(ctx, m, client, j.NodeRegistration, nil, host, version)
+}
+
+// startKubelet registers the node as a kubelet of the machine's OS would.
+func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernetes.Interface, reg bootdata.NodeRegistration, static []*corev1.Pod, host netip.Addr, clusterVersion string) error {
+	am := m.arm
+	h := kubelet.Host{OS: "linux", Arch: "amd64"}
+	info := corev1.NodeSystemInfo{
+		OperatingSystem: "linux", Architecture: "amd64", OSImage: "Ubuntu 24.04.1 LTS", KernelVersion: "6.8.0-1021-azure",
+		ContainerRuntimeVersion: "containerd://1.7.24", MachineID: machineID(am.ID), SystemUUID: machineID(am.ID + "/uuid"), BootID: machineID(am.ID + time.Now().String()),
+	}
+	labels := map[string]string{
+		"kubernetes.io/hostname": m.nodeName, "node.kubernetes.io/instance-type": am.VMSize,
+		"topology.kubernetes.io/region": strings.ToLower(am.Location), "topology.kubernetes.io/zone": zoneLabel(am),
+	}
+	if strings.EqualFold(am.OS, "Windows") {
+		rel, err := windowsReleaseOf(am.Image)
+		if err != nil {
+			return err
+		}
+		wb := windowsBuilds[rel]
+		h = kubelet.Host{OS: "windows", Arch: "amd64", Build: wb.build}
+		info.OperatingSystem, info.OSImage, info.KernelVersion = "windows", wb.name, wb.build+"."+wb.revision
+		labels["node.kubernetes.io/windows-build"] = wb.build
+	}
+	labels["kubernetes.io/os"], labels["kubernetes.io/arch"] = h.OS, h.Arch
+	labels["beta.kubernetes.io/os"], labels["beta.kubernetes.io/arch"] = h.OS, h.Arch
+	info.KubeletVersion = kubeletVersionOf(am.Image)
+	if info.KubeletVersion == "" {
+		info.KubeletVersion = clusterVersion
+	}
+	taints, err := registerTaints(reg)
+	if err != nil {
+		return err
+	}
+	r.event(m, fmt.Sprintf("kubelet registering node %s (%s, %s)", m.nodeName, h.OS, host))
+	k, err := kubelet.Start(ctx, kubelet.Config{
+		NodeName: m.nodeName, Client: client, Address: host, Host: h, Labels: labels, Taints: taints,
+		Capacity: capacity(am), NodeInfo: info, StaticPods: static, Images: r.opts.Images,
+		Log: r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
+	})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	m.kubelet = k
+	r.mu.Unlock()
+	return nil
+}
+
+// registerTaints are the kubelet's --register-with-taints, and the taint
+// an external cloud provider's kubelet adds until the cloud initializes it.
+func registerTaints(reg bootdata.NodeRegistration) ([]corev1.Taint, error) {
+	var out []corev1.Taint
+	add := func(t corev1.Taint) {
+		for _, o := range out {
+			if o.Key == t.Key && o.Effect == t.Effect {
+				return
+			}
+		}
+		out = append(out, t)
+	}
+	if v, ok := reg.KubeletExtraArgs.Get("register-with-taints"); ok && v != "" {
+		for _, s := range strings.Split(v, ",") {
+			kv, effect, ok := strings.Cut(strings.TrimSpace(s), ":")
+			if !ok {
+				return nil, fmt.Errorf("kubelet --register-with-taints %q: %q has no effect", v, s)
+			}
+			k, val, _ := strings.Cut(kv, "=")
+			add(corev1.Taint{Key: k, Value: val, Effect: corev1.TaintEffect(effect)})
+		}
+	}
+	if reg.Taints != nil {
+		for _, t := range *reg.Taints {
+			add(corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+		}
+	}
+	if v, _ := reg.KubeletExtraArgs.Get("cloud-provider"); v == "external" {
+		add(corev1.Taint{Key: cloud.UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	}
+	return out, nil
+}
+
+func machineID(s string) string {
+	const hex = "0123456789abcdef"
+	var h uint64 = 1469598103934665603
+	out := make([]byte, 32)
+	for i := range out {
+		for _, c := range []byte(s) {
+			h = (h ^ uint64(c)) * 1099511628211
+		}
+		h ^= uint64(i)
+		out[i] = hex[h%16]
+	}
+	return string(out)
+}
+
+// providerIDOf finds a node's provider ID among the machines of a cluster.
+func (r *Runtime) providerIDOf(endpoint string) func(string) (string, bool) {
+	return func(node string) (string, bool) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, m := range r.machines {
+			if m.nodeName == node && m.endpoint == endpoint {
+				return m.providerID, true
+			}
+		}
+		return "", false
+	}
+}
+
+// Stop stops a machine's processes and removes its disk.
+func (r *Runtime) Stop(_ context.Context, id string) error {
+	r.mu.Lock()
+	m, ok := r.machines[key(id)]
+	if ok {
+		delete(r.machines, key(id))
+	}
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	r.stop(m)
+	return nil
+}
+
+func (r *Runtime) stop(m *machine) {
+	m.cancel()
+	<-m.booted
+	r.mu.Lock()
+	k, cp := m.kubelet, m.cp
+	var wc *workloadCluster
+	if cp != nil {
+		if wc = r.clusters[m.endpoint]; wc != nil && wc.admin == cp.SuperAdmin {
+			delete(r.clusters, m.endpoint)
+		} else {
+			wc = nil
+		}
+	}
+	r.mu.Unlock()
+	if k != nil {
+		k.Stop()
+	}
+	if wc != nil {
+		wc.cloud.Stop()
+	}
+	if cp != nil {
+		r.opts.Network.RemoveBackend(m.endpoint, cp.APIServer)
+		cp.Stop()
+	}
+	_ = os.RemoveAll(m.dir)
+}
+
+// Close stops every machine.
+func (r *Runtime) Close() {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.machines))
+	for id := range r.machines {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Stop(context.Background(), id) }()
+	}
+	wg.Wait()
+}
+
+// Node is what the runtime tells of a booted machine.
+type Node struct {
+	Machine  string
+	NodeName string
+	Host     netip.Addr
+	// Dir is the machine's disk.
+	Dir string
+	// Pids are a control plane's processes.
+	Pids map[string]int
+}
+
+// Nodes lists the machines booted so far.
+func (r *Runtime) Nodes() []Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Node
+	for _, m := range r.machines {
+		n := Node{Machine: m.arm.Name, NodeName: m.nodeName, Dir: m.dir}
+		if len(m.arm.PrivateIPs) > 0 {
+			n.Host, _ = r.opts.Network.HostAddress(m.arm.PrivateIPs[0])
+		}
+		if m.cp != nil {
+			n.Pids = m.cp.Pids()
+		}
+		out = append(out, n)
+	}
+	return out
+}

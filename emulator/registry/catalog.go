@@ -1,0 +1,85 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// Windows Server builds as container images report them in os.version.
+const (
+	Build2019 = "10.0.17763.6532"
+	Build2022 = "10.0.20348.2849"
+	Build2025 = "10.0.26100.2314"
+)
+
+var (
+	linuxAll = []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64", Variant: "v8"}}
+	// hostProcess images are built on the HostProcess base image, which
+	// names no build: they run on any Windows host.
+	hostProcess = []v1.Platform{{OS: "windows", Architecture: "amd64"}}
+)
+
+func windows(builds ...string) []v1.Platform {
+	out := make([]v1.Platform, 0, len(builds))
+	for _, b := range builds {
+		out = append(out, v1.Platform{OS: "windows", Architecture: "amd64", OSVersion: b})
+	}
+	return out
+}
+
+// Catalog is the images the local world publishes: what kubeadm deploys
+// for kubernetesVersion (kubeadmImages, as `kubeadm config images list`
+// prints them), the CNI and kube-proxy images winkube's flavors use, and
+// the Windows and Linux images of the examples, each with the platforms
+// the real image has.
+func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
+	v := strings.ReplaceAll(kubernetesVersion, "+", "_")
+	out := []Image{}
+	for _, ref := range kubeadmImages {
+		img := Image{Ref: ref, Platforms: linuxAll}
+		if strings.Contains(ref, "/kube-proxy:") {
+			img.Provides = "kube-proxy"
+		}
+		out = append(out, img)
+	}
+	out = append(out,
+		// CNI: Calico and Flannel, Linux and Windows.
+		Image{Ref: "docker.io/calico/node:v3.28.2", Platforms: linuxAll, Provides: "cni"},
+		Image{Ref: "docker.io/calico/cni-windows:v3.28.2", Platforms: windows(Build2019, Build2022), Provides: "cni"},
+		Image{Ref: "docker.io/calico/node-windows:v3.28.2", Platforms: windows(Build2019, Build2022)},
+		Image{Ref: "docker.io/flannel/flannel:v0.25.6", Platforms: linuxAll, Provides: "cni"},
+		Image{Ref: "docker.io/sigwindowstools/flannel:v0.25.6-hostprocess", Platforms: hostProcess, Provides: "cni"},
+		// kube-proxy for Windows, one per CNI.
+		Image{Ref: fmt.Sprintf("docker.io/sigwindowstools/kube-proxy:%s-calico-hostprocess", v), Platforms: hostProcess, Provides: "kube-proxy"},
+		Image{Ref: fmt.Sprintf("docker.io/sigwindowstools/kube-proxy:%s-flannel-hostprocess", v), Platforms: hostProcess, Provides: "kube-proxy"},
+		Image{Ref: "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", Platforms: hostProcess},
+		// Workloads: process-isolated Windows images exist per build.
+		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019", Platforms: windows(Build2019)},
+		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022", Platforms: windows(Build2022)},
+		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2025", Platforms: windows(Build2025)},
+		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:latest", Platforms: windows(Build2019, Build2022, Build2025)},
+		Image{Ref: "mcr.microsoft.com/windows/servercore:ltsc2019", Platforms: windows(Build2019)},
+		Image{Ref: "mcr.microsoft.com/windows/servercore:ltsc2022", Platforms: windows(Build2022)},
+		Image{Ref: "mcr.microsoft.com/windows/servercore:ltsc2025", Platforms: windows(Build2025)},
+		Image{Ref: "mcr.microsoft.com/windows/nanoserver:ltsc2022", Platforms: windows(Build2022)},
+		Image{Ref: "mcr.microsoft.com/dotnet/framework/aspnet:4.8-windowsservercore-ltsc2022", Platforms: windows(Build2022)},
+		Image{Ref: "mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0", Platforms: hostProcess},
+		Image{Ref: "docker.io/library/nginx:1.27", Platforms: linuxAll},
+		Image{Ref: "docker.io/library/nginx:latest", Platforms: linuxAll},
+		Image{Ref: "docker.io/library/busybox:1.36", Platforms: linuxAll},
+	)
+	return out
+}
+
+// PushAll publishes images, stopping at the first failure.
+func (r *Registry) PushAll(ctx context.Context, images []Image) error {
+	for _, img := range images {
+		if err := r.Push(ctx, img); err != nil {
+			return fmt.Errorf("publish %s: %w", img.Ref, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+// Package registry serves an OCI distribution registry in-process on
+// loopback. It stands in for every public registry a cluster pulls from
+// (registry.k8s.io, mcr.microsoft.com, docker.io, ...): the image
+// mcr.microsoft.com/windows/servercore:ltsc2022 lives here as repository
+// "mcr.microsoft.com/windows/servercore", so references in manifests need
+// no rewriting. Images are small but carry real platform metadata (OS,
+// architecture, Windows build), which is what the machine runtime checks
+// the way containerd does.
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// ProvidesLabel is the image label saying what an image installs on the
+// node when it runs: "cni" (it writes a CNI configuration, which makes the
+// node's network ready) or "kube-proxy". Real images do this with their
+// content; these small ones say it with a label.
+const ProvidesLabel = "dev.winkube.emulator.provides"
+
+// Registry is a running in-process registry.
+type Registry struct {
+	srv  *http.Server
+	host string
+}
+
+// Start serves a registry on addr ("127.0.0.1:0" picks a port).
+func Start(addr string) (*Registry, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("image registry: %w", err)
+	}
+	r := &Registry{
+		srv:  &http.Server{Handler: ggcrregistry.New(ggcrregistry.Logger(discard())), ReadHeaderTimeout: 10 * time.Second},
+		host: ln.Addr().String(),
+	}
+	go func() { _ = r.srv.Serve(ln) }()
+	return r, nil
+}
+
+// Host is the registry's host:port.
+func (r *Registry) Host() string { return r.host }
+
+// Close stops serving.
+func (r *Registry) Close() error { return r.srv.Close() }
+
+// local maps a public image reference to where it lives in this registry.
+func (r *Registry) local(ref string) (name.Reference, error) {
+	pub, err := name.ParseReference(ref)
+	if err != nil {
+		return nil, fmt.Errorf("invalid image reference %q: %w", ref, err)
+	}
+	repo := pub.Context().RegistryStr() + "/" + pub.Context().RepositoryStr()
+	if pub.Context().RegistryStr() == name.DefaultRegistry {
+		repo = "docker.io/" + pub.Context().RepositoryStr()
+	}
+	return name.ParseReference(r.host+"/"+repo+sep(pub)+pub.Identifier(), name.Insecure)
+}
+
+func sep(ref name.Reference) string {
+	if _, ok := ref.(name.Digest); ok {
+		return "@"
+	}
+	return ":"
+}
+
+// Image is an image to publish: one manifest per platform, an index when
+// there are several.
+type Image struct {
+	Ref       string
+	Platforms []v1.Platform
+	// Provides is what running the image installs on a node ("cni",
+	// "kube-proxy"), or empty.
+	Provides string
+}
+
+// Push publishes an image.
+func (r *Registry) Push(ctx context.Context, img Image) error {
+	ref, err := r.local(img.Ref)
+	if err != nil {
+		return err
+	}
+	if len(img.Platforms) == 0 {
+		return fmt.Errorf("image %s has no platform", img.Ref)
+	}
+	build := func(p v1.Platform) (v1.Image, error) {
+		cfg := &v1.ConfigFile{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant, OSVersion: p.OSVersion, RootFS: v1.RootFS{Type: "layers"}}
+		if img.Provides != "" {
+			cfg.Config.Labels = map[string]string{ProvidesLabel: img.Provides}
+		}
+		return mutate.ConfigFile(empty.Image, cfg)
+	}
+	opts := []remote.Option{remote.WithContext(ctx)}
+	if len(img.Platforms) == 1 {
+		one, err := build(img.Platforms[0])
+		if err != nil {
+			return err
+		}
+		return remote.Write(ref, one, opts...)
+	}
+	idx := v1.ImageIndex(empty.Index)
+	for _, p := range img.Platforms {
+		one, err := build(p)
+		if err != nil {
+			return err
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: one, Descriptor: v1.Descriptor{Platform: &p}})
+	}
+	return remote.WriteIndex(ref, idx, opts...)
+}
+
+// Manifest is what a pull learns of an image before choosing a platform.
+type Manifest struct {
+	// Digest is the image's (or its index's) digest, for the imageID.
+	Digest    string
+	Platforms []v1.Platform
+	Provides  string
+}
+
+// ErrNotFound reports an image the registry does not have.
+var ErrNotFound = errors.New("not found")
+
+// Lookup resolves a public reference the way a pull's first requests do.
+func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
+	l, err := r.local(ref)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := remote.Get(l, remote.WithContext(ctx))
+	if err != nil {
+		var te *transport.Error
+		if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
+			return nil, ErrNotFound
+		}
+		return nil, err
+	}
+	m := &Manifest{Digest: desc.Digest.String()}
+	var first v1.Image
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return nil, err
+		}
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range im.Manifests {
+			if d.Platform != nil {
+				m.Platforms = append(m.Platforms, *d.Platform)
+			}
+		}
+		if len(im.Manifests) > 0 {
+			if first, err = idx.Image(im.Manifests[0].Digest); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		if first, err = desc.Image(); err != nil {
+			return nil, err
+		}
+	}
+	if first != nil {
+		cfg, err := first.ConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		if !desc.MediaType.IsIndex() {
+			m.Platforms = []v1.Platform{{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant, OSVersion: cfg.OSVersion}}
+		}
+		m.Provides = cfg.Config.Labels[ProvidesLabel]
+	}
+	return m, nil
+}
+
+// Canonical is the fully qualified form of a reference ("nginx" ->
+// "docker.io/library/nginx:latest"), as the kubelet reports images.
+func Canonical(ref string) string {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return ref
+	}
+	reg := r.Context().RegistryStr()
+	if reg == name.DefaultRegistry {
+		reg = "docker.io"
+	}
+	return reg + "/" + r.Context().RepositoryStr() + sep(r) + r.Identifier()
+}
+
+// Repository is Canonical without the tag or digest.
+func Repository(ref string) string {
+	c := Canonical(ref)
+	if i := strings.LastIndex(c, "@"); i > 0 {
+		return c[:i]
+	}
+	if i := strings.LastIndex(c, ":"); i > strings.LastIndex(c, "/") {
+		return c[:i]
+	}
+	return c
+}
