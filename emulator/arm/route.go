@@ -385,15 +385,19 @@ func (s *Server) bootMachines(ms []Machine) {
 	if s.opts.Runtime == nil || len(ms) == 0 {
 		return
 	}
-	// Marked before booting, so that a delete racing the boot stops it.
+	// Marked before booting, so that a delete racing the boot stops it. A
+	// machine already running is not booted again: updating a VM's model
+	// does not rerun cloud-init on it.
 	s.mu.Lock()
+	fresh := ms[:0:0]
 	for _, m := range ms {
-		if res := s.lookup(m.ID); res != nil {
+		if res := s.lookup(m.ID); res != nil && !res.booted {
 			res.booted = true
+			fresh = append(fresh, m)
 		}
 	}
 	s.mu.Unlock()
-	for _, m := range ms {
+	for _, m := range fresh {
 		go func(m Machine) {
 			err := s.opts.Runtime.Boot(context.Background(), m)
 			s.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/images"
+	"github.com/winkube/winkube/internal/naming"
 	"github.com/winkube/winkube/internal/poll"
 )
 
@@ -166,6 +168,144 @@ func TestMixedClusterBoots(t *testing.T) {
 	})
 	t.Logf("control-plane VM: node Ready %s after its VM was created", time.Since(start).Round(time.Millisecond))
 	logMemory(t)
+
+	// What Cluster API's cluster controller records once the first
+	// control-plane node exists: workers may now get join data.
+	conditions.Set(m.cluster, metav1.Condition{Type: clusterv1.ClusterControlPlaneInitializedCondition, Status: metav1.ConditionTrue, Reason: clusterv1.ClusterControlPlaneInitializedReason})
+	m.cluster.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+	if err := env.Client.Status().Update(ctx, m.cluster); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"calico-windows", "kube-proxy-windows", "csi-proxy"} {
+		applyYAML(t, ctx, m.wc, m.addons(a))
+	}
+	linuxName, winName := "mixed-md-0-x7k2p", "mixed-md-win-q8t4z"
+	winComputer := naming.WindowsMachineName(winName)
+	linuxData := bootstrapData(t, ctx, m.cluster, linuxName, false, m.template("mixed-md-0"))
+	winData := bootstrapData(t, ctx, m.cluster, winName, false, m.template("mixed-md-win"))
+	start = time.Now()
+	m.azure.vm(t, ctx, virtualmachines.Spec{Name: linuxName, ComputerName: linuxName, CustomData: linuxData, Image: resolveImage(t, images.Request{OS: infrav1.Linux})}, m.azure.nodeSubnet)
+	m.azure.vm(t, ctx, virtualmachines.Spec{Name: winName, ComputerName: winComputer, Windows: true, CustomData: winData,
+		Image: resolveImage(t, images.Request{OS: infrav1.Windows, WindowsVersion: infrav1.WindowsServer2022, Runtime: infrav1.Containerd})}, m.azure.nodeSubnet)
+	readyAt := map[string]time.Duration{}
+	poll.Until(t, 4*time.Minute, func() string {
+		nodes, err := m.workload.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		var waiting []string
+		for _, n := range nodes.Items {
+			if ok, msg := nodeReady(&n); !ok {
+				waiting = append(waiting, n.Name+": "+msg)
+			} else if _, seen := readyAt[n.Name]; !seen {
+				readyAt[n.Name] = time.Since(start)
+			}
+		}
+		if len(nodes.Items) < 3 || len(waiting) > 0 {
+			return fmt.Sprintf("%d nodes, not Ready: %v", len(nodes.Items), waiting)
+		}
+		return ""
+	})
+	t.Logf("workers Ready after their VMs were created: Linux %s, Windows %s", readyAt[linuxName].Round(time.Millisecond), readyAt[winComputer].Round(time.Millisecond))
+
+	// Each node carries what a kubelet of its OS sets, and the cloud
+	// controller has initialized it.
+	want := map[string]map[string]string{
+		cpNode:      {"kubernetes.io/os": "linux", "node-role.kubernetes.io/control-plane": ""},
+		linuxName:   {"kubernetes.io/os": "linux"},
+		winComputer: {"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.20348"},
+	}
+	for name, labels := range want {
+		n, err := m.workload.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("node %s: %v", name, err)
+		}
+		labels["kubernetes.io/arch"], labels["node.kubernetes.io/instance-type"], labels["topology.kubernetes.io/zone"] = "amd64", "Standard_D2s_v3", "0"
+		for k, v := range labels {
+			if got, ok := n.Labels[k]; !ok || got != v {
+				t.Errorf("node %s label %s = %q, want %q", name, k, got, v)
+			}
+		}
+		if !strings.HasPrefix(n.Spec.ProviderID, "azure:///subscriptions/"+subscriptID+"/resourceGroups/mixed-rg/providers/Microsoft.Compute/virtualMachines/") {
+			t.Errorf("node %s providerID %q", name, n.Spec.ProviderID)
+		}
+		for _, tt := range n.Spec.Taints {
+			if tt.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
+				t.Errorf("node %s still has the uninitialized taint", name)
+			}
+		}
+		if n.Status.NodeInfo.KubeletVersion != k8sVersion || n.Status.Capacity.Cpu().Value() != 2 || n.Status.NodeInfo.ContainerRuntimeVersion == "" {
+			t.Errorf("node %s: kubelet %s, %d CPUs, runtime %q", name, n.Status.NodeInfo.KubeletVersion, n.Status.Capacity.Cpu().Value(), n.Status.NodeInfo.ContainerRuntimeVersion)
+		}
+	}
+	if n, _ := m.workload.CoreV1().Nodes().Get(ctx, winComputer, metav1.GetOptions{}); n != nil && !strings.HasPrefix(n.Status.NodeInfo.OSImage, "Windows Server 2022") {
+		t.Errorf("Windows node OS image %q", n.Status.NodeInfo.OSImage)
+	}
+	// Cluster API's machine controller lifts this taint once the Machine
+	// has its node; no machine controller runs here.
+	for _, name := range []string{linuxName, winComputer} {
+		n, err := m.workload.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []corev1.Taint
+		for _, tt := range n.Spec.Taints {
+			if tt.Key != clusterv1.NodeUninitializedTaint.Key {
+				kept = append(kept, tt)
+			}
+		}
+		n.Spec.Taints = kept
+		if _, err := m.workload.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.workloads(t, ctx, winComputer, linuxName)
+	m.etcdThroughPortForward(t, ctx, cpNode)
+	m.joinRefusals(t, ctx, endpoint)
+	m.stop(t, ctx, cpNode, winName)
+}
+
+// stop deletes machines: a worker's kubelet stops (its node goes stale),
+// and a control plane's processes end; every machine's disk is removed.
+func (m *mixed) stop(t *testing.T, ctx context.Context, cpNode, winVM string) {
+	var pids map[string]int
+	var dirs []string
+	for _, n := range rt.Nodes() {
+		if n.NodeName == cpNode {
+			pids = n.Pids
+		}
+		dirs = append(dirs, n.Dir)
+	}
+	if len(pids) != 4 {
+		t.Fatalf("control plane processes %v", pids)
+	}
+	m.azure.deleteVM(t, ctx, winVM)
+	lease, err := m.workload.CoordinationV1().Leases("kube-node-lease").Get(ctx, naming.WindowsMachineName(winVM), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed := lease.Spec.RenewTime.Time
+	for _, vm := range []string{"mixed-md-0-x7k2p", "mixed-control-plane-abcde"} {
+		m.azure.deleteVM(t, ctx, vm)
+	}
+	// The delete operation ends as the runtime stops the machine.
+	poll.Until(t, 30*time.Second, func() string {
+		for name, pid := range pids {
+			if alive(pid) {
+				return fmt.Sprintf("%s (pid %d) still runs after its VM was deleted", name, pid)
+			}
+		}
+		for _, d := range dirs {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				return fmt.Sprintf("machine disk %s is left behind (%v)", d, err)
+			}
+		}
+		if n := rt.Nodes(); len(n) != 0 {
+			return fmt.Sprintf("machines still running: %+v", n)
+		}
+		return ""
+	})
+	_ = renewed
 }
 
 func controlPlaneSpec(objs []client.Object) bootstrapv1.KubeadmConfigSpec {
@@ -219,6 +359,9 @@ func (m *mixed) dump(t *testing.T) {
 		return
 	}
 	ctx := context.Background()
+	for _, l := range bootLog.all() {
+		t.Log(l)
+	}
 	nodes, _ := m.workload.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	for _, n := range nodes.Items {
 		ready, msg := nodeReady(&n)

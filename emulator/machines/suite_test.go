@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +32,26 @@ const (
 	k8sVersion  = "v1.36.3"
 	subscriptID = "00000000-0000-0000-0000-0000000000aa"
 )
+
+// bootLog keeps the runtime's boot steps for failure reports.
+type bootSteps struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *bootSteps) add(machine, msg string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines = append(b.lines, time.Now().Format("15:04:05.000")+" "+machine+": "+msg)
+}
+
+func (b *bootSteps) all() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.lines...)
+}
+
+var bootLog = &bootSteps{}
 
 var (
 	env    *testenv.Env
@@ -87,6 +108,7 @@ func run(m *testing.M) int {
 		Bin: bin, Dir: dir, Network: hn, Images: reg,
 		PublicIPs: func(m arm.Machine) cloud.PublicIPs { return machines.ARMPublicIPs(armCfg)(m) },
 		Log:       log.Log.WithName("machines"),
+		Events:    bootLog.add,
 	})
 	if err != nil {
 		return fail(err)

@@ -15,6 +15,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,6 +32,8 @@ import (
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/cluster-bootstrap/token/jws"
 )
+
+var errUnsigned = errors.New("cluster-info has no JWS signature")
 
 // Discovery is what a joining node needs to find the cluster.
 type Discovery struct {
@@ -75,17 +78,20 @@ func Discover(ctx context.Context, d Discovery) (*Cluster, error) {
 			return false, nil
 		}
 		cl, err := verify(cm, id, secret, d)
-		if err != nil {
-			// A signature missing now may be written by the token's
-			// signer shortly: keep trying until the deadline.
+		if errors.Is(err, errUnsigned) {
+			// The controller-manager's bootstrap signer signs new tokens
+			// shortly: keep trying until the deadline.
 			last = err
 			return false, nil
+		}
+		if err != nil {
+			return false, err // a wrong secret or CA pin does not heal
 		}
 		found = cl
 		return true, nil
 	})
 	if err != nil {
-		if last != nil {
+		if last != nil && ctx.Err() != nil {
 			return nil, fmt.Errorf("discovery of %s failed: %w", d.Endpoint, last)
 		}
 		return nil, fmt.Errorf("discovery of %s failed: %w", d.Endpoint, err)
@@ -100,7 +106,7 @@ func verify(cm *corev1.ConfigMap, id, secret string, d Discovery) (*Cluster, err
 	}
 	sig, ok := cm.Data["jws-kubeconfig-"+id]
 	if !ok {
-		return nil, fmt.Errorf("cluster-info has no JWS signature for token ID %q: the token is unknown or expired", id)
+		return nil, fmt.Errorf("%w for token ID %q: the token is unknown, expired or not signed yet", errUnsigned, id)
 	}
 	if !jws.DetachedTokenIsValid(sig, kc, id, secret) {
 		return nil, fmt.Errorf("failed to verify the JWS signature of cluster-info with token ID %q: wrong token secret", id)

@@ -11,6 +11,7 @@ package kubelet
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -24,12 +25,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 )
@@ -117,9 +118,14 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 	go func() {
 		defer close(k.done)
 		var wg sync.WaitGroup
-		wg.Add(3)
+		wg.Add(3) // heartbeat, mirror pods, pod worker
 		go func() { defer wg.Done(); k.heartbeat(ctx) }()
-		go func() { defer wg.Done(); k.mirrorStaticPods(ctx) }()
+		go func() {
+			defer wg.Done()
+			if cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+				k.mirrorStaticPods(ctx)
+			}
+		}()
 		go func() {
 			defer wg.Done()
 			if cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
@@ -167,6 +173,12 @@ func (k *Kubelet) register(ctx context.Context) error {
 			"volumes.kubernetes.io/controller-managed-attach-detach": "true",
 		}},
 		Spec: corev1.NodeSpec{Taints: c.Taints},
+		// Registered with its capacity, as the kubelet does, so the
+		// scheduler never sees a node that fits no pod.
+		Status: corev1.NodeStatus{Capacity: c.Capacity, Allocatable: alloc, NodeInfo: c.NodeInfo,
+			Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: c.Address.String()}, {Type: corev1.NodeHostName, Address: c.NodeName}},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: Port}},
+			Conditions:      mergeConditions(nil, metav1.Now(), k.ready, k.reason)},
 	}
 	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 1.5, Steps: 30, Cap: 5 * time.Second}, func(ctx context.Context) (bool, error) {
 		_, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
@@ -182,28 +194,34 @@ func (k *Kubelet) register(ctx context.Context) error {
 	return k.updateStatus(ctx, alloc)
 }
 
+// updateStatus patches the node's status, as the kubelet does: a patch of
+// status alone, so that a concurrent change of the node's spec (the cloud
+// controller lifting a taint) is neither lost nor read as this node
+// changing its own taints, which NodeRestriction forbids.
 func (k *Kubelet) updateStatus(ctx context.Context, alloc corev1.ResourceList) error {
 	c := k.cfg
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		node, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		now := metav1.Now()
-		k.mu.Lock()
-		ready, reason := k.ready, k.reason
-		k.mu.Unlock()
-		if alloc != nil {
-			node.Status.Capacity = c.Capacity
-			node.Status.Allocatable = alloc
-		}
-		node.Status.NodeInfo = c.NodeInfo
-		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: c.Address.String()}, {Type: corev1.NodeHostName, Address: c.NodeName}}
-		node.Status.DaemonEndpoints.KubeletEndpoint.Port = Port
-		node.Status.Conditions = mergeConditions(node.Status.Conditions, now, ready, reason)
-		_, err = c.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	k.mu.Lock()
+	ready, reason := k.ready, k.reason
+	k.mu.Unlock()
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+	if err != nil {
 		return err
-	})
+	}
+	status := corev1.NodeStatus{
+		NodeInfo:        c.NodeInfo,
+		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: c.Address.String()}, {Type: corev1.NodeHostName, Address: c.NodeName}},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: Port}},
+		Conditions:      mergeConditions(node.Status.Conditions, metav1.Now(), ready, reason),
+	}
+	if alloc != nil {
+		status.Capacity, status.Allocatable = c.Capacity, alloc
+	}
+	patch, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return err
+	}
+	_, err = c.Client.CoreV1().Nodes().Patch(ctx, c.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
 }
 
 func mergeConditions(old []corev1.NodeCondition, now metav1.Time, ready bool, reason string) []corev1.NodeCondition {

@@ -401,7 +401,9 @@ func (k *Kubelet) mirrorStaticPods(ctx context.Context) {
 func (k *Kubelet) mirror(ctx context.Context, sp *corev1.Pod) error {
 	pods := k.cfg.Client.CoreV1().Pods(sp.Namespace)
 	name := sp.Name + "-" + k.cfg.NodeName
-	cur, err := pods.Get(ctx, name, metav1.GetOptions{})
+	// From the informer: the Node authorizer lets a node read only pods
+	// already bound to it.
+	cur, err := k.pods.Pods(sp.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		node, err := k.cfg.Client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {

@@ -1,0 +1,131 @@
+package kubelet
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/winkube/winkube/emulator/registry"
+)
+
+func startRegistry(t *testing.T) *registry.Registry {
+	t.Helper()
+	r, err := registry.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	if err := r.PushAll(context.Background(), registry.Catalog("v1.36.3", []string{"registry.k8s.io/kube-proxy:v1.36.3"})); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+var (
+	linux   = Host{OS: "linux", Arch: "amd64"}
+	win2019 = Host{OS: "windows", Arch: "amd64", Build: "10.0.17763"}
+	win2022 = Host{OS: "windows", Arch: "amd64", Build: "10.0.20348"}
+	win2025 = Host{OS: "windows", Arch: "amd64", Build: "10.0.26100"}
+)
+
+// TestPullFollowsContainerdPlatformRules checks each image against each
+// host the way containerd and HCS decide.
+func TestPullFollowsContainerdPlatformRules(t *testing.T) {
+	r := startRegistry(t)
+	ctx := context.Background()
+	const iis = "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc"
+	cases := []struct {
+		host        Host
+		image       string
+		hostProcess bool
+		reason, msg string // empty: runs
+		provides    string
+	}{
+		{host: linux, image: "nginx:1.27"},
+		{host: linux, image: "docker.io/calico/node:v3.28.2", provides: "cni"},
+		{host: win2022, image: iis + "2022"},
+		{host: win2019, image: iis + "2019"},
+		{host: win2025, image: iis + "2025"},
+		{host: win2025, image: iis + "2022"}, // 2025 runs 2022 images
+		{host: win2022, image: iis + "2019", reason: "CreateContainerError", msg: "The container operating system does not match the host operating system"},
+		{host: win2022, image: iis + "2025", reason: "CreateContainerError", msg: "does not match the host"},
+		{host: win2019, image: iis + "2022", reason: "CreateContainerError", msg: "does not match the host"},
+		{host: win2022, image: "mcr.microsoft.com/windows/servercore/iis:latest"}, // index picks the build
+		{host: win2022, image: "nginx:1.27", reason: "ErrImagePull", msg: "no match for platform in manifest"},
+		{host: linux, image: iis + "2022", reason: "ErrImagePull", msg: "no match for platform in manifest"},
+		{host: win2025, image: "docker.io/calico/cni-windows:v3.28.2", provides: "cni"}, // its 2022 entry
+		{host: win2025, image: iis + "2019", reason: "CreateContainerError", msg: "does not match the host"},
+		{host: win2019, image: "docker.io/sigwindowstools/kube-proxy:v1.36.3-calico-hostprocess", hostProcess: true, provides: "kube-proxy"},
+		{host: linux, image: "docker.io/library/nginx:9.9", reason: "ErrImagePull", msg: `docker.io/library/nginx:9.9: not found`},
+	}
+	for _, c := range cases {
+		p, err := pull(ctx, r, c.host, c.image, c.hostProcess)
+		if c.reason == "" {
+			if err != nil {
+				t.Errorf("%s on %s %s: %v, want it to run", c.image, c.host.OS, c.host.Build, err)
+			} else if p.Provides != c.provides || !strings.Contains(p.ImageID, "@sha256:") {
+				t.Errorf("%s: provides %q, image ID %q", c.image, p.Provides, p.ImageID)
+			}
+			continue
+		}
+		f, ok := err.(*ContainerFailure)
+		if !ok || f.Reason != c.reason || !strings.Contains(f.Message, c.msg) {
+			t.Errorf("%s on %s %s: %v, want %s (%s)", c.image, c.host.OS, c.host.Build, err, c.reason, c.msg)
+		}
+	}
+}
+
+func TestAdmitRefusesWhatWindowsCannotRun(t *testing.T) {
+	c := corev1.Container{Name: "c", Image: "x"}
+	hp := &corev1.PodSecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(true)}}
+	cases := []struct {
+		name   string
+		host   Host
+		spec   corev1.PodSpec
+		refuse string
+	}{
+		{"plain", win2022, corev1.PodSpec{Containers: []corev1.Container{c}}, ""},
+		{"host process", win2022, corev1.PodSpec{HostNetwork: true, SecurityContext: hp, Containers: []corev1.Container{c}}, ""},
+		{"host network", win2022, corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{c}}, "hostNetwork is not supported"},
+		{"privileged", win2022, corev1.PodSpec{Containers: []corev1.Container{{Name: "c", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}, "privileged"},
+		{"runAsUser", win2022, corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000)}, Containers: []corev1.Container{c}}, "runAsUser"},
+		{"capabilities", win2022, corev1.PodSpec{Containers: []corev1.Container{{Name: "c", SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}, "capabilities"},
+		{"linux pod on windows", win2022, corev1.PodSpec{OS: &corev1.PodOS{Name: corev1.Linux}, Containers: []corev1.Container{c}}, "doesn't match node OS"},
+		{"windows pod on linux", linux, corev1.PodSpec{OS: &corev1.PodOS{Name: corev1.Windows}, Containers: []corev1.Container{c}}, "doesn't match node OS"},
+		{"privileged on linux", linux, corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "c", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}, ""},
+	}
+	for _, tc := range cases {
+		rej := admit(tc.host, &corev1.Pod{Spec: tc.spec})
+		switch {
+		case tc.refuse == "" && rej != nil:
+			t.Errorf("%s: refused (%s), want admitted", tc.name, rej.Message)
+		case tc.refuse != "" && (rej == nil || !strings.Contains(rej.Message, tc.refuse)):
+			t.Errorf("%s: %+v, want a refusal saying %q", tc.name, rej, tc.refuse)
+		}
+	}
+}
+
+func TestRegistryKeepsPlatforms(t *testing.T) {
+	r := startRegistry(t)
+	m, err := r.Lookup(context.Background(), "mcr.microsoft.com/windows/servercore/iis:latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var builds []string
+	for _, p := range m.Platforms {
+		builds = append(builds, p.OSVersion)
+	}
+	if len(builds) != 3 || builds[0] != registry.Build2019 || builds[2] != registry.Build2025 {
+		t.Errorf("iis:latest platforms %v", builds)
+	}
+	if err := r.Push(context.Background(), registry.Image{Ref: "example.com/x:1", Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Lookup(context.Background(), "example.com/x:2"); err != registry.ErrNotFound {
+		t.Errorf("a missing tag: %v, want ErrNotFound", err)
+	}
+}

@@ -1,0 +1,351 @@
+package machines_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg/etcd"
+	"sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg/proxy"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/winkube/winkube/emulator/machines/join"
+	"github.com/winkube/winkube/internal/azure/publicips"
+	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
+)
+
+// seedsIIS reads the IIS Deployment of examples/iis.yaml.
+func seedsIIS(t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(root, "examples", "iis.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		d := &appsv1.Deployment{}
+		if err := dec.Decode(d); err != nil {
+			t.Fatalf("examples/iis.yaml has no Deployment: %v", err)
+		}
+		if d.Kind == "Deployment" {
+			return d
+		}
+	}
+}
+
+// podOf waits until the pods selected by app have a status the kubelet
+// wrote, and returns the first.
+func (m *mixed) podOf(t *testing.T, ctx context.Context, app string, done func(*corev1.Pod) string) *corev1.Pod {
+	t.Helper()
+	var got *corev1.Pod
+	poll.Until(t, 2*time.Minute, func() string {
+		pods, err := m.workload.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil {
+			return err.Error()
+		}
+		if len(pods.Items) == 0 {
+			return "no pod of " + app
+		}
+		got = &pods.Items[0]
+		return done(got)
+	})
+	return got
+}
+
+func waitingReason(p *corev1.Pod) (string, string) {
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Waiting != nil && c.State.Waiting.Reason != "ContainerCreating" {
+			return c.State.Waiting.Reason, c.State.Waiting.Message
+		}
+	}
+	return "", ""
+}
+
+func running(node string) func(*corev1.Pod) string {
+	return func(p *corev1.Pod) string {
+		if p.Status.Phase != corev1.PodRunning {
+			r, msg := waitingReason(p)
+			return p.Name + " is " + string(p.Status.Phase) + " " + r + " " + msg
+		}
+		if p.Spec.NodeName != node {
+			return p.Name + " runs on " + p.Spec.NodeName + ", not " + node
+		}
+		return ""
+	}
+}
+
+func failing(reason, message string) func(*corev1.Pod) string {
+	return func(p *corev1.Pod) string {
+		r, msg := waitingReason(p)
+		if r != reason || !strings.Contains(msg, message) {
+			return p.Name + " waits for " + r + " (" + msg + "), want " + reason
+		}
+		return ""
+	}
+}
+
+func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode string) {
+	// The seeds' IIS Deployment with the image of the node's build runs on
+	// the Windows node, with an address from its pod CIDR.
+	iis := seedsIIS(t)
+	iis.Name, iis.Namespace = "iis-2022", "default"
+	iis.Spec.Selector.MatchLabels = map[string]string{"app": "iis-2022"}
+	iis.Spec.Template.Labels = map[string]string{"app": "iis-2022"}
+	iis.Spec.Template.Spec.Containers[0].Image = "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022"
+	if err := m.wc.Create(ctx, iis); err != nil {
+		t.Fatal(err)
+	}
+	p := m.podOf(t, ctx, "iis-2022", running(winNode))
+	node, err := m.workload.CoreV1().Nodes().Get(ctx, winNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cidr, err := netip.ParsePrefix(node.Spec.PodCIDR); err != nil || !cidr.Contains(netip.MustParseAddr(p.Status.PodIP)) {
+		t.Errorf("IIS pod IP %s is not in node %s's pod CIDR %q", p.Status.PodIP, winNode, node.Spec.PodCIDR)
+	}
+
+	// The same pods with the 2019 image: Windows refuses a container of
+	// another build.
+	iis19 := seedsIIS(t)
+	iis19.Namespace = "default"
+	if err := m.wc.Create(ctx, iis19); err != nil {
+		t.Fatal(err)
+	}
+	m.podOf(t, ctx, "iis-1809", failing("CreateContainerError", "The container operating system does not match the host operating system"))
+
+	// A Linux nginx runs on the Linux node.
+	labels := map[string]string{"app": "nginx"}
+	nginx := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "nginx", Namespace: "default"}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"kubernetes.io/os": "linux"},
+			Containers:   []corev1.Container{{Name: "nginx", Image: "docker.io/library/nginx:1.27"}},
+		}},
+	}}
+	if err := m.wc.Create(ctx, nginx); err != nil {
+		t.Fatal(err)
+	}
+	m.podOf(t, ctx, "nginx", running(linuxNode))
+
+	// A DaemonSet without a nodeSelector lands on both workers; its
+	// Windows pod cannot pull a Linux-only image.
+	dsLabels := map[string]string{"app": "everywhere"}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "everywhere", Namespace: "default"}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: dsLabels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: dsLabels}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "nginx", Image: "docker.io/library/nginx:1.27"}},
+		}},
+	}}
+	if err := m.wc.Create(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 2*time.Minute, func() string {
+		pods, err := m.workload.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=everywhere"})
+		if err != nil {
+			return err.Error()
+		}
+		var linuxOK, winFails bool
+		for _, p := range pods.Items {
+			r, msg := waitingReason(&p)
+			linuxOK = linuxOK || (p.Spec.NodeName == linuxNode && p.Status.Phase == corev1.PodRunning)
+			winFails = winFails || (p.Spec.NodeName == winNode && r == "ErrImagePull" && strings.Contains(msg, "no match for platform in manifest"))
+		}
+		if !linuxOK || !winFails {
+			return "DaemonSet pods: Linux running " + boolStr(linuxOK) + ", Windows failing to pull " + boolStr(winFails)
+		}
+		return ""
+	})
+
+	// An ordinary Windows pod asking for the host network is refused by
+	// the node, not run.
+	hostNet := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "win-hostnet", Namespace: "default", Labels: map[string]string{"app": "win-hostnet"}}, Spec: corev1.PodSpec{
+		HostNetwork: true, NodeName: winNode,
+		Containers: []corev1.Container{{Name: "c", Image: "mcr.microsoft.com/windows/servercore:ltsc2022"}},
+	}}
+	if err := m.wc.Create(ctx, hostNet); err != nil {
+		t.Fatal(err)
+	}
+	m.podOf(t, ctx, "win-hostnet", func(p *corev1.Pod) string {
+		if p.Status.Phase != corev1.PodFailed || !strings.Contains(p.Status.Message, "hostNetwork is not supported on Windows") {
+			return "host-network Windows pod is " + string(p.Status.Phase) + ": " + p.Status.Message
+		}
+		return ""
+	})
+
+	// The seeds' LoadBalancer Service gets a public IP from the cloud; the
+	// IP goes when the Service does.
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "iis", Namespace: "default"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "iis-2022"},
+		Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(80)}},
+	}}
+	if err := m.wc.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	var ip string
+	poll.Until(t, time.Minute, func() string {
+		if err := m.wc.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+			return err.Error()
+		}
+		if len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return "Service iis has no external IP"
+		}
+		ip = svc.Status.LoadBalancer.Ingress[0].IP
+		return ""
+	})
+	if a, err := netip.ParseAddr(ip); err != nil || !netip.MustParsePrefix("127.1.0.0/16").Contains(a) {
+		t.Errorf("external IP %q is not from the emulator's public pool", ip)
+	}
+	pips, err := publicips.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "kubernetes-" + string(svc.UID)
+	if pip, err := pips.Get(ctx, "mixed-rg", name); err != nil || pip == nil || *pip.Properties.IPAddress != ip {
+		t.Fatalf("public IP %s in ARM: %v %v", name, pip, err)
+	}
+	if err := m.wc.Delete(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if pip, err := pips.Get(ctx, "mixed-rg", name); err != nil || pip != nil {
+			return "public IP of the deleted Service still exists"
+		}
+		return ""
+	})
+}
+
+func boolStr(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// etcdThroughPortForward reaches etcd the way Cluster API's kubeadm
+// control-plane provider does: its own etcd client, dialing the etcd
+// static pod through the API server's port-forward, with a client
+// certificate from the cluster's etcd CA.
+func (m *mixed) etcdThroughPortForward(t *testing.T, ctx context.Context, cpNode string) {
+	s := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: m.cluster.Namespace, Name: m.cluster.Name + "-etcd"}, s); err != nil {
+		t.Fatal(err)
+	}
+	caBlock, _ := pem.Decode(s.Data["tls.crt"])
+	keyBlock, _ := pem.Decode(s.Data["tls.key"])
+	if caBlock == nil || keyBlock == nil {
+		t.Fatal("etcd CA secret holds no PEM")
+	}
+	ca, err := x509.ParseCertificate(caBlock.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := parseKey(keyBlock.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "capi-test-etcd-client"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	// As Cluster API does: the pod name it dials is in no certificate, so
+	// the chain is checked without the host name.
+	tlsCfg := &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12,
+		InsecureSkipVerify: true, //nolint:gosec // verified below, as Cluster API does
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("etcd presented no certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+			return err
+		},
+	}
+	c, err := etcd.NewClient(ctx, etcd.ClientConfiguration{
+		Endpoint: "etcd-" + cpNode, TLSConfig: tlsCfg, DialTimeout: 10 * time.Second, CallTimeout: 10 * time.Second,
+		Proxy: proxy.Proxy{Kind: "pods", Namespace: metav1.NamespaceSystem, KubeConfig: workloadConfig(t, ctx, m.cluster), Port: 2379},
+	})
+	if err != nil {
+		t.Fatalf("etcd through the API server's port-forward: %v", err)
+	}
+	defer c.Close()
+	members, err := c.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 1 || members[0].Name != cpNode {
+		t.Errorf("etcd members %+v, want the one member %s", members, cpNode)
+	}
+}
+
+func parseKey(der []byte) (any, error) {
+	if k, err := x509.ParsePKCS1PrivateKey(der); err == nil {
+		return k, nil
+	}
+	if k, err := x509.ParseECPrivateKey(der); err == nil {
+		return k, nil
+	}
+	return x509.ParsePKCS8PrivateKey(der)
+}
+
+// alive reports whether a process still runs.
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+var _ = ptr.To[int]
+
+// joinRefusals: discovery refuses a wrong token secret and an unpinned CA,
+// as kubeadm join does.
+func (m *mixed) joinRefusals(t *testing.T, ctx context.Context, endpoint string) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	secrets, err := m.workload.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{FieldSelector: "type=bootstrap.kubernetes.io/token"})
+	if err != nil || len(secrets.Items) == 0 {
+		t.Fatalf("bootstrap tokens: %v", err)
+	}
+	id := string(secrets.Items[0].Data["token-id"])
+	secret := string(secrets.Items[0].Data["token-secret"])
+	ep := endpoint + ":6443"
+	if _, err := join.Discover(ctx, join.Discovery{Endpoint: ep, Token: id + ".0000000000000000", CACertHashes: []string{"sha256:00"}}); err == nil || !strings.Contains(err.Error(), "wrong token secret") {
+		t.Errorf("discovery with a wrong token secret: %v", err)
+	}
+	if _, err := join.Discover(ctx, join.Discovery{Endpoint: ep, Token: id + "." + secret, CACertHashes: []string{"sha256:" + strings.Repeat("ab", 32)}}); err == nil || !strings.Contains(err.Error(), "caCertHashes") {
+		t.Errorf("discovery with a wrong CA pin: %v", err)
+	}
+	if _, err := join.Discover(ctx, join.Discovery{Endpoint: ep, Token: id + "." + secret}); err == nil || !strings.Contains(err.Error(), "unpinned") {
+		t.Errorf("discovery without a CA pin: %v", err)
+	}
+}
