@@ -24,3 +24,8 @@ cg rbac:roleName=winkube-manager paths=./internal/controllers/... output:rbac:ar
 for p in core/v1beta2 bootstrap/kubeadm/v1beta2 controlplane/kubeadm/v1beta2 addons/v1beta2; do
 	cg crd paths="sigs.k8s.io/cluster-api/api/$p" output:crd:artifacts:config="$out/config/capi/$(echo "$p" | tr / -)"
 done
+# Cluster API finds a provider's served version by this contract label on
+# the CRD, which its kustomize configuration adds; so do we.
+for f in "$out"/config/capi/*/*.yaml; do
+	sed -i 's/^metadata:$/metadata:\n  labels:\n    cluster.x-k8s.io\/v1beta2: v1beta2/' "$f"
+done

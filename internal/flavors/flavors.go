@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -212,6 +213,15 @@ func (b *builder) machineDeployment(name string, replicas int32, infraKind, infr
 		Spec: clusterv1.MachineDeploymentSpec{
 			ClusterName: b.o.ClusterName, Replicas: ptr.To(replicas),
 			Selector: metav1.LabelSelector{MatchLabels: selector},
+			// Cluster API's defaulting webhook would set this; spelled out
+			// so the objects are complete without it. One new machine at a
+			// time, none removed before its replacement runs.
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			}},
 			Template: clusterv1.MachineTemplateSpec{
 				ObjectMeta: clusterv1.ObjectMeta{Labels: selector},
 				Spec: clusterv1.MachineSpec{

@@ -1,0 +1,103 @@
+package localworld
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/reconcilers/kubeadmconfig"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/controlplane/kubeadm/reconcilers/kubeadmcontrolplane"
+	"sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	"sigs.k8s.io/cluster-api/core/reconcilers/clusterresourceset"
+	"sigs.k8s.io/cluster-api/core/reconcilers/clusterresourcesetbinding"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	coresetup "sigs.k8s.io/cluster-api/core/setup"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+)
+
+// setupClusterAPI registers Cluster API's own controllers, as its three
+// provider binaries (core, kubeadm bootstrap, kubeadm control plane) set
+// them up, in winkube's manager.
+func setupClusterAPI(ctx context.Context, mgr ctrl.Manager) error {
+	opts := func(n int) controller.Options {
+		return controller.Options{MaxConcurrentReconciles: n, UsePriorityQueue: ptr.To(false), ReconciliationTimeout: 3 * time.Minute}
+	}
+	secrets, err := coresetup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		return err
+	}
+	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient: secrets,
+		Cache:        coresetup.ClusterCacheCacheOptions(),
+		Client:       coresetup.ClusterCacheClientOptions("winkube", 20, 30),
+	}, opts(4))
+	if err != nil {
+		return fmt.Errorf("cluster cache: %w", err)
+	}
+	// The ClusterResourceSet controller watches Secrets by metadata only,
+	// from a cache of its own.
+	partial, err := ctrlcache.New(mgr.GetConfig(), ctrlcache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		DefaultTransform: func(in any) (any, error) {
+			if o, ok := in.(*metav1.PartialObjectMetadata); ok {
+				o.SetManagedFields(nil)
+			}
+			return in, nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(partial); err != nil {
+		return err
+	}
+	steps := []struct {
+		name  string
+		setup func() error
+	}{
+		{"Cluster", func() error {
+			return (&cluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc, RemoteConnectionGracePeriod: 50 * time.Second}).SetupWithManager(ctx, mgr, opts(4))
+		}},
+		{"Machine", func() error {
+			return (&machine.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc, RemoteConditionsGracePeriod: 5 * time.Minute}).SetupWithManager(ctx, mgr, opts(8))
+		}},
+		{"MachineSet", func() error {
+			return (&machineset.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc}).SetupWithManager(ctx, mgr, opts(4))
+		}},
+		{"MachineDeployment", func() error {
+			return (&machinedeployment.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr, opts(4))
+		}},
+		{"ClusterResourceSet", func() error {
+			return (&clusterresourceset.Reconciler{Client: mgr.GetClient(), ClusterCache: cc}).SetupWithManager(ctx, mgr, opts(2), partial)
+		}},
+		{"ClusterResourceSetBinding", func() error {
+			return (&clusterresourcesetbinding.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts(2))
+		}},
+		{"KubeadmConfig", func() error {
+			return (&kubeadmconfig.Reconciler{Client: mgr.GetClient(), SecretCachingClient: secrets, APIReader: mgr.GetAPIReader(), ClusterCache: cc, TokenTTL: 15 * time.Minute}).SetupWithManager(ctx, mgr, opts(8))
+		}},
+		{"KubeadmControlPlane", func() error {
+			return (&kubeadmcontrolplane.Reconciler{
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SecretCachingClient: secrets, ClusterCache: cc,
+				EtcdDialTimeout: 10 * time.Second, EtcdCallTimeout: 15 * time.Second, EtcdLogger: zap.NewNop(), RemoteConditionsGracePeriod: 5 * time.Minute,
+			}).SetupWithManager(ctx, mgr, opts(2))
+		}},
+	}
+	for _, s := range steps {
+		if err := s.setup(); err != nil {
+			return fmt.Errorf("cluster API %s controller: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+var _ = corev1.Secret{}

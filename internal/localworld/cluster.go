@@ -1,0 +1,250 @@
+package localworld
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/winkube/winkube/internal/flavors"
+)
+
+const namespace = "default"
+
+// CreateCluster applies the flavor's objects; objects that already exist
+// are left as they are, so a cluster is never created twice.
+func (w *World) CreateCluster(ctx context.Context) error {
+	o := w.opts
+	key, err := sshKey(o.StateDir)
+	if err != nil {
+		return err
+	}
+	objs, err := flavors.Generate(o.Flavor, flavors.Options{
+		ClusterName: o.Name, Namespace: namespace, KubernetesVersion: o.KubernetesVersion, WindowsVersion: o.WindowsVersion,
+		ControlPlaneNodes: o.ControlPlaneNodes, LinuxNodes: o.LinuxNodes, WindowsNodes: o.WindowsNodes,
+		Location: "westeurope", SubscriptionID: Subscription, SSHPublicKey: key,
+	})
+	if err != nil {
+		return err
+	}
+	created := 0
+	for _, obj := range objs {
+		err := w.Client.Create(ctx, obj)
+		switch {
+		case apierrors.IsAlreadyExists(err):
+		case err != nil:
+			return fmt.Errorf("apply %T %s: %w", obj, obj.GetName(), err)
+		default:
+			created++
+		}
+	}
+	if created == 0 {
+		o.progress("cluster %s exists: resuming it", o.Name)
+	} else {
+		o.progress("cluster %s: applied %d objects of flavor %s", o.Name, created, o.Flavor)
+	}
+	return nil
+}
+
+// Status is the cluster's state as the progress display shows it.
+type Status struct {
+	Machines   []string // "name: phase"
+	NodesReady int
+	NodesWant  int
+	AddonsDone bool
+	Detail     string
+}
+
+func (s Status) String() string {
+	add := "add-ons pending"
+	if s.AddonsDone {
+		add = "add-ons running"
+	}
+	line := fmt.Sprintf("nodes Ready %d/%d, %s", s.NodesReady, s.NodesWant, add)
+	if s.Detail != "" {
+		line += " (" + s.Detail + ")"
+	}
+	return line
+}
+
+// Done says whether every node is Ready and the add-ons run.
+func (s Status) Done() bool { return s.NodesWant > 0 && s.NodesReady >= s.NodesWant && s.AddonsDone }
+
+// Workload is the workload cluster's admin configuration, once Cluster API
+// has written its kubeconfig.
+func (w *World) Workload(ctx context.Context) (*rest.Config, []byte, error) {
+	s := &corev1.Secret{}
+	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: w.opts.Name + "-kubeconfig"}, s); err != nil {
+		return nil, nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data["value"])
+	return cfg, s.Data["value"], err
+}
+
+// Status reads where the cluster is.
+func (w *World) Status(ctx context.Context) (Status, error) {
+	o := w.opts
+	st := Status{NodesWant: int(o.ControlPlaneNodes + o.LinuxNodes + o.WindowsNodes)}
+	ms := &clusterv1.MachineList{}
+	if err := w.Client.List(ctx, ms, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: o.Name}); err != nil {
+		return st, err
+	}
+	for _, m := range ms.Items {
+		st.Machines = append(st.Machines, m.Name+": "+m.Status.Phase)
+	}
+	sort.Strings(st.Machines)
+	cfg, _, err := w.Workload(ctx)
+	if err != nil {
+		st.Detail = "waiting for the control plane"
+		return st, nil
+	}
+	cfg.Timeout = 5 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return st, err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		st.Detail = "workload API server not answering yet"
+		return st, nil
+	}
+	var notReady []string
+	for _, n := range nodes.Items {
+		ready := false
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		if ready {
+			st.NodesReady++
+		} else {
+			notReady = append(notReady, n.Name)
+		}
+	}
+	dss, err := cs.AppsV1().DaemonSets("kube-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return st, nil
+	}
+	st.AddonsDone = len(dss.Items) > 1 && allReady(dss.Items)
+	if len(notReady) > 0 {
+		st.Detail = "not Ready: " + strings.Join(notReady, ", ")
+	}
+	return st, nil
+}
+
+func allReady(dss []appsv1.DaemonSet) bool {
+	for _, d := range dss {
+		if d.Status.DesiredNumberScheduled == 0 && d.Spec.Template.Spec.NodeSelector["kubernetes.io/os"] == "windows" {
+			continue
+		}
+		if d.Status.NumberReady < d.Status.DesiredNumberScheduled || d.Status.DesiredNumberScheduled == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitReady reports progress until every node is Ready and the add-ons
+// run, or ctx ends.
+func (w *World) WaitReady(ctx context.Context) error {
+	last := ""
+	lastMachines := map[string]bool{}
+	for {
+		st, err := w.Status(ctx)
+		if err == nil {
+			for _, m := range st.Machines {
+				if !lastMachines[m] {
+					w.opts.progress("machine %s", m)
+				}
+			}
+			lastMachines = map[string]bool{}
+			for _, m := range st.Machines {
+				lastMachines[m] = true
+			}
+			if line := st.String(); line != last {
+				w.opts.progress("%s", line)
+				last = line
+			}
+			if st.Done() {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster %s not ready: %s: %w", w.opts.Name, last, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// WriteKubeconfigs writes the management and the workload kubeconfig into
+// the state directory and returns their paths.
+func (w *World) WriteKubeconfigs(ctx context.Context) (mgmt, workload string, err error) {
+	mgmt = filepath.Join(w.opts.StateDir, "management.kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["winkube-management"] = &clientcmdapi.Cluster{Server: w.Config.Host, CertificateAuthorityData: w.Config.CAData}
+	cfg.AuthInfos["winkube-management"] = &clientcmdapi.AuthInfo{ClientCertificateData: w.Config.CertData, ClientKeyData: w.Config.KeyData, Token: w.Config.BearerToken}
+	cfg.Contexts["winkube-management"] = &clientcmdapi.Context{Cluster: "winkube-management", AuthInfo: "winkube-management"}
+	cfg.CurrentContext = "winkube-management"
+	if err := clientcmd.WriteToFile(*cfg, mgmt); err != nil {
+		return "", "", err
+	}
+	_, raw, err := w.Workload(ctx)
+	if err != nil {
+		return mgmt, "", err
+	}
+	workload = filepath.Join(w.opts.StateDir, w.opts.Name+".kubeconfig")
+	return mgmt, workload, os.WriteFile(workload, raw, 0o600)
+}
+
+// DeleteCluster deletes the Cluster through Cluster API and waits until
+// its machines and Azure resources are gone.
+func (w *World) DeleteCluster(ctx context.Context) error {
+	c := &clusterv1.Cluster{}
+	err := w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: w.opts.Name}, c)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w.opts.progress("deleting cluster %s through Cluster API", w.opts.Name)
+	if err := w.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	last := ""
+	for {
+		err := w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: w.opts.Name}, c)
+		if apierrors.IsNotFound(err) {
+			w.opts.progress("cluster %s deleted", w.opts.Name)
+			return nil
+		}
+		ms := &clusterv1.MachineList{}
+		_ = w.Client.List(ctx, ms, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: w.opts.Name})
+		line := fmt.Sprintf("deleting: %d machines left", len(ms.Items))
+		if line != last {
+			w.opts.progress("%s", line)
+			last = line
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster %s not deleted: %s: %w", w.opts.Name, last, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}

@@ -1,0 +1,279 @@
+// Package localworld is `winkube up`: a whole mixed cluster on one machine.
+// It runs a management plane (etcd and kube-apiserver from bin/), Cluster
+// API's controllers and winkube's in one manager, the ARM emulator, the
+// machine runtime and its image registry, all in this process, and hands
+// the flavor's objects to them as a user of Cluster API would.
+package localworld
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/go-logr/logr"
+	"golang.org/x/crypto/ssh"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/config"
+	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/emulator/machines"
+	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/hostnet"
+	"github.com/winkube/winkube/emulator/registry"
+	"github.com/winkube/winkube/internal/azure/endpoint"
+	azcloud "github.com/winkube/winkube/internal/azure/cloud"
+	"github.com/winkube/winkube/internal/controllers"
+	"github.com/winkube/winkube/internal/flavors"
+	"github.com/winkube/winkube/internal/scheme"
+	"github.com/winkube/winkube/internal/webhooks"
+)
+
+// Subscription is the local world's one Azure subscription.
+const Subscription = "00000000-0000-0000-0000-00000000c0de"
+
+// Options are `winkube up`'s.
+type Options struct {
+	Name              string
+	Flavor            string
+	KubernetesVersion string
+	ControlPlaneNodes int32
+	LinuxNodes        int32
+	WindowsNodes      int32
+	WindowsVersion    infrav1.WindowsServerVersion
+	// StateDir holds the management plane's etcd, the machines' disks, the
+	// kubeconfigs and the SSH key.
+	StateDir string
+	// Bin holds the binaries hack/tools builds.
+	Bin string
+	// Progress receives a line per change; nil discards.
+	Progress func(string)
+	Log      logr.Logger
+}
+
+// World is a running local world.
+type World struct {
+	opts    Options
+	env     *envtest.Environment
+	Config  *rest.Config
+	Client  client.Client
+	reg     *registry.Registry
+	net     *hostnet.Network
+	emu     *arm.Server
+	rt      *machines.Runtime
+	lock    *os.File
+	cancel  context.CancelFunc
+	mgrDone chan error
+}
+
+func (o *Options) progress(format string, args ...any) {
+	if o.Progress != nil {
+		o.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// lockState takes the state directory for this process: two winkube
+// processes on one state would run two copies of the same machines.
+func lockState(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+		f.Close()
+		return nil, fmt.Errorf("state directory %s is in use by another winkube (pid %s); stop it first, or use --state-dir", dir, strings.TrimSpace(string(b)))
+	}
+	_ = os.WriteFile(filepath.Join(dir, "pid"), []byte(fmt.Sprint(os.Getpid())), 0o600)
+	return f, nil
+}
+
+// Start brings up the management plane, the emulator and the controllers.
+func Start(ctx context.Context, o Options) (w *World, err error) {
+	if o.Log.GetSink() == nil {
+		o.Log = logr.Discard()
+	}
+	lock, err := lockState(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	w = &World{opts: o, lock: lock}
+	defer func() {
+		if err != nil {
+			w.Stop()
+		}
+	}()
+	manifests := filepath.Join(o.StateDir, "manifests")
+	if err := config.Write(manifests); err != nil {
+		return nil, err
+	}
+	o.progress("management plane: starting etcd and kube-apiserver")
+	crds := []string{filepath.Join(manifests, "crd")}
+	for _, p := range []string{"core-v1beta2", "bootstrap-kubeadm-v1beta2", "controlplane-kubeadm-v1beta2", "addons-v1beta2"} {
+		crds = append(crds, filepath.Join(manifests, "capi", p))
+	}
+	s := scheme.New()
+	w.env = &envtest.Environment{
+		BinaryAssetsDirectory: o.Bin, CRDDirectoryPaths: crds, ErrorIfCRDPathMissing: true, Scheme: s,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(manifests, "webhook")}},
+		ControlPlane:          envtest.ControlPlane{Etcd: &envtest.Etcd{DataDir: filepath.Join(o.StateDir, "management-etcd")}},
+	}
+	if w.Config, err = w.env.Start(); err != nil {
+		return nil, fmt.Errorf("management plane: %w", err)
+	}
+	if w.Client, err = client.New(w.Config, client.Options{Scheme: s}); err != nil {
+		return nil, err
+	}
+
+	o.progress("local world: image registry, Azure emulator, machine runtime")
+	if w.reg, err = registry.Start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(o.Bin, "kubeadm"), "config", "images", "list", "--kubernetes-version", o.KubernetesVersion).Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubeadm config images list: %w", err)
+	}
+	if err := w.reg.PushAll(ctx, registry.Catalog(o.KubernetesVersion, strings.Fields(string(out)))); err != nil {
+		return nil, err
+	}
+	if w.net, err = hostnet.New(netip.MustParsePrefix("127.2.0.0/16")); err != nil {
+		return nil, err
+	}
+	token := randomToken()
+	var armCfg endpoint.Config
+	w.rt, err = machines.New(machines.Options{
+		Bin: o.Bin, Dir: filepath.Join(o.StateDir, "machines"), Network: w.net, Images: w.reg,
+		PublicIPs: func(m arm.Machine) cloud.PublicIPs { return machines.ARMPublicIPs(armCfg)(m) },
+		Events:    func(machine, msg string) { o.Log.V(1).Info(msg, "machine", machine) },
+		Log:       o.Log.WithName("machines"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if w.emu, err = arm.New(arm.Options{Token: token, PollInterval: 200 * time.Millisecond, Runtime: w.rt,
+		BootDelayLinux: 500 * time.Millisecond, BootDelayWindows: 2 * time.Second}); err != nil {
+		return nil, err
+	}
+	if err := w.emu.Start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	armCfg = endpoint.Config{ResourceManagerEndpoint: w.emu.URL(), CACertPEM: w.emu.CACertPEM(), Credential: endpoint.StaticToken(token),
+		Retry: &policy.RetryOptions{MaxRetries: 10, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 10 * time.Second}}
+
+	o.progress("controllers: Cluster API (core, kubeadm bootstrap, kubeadm control plane, ClusterResourceSet) and winkube")
+	wio := &w.env.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(w.Config, ctrl.Options{
+		Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: o.Log.WithName("controllers"),
+		WebhookServer: webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}),
+	})
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	if err := setupClusterAPI(mctx, mgr); err != nil {
+		return nil, err
+	}
+	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(armCfg), Concurrency: 4, Requeue: time.Second}); err != nil {
+		return nil, err
+	}
+	if err := webhooks.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	w.mgrDone = make(chan error, 1)
+	go func() { w.mgrDone <- mgr.Start(mctx) }()
+	if !mgr.GetCache().WaitForCacheSync(mctx) {
+		return nil, errors.New("controllers: caches did not sync")
+	}
+	return w, nil
+}
+
+// Stop stops everything this process started; the state directory keeps
+// the management plane's data.
+func (w *World) Stop() {
+	if w.cancel != nil {
+		w.cancel()
+		select {
+		case <-w.mgrDone:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	if w.emu != nil {
+		_ = w.emu.Close()
+	}
+	if w.rt != nil {
+		w.rt.Close()
+	}
+	if w.net != nil {
+		w.net.Close()
+	}
+	if w.reg != nil {
+		_ = w.reg.Close()
+	}
+	if w.env != nil {
+		_ = w.env.Stop()
+	}
+	if w.lock != nil {
+		_ = os.Remove(filepath.Join(w.opts.StateDir, "pid"))
+		_ = w.lock.Close()
+	}
+}
+
+// Emulator is the ARM emulator, for tests and diagnosis.
+func (w *World) Emulator() *arm.Server { return w.emu }
+
+// Runtime is the machine runtime.
+func (w *World) Runtime() *machines.Runtime { return w.rt }
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}
+
+// sshKey returns the cluster's SSH public key, made once per state dir.
+func sshKey(dir string) (string, error) {
+	path := filepath.Join(dir, "id_ed25519")
+	if b, err := os.ReadFile(path + ".pub"); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "winkube")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, pemEncode(block), 0o600); err != nil {
+		return "", err
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " winkube"
+	return line, os.WriteFile(path+".pub", []byte(line+"\n"), 0o600)
+}
+
+var _ = ptr.To[int]
+var _ = flavors.Windows
