@@ -17,9 +17,9 @@ tools:
 build:
 	go build -o $(BIN)/winkube ./cmd/winkube
 
-## run: the main job (see README.md)
-run: build
-	$(BIN)/winkube --help
+## run: the main job (see README.md): a mixed cluster on this machine (winkube up)
+run: tools build
+	$(BIN)/winkube up $(RUN_ARGS)
 
 ## vet: go vet over the module
 vet:

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -291,4 +292,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, e *armError) {
 	writeJSON(w, e.Status, map[string]any{"error": e})
+}
+
+// ResourceIDs lists the IDs of every resource the emulator holds, resource
+// groups included, sorted; an empty list means nothing is left.
+func (s *Server) ResourceIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.resources))
+	for _, r := range s.resources {
+		out = append(out, r.idStr)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -114,10 +114,10 @@ func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode 
 	// The seeds' IIS Deployment with the image of the node's build runs on
 	// the Windows node, with an address from its pod CIDR.
 	iis := seedsIIS(t)
-	iis.Name, iis.Namespace = "iis-2022", "default"
-	iis.Spec.Selector.MatchLabels = map[string]string{"app": "iis-2022"}
-	iis.Spec.Template.Labels = map[string]string{"app": "iis-2022"}
-	iis.Spec.Template.Spec.Containers[0].Image = "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022"
+	iis.Namespace = "default"
+	if iis.Spec.Template.Spec.Containers[0].Image != "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022" || iis.Spec.Template.Spec.NodeSelector["kubernetes.io/os"] != "windows" {
+		t.Fatalf("examples/iis.yaml changed: %+v", iis.Spec.Template.Spec)
+	}
 	if err := m.wc.Create(ctx, iis); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,10 @@ func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode 
 	// The same pods with the 2019 image: Windows refuses a container of
 	// another build.
 	iis19 := seedsIIS(t)
-	iis19.Namespace = "default"
+	iis19.Name, iis19.Namespace = "iis-1809", "default"
+	iis19.Spec.Selector.MatchLabels = map[string]string{"app": "iis-1809"}
+	iis19.Spec.Template.Labels = map[string]string{"app": "iis-1809"}
+	iis19.Spec.Template.Spec.Containers[0].Image = "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019"
 	if err := m.wc.Create(ctx, iis19); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,6 @@ clusters can run on one machine with no cloud at all.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newEmulatorCommand(), newManagerCommand(), newGenerateCommand(), newAdmissionCommand())
+	root.AddCommand(newVersionCommand(), newEmulatorCommand(), newManagerCommand(), newGenerateCommand(), newAdmissionCommand(), newUpCommand(), newDownCommand())
 	return root
 }

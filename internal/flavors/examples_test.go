@@ -19,7 +19,7 @@ func TestExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]map[string]string{
-		"iis.yaml":   {"iis-1809": "windows"},
+		"iis.yaml":   {"iis-2022": "windows"},
 		"mixed.yaml": {"frontend": "linux", "backend": "windows"},
 	}
 	for file, deployments := range want {

@@ -104,7 +104,9 @@ func (w *World) Status(ctx context.Context) (Status, error) {
 		return st, err
 	}
 	for _, m := range ms.Items {
-		st.Machines = append(st.Machines, m.Name+": "+m.Status.Phase)
+		if m.Status.Phase != "" {
+			st.Machines = append(st.Machines, m.Name+": "+m.Status.Phase)
+		}
 	}
 	sort.Strings(st.Machines)
 	cfg, _, err := w.Workload(ctx)

@@ -2,22 +2,54 @@ package localworld_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/localworld"
+	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/testenv"
 )
 
+// windowsNodes lists the Ready Windows nodes and their kubelet versions.
+func windowsNodes(ctx context.Context, cs kubernetes.Interface) (map[string]string, error) {
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/os=windows"})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, n := range nodes.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				out[n.Name] = n.Status.NodeInfo.KubeletVersion
+			}
+		}
+	}
+	return out, nil
+}
+
 // TestUpAndDown is issue 9's end-to-end run: a mixed cluster of one
 // control plane, one Linux and two Windows workers comes up through the
-// real Cluster API controllers.
+// real Cluster API controllers; the IIS example runs on Windows; the
+// Windows MachineDeployment scales and rolls to another version; deleting
+// the cluster leaves nothing behind.
 func TestUpAndDown(t *testing.T) {
 	bin, err := testenv.BinDir()
 	if err != nil {
@@ -27,19 +59,28 @@ func TestUpAndDown(t *testing.T) {
 		log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	}
 	start := time.Now()
+	state := t.TempDir()
 	o := localworld.Options{
 		Name: "e2e", Flavor: flavors.Windows, KubernetesVersion: "v1.36.3", ControlPlaneNodes: 1, LinuxNodes: 1, WindowsNodes: 2,
-		WindowsVersion: infrav1.WindowsServer2022, StateDir: t.TempDir(), Bin: bin,
+		WindowsVersion: infrav1.WindowsServer2022, StateDir: state, Bin: bin,
 		Progress: func(s string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), s) },
 		Log:      log.Log,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	w, err := localworld.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
+	stopped := false
+	defer func() {
+		if !stopped {
+			w.Stop()
+		}
+	}()
+	if _, err := localworld.Start(ctx, o); err == nil || !strings.Contains(err.Error(), "in use by another winkube") {
+		t.Fatalf("a second winkube on the same state directory: %v", err)
+	}
 	if err := w.CreateCluster(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +88,129 @@ func TestUpAndDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("all nodes Ready after %s", time.Since(start).Round(time.Second))
+	// Applying the flavor again creates nothing new.
+	if err := w.CreateCluster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := w.Workload(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	wc, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The IIS example: scheduled on Windows nodes only, Running.
+	root, _ := testenv.ModuleRoot()
+	f, err := os.Open(filepath.Join(root, "examples", "iis.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			break
+		}
+		u.SetNamespace("default")
+		if err := wc.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	poll.Until(t, 2*time.Minute, func() string {
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=iis-2022"})
+		if err != nil || len(pods.Items) == 0 {
+			return fmt.Sprintf("no IIS pod: %v", err)
+		}
+		wins, _ := windowsNodes(ctx, cs)
+		for _, p := range pods.Items {
+			if _, ok := wins[p.Spec.NodeName]; !ok || p.Status.Phase != corev1.PodRunning {
+				return fmt.Sprintf("IIS pod %s on %q is %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+			}
+		}
+		svc, err := cs.CoreV1().Services("default").Get(ctx, "iis", metav1.GetOptions{})
+		if err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return "Service iis has no external IP"
+		}
+		return ""
+	})
+
+	// Scale the Windows workers 2 -> 3 -> 1, then roll them to another
+	// Kubernetes version, all through the MachineDeployment.
+	md := &clusterv1.MachineDeployment{}
+	mdKey := client.ObjectKey{Namespace: "default", Name: "e2e-md-win"}
+	update := func(change func(*clusterv1.MachineDeployment)) {
+		t.Helper()
+		if err := w.Client.Get(ctx, mdKey, md); err != nil {
+			t.Fatal(err)
+		}
+		change(md)
+		if err := w.Client.Update(ctx, md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitWindows := func(n int, version string) {
+		t.Helper()
+		poll.Until(t, 3*time.Minute, func() string {
+			wins, err := windowsNodes(ctx, cs)
+			if err != nil {
+				return err.Error()
+			}
+			ms := &clusterv1.MachineList{}
+			if err := w.Client.List(ctx, ms, client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: "e2e-md-win"}); err != nil {
+				return err.Error()
+			}
+			ok := len(wins) == n && len(ms.Items) == n
+			for _, v := range wins {
+				ok = ok && v == version
+			}
+			if !ok {
+				return fmt.Sprintf("Windows nodes %v, %d machines; want %d at %s", wins, len(ms.Items), n, version)
+			}
+			return ""
+		})
+		t.Logf("%6.1fs Windows workers: %d at %s", time.Since(start).Seconds(), n, version)
+	}
+	update(func(md *clusterv1.MachineDeployment) { md.Spec.Replicas = ptr.To[int32](3) })
+	waitWindows(3, "v1.36.3")
+	update(func(md *clusterv1.MachineDeployment) { md.Spec.Replicas = ptr.To[int32](1) })
+	waitWindows(1, "v1.36.3")
+	before, _ := windowsNodes(ctx, cs)
+	update(func(md *clusterv1.MachineDeployment) { md.Spec.Template.Spec.Version = "v1.36.2" })
+	waitWindows(1, "v1.36.2")
+	after, _ := windowsNodes(ctx, cs)
+	for n := range after {
+		if _, same := before[n]; same {
+			t.Errorf("node %s was not replaced by the rollout", n)
+		}
+	}
+
+	// Down: Cluster API deletes everything; then nothing runs and the
+	// state directory is free.
 	if err := w.DeleteCluster(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if n := w.Runtime().Nodes(); len(n) != 0 {
+		t.Errorf("machines still running after the cluster was deleted: %+v", n)
+	}
+	if left := w.Emulator().ResourceIDs(); len(left) != 0 {
+		t.Errorf("Azure resources left in the emulator: %v", left)
+	}
+	w.Stop()
+	stopped = true
+	if _, err := os.Stat(filepath.Join(state, "pid")); !os.IsNotExist(err) {
+		t.Errorf("pid file left behind: %v", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(state, "lock"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Errorf("the state directory is still locked after stop: %v", err)
+	}
+	t.Logf("up, workloads, scaling, rollout and down took %s", time.Since(start).Round(time.Second))
 }

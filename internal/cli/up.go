@@ -1,0 +1,289 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/flavors"
+	"github.com/winkube/winkube/internal/localworld"
+)
+
+type upOptions struct {
+	flavor, version, windowsVersion, stateDir, bin string
+	controlPlane, linux, windows                   int32
+	timeout                                        time.Duration
+}
+
+func (o *upOptions) world(name string, progress func(string)) (localworld.Options, error) {
+	if o.stateDir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return localworld.Options{}, fmt.Errorf("no --state-dir and no home directory: %w", err)
+		}
+		o.stateDir = filepath.Join(home, ".winkube", name)
+	}
+	bin, err := findBin(o.bin)
+	if err != nil {
+		return localworld.Options{}, err
+	}
+	wv := infrav1.WindowsServerVersion(o.windowsVersion)
+	switch wv {
+	case infrav1.WindowsServer2019, infrav1.WindowsServer2022, infrav1.WindowsServer2025:
+	default:
+		return localworld.Options{}, fmt.Errorf("--windows-version %q: want 2019, 2022 or 2025", o.windowsVersion)
+	}
+	if o.controlPlane != 1 {
+		return localworld.Options{}, fmt.Errorf("--control-plane-nodes %d: the local world runs one control-plane machine per cluster so far", o.controlPlane)
+	}
+	if o.linux < 0 || o.windows < 0 {
+		return localworld.Options{}, errors.New("node counts cannot be negative")
+	}
+	return localworld.Options{
+		Name: name, Flavor: o.flavor, KubernetesVersion: o.version, ControlPlaneNodes: o.controlPlane, LinuxNodes: o.linux, WindowsNodes: o.windows,
+		WindowsVersion: wv, StateDir: o.stateDir, Bin: bin, Progress: progress,
+	}, nil
+}
+
+// findBin locates the binaries hack/tools builds: --bin, $WINKUBE_BIN, or
+// bin/ beside winkube's executable or in the working directory.
+func findBin(flag string) (string, error) {
+	var candidates []string
+	if flag != "" {
+		candidates = []string{flag}
+	} else {
+		if env := os.Getenv("WINKUBE_BIN"); env != "" {
+			candidates = append(candidates, env)
+		}
+		if exe, err := os.Executable(); err == nil {
+			candidates = append(candidates, filepath.Dir(exe), filepath.Join(filepath.Dir(exe), "..", "bin"))
+		}
+		candidates = append(candidates, "bin")
+	}
+	for _, c := range candidates {
+		if _, err := os.Stat(filepath.Join(c, "kube-apiserver")); err == nil {
+			return filepath.Abs(c)
+		}
+	}
+	return "", fmt.Errorf("kube-apiserver, etcd and kubeadm were not found in %s: build them with `make tools` (or pass --bin)", strings.Join(candidates, ", "))
+}
+
+// progressPrinter writes plain timestamped lines; on a terminal it keeps
+// the latest status on one line that it rewrites.
+func progressPrinter(w io.Writer) func(string) {
+	start := time.Now()
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	status := false
+	return func(s string) {
+		line := fmt.Sprintf("[%5.1fs] %s", time.Since(start).Seconds(), s)
+		if !tty {
+			fmt.Fprintln(w, line)
+			return
+		}
+		isStatus := strings.HasPrefix(s, "nodes Ready") || strings.HasPrefix(s, "deleting:")
+		if status {
+			fmt.Fprint(w, "\r\033[K")
+		}
+		if isStatus {
+			fmt.Fprint(w, line)
+		} else {
+			fmt.Fprintln(w, line)
+		}
+		status = isStatus
+	}
+}
+
+func addWorldFlags(cmd *cobra.Command, o *upOptions) {
+	cmd.Flags().StringVar(&o.stateDir, "state-dir", "", "where the management plane, machine disks, kubeconfigs and SSH key live (default ~/.winkube/NAME)")
+	cmd.Flags().StringVar(&o.bin, "bin", "", "directory of kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kubeadm (default: bin/ beside winkube, or $WINKUBE_BIN)")
+}
+
+func newUpCommand() *cobra.Command {
+	o := &upOptions{}
+	cmd := &cobra.Command{
+		Use:   "up [NAME]",
+		Short: "Create a mixed Linux/Windows cluster on this machine and run it",
+		Long: `Create a Kubernetes cluster with a Linux control plane and Linux and Windows
+workers on this machine, with no cloud: winkube runs a management cluster
+(etcd and kube-apiserver), Cluster API's controllers and its own, an Azure
+emulator and a machine runtime in this process. Control-plane machines run a
+real etcd, kube-apiserver, controller-manager and scheduler; workers join
+with kubeadm's TLS bootstrap and run simulated kubelets that follow the
+rules of their OS (Windows builds, HostProcess, image platforms).
+
+up shows progress until every node is Ready and the add-ons run, writes the
+kubeconfigs into the state directory and keeps running: the cluster lives as
+long as this process. Interrupt it (Ctrl-C) to stop; 'winkube down' deletes
+the cluster through Cluster API and stops everything.`,
+		Example: `  winkube up
+  winkube up demo --windows-nodes 3 --windows-version 2025
+  KUBECONFIG=~/.winkube/winkube/winkube.kubeconfig kubectl get nodes -o wide`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := "winkube"
+			if len(args) == 1 {
+				name = args[0]
+			}
+			out := cmd.OutOrStdout()
+			wo, err := o.world(name, progressPrinter(out))
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return up(ctx, out, wo, o.timeout)
+		},
+	}
+	cmd.Flags().StringVar(&o.flavor, "flavor", flavors.Windows, "cluster flavor: "+strings.Join(flavors.Names(), ", "))
+	cmd.Flags().StringVar(&o.version, "kubernetes-version", "v1.36.3", "Kubernetes version of the cluster")
+	cmd.Flags().Int32Var(&o.controlPlane, "control-plane-nodes", 1, "control-plane machines (1 in the local world so far)")
+	cmd.Flags().Int32Var(&o.linux, "linux-nodes", 1, "Linux worker machines")
+	cmd.Flags().Int32Var(&o.windows, "windows-nodes", 2, "Windows worker machines")
+	cmd.Flags().StringVar(&o.windowsVersion, "windows-version", "2022", "Windows Server release of the Windows workers: 2019, 2022 or 2025")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 15*time.Minute, "how long to wait for every node to be Ready")
+	addWorldFlags(cmd, o)
+	return cmd
+}
+
+func up(ctx context.Context, out io.Writer, wo localworld.Options, timeout time.Duration) error {
+	// 'winkube down' asks a running up to delete its cluster with SIGUSR1.
+	deleteReq := make(chan os.Signal, 1)
+	signal.Notify(deleteReq, syscall.SIGUSR1)
+	defer signal.Stop(deleteReq)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var deleting atomic.Bool
+	go func() {
+		select {
+		case <-deleteReq:
+			deleting.Store(true)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	w, err := localworld.Start(ctx, wo)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		wo.Progress("stopping: machines, emulator, controllers, management plane")
+		w.Stop()
+	}()
+	if _, _, err := w.WriteKubeconfigs(ctx); err != nil && !strings.Contains(err.Error(), "not found") {
+		return err
+	}
+	err = w.CreateCluster(ctx)
+	if err == nil {
+		wctx, stop := context.WithTimeout(ctx, timeout)
+		err = w.WaitReady(wctx)
+		stop()
+	}
+	if err == nil {
+		mgmt, workload, werr := w.WriteKubeconfigs(ctx)
+		if werr != nil {
+			return werr
+		}
+		fmt.Fprintf(out, "\nCluster %s is ready.\n\n  kubectl --kubeconfig %s get nodes -o wide\n  kubectl --kubeconfig %s apply -f examples/iis.yaml\n  kubectl --kubeconfig %s get clusters,machines   # the management cluster\n\nwinkube keeps running the cluster; Ctrl-C stops it, 'winkube down %s' deletes it.\n",
+			wo.Name, workload, workload, mgmt, wo.Name)
+		<-ctx.Done()
+	}
+	if deleting.Load() {
+		dctx, stop := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer stop()
+		return w.DeleteCluster(dctx)
+	}
+	if ctx.Err() != nil {
+		return nil // interrupted: the state directory keeps the management data
+	}
+	return err
+}
+
+func newDownCommand() *cobra.Command {
+	o := &upOptions{}
+	cmd := &cobra.Command{
+		Use:   "down [NAME]",
+		Short: "Delete a cluster made by 'winkube up' and stop it",
+		Long: `Delete the cluster through Cluster API, so its machines and every Azure
+resource in the emulator go, then stop the 'winkube up' process that runs it
+and remove the state directory. Without a running 'winkube up', down starts
+the management plane from the state directory to delete what it holds.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := "winkube"
+			if len(args) == 1 {
+				name = args[0]
+			}
+			o.controlPlane, o.windowsVersion, o.version, o.flavor = 1, "2022", "v1.36.3", flavors.Windows
+			wo, err := o.world(name, progressPrinter(cmd.OutOrStdout()))
+			if err != nil {
+				return err
+			}
+			return down(cmd.Context(), wo)
+		},
+	}
+	addWorldFlags(cmd, o)
+	return cmd
+}
+
+func down(ctx context.Context, wo localworld.Options) error {
+	if _, err := os.Stat(wo.StateDir); os.IsNotExist(err) {
+		return fmt.Errorf("no cluster state in %s: nothing to delete", wo.StateDir)
+	}
+	if pid := runningPid(wo.StateDir); pid > 0 {
+		wo.Progress(fmt.Sprintf("asking winkube up (pid %d) to delete the cluster and stop", pid))
+		if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
+			return err
+		}
+		for runningPid(wo.StateDir) == pid {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	} else {
+		w, err := localworld.Start(ctx, wo)
+		if err != nil {
+			return err
+		}
+		err = w.DeleteCluster(ctx)
+		w.Stop()
+		if err != nil {
+			return err
+		}
+	}
+	if err := os.RemoveAll(wo.StateDir); err != nil {
+		return err
+	}
+	wo.Progress("removed " + wo.StateDir)
+	return nil
+}
+
+// runningPid is the pid of the winkube up holding the state directory.
+func runningPid(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || syscall.Kill(pid, 0) != nil {
+		return 0
+	}
+	return pid
+}
