@@ -18,6 +18,6 @@ clusters can run on one machine with no cloud at all.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newEmulatorCommand(), newManagerCommand(), newGenerateCommand(), newAdmissionCommand(), newUpCommand(), newDownCommand())
+	root.AddCommand(newVersionCommand(), newEmulatorCommand(), newManagerCommand(), newGenerateCommand(), newAdmissionCommand(), newUpCommand(), newDownCommand(), newBenchCommand())
 	return root
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/flavors"
@@ -28,13 +30,21 @@ type upOptions struct {
 	timeout                                        time.Duration
 }
 
+func (o *upOptions) defaultStateDir(name string) error {
+	if o.stateDir != "" {
+		return nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return fmt.Errorf("no --state-dir and no home directory: %w", err)
+	}
+	o.stateDir = filepath.Join(home, ".winkube", name)
+	return nil
+}
+
 func (o *upOptions) world(name string, progress func(string)) (localworld.Options, error) {
-	if o.stateDir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return localworld.Options{}, fmt.Errorf("no --state-dir and no home directory: %w", err)
-		}
-		o.stateDir = filepath.Join(home, ".winkube", name)
+	if err := o.defaultStateDir(name); err != nil {
+		return localworld.Options{}, err
 	}
 	bin, err := findBin(o.bin)
 	if err != nil {
@@ -52,7 +62,17 @@ func (o *upOptions) world(name string, progress func(string)) (localworld.Option
 	if o.linux < 0 || o.windows < 0 {
 		return localworld.Options{}, errors.New("node counts cannot be negative")
 	}
+	if err := os.MkdirAll(o.stateDir, 0o700); err != nil {
+		return localworld.Options{}, err
+	}
+	logf, err := os.OpenFile(filepath.Join(o.stateDir, "winkube.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return localworld.Options{}, err
+	}
+	// Controller logs go to the state directory; the terminal shows progress.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(logf)))
 	return localworld.Options{
+		Log:  ctrllog.Log,
 		Name: name, Flavor: o.flavor, KubernetesVersion: o.version, ControlPlaneNodes: o.controlPlane, LinuxNodes: o.linux, WindowsNodes: o.windows,
 		WindowsVersion: wv, StateDir: o.stateDir, Bin: bin, Progress: progress,
 	}, nil
@@ -230,6 +250,12 @@ the management plane from the state directory to delete what it holds.`,
 				name = args[0]
 			}
 			o.controlPlane, o.windowsVersion, o.version, o.flavor = 1, "2022", "v1.36.3", flavors.Windows
+			if err := o.defaultStateDir(name); err != nil {
+				return err
+			}
+			if _, err := os.Stat(o.stateDir); os.IsNotExist(err) {
+				return fmt.Errorf("no cluster state in %s: nothing to delete", o.stateDir)
+			}
 			wo, err := o.world(name, progressPrinter(cmd.OutOrStdout()))
 			if err != nil {
 				return err
@@ -242,9 +268,6 @@ the management plane from the state directory to delete what it holds.`,
 }
 
 func down(ctx context.Context, wo localworld.Options) error {
-	if _, err := os.Stat(wo.StateDir); os.IsNotExist(err) {
-		return fmt.Errorf("no cluster state in %s: nothing to delete", wo.StateDir)
-	}
 	if pid := runningPid(wo.StateDir); pid > 0 {
 		wo.Progress(fmt.Sprintf("asking winkube up (pid %d) to delete the cluster and stop", pid))
 		if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/winkube/winkube/emulator/arm"
-	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/poll"
 )
 
 func totalCalls(s *arm.Server) int64 {
