@@ -126,7 +126,8 @@ func (r *Runtime) Boot(ctx context.Context, am arm.Machine) error {
 	r.mu.Lock()
 	if old, ok := r.machines[key(am.ID)]; ok {
 		r.mu.Unlock()
-		r.stop(old) // reimaged or booted again: the old disk state goes
+		r.stop(old) // reimaged: the old disk goes
+		_ = os.RemoveAll(old.dir)
 		r.mu.Lock()
 	}
 	r.machines[key(am.ID)] = m
@@ -237,19 +238,31 @@ func (r *Runtime) bootWorker(ctx context.Context, m *machine, b *bootdata.BootDa
 		return errors.New("JoinConfiguration has no bootstrapToken discovery: file discovery is not supported by winkube's machine runtime")
 	}
 	m.endpoint = bt.APIServerEndpoint
-	r.event(m, "discovering the cluster at "+bt.APIServerEndpoint)
-	dctx, cancel := context.WithTimeout(ctx, r.opts.JoinTimeout)
-	defer cancel()
-	cl, err := join.Discover(dctx, join.Discovery{Endpoint: bt.APIServerEndpoint, Token: bt.Token, CACertHashes: bt.CACertHashes, UnsafeSkipCAVerification: bt.UnsafeSkipCAVerification})
-	if err != nil {
-		return err
+	kubeconfig := filepath.Join(m.dir, "root", "etc", "kubernetes", "kubelet.conf")
+	cfg, err := join.LoadKubeconfig(kubeconfig)
+	if err == nil {
+		// cloud-init runs once per instance: a machine booting again keeps
+		// the credentials of its first join, as a rebooted node does.
+		r.event(m, "booting again with the node's credentials from its first join")
+	} else {
+		r.event(m, "discovering the cluster at "+bt.APIServerEndpoint)
+		dctx, cancel := context.WithTimeout(ctx, r.opts.JoinTimeout)
+		defer cancel()
+		cl, err := join.Discover(dctx, join.Discovery{Endpoint: bt.APIServerEndpoint, Token: bt.Token, CACertHashes: bt.CACertHashes, UnsafeSkipCAVerification: bt.UnsafeSkipCAVerification})
+		if err != nil {
+			return err
+		}
+		r.event(m, "requesting the node's client certificate (TLS bootstrap)")
+		creds, err := join.Bootstrap(dctx, cl, bt.Token, m.nodeName)
+		if err != nil {
+			return err
+		}
+		if err := creds.WriteKubeconfig(kubeconfig, cl, m.nodeName); err != nil {
+			return err
+		}
+		cfg = creds.Config(cl)
 	}
-	r.event(m, "requesting the node's client certificate (TLS bootstrap)")
-	creds, err := join.Bootstrap(dctx, cl, bt.Token, m.nodeName)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(creds.Config(cl))
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
@@ -368,7 +381,7 @@ func (r *Runtime) providerIDOf(endpoint string) func(string) (string, bool) {
 	}
 }
 
-// Stop stops a machine's processes and removes its disk.
+// Stop stops a machine's processes and removes its disk: the VM is gone.
 func (r *Runtime) Stop(_ context.Context, id string) error {
 	r.mu.Lock()
 	m, ok := r.machines[key(id)]
@@ -380,9 +393,11 @@ func (r *Runtime) Stop(_ context.Context, id string) error {
 		return nil
 	}
 	r.stop(m)
+	_ = os.RemoveAll(m.dir)
 	return nil
 }
 
+// stop switches a machine off; its disk stays.
 func (r *Runtime) stop(m *machine) {
 	m.cancel()
 	<-m.booted
@@ -407,21 +422,23 @@ func (r *Runtime) stop(m *machine) {
 		r.opts.Network.RemoveBackend(m.endpoint, cp.APIServer)
 		cp.Stop()
 	}
-	_ = os.RemoveAll(m.dir)
 }
 
-// Close stops every machine.
+// Close switches every machine off and forgets it, keeping the disks, as
+// when the host running the VMs shuts down: nothing keeps running, and a
+// machine booted again later finds its disk.
 func (r *Runtime) Close() {
 	r.mu.Lock()
-	ids := make([]string, 0, len(r.machines))
-	for id := range r.machines {
-		ids = append(ids, id)
+	ms := make([]*machine, 0, len(r.machines))
+	for id, m := range r.machines {
+		ms = append(ms, m)
+		delete(r.machines, id)
 	}
 	r.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, id := range ids {
+	for _, m := range ms {
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = r.Stop(context.Background(), id) }()
+		go func() { defer wg.Done(); r.stop(m) }()
 	}
 	wg.Wait()
 }

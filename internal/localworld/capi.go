@@ -29,7 +29,9 @@ import (
 // them up, in winkube's manager.
 func setupClusterAPI(ctx context.Context, mgr ctrl.Manager) error {
 	opts := func(n int) controller.Options {
-		return controller.Options{MaxConcurrentReconciles: n, UsePriorityQueue: ptr.To(false), ReconciliationTimeout: 3 * time.Minute}
+		// Names are not checked for uniqueness: a process may start a world
+		// again after stopping one (tests, resuming).
+		return controller.Options{MaxConcurrentReconciles: n, UsePriorityQueue: ptr.To(false), ReconciliationTimeout: 3 * time.Minute, SkipNameValidation: ptr.To(true)}
 	}
 	secrets, err := coresetup.CreateSecretCachingClient(mgr)
 	if err != nil {

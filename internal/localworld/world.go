@@ -45,6 +45,12 @@ import (
 	"github.com/winkube/winkube/internal/webhooks"
 )
 
+// Files of the state directory that carry a stopped world to its next start.
+const (
+	emulatorState = "emulator.json"
+	hostnetState  = "hostnet.json"
+)
+
 // Subscription is the local world's one Azure subscription.
 const Subscription = "00000000-0000-0000-0000-00000000c0de"
 
@@ -108,7 +114,7 @@ func lockState(dir string) (*os.File, error) {
 }
 
 // Start brings up the management plane, the emulator and the controllers.
-func Start(ctx context.Context, o Options) (w *World, err error) {
+func Start(ctx context.Context, o Options) (*World, error) {
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
@@ -116,15 +122,19 @@ func Start(ctx context.Context, o Options) (w *World, err error) {
 	if err != nil {
 		return nil, err
 	}
-	w = &World{opts: o, lock: lock}
-	defer func() {
-		if err != nil {
-			w.Stop()
-		}
-	}()
+	w := &World{opts: o, lock: lock}
+	if err := w.start(ctx); err != nil {
+		w.Stop()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *World) start(ctx context.Context) (err error) {
+	o := w.opts
 	manifests := filepath.Join(o.StateDir, "manifests")
 	if err := config.Write(manifests); err != nil {
-		return nil, err
+		return err
 	}
 	o.progress("management plane: starting etcd and kube-apiserver")
 	crds := []string{filepath.Join(manifests, "crd")}
@@ -138,25 +148,28 @@ func Start(ctx context.Context, o Options) (w *World, err error) {
 		ControlPlane:          envtest.ControlPlane{Etcd: &envtest.Etcd{DataDir: filepath.Join(o.StateDir, "management-etcd")}},
 	}
 	if w.Config, err = w.env.Start(); err != nil {
-		return nil, fmt.Errorf("management plane: %w", err)
+		return fmt.Errorf("management plane: %w", err)
 	}
 	if w.Client, err = client.New(w.Config, client.Options{Scheme: s}); err != nil {
-		return nil, err
+		return err
 	}
 
 	o.progress("local world: image registry, Azure emulator, machine runtime")
 	if w.reg, err = registry.Start("127.0.0.1:0"); err != nil {
-		return nil, err
+		return err
 	}
 	out, err := exec.CommandContext(ctx, filepath.Join(o.Bin, "kubeadm"), "config", "images", "list", "--kubernetes-version", o.KubernetesVersion).Output()
 	if err != nil {
-		return nil, fmt.Errorf("kubeadm config images list: %w", err)
+		return fmt.Errorf("kubeadm config images list: %w", err)
 	}
 	if err := w.reg.PushAll(ctx, registry.Catalog(o.KubernetesVersion, strings.Fields(string(out)))); err != nil {
-		return nil, err
+		return err
 	}
 	if w.net, err = hostnet.New(netip.MustParsePrefix("127.2.0.0/16")); err != nil {
-		return nil, err
+		return err
+	}
+	if err := w.net.Load(filepath.Join(o.StateDir, hostnetState)); err != nil {
+		return err
 	}
 	token := randomToken()
 	var armCfg endpoint.Config
@@ -167,17 +180,25 @@ func Start(ctx context.Context, o Options) (w *World, err error) {
 		Log:       o.Log.WithName("machines"),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if w.emu, err = arm.New(arm.Options{Token: token, PollInterval: 200 * time.Millisecond, Runtime: w.rt,
 		BootDelayLinux: 500 * time.Millisecond, BootDelayWindows: 2 * time.Second}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := w.emu.Start("127.0.0.1:0"); err != nil {
-		return nil, err
+		return err
 	}
 	armCfg = endpoint.Config{ResourceManagerEndpoint: w.emu.URL(), CACertPEM: w.emu.CACertPEM(), Credential: endpoint.StaticToken(token),
 		Retry: &policy.RetryOptions{MaxRetries: 10, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 10 * time.Second}}
+	if _, err := os.Stat(filepath.Join(o.StateDir, emulatorState)); err == nil {
+		// A world stopped earlier: its resources come back and its
+		// machines boot again from their disks.
+		o.progress("local world: resuming the Azure resources and machines of the last run")
+		if err := w.emu.Load(filepath.Join(o.StateDir, emulatorState)); err != nil {
+			return err
+		}
+	}
 
 	o.progress("controllers: Cluster API (core, kubeadm bootstrap, kubeadm control plane, ClusterResourceSet) and winkube")
 	wio := &w.env.WebhookInstallOptions
@@ -186,25 +207,33 @@ func Start(ctx context.Context, o Options) (w *World, err error) {
 		WebhookServer: webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	mctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	if err := setupClusterAPI(mctx, mgr); err != nil {
-		return nil, err
+		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(armCfg), Concurrency: 4, Requeue: time.Second}); err != nil {
-		return nil, err
+	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(armCfg), Concurrency: 4, Requeue: time.Second, SkipNameValidation: true}); err != nil {
+		return err
 	}
 	if err := webhooks.SetupWithManager(mgr); err != nil {
-		return nil, err
+		return err
 	}
 	w.mgrDone = make(chan error, 1)
 	go func() { w.mgrDone <- mgr.Start(mctx) }()
-	if !mgr.GetCache().WaitForCacheSync(mctx) {
-		return nil, errors.New("controllers: caches did not sync")
+	synced := make(chan bool, 1)
+	go func() { synced <- mgr.GetCache().WaitForCacheSync(mctx) }()
+	select {
+	case err := <-w.mgrDone:
+		w.mgrDone <- err
+		return fmt.Errorf("controllers: %w", err)
+	case ok := <-synced:
+		if !ok {
+			return errors.New("controllers: caches did not sync")
+		}
 	}
-	return w, nil
+	return nil
 }
 
 // Stop stops everything this process started; the state directory keeps
@@ -217,13 +246,19 @@ func (w *World) Stop() {
 		case <-time.After(30 * time.Second):
 		}
 	}
-	if w.emu != nil {
-		_ = w.emu.Close()
-	}
+	// Machines first, keeping their disks; then the emulator's resources
+	// and the address map are saved for the next start.
 	if w.rt != nil {
 		w.rt.Close()
 	}
+	if w.emu != nil {
+		if err := w.emu.Save(filepath.Join(w.opts.StateDir, emulatorState)); err != nil {
+			w.opts.Log.Error(err, "saving the emulator's state")
+		}
+		_ = w.emu.Close()
+	}
 	if w.net != nil {
+		_ = w.net.Save(filepath.Join(w.opts.StateDir, hostnetState))
 		w.net.Close()
 	}
 	if w.reg != nil {

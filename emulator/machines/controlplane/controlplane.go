@@ -106,13 +106,18 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.progress("issuing certificates with kubeadm")
-	if err := cp.kubeadm(ctx, "init", "phase", "certs", "all", "--config", kubeadmCfg); err != nil {
-		return nil, err
-	}
 	kdir := filepath.Join(cp.Root, "etc/kubernetes")
-	if err := cp.kubeadm(ctx, "init", "phase", "kubeconfig", "all", "--config", kubeadmCfg, "--kubeconfig-dir", kdir); err != nil {
-		return nil, err
+	if _, err := os.Stat(filepath.Join(kdir, "super-admin.conf")); err == nil {
+		// Booting again: the disk has the certificates and kubeconfigs.
+		cfg.progress("booting again from the machine's disk")
+	} else {
+		cfg.progress("issuing certificates with kubeadm")
+		if err := cp.kubeadm(ctx, "init", "phase", "certs", "all", "--config", kubeadmCfg); err != nil {
+			return nil, err
+		}
+		if err := cp.kubeadm(ctx, "init", "phase", "kubeconfig", "all", "--config", kubeadmCfg, "--kubeconfig-dir", kdir); err != nil {
+			return nil, err
+		}
 	}
 	local := "https://" + cp.APIServer
 	for _, f := range []string{"super-admin.conf", "controller-manager.conf", "scheduler.conf", "kubelet.conf"} {

@@ -6,11 +6,13 @@
 package hostnet
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 )
@@ -166,4 +168,53 @@ func (f *frontend) forward(c net.Conn) {
 		<-done
 		return
 	}
+}
+
+type saved struct {
+	Next      string            `json:"next"`
+	ByPrivate map[string]string `json:"byPrivate"`
+}
+
+// Save writes the address map, so that a restarted local world gives every
+// machine the address its disk (etcd's peer URLs, certificates) expects.
+func (n *Network) Save(path string) error {
+	n.mu.Lock()
+	s := saved{Next: n.next.String(), ByPrivate: map[string]string{}}
+	for p, a := range n.byPrivate {
+		s.ByPrivate[p] = a.String()
+	}
+	n.mu.Unlock()
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+// Load reads a map Save wrote; a missing file is an empty map.
+func (n *Network) Load(path string) error {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var s saved
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("host address map %s: %w", path, err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for p, a := range s.ByPrivate {
+		addr, err := netip.ParseAddr(a)
+		if err != nil || !n.pool.Contains(addr) {
+			return fmt.Errorf("host address map %s: %q is not in pool %s", path, a, n.pool)
+		}
+		n.byPrivate[p], n.private[addr] = addr, p
+	}
+	if next, err := netip.ParseAddr(s.Next); err == nil && n.pool.Contains(next) {
+		n.next = next
+	}
+	return nil
 }

@@ -17,6 +17,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -28,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/cluster-bootstrap/token/jws"
@@ -219,4 +222,31 @@ func redact(t string) string {
 		return id + ".<redacted>"
 	}
 	return "<redacted>"
+}
+
+// WriteKubeconfig saves the node's credentials where the kubelet keeps
+// them, so that the machine can boot again without joining again.
+func (c *Credentials) WriteKubeconfig(path string, cl *Cluster, nodeName string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["default-cluster"] = &clientcmdapi.Cluster{Server: cl.Server, CertificateAuthorityData: cl.CAData}
+	cfg.AuthInfos["default-auth"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertPEM, ClientKeyData: c.KeyPEM}
+	cfg.Contexts["default-context"] = &clientcmdapi.Context{Cluster: "default-cluster", AuthInfo: "default-auth"}
+	cfg.CurrentContext = "default-context"
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// LoadKubeconfig reads credentials WriteKubeconfig saved.
+func LoadKubeconfig(path string) (*rest.Config, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 20, 40
+	return cfg, nil
 }

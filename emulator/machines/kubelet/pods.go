@@ -89,7 +89,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 			k.event(ctx, pod, corev1.EventTypeWarning, "NetworkNotReady", "network is not ready: "+reason)
 			return k.writeStatus(ctx, pod, status)
 		}
-		if ip, err = k.podIP(ctx, uid); err != nil {
+		if ip, err = k.podIP(ctx, uid, pod.Status.PodIP); err != nil {
 			k.waiting(status, pod, "ContainerCreating", "")
 			k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
 			_ = k.writeStatus(ctx, pod, status)
@@ -326,7 +326,9 @@ type ipam struct {
 	byUID map[string]netip.Addr
 }
 
-func (k *Kubelet) podIP(ctx context.Context, uid string) (netip.Addr, error) {
+// podIP allocates a pod's address; a pod that already has one (the kubelet
+// restarted) keeps it.
+func (k *Kubelet) podIP(ctx context.Context, uid, had string) (netip.Addr, error) {
 	k.ipam.mu.Lock()
 	defer k.ipam.mu.Unlock()
 	if a, ok := k.ipam.byUID[uid]; ok {
@@ -349,6 +351,10 @@ func (k *Kubelet) podIP(ctx context.Context, uid string) (netip.Addr, error) {
 	used := map[netip.Addr]bool{}
 	for _, a := range k.ipam.byUID {
 		used[a] = true
+	}
+	if prev, err := netip.ParseAddr(had); err == nil && k.ipam.cidr.Contains(prev) && !used[prev] {
+		k.ipam.byUID[uid] = prev
+		return prev, nil
 	}
 	// .0 is the network and .1 the bridge/gateway, as with host-local IPAM.
 	for a := k.ipam.cidr.Addr().Next().Next(); k.ipam.cidr.Contains(a); a = a.Next() {
