@@ -164,12 +164,36 @@ func (r *Runtime) boot(ctx context.Context, m *machine) error {
 	}
 	switch b.Role {
 	case bootdata.Init:
-		return r.bootControlPlane(ctx, m, b, host)
-	case bootdata.Join:
-		return r.bootWorker(ctx, m, b, host)
+		return r.bootControlPlane(ctx, m, b, host, nil)
+	case bootdata.JoinControlPlane:
+		j, err := r.discoverForControlPlane(ctx, m, b)
+		if err != nil {
+			return err
+		}
+		return r.bootControlPlane(ctx, m, b, host, j)
 	default:
-		return fmt.Errorf("custom data joins a further control-plane machine (%s): winkube's machine runtime runs a single control-plane machine per cluster so far", b.Role)
+		return r.bootWorker(ctx, m, b, host)
 	}
+}
+
+// discoverForControlPlane finds the cluster a further control-plane machine
+// joins; a machine booting again has what it needs on its disk.
+func (r *Runtime) discoverForControlPlane(ctx context.Context, m *machine, b *bootdata.BootData) (*controlplane.Join, error) {
+	if _, err := os.Stat(filepath.Join(m.dir, "kubeadm.yaml")); err == nil {
+		return &controlplane.Join{}, nil
+	}
+	bt := b.Kubeadm.Join.Discovery.BootstrapToken
+	if bt == nil {
+		return nil, errors.New("JoinConfiguration has no bootstrapToken discovery: file discovery is not supported by winkube's machine runtime")
+	}
+	r.event(m, "discovering the cluster at "+bt.APIServerEndpoint+" to join its control plane")
+	dctx, cancel := context.WithTimeout(ctx, r.opts.JoinTimeout)
+	defer cancel()
+	cl, err := join.Discover(dctx, join.Discovery{Endpoint: bt.APIServerEndpoint, Token: bt.Token, CACertHashes: bt.CACertHashes, UnsafeSkipCAVerification: bt.UnsafeSkipCAVerification})
+	if err != nil {
+		return nil, err
+	}
+	return &controlplane.Join{Token: &rest.Config{Host: cl.Server, BearerToken: bt.Token, TLSClientConfig: rest.TLSClientConfig{CAData: cl.CAData}, Timeout: 30 * time.Second}}, nil
 }
 
 func nodeName(b *bootdata.BootData, reg bootdata.NodeRegistration, fallback string) string {
@@ -179,22 +203,23 @@ func nodeName(b *bootdata.BootData, reg bootdata.NodeRegistration, fallback stri
 	return strings.ToLower(fallback)
 }
 
-func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.BootData, host netip.Addr) error {
-	reg := b.Kubeadm.Init.NodeRegistration
+func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.BootData, host netip.Addr, j *controlplane.Join) error {
+	reg := b.Kubeadm.NodeRegistration()
 	m.nodeName = nodeName(b, reg, m.arm.ComputerName)
 	if strings.EqualFold(m.arm.OS, "Windows") {
 		return errors.New("a Windows machine cannot run a Kubernetes control plane")
 	}
-	m.endpoint = b.Kubeadm.Cluster.ControlPlaneEndpoint
-	if _, _, err := net.SplitHostPort(m.endpoint); err != nil {
-		return fmt.Errorf("ClusterConfiguration.controlPlaneEndpoint %q is not host:port", m.endpoint)
-	}
 	cp, err := controlplane.Start(ctx, controlplane.Config{
-		Bin: r.opts.Bin, Dir: m.dir, NodeName: m.nodeName, PrivateIP: m.arm.PrivateIPs[0], Host: host, Boot: b,
+		Bin: r.opts.Bin, Dir: m.dir, NodeName: m.nodeName, PrivateIP: m.arm.PrivateIPs[0], Host: host, Boot: b, Join: j,
 		Progress: func(s string) { r.event(m, s) },
 	})
 	if err != nil {
 		return err
+	}
+	m.endpoint = cp.Endpoint
+	if _, _, err := net.SplitHostPort(m.endpoint); err != nil {
+		cp.Stop()
+		return fmt.Errorf("ClusterConfiguration.controlPlaneEndpoint %q is not host:port", m.endpoint)
 	}
 	r.mu.Lock()
 	m.cp = cp
@@ -212,18 +237,19 @@ func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.
 	if r.opts.PublicIPs != nil {
 		ips = r.opts.PublicIPs(m.arm)
 	}
-	wc.cloud = cloud.Start(cloud.Config{Client: admin, ProviderID: r.providerIDOf(m.endpoint), PublicIPs: ips, Log: r.opts.Log.WithName("cloud").WithValues("cluster", b.Kubeadm.Cluster.ClusterName)})
 	r.mu.Lock()
-	if old := r.clusters[m.endpoint]; old != nil {
-		old.cloud.Stop()
+	if r.clusters[m.endpoint] == nil {
+		// One cloud controller per cluster, run by one of its control
+		// planes (another takes over when that one goes).
+		wc.cloud = cloud.Start(cloud.Config{Client: admin, ProviderID: r.providerIDOf(m.endpoint), PublicIPs: ips, Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint)})
+		r.clusters[m.endpoint] = wc
 	}
-	r.clusters[m.endpoint] = wc
 	r.mu.Unlock()
 	nodeClient, err := kubernetes.NewForConfig(cp.Kubelet)
 	if err != nil {
 		return err
 	}
-	if err := r.startKubelet(ctx, m, nodeClient, reg, cp.StaticPods, host, b.Kubeadm.Cluster.KubernetesVersion); err != nil {
+	if err := r.startKubelet(ctx, m, nodeClient, reg, cp.StaticPods, host, cp.KubernetesVersion()); err != nil {
 		return err
 	}
 	r.event(m, "marking the node as control plane")
@@ -421,6 +447,31 @@ func (r *Runtime) stop(m *machine) {
 	if cp != nil {
 		r.opts.Network.RemoveBackend(m.endpoint, cp.APIServer)
 		cp.Stop()
+	}
+	if wc != nil {
+		r.handOverCloud(m.endpoint)
+	}
+}
+
+// handOverCloud starts the cluster's cloud controller on another of its
+// control-plane machines, if one runs.
+func (r *Runtime) handOverCloud(endpoint string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range r.machines {
+		if o.cp == nil || o.endpoint != endpoint || r.clusters[endpoint] != nil {
+			continue
+		}
+		admin, err := kubernetes.NewForConfig(o.cp.SuperAdmin)
+		if err != nil {
+			return
+		}
+		var ips cloud.PublicIPs
+		if r.opts.PublicIPs != nil {
+			ips = r.opts.PublicIPs(o.arm)
+		}
+		r.clusters[endpoint] = &workloadCluster{admin: o.cp.SuperAdmin, cloud: cloud.Start(cloud.Config{Client: admin, ProviderID: r.providerIDOf(endpoint), PublicIPs: ips, Log: r.opts.Log.WithName("cloud").WithValues("endpoint", endpoint)})}
+		return
 	}
 }
 

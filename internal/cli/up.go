@@ -56,8 +56,8 @@ func (o *upOptions) world(name string, progress func(string)) (localworld.Option
 	default:
 		return localworld.Options{}, fmt.Errorf("--windows-version %q: want 2019, 2022 or 2025", o.windowsVersion)
 	}
-	if o.controlPlane != 1 {
-		return localworld.Options{}, fmt.Errorf("--control-plane-nodes %d: the local world runs one control-plane machine per cluster so far", o.controlPlane)
+	if o.controlPlane < 1 || o.controlPlane%2 == 0 {
+		return localworld.Options{}, fmt.Errorf("--control-plane-nodes %d: want an odd number (1, 3, 5), so that etcd keeps a quorum", o.controlPlane)
 	}
 	if o.linux < 0 || o.windows < 0 {
 		return localworld.Options{}, errors.New("node counts cannot be negative")
@@ -172,7 +172,7 @@ the cluster through Cluster API and stops everything.`,
 	}
 	cmd.Flags().StringVar(&o.flavor, "flavor", flavors.Windows, "cluster flavor: "+strings.Join(flavors.Names(), ", "))
 	cmd.Flags().StringVar(&o.version, "kubernetes-version", "v1.36.3", "Kubernetes version of the cluster")
-	cmd.Flags().Int32Var(&o.controlPlane, "control-plane-nodes", 1, "control-plane machines (1 in the local world so far)")
+	cmd.Flags().Int32Var(&o.controlPlane, "control-plane-nodes", 1, "control-plane machines (odd: 1, 3 or 5); each runs etcd, kube-apiserver, kube-controller-manager and kube-scheduler")
 	cmd.Flags().Int32Var(&o.linux, "linux-nodes", 1, "Linux worker machines")
 	cmd.Flags().Int32Var(&o.windows, "windows-nodes", 2, "Windows worker machines")
 	cmd.Flags().StringVar(&o.windowsVersion, "windows-version", "2022", "Windows Server release of the Windows workers: 2019, 2022 or 2025")

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	"sigs.k8s.io/cluster-api/util/index"
 	coresetup "sigs.k8s.io/cluster-api/core/setup"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -32,6 +33,11 @@ func setupClusterAPI(ctx context.Context, mgr ctrl.Manager) error {
 		// Names are not checked for uniqueness: a process may start a world
 		// again after stopping one (tests, resuming).
 		return controller.Options{MaxConcurrentReconciles: n, UsePriorityQueue: ptr.To(false), ReconciliationTimeout: 3 * time.Minute, SkipNameValidation: ptr.To(true)}
+	}
+	// The field indexes Cluster API's controllers look objects up by
+	// (a Machine by its node's provider ID, ...), as its main registers.
+	if err := index.AddDefaultIndexes(ctx, mgr); err != nil {
+		return fmt.Errorf("cluster API indexes: %w", err)
 	}
 	secrets, err := coresetup.CreateSecretCachingClient(mgr)
 	if err != nil {

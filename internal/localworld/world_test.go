@@ -17,6 +17,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -246,4 +247,79 @@ func TestUpAndDown(t *testing.T) {
 		t.Errorf("the state directory is still locked after stop: %v", err)
 	}
 	t.Logf("up, workloads, scaling, rollout and down took %s", time.Since(start).Round(time.Second))
+}
+
+// TestThreeControlPlanes: the kubeadm control-plane provider scales the
+// control plane to three machines; the second and third join the first's
+// etcd as members, and the provider, reaching each member through the API
+// server's port-forward, reports etcd healthy.
+func TestThreeControlPlanes(t *testing.T) {
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("WINKUBE_TEST_LOGS") != "" {
+		log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	}
+	start := time.Now()
+	o := localworld.Options{
+		Name: "ha", Flavor: flavors.Windows, KubernetesVersion: "v1.36.3", ControlPlaneNodes: 3, LinuxNodes: 0, WindowsNodes: 1,
+		WindowsVersion: infrav1.WindowsServer2022, StateDir: t.TempDir(), Bin: bin, Log: log.Log,
+		Progress: func(s string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), s) },
+	}
+	limit := 8 * time.Minute
+	if d, err := time.ParseDuration(os.Getenv("WINKUBE_TEST_LIMIT")); err == nil {
+		limit = d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	w, err := localworld.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	dump := func() {
+		ms := &clusterv1.MachineList{}
+		_ = w.Client.List(context.Background(), ms)
+		for _, m := range ms.Items {
+			t.Logf("machine %s providerID=%s nodeRef=%v phase=%s", m.Name, m.Spec.ProviderID, m.Status.NodeRef, m.Status.Phase)
+		}
+		if cfg, _, err := w.Workload(context.Background()); err == nil {
+			cfg.Timeout = 5 * time.Second
+			nodes, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				t.Logf("nodes: %v", err)
+				return
+			}
+			for _, n := range nodes.Items {
+				t.Logf("node %s providerID=%s taints=%v", n.Name, n.Spec.ProviderID, n.Spec.Taints)
+			}
+		}
+	}
+	if err := w.CreateCluster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WaitReady(ctx); err != nil {
+		dump()
+		t.Fatal(err)
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	poll.Until(t, 3*time.Minute, func() string {
+		if err := w.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "ha-control-plane"}, kcp); err != nil {
+			return err.Error()
+		}
+		for _, c := range kcp.Status.Conditions {
+			if c.Type == controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition && c.Status == metav1.ConditionTrue && ptr.Deref(kcp.Status.ReadyReplicas, 0) == 3 {
+				return ""
+			}
+		}
+		return fmt.Sprintf("KubeadmControlPlane: %d ready, conditions %+v", ptr.Deref(kcp.Status.ReadyReplicas, 0), kcp.Status.Conditions)
+	})
+	t.Logf("%6.1fs three control planes, etcd healthy as Cluster API sees it", time.Since(start).Seconds())
+	if err := w.DeleteCluster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.Runtime().Nodes(); len(n) != 0 {
+		t.Errorf("machines still running: %+v", n)
+	}
 }

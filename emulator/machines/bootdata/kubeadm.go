@@ -127,6 +127,21 @@ type JoinConfiguration struct {
 	} `json:"controlPlane"`
 }
 
+// NodeRegistration is the registration of whichever configuration the
+// machine runs (init or join).
+func (k Kubeadm) NodeRegistration() NodeRegistration {
+	if k.Join != nil {
+		return k.Join.NodeRegistration
+	}
+	if k.Init != nil {
+		return k.Init.NodeRegistration
+	}
+	return NodeRegistration{}
+}
+
+// ParseKubeadm reads a multi-document kubeadm configuration.
+func ParseKubeadm(data []byte) (Kubeadm, error) { return parseKubeadm(data) }
+
 // parseKubeadm reads a multi-document kubeadm configuration.
 func parseKubeadm(data []byte) (Kubeadm, error) {
 	var k Kubeadm

@@ -30,7 +30,7 @@ func toArgs(a bootdata.Args) []arg {
 // components are the four control-plane processes with the flags kubeadm
 // writes into their static pod manifests, on the VM's host address.
 func (cp *ControlPlane) components() []component {
-	cc := cp.cfg.Boot.Kubeadm.Cluster
+	cc := cp.cluster
 	host := cp.cfg.Host.String()
 	pki := filepath.Join(cp.Root, "etc/kubernetes/pki")
 	kdir := filepath.Join(cp.Root, "etc/kubernetes")
@@ -49,7 +49,7 @@ func (cp *ControlPlane) components() []component {
 		"name": name, "data-dir": filepath.Join(cp.Root, "var/lib/etcd"),
 		"listen-client-urls": url(2379), "advertise-client-urls": url(2379),
 		"listen-peer-urls": url(2380), "initial-advertise-peer-urls": url(2380),
-		"initial-cluster": name + "=" + url(2380), "listen-metrics-urls": "http://" + net.JoinHostPort(host, "2381"),
+		"initial-cluster": initialCluster(cp, name+"="+url(2380)), "initial-cluster-state": clusterState(cp), "listen-metrics-urls": "http://" + net.JoinHostPort(host, "2381"),
 		"cert-file": p("etcd/server.crt"), "key-file": p("etcd/server.key"), "client-cert-auth": "true", "trusted-ca-file": p("etcd/ca.crt"),
 		"peer-cert-file": p("etcd/peer.crt"), "peer-key-file": p("etcd/peer.key"), "peer-client-cert-auth": "true", "peer-trusted-ca-file": p("etcd/ca.crt"),
 		"snapshot-count": "10000", "experimental-initial-corrupt-check": "true", "watch-progress-notify-interval": "5s",
@@ -87,8 +87,8 @@ func (cp *ControlPlane) components() []component {
 
 // pod is the component's static pod as kubeadm would write it, for the
 // kubelet to mirror.
-func (c component) pod(cfg Config, _ *ControlPlane) *corev1.Pod {
-	version := cfg.Boot.Kubeadm.Cluster.KubernetesVersion
+func (c component) pod(_ Config, cp *ControlPlane) *corev1.Pod {
+	version := cp.cluster.KubernetesVersion
 	image := "registry.k8s.io/" + c.name + ":" + version
 	if c.name == "etcd" {
 		image = "registry.k8s.io/etcd"
@@ -104,4 +104,18 @@ func (c component) pod(cfg Config, _ *ControlPlane) *corev1.Pod {
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}},
 		},
 	}
+}
+
+func initialCluster(cp *ControlPlane, self string) string {
+	if cp.initialCluster != "" {
+		return cp.initialCluster
+	}
+	return self
+}
+
+func clusterState(cp *ControlPlane) string {
+	if cp.initialCluster != "" {
+		return "existing"
+	}
+	return "new"
 }

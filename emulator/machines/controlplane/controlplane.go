@@ -48,14 +48,27 @@ type Config struct {
 	PrivateIP string
 	Host      netip.Addr
 	Boot      *bootdata.BootData
+	// Join, for a further control-plane machine, is the cluster it joins:
+	// its API server and the bootstrap token's client, with which kubeadm
+	// join reads the cluster's configuration.
+	Join *Join
 	// Progress receives a line per step.
 	Progress func(string)
 }
 
+// Join is what a joining control-plane machine learned in discovery.
+type Join struct {
+	// Token reads kubeadm-config as the bootstrap token may.
+	Token *rest.Config
+}
+
 // ControlPlane is a running control plane.
 type ControlPlane struct {
-	cfg   Config
-	procs []*process
+	cfg     Config
+	cluster *bootdata.ClusterConfiguration
+	// initialCluster is etcd's member list for a joining machine.
+	initialCluster string
+	procs          []*process
 	// Root is the VM's filesystem root.
 	Root string
 	// SuperAdmin reaches the local API server as system:masters.
@@ -81,14 +94,14 @@ func (c *Config) progress(s string) {
 // Start boots the control plane; on error everything started is stopped.
 func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	b := cfg.Boot
-	if b.Role != bootdata.Init {
-		return nil, fmt.Errorf("boot data role %s is not a first control plane", b.Role)
+	joining := b.Role == bootdata.JoinControlPlane
+	if b.Role != bootdata.Init && !joining {
+		return nil, fmt.Errorf("boot data role %s is not a control plane's", b.Role)
 	}
-	cc := b.Kubeadm.Cluster
-	if cc.Etcd.External != nil {
-		return nil, fmt.Errorf("the ClusterConfiguration uses external etcd %v: winkube's control-plane machines run local etcd only", cc.Etcd.External.Endpoints)
+	if joining && cfg.Join == nil {
+		return nil, fmt.Errorf("a joining control plane needs the discovered cluster")
 	}
-	cp = &ControlPlane{cfg: cfg, Root: filepath.Join(cfg.Dir, "root"), Endpoint: cc.ControlPlaneEndpoint, APIServer: net.JoinHostPort(cfg.Host.String(), strconv.Itoa(apiPort))}
+	cp = &ControlPlane{cfg: cfg, Root: filepath.Join(cfg.Dir, "root"), APIServer: net.JoinHostPort(cfg.Host.String(), strconv.Itoa(apiPort))}
 	defer func() {
 		if err != nil {
 			cp.Stop()
@@ -102,7 +115,23 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 			return nil, err
 		}
 	}
-	kubeadmCfg, err := cp.kubeadmConfig()
+	source, err := cp.sourceConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := bootdata.ParseKubeadm(source)
+	if err != nil {
+		return nil, err
+	}
+	if cc.Cluster == nil {
+		return nil, fmt.Errorf("no ClusterConfiguration for this control plane")
+	}
+	if cc.Cluster.Etcd.External != nil {
+		return nil, fmt.Errorf("the ClusterConfiguration uses external etcd %v: winkube's control-plane machines run local etcd only", cc.Cluster.Etcd.External.Endpoints)
+	}
+	cp.cluster = cc.Cluster
+	cp.Endpoint = cc.Cluster.ControlPlaneEndpoint
+	kubeadmCfg, err := cp.kubeadmConfig(source)
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +160,11 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if cp.Kubelet, err = clientcmd.BuildConfigFromFlags("", filepath.Join(kdir, "kubelet.conf")); err != nil {
 		return nil, err
 	}
+	if joining {
+		if cp.initialCluster, err = cp.addEtcdMember(ctx); err != nil {
+			return nil, err
+		}
+	}
 	logs := filepath.Join(cp.Root, "var/log")
 	specs := cp.components()
 	for _, s := range specs {
@@ -146,6 +180,11 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 			}
 		}
 		cp.StaticPods = append(cp.StaticPods, s.pod(cfg, cp))
+	}
+	if joining {
+		// kubeadm join --control-plane uploads nothing: the cluster's
+		// configuration and add-ons exist.
+		return cp, nil
 	}
 	cfg.progress("running kubeadm init phases: upload-config, bootstrap-token, addon")
 	sa := filepath.Join(kdir, "super-admin.conf")
@@ -209,14 +248,10 @@ func (cp *ControlPlane) kubeadm(ctx context.Context, args ...string) error {
 // machine: kubeadm advertises the VM's private address (it refuses
 // loopback ones), the certificates also name the host address, and the
 // paths move under the VM's root. Unknown fields pass through untouched.
-func (cp *ControlPlane) kubeadmConfig() (string, error) {
-	f, ok := cp.cfg.Boot.File(bootdata.InitConfigPath)
-	if !ok {
-		return "", fmt.Errorf("custom data writes no %s", bootdata.InitConfigPath)
-	}
+func (cp *ControlPlane) kubeadmConfig(source []byte) (string, error) {
 	host := cp.cfg.Host.String()
 	var docs []string
-	for _, doc := range bytes.Split(f.Content, []byte("\n---")) {
+	for _, doc := range bytes.Split(source, []byte("\n---")) {
 		var m map[string]any
 		if err := yaml.Unmarshal(doc, &m); err != nil {
 			return "", fmt.Errorf("%s: %w", bootdata.InitConfigPath, err)
@@ -232,11 +267,11 @@ func (cp *ControlPlane) kubeadmConfig() (string, error) {
 		case "ClusterConfiguration":
 			m["certificatesDir"] = filepath.Join(cp.Root, "etc/kubernetes/pki")
 			api := child(m, "apiServer")
-			api["certSANs"] = appendAny(api["certSANs"], host, "localhost")
+			api["certSANs"] = appendNew(api["certSANs"], host, "localhost")
 			etcd := child(child(m, "etcd"), "local")
 			etcd["dataDir"] = filepath.Join(cp.Root, "var/lib/etcd")
-			etcd["serverCertSANs"] = appendAny(etcd["serverCertSANs"], host)
-			etcd["peerCertSANs"] = appendAny(etcd["peerCertSANs"], host)
+			etcd["serverCertSANs"] = appendNew(etcd["serverCertSANs"], host)
+			etcd["peerCertSANs"] = appendNew(etcd["peerCertSANs"], host)
 		}
 		out, err := yaml.Marshal(m)
 		if err != nil {
@@ -257,10 +292,16 @@ func child(m map[string]any, k string) map[string]any {
 	return c
 }
 
-func appendAny(list any, add ...string) []any {
+func appendNew(list any, add ...string) []any {
 	l, _ := list.([]any)
 	for _, a := range add {
-		l = append(l, a)
+		seen := false
+		for _, x := range l {
+			seen = seen || x == a
+		}
+		if !seen {
+			l = append(l, a)
+		}
 	}
 	return l
 }
@@ -343,7 +384,8 @@ func (cp *ControlPlane) MarkControlPlane(ctx context.Context) error {
 		return err
 	}
 	taints := []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
-	if t := cp.cfg.Boot.Kubeadm.Init.NodeRegistration.Taints; t != nil {
+	reg := cp.cfg.Boot.Kubeadm.NodeRegistration()
+	if t := reg.Taints; t != nil {
 		taints = taints[:0]
 		for _, x := range *t {
 			taints = append(taints, corev1.Taint{Key: x.Key, Value: x.Value, Effect: corev1.TaintEffect(x.Effect)})
@@ -379,3 +421,6 @@ func hasTaint(ts []corev1.Taint, t corev1.Taint) bool {
 }
 
 var _ = ptr.To[int]
+
+// KubernetesVersion is the cluster's, from its ClusterConfiguration.
+func (cp *ControlPlane) KubernetesVersion() string { return cp.cluster.KubernetesVersion }

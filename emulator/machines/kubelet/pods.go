@@ -431,7 +431,9 @@ func (k *Kubelet) mirror(ctx context.Context, sp *corev1.Pod) error {
 	} else if err != nil {
 		return err
 	}
-	if cur.Status.Phase == corev1.PodRunning {
+	// The node lifecycle controller marks pods not ready while the node is
+	// NotReady; the kubelet reports them ready again, as here.
+	if cur.Status.Phase == corev1.PodRunning && podReady(cur) {
 		return nil
 	}
 	s := cur.Status.DeepCopy()
@@ -443,4 +445,13 @@ func (k *Kubelet) mirror(ctx context.Context, sp *corev1.Pod) error {
 	}
 	k.containerStatuses(s, cur, images, nil)
 	return k.writeStatus(ctx, cur, s)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
