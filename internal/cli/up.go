@@ -149,8 +149,9 @@ rules of their OS (Windows builds, HostProcess, image platforms).
 
 up shows progress until every node is Ready and the add-ons run, writes the
 kubeconfigs into the state directory and keeps running: the cluster lives as
-long as this process. Interrupt it (Ctrl-C) to stop; 'winkube down' deletes
-the cluster through Cluster API and stops everything.`,
+long as this process. Interrupt it (Ctrl-C) to stop it: the state stays, and
+'winkube up' with the same name (or --state-dir) resumes the same cluster.
+'winkube down' deletes the cluster through Cluster API and stops everything.`,
 		Example: `  winkube up
   winkube up demo --windows-nodes 3 --windows-version 2025
   KUBECONFIG=~/.winkube/winkube/winkube.kubeconfig kubectl get nodes -o wide`,

@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestUpAndDownRefuseBadInput: mistakes are refused before anything starts,
+// with what to change.
+func TestUpAndDownRefuseBadInput(t *testing.T) {
+	bin := t.TempDir()
+	dir := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "--bin", bin, "--state-dir", dir}, "were not found in"},
+		{[]string{"down", "--state-dir", filepath.Join(dir, "missing")}, "nothing to delete"},
+	}
+	for _, c := range cases {
+		root := NewRootCommand()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(c.args)
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("winkube %s: %v, want an error saying %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+	o := &upOptions{controlPlane: 2, windowsVersion: "2022", stateDir: dir, bin: "../../bin"}
+	if _, err := o.world("x", nil); err == nil || !strings.Contains(err.Error(), "odd number") {
+		t.Errorf("2 control planes: %v", err)
+	}
+	o = &upOptions{controlPlane: 1, windowsVersion: "2016", stateDir: dir, bin: "../../bin"}
+	if _, err := o.world("x", nil); err == nil || !strings.Contains(err.Error(), "2019, 2022 or 2025") {
+		t.Errorf("Windows 2016: %v", err)
+	}
+}
