@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -176,13 +177,18 @@ func TestUpAndDown(t *testing.T) {
 	// Kubernetes version, all through the MachineDeployment.
 	md := &clusterv1.MachineDeployment{}
 	mdKey := client.ObjectKey{Namespace: "default", Name: "e2e-md-win"}
+	// Cluster API's controllers write the MachineDeployment too: a user's
+	// change is retried on conflict, as kubectl edit would be.
 	update := func(change func(*clusterv1.MachineDeployment)) {
 		t.Helper()
-		if err := w.Client.Get(ctx, mdKey, md); err != nil {
-			t.Fatal(err)
-		}
-		change(md)
-		if err := w.Client.Update(ctx, md); err != nil {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := w.Client.Get(ctx, mdKey, md); err != nil {
+				return err
+			}
+			change(md)
+			return w.Client.Update(ctx, md)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
