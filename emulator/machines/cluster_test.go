@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -244,18 +245,22 @@ func TestMixedClusterBoots(t *testing.T) {
 	// Cluster API's machine controller lifts this taint once the Machine
 	// has its node; no machine controller runs here.
 	for _, name := range []string{linuxName, winComputer} {
-		n, err := m.workload.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var kept []corev1.Taint
-		for _, tt := range n.Spec.Taints {
-			if tt.Key != clusterv1.NodeUninitializedTaint.Key {
-				kept = append(kept, tt)
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := m.workload.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
-		}
-		n.Spec.Taints = kept
-		if _, err := m.workload.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			var kept []corev1.Taint
+			for _, tt := range n.Spec.Taints {
+				if tt.Key != clusterv1.NodeUninitializedTaint.Key {
+					kept = append(kept, tt)
+				}
+			}
+			n.Spec.Taints = kept
+			_, err = m.workload.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
