@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -354,8 +353,6 @@ func rssKB(pid int) int {
 	}
 	return 0
 }
-
-var _ = appsv1.DaemonSet{}
 
 // dump prints the workload cluster's nodes and pods when a test failed,
 // which is what one needs to see why.

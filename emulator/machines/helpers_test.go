@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -103,21 +102,22 @@ func newAzure(t *testing.T, ctx context.Context, rg string) *azure {
 	return a
 }
 
-// until drives a non-blocking ARM operation to its end.
+// until drives a non-blocking ARM operation to its end, resuming it from
+// the token each step returns.
 func until(t *testing.T, ctx context.Context, step func(tok string) (string, bool, error)) {
 	t.Helper()
 	tok := ""
-	for {
+	poll.Until(t, 2*time.Minute, func() string {
 		next, done, err := step(tok)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if done {
-			return
+			return ""
 		}
 		tok = next
-		time.Sleep(50 * time.Millisecond)
-	}
+		return "ARM operation under way"
+	})
 }
 
 // publicIP creates the API server's public IP and returns its address.
@@ -157,18 +157,10 @@ func (a *azure) vm(t *testing.T, ctx context.Context, spec virtualmachines.Spec,
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := ""
-	for {
+	until(t, ctx, func(tok string) (string, bool, error) {
 		vm, next, err := vms.Reconcile(ctx, spec, tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if vm != nil {
-			return
-		}
-		tok = next
-		time.Sleep(50 * time.Millisecond)
-	}
+		return next, vm != nil, err
+	})
 }
 
 func (a *azure) deleteVM(t *testing.T, ctx context.Context, name string) {
@@ -260,5 +252,3 @@ func applyYAML(t *testing.T, ctx context.Context, c client.Client, stream string
 		}
 	}
 }
-
-var _ = to.Ptr[int]

@@ -72,7 +72,6 @@ type machine struct {
 	kubelet  *kubelet.Kubelet
 	// providerID is what the node's spec.providerID is set to.
 	providerID string
-	BootedAt   time.Time
 }
 
 // workloadCluster is what the runtime keeps per control-plane endpoint.
@@ -138,7 +137,6 @@ func (r *Runtime) Boot(ctx context.Context, am arm.Machine) error {
 		r.event(m, "boot failed: "+err.Error())
 		return err
 	}
-	m.BootedAt = time.Now()
 	return nil
 }
 
@@ -196,7 +194,7 @@ func (r *Runtime) discoverForControlPlane(ctx context.Context, m *machine, b *bo
 	return &controlplane.Join{Token: &rest.Config{Host: cl.Server, BearerToken: bt.Token, TLSClientConfig: rest.TLSClientConfig{CAData: cl.CAData}, Timeout: 30 * time.Second}}, nil
 }
 
-func nodeName(b *bootdata.BootData, reg bootdata.NodeRegistration, fallback string) string {
+func nodeName(reg bootdata.NodeRegistration, fallback string) string {
 	if reg.Name != "" {
 		return strings.ToLower(reg.Name)
 	}
@@ -205,7 +203,7 @@ func nodeName(b *bootdata.BootData, reg bootdata.NodeRegistration, fallback stri
 
 func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.BootData, host netip.Addr, j *controlplane.Join) error {
 	reg := b.Kubeadm.NodeRegistration()
-	m.nodeName = nodeName(b, reg, m.arm.ComputerName)
+	m.nodeName = nodeName(reg, m.arm.ComputerName)
 	if strings.EqualFold(m.arm.OS, "Windows") {
 		return errors.New("a Windows machine cannot run a Kubernetes control plane")
 	}
@@ -228,23 +226,12 @@ func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.
 	if err := r.opts.Network.AddBackend(m.endpoint, cp.APIServer); err != nil {
 		return err
 	}
-	admin, err := kubernetes.NewForConfig(cp.SuperAdmin)
+	r.mu.Lock()
+	err = r.ensureCloud(m)
+	r.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	wc := &workloadCluster{admin: cp.SuperAdmin}
-	var ips cloud.PublicIPs
-	if r.opts.PublicIPs != nil {
-		ips = r.opts.PublicIPs(m.arm)
-	}
-	r.mu.Lock()
-	if r.clusters[m.endpoint] == nil {
-		// One cloud controller per cluster, run by one of its control
-		// planes (another takes over when that one goes).
-		wc.cloud = cloud.Start(cloud.Config{Client: admin, ProviderID: r.providerIDOf(m.endpoint), PublicIPs: ips, Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint)})
-		r.clusters[m.endpoint] = wc
-	}
-	r.mu.Unlock()
 	nodeClient, err := kubernetes.NewForConfig(cp.Kubelet)
 	if err != nil {
 		return err
@@ -258,7 +245,7 @@ func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.
 
 func (r *Runtime) bootWorker(ctx context.Context, m *machine, b *bootdata.BootData, host netip.Addr) error {
 	j := b.Kubeadm.Join
-	m.nodeName = nodeName(b, j.NodeRegistration, m.arm.ComputerName)
+	m.nodeName = nodeName(j.NodeRegistration, m.arm.ComputerName)
 	bt := j.Discovery.BootstrapToken
 	if bt == nil {
 		return errors.New("JoinConfiguration has no bootstrapToken discovery: file discovery is not supported by winkube's machine runtime")
@@ -453,25 +440,36 @@ func (r *Runtime) stop(m *machine) {
 	}
 }
 
-// handOverCloud starts the cluster's cloud controller on another of its
-// control-plane machines, if one runs.
+// ensureCloud runs the cluster's cloud controller on control-plane machine
+// m unless one already runs: one per cluster, run by one of its control
+// planes. The caller holds r.mu.
+func (r *Runtime) ensureCloud(m *machine) error {
+	if r.clusters[m.endpoint] != nil {
+		return nil
+	}
+	admin, err := kubernetes.NewForConfig(m.cp.SuperAdmin)
+	if err != nil {
+		return err
+	}
+	var ips cloud.PublicIPs
+	if r.opts.PublicIPs != nil {
+		ips = r.opts.PublicIPs(m.arm)
+	}
+	r.clusters[m.endpoint] = &workloadCluster{admin: m.cp.SuperAdmin, cloud: cloud.Start(cloud.Config{
+		Client: admin, ProviderID: r.providerIDOf(m.endpoint), PublicIPs: ips, Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
+	})}
+	return nil
+}
+
+// handOverCloud moves the cluster's cloud controller to another of its
+// control-plane machines, if one runs, when the one running it goes.
 func (r *Runtime) handOverCloud(endpoint string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, o := range r.machines {
-		if o.cp == nil || o.endpoint != endpoint || r.clusters[endpoint] != nil {
-			continue
-		}
-		admin, err := kubernetes.NewForConfig(o.cp.SuperAdmin)
-		if err != nil {
+		if o.cp != nil && o.endpoint == endpoint && r.ensureCloud(o) == nil {
 			return
 		}
-		var ips cloud.PublicIPs
-		if r.opts.PublicIPs != nil {
-			ips = r.opts.PublicIPs(o.arm)
-		}
-		r.clusters[endpoint] = &workloadCluster{admin: o.cp.SuperAdmin, cloud: cloud.Start(cloud.Config{Client: admin, ProviderID: r.providerIDOf(endpoint), PublicIPs: ips, Log: r.opts.Log.WithName("cloud").WithValues("endpoint", endpoint)})}
-		return
 	}
 }
 

@@ -24,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg/etcd"
 	"sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg/proxy"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -327,8 +326,6 @@ func parseKey(der []byte) (any, error) {
 
 // alive reports whether a process still runs.
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
-
-var _ = ptr.To[int]
 
 // joinRefusals: discovery refuses a wrong token secret and an unpinned CA,
 // as kubeadm join does.

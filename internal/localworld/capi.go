@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/reconcilers/kubeadmconfig"
@@ -107,5 +106,3 @@ func setupClusterAPI(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	return nil
 }
-
-var _ = corev1.Secret{}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -23,7 +24,6 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/crypto/ssh"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -40,7 +40,6 @@ import (
 	azcloud "github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/controllers"
-	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/webhooks"
 )
@@ -299,7 +298,7 @@ func sshKey(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(path, pemEncode(block), 0o600); err != nil {
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
 		return "", err
 	}
 	sp, err := ssh.NewPublicKey(pub)
@@ -309,6 +308,3 @@ func sshKey(dir string) (string, error) {
 	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " winkube"
 	return line, os.WriteFile(path+".pub", []byte(line+"\n"), 0o600)
 }
-
-var _ = ptr.To[int]
-var _ = flavors.Windows

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 )
 
 // UninitializedTaint is the taint a kubelet with an external cloud
@@ -184,15 +185,13 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		_ = c.event(ctx, s, "SyncLoadBalancerFailed", err.Error())
 		return err
 	}
-	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip, IPMode: ptrTo(corev1.LoadBalancerIPModeVIP)}}
+	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip, IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
 	_, err = c.cfg.Client.CoreV1().Services(s.Namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{})
 	if err == nil {
 		_ = c.event(ctx, s, "EnsuredLoadBalancer", "Ensured load balancer with public IP "+ip)
 	}
 	return err
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 func hasFinalizer(s *corev1.Service) bool {
 	for _, f := range s.Finalizers {

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -27,13 +26,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/winkube/winkube/emulator/machines/bootdata"
 )
-
-func sortStrings(s []string) { sort.Strings(s) }
 
 // Config is one control-plane VM.
 type Config struct {
@@ -419,8 +415,6 @@ func hasTaint(ts []corev1.Taint, t corev1.Taint) bool {
 	}
 	return false
 }
-
-var _ = ptr.To[int]
 
 // KubernetesVersion is the cluster's, from its ClusterConfiguration.
 func (cp *ControlPlane) KubernetesVersion() string { return cp.cluster.KubernetesVersion }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -85,7 +86,7 @@ func flags(defaults map[string]string, extra []arg) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sortStrings(keys)
+	sort.Strings(keys)
 	out := make([]string, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, "--"+k+"="+m[k])

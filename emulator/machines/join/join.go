@@ -10,7 +10,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
@@ -213,9 +212,6 @@ func Bootstrap(ctx context.Context, cl *Cluster, token, nodeName string) (*Crede
 func (c *Credentials) Config(cl *Cluster) *rest.Config {
 	return &rest.Config{Host: cl.Server, TLSClientConfig: rest.TLSClientConfig{CAData: cl.CAData, CertData: c.CertPEM, KeyData: c.KeyPEM}, QPS: 20, Burst: 40}
 }
-
-// TLS is the node's client certificate for other uses.
-func (c *Credentials) TLS() (tls.Certificate, error) { return tls.X509KeyPair(c.CertPEM, c.KeyPEM) }
 
 func redact(t string) string {
 	if id, _, ok := strings.Cut(t, "."); ok {

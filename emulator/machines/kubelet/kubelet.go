@@ -180,9 +180,11 @@ func (k *Kubelet) register(ctx context.Context) error {
 			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: Port}},
 			Conditions:      mergeConditions(nil, metav1.Now(), k.ready, k.reason)},
 	}
+	adopted := false
 	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 1.5, Steps: 30, Cap: 5 * time.Second}, func(ctx context.Context) (bool, error) {
 		_, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-		if err == nil || apierrors.IsAlreadyExists(err) {
+		adopted = apierrors.IsAlreadyExists(err)
+		if err == nil || adopted {
 			return true, nil
 		}
 		c.Log.V(1).Info("registering node", "error", err.Error())
@@ -190,6 +192,9 @@ func (k *Kubelet) register(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("node %s could not register with the API server: %w", c.NodeName, err)
+	}
+	if !adopted {
+		return nil // created with its status
 	}
 	return k.updateStatus(ctx, alloc)
 }
@@ -338,13 +343,6 @@ func (k *Kubelet) queueAllPods() []string {
 		out = append(out, p.Namespace+"/"+p.Name)
 	}
 	return out
-}
-
-// Ready reports the node's network readiness as the kubelet sees it.
-func (k *Kubelet) Ready() bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.ready
 }
 
 // serverTLS is the kubelet API's certificate: self-signed, as a kubelet

@@ -52,7 +52,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	ns, name := splitKey(key)
 	pod, err := k.pods.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		k.forget(ctx, key)
+		k.forget(ctx)
 		return nil
 	}
 	if err != nil {
@@ -147,7 +147,7 @@ func failedSummary(f map[string]*ContainerFailure) string {
 	return ""
 }
 
-func (k *Kubelet) forget(ctx context.Context, key string) {
+func (k *Kubelet) forget(ctx context.Context) {
 	// The pod is gone from the API; its UID is no longer known here, so
 	// drop whatever pods are no longer listed.
 	listed := map[string]bool{}
@@ -167,7 +167,6 @@ func (k *Kubelet) forget(ctx context.Context, key string) {
 		k.ipam.release(uid)
 		k.setRunning(ctx, uid, nil, false)
 	}
-	_ = key
 }
 
 func setIPs(s *corev1.PodStatus, host, pod netip.Addr) {

@@ -1,5 +1,0 @@
-package localworld
-
-import "encoding/pem"
-
-func pemEncode(b *pem.Block) []byte { return pem.EncodeToMemory(b) }
