@@ -13,9 +13,10 @@ all: build
 tools:
 	@bash hack/tools/build.sh
 
-## build: build bin/winkube
+## build: build bin/winkube, and bin/kubectl-winkube (the same binary as kubectl's plugin)
 build:
 	go build -o $(BIN)/winkube ./cmd/winkube
+	ln -sf winkube $(BIN)/kubectl-winkube
 
 ## run: the main job (see README.md): a mixed cluster on this machine (winkube up)
 run: tools build

@@ -50,6 +50,13 @@ type AzureMachineStatus struct {
 	// the object's name (15-character rule).
 	// +optional
 	VMName string `json:"vmName,omitempty"`
+	// sshNATPort is the frontend port of the API-server load balancer's
+	// inbound NAT rule to this VM's port 22. Only control-plane VMs have
+	// one: they are the jump hosts to the other nodes.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	SSHNATPort int32 `json:"sshNATPort,omitempty"`
 	// vmState is the VM's provisioning state in Azure.
 	// +optional
 	VMState string `json:"vmState,omitempty"`

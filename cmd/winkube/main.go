@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -15,8 +16,13 @@ func main() {
 	// Ctrl-C and SIGTERM cancel the command's context, so long-running
 	// commands (manager, emulator, up) shut down cleanly.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := cli.NewRootCommand().ExecuteContext(ctx)
+	err := cli.NewRootCommandFor(os.Args[0]).ExecuteContext(ctx)
 	stop()
+	// A remote command's exit status is winkube's, without a message.
+	var status interface{ ExitCode() int }
+	if errors.As(err, &status) {
+		os.Exit(status.ExitCode())
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)

@@ -3,6 +3,7 @@ package arm
 import (
 	"encoding/base64"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -312,9 +313,43 @@ func (s *Server) machineOf(r *resource, location string, storage, osProfile map[
 			if pip := s.lookup(refID(cp, "publicIPAddress")); pip != nil {
 				m.PublicIPs = append(m.PublicIPs, str(pip.props(), "ipAddress"))
 			}
+			for _, ref := range list(cp, "loadBalancerInboundNatRules") {
+				if rule, ok := s.natRule(str(ref.(map[string]any), "id")); ok {
+					m.InboundNAT = append(m.InboundNAT, rule)
+				}
+			}
 		}
 	}
 	return m
+}
+
+// natRule resolves an inbound NAT rule to its frontend's public address.
+func (s *Server) natRule(id string) (NATRule, bool) {
+	r := s.lookup(id)
+	if r == nil {
+		return NATRule{}, false
+	}
+	p := r.props()
+	parent, _ := r.id.Parent()
+	lb := s.lookup(parent.String())
+	if lb == nil {
+		return NATRule{}, false
+	}
+	fe, _ := subRefName(lb, refID(p, "frontendIPConfiguration"), "frontendIPConfigurations")
+	for _, f := range list(lb.props(), "frontendIPConfigurations") {
+		fm := f.(map[string]any)
+		if !strings.EqualFold(str(fm, "name"), fe) {
+			continue
+		}
+		pip := s.lookup(refID(fm, "properties", "publicIPAddress"))
+		front, _ := p["frontendPort"].(float64)
+		back, _ := p["backendPort"].(float64)
+		if pip == nil || str(pip.props(), "ipAddress") == "" || front == 0 || back == 0 {
+			return NATRule{}, false
+		}
+		return NATRule{Name: r.id.Name(), Frontend: net.JoinHostPort(str(pip.props(), "ipAddress"), strconv.Itoa(int(front))), BackendPort: int(back)}, true
+	}
+	return NATRule{}, false
 }
 
 // vmDeleted detaches (or, with deleteOption Delete, deletes) the VM's NICs

@@ -2,6 +2,7 @@ package arm_test
 
 import (
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -148,6 +149,22 @@ func TestNetworkResourcesLifecycle(t *testing.T) {
 	patched := must(nics.UpdateTags(w.ctx, "rg", "second-nic", armnetwork.TagsObject{Tags: map[string]*string{"owner": to.Ptr("winkube")}}, nil))
 	if *patched.Tags["owner"] != "winkube" || *patched.Properties.IPConfigurations[0].Properties.PrivateIPAddress != "10.0.1.5" {
 		t.Fatalf("PATCH lost the address or the tag: %+v", patched.Properties.IPConfigurations[0].Properties)
+	}
+	// A VM on the NIC boots with the NAT rule's public frontend, so the
+	// machine runtime can forward it (SSH to control-plane VMs).
+	vms := must(w.compute.NewVirtualMachinesClient(), nil)
+	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "cp-0", linuxVM(*nic.ID, "#cloud-config"), nil))
+	booted := waitRunning(t, w.rt, 1)
+	want := []arm.NATRule{{Name: "cp-0", Frontend: *pip.Properties.IPAddress + ":22", BackendPort: 22}}
+	if !reflect.DeepEqual(booted[0].InboundNAT, want) {
+		t.Fatalf("the booted VM's inbound NAT %+v, want %+v", booted[0].InboundNAT, want)
+	}
+	done(vms.BeginDelete(w.ctx, "rg", "cp-0", nil))
+	disks := must(w.compute.NewDisksClient(), nil)
+	for _, d := range w.resources("rg") {
+		if strings.HasPrefix(d, "cp-0_OsDisk") {
+			done(disks.BeginDelete(w.ctx, "rg", d, nil))
+		}
 	}
 	// The NAT rule in use cannot be deleted; the LB neither.
 	azureCode(t, pollErr(natRules.BeginDelete(w.ctx, "rg", "apiserver-lb", "cp-0", nil)), "InboundNatRuleInUse")

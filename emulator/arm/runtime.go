@@ -25,8 +25,10 @@ type Machine struct {
 	Image    ImageReference
 	// PrivateIPs and PublicIPs are the addresses of the machine's NICs;
 	// public ones are loopback addresses a process can listen on.
-	PrivateIPs    []string
-	PublicIPs     []string
+	PrivateIPs []string
+	PublicIPs  []string
+	// InboundNAT are the load-balancer NAT rules to the machine's NICs.
+	InboundNAT    []NATRule
 	AdminUsername string
 	SSHPublicKeys []string
 	// CustomData is the decoded custom data (cloud-init / cloudbase-init).
@@ -34,6 +36,14 @@ type Machine struct {
 	// ScaleSet and InstanceID are set for scale-set instances.
 	ScaleSet   string
 	InstanceID string
+}
+
+// NATRule forwards a load balancer's frontend port to a machine's port.
+type NATRule struct {
+	Name string
+	// Frontend is the public address and port (host:port).
+	Frontend    string
+	BackendPort int
 }
 
 // ImageReference is the image a machine was created from.

@@ -30,6 +30,8 @@ import (
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/machines/join"
 	"github.com/winkube/winkube/emulator/machines/kubelet"
+	"github.com/winkube/winkube/emulator/machines/sshd"
+	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
 // Options configure a Runtime.
@@ -72,6 +74,11 @@ type machine struct {
 	kubelet  *kubelet.Kubelet
 	// providerID is what the node's spec.providerID is set to.
 	providerID string
+	// logs are the machine's service logs on its disk.
+	logs           *vmdisk.Logs
+	sshd           *sshd.Server
+	nat            [][2]string // frontend, backend
+	kubeletVersion string
 }
 
 // workloadCluster is what the runtime keeps per control-plane endpoint.
@@ -107,6 +114,7 @@ var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 
 func (r *Runtime) event(m *machine, msg string) {
 	r.opts.Log.Info(msg, "machine", m.arm.Name)
+	m.logs.Write(vmdisk.Boot, "%s", msg)
 	if r.opts.Events != nil {
 		r.opts.Events(m.arm.Name, msg)
 	}
@@ -122,6 +130,7 @@ func (r *Runtime) Boot(ctx context.Context, am arm.Machine) error {
 		name = am.ScaleSet + "_" + am.InstanceID
 	}
 	m.dir = filepath.Join(r.opts.Dir, unsafeName.ReplaceAllString(strings.ToLower(am.ResourceGroup+"-"+name), "-"))
+	m.logs = vmdisk.NewLogs(m.disk(""))
 	r.mu.Lock()
 	if old, ok := r.machines[key(am.ID)]; ok {
 		r.mu.Unlock()
@@ -149,16 +158,20 @@ func (r *Runtime) boot(ctx context.Context, m *machine) error {
 	if hostName == "" {
 		hostName = am.Name
 	}
-	b, err := bootdata.Parse(am.CustomData, bootdata.Metadata{LocalHostname: hostName})
-	if err != nil {
-		return fmt.Errorf("cloud-init: %w", err)
-	}
 	host, err := r.opts.Network.HostAddress(am.PrivateIPs[0])
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return err
+	}
+	b, perr := bootdata.Parse(am.CustomData, bootdata.Metadata{LocalHostname: hostName})
+	logBootData(m, b)
+	if err := r.startAccess(m, b, host); err != nil {
+		return err
+	}
+	if perr != nil {
+		return fmt.Errorf("cloud-init: %w", perr)
 	}
 	switch b.Role {
 	case bootdata.Init:
@@ -321,14 +334,14 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	r.event(m, fmt.Sprintf("kubelet registering node %s (%s, %s)", m.nodeName, h.OS, host))
 	k, err := kubelet.Start(ctx, kubelet.Config{
 		NodeName: m.nodeName, Client: client, Address: host, Host: h, Labels: labels, Taints: taints,
-		Capacity: capacity(am), NodeInfo: info, StaticPods: static, Images: r.opts.Images,
+		Capacity: capacity(am), NodeInfo: info, StaticPods: static, Images: r.opts.Images, Logs: m.logs,
 		Log: r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
-	m.kubelet = k
+	m.kubelet, m.kubeletVersion = k, info.KubeletVersion
 	r.mu.Unlock()
 	return nil
 }
@@ -428,6 +441,7 @@ func (r *Runtime) stop(m *machine) {
 	if k != nil {
 		k.Stop()
 	}
+	r.stopAccess(m)
 	if wc != nil {
 		wc.cloud.Stop()
 	}

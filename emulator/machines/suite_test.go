@@ -60,6 +60,8 @@ var (
 	rt     *machines.Runtime
 	reg    *registry.Registry
 	hn     *hostnet.Network
+	// publicPool is where this run's emulator hands out public IPs.
+	publicPool netip.Prefix
 )
 
 // TestMain runs a management API server (envtest) with Cluster API's CRDs,
@@ -95,7 +97,15 @@ func run(m *testing.M) int {
 	if err := reg.PushAll(context.Background(), registry.Catalog(k8sVersion, strings.Fields(string(out)))); err != nil {
 		return fail(err)
 	}
-	if hn, err = hostnet.New(netip.MustParsePrefix("127.2.0.0/16")); err != nil {
+	// Its own loopback block: local worlds of other test packages may run
+	// at the same time.
+	block, err := hostnet.ClaimBlock(-1)
+	if err != nil {
+		return fail(err)
+	}
+	publicPool = block.Public
+	defer block.Release()
+	if hn, err = hostnet.New(block.Hosts); err != nil {
 		return fail(err)
 	}
 	defer hn.Close()
@@ -114,7 +124,7 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	defer rt.Close()
-	emu, err = arm.New(arm.Options{Token: token, PollInterval: 50 * time.Millisecond, Runtime: rt, Seed: 11})
+	emu, err = arm.New(arm.Options{Token: token, PollInterval: 50 * time.Millisecond, Runtime: rt, Seed: 11, PublicIPPool: block.Public})
 	if err == nil {
 		err = emu.Start("127.0.0.1:0")
 	}

@@ -220,7 +220,7 @@ func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode 
 		ip = svc.Status.LoadBalancer.Ingress[0].IP
 		return ""
 	})
-	if a, err := netip.ParseAddr(ip); err != nil || !netip.MustParsePrefix("127.1.0.0/16").Contains(a) {
+	if a, err := netip.ParseAddr(ip); err != nil || !publicPool.Contains(a) {
 		t.Errorf("external IP %q is not from the emulator's public pool", ip)
 	}
 	pips, err := publicips.New(subscriptID, armCfg)

@@ -3,8 +3,27 @@
 package cli
 
 import (
+	"path/filepath"
+	"strings"
+
 	"github.com/spf13/cobra"
 )
+
+// PluginName is the name under which kubectl finds winkube as its plugin
+// ('kubectl winkube ssh NODE'): the same binary, linked or copied.
+const PluginName = "kubectl-winkube"
+
+// NewRootCommandFor builds the command tree for the name the binary was
+// invoked by: as kubectl's plugin, its help speaks of 'kubectl winkube'.
+func NewRootCommandFor(arg0 string) *cobra.Command {
+	root := NewRootCommand()
+	if strings.TrimSuffix(filepath.Base(arg0), ".exe") == PluginName {
+		root.Use = "kubectl winkube"
+		// cobra derives the name from the first word of Use.
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl winkube"}
+	}
+	return root
+}
 
 // NewRootCommand builds the winkube command tree.
 func NewRootCommand() *cobra.Command {
@@ -18,6 +37,7 @@ clusters can run on one machine with no cloud at all.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newEmulatorCommand(), newManagerCommand(), newGenerateCommand(), newAdmissionCommand(), newUpCommand(), newDownCommand(), newBenchCommand())
+	root.AddCommand(newVersionCommand(), newEmulatorCommand(), newManagerCommand(), newGenerateCommand(), newAdmissionCommand(), newUpCommand(), newDownCommand(), newBenchCommand(),
+		newSSHCommand(), newRDPCommand(), newLogsCommand())
 	return root
 }

@@ -220,8 +220,8 @@ func up(ctx context.Context, out io.Writer, wo localworld.Options, timeout time.
 		if werr != nil {
 			return werr
 		}
-		fmt.Fprintf(out, "\nCluster %s is ready.\n\n  kubectl --kubeconfig %s get nodes -o wide\n  kubectl --kubeconfig %s apply -f examples/iis.yaml\n  kubectl --kubeconfig %s get clusters,machines   # the management cluster\n\nwinkube keeps running the cluster; Ctrl-C stops it, 'winkube down %s' deletes it.\n",
-			wo.Name, workload, workload, mgmt, wo.Name)
+		fmt.Fprintf(out, "\nCluster %s is ready.\n\n  kubectl --kubeconfig %s get nodes -o wide\n  kubectl --kubeconfig %s apply -f examples/iis.yaml\n  kubectl --kubeconfig %s get clusters,machines   # the management cluster\n  winkube ssh --state-dir %s NODE               # log in to a node (rdp, logs likewise)\n\nwinkube keeps running the cluster; Ctrl-C stops it, 'winkube down %s' deletes it.\n",
+			wo.Name, workload, workload, mgmt, wo.StateDir, wo.Name)
 		<-ctx.Done()
 	}
 	if deleting.Load() {

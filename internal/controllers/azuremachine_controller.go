@@ -189,6 +189,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		if !done {
 			return r.provisioning(am, "creating the SSH NAT rule")
 		}
+		am.Status.SSHNATPort = port
 		nic.BackendPoolIDs = []string{lb.BackendPoolID()}
 		nic.NatRuleIDs = []string{lb.ID() + "/inboundNatRules/" + vmName}
 	}

@@ -12,10 +12,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +48,9 @@ import (
 const (
 	emulatorState = "emulator.json"
 	hostnetState  = "hostnet.json"
+	// blockState names the world's loopback block: its machines' addresses
+	// are in their certificates and etcd, so it keeps the block it had.
+	blockState = "loopback-block"
 )
 
 // Subscription is the local world's one Azure subscription.
@@ -82,6 +85,7 @@ type World struct {
 	net     *hostnet.Network
 	emu     *arm.Server
 	rt      *machines.Runtime
+	block   *hostnet.Block
 	lock    *os.File
 	cancel  context.CancelFunc
 	mgrDone chan error
@@ -164,7 +168,10 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := w.reg.PushAll(ctx, registry.Catalog(o.KubernetesVersion, strings.Fields(string(out)))); err != nil {
 		return err
 	}
-	if w.net, err = hostnet.New(netip.MustParsePrefix("127.2.0.0/16")); err != nil {
+	if w.block, err = claimBlock(o.StateDir); err != nil {
+		return err
+	}
+	if w.net, err = hostnet.New(w.block.Hosts); err != nil {
 		return err
 	}
 	if err := w.net.Load(filepath.Join(o.StateDir, hostnetState)); err != nil {
@@ -181,7 +188,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if w.emu, err = arm.New(arm.Options{Token: token, PollInterval: 200 * time.Millisecond, Runtime: w.rt,
+	if w.emu, err = arm.New(arm.Options{Token: token, PollInterval: 200 * time.Millisecond, Runtime: w.rt, PublicIPPool: w.block.Public,
 		BootDelayLinux: 500 * time.Millisecond, BootDelayWindows: 2 * time.Second}); err != nil {
 		return err
 	}
@@ -263,6 +270,7 @@ func (w *World) Stop() {
 	if w.reg != nil {
 		_ = w.reg.Close()
 	}
+	w.block.Release()
 	if w.env != nil {
 		_ = w.env.Stop()
 	}
@@ -270,6 +278,30 @@ func (w *World) Stop() {
 		_ = os.Remove(filepath.Join(w.opts.StateDir, "pid"))
 		_ = w.lock.Close()
 	}
+}
+
+// claimBlock takes the world's loopback block: the one it had, or a free
+// one for a new world. A world from before blocks were recorded used the
+// first.
+func claimBlock(dir string) (*hostnet.Block, error) {
+	path := filepath.Join(dir, blockState)
+	index := -1
+	if b, err := os.ReadFile(path); err == nil {
+		if index, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+			return nil, fmt.Errorf("%s: %q is not a block number", path, b)
+		}
+	} else if _, err := os.Stat(filepath.Join(dir, emulatorState)); err == nil {
+		index = 0
+	}
+	block, err := hostnet.ClaimBlock(index)
+	if err != nil {
+		return nil, fmt.Errorf("local world %s: %w", dir, err)
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(block.Index)+"\n"), 0o600); err != nil {
+		block.Release()
+		return nil, err
+	}
+	return block, nil
 }
 
 // Emulator is the ARM emulator, for tests and diagnosis.

@@ -15,6 +15,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/winkube/winkube/internal/localports"
 )
 
 // Network maps private addresses to loopback host addresses.
@@ -56,6 +58,15 @@ func (n *Network) HostAddress(private string) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("host address pool %s is exhausted", n.pool)
 }
 
+// Lookup is the host address of a private address the network has given
+// one to; unlike HostAddress it hands out nothing.
+func (n *Network) Lookup(private string) (netip.Addr, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	a, ok := n.byPrivate[private]
+	return a, ok
+}
+
 // Private is the private address a host address stands for.
 func (n *Network) Private(host netip.Addr) (string, bool) {
 	n.mu.Lock()
@@ -79,7 +90,7 @@ func (n *Network) AddBackend(front, backend string) error {
 	defer n.mu.Unlock()
 	f, ok := n.frontends[front]
 	if !ok {
-		ln, err := net.Listen("tcp", front)
+		ln, err := localports.Listen(front)
 		if err != nil {
 			return fmt.Errorf("load balancer frontend %s: %w", front, err)
 		}
@@ -157,7 +168,7 @@ func (f *frontend) forward(c net.Conn) {
 	f.next++
 	f.mu.Unlock()
 	for _, b := range order {
-		up, err := net.DialTimeout("tcp", b, 5*time.Second)
+		up, err := Dial(b)
 		if err != nil {
 			continue
 		}
@@ -168,6 +179,19 @@ func (f *frontend) forward(c net.Conn) {
 		<-done
 		return
 	}
+}
+
+// Dial connects to a machine's host address and port, where a privileged
+// port may be served at its unprivileged alternate (see localports).
+func Dial(addr string) (net.Conn, error) {
+	var err error
+	for _, a := range localports.Candidates(addr) {
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", a, 5*time.Second); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
 }
 
 type saved struct {

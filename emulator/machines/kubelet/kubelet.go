@@ -33,6 +33,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+
+	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
 // Port is the kubelet API's port.
@@ -58,6 +60,9 @@ type Config struct {
 	Log        logr.Logger
 	// HeartbeatInterval is how often the lease is renewed (10s when 0).
 	HeartbeatInterval time.Duration
+	// Logs receives what the node's kubelet, container runtime and CNI
+	// would write to their logs on the machine; nil keeps none.
+	Logs *vmdisk.Logs
 }
 
 // Kubelet is a running simulated kubelet.
@@ -78,6 +83,8 @@ type Kubelet struct {
 	reason  string
 	// sent remembers the events recorded, so repeats are not.
 	sent map[string]bool
+	// hnsNetwork is the HNS network a running Windows CNI pod created.
+	hnsNetwork string
 }
 
 // Start registers the node and runs the kubelet until Stop.
@@ -89,7 +96,7 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 	k := &Kubelet{
 		cfg: cfg, cancel: cancel, done: make(chan struct{}),
 		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 10*time.Second)),
-		ipam:    &ipam{byUID: map[string]netip.Addr{}},
+		ipam:    &ipam{byUID: map[string]netip.Addr{}, pods: map[string]string{}},
 		running: map[string][]string{},
 	}
 	srv, err := startServer(net.JoinHostPort(cfg.Address.String(), strconv.Itoa(Port)), k)
@@ -193,6 +200,7 @@ func (k *Kubelet) register(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node %s could not register with the API server: %w", c.NodeName, err)
 	}
+	c.Logs.Write(vmdisk.Kubelet, "Successfully registered node %s (%s/%s, %s)", c.NodeName, c.Host.OS, c.Host.Arch, c.NodeInfo.OSImage)
 	if !adopted {
 		return nil // created with its status
 	}
@@ -322,8 +330,14 @@ func (k *Kubelet) setRunning(ctx context.Context, uid string, provides []string,
 	was := k.ready
 	k.ready, k.reason = k.networkReady()
 	changed := was != k.ready
+	ready, reason := k.ready, k.reason
 	k.mu.Unlock()
 	if changed {
+		if ready {
+			k.cfg.Logs.Write(vmdisk.Kubelet, "Node %s became Ready: the network plugin is initialized", k.cfg.NodeName)
+		} else {
+			k.cfg.Logs.Write(vmdisk.Kubelet, "Node %s not ready: %s", k.cfg.NodeName, reason)
+		}
 		if err := k.updateStatus(ctx, nil); err != nil {
 			k.cfg.Log.Error(err, "posting node status")
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
 func resourceMustParse(s string) resource.Quantity { return resource.MustParse(s) }
@@ -62,7 +65,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	if pod.DeletionTimestamp != nil {
 		// Containers stop at once; the kubelet then removes the pod.
 		k.setRunning(ctx, uid, nil, false)
-		k.ipam.release(uid)
+		k.releaseIP(uid, key)
 		err := k.cfg.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
@@ -74,6 +77,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	}
 	status := pod.Status.DeepCopy()
 	if rej := admit(k.cfg.Host, pod); rej != nil {
+		k.cfg.Logs.Write(vmdisk.Kubelet, "Pod %s rejected: %s: %s", key, rej.Reason, rej.Message)
 		status.Phase, status.Reason, status.Message = corev1.PodFailed, rej.Reason, rej.Message
 		k.event(ctx, pod, corev1.EventTypeWarning, rej.Reason, rej.Message)
 		return k.writeStatus(ctx, pod, status)
@@ -89,7 +93,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 			k.event(ctx, pod, corev1.EventTypeWarning, "NetworkNotReady", "network is not ready: "+reason)
 			return k.writeStatus(ctx, pod, status)
 		}
-		if ip, err = k.podIP(ctx, uid, pod.Status.PodIP); err != nil {
+		if ip, err = k.podIP(ctx, uid, key, pod.Status.PodIP); err != nil {
 			k.waiting(status, pod, "ContainerCreating", "")
 			k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
 			_ = k.writeStatus(ctx, pod, status)
@@ -103,6 +107,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	for _, c := range allContainers(pod) {
 		p, err := pull(ctx, k.cfg.Images, k.cfg.Host, c.Image, hp)
 		if f, ok := err.(*ContainerFailure); ok {
+			k.cfg.Logs.Write(vmdisk.Containerd, "PullImage %q for %s container %s failed: %s: %s", c.Image, key, c.Name, f.Reason, f.Message)
 			if failed == nil {
 				failed = map[string]*ContainerFailure{}
 			}
@@ -136,6 +141,19 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	if err := k.writeStatus(ctx, pod, status); err != nil {
 		return err
 	}
+	k.mu.Lock()
+	_, was := k.running[uid]
+	k.mu.Unlock()
+	if !was {
+		for _, c := range allContainers(pod) {
+			k.cfg.Logs.Write(vmdisk.Containerd, "StartContainer for %s container %s (image %s) returns successfully", key, c.Name, c.Image)
+		}
+		for _, p := range provides {
+			if p == "cni" {
+				k.cniStarted(ctx, key, pod)
+			}
+		}
+	}
 	k.setRunning(ctx, uid, provides, true)
 	return nil
 }
@@ -164,7 +182,7 @@ func (k *Kubelet) forget(ctx context.Context) {
 	}
 	k.mu.Unlock()
 	for _, uid := range gone {
-		k.ipam.release(uid)
+		k.releaseIP(uid, "")
 		k.setRunning(ctx, uid, nil, false)
 	}
 }
@@ -304,6 +322,7 @@ func (k *Kubelet) event(ctx context.Context, pod *corev1.Pod, typ, reason, msg s
 	if seen {
 		return
 	}
+	k.cfg.Logs.Write(vmdisk.Kubelet, "Event pod %s/%s: %s %s: %s", pod.Namespace, pod.Name, typ, reason, msg)
 	now := metav1.Now()
 	_, err := k.cfg.Client.CoreV1().Events(pod.Namespace).Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: pod.Name + ".", Namespace: pod.Namespace},
@@ -323,29 +342,108 @@ type ipam struct {
 	mu    sync.Mutex
 	cidr  netip.Prefix
 	byUID map[string]netip.Addr
+	// pods names the pod (namespace/name) of each UID with an address.
+	pods map[string]string
 }
 
 // podIP allocates a pod's address; a pod that already has one (the kubelet
 // restarted) keeps it.
-func (k *Kubelet) podIP(ctx context.Context, uid, had string) (netip.Addr, error) {
+func (k *Kubelet) podIP(ctx context.Context, uid, pod, had string) (netip.Addr, error) {
+	a, fresh, err := k.allocate(ctx, uid, had)
+	if err == nil && fresh {
+		k.ipam.mu.Lock()
+		k.ipam.pods[uid] = pod
+		k.ipam.mu.Unlock()
+		k.cfg.Logs.Write(vmdisk.CNI, "ADD %s: address %s from pod CIDR %s", pod, a, k.ipam.prefix())
+	}
+	if err != nil {
+		k.cfg.Logs.Write(vmdisk.CNI, "ADD %s failed: %v", pod, err)
+	}
+	return a, err
+}
+
+// loadCIDR reads the node's pod CIDR, which the controller-manager's node
+// IPAM assigns after registration; the caller holds k.ipam.mu.
+func (k *Kubelet) loadCIDR(ctx context.Context) error {
+	if k.ipam.cidr.IsValid() {
+		return nil
+	}
+	node, err := k.cfg.Client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if node.Spec.PodCIDR == "" {
+		return fmt.Errorf("failed to set up sandbox network: node %s has no pod CIDR yet", k.cfg.NodeName)
+	}
+	p, err := netip.ParsePrefix(node.Spec.PodCIDR)
+	if err != nil {
+		return err
+	}
+	k.ipam.cidr = p.Masked()
+	return nil
+}
+
+// cniStarted records what a CNI pod sets up when it starts on the node:
+// its configuration and, on Windows, the HNS network over the pod CIDR.
+func (k *Kubelet) cniStarted(ctx context.Context, key string, pod *corev1.Pod) {
+	network := ""
+	if k.cfg.Host.OS == "windows" {
+		network = k.kubeNetwork(ctx, pod)
+	}
+	k.mu.Lock()
+	known := k.hnsNetwork
+	if network != "" {
+		k.hnsNetwork = network
+	}
+	k.mu.Unlock()
+	if network == "" {
+		k.cfg.Logs.Write(vmdisk.CNI, "CNI configuration written by %s", key)
+		return
+	}
+	if known == network {
+		return
+	}
+	k.ipam.mu.Lock()
+	err := k.loadCIDR(ctx)
+	cidr := k.ipam.cidr
+	k.ipam.mu.Unlock()
+	if err != nil {
+		k.cfg.Logs.Write(vmdisk.CNI, "HNS network %s by %s: %v", network, key, err)
+		return
+	}
+	k.cfg.Logs.Write(vmdisk.CNI, "CNI configuration written by %s; HNS network %s over pod CIDR %s", key, strings.TrimSuffix(network, ".*"), cidr)
+}
+
+func (i *ipam) prefix() netip.Prefix {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.cidr
+}
+
+// releaseIP frees a pod's address, as the CNI's DEL does.
+func (k *Kubelet) releaseIP(uid, pod string) {
+	k.ipam.mu.Lock()
+	a, had := k.ipam.byUID[uid]
+	if pod == "" {
+		pod = k.ipam.pods[uid]
+	}
+	delete(k.ipam.pods, uid)
+	k.ipam.mu.Unlock()
+	k.ipam.release(uid)
+	if had {
+		k.cfg.Logs.Write(vmdisk.CNI, "DEL %s: released %s", pod, a)
+	}
+}
+
+// allocate hands out the address; fresh is false when the pod had it.
+func (k *Kubelet) allocate(ctx context.Context, uid, had string) (netip.Addr, bool, error) {
 	k.ipam.mu.Lock()
 	defer k.ipam.mu.Unlock()
 	if a, ok := k.ipam.byUID[uid]; ok {
-		return a, nil
+		return a, false, nil
 	}
-	if !k.ipam.cidr.IsValid() {
-		node, err := k.cfg.Client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return netip.Addr{}, err
-		}
-		if node.Spec.PodCIDR == "" {
-			return netip.Addr{}, fmt.Errorf("failed to set up sandbox network: node %s has no pod CIDR yet", k.cfg.NodeName)
-		}
-		p, err := netip.ParsePrefix(node.Spec.PodCIDR)
-		if err != nil {
-			return netip.Addr{}, err
-		}
-		k.ipam.cidr = p.Masked()
+	if err := k.loadCIDR(ctx); err != nil {
+		return netip.Addr{}, false, err
 	}
 	used := map[netip.Addr]bool{}
 	for _, a := range k.ipam.byUID {
@@ -353,16 +451,16 @@ func (k *Kubelet) podIP(ctx context.Context, uid, had string) (netip.Addr, error
 	}
 	if prev, err := netip.ParseAddr(had); err == nil && k.ipam.cidr.Contains(prev) && !used[prev] {
 		k.ipam.byUID[uid] = prev
-		return prev, nil
+		return prev, true, nil
 	}
 	// .0 is the network and .1 the bridge/gateway, as with host-local IPAM.
 	for a := k.ipam.cidr.Addr().Next().Next(); k.ipam.cidr.Contains(a); a = a.Next() {
 		if !used[a] {
 			k.ipam.byUID[uid] = a
-			return a, nil
+			return a, true, nil
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("failed to allocate a pod IP: pod CIDR %s of node %s is exhausted", k.ipam.cidr, k.cfg.NodeName)
+	return netip.Addr{}, false, fmt.Errorf("failed to allocate a pod IP: pod CIDR %s of node %s is exhausted", k.ipam.cidr, k.cfg.NodeName)
 }
 
 func (i *ipam) release(uid string) {

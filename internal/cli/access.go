@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/winkube/winkube/internal/nodeaccess"
+	"github.com/winkube/winkube/internal/nodessh"
+	"github.com/winkube/winkube/internal/scheme"
+)
+
+// accessOptions are the flags of the commands that reach a node: where
+// the management cluster is, which node, and how to log in.
+type accessOptions struct {
+	kubeconfig, context, namespace, cluster string
+	identities                              []string
+	user, knownHosts                        string
+	noAgent                                 bool
+	local, stateDir                         string
+}
+
+const accessExamples = `  The management cluster is the current kubeconfig's (or --kubeconfig's); for a
+  local world made by 'winkube up NAME', --local NAME uses its kubeconfig, SSH key
+  and known-hosts file.`
+
+func (o *accessOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.context, "context", "", "kubeconfig context to use")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the cluster's objects (default: the context's, or default)")
+	f.StringVar(&o.cluster, "cluster", "", "only consider machines of this cluster (when a name matches machines of several)")
+	f.StringArrayVarP(&o.identities, "identity", "i", nil, "private key file to log in with (repeatable; default: ~/.ssh/id_ed25519, id_ecdsa, id_rsa and ssh-agent's keys)")
+	f.StringVarP(&o.user, "user", "l", nodessh.DefaultUser, "user to log in as")
+	f.StringVar(&o.knownHosts, "known-hosts", "", "known-hosts file winkube checks and records host keys in (default ~/.winkube/known_hosts)")
+	f.BoolVar(&o.noAgent, "no-agent", false, "do not offer ssh-agent's keys")
+	f.StringVar(&o.local, "local", "", "use the local world NAME made by 'winkube up NAME' (its kubeconfig, SSH key and known hosts in ~/.winkube/NAME)")
+	f.StringVar(&o.stateDir, "state-dir", "", "use the local world whose state is in this directory (as --local)")
+}
+
+// resolveLocal fills in a local world's kubeconfig, key and known hosts.
+func (o *accessOptions) resolveLocal() error {
+	if o.local == "" && o.stateDir == "" {
+		return nil
+	}
+	if o.stateDir == "" {
+		up := &upOptions{}
+		if err := up.defaultStateDir(o.local); err != nil {
+			return err
+		}
+		o.stateDir = up.stateDir
+	}
+	mgmt := filepath.Join(o.stateDir, "management.kubeconfig")
+	if _, err := os.Stat(mgmt); err != nil {
+		return fmt.Errorf("no local world in %s (%s is missing): start it with 'winkube up', or drop --local/--state-dir", o.stateDir, mgmt)
+	}
+	if o.kubeconfig == "" {
+		o.kubeconfig = mgmt
+	}
+	if o.knownHosts == "" {
+		o.knownHosts = filepath.Join(o.stateDir, "known_hosts")
+	}
+	return nil
+}
+
+func (o *accessOptions) client() (client.Client, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("management cluster: %w (pass --kubeconfig, or --local NAME for a local world)", err)
+	}
+	ns := o.namespace
+	if ns == "" {
+		if ns, _, err = cc.Namespace(); err != nil || ns == "" {
+			ns = "default"
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	return c, ns, err
+}
+
+// signers are the keys to offer: --identity files; else the default key
+// files that can be read without a passphrase, the local world's key, and
+// ssh-agent's keys.
+func (o *accessOptions) signers() ([]ssh.Signer, error) {
+	if len(o.identities) > 0 {
+		return nodessh.LoadSigners(o.identities, !o.noAgent)
+	}
+	var files []string
+	if o.stateDir != "" {
+		if p := filepath.Join(o.stateDir, "id_ed25519"); fileExists(p) {
+			files = append(files, p)
+		}
+	}
+	var usable []string
+	for _, f := range append(files, nodessh.DefaultKeyFiles()...) {
+		if _, err := nodessh.LoadSigners([]string{f}, false); err == nil {
+			usable = append(usable, f)
+		}
+	}
+	return nodessh.LoadSigners(usable, !o.noAgent)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// target resolves the node and the way to log in to it.
+func (o *accessOptions) target(ctx context.Context, name string, progress io.Writer) (*nodeaccess.Target, nodessh.Options, error) {
+	if err := o.resolveLocal(); err != nil {
+		return nil, nodessh.Options{}, err
+	}
+	c, ns, err := o.client()
+	if err != nil {
+		return nil, nodessh.Options{}, err
+	}
+	t, err := nodeaccess.Resolve(ctx, c, ns, name, o.cluster)
+	if err != nil {
+		return nil, nodessh.Options{}, err
+	}
+	signers, err := o.signers()
+	if err != nil {
+		return nil, nodessh.Options{}, err
+	}
+	kh := o.knownHosts
+	if kh == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, nodessh.Options{}, errors.New("no home directory for the known-hosts file: pass --known-hosts")
+		}
+		kh = filepath.Join(home, ".winkube", "known_hosts")
+	}
+	opts := nodessh.Options{User: o.user, Signers: signers, KnownHosts: &nodessh.KnownHosts{Path: kh},
+		Progress: func(s string) { fmt.Fprintln(progress, "winkube: "+s) }}
+	return t, opts, nil
+}
+
+// connect resolves and connects to the node.
+func (o *accessOptions) connect(ctx context.Context, name string, progress io.Writer) (*nodessh.Conn, error) {
+	t, opts, err := o.target(ctx, name, progress)
+	if err != nil {
+		return nil, err
+	}
+	return nodessh.Dial(ctx, t, opts)
+}
+
+// ExitStatus is a remote command's exit status, which winkube exits with.
+type ExitStatus int
+
+func (e ExitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// ExitCode is the status for the process to exit with.
+func (e ExitStatus) ExitCode() int { return int(e) }

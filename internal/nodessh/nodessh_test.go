@@ -1,0 +1,166 @@
+package nodessh
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/emulator/machines/sshd"
+	"github.com/winkube/winkube/emulator/machines/vmdisk"
+	"github.com/winkube/winkube/emulator/machines/vmshell"
+	"github.com/winkube/winkube/internal/nodeaccess"
+)
+
+func newKey(t testing.TB) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// machine starts an emulated machine's SSH server; forward makes it a
+// jump host.
+func machine(t testing.TB, name, addr string, user ssh.Signer, windows bool, forward func(string, int) (net.Conn, error)) *sshd.Server {
+	t.Helper()
+	dir := t.TempDir()
+	d := vmdisk.Disk{Root: dir, Windows: windows, User: "capi"}
+	srv, err := sshd.Start(sshd.Config{
+		Address: addr, HostKeyFile: filepath.Join(dir, "hostkey"),
+		AuthorizedKeys: map[string][]ssh.PublicKey{"capi": {user.PublicKey()}},
+		Shell:          &vmshell.Machine{Hostname: name, Disk: d}, Forward: forward,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// world is a jump host in front of a Windows node at private address
+// 10.1.0.5.
+type world struct {
+	key        ssh.Signer
+	jump, node *sshd.Server
+	target     *nodeaccess.Target
+	known      *KnownHosts
+}
+
+func newWorld(t testing.TB) *world {
+	w := &world{key: newKey(t), known: &KnownHosts{Path: filepath.Join(t.TempDir(), "known_hosts")}}
+	w.node = machine(t, "win-abcde", "127.0.0.1:0", w.key, true, nil)
+	w.jump = machine(t, "cp-0", "127.0.0.1:0", w.key, false, func(host string, port int) (net.Conn, error) {
+		if host != "10.1.0.5" || port != 22 {
+			return nil, errors.New(host + " is not a node address")
+		}
+		return net.Dial("tcp", w.node.Addr())
+	})
+	w.target = &nodeaccess.Target{Cluster: "c", Object: "AzureMachine/win", Hostname: "win-abcde", Address: "10.1.0.5", OS: infrav1.Windows, JumpHosts: []string{w.jump.Addr()}}
+	return w
+}
+
+func (w *world) opts(keys ...ssh.Signer) Options {
+	if len(keys) == 0 {
+		keys = []ssh.Signer{w.key}
+	}
+	return Options{Signers: keys, KnownHosts: w.known}
+}
+
+func TestRunThroughJumpHost(t *testing.T) {
+	w := newWorld(t)
+	c, err := Dial(context.Background(), w.target, w.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out, errb bytes.Buffer
+	if err := c.Run("hostname", &out, &errb); err != nil || strings.TrimSpace(out.String()) != "win-abcde" {
+		t.Fatalf("hostname through the jump host: %q, %v (%s)", out.String(), err, errb.String())
+	}
+	out.Reset()
+	err = c.Run("Restart-Computer", &out, &errb)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Status != 127 || !strings.Contains(errb.String(), "cannot run") {
+		t.Fatalf("a command the machine cannot run: %v, stderr %q", err, errb.String())
+	}
+	// Both hops are recorded: the jump host by its address, the node by
+	// its private address as seen through that jump host.
+	b, _ := os.ReadFile(w.known.Path)
+	if !strings.Contains(string(b), "node-10.1.0.5-via-127.0.0.1") || strings.Count(string(b), "\n") != 2 {
+		t.Fatalf("known hosts:\n%s", b)
+	}
+	// The node itself is no jump host: its forwarding is refused.
+	direct := &nodeaccess.Target{Address: "10.1.0.5", JumpHosts: []string{w.node.Addr()}}
+	nc, err := DialJump(context.Background(), direct, w.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.DialNodePort(3389); err == nil || !strings.Contains(err.Error(), "forwarding is disabled") {
+		t.Fatalf("forwarding through a worker: %v", err)
+	}
+}
+
+func TestWrongKeyAndPasswordAreRefused(t *testing.T) {
+	w := newWorld(t)
+	stranger := newKey(t)
+	_, err := Dial(context.Background(), w.target, w.opts(stranger))
+	var ae *AuthError
+	if !errors.As(err, &ae) || !strings.Contains(err.Error(), ssh.FingerprintSHA256(stranger.PublicKey())) || !strings.Contains(err.Error(), "--identity") {
+		t.Fatalf("a key the node does not know: %v", err)
+	}
+	cfg := &ssh.ClientConfig{User: "capi", Auth: []ssh.AuthMethod{ssh.Password("Passw0rd!")}, HostKeyCallback: ssh.InsecureIgnoreHostKey()}
+	if _, err := ssh.Dial("tcp", w.jump.Addr(), cfg); err == nil || !strings.Contains(err.Error(), "unable to authenticate") {
+		t.Fatalf("password login: %v", err)
+	}
+}
+
+func TestChangedHostKeyIsRefusedWithoutPrompt(t *testing.T) {
+	w := newWorld(t)
+	c, err := Dial(context.Background(), w.target, w.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	// The jump host is replaced by another machine on the same address.
+	addr := w.jump.Addr()
+	w.jump.Close()
+	machine(t, "cp-1", addr, w.key, false, nil)
+	_, err = Dial(context.Background(), w.target, w.opts())
+	var he *HostKeyMismatchError
+	if !errors.As(err, &he) || !strings.Contains(err.Error(), w.known.Path) || !strings.Contains(err.Error(), "ssh-keygen -R") {
+		t.Fatalf("a changed host key: %v", err)
+	}
+}
+
+// BenchmarkDialAndRun is one 'winkube ssh NODE -- hostname' after name
+// resolution: two SSH handshakes (jump host, node) and one command.
+func BenchmarkDialAndRun(b *testing.B) {
+	w := newWorld(b)
+	for b.Loop() {
+		c, err := Dial(context.Background(), w.target, w.opts())
+		if err != nil {
+			b.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := c.Run("hostname", &out, &out); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+}
