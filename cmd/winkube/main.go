@@ -16,6 +16,10 @@ func main() {
 	// Ctrl-C and SIGTERM cancel the command's context, so long-running
 	// commands (manager, emulator, up) shut down cleanly.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Output piped to a program that Ctrl-C ended too (winkube up | tee)
+	// must not kill winkube in the middle of its shutdown: a closed pipe is
+	// an error to the write, not a signal that ends the process.
+	signal.Ignore(syscall.SIGPIPE)
 	err := cli.NewRootCommandFor(os.Args[0]).ExecuteContext(ctx)
 	stop()
 	// A remote command's exit status is winkube's, without a message.

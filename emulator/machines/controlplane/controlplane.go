@@ -97,10 +97,13 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if joining && cfg.Join == nil {
 		return nil, fmt.Errorf("a joining control plane needs the discovered cluster")
 	}
-	cp = &ControlPlane{cfg: cfg, Root: filepath.Join(cfg.Dir, "root"), APIServer: net.JoinHostPort(cfg.Host.String(), strconv.Itoa(apiPort))}
+	started := &ControlPlane{cfg: cfg, Root: filepath.Join(cfg.Dir, "root"), APIServer: net.JoinHostPort(cfg.Host.String(), strconv.Itoa(apiPort))}
+	cp = started
+	// The processes started so far stop on any failure; cp itself is nil
+	// by then, as every failing return sets it.
 	defer func() {
 		if err != nil {
-			cp.Stop()
+			started.Stop()
 		}
 	}()
 	if err := writeFiles(cp.Root, b.Files); err != nil {

@@ -15,7 +15,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -60,15 +59,12 @@ func (m *Machine) commands() map[string]command {
 	}
 }
 
+// names lists what the shell answers, as its user would type it.
 func (m *Machine) names() string {
-	var out []string
-	for n := range m.commands() {
-		if !strings.Contains(n, ".") && !strings.HasPrefix(n, "/") {
-			out = append(out, n)
-		}
+	if m.Disk.Windows {
+		return "hostname, Get-Content (cat, gc, type), Get-ChildItem (dir, gci, ls), Get-HnsNetwork and Get-HnsEndpoint (| ConvertTo-Json), kubelet --version"
 	}
-	sort.Strings(out)
-	return strings.Join(out, ", ")
+	return "hostname, cat, ls, journalctl -u UNIT, kubelet --version (sudo allowed)"
 }
 
 func (m *Machine) refuse(what string, errw io.Writer) int {
