@@ -102,7 +102,7 @@ func (r *Runtime) startAccess(m *machine, b *bootdata.BootData, host netip.Addr)
 	for _, ks := range keys {
 		n += len(ks)
 	}
-	m.logs.Write(vmdisk.Boot, "ssh: listening on %s, %d authorized key(s), password login disabled", cfg.Address, n)
+	m.logs.Write(vmdisk.Boot, "ssh: listening on %s, %d authorized key(s), password login disabled", srv.Addr(), n)
 	for _, nat := range m.arm.InboundNAT {
 		backend := net.JoinHostPort(host.String(), strconv.Itoa(nat.BackendPort))
 		if err := r.opts.Network.AddBackend(nat.Frontend, backend); err != nil {

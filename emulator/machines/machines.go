@@ -168,7 +168,8 @@ func (r *Runtime) boot(ctx context.Context, m *machine) error {
 	b, perr := bootdata.Parse(am.CustomData, bootdata.Metadata{LocalHostname: hostName})
 	logBootData(m, b)
 	if err := r.startAccess(m, b, host); err != nil {
-		return err
+		// As on a VM whose sshd fails: it boots on, unreachable by SSH.
+		r.event(m, "ssh: "+err.Error()+"; the machine boots on without SSH access")
 	}
 	if perr != nil {
 		return fmt.Errorf("cloud-init: %w", perr)

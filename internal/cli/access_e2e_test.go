@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,6 +59,25 @@ func TestNodeAccess(t *testing.T) {
 		logs = os.Stderr
 	}
 	log.SetLogger(zap.New(zap.WriteTo(logs)))
+	// The host's own sshd on *:22, as on most laptops, holds port 22 of
+	// every loopback address: the machines' SSH servers and the NAT rules
+	// move to the alternate port, and winkube must never reach this one.
+	sshPort := ":10022"
+	if hostSSHD, err := net.Listen("tcp", ":22"); err == nil {
+		defer hostSSHD.Close()
+		go func() {
+			for {
+				c, err := hostSSHD.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte("SSH-2.0-the-host-not-a-node\r\n"))
+				_ = c.Close()
+			}
+		}()
+	} else if !errors.Is(err, syscall.EADDRINUSE) && !errors.Is(err, syscall.EACCES) {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	state := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -177,14 +197,16 @@ func TestNodeAccess(t *testing.T) {
 		t.Fatalf("winkube logs: %v\n%s", err, out)
 	}
 	t.Logf("logs:\n%s", out)
-	for file, want := range map[string]string{
-		"cloudbase-init.log": "cloudbase-init (winkube machine runtime)",
-		"kubelet.log":        "Successfully registered node " + strings.ToLower(win.Status.VMName),
-		"containerd.log":     "StartContainer",
-		"hns-networks.json":  `"Name": "Calico"`,
-		"hns-endpoints.json": `"IPAddress": "` + iis.Status.PodIP + `"`,
-		"cni.log":            "ADD default/iis: address " + iis.Status.PodIP,
+	for _, c := range [][2]string{
+		{"cloudbase-init.log", "cloudbase-init (winkube machine runtime)"},
+		{"cloudbase-init.log", sshPort + ", 1 authorized key(s), password login disabled"},
+		{"kubelet.log", "Successfully registered node " + strings.ToLower(win.Status.VMName)},
+		{"containerd.log", "StartContainer"},
+		{"hns-networks.json", `"Name": "Calico"`},
+		{"hns-endpoints.json", `"IPAddress": "` + iis.Status.PodIP + `"`},
+		{"cni.log", "ADD default/iis: address " + iis.Status.PodIP},
 	} {
+		file, want := c[0], c[1]
 		b, err := os.ReadFile(filepath.Join(logDir, file))
 		if err != nil || !strings.Contains(string(b), want) {
 			t.Errorf("%s: %v, want it to contain %q; it has:\n%s", file, err, want, b)

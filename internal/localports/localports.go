@@ -1,8 +1,8 @@
 // Package localports is the local world's rule for privileged ports. Azure
 // serves SSH on port 22 of a VM and of the API server's load balancer; on
 // this machine every emulated address is a loopback address, and a process
-// without the privilege to bind ports below 1024 serves such a port P at
-// P+Offset of the same address instead. Clients of loopback addresses try
+// that cannot bind a port P below 1024 (no privilege, or the host's own
+// sshd on *:22) serves it at P+Offset of the same address instead. Clients of loopback addresses try
 // both, so the same commands work for root and for everybody else.
 package localports
 
@@ -18,14 +18,17 @@ import (
 const Offset = 10000
 
 // Listen listens on addr (host:port); when the port is privileged and this
-// process may not bind it, it listens on port+Offset of the same host.
+// process may not bind it (no privilege, or a host service holds the port
+// on every address), it listens on port+Offset of the same host.
 func Listen(addr string) (net.Listener, error) {
 	return listen(addr, func(a string) (net.Listener, error) { return net.Listen("tcp", a) })
 }
 
 func listen(addr string, bind func(string) (net.Listener, error)) (net.Listener, error) {
 	ln, err := bind(addr)
-	if err == nil || !errors.Is(err, syscall.EACCES) {
+	// EADDRINUSE too: the host's own sshd listening on *:22 takes port 22
+	// of every loopback address.
+	if err == nil || !(errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EADDRINUSE)) {
 		return ln, err
 	}
 	if alt, ok := Alternate(addr); ok {
@@ -52,10 +55,12 @@ func Alternate(addr string) (string, bool) {
 	return net.JoinHostPort(host, strconv.Itoa(p+Offset)), true
 }
 
-// Candidates are the addresses to dial for addr, in order.
+// Candidates are the addresses to dial for addr, in order. The alternate
+// comes first: where it is served, port P of the address may well be the
+// host's own service answering on every address.
 func Candidates(addr string) []string {
 	if alt, ok := Alternate(addr); ok {
-		return []string{addr, alt}
+		return []string{alt, addr}
 	}
 	return []string{addr}
 }

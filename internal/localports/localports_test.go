@@ -24,7 +24,7 @@ func TestAlternateOnlyForPrivilegedLoopbackPorts(t *testing.T) {
 			t.Errorf("Alternate(%q) = %q, %v; want %q", in, got, ok, want)
 		}
 	}
-	if got := Candidates("127.1.0.4:22"); !reflect.DeepEqual(got, []string{"127.1.0.4:22", "127.1.0.4:10022"}) {
+	if got := Candidates("127.1.0.4:22"); !reflect.DeepEqual(got, []string{"127.1.0.4:10022", "127.1.0.4:22"}) {
 		t.Errorf("Candidates = %v", got)
 	}
 	if got := Candidates("10.0.0.1:22"); !reflect.DeepEqual(got, []string{"10.0.0.1:22"}) {
@@ -51,8 +51,24 @@ func TestListenFallsBackOnlyWhenRefusedPrivilege(t *testing.T) {
 	if !reflect.DeepEqual(tried, []string{"127.3.0.9:22", "127.3.0.9:10022"}) {
 		t.Errorf("tried %v", tried)
 	}
-	inUse := func(a string) (net.Listener, error) { return nil, syscall.EADDRINUSE }
-	if _, err := listen("127.3.0.9:22", inUse); err == nil {
-		t.Error("an address in use must be an error, not a move to another port")
+	tried = nil
+	hostSSHD := func(a string) (net.Listener, error) {
+		tried = append(tried, a)
+		if a == "127.3.0.9:22" {
+			return nil, &net.OpError{Op: "listen", Err: fmt.Errorf("bind: %w", syscall.EADDRINUSE)}
+		}
+		return net.Listen("tcp", "127.0.0.1:0")
+	}
+	if ln, err := listen("127.3.0.9:22", hostSSHD); err != nil || len(tried) != 2 {
+		t.Errorf("port 22 held by the host's sshd: %v, tried %v", err, tried)
+	} else {
+		ln.Close()
+	}
+	other := func(a string) (net.Listener, error) { return nil, syscall.EADDRNOTAVAIL }
+	if _, err := listen("127.3.0.9:22", other); err == nil {
+		t.Error("another failure must be an error, not a move to another port")
+	}
+	if _, err := listen("127.3.0.9:6443", func(string) (net.Listener, error) { return nil, syscall.EADDRINUSE }); err == nil {
+		t.Error("an unprivileged port in use must be an error")
 	}
 }
