@@ -94,27 +94,15 @@ func (o *accessOptions) client() (client.Client, string, error) {
 // ssh-agent's keys.
 func (o *accessOptions) signers() ([]ssh.Signer, error) {
 	if len(o.identities) > 0 {
-		return nodessh.LoadSigners(o.identities, !o.noAgent)
+		return nodessh.LoadSigners(o.identities, nil, !o.noAgent)
 	}
-	var files []string
+	var defaults []string
 	if o.stateDir != "" {
-		if p := filepath.Join(o.stateDir, "id_ed25519"); fileExists(p) {
-			files = append(files, p)
-		}
+		defaults = append(defaults, filepath.Join(o.stateDir, "id_ed25519"))
 	}
-	var usable []string
-	for _, f := range append(files, nodessh.DefaultKeyFiles()...) {
-		if _, err := nodessh.LoadSigners([]string{f}, false); err == nil {
-			usable = append(usable, f)
-		}
-	}
-	return nodessh.LoadSigners(usable, !o.noAgent)
+	return nodessh.LoadSigners(nil, append(defaults, nodessh.DefaultKeyFiles()...), !o.noAgent)
 }
 
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
 
 // target resolves the node and the way to log in to it.
 func (o *accessOptions) target(ctx context.Context, name string, progress io.Writer) (*nodeaccess.Target, nodessh.Options, error) {

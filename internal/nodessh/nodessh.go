@@ -55,12 +55,15 @@ func DefaultKeyFiles() []string {
 	return out
 }
 
-// LoadSigners reads private keys from files, and ssh-agent's keys when
-// useAgent and SSH_AUTH_SOCK is set. A passphrase-protected file is
-// refused with the advice to use the agent, since winkube never prompts.
-func LoadSigners(files []string, useAgent bool) ([]ssh.Signer, error) {
+// LoadSigners reads private keys: files the user named, which must be
+// readable, and default files, which are skipped when they are not (a
+// passphrase-protected default key is ssh-agent's to offer); and the
+// agent's keys when useAgent and SSH_AUTH_SOCK is set. A named
+// passphrase-protected file is refused with the advice to use the agent,
+// since winkube never prompts.
+func LoadSigners(named, defaults []string, useAgent bool) ([]ssh.Signer, error) {
 	var out []ssh.Signer
-	for _, f := range files {
+	for _, f := range named {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("identity %s: %w", f, err)
@@ -74,6 +77,13 @@ func LoadSigners(files []string, useAgent bool) ([]ssh.Signer, error) {
 			return nil, fmt.Errorf("identity %s is not a private key winkube can read: %w", f, err)
 		}
 		out = append(out, s)
+	}
+	for _, f := range defaults {
+		if b, err := os.ReadFile(f); err == nil {
+			if s, err := ssh.ParsePrivateKey(b); err == nil {
+				out = append(out, s)
+			}
+		}
 	}
 	if sock := os.Getenv("SSH_AUTH_SOCK"); useAgent && sock != "" {
 		if c, err := net.Dial("unix", sock); err == nil {
@@ -192,33 +202,22 @@ func NodeAlias(address, jump string) string {
 }
 
 // Dial connects to the target: through the first jump host that answers,
-// to the node's port 22.
+// to the node's port 22; a control-plane target is its own jump host.
 func Dial(ctx context.Context, t *nodeaccess.Target, o Options) (*Conn, error) {
-	var lastErr error
-	for i, jh := range t.JumpHosts {
-		o.progress("connecting to jump host %s@%s", o.config("").User, jh)
-		jump, err := o.dialJump(ctx, jh)
-		if err != nil {
-			if final(err) {
-				return nil, err
-			}
-			lastErr = fmt.Errorf("jump host %s: %w", jh, err)
-			continue
-		}
-		if i == 0 && t.Direct {
-			return &Conn{Target: t, Node: jump, Jump: jump, Via: jh}, nil
-		}
-		node, err := o.hop(jump, t.Address, jh)
-		if err != nil {
-			_ = jump.Close()
-			return nil, err
-		}
-		return &Conn{Target: t, Node: node, Jump: jump, Via: jh}, nil
+	c, err := DialJump(ctx, t, o)
+	if err != nil {
+		return nil, err
 	}
-	if lastErr == nil {
-		lastErr = errors.New("the cluster has no jump host")
+	if t.Direct && c.Via == t.JumpHosts[0] {
+		return c, nil
 	}
-	return nil, fmt.Errorf("no jump host of cluster %s answered: %w", t.Cluster, lastErr)
+	node, err := o.hop(c.Jump, t.Address, c.Via)
+	if err != nil {
+		_ = c.Jump.Close()
+		return nil, err
+	}
+	c.Node = node
+	return c, nil
 }
 
 // hop opens SSH to address:22 over the jump host's forwarding.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"net"
 	"os"
@@ -104,6 +105,17 @@ func TestRunThroughJumpHost(t *testing.T) {
 	if !strings.Contains(string(b), "node-10.1.0.5-via-127.0.0.1") || strings.Count(string(b), "\n") != 2 {
 		t.Fatalf("known hosts:\n%s", b)
 	}
+	// A control-plane target is reached through its own NAT rule.
+	cp := &nodeaccess.Target{Cluster: "c", Address: "10.0.0.4", Direct: true, JumpHosts: []string{w.jump.Addr()}}
+	cc, err := Dial(context.Background(), cp, w.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := cc.Run("hostname", &out, &errb); err != nil || strings.TrimSpace(out.String()) != "cp-0" || cc.Node != cc.Jump {
+		t.Fatalf("a control plane directly: %q, %v", out.String(), err)
+	}
+	cc.Close()
 	// The node itself is no jump host: its forwarding is refused.
 	direct := &nodeaccess.Target{Address: "10.1.0.5", JumpHosts: []string{w.node.Addr()}}
 	nc, err := DialJump(context.Background(), direct, w.opts())
@@ -162,5 +174,34 @@ func BenchmarkDialAndRun(b *testing.B) {
 			b.Fatal(err)
 		}
 		c.Close()
+	}
+}
+
+func TestLoadSigners(t *testing.T) {
+	dir := t.TempDir()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	plain, _ := ssh.MarshalPrivateKey(priv, "")
+	locked, _ := ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte("secret"))
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good, bad := write("good", pem.EncodeToMemory(plain)), write("locked", pem.EncodeToMemory(locked))
+	junk := write("junk", []byte("not a key"))
+	if _, err := LoadSigners([]string{bad}, nil, false); err == nil || !strings.Contains(err.Error(), "ssh-add") {
+		t.Errorf("a named passphrase-protected key: %v", err)
+	}
+	if _, err := LoadSigners([]string{junk}, nil, false); err == nil {
+		t.Error("a named file that is no key must be an error")
+	}
+	ss, err := LoadSigners(nil, []string{bad, junk, filepath.Join(dir, "missing"), good}, false)
+	if err != nil || len(ss) != 1 {
+		t.Errorf("defaults keep only what can be read: %d, %v", len(ss), err)
+	}
+	if _, err := LoadSigners(nil, []string{bad}, false); err == nil || !strings.Contains(err.Error(), "--identity") {
+		t.Errorf("no usable key at all: %v", err)
 	}
 }
