@@ -103,7 +103,6 @@ func (o *accessOptions) signers() ([]ssh.Signer, error) {
 	return nodessh.LoadSigners(nil, append(defaults, nodessh.DefaultKeyFiles()...), !o.noAgent)
 }
 
-
 // target resolves the node and the way to log in to it.
 func (o *accessOptions) target(ctx context.Context, name string, progress io.Writer) (*nodeaccess.Target, nodessh.Options, error) {
 	if err := o.resolveLocal(); err != nil {
