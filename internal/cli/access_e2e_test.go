@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/poll"
@@ -59,33 +60,42 @@ func TestNodeAccess(t *testing.T) {
 		logs = os.Stderr
 	}
 	log.SetLogger(zap.New(zap.WriteTo(logs)))
-	// The host's own sshd on *:22, as on most laptops, holds port 22 of
-	// every loopback address: the machines' SSH servers and the NAT rules
-	// move to the alternate port, and winkube must never reach this one.
-	// A world of another test package running at the same time can hold
-	// port 22 of its own addresses, and then *:22 cannot be had: the
-	// machines of this one may then listen on either.
-	sshPort := ""
-	if hostSSHD, err := net.Listen("tcp", ":22"); err == nil {
-		sshPort = ":10022"
-		defer hostSSHD.Close()
-		go func() {
-			for {
-				c, err := hostSSHD.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = c.Write([]byte("SSH-2.0-the-host-not-a-node\r\n"))
-				_ = c.Close()
-			}
-		}()
-	} else if errors.Is(err, syscall.EACCES) {
-		sshPort = ":10022" // no privilege for port 22: the alternate, always
-	} else if !errors.Is(err, syscall.EADDRINUSE) {
-		t.Fatal(err)
-	}
 	start := time.Now()
 	state := t.TempDir()
+	// The host's own sshd on *:22, as on most laptops, holds port 22 of
+	// every loopback address. The test plays it on the addresses this
+	// world will use (the first of its block's public and machine ranges):
+	// the machines' SSH servers and the NAT rule move to the alternate
+	// port, and winkube must never reach the host's.
+	block, err := hostnet.ClaimBlock(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block.Release()
+	if err := os.WriteFile(filepath.Join(state, localworld.BlockFile), []byte(strconv.Itoa(block.Index)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []netip.Prefix{block.Public, block.Hosts} {
+		a := prefix.Addr()
+		for range 8 {
+			a = a.Next()
+			hostSSHD, err := net.Listen("tcp", net.JoinHostPort(a.String(), "22"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hostSSHD.Close()
+			go func() {
+				for {
+					c, err := hostSSHD.Accept()
+					if err != nil {
+						return
+					}
+					_, _ = c.Write([]byte("SSH-2.0-the-host-not-a-node\r\n"))
+					_ = c.Close()
+				}
+			}()
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	w, err := localworld.Start(ctx, localworld.Options{
@@ -188,8 +198,8 @@ func TestNodeAccess(t *testing.T) {
 	// A key the node was not given is refused.
 	stranger := filepath.Join(t.TempDir(), "id_ed25519")
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	block, _ := ssh.MarshalPrivateKey(priv, "")
-	if err := os.WriteFile(stranger, pem.EncodeToMemory(block), 0o600); err != nil {
+	pemKey, _ := ssh.MarshalPrivateKey(priv, "")
+	if err := os.WriteFile(stranger, pem.EncodeToMemory(pemKey), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := winkube(ctx, append([]string{"ssh", win.Name, "-i", stranger, "--no-agent"}, append(local, "--", "hostname")...)...); err == nil || !strings.Contains(err.Error(), "refused the key") {
@@ -205,7 +215,7 @@ func TestNodeAccess(t *testing.T) {
 	t.Logf("logs:\n%s", out)
 	for _, c := range [][2]string{
 		{"cloudbase-init.log", "cloudbase-init (winkube machine runtime)"},
-		{"cloudbase-init.log", sshPort + ", 1 authorized key(s), password login disabled"}, // "" matches either port
+		{"cloudbase-init.log", ":10022, 1 authorized key(s), password login disabled"},
 		{"kubelet.log", "Successfully registered node " + strings.ToLower(win.Status.VMName)},
 		{"containerd.log", "StartContainer"},
 		{"hns-networks.json", `"Name": "Calico"`},

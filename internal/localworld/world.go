@@ -48,9 +48,9 @@ import (
 const (
 	emulatorState = "emulator.json"
 	hostnetState  = "hostnet.json"
-	// blockState names the world's loopback block: its machines' addresses
+	// BlockFile names the world's loopback block: its machines' addresses
 	// are in their certificates and etcd, so it keeps the block it had.
-	blockState = "loopback-block"
+	BlockFile = "loopback-block"
 )
 
 // Subscription is the local world's one Azure subscription.
@@ -284,7 +284,7 @@ func (w *World) Stop() {
 // one for a new world. A world from before blocks were recorded used the
 // first.
 func claimBlock(dir string) (*hostnet.Block, error) {
-	path := filepath.Join(dir, blockState)
+	path := filepath.Join(dir, BlockFile)
 	index := -1
 	if b, err := os.ReadFile(path); err == nil {
 		if index, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
