@@ -225,23 +225,14 @@ func getContent(m *Machine, args []string, out, errw io.Writer) int {
 		fmt.Fprintln(errw, "usage: cat FILE... (Get-Content [-Path] FILE [-Tail N] on Windows)")
 		return exitFailed
 	}
-	status := 0
-	for _, p := range ps {
-		host, err := m.Disk.HostPath(p)
-		if err != nil {
-			fmt.Fprintln(errw, err)
-			status = exitFailed
-			continue
-		}
+	return m.eachPath(ps, errw, func(p, host string) int {
 		b, err := os.ReadFile(host)
 		if errors.Is(err, fs.ErrNotExist) {
-			status = notFound(m, p, errw)
-			continue
+			return notFound(m, p, errw)
 		}
 		if err != nil {
 			fmt.Fprintf(errw, "%s: %v\n", p, err)
-			status = exitFailed
-			continue
+			return exitFailed
 		}
 		if tail > 0 {
 			lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
@@ -251,6 +242,24 @@ func getContent(m *Machine, args []string, out, errw io.Writer) int {
 			b = []byte(strings.Join(lines, "") + "\n")
 		}
 		_, _ = out.Write(b)
+		return 0
+	})
+}
+
+// eachPath runs do for each path on the machine's disk; the status is
+// the last failure's, as a shell reports a partly failed command.
+func (m *Machine) eachPath(ps []string, errw io.Writer, do func(p, host string) int) int {
+	status := 0
+	for _, p := range ps {
+		host, err := m.Disk.HostPath(p)
+		if err != nil {
+			fmt.Fprintln(errw, err)
+			status = exitFailed
+			continue
+		}
+		if st := do(p, host); st != 0 {
+			status = st
+		}
 	}
 	return status
 }
@@ -264,14 +273,7 @@ func listDir(m *Machine, args []string, out, errw io.Writer) int {
 	if len(ps) == 0 {
 		ps = []string{m.Disk.Home()}
 	}
-	status := 0
-	for _, p := range ps {
-		host, err := m.Disk.HostPath(p)
-		if err != nil {
-			fmt.Fprintln(errw, err)
-			status = exitFailed
-			continue
-		}
+	return m.eachPath(ps, errw, func(p, host string) int {
 		entries, err := os.ReadDir(host)
 		if err != nil {
 			if st, serr := os.Stat(host); serr == nil && !st.IsDir() {
@@ -282,8 +284,7 @@ func listDir(m *Machine, args []string, out, errw io.Writer) int {
 				} else {
 					fmt.Fprintf(errw, "ls: cannot access '%s': No such file or directory\n", p)
 				}
-				status = exitFailed
-				continue
+				return exitFailed
 			}
 		}
 		if m.Disk.Windows {
@@ -305,8 +306,8 @@ func listDir(m *Machine, args []string, out, errw io.Writer) int {
 				fmt.Fprintf(out, "%s %10d %s %s\n", info.Mode().String(), info.Size(), info.ModTime().Format(time.DateTime), e.Name())
 			}
 		}
-	}
-	return status
+		return 0
+	})
 }
 
 // journalctl prints the emulated journal's units; the output options are

@@ -83,6 +83,9 @@ func TestLinuxCommands(t *testing.T) {
 	if out, _, s := run(m, "ls /"); s != 0 || !strings.Contains(out, " etc") {
 		t.Errorf("ls /: %q", out)
 	}
+	if out, errOut, s := run(m, "ls /etc /nope"); s != exitFailed || !strings.Contains(errOut, "cannot access '/nope'") || out != "" {
+		t.Errorf("ls of an empty and a missing folder: %q %q %d", out, errOut, s)
+	}
 	if _, errOut, s := run(m, "kubelet --version"); s == 0 || !strings.Contains(errOut, "not been started") {
 		t.Errorf("kubelet before it runs: %q", errOut)
 	}
