@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
@@ -113,6 +114,9 @@ func (o *accessOptions) target(ctx context.Context, name string, progress io.Wri
 		return nil, nodessh.Options{}, err
 	}
 	t, err := nodeaccess.Resolve(ctx, c, ns, name, o.cluster)
+	if err != nil && o.stateDir != "" && errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, nodessh.Options{}, fmt.Errorf("the local world in %s is not running (start it again with 'winkube up'): %w", o.stateDir, err)
+	}
 	if err != nil {
 		return nil, nodessh.Options{}, err
 	}

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -35,6 +37,17 @@ func TestAccessCommandsRefuseBadInput(t *testing.T) {
 		{[]string{"rdp"}, "accepts 1 arg"},
 		{[]string{"logs", "node", "--since", "-5m", "--state-dir", dir}, "positive duration"},
 	}
+	// A stopped world: its kubeconfig stays, its API server is gone.
+	stopped := t.TempDir()
+	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: [{name: m, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+		"contexts: [{name: m, context: {cluster: m, user: m}}]\ncurrent-context: m\nusers: [{name: m, user: {token: x}}]\n"
+	if err := os.WriteFile(filepath.Join(stopped, "management.kubeconfig"), []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, struct {
+		args []string
+		want string
+	}{[]string{"logs", "node", "--state-dir", stopped}, "is not running (start it again with 'winkube up')"})
 	for _, c := range cases {
 		root := NewRootCommand()
 		root.SetOut(&bytes.Buffer{})
