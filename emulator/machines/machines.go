@@ -154,10 +154,6 @@ func (r *Runtime) boot(ctx context.Context, m *machine) error {
 	if len(am.PrivateIPs) == 0 {
 		return errors.New("the machine has no private IP address to run on")
 	}
-	hostName := am.ComputerName
-	if hostName == "" {
-		hostName = am.Name
-	}
 	host, err := r.opts.Network.HostAddress(am.PrivateIPs[0])
 	if err != nil {
 		return err
@@ -165,7 +161,7 @@ func (r *Runtime) boot(ctx context.Context, m *machine) error {
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return err
 	}
-	b, perr := bootdata.Parse(am.CustomData, bootdata.Metadata{LocalHostname: hostName})
+	b, perr := bootdata.Parse(am.CustomData, bootdata.Metadata{LocalHostname: m.hostname()})
 	logBootData(m, b)
 	if err := r.startAccess(m, b, host); err != nil {
 		// As on a VM whose sshd fails: it boots on, unreachable by SSH.
@@ -218,7 +214,7 @@ func nodeName(reg bootdata.NodeRegistration, fallback string) string {
 func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.BootData, host netip.Addr, j *controlplane.Join) error {
 	reg := b.Kubeadm.NodeRegistration()
 	m.nodeName = nodeName(reg, m.arm.ComputerName)
-	if strings.EqualFold(m.arm.OS, "Windows") {
+	if m.windows() {
 		return errors.New("a Windows machine cannot run a Kubernetes control plane")
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Config{
@@ -312,7 +308,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		"kubernetes.io/hostname": m.nodeName, "node.kubernetes.io/instance-type": am.VMSize,
 		"topology.kubernetes.io/region": strings.ToLower(am.Location), "topology.kubernetes.io/zone": zoneLabel(am),
 	}
-	if strings.EqualFold(am.OS, "Windows") {
+	if m.windows() {
 		rel, err := windowsReleaseOf(am.Image)
 		if err != nil {
 			return err

@@ -349,11 +349,8 @@ type ipam struct {
 // podIP allocates a pod's address; a pod that already has one (the kubelet
 // restarted) keeps it.
 func (k *Kubelet) podIP(ctx context.Context, uid, pod, had string) (netip.Addr, error) {
-	a, fresh, err := k.allocate(ctx, uid, had)
+	a, fresh, err := k.allocate(ctx, uid, pod, had)
 	if err == nil && fresh {
-		k.ipam.mu.Lock()
-		k.ipam.pods[uid] = pod
-		k.ipam.mu.Unlock()
 		k.cfg.Logs.Write(vmdisk.CNI, "ADD %s: address %s from pod CIDR %s", pod, a, k.ipam.prefix())
 	}
 	if err != nil {
@@ -427,16 +424,17 @@ func (k *Kubelet) releaseIP(uid, pod string) {
 	if pod == "" {
 		pod = k.ipam.pods[uid]
 	}
+	delete(k.ipam.byUID, uid)
 	delete(k.ipam.pods, uid)
 	k.ipam.mu.Unlock()
-	k.ipam.release(uid)
 	if had {
 		k.cfg.Logs.Write(vmdisk.CNI, "DEL %s: released %s", pod, a)
 	}
 }
 
-// allocate hands out the address; fresh is false when the pod had it.
-func (k *Kubelet) allocate(ctx context.Context, uid, had string) (netip.Addr, bool, error) {
+// allocate hands out the address of pod (namespace/name); fresh is false
+// when the pod had it. The caller must not hold k.ipam.mu.
+func (k *Kubelet) allocate(ctx context.Context, uid, pod, had string) (netip.Addr, bool, error) {
 	k.ipam.mu.Lock()
 	defer k.ipam.mu.Unlock()
 	if a, ok := k.ipam.byUID[uid]; ok {
@@ -450,23 +448,17 @@ func (k *Kubelet) allocate(ctx context.Context, uid, had string) (netip.Addr, bo
 		used[a] = true
 	}
 	if prev, err := netip.ParseAddr(had); err == nil && k.ipam.cidr.Contains(prev) && !used[prev] {
-		k.ipam.byUID[uid] = prev
+		k.ipam.byUID[uid], k.ipam.pods[uid] = prev, pod
 		return prev, true, nil
 	}
 	// .0 is the network and .1 the bridge/gateway, as with host-local IPAM.
 	for a := k.ipam.cidr.Addr().Next().Next(); k.ipam.cidr.Contains(a); a = a.Next() {
 		if !used[a] {
-			k.ipam.byUID[uid] = a
+			k.ipam.byUID[uid], k.ipam.pods[uid] = a, pod
 			return a, true, nil
 		}
 	}
 	return netip.Addr{}, false, fmt.Errorf("failed to allocate a pod IP: pod CIDR %s of node %s is exhausted", k.ipam.cidr, k.cfg.NodeName)
-}
-
-func (i *ipam) release(uid string) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	delete(i.byUID, uid)
 }
 
 // Mirror pods carry these annotations; Cluster API's control-plane health
