@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/nodeaccess"
 	"github.com/winkube/winkube/internal/nodessh"
 	"github.com/winkube/winkube/internal/scheme"
@@ -59,7 +60,7 @@ func (o *accessOptions) resolveLocal() error {
 		}
 		o.stateDir = up.stateDir
 	}
-	mgmt := filepath.Join(o.stateDir, "management.kubeconfig")
+	mgmt := filepath.Join(o.stateDir, localworld.ManagementKubeconfig)
 	if _, err := os.Stat(mgmt); err != nil {
 		return fmt.Errorf("no local world in %s (%s is missing): start it with 'winkube up', or drop --local/--state-dir", o.stateDir, mgmt)
 	}
@@ -99,7 +100,7 @@ func (o *accessOptions) signers() ([]ssh.Signer, error) {
 	}
 	var defaults []string
 	if o.stateDir != "" {
-		defaults = append(defaults, filepath.Join(o.stateDir, "id_ed25519"))
+		defaults = append(defaults, filepath.Join(o.stateDir, localworld.SSHKeyFile))
 	}
 	return nodessh.LoadSigners(nil, append(defaults, nodessh.DefaultKeyFiles()...), !o.noAgent)
 }

@@ -197,7 +197,7 @@ func (w *World) WaitReady(ctx context.Context) error {
 // WriteKubeconfigs writes the management and the workload kubeconfig into
 // the state directory and returns their paths.
 func (w *World) WriteKubeconfigs(ctx context.Context) (mgmt, workload string, err error) {
-	mgmt = filepath.Join(w.opts.StateDir, "management.kubeconfig")
+	mgmt = filepath.Join(w.opts.StateDir, ManagementKubeconfig)
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["winkube-management"] = &clientcmdapi.Cluster{Server: w.Config.Host, CertificateAuthorityData: w.Config.CAData}
 	cfg.AuthInfos["winkube-management"] = &clientcmdapi.AuthInfo{ClientCertificateData: w.Config.CertData, ClientKeyData: w.Config.KeyData, Token: w.Config.BearerToken}

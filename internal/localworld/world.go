@@ -51,6 +51,10 @@ const (
 	// BlockFile names the world's loopback block: its machines' addresses
 	// are in their certificates and etcd, so it keeps the block it had.
 	BlockFile = "loopback-block"
+	// ManagementKubeconfig and SSHKeyFile are what node access reads of a
+	// world: the management cluster, and the private key its machines let in.
+	ManagementKubeconfig = "management.kubeconfig"
+	SSHKeyFile           = "id_ed25519"
 )
 
 // Subscription is the local world's one Azure subscription.
@@ -318,7 +322,7 @@ func randomToken() string {
 
 // sshKey returns the cluster's SSH public key, made once per state dir.
 func sshKey(dir string) (string, error) {
-	path := filepath.Join(dir, "id_ed25519")
+	path := filepath.Join(dir, SSHKeyFile)
 	if b, err := os.ReadFile(path + ".pub"); err == nil {
 		return strings.TrimSpace(string(b)), nil
 	}

@@ -132,22 +132,25 @@ func (e *AuthError) Error() string {
 
 func (e *AuthError) Unwrap() error { return e.Err }
 
-func (o *Options) config(hostAlias string) *ssh.ClientConfig {
-	user := o.User
-	if user == "" {
-		user = DefaultUser
+func (o *Options) user() string {
+	if o.User == "" {
+		return DefaultUser
 	}
+	return o.User
+}
+
+func (o *Options) config(hostAlias string) *ssh.ClientConfig {
 	timeout := o.Timeout
 	if timeout == 0 {
 		timeout = 15 * time.Second
 	}
-	return &ssh.ClientConfig{User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(o.Signers...)},
+	return &ssh.ClientConfig{User: o.user(), Auth: []ssh.AuthMethod{ssh.PublicKeys(o.Signers...)},
 		HostKeyCallback: o.KnownHosts.Callback(hostAlias), Timeout: timeout}
 }
 
 func (o *Options) wrap(err error, host string) error {
 	if err != nil && strings.Contains(err.Error(), "unable to authenticate") {
-		ae := &AuthError{User: o.config("").User, Host: host, Err: err}
+		ae := &AuthError{User: o.user(), Host: host, Err: err}
 		for _, s := range o.Signers {
 			ae.Fingerprints = append(ae.Fingerprints, ssh.FingerprintSHA256(s.PublicKey()))
 		}
@@ -305,7 +308,7 @@ func (c *Conn) Shell(in io.Reader, out, errw io.Writer) error {
 func DialJump(ctx context.Context, t *nodeaccess.Target, o Options) (*Conn, error) {
 	var lastErr error
 	for _, jh := range t.JumpHosts {
-		o.progress("connecting to jump host %s@%s", o.config("").User, jh)
+		o.progress("connecting to jump host %s@%s", o.user(), jh)
 		jump, err := o.dialJump(ctx, jh)
 		if err == nil {
 			return &Conn{Target: t, Node: jump, Jump: jump, Via: jh}, nil
