@@ -5,7 +5,7 @@ BIN := $(CURDIR)/bin
 export KUBEBUILDER_ASSETS := $(BIN)
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
-.PHONY: all build run test tools vet generate verify-generate
+.PHONY: all build run test tools vet generate verify-generate krew
 
 all: build
 
@@ -17,6 +17,19 @@ tools:
 build:
 	go build -o $(BIN)/winkube ./cmd/winkube
 	ln -sf winkube $(BIN)/kubectl-winkube
+	printf '#!/bin/sh\n# kubectl (1.26+) runs this to complete "kubectl winkube ..."\nexec kubectl-winkube __complete "$$@"\n' > $(BIN)/kubectl_complete-winkube
+	chmod +x $(BIN)/kubectl_complete-winkube
+
+## krew: the kubectl plugin's release archives and krew manifest in out/krew (KREW_VERSION=v0.1.0)
+KREW_VERSION ?= v0.1.0
+KREW_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+krew:
+	@rm -rf out/krew && mkdir -p out/krew/bin
+	@set -e; args=""; for p in $(KREW_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; exe=kubectl-winkube; [ $$os = windows ] && exe=$$exe.exe; \
+		echo "building $$p"; CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -o out/krew/bin/$$os-$$arch/$$exe ./cmd/winkube; \
+		args="$$args $$p=out/krew/bin/$$os-$$arch/$$exe"; done; \
+		go run ./hack/krew -version $(KREW_VERSION) -out out/krew $$args
 
 ## run: the main job (see README.md): a mixed cluster on this machine (winkube up)
 run: tools build

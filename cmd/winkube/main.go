@@ -3,8 +3,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,15 +18,7 @@ func main() {
 	// must not kill winkube in the middle of its shutdown: a closed pipe is
 	// an error to the write, not a signal that ends the process.
 	signal.Ignore(syscall.SIGPIPE)
-	err := cli.NewRootCommandFor(os.Args[0]).ExecuteContext(ctx)
+	code := cli.Execute(ctx, os.Args[0], os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	// A remote command's exit status is winkube's, without a message.
-	var status interface{ ExitCode() int }
-	if errors.As(err, &status) {
-		os.Exit(status.ExitCode())
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "Error:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }

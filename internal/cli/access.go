@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,7 @@ type accessOptions struct {
 	user, knownHosts                        string
 	noAgent                                 bool
 	local, stateDir                         string
+	cmd                                     *cobra.Command // for bad input's pointer to --help
 }
 
 const accessExamples = `  The management cluster is the current kubeconfig's (or --kubeconfig's); for a
@@ -35,6 +37,8 @@ const accessExamples = `  The management cluster is the current kubeconfig's (or
   and known-hosts file.`
 
 func (o *accessOptions) addFlags(cmd *cobra.Command) {
+	o.cmd = cmd
+	cmd.ValidArgsFunction = completeNodes(o)
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster (default: $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&o.context, "context", "", "kubeconfig context to use")
@@ -62,7 +66,11 @@ func (o *accessOptions) resolveLocal() error {
 	}
 	mgmt := filepath.Join(o.stateDir, localworld.ManagementKubeconfig)
 	if _, err := os.Stat(mgmt); err != nil {
-		return fmt.Errorf("no local world in %s (%s is missing): start it with 'winkube up', or drop --local/--state-dir", o.stateDir, mgmt)
+		flag := "--state-dir " + o.stateDir
+		if o.local != "" {
+			flag = "--local " + o.local
+		}
+		return badInputf(o.cmd, "%s: no local world in %s (%s is missing): start it with 'winkube up', or drop the flag", flag, o.stateDir, mgmt)
 	}
 	if o.kubeconfig == "" {
 		o.kubeconfig = mgmt
@@ -154,3 +162,16 @@ func (e ExitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)
 
 // ExitCode is the status for the process to exit with.
 func (e ExitStatus) ExitCode() int { return int(e) }
+
+// oneNode wants exactly one MACHINE|NODE argument.
+func oneNode(verb string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch len(args) {
+		case 1:
+			return nil
+		case 0:
+			return fmt.Errorf("name the node: %s MACHINE|NODE", cmd.CommandPath())
+		}
+		return fmt.Errorf("one node at a time: %s %s (drop %s)", cmd.CommandPath(), args[0], strings.Join(args[1:], " "))
+	}
+}

@@ -208,7 +208,7 @@ func TestNodeAccess(t *testing.T) {
 
 	// logs of the Windows node: cloudbase-init's and the kubelet's among them.
 	logDir := filepath.Join(t.TempDir(), "win-logs")
-	out, _, err = winkube(ctx, append([]string{"logs", win.Status.VMName, "-o", logDir}, local...)...)
+	out, _, err = winkube(ctx, append([]string{"logs", win.Status.VMName, "--write-to", logDir}, local...)...)
 	if err != nil {
 		t.Fatalf("winkube logs: %v\n%s", err, out)
 	}

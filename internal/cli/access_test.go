@@ -34,7 +34,7 @@ func TestAccessCommandsRefuseBadInput(t *testing.T) {
 		{[]string{"ssh"}, "name the node"},
 		{[]string{"ssh", "a", "b"}, "one node at a time"},
 		{[]string{"ssh", "node", "--state-dir", dir, "--", "hostname"}, "no local world in " + dir},
-		{[]string{"rdp"}, "accepts 1 arg"},
+		{[]string{"rdp"}, "name the node: winkube rdp MACHINE|NODE"},
 		{[]string{"logs", "node", "--since", "-5m", "--state-dir", dir}, "positive duration"},
 	}
 	// A stopped world: its kubeconfig stays, its API server is gone.

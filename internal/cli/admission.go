@@ -79,7 +79,7 @@ CA, and rewritten when it rotates.`,
 
 func runAdmission(ctx context.Context, o *admissionOptions) error {
 	if o.failurePolicy != "open" && o.failurePolicy != "closed" {
-		return fmt.Errorf("--registry-failure-policy %q: use open or closed", o.failurePolicy)
+		return &UsageError{Err: fmt.Errorf("--registry-failure-policy %q: use open or closed", o.failurePolicy), Help: "winkube admission"}
 	}
 	if ctx == nil {
 		ctx = context.Background()

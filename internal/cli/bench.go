@@ -32,6 +32,16 @@ Machines here are noisy: compare runs by ratio, not by absolute seconds.`,
   winkube bench --size 1+1+2 --size 1+5+20`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, s := range sizes {
+				n, err := parseSize(s)
+				if err != nil {
+					return badInputf(cmd, "--size %q: %v", s, err)
+				}
+				o := &upOptions{flavor: flavors.Windows, version: benchVersion, windowsVersion: "2022", controlPlane: n[0], linux: n[1], windows: n[2], timeout: benchTimeout}
+				if err := o.check(cmd, "bench"); err != nil {
+					return badInputf(cmd, "--size %q: %v", s, usageCause(err))
+				}
+			}
 			ctrllog.SetLogger(logr.Discard())
 			b, err := findBin(bin)
 			if err != nil {
@@ -53,17 +63,9 @@ Machines here are noisy: compare runs by ratio, not by absolute seconds.`,
 
 func benchOne(ctx context.Context, out, errOut io.Writer, bin, size string) error {
 	progress := progressPrinter(errOut)
-	parts := strings.Split(size, "+")
-	if len(parts) != 3 {
-		return fmt.Errorf("want CONTROL-PLANE+LINUX+WINDOWS, like 1+1+2")
-	}
-	var n [3]int32
-	for i, p := range parts {
-		v, err := strconv.Atoi(p)
-		if err != nil || v < 0 {
-			return fmt.Errorf("%q is not a node count", p)
-		}
-		n[i] = int32(v)
+	n, err := parseSize(size)
+	if err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp("", "winkube-bench-")
 	if err != nil {
@@ -72,7 +74,7 @@ func benchOne(ctx context.Context, out, errOut io.Writer, bin, size string) erro
 	defer os.RemoveAll(dir)
 	start := time.Now()
 	w, err := localworld.Start(ctx, localworld.Options{
-		Name: "bench", Flavor: flavors.Windows, KubernetesVersion: "v1.36.3", ControlPlaneNodes: n[0], LinuxNodes: n[1], WindowsNodes: n[2],
+		Name: "bench", Flavor: flavors.Windows, KubernetesVersion: benchVersion, ControlPlaneNodes: n[0], LinuxNodes: n[1], WindowsNodes: n[2],
 		WindowsVersion: "2022", StateDir: dir, Bin: bin, Progress: progress,
 	})
 	if err != nil {
@@ -83,7 +85,7 @@ func benchOne(ctx context.Context, out, errOut io.Writer, bin, size string) erro
 	if err := w.CreateCluster(ctx); err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	wctx, cancel := context.WithTimeout(ctx, benchTimeout)
 	defer cancel()
 	if err := w.WaitReady(wctx); err != nil {
 		return err
@@ -102,6 +104,28 @@ func benchOne(ctx context.Context, out, errOut io.Writer, bin, size string) erro
 	fmt.Fprintf(out, "size %-8s nodes %3d  management plane up %5.1fs  all nodes Ready %6.1fs  delete %5.1fs  peak RSS winkube %4d MiB  control plane %4d MiB\n",
 		size, n[0]+n[1]+n[2], started.Seconds(), ready.Seconds(), time.Since(del).Seconds(), procStatusKB(os.Getpid(), "VmHWM:")/1024, cpRSS/1024)
 	return nil
+}
+
+const (
+	benchVersion = "v1.36.3"
+	benchTimeout = 20 * time.Minute
+)
+
+// parseSize reads CONTROL-PLANE+LINUX+WINDOWS.
+func parseSize(size string) ([3]int32, error) {
+	var n [3]int32
+	parts := strings.Split(size, "+")
+	if len(parts) != 3 {
+		return n, fmt.Errorf("want CONTROL-PLANE+LINUX+WINDOWS, like 1+1+2")
+	}
+	for i, p := range parts {
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 0 {
+			return n, fmt.Errorf("%q is not a node count", p)
+		}
+		n[i] = int32(v)
+	}
+	return n, nil
 }
 
 // procStatusKB reads a kB field of /proc/PID/status (Linux).

@@ -76,7 +76,7 @@ func runEmulator(ctx context.Context, cmd *cobra.Command, o *emulatorOptions) er
 		o.token = hex.EncodeToString(b[:])
 	}
 	if o.readsPerHour < 0 || o.writesPerHour < 0 {
-		return errors.New("--reads-per-hour and --writes-per-hour cannot be negative")
+		return badInputf(cmd, "--reads-per-hour %d, --writes-per-hour %d: the rates cannot be negative", o.readsPerHour, o.writesPerHour)
 	}
 	srv, err := arm.New(arm.Options{
 		Token: o.token, OperationDelay: o.operationDelay,

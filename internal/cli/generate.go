@@ -7,10 +7,12 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/scheme"
+	"github.com/winkube/winkube/internal/webhooks"
 )
 
 func newGenerateCommand() *cobra.Command {
@@ -26,7 +28,8 @@ func newGenerateClusterCommand() *cobra.Command {
 		keyFile    string
 		winVersion string
 		clusterctl bool
-		outputFile string
+		output     string
+		writeTo    string
 	)
 	cmd := &cobra.Command{
 		Use:   "cluster NAME",
@@ -42,58 +45,62 @@ func newGenerateClusterCommand() *cobra.Command {
   windows-dockershim   Docker EE on Windows, Kubernetes v1.23 and older only
 
 With --clusterctl-template the flavor is printed with ${VARIABLE}
-placeholders for 'clusterctl generate cluster', and the variables it needs.`,
+placeholders for 'clusterctl generate cluster', and the variables it needs.
+
+Before anything is written, the objects go through the same defaulting and
+validation as winkube's admission webhooks in a management cluster, so a value
+the cluster (or Azure) would refuse is refused here, naming the flag to change.
+NAME must be a DNS-1123 label (lower-case letters, digits and '-', at most 63),
+as clusterctl requires.`,
 		Example: `  winkube generate cluster demo --flavor windows --kubernetes-version v1.36.3 \
     --location westeurope --subscription-id $AZURE_SUBSCRIPTION_ID --ssh-public-key ~/.ssh/id_ed25519.pub`,
-		Args: cobra.MaximumNArgs(1),
+		Args: atMostOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
-			if outputFile != "" {
-				f, err := os.Create(outputFile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				out = f
-			}
-			if clusterctl {
-				data, vars, err := flavors.Template(scheme.New(), flavor, winVersion, o.WindowsTaint)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "# clusterctl template of winkube flavor %q. Variables: %s\n", flavor, strings.Join(vars, ", "))
-				_, err = out.Write(data)
+			if err := checkOutput(cmd, output, "yaml", "json"); err != nil {
 				return err
 			}
-			if len(args) == 1 {
-				o.ClusterName = args[0]
-			}
-			if keyFile != "" {
-				key, err := os.ReadFile(keyFile)
-				if err != nil {
-					return fmt.Errorf("--ssh-public-key: %w", err)
-				}
-				o.SSHPublicKey = strings.TrimSpace(string(key))
-				if strings.Contains(o.SSHPublicKey, "PRIVATE KEY") {
-					return errors.New("--ssh-public-key names a private key: give the .pub file")
-				}
-			}
-			o.WindowsVersion = infrav1.WindowsServerVersion(winVersion)
 			switch winVersion {
 			case "", "2019", "2022", "2025":
 			default:
-				return fmt.Errorf("--windows-version %q: use 2019, 2022 or 2025", winVersion)
+				return badInputf(cmd, "--windows-version %q: use 2019, 2022 or 2025", winVersion)
 			}
-			objs, err := flavors.Generate(flavor, o)
-			if err != nil {
-				return err
+			var data []byte
+			if clusterctl {
+				if len(args) == 1 {
+					return badInputf(cmd, "--clusterctl-template prints a template whose name is ${CLUSTER_NAME}: leave out NAME %q", args[0])
+				}
+				tmpl, vars, err := flavors.Template(scheme.New(), flavor, winVersion, o.WindowsTaint)
+				if err != nil {
+					return badInput(cmd, err)
+				}
+				if output == "json" {
+					return badInputf(cmd, "--output json: a clusterctl template is YAML; leave out --output")
+				}
+				data = append([]byte(fmt.Sprintf("# clusterctl template of winkube flavor %q. Variables: %s\n", flavor, strings.Join(vars, ", "))), tmpl...)
+			} else {
+				if len(args) == 1 {
+					o.ClusterName = args[0]
+				}
+				if keyFile != "" {
+					key, err := os.ReadFile(keyFile)
+					if err != nil {
+						return badInputf(cmd, "--ssh-public-key: %w", err)
+					}
+					o.SSHPublicKey = strings.TrimSpace(string(key))
+					if strings.Contains(o.SSHPublicKey, "PRIVATE KEY") {
+						return badInputf(cmd, "--ssh-public-key %s names a private key: give the .pub file", keyFile)
+					}
+				}
+				o.WindowsVersion = infrav1.WindowsServerVersion(winVersion)
+				objs, err := buildObjects(cmd, flavor, o)
+				if err != nil {
+					return err
+				}
+				if data, err = render(objs, output); err != nil {
+					return err
+				}
 			}
-			data, err := flavors.YAML(scheme.New(), objs)
-			if err != nil {
-				return err
-			}
-			_, err = out.Write(data)
-			return err
+			return writeOut(cmd, writeTo, data)
 		},
 	}
 	f := cmd.Flags()
@@ -111,6 +118,80 @@ placeholders for 'clusterctl generate cluster', and the variables it needs.`,
 	f.StringVar(&o.NodeVMSize, "node-vm-size", "Standard_D4s_v3", "VM size of workers")
 	f.BoolVar(&o.WindowsTaint, "windows-taint", false, "taint Windows nodes os=windows:NoSchedule (the add-ons tolerate it)")
 	f.BoolVar(&clusterctl, "clusterctl-template", false, "print a clusterctl template with ${VARIABLE} placeholders instead")
-	f.StringVarP(&outputFile, "output", "o", "", "write to this file instead of standard output")
+	outputFlag(cmd, &output, "yaml", "yaml", "json")
+	f.StringVar(&writeTo, "write-to", "", "write to this file instead of standard output (as clusterctl generate cluster --write-to)")
 	return cmd
+}
+
+// buildObjects builds a flavor's objects and runs them through the
+// webhooks' defaulting and validation, as the management cluster would:
+// the one validation path of generate, up and bench.
+func buildObjects(cmd *cobra.Command, flavor string, o flavors.Options) ([]client.Object, error) {
+	objs, err := flavors.Generate(flavor, o)
+	if err != nil {
+		return nil, badInput(cmd, err)
+	}
+	if err := webhooks.Admit(cmd.Context(), scheme.New(), objs); err != nil {
+		return nil, objectProblems(cmd, err, flagOfField)
+	}
+	return objs, nil
+}
+
+// flagOfField names the flag of generate/up that sets a generated field.
+func flagOfField(p webhooks.Problem) string {
+	switch {
+	case p.Field == "metadata.name":
+		return "NAME"
+	case p.Field == "spec.location":
+		return "--location"
+	case p.Field == "spec.subscriptionID":
+		return "--subscription-id"
+	case p.Field == "spec.resourceGroup":
+		return "NAME"
+	case strings.HasSuffix(p.Field, ".vmSize") && strings.HasSuffix(p.Name, "-control-plane"):
+		return "--control-plane-vm-size"
+	case strings.HasSuffix(p.Field, ".vmSize"):
+		return "--node-vm-size"
+	case strings.HasSuffix(p.Field, ".sshPublicKey"):
+		return "--ssh-public-key"
+	case strings.HasSuffix(p.Field, ".windowsServerVersion"):
+		return "--windows-version"
+	}
+	return ""
+}
+
+func render(objs []client.Object, format string) ([]byte, error) {
+	if format == "json" {
+		return flavors.JSON(scheme.New(), objs)
+	}
+	return flavors.YAML(scheme.New(), objs)
+}
+
+// writeOut writes data to --write-to, refusing to overwrite a file, or to
+// standard output.
+func writeOut(cmd *cobra.Command, path string, data []byte) error {
+	if path == "" {
+		_, err := cmd.OutOrStdout().Write(data)
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return badInputf(cmd, "--write-to %s: the file exists; remove it or name another", path)
+	}
+	if err != nil {
+		return badInputf(cmd, "--write-to: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// atMostOneName takes an optional NAME.
+func atMostOneName(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return fmt.Errorf("one NAME only: %s %s (drop %s)", cmd.CommandPath(), args[0], strings.Join(args[1:], " "))
+	}
+	return nil
 }

@@ -11,7 +11,7 @@ import (
 
 func newLogsCommand() *cobra.Command {
 	o := &accessOptions{}
-	var output string
+	var output, oldOutput string
 	var since time.Duration
 	cmd := &cobra.Command{
 		Use:   "logs NODE",
@@ -23,17 +23,20 @@ func newLogsCommand() *cobra.Command {
   Linux    cloud-init output, the kubelet and containerd journals, CNI log,
            the kubelet version
 
-Each goes into a file of --output: a new folder, or a .tar / .tar.gz archive.
+Each goes into a file of --write-to: a new folder, or a .tar / .tar.gz archive.
 A command that fails on the node does not stop the others; its error output is
 kept beside it as FILE.error. --since keeps only lines stamped from then on.
 
 ` + accessExamples,
 		Example: `  winkube logs win-p8k2x-7tq4m
-  winkube logs --local winkube winkube-md-win-abcde-fghij --since 30m -o win.tar.gz`,
-		Args: cobra.ExactArgs(1),
+  winkube logs --local winkube winkube-md-win-abcde-fghij --since 30m --write-to win.tar.gz`,
+		Args: oneNode("logs"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if oldOutput != "" {
+				return badInputf(cmd, "--output %q: logs writes files with --write-to %s (-o/--output is a format in winkube's commands)", oldOutput, oldOutput)
+			}
 			if since < 0 {
-				return fmt.Errorf("--since %s: want a positive duration such as 30m or 2h", since)
+				return badInputf(cmd, "--since %s: want a positive duration such as 30m or 2h", since)
 			}
 			start := time.Now()
 			conn, err := o.connect(cmd.Context(), args[0], cmd.ErrOrStderr())
@@ -82,7 +85,9 @@ kept beside it as FILE.error. --since keeps only lines stamped from then on.
 		},
 	}
 	o.addFlags(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "", "folder, or .tar/.tar.gz archive, to write (default NODE-logs-TIME)")
+	cmd.Flags().StringVar(&output, "write-to", "", "folder, or .tar/.tar.gz archive, to write (default NODE-logs-TIME)")
+	cmd.Flags().StringVarP(&oldOutput, "output", "o", "", "")
+	_ = cmd.Flags().MarkHidden("output")
 	cmd.Flags().DurationVar(&since, "since", 0, "only lines stamped within this long before now (e.g. 30m, 2h)")
 	return cmd
 }

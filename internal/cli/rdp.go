@@ -35,15 +35,18 @@ with an account you set a password for (over 'winkube ssh').
 ` + accessExamples,
 		Example: `  winkube rdp win-p8k2x-7tq4m --local-port 5555
   xfreerdp /v:localhost:5555 /u:capi`,
-		Args: cobra.ExactArgs(1),
+		Args: oneNode("rdp"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if port < 0 || port > 65535 {
+				return badInputf(cmd, "--local-port %d: want a TCP port from 1 to 65535 (0 picks a free one)", port)
+			}
 			out := cmd.OutOrStdout()
 			t, opts, err := o.target(cmd.Context(), args[0], cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			if !t.Windows() {
-				return fmt.Errorf("%s (%s) is a Linux node: Remote Desktop reaches Windows nodes only; use 'winkube ssh %s'", args[0], t.Object, args[0])
+				return fmt.Errorf("%s (%s) is a Linux node: Remote Desktop reaches Windows nodes only; use '%s ssh %s'", args[0], t.Object, cmd.Root().CommandPath(), args[0])
 			}
 			ln, err := net.Listen("tcp", net.JoinHostPort(bind, strconv.Itoa(port)))
 			if err != nil {

@@ -35,10 +35,10 @@ afterwards; a changed key is refused without asking.
   kubectl winkube ssh my-node -i ~/.ssh/capz`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() == 0 {
-				return errors.New("name the node: winkube ssh MACHINE|NODE [-- COMMAND...]")
+				return fmt.Errorf("name the node: %s MACHINE|NODE [-- COMMAND...]", cmd.CommandPath())
 			}
 			if d := cmd.ArgsLenAtDash(); (d < 0 && len(args) > 1) || d > 1 {
-				return fmt.Errorf("one node at a time, and the command after --: winkube ssh %s -- %s", args[0], strings.Join(args[1:], " "))
+				return fmt.Errorf("one node at a time, and the command after --: %s %s -- %s", cmd.CommandPath(), args[0], strings.Join(args[1:], " "))
 			}
 			return nil
 		},

@@ -2,7 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
+	"crypto/ed25519"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
 	"golang.org/x/term"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -42,6 +44,59 @@ func (o *upOptions) defaultStateDir(name string) error {
 	return nil
 }
 
+// checkFlags refuses flag values no world can be made of.
+func (o *upOptions) checkFlags() error {
+	switch infrav1.WindowsServerVersion(o.windowsVersion) {
+	case infrav1.WindowsServer2019, infrav1.WindowsServer2022, infrav1.WindowsServer2025:
+	default:
+		return fmt.Errorf("--windows-version %q: want 2019, 2022 or 2025", o.windowsVersion)
+	}
+	if o.controlPlane < 1 || o.controlPlane%2 == 0 {
+		return fmt.Errorf("--control-plane-nodes %d: want an odd number (1, 3, 5), so that etcd keeps a quorum", o.controlPlane)
+	}
+	if o.linux < 0 {
+		return fmt.Errorf("--linux-nodes %d: a node count cannot be negative", o.linux)
+	}
+	if o.windows < 0 {
+		return fmt.Errorf("--windows-nodes %d: a node count cannot be negative", o.windows)
+	}
+	if o.timeout <= 0 {
+		return fmt.Errorf("--timeout %s: want a positive duration such as 15m", o.timeout)
+	}
+	return nil
+}
+
+// check refuses, before anything starts, what the world's cluster would be
+// refused for: the flags, then the flavor's objects through the webhooks'
+// defaulting and validation (the one validation path generate uses too).
+func (o *upOptions) check(cmd *cobra.Command, name string) error {
+	if err := o.checkFlags(); err != nil {
+		return badInput(cmd, err)
+	}
+	// The world's own key is made when it first starts; any valid key gets
+	// the same verdict from the checks.
+	key, err := throwawaySSHKey()
+	if err != nil {
+		return err
+	}
+	wo := localworld.Options{Name: name, Flavor: o.flavor, KubernetesVersion: o.version, ControlPlaneNodes: o.controlPlane,
+		LinuxNodes: o.linux, WindowsNodes: o.windows, WindowsVersion: infrav1.WindowsServerVersion(o.windowsVersion)}
+	_, err = buildObjects(cmd, o.flavor, wo.ClusterOptions(key))
+	return err
+}
+
+func throwawaySSHKey() (string, error) {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))), nil
+}
+
 func (o *upOptions) world(name string, progress func(string)) (localworld.Options, error) {
 	if err := o.defaultStateDir(name); err != nil {
 		return localworld.Options{}, err
@@ -50,18 +105,10 @@ func (o *upOptions) world(name string, progress func(string)) (localworld.Option
 	if err != nil {
 		return localworld.Options{}, err
 	}
+	if err := o.checkFlags(); err != nil {
+		return localworld.Options{}, err
+	}
 	wv := infrav1.WindowsServerVersion(o.windowsVersion)
-	switch wv {
-	case infrav1.WindowsServer2019, infrav1.WindowsServer2022, infrav1.WindowsServer2025:
-	default:
-		return localworld.Options{}, fmt.Errorf("--windows-version %q: want 2019, 2022 or 2025", o.windowsVersion)
-	}
-	if o.controlPlane < 1 || o.controlPlane%2 == 0 {
-		return localworld.Options{}, fmt.Errorf("--control-plane-nodes %d: want an odd number (1, 3, 5), so that etcd keeps a quorum", o.controlPlane)
-	}
-	if o.linux < 0 || o.windows < 0 {
-		return localworld.Options{}, errors.New("node counts cannot be negative")
-	}
 	if err := os.MkdirAll(o.stateDir, 0o700); err != nil {
 		return localworld.Options{}, err
 	}
@@ -155,11 +202,15 @@ long as this process. Interrupt it (Ctrl-C) to stop it: the state stays, and
 		Example: `  winkube up
   winkube up demo --windows-nodes 3 --windows-version 2025
   KUBECONFIG=~/.winkube/winkube/winkube.kubeconfig kubectl get nodes -o wide`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              atMostOneName,
+		ValidArgsFunction: completeLocalWorlds,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := "winkube"
 			if len(args) == 1 {
 				name = args[0]
+			}
+			if err := o.check(cmd, name); err != nil {
+				return err
 			}
 			out := cmd.OutOrStdout()
 			wo, err := o.world(name, progressPrinter(out))
@@ -244,7 +295,8 @@ func newDownCommand() *cobra.Command {
 resource in the emulator go, then stop the 'winkube up' process that runs it
 and remove the state directory. Without a running 'winkube up', down starts
 the management plane from the state directory to delete what it holds.`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              atMostOneName,
+		ValidArgsFunction: completeLocalWorlds,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := "winkube"
 			if len(args) == 1 {
@@ -255,7 +307,7 @@ the management plane from the state directory to delete what it holds.`,
 				return err
 			}
 			if _, err := os.Stat(o.stateDir); os.IsNotExist(err) {
-				return fmt.Errorf("no cluster state in %s: nothing to delete", o.stateDir)
+				return badInputf(cmd, "no cluster state in %s: nothing to delete (name the world, or its --state-dir)", o.stateDir)
 			}
 			wo, err := o.world(name, progressPrinter(cmd.OutOrStdout()))
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/winkube/winkube/internal/version"
 )
@@ -28,11 +29,18 @@ func newVersionCommand() *cobra.Command {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return enc.Encode(info)
+			case "yaml":
+				data, err := yaml.Marshal(info)
+				if err != nil {
+					return err
+				}
+				_, err = cmd.OutOrStdout().Write(data)
+				return err
 			default:
-				return fmt.Errorf("--output %q is not known: use short or json, or leave it out", output)
+				return checkOutput(cmd, output, "short", "json", "yaml")
 			}
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: short or json")
+	outputFlag(cmd, &output, "", "short", "json", "yaml")
 	return cmd
 }

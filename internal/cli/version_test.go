@@ -31,7 +31,11 @@ func TestVersion(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &info); err != nil || info["version"] == "" || info["goVersion"] == "" {
 		t.Fatalf("json output %q does not carry the version: %v", out, err)
 	}
-	if _, err := run(t, "version", "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "short or json") {
+	out, err = run(t, "version", "-o", "yaml")
+	if err != nil || !strings.Contains(out, "version: v") {
+		t.Fatalf("yaml output %q: %v", out, err)
+	}
+	if _, err := run(t, "version", "-o", "xml"); err == nil || !strings.Contains(err.Error(), "short, json, yaml") {
 		t.Fatalf("an unknown format was not refused with the choices: %v", err)
 	}
 	if _, err := run(t, "version", "extra"); err == nil {

@@ -8,7 +8,9 @@
 package flavors
 
 import (
+	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sort"
 	"strings"
 
@@ -50,6 +52,10 @@ type Options struct {
 	// WindowsTaint adds os=windows:NoSchedule to Windows nodes; the Windows
 	// add-ons tolerate it.
 	WindowsTaint bool
+
+	// versionIsVariable: the version is a clusterctl template's variable,
+	// not a release to check.
+	versionIsVariable bool
 }
 
 // Defaults fills what has a sensible default.
@@ -89,22 +95,36 @@ func check(flavor string, o Options) (images.Version, error) {
 	if missing := o.Missing(); len(missing) > 0 {
 		return images.Version{}, fmt.Errorf("missing required values: %s", strings.Join(missing, ", "))
 	}
+	if errs := validation.IsDNS1123Label(o.ClusterName); len(errs) > 0 {
+		return images.Version{}, fmt.Errorf("cluster NAME %q: %s (Cluster API and clusterctl need a DNS-1123 label, such as demo or team-a-win)", o.ClusterName, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+		return images.Version{}, fmt.Errorf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+	}
 	v, err := images.ParseVersion(o.KubernetesVersion)
 	if err != nil {
-		return v, err
+		return v, fmt.Errorf("--kubernetes-version: %w", err)
+	}
+	if !o.versionIsVariable {
+		if err := images.CheckPublished(v); err != nil {
+			return v, fmt.Errorf("--kubernetes-version %s: %w", o.KubernetesVersion, err)
+		}
 	}
 	known := false
 	for _, n := range Names() {
 		known = known || n == flavor
 	}
 	if !known {
-		return v, fmt.Errorf("flavor %q is not known: use one of %s", flavor, strings.Join(Names(), ", "))
+		return v, fmt.Errorf("--flavor %q is not known: use one of %s", flavor, strings.Join(Names(), ", "))
 	}
 	if o.ControlPlaneNodes < 1 || o.ControlPlaneNodes%2 == 0 {
 		return v, fmt.Errorf("--control-plane-nodes %d: etcd needs an odd number of control-plane nodes (1, 3, 5)", o.ControlPlaneNodes)
 	}
-	if o.LinuxNodes < 0 || o.WindowsNodes < 0 {
-		return v, fmt.Errorf("node counts cannot be negative")
+	if o.LinuxNodes < 0 {
+		return v, fmt.Errorf("--linux-nodes %d: a node count cannot be negative", o.LinuxNodes)
+	}
+	if o.WindowsNodes < 0 {
+		return v, fmt.Errorf("--windows-nodes %d: a node count cannot be negative", o.WindowsNodes)
 	}
 	if flavor == Default {
 		return v, nil
@@ -113,11 +133,15 @@ func check(flavor string, o Options) (images.Version, error) {
 	if flavor == WindowsDockershim {
 		runtime = infrav1.Dockershim
 		if v.AtLeast(1, images.DockershimRemovedMinor) {
-			return v, fmt.Errorf("flavor windows-dockershim needs Kubernetes v1.23 or older (dockershim was removed in v1.24); for %s use flavor windows", v)
+			return v, fmt.Errorf("--flavor windows-dockershim needs Kubernetes v1.23 or older (dockershim was removed in v1.24); for %s use flavor windows", v)
 		}
 	}
 	if err := images.ValidateRuntime(v, infrav1.Windows, o.WindowsVersion, runtime); err != nil {
-		return v, err
+		var ce *images.CombinationError
+		if errors.As(err, &ce) && ce.Field == "windowsServerVersion" {
+			return v, fmt.Errorf("--windows-version %s: %w", o.WindowsVersion, err)
+		}
+		return v, fmt.Errorf("--flavor %s: %w", flavor, err)
 	}
 	return v, nil
 }

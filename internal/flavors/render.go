@@ -2,6 +2,7 @@ package flavors
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,4 +58,25 @@ func cleanYAML(data []byte) []byte {
 		return data
 	}
 	return out
+}
+
+// JSON renders objects as a v1 List, as kubectl get -o json prints several.
+func JSON(s *runtime.Scheme, objs []client.Object) ([]byte, error) {
+	data, err := YAML(s, objs)
+	if err != nil {
+		return nil, err
+	}
+	var items []any
+	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return nil, err
+		}
+		items = append(items, m)
+	}
+	out, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
 }

@@ -36,7 +36,7 @@ func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTa
 		Location: sentinelLocation, SubscriptionID: sentinelSub, SSHPublicKey: sentinelKey,
 		ControlPlaneVMSize: sentinelCPSize, NodeVMSize: sentinelNodeSize,
 		ControlPlaneNodes: sentinelCP, LinuxNodes: sentinelLinux, WindowsNodes: sentinelWindows,
-		WindowsTaint: windowsTaint,
+		WindowsTaint: windowsTaint, versionIsVariable: true,
 	}
 	if windowsVersion != "" {
 		o.WindowsVersion = windowsVersionOf(windowsVersion)

@@ -33,11 +33,7 @@ func (w *World) CreateCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	objs, err := flavors.Generate(o.Flavor, flavors.Options{
-		ClusterName: o.Name, Namespace: namespace, KubernetesVersion: o.KubernetesVersion, WindowsVersion: o.WindowsVersion,
-		ControlPlaneNodes: o.ControlPlaneNodes, LinuxNodes: o.LinuxNodes, WindowsNodes: o.WindowsNodes,
-		Location: "westeurope", SubscriptionID: Subscription, SSHPublicKey: key,
-	})
+	objs, err := flavors.Generate(o.Flavor, o.ClusterOptions(key))
 	if err != nil {
 		return err
 	}
@@ -58,6 +54,16 @@ func (w *World) CreateCluster(ctx context.Context) error {
 		o.progress("cluster %s: applied %d objects of flavor %s", o.Name, created, o.Flavor)
 	}
 	return nil
+}
+
+// ClusterOptions are the flavor options of the world's cluster, with the
+// SSH key of user capi.
+func (o Options) ClusterOptions(sshPublicKey string) flavors.Options {
+	return flavors.Options{
+		ClusterName: o.Name, Namespace: namespace, KubernetesVersion: o.KubernetesVersion, WindowsVersion: o.WindowsVersion,
+		ControlPlaneNodes: o.ControlPlaneNodes, LinuxNodes: o.LinuxNodes, WindowsNodes: o.WindowsNodes,
+		Location: "westeurope", SubscriptionID: Subscription, SSHPublicKey: sshPublicKey,
+	}
 }
 
 // Status is the cluster's state as the progress display shows it.

@@ -234,3 +234,49 @@ func jumpHosts(host string, target *candidate, all map[string]*candidate) []stri
 	}
 	return out
 }
+
+// Name is a name Resolve accepts, with what it is, for shell completion.
+type Name struct {
+	Name, What string
+}
+
+// Names lists the Machine, AzureMachine, AzureMachinePoolMachine and Node
+// names of namespace (of one cluster when cluster is set), sorted.
+func Names(ctx context.Context, c client.Reader, namespace, cluster string) ([]Name, error) {
+	in := client.InNamespace(namespace)
+	var opts []client.ListOption
+	opts = append(opts, in)
+	if cluster != "" {
+		opts = append(opts, client.MatchingLabels{clusterv1.ClusterNameLabel: cluster})
+	}
+	var (
+		machines clusterv1.MachineList
+		ams      infrav1.AzureMachineList
+		ampms    infrav1.AzureMachinePoolMachineList
+	)
+	for _, l := range []client.ObjectList{&machines, &ams, &ampms} {
+		if err := c.List(ctx, l, opts...); err != nil {
+			return nil, fmt.Errorf("reading the management cluster: %w", err)
+		}
+	}
+	seen := map[string]bool{}
+	var out []Name
+	add := func(name, what string) {
+		if name != "" && !seen[name] {
+			seen[name] = true
+			out = append(out, Name{Name: name, What: what})
+		}
+	}
+	for _, m := range machines.Items {
+		add(m.Status.NodeRef.Name, "Node of cluster "+m.Spec.ClusterName)
+		add(m.Name, "Machine of cluster "+m.Spec.ClusterName)
+	}
+	for _, am := range ams.Items {
+		add(am.Name, fmt.Sprintf("AzureMachine (%s)", am.Spec.OS()))
+	}
+	for _, m := range ampms.Items {
+		add(m.Name, "AzureMachinePoolMachine")
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}

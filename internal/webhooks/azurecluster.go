@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,7 +52,11 @@ func validateClusterSpec(s *infrav1.AzureClusterSpec, p *field.Path) field.Error
 	if s.Location == "" {
 		errs = append(errs, field.Required(p.Child("location"), "set the Azure region, such as westeurope"))
 	} else if !locationRE.MatchString(s.Location) {
-		errs = append(errs, field.Invalid(p.Child("location"), s.Location, "an Azure region name is lower-case letters and digits, such as westeurope or eastus2"))
+		detail := "an Azure region name is lower-case letters and digits, such as westeurope or eastus2"
+		if name := strings.ToLower(strings.ReplaceAll(s.Location, " ", "")); locationRE.MatchString(name) {
+			detail += fmt.Sprintf(" (the portal's %q is %s)", s.Location, name)
+		}
+		errs = append(errs, field.Invalid(p.Child("location"), s.Location, detail))
 	}
 	if s.SubscriptionID == "" {
 		errs = append(errs, field.Required(p.Child("subscriptionID"), "set the Azure subscription ID"))
