@@ -149,10 +149,17 @@ func (w *World) start(ctx context.Context) (err error) {
 		crds = append(crds, filepath.Join(manifests, "capi", p))
 	}
 	s := scheme.New()
+	launchers, err := dieWithWinkube(filepath.Join(o.StateDir, "launchers"), o.Bin, "etcd", "kube-apiserver")
+	if err != nil {
+		return err
+	}
 	w.env = &envtest.Environment{
 		BinaryAssetsDirectory: o.Bin, CRDDirectoryPaths: crds, ErrorIfCRDPathMissing: true, Scheme: s,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(manifests, "webhook")}},
-		ControlPlane:          envtest.ControlPlane{Etcd: &envtest.Etcd{DataDir: filepath.Join(o.StateDir, "management-etcd")}},
+		ControlPlane: envtest.ControlPlane{
+			Etcd:      &envtest.Etcd{DataDir: filepath.Join(o.StateDir, "management-etcd"), Path: launchers["etcd"]},
+			APIServer: &envtest.APIServer{Path: launchers["kube-apiserver"]},
+		},
 	}
 	if w.Config, err = w.env.Start(); err != nil {
 		return fmt.Errorf("management plane: %w", err)
