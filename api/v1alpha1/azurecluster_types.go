@@ -58,6 +58,13 @@ type AzureClusterStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// createdResources are the ARM IDs of subnets winkube added to a VNet it
+	// does not own (subnets carry no tags of their own). Each is recorded
+	// before it is created; deletion removes exactly these, so a subnet the
+	// user made is never touched.
+	// +optional
+	// +listType=set
+	CreatedResources []string `json:"createdResources,omitempty"`
 	// longRunningOperationStates are ARM operations still under way.
 	// +optional
 	LongRunningOperationStates Futures `json:"longRunningOperationStates,omitempty"`

@@ -64,6 +64,12 @@ type AzureMachineStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// createdResources are the ARM IDs of the VM, its OS disk, NIC and SSH
+	// NAT rule, each recorded before it is created. Deletion removes exactly
+	// these, and needs neither the Cluster nor the AzureCluster to find them.
+	// +optional
+	// +listType=set
+	CreatedResources []string `json:"createdResources,omitempty"`
 	// +optional
 	LongRunningOperationStates Futures `json:"longRunningOperationStates,omitempty"`
 }

@@ -71,6 +71,11 @@ type AzureMachinePoolStatus struct {
 	// computerNamePrefix is the scale set's Windows or Linux name prefix.
 	// +optional
 	ComputerNamePrefix string `json:"computerNamePrefix,omitempty"`
+	// createdResources are the ARM IDs of what the pool created (its scale
+	// set), recorded before creation; deletion removes exactly these.
+	// +optional
+	// +listType=set
+	CreatedResources []string `json:"createdResources,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -132,6 +132,11 @@ func (in *AzureClusterStatus) DeepCopyInto(out *AzureClusterStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.CreatedResources != nil {
+		in, out := &in.CreatedResources, &out.CreatedResources
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.LongRunningOperationStates != nil {
 		in, out := &in.LongRunningOperationStates, &out.LongRunningOperationStates
 		*out = make(Futures, len(*in))
@@ -558,6 +563,11 @@ func (in *AzureMachinePoolSpec) DeepCopy() *AzureMachinePoolSpec {
 func (in *AzureMachinePoolStatus) DeepCopyInto(out *AzureMachinePoolStatus) {
 	*out = *in
 	in.Initialization.DeepCopyInto(&out.Initialization)
+	if in.CreatedResources != nil {
+		in, out := &in.CreatedResources, &out.CreatedResources
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))
@@ -620,6 +630,11 @@ func (in *AzureMachineStatus) DeepCopyInto(out *AzureMachineStatus) {
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
+	}
+	if in.CreatedResources != nil {
+		in, out := &in.CreatedResources, &out.CreatedResources
+		*out = make([]string, len(*in))
+		copy(*out, *in)
 	}
 	if in.LongRunningOperationStates != nil {
 		in, out := &in.LongRunningOperationStates, &out.LongRunningOperationStates

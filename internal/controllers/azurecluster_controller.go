@@ -31,6 +31,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/publicips"
 	"github.com/winkube/winkube/internal/azure/routetables"
 	"github.com/winkube/winkube/internal/azure/securitygroups"
+	"github.com/winkube/winkube/internal/azure/subnets"
 	"github.com/winkube/winkube/internal/azure/tags"
 	"github.com/winkube/winkube/internal/azure/vnets"
 )
@@ -64,34 +65,55 @@ func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Client.Get(ctx, req.NamespacedName, ac); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	cluster, err := util.GetOwnerCluster(ctx, r.Client, ac.ObjectMeta)
+	helper, err := patch.NewHelper(ac, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if cluster == nil && ac.DeletionTimestamp.IsZero() {
+	defer patchOnReturn(ctx, helper, ac, &reterr)
+	deleting := !ac.DeletionTimestamp.IsZero()
+	cluster, err := util.GetOwnerCluster(ctx, r.Client, ac.ObjectMeta)
+	switch {
+	case gone(err) && deleting:
+		cluster = nil // its name is still in the owner reference
+	case err != nil:
+		// Only NotFound says the Cluster is gone; anything else leaves
+		// its pause state unknown.
+		return ctrl.Result{}, readBlocked(ac, deleting, "the owning Cluster", err)
+	}
+	if cluster == nil && !deleting {
 		log.FromContext(ctx).Info("waiting for Cluster API to set the owning Cluster")
 		return ctrl.Result{}, nil
 	}
 	if cluster != nil && annotations.IsPaused(cluster, ac) {
 		return ctrl.Result{}, nil
 	}
-	helper, err := patch.NewHelper(ac, r.Client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	defer patchOnReturn(ctx, helper, ac, &reterr)
-	clusterName := ac.Name
+	clusterName := clusterNameOf(ac)
 	if cluster != nil {
 		clusterName = cluster.Name
 	}
 	svc, err := r.Cloud.For(ac.Spec.SubscriptionID)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, readBlocked(ac, deleting, "Azure credentials", err)
 	}
 	if !ac.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, ac, svc, clusterName)
 	}
 	return r.reconcileNormal(ctx, ac, svc, clusterName)
+}
+
+// clusterNameOf is the name of the Cluster an AzureCluster belongs to, from
+// its owner reference or label, without reading the Cluster: ownership tags
+// carry it, so it must be right even when the Cluster is gone.
+func clusterNameOf(ac *infrav1.AzureCluster) string {
+	for _, ref := range ac.OwnerReferences {
+		if ref.Kind == "Cluster" && strings.HasPrefix(ref.APIVersion, clusterv1.GroupVersion.Group+"/") {
+			return ref.Name
+		}
+	}
+	if name := ac.Labels[clusterv1.ClusterNameLabel]; name != "" {
+		return name
+	}
+	return ac.Name
 }
 
 // clusterNames are the names of what winkube creates for a cluster.
@@ -155,6 +177,8 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 	if len(cpCIDRs) > 0 {
 		cpSource = cpCIDRs[0]
 	}
+	subnetSpecs := clusterSubnets(ac, n, id)
+	userVNet := false
 	actions := []action{
 		{step{"securitygroups", n.cpSubnet.SecurityGroup.Name}, func(tok string) (string, bool, error) {
 			return svc.NSGs.Reconcile(ctx, securitygroups.Spec{ResourceGroup: n.rg, Name: n.cpSubnet.SecurityGroup.Name, Location: loc, Tags: owned("controlplane-nsg"),
@@ -183,16 +207,35 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 			return svc.NatGateways.Reconcile(ctx, natgateways.Spec{ResourceGroup: n.rg, Name: n.natGateway, Location: loc, PublicIPID: id(n.rg, "publicIPAddresses", n.natGWIP), Tags: owned("node-natgw")}, tok)
 		}},
 		{step{"vnets", n.vnet}, func(tok string) (string, bool, error) {
-			return r.reconcileVNet(ctx, svc, ac, n, clusterName, id, tok)
+			return r.reconcileVNet(ctx, svc, ac, n, clusterName, subnetSpecs, &userVNet, tok)
 		}},
+	}
+	// In a VNet the user brought, each of the cluster's subnets is a step
+	// of its own (after the VNet step has found out whose VNet it is).
+	for _, sn := range subnetSpecs {
+		actions = append(actions, action{step{"subnets", sn.Name}, func(tok string) (string, bool, error) {
+			if !userVNet {
+				return "", true, nil
+			}
+			return r.reconcileUserSubnet(ctx, svc, ac, n, sn, tok)
+		}})
+	}
+	actions = append(actions, []action{
 		{step{"publicips", n.apiIP}, func(tok string) (string, bool, error) {
 			return svc.PublicIPs.Reconcile(ctx, publicips.Spec{ResourceGroup: n.rg, Name: n.apiIP, Location: loc, DNSLabel: strings.ToLower(clusterName), Tags: owned("apiserver-ip")}, tok)
 		}},
 		{step{"loadbalancers", n.lb}, func(tok string) (string, bool, error) {
 			return svc.LBs.Reconcile(ctx, loadbalancers.Spec{ResourceGroup: n.rg, Name: n.lb, Location: loc, SubscriptionID: sub, PublicIPID: id(n.rg, "publicIPAddresses", n.apiIP), Port: APIServerPort, Tags: owned("apiserver-lb")}, tok)
 		}},
-	}
+	}...)
 	pending, failed, err := runActions(&ac.Status.LongRunningOperationStates, n.rg, "PUT", actions)
+	if notOwned(err) {
+		// Someone else's resource of that name: refused, never changed.
+		// Nothing tells when the user renames or removes it, so look again
+		// now and then.
+		setReady(ac, metav1.ConditionFalse, ResourceNotOwnedReason, err.Error())
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
 	if err != nil {
 		return r.azureError(ac, failed.service+" "+failed.name, err)
 	}
@@ -237,35 +280,59 @@ func userRules(s infrav1.SubnetSpec) []securitygroups.Rule {
 	return out
 }
 
-// reconcileVNet creates the VNet with its subnets, or, for a VNet the user
-// brought (not tagged as the cluster's), only adds the cluster's subnets.
-func (r *AzureClusterReconciler) reconcileVNet(ctx context.Context, svc *cloud.Services, ac *infrav1.AzureCluster, n clusterNames, clusterName string, id func(rg, typ, name string) string, tok string) (string, bool, error) {
-	var subnets []vnets.Subnet
+// clusterSubnets are the subnets of the spec with what winkube attaches to them.
+func clusterSubnets(ac *infrav1.AzureCluster, n clusterNames, id func(rg, typ, name string) string) []vnets.Subnet {
+	var out []vnets.Subnet
 	for _, s := range ac.Spec.NetworkSpec.Subnets {
 		sn := vnets.Subnet{Name: s.Name, CIDRs: s.CIDRBlocks, NSGID: id(n.rg, "networkSecurityGroups", s.SecurityGroup.Name)}
 		if s.Role == infrav1.SubnetNode {
 			sn.RouteTableID = id(n.rg, "routeTables", n.routeTable)
 			sn.NatGatewayID = id(n.rg, "natGateways", n.natGateway)
 		}
-		subnets = append(subnets, sn)
+		out = append(out, sn)
 	}
+	return out
+}
+
+// reconcileVNet creates the VNet with its subnets when it is missing or the
+// cluster's. A VNet the user brought (existing, not tagged as the cluster's)
+// is never written: *userVNet is set, and the subnet steps that follow add
+// the cluster's subnets one by one.
+func (r *AzureClusterReconciler) reconcileVNet(ctx context.Context, svc *cloud.Services, ac *infrav1.AzureCluster, n clusterNames, clusterName string, subnets []vnets.Subnet, userVNet *bool, tok string) (string, bool, error) {
 	if tok == "" {
 		cur, err := svc.VNets.Get(ctx, n.vnetRG, n.vnet)
 		if err != nil {
 			return "", false, err
 		}
 		if cur != nil && !tags.IsOwned(cur.Tags, clusterName) {
-			for _, sn := range subnets {
-				next, done, err := svc.Subnets.Reconcile(ctx, n.vnetRG, n.vnet, sn, "")
-				if err != nil || !done {
-					return next, false, err
-				}
-			}
+			*userVNet = true
 			return "", true, nil
 		}
 	}
 	return svc.VNets.Reconcile(ctx, vnets.Spec{ResourceGroup: n.vnetRG, Name: n.vnet, Location: ac.Spec.Location, CIDRs: ac.Spec.NetworkSpec.Vnet.CIDRBlocks,
 		Subnets: subnets, Tags: tags.Build(clusterName, "vnet", ac.Spec.AdditionalTags)}, tok)
+}
+
+// reconcileUserSubnet adds one of the cluster's subnets to a VNet the user
+// brought. Subnets carry no tags, so what winkube made is what it recorded
+// in status.createdResources, before making it: a subnet that exists and is
+// not recorded is the user's, and is refused, never changed.
+func (r *AzureClusterReconciler) reconcileUserSubnet(ctx context.Context, svc *cloud.Services, ac *infrav1.AzureCluster, n clusterNames, sn vnets.Subnet, tok string) (string, bool, error) {
+	id := armID(ac.Spec.SubscriptionID, n.vnetRG, "Microsoft.Network", "virtualNetworks", n.vnet, "subnets", sn.Name)
+	if !isClaimed(ac.Status.CreatedResources, id) {
+		cur, err := svc.Subnets.Get(ctx, n.vnetRG, n.vnet, sn.Name)
+		if err != nil {
+			return "", false, err
+		}
+		if cur != nil {
+			return "", false, &subnets.ExistsError{VNet: n.vnet, Name: sn.Name}
+		}
+		// Recorded first, created next time: the record is saved before
+		// the subnet can exist.
+		claim(&ac.Status.CreatedResources, id)
+		return "", false, nil
+	}
+	return svc.Subnets.Reconcile(ctx, n.vnetRG, n.vnet, sn, true, tok)
 }
 
 func (r *AzureClusterReconciler) azureError(obj interface {
@@ -277,57 +344,138 @@ func (r *AzureClusterReconciler) azureError(obj interface {
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 
+// networkTags reads the tags of one of a cluster's tagged resources; exists
+// is false when it is missing.
+func networkTags(ctx context.Context, svc *cloud.Services, kind, rg, name string) (t map[string]*string, exists bool, err error) {
+	switch kind {
+	case "securitygroups":
+		v, e := svc.NSGs.Get(ctx, rg, name)
+		if err = e; v != nil {
+			t, exists = v.Tags, true
+		}
+	case "routetables":
+		v, e := svc.RouteTables.Get(ctx, rg, name)
+		if err = e; v != nil {
+			t, exists = v.Tags, true
+		}
+	case "natgateways":
+		v, e := svc.NatGateways.Get(ctx, rg, name)
+		if err = e; v != nil {
+			t, exists = v.Tags, true
+		}
+	case "publicips":
+		v, e := svc.PublicIPs.Get(ctx, rg, name)
+		if err = e; v != nil {
+			t, exists = v.Tags, true
+		}
+	case "loadbalancers":
+		v, e := svc.LBs.Get(ctx, rg, name)
+		if err = e; v != nil {
+			t, exists = v.Tags, true
+		}
+	case "vnets":
+		v, e := svc.VNets.Get(ctx, rg, name)
+		if err = e; v != nil {
+			t, exists = v.Tags, true
+		}
+	default:
+		err = fmt.Errorf("no tags reader for %s", kind)
+	}
+	return t, exists, err
+}
+
+func networkDelete(ctx context.Context, svc *cloud.Services, kind, rg, name, tok string) (string, bool, error) {
+	switch kind {
+	case "securitygroups":
+		return svc.NSGs.Delete(ctx, rg, name, tok)
+	case "routetables":
+		return svc.RouteTables.Delete(ctx, rg, name, tok)
+	case "natgateways":
+		return svc.NatGateways.Delete(ctx, rg, name, tok)
+	case "publicips":
+		return svc.PublicIPs.Delete(ctx, rg, name, tok)
+	case "loadbalancers":
+		return svc.LBs.Delete(ctx, rg, name, tok)
+	case "vnets":
+		return svc.VNets.Delete(ctx, rg, name, tok)
+	}
+	return "", false, fmt.Errorf("no delete for %s", kind)
+}
+
+// ownedDelete deletes a resource only if it is tagged as the cluster's: one
+// that is missing is done, one that is not the cluster's is left alone.
+func ownedDelete(ctx context.Context, svc *cloud.Services, cluster, kind, rg, name string) action {
+	return action{step{kind, name}, func(tok string) (string, bool, error) {
+		if tok == "" {
+			t, exists, err := networkTags(ctx, svc, kind, rg, name)
+			if err != nil || !exists {
+				return "", err == nil, err
+			}
+			if !tags.IsOwned(t, cluster) {
+				return "", true, nil
+			}
+		}
+		return networkDelete(ctx, svc, kind, rg, name, tok)
+	}}
+}
+
 func (r *AzureClusterReconciler) reconcileDelete(ctx context.Context, ac *infrav1.AzureCluster, svc *cloud.Services, clusterName string) (ctrl.Result, error) {
 	setReady(ac, metav1.ConditionFalse, DeletingReason, "deleting the cluster's Azure resources")
 	n, err := namesOf(ac, clusterName)
 	if err != nil {
-		// Nothing can have been created from a spec that incomplete.
+		// reconcileNormal creates nothing from a spec this incomplete.
 		controllerutil.RemoveFinalizer(ac, infrav1.ClusterFinalizer)
 		return ctrl.Result{}, nil
 	}
+	var actions []action
+	// First the subnets winkube added to a VNet the user brought (they use
+	// the cluster's NSGs, route table and NAT gateway, which Azure will not
+	// delete while in use), exactly as recorded.
+	for _, id := range sortForDeletion(ac.Status.CreatedResources) {
+		actions = append(actions, action{stepOf(id), func(tok string) (string, bool, error) {
+			next, done, err := deleteByID(ctx, svc, id, tok)
+			if done {
+				unclaim(&ac.Status.CreatedResources, id)
+			}
+			return next, done, err
+		}})
+	}
 	g, err := svc.Groups.Get(ctx, n.rg)
 	if err != nil {
-		return r.azureError(ac, "resource group", err)
+		return ctrl.Result{}, blocked(ac, "resource group "+n.rg+" (reading it)", err)
 	}
-	var actions []action
-	if g != nil && tags.IsOwned(g.Tags, clusterName) {
-		// The group is winkube's: deleting it deletes everything in it.
+	vnet := ownedDelete(ctx, svc, clusterName, "vnets", n.vnetRG, n.vnet)
+	switch {
+	case g != nil && tags.IsOwned(g.Tags, clusterName):
+		// The group is winkube's: deleting it deletes everything in it (as
+		// CAPZ does with a managed group). A VNet of the cluster's in
+		// another group goes first, since it uses the group's NSGs.
+		if !strings.EqualFold(n.vnetRG, n.rg) {
+			actions = append(actions, vnet)
+		}
 		actions = append(actions, action{step{"resourcegroups", n.rg}, func(tok string) (string, bool, error) { return svc.Groups.Delete(ctx, n.rg, tok) }})
-	} else if g != nil {
+	case g != nil:
+		// The user's group: only what is tagged as the cluster's goes, in
+		// an order Azure accepts (users before what they use).
+		own := func(kind, name string) action { return ownedDelete(ctx, svc, clusterName, kind, n.rg, name) }
 		actions = append(actions,
-			action{step{"loadbalancers", n.lb}, func(tok string) (string, bool, error) { return svc.LBs.Delete(ctx, n.rg, n.lb, tok) }},
-			action{step{"publicips", n.apiIP}, func(tok string) (string, bool, error) { return svc.PublicIPs.Delete(ctx, n.rg, n.apiIP, tok) }},
-			action{step{"vnets", n.vnet}, func(tok string) (string, bool, error) {
-				cur, err := svc.VNets.Get(ctx, n.vnetRG, n.vnet)
-				if err != nil || cur == nil {
-					return "", err == nil, err
-				}
-				if tags.IsOwned(cur.Tags, clusterName) {
-					return svc.VNets.Delete(ctx, n.vnetRG, n.vnet, tok)
-				}
-				for _, s := range ac.Spec.NetworkSpec.Subnets {
-					if next, done, err := svc.Subnets.Delete(ctx, n.vnetRG, n.vnet, s.Name, ""); err != nil || !done {
-						return next, false, err
-					}
-				}
-				return "", true, nil
-			}},
-			action{step{"natgateways", n.natGateway}, func(tok string) (string, bool, error) { return svc.NatGateways.Delete(ctx, n.rg, n.natGateway, tok) }},
-			action{step{"publicips", n.natGWIP}, func(tok string) (string, bool, error) { return svc.PublicIPs.Delete(ctx, n.rg, n.natGWIP, tok) }},
-			action{step{"routetables", n.routeTable}, func(tok string) (string, bool, error) { return svc.RouteTables.Delete(ctx, n.rg, n.routeTable, tok) }},
-			action{step{"securitygroups", n.cpSubnet.SecurityGroup.Name}, func(tok string) (string, bool, error) {
-				return svc.NSGs.Delete(ctx, n.rg, n.cpSubnet.SecurityGroup.Name, tok)
-			}},
-			action{step{"securitygroups", n.nodeSubnet.SecurityGroup.Name}, func(tok string) (string, bool, error) {
-				return svc.NSGs.Delete(ctx, n.rg, n.nodeSubnet.SecurityGroup.Name, tok)
-			}},
+			own("loadbalancers", n.lb), own("publicips", n.apiIP), vnet,
+			own("natgateways", n.natGateway), own("publicips", n.natGWIP), own("routetables", n.routeTable),
+			own("securitygroups", n.cpSubnet.SecurityGroup.Name), own("securitygroups", n.nodeSubnet.SecurityGroup.Name),
 		)
+	default:
+		// The group is gone, and with it all in it; a VNet of the
+		// cluster's elsewhere may remain.
+		if !strings.EqualFold(n.vnetRG, n.rg) {
+			actions = append(actions, vnet)
+		}
 	}
 	pending, failed, err := runActions(&ac.Status.LongRunningOperationStates, n.rg, "DELETE", actions)
 	if err != nil {
-		return r.azureError(ac, "deleting "+failed.service+" "+failed.name, err)
+		return ctrl.Result{}, blocked(ac, failed.service+" "+failed.name, err)
 	}
 	if pending != nil {
+		setReady(ac, metav1.ConditionFalse, DeletingReason, fmt.Sprintf("deleting %s %s", pending.service, pending.name))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	controllerutil.RemoveFinalizer(ac, infrav1.ClusterFinalizer)

@@ -66,37 +66,46 @@ func (r *AzureMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Client.Get(ctx, req.NamespacedName, am); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	machine, err := util.GetOwnerMachine(ctx, r.Client, am.ObjectMeta)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if machine == nil && am.DeletionTimestamp.IsZero() {
-		log.FromContext(ctx).Info("waiting for Cluster API to set the owning Machine")
-		return ctrl.Result{}, nil
-	}
-	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, am.ObjectMeta)
-	if err != nil {
-		if am.DeletionTimestamp.IsZero() {
-			return ctrl.Result{}, err
-		}
-		cluster = nil
-	}
-	if cluster != nil && annotations.IsPaused(cluster, am) {
-		return ctrl.Result{}, nil
-	}
-	ac := &infrav1.AzureCluster{}
-	if cluster != nil {
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: am.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, ac); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
 	helper, err := patch.NewHelper(am, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	defer patchOnReturn(ctx, helper, am, &reterr)
-	if !am.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, am, ac, machine, cluster)
+	deleting := !am.DeletionTimestamp.IsZero()
+	// Only NotFound means an object is gone. Any other error leaves the
+	// machine as it is (deletion included: its finalizer stays) and is
+	// retried with backoff.
+	machine, err := util.GetOwnerMachine(ctx, r.Client, am.ObjectMeta)
+	switch {
+	case gone(err) && deleting:
+		machine = nil
+	case err != nil:
+		return ctrl.Result{}, readBlocked(am, deleting, "the owning Machine", err)
+	}
+	if machine == nil && !deleting {
+		log.FromContext(ctx).Info("waiting for Cluster API to set the owning Machine")
+		return ctrl.Result{}, nil
+	}
+	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, am.ObjectMeta)
+	switch {
+	case (gone(err) || errors.Is(err, util.ErrNoCluster)) && deleting:
+		cluster = nil
+	case err != nil:
+		return ctrl.Result{}, readBlocked(am, deleting, "the Cluster", err)
+	}
+	if cluster != nil && annotations.IsPaused(cluster, am) {
+		return ctrl.Result{}, nil
+	}
+	if deleting {
+		// What to delete is in the machine's own status: the AzureCluster
+		// is not needed (and may be gone).
+		return r.reconcileDelete(ctx, am)
+	}
+	ac := &infrav1.AzureCluster{}
+	if cluster != nil {
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: am.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, ac); err != nil {
+			return ctrl.Result{}, readBlocked(am, false, "the AzureCluster", err)
+		}
 	}
 	return r.reconcileNormal(ctx, am, ac, machine, cluster)
 }
@@ -145,17 +154,21 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	vmName := vmNameOf(am)
 	am.Status.VMName = vmName
 	role := machineRole(am)
+	isCP := util.IsControlPlaneMachine(machine)
 
 	// Azure would treat a second machine with this VM name as the first one's VM.
 	if existing, err := svc.VMs.Get(ctx, n.rg, vmName); err != nil {
 		return r.azureError(am, "reading VM", err)
 	} else if existing != nil && ptr.Deref(existing.Tags[tags.RoleKey], "") != role {
+		r.dropForeignClaims(ctx, svc, am, n.rg, vmName)
 		setReady(am, metav1.ConditionFalse, VMNameConflictReason, fmt.Sprintf("VM %s already exists and belongs to %s: rename this machine so that its Windows name differs", vmName, ptr.Deref(existing.Tags[tags.RoleKey], "something else")))
 		return ctrl.Result{}, nil
 	}
+	if res, ok, err := r.claimResources(ctx, svc, am, ac.Spec.SubscriptionID, n, vmName, isCP); !ok {
+		return res, err
+	}
 
 	owned := tags.Build(cluster.Name, role, mergeTags(ac.Spec.AdditionalTags, am.Spec.AdditionalTags))
-	isCP := util.IsControlPlaneMachine(machine)
 	subnet := n.nodeSubnet
 	if isCP {
 		subnet = n.cpSubnet
@@ -353,50 +366,156 @@ func randomPassword() (string, error) {
 	return string(out), nil
 }
 
-func (r *AzureMachineReconciler) reconcileDelete(ctx context.Context, am *infrav1.AzureMachine, ac *infrav1.AzureCluster, machine *clusterv1.Machine, cluster *clusterv1.Cluster) (ctrl.Result, error) {
+// machineResources are the ARM IDs of what a machine creates, in the order
+// it creates them.
+func machineResources(sub, rg, lb, vmName string, controlPlane bool) (natRule, nic, vm, disk string) {
+	if controlPlane {
+		natRule = armID(sub, rg, "Microsoft.Network", "loadBalancers", lb, "inboundNatRules", vmName)
+	}
+	return natRule,
+		armID(sub, rg, "Microsoft.Network", "networkInterfaces", vmName+"-nic"),
+		armID(sub, rg, "Microsoft.Compute", "virtualMachines", vmName),
+		armID(sub, rg, "Microsoft.Compute", "disks", virtualmachines.OSDiskName(vmName))
+}
+
+// claimResources records in status.createdResources what the machine is
+// about to create, before it creates it, after checking that none of it is
+// someone else's. ok is false when the reconcile must stop here: either
+// something was refused (a condition says what), or new records must be
+// saved first (requeued).
+func (r *AzureMachineReconciler) claimResources(ctx context.Context, svc *cloud.Services, am *infrav1.AzureMachine, sub string, n clusterNames, vmName string, controlPlane bool) (ctrl.Result, bool, error) {
+	natRule, nicID, vmID, diskID := machineResources(sub, n.rg, n.lb, vmName, controlPlane)
+	role := machineRole(am)
+	added := false
+	if !isClaimed(am.Status.CreatedResources, nicID) {
+		nic, err := svc.NICs.Get(ctx, n.rg, vmName+"-nic")
+		if err != nil {
+			res, err := r.azureError(am, "reading NIC", err)
+			return res, false, err
+		}
+		if nic != nil && ptr.Deref(nic.Tags[tags.RoleKey], "") != role {
+			setReady(am, metav1.ConditionFalse, ResourceNotOwnedReason, fmt.Sprintf("NIC %s-nic already exists and is not this machine's (role %q): winkube leaves it alone; rename this machine", vmName, ptr.Deref(nic.Tags[tags.RoleKey], "")))
+			return ctrl.Result{}, false, nil
+		}
+		added = claim(&am.Status.CreatedResources, nicID) || added
+	}
+	if !isClaimed(am.Status.CreatedResources, diskID) {
+		disk, err := svc.Disks.Get(ctx, n.rg, virtualmachines.OSDiskName(vmName))
+		if err != nil {
+			res, err := r.azureError(am, "reading OS disk", err)
+			return res, false, err
+		}
+		// An OS disk has no tags of its own: it is this machine's while
+		// attached to this machine's VM (checked above).
+		if disk != nil && !strings.EqualFold(ptr.Deref(disk.ManagedBy, ""), vmID) {
+			setReady(am, metav1.ConditionFalse, ResourceNotOwnedReason, fmt.Sprintf("disk %s already exists and is not this machine's OS disk: winkube leaves it alone; rename this machine or remove the disk", virtualmachines.OSDiskName(vmName)))
+			return ctrl.Result{}, false, nil
+		}
+		added = claim(&am.Status.CreatedResources, diskID) || added
+	}
+	// The VM was checked by the caller; the NAT rule is a child of the
+	// cluster's own load balancer, named after this machine's VM.
+	added = claim(&am.Status.CreatedResources, vmID) || added
+	if natRule != "" {
+		added = claim(&am.Status.CreatedResources, natRule) || added
+	}
+	if added {
+		return ctrl.Result{Requeue: true}, false, nil
+	}
+	return ctrl.Result{}, true, nil
+}
+
+// dropForeignClaims forgets the records of a VM name that turned out to be
+// another machine's (its VM, OS disk and NAT rule, and the NIC unless it is
+// tagged as this machine's): they must not be deleted with this machine.
+func (r *AzureMachineReconciler) dropForeignClaims(ctx context.Context, svc *cloud.Services, am *infrav1.AzureMachine, rg, vmName string) {
+	for _, id := range append([]string(nil), am.Status.CreatedResources...) {
+		k, rid, err := kindOf(id)
+		if err != nil || !strings.EqualFold(rid.ResourceGroupName, rg) {
+			continue
+		}
+		switch strings.ToLower(k) {
+		case "virtualmachines", "loadbalancers/inboundnatrules":
+			if strings.EqualFold(rid.Name, vmName) {
+				unclaim(&am.Status.CreatedResources, id)
+			}
+		case "disks":
+			if strings.EqualFold(rid.Name, virtualmachines.OSDiskName(vmName)) {
+				unclaim(&am.Status.CreatedResources, id)
+			}
+		case "networkinterfaces":
+			if nic, err := svc.NICs.Get(ctx, rg, rid.Name); err == nil && nic != nil && ptr.Deref(nic.Tags[tags.RoleKey], "") != machineRole(am) {
+				unclaim(&am.Status.CreatedResources, id)
+			}
+		}
+	}
+}
+
+// reconcileDelete deletes exactly what the machine recorded, VM first.
+// Tagged resources are deleted only while tagged as this machine's.
+func (r *AzureMachineReconciler) reconcileDelete(ctx context.Context, am *infrav1.AzureMachine) (ctrl.Result, error) {
 	setReady(am, metav1.ConditionFalse, DeletingReason, "deleting the VM, its OS disk, NIC and NAT rule")
-	if cluster == nil || ac.Name == "" {
-		// Without the cluster there is no resource group to look in; the
-		// cluster's deletion removes the group.
+	if len(am.Status.CreatedResources) == 0 {
+		// Every resource is recorded before it is created: none was.
 		controllerutil.RemoveFinalizer(am, infrav1.MachineFinalizer)
 		return ctrl.Result{}, nil
 	}
-	svc, err := r.Cloud.For(ac.Spec.SubscriptionID)
+	sub, err := subscriptionOf(am.Status.CreatedResources)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, blocked(am, "the recorded resources", err)
 	}
-	n, err := namesOf(ac, cluster.Name)
+	svc, err := r.Cloud.For(sub)
 	if err != nil {
-		controllerutil.RemoveFinalizer(am, infrav1.MachineFinalizer)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, blocked(am, "the recorded resources (Azure credentials)", err)
 	}
-	vmName := vmNameOf(am)
-	// A VM of the same name that is not this machine's is left alone.
-	if vm, err := svc.VMs.Get(ctx, n.rg, vmName); err != nil {
-		return r.azureError(am, "reading VM", err)
-	} else if vm != nil && ptr.Deref(vm.Tags[tags.RoleKey], "") != machineRole(am) {
-		controllerutil.RemoveFinalizer(am, infrav1.MachineFinalizer)
-		return ctrl.Result{}, nil
-	}
-	actions := []action{
-		{step{"virtualmachines", vmName}, func(tok string) (string, bool, error) { return svc.VMs.Delete(ctx, n.rg, vmName, tok) }},
-		{step{"disks", virtualmachines.OSDiskName(vmName)}, func(tok string) (string, bool, error) {
-			return svc.Disks.Delete(ctx, n.rg, virtualmachines.OSDiskName(vmName), tok)
-		}},
-		{step{"networkinterfaces", vmName + "-nic"}, func(tok string) (string, bool, error) { return svc.NICs.Delete(ctx, n.rg, vmName+"-nic", tok) }},
-	}
-	if machine == nil || util.IsControlPlaneMachine(machine) {
-		actions = append(actions, action{step{"inboundnatrules", vmName}, func(tok string) (string, bool, error) {
-			return svc.NatRules.Delete(ctx, n.rg, n.lb, vmName, tok)
+	var actions []action
+	for _, id := range sortForDeletion(am.Status.CreatedResources) {
+		actions = append(actions, action{stepOf(id), func(tok string) (string, bool, error) {
+			if tok == "" {
+				mine, err := r.stillMine(ctx, svc, am, id)
+				if err != nil {
+					return "", false, err
+				}
+				if !mine {
+					unclaim(&am.Status.CreatedResources, id)
+					return "", true, nil
+				}
+			}
+			next, done, err := deleteByID(ctx, svc, id, tok)
+			if done {
+				unclaim(&am.Status.CreatedResources, id)
+			}
+			return next, done, err
 		}})
 	}
-	pending, failed, err := runActions(&am.Status.LongRunningOperationStates, n.rg, "DELETE", actions)
+	pending, failed, err := runActions(&am.Status.LongRunningOperationStates, "", "DELETE", actions)
 	if err != nil {
-		return r.azureError(am, "deleting "+failed.service+" "+failed.name, err)
+		return ctrl.Result{}, blocked(am, failed.service+" "+failed.name, err)
 	}
 	if pending != nil {
+		setReady(am, metav1.ConditionFalse, DeletingReason, fmt.Sprintf("deleting %s %s", pending.service, pending.name))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	controllerutil.RemoveFinalizer(am, infrav1.MachineFinalizer)
 	return ctrl.Result{}, nil
+}
+
+// stillMine checks a tagged resource's role tag before it is deleted: one
+// that now belongs to something else (recreated by someone else after this
+// machine's went) is left alone. Untagged ones are the machine's by record.
+func (r *AzureMachineReconciler) stillMine(ctx context.Context, svc *cloud.Services, am *infrav1.AzureMachine, id string) (bool, error) {
+	k, rid, err := kindOf(id)
+	if err != nil {
+		return false, err
+	}
+	role := machineRole(am)
+	switch strings.ToLower(k) {
+	case "virtualmachines":
+		vm, err := svc.VMs.Get(ctx, rid.ResourceGroupName, rid.Name)
+		return vm == nil || ptr.Deref(vm.Tags[tags.RoleKey], "") == role, err
+	case "networkinterfaces":
+		nic, err := svc.NICs.Get(ctx, rid.ResourceGroupName, rid.Name)
+		return nic == nil || ptr.Deref(nic.Tags[tags.RoleKey], "") == role, err
+	}
+	return true, nil
 }

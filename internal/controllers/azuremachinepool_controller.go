@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -72,29 +73,42 @@ func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err := r.Client.Get(ctx, req.NamespacedName, amp); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	mp, err := util.GetOwnerMachinePool(ctx, r.Client, amp.ObjectMeta)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if mp == nil && amp.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // Cluster API sets the owner
-	}
-	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, amp.ObjectMeta)
-	if err != nil && amp.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, err
-	}
-	if cluster != nil && annotations.IsPaused(cluster, amp) {
-		return ctrl.Result{}, nil
-	}
 	helper, err := patch.NewHelper(amp, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	defer patchOnReturn(ctx, helper, amp, &reterr)
+	deleting := !amp.DeletionTimestamp.IsZero()
+	// Only NotFound means an object is gone; any other error is retried
+	// with backoff, and a pool being deleted keeps its finalizer meanwhile.
+	mp, err := util.GetOwnerMachinePool(ctx, r.Client, amp.ObjectMeta)
+	switch {
+	case gone(err) && deleting:
+		mp = nil
+	case err != nil:
+		return ctrl.Result{}, readBlocked(amp, deleting, "the owning MachinePool", err)
+	}
+	if mp == nil && !deleting {
+		return ctrl.Result{}, nil // Cluster API sets the owner
+	}
+	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, amp.ObjectMeta)
+	switch {
+	case (gone(err) || errors.Is(err, util.ErrNoCluster)) && deleting:
+		cluster = nil
+	case err != nil:
+		return ctrl.Result{}, readBlocked(amp, deleting, "the Cluster", err)
+	}
+	if cluster != nil && annotations.IsPaused(cluster, amp) {
+		return ctrl.Result{}, nil
+	}
 	pc := &poolContext{amp: amp, mp: mp, cluster: cluster, ac: &infrav1.AzureCluster{}}
+	if deleting {
+		// What to delete is in the pool's own status.
+		return r.reconcileDelete(ctx, pc)
+	}
 	if cluster != nil {
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: amp.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, pc.ac); err != nil && amp.DeletionTimestamp.IsZero() {
-			return ctrl.Result{}, err
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: amp.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, pc.ac); err != nil {
+			return ctrl.Result{}, readBlocked(amp, false, "the AzureCluster", err)
 		}
 	}
 	if pc.ac.Name != "" {
@@ -102,13 +116,10 @@ func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			return ctrl.Result{}, err
 		}
 		pc.names, err = namesOf(pc.ac, cluster.Name)
-		if err != nil && amp.DeletionTimestamp.IsZero() {
+		if err != nil {
 			setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())
 			return ctrl.Result{}, nil
 		}
-	}
-	if !amp.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, pc)
 	}
 	return r.reconcileNormal(ctx, pc)
 }
@@ -152,7 +163,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		ResourceGroup: n.rg, Name: amp.Name, Location: pc.ac.Spec.Location, Size: t.VMSize, Windows: windows, ComputerNamePrefix: prefix,
 		Image: vmImage(img), OSDiskSizeGB: ptr.Deref(t.OSDisk.DiskSizeGB, 128), CustomData: secret.Data["value"], AdminUsername: AdminUsername,
 		SubnetID: "/subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + n.nodeSubnet.Name,
-		Zones:    mp.Spec.FailureDomains, Tags: tags.Build(pc.cluster.Name, "machinepool_"+amp.Namespace+"_"+amp.Name, mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)),
+		Zones:    mp.Spec.FailureDomains, Tags: tags.Build(pc.cluster.Name, poolRole(amp), mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)),
 	}
 	if md := t.OSDisk.ManagedDisk; md != nil {
 		spec.StorageAccountType = md.StorageAccountType
@@ -173,6 +184,17 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	cur, err := pc.svc.ScaleSets.Get(ctx, n.rg, amp.Name)
 	if err != nil {
 		return r.azureError(amp, "reading the scale set", err)
+	}
+	// The scale set is recorded before it is created; one that exists
+	// without this pool's role tag is someone else's, and left alone.
+	setID := armID(pc.ac.Spec.SubscriptionID, n.rg, "Microsoft.Compute", "virtualMachineScaleSets", amp.Name)
+	if cur != nil && ptr.Deref(cur.Tags[tags.RoleKey], "") != poolRole(amp) {
+		unclaim(&amp.Status.CreatedResources, setID)
+		setReady(amp, metav1.ConditionFalse, ResourceNotOwnedReason, fmt.Sprintf("scale set %s already exists and is not this pool's (role %q): winkube leaves it alone; rename this pool", amp.Name, ptr.Deref(cur.Tags[tags.RoleKey], "")))
+		return ctrl.Result{}, nil
+	}
+	if claim(&amp.Status.CreatedResources, setID) {
+		return ctrl.Result{Requeue: true}, nil
 	}
 	instances, err := pc.svc.ScaleSets.Instances(ctx, n.rg, amp.Name)
 	if err != nil {
@@ -393,23 +415,57 @@ func (r *AzureMachinePoolReconciler) azureError(amp *infrav1.AzureMachinePool, w
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 
+// poolRole tags a scale set with the pool it belongs to.
+func poolRole(amp *infrav1.AzureMachinePool) string {
+	return "machinepool_" + amp.Namespace + "_" + amp.Name
+}
+
+// reconcileDelete deletes the scale set the pool recorded (while it still
+// carries the pool's role tag), then the pool's instance objects.
 func (r *AzureMachinePoolReconciler) reconcileDelete(ctx context.Context, pc *poolContext) (ctrl.Result, error) {
 	amp := pc.amp
 	setReady(amp, metav1.ConditionFalse, DeletingReason, "deleting the scale set")
-	if pc.svc != nil && pc.names.rg != "" {
-		s := step{"scalesets", amp.Name}
-		next, done, err := pc.svc.ScaleSets.Delete(ctx, pc.names.rg, amp.Name, token(amp.Status.LongRunningOperationStates, s))
-		record(&amp.Status.LongRunningOperationStates, s, pc.names.rg, "DELETE", next)
+	if ids := amp.Status.CreatedResources; len(ids) > 0 {
+		sub, err := subscriptionOf(ids)
 		if err != nil {
-			return r.azureError(amp, "deleting the scale set", err)
+			return ctrl.Result{}, blocked(amp, "the recorded resources", err)
 		}
-		if !done {
+		svc, err := r.Cloud.For(sub)
+		if err != nil {
+			return ctrl.Result{}, blocked(amp, "the recorded resources (Azure credentials)", err)
+		}
+		var actions []action
+		for _, id := range sortForDeletion(ids) {
+			actions = append(actions, action{stepOf(id), func(tok string) (string, bool, error) {
+				if _, rid, err := kindOf(id); err == nil && tok == "" && strings.EqualFold(rid.ResourceType.String(), "Microsoft.Compute/virtualMachineScaleSets") {
+					cur, err := svc.ScaleSets.Get(ctx, rid.ResourceGroupName, rid.Name)
+					if err != nil {
+						return "", false, err
+					}
+					if cur != nil && ptr.Deref(cur.Tags[tags.RoleKey], "") != poolRole(amp) {
+						unclaim(&amp.Status.CreatedResources, id)
+						return "", true, nil
+					}
+				}
+				next, done, err := deleteByID(ctx, svc, id, tok)
+				if done {
+					unclaim(&amp.Status.CreatedResources, id)
+				}
+				return next, done, err
+			}})
+		}
+		pending, failed, err := runActions(&amp.Status.LongRunningOperationStates, "", "DELETE", actions)
+		if err != nil {
+			return ctrl.Result{}, blocked(amp, failed.service+" "+failed.name, err)
+		}
+		if pending != nil {
+			setReady(amp, metav1.ConditionFalse, DeletingReason, fmt.Sprintf("deleting %s %s", pending.service, pending.name))
 			return ctrl.Result{RequeueAfter: r.Requeue}, nil
 		}
 	}
 	machines, err := r.poolMachines(ctx, amp)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, readBlocked(amp, true, "the pool's AzureMachinePoolMachines", err)
 	}
 	for _, m := range machines {
 		if err := client.IgnoreNotFound(r.Client.Delete(ctx, m)); err != nil {
@@ -417,6 +473,7 @@ func (r *AzureMachinePoolReconciler) reconcileDelete(ctx context.Context, pc *po
 		}
 	}
 	if len(machines) > 0 {
+		setReady(amp, metav1.ConditionFalse, DeletingReason, fmt.Sprintf("waiting for %d AzureMachinePoolMachines to go", len(machines)))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	controllerutil.RemoveFinalizer(amp, infrav1.MachinePoolFinalizer)

@@ -3,8 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -46,36 +48,33 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 		return ctrl.Result{}, err
 	}
 	defer patchOnReturn(ctx, helper, m, &reterr)
+	deleting := !m.DeletionTimestamp.IsZero()
 	pool := &infrav1.AzureMachinePool{}
-	poolErr := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Labels[infrav1.MachinePoolNameLabel]}, pool)
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Labels[infrav1.MachinePoolNameLabel]}, pool); {
+	case gone(err):
+		pool = nil
+	case err != nil:
+		// Only NotFound says the pool is gone; the finalizer stays.
+		return ctrl.Result{}, readBlocked(m, deleting, "the AzureMachinePool", err)
+	}
+	if deleting {
+		return r.reconcileDelete(ctx, m, pool)
+	}
 	var svc *cloud.Services
 	var n clusterNames
-	if poolErr == nil {
-		if cluster, err := util.GetClusterFromMetadata(ctx, r.Client, m.ObjectMeta); err == nil {
-			ac := &infrav1.AzureCluster{}
-			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, ac); err == nil {
-				if svc, err = r.Cloud.For(ac.Spec.SubscriptionID); err != nil {
-					return ctrl.Result{}, err
-				}
-				n, _ = namesOf(ac, cluster.Name)
-			}
+	if pool != nil {
+		cluster, err := util.GetClusterFromMetadata(ctx, r.Client, m.ObjectMeta)
+		if err != nil {
+			return ctrl.Result{}, readBlocked(m, false, "the Cluster", err)
 		}
-	}
-	if !m.DeletionTimestamp.IsZero() {
-		setReady(m, metav1.ConditionFalse, DeletingReason, "deleting the scale-set instance")
-		if svc != nil && n.rg != "" && pool.DeletionTimestamp.IsZero() {
-			s := step{"scalesetvms", m.Spec.InstanceID}
-			next, done, err := svc.ScaleSets.DeleteInstance(ctx, n.rg, pool.Name, m.Spec.InstanceID, token(m.Status.LongRunningOperationStates, s))
-			record(&m.Status.LongRunningOperationStates, s, n.rg, "DELETE", next)
-			if err != nil {
-				return ctrl.Result{}, fmt.Errorf("deleting instance %s: %w", m.Spec.InstanceID, err)
-			}
-			if !done {
-				return ctrl.Result{RequeueAfter: r.Requeue}, nil
-			}
+		ac := &infrav1.AzureCluster{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, ac); err != nil {
+			return ctrl.Result{}, readBlocked(m, false, "the AzureCluster", err)
 		}
-		controllerutil.RemoveFinalizer(m, infrav1.MachinePoolMachineFinalizer)
-		return ctrl.Result{}, nil
+		if svc, err = r.Cloud.For(ac.Spec.SubscriptionID); err != nil {
+			return ctrl.Result{}, err
+		}
+		n, _ = namesOf(ac, cluster.Name)
 	}
 	if controllerutil.AddFinalizer(m, infrav1.MachinePoolMachineFinalizer) {
 		return ctrl.Result{Requeue: true}, nil
@@ -115,4 +114,50 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 	}
 	// The instance is gone (deleted outside winkube): so is this object.
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, m))
+}
+
+// reconcileDelete deletes the instance its provider ID names (which needs
+// neither the pool nor the cluster). While the pool is being deleted, its
+// scale set's deletion takes the instance: the finalizer then waits until
+// Azure no longer has it.
+func (r *AzureMachinePoolMachineReconciler) reconcileDelete(ctx context.Context, m *infrav1.AzureMachinePoolMachine, pool *infrav1.AzureMachinePool) (ctrl.Result, error) {
+	setReady(m, metav1.ConditionFalse, DeletingReason, "deleting the scale-set instance")
+	if m.Spec.ProviderID == "" {
+		// The pool makes these objects from instances, provider ID
+		// included: an object without one names no instance.
+		controllerutil.RemoveFinalizer(m, infrav1.MachinePoolMachineFinalizer)
+		return ctrl.Result{}, nil
+	}
+	id, err := arm.ParseResourceID(strings.TrimPrefix(m.Spec.ProviderID, "azure://"))
+	if err != nil || id.Parent == nil {
+		return ctrl.Result{}, blocked(m, "instance "+m.Spec.ProviderID, fmt.Errorf("the provider ID is not a scale-set instance's ARM ID: %v", err))
+	}
+	rg, set, instance := id.ResourceGroupName, id.Parent.Name, id.Name
+	svc, err := r.Cloud.For(id.SubscriptionID)
+	if err != nil {
+		return ctrl.Result{}, blocked(m, "instance "+instance+" (Azure credentials)", err)
+	}
+	if pool != nil && !pool.DeletionTimestamp.IsZero() {
+		exists, err := svc.ScaleSets.InstanceExists(ctx, rg, set, instance)
+		if err != nil {
+			return ctrl.Result{}, blocked(m, "instance "+instance+" of scale set "+set+" (reading it)", err)
+		}
+		if exists {
+			setReady(m, metav1.ConditionFalse, DeletingReason, "waiting for the deletion of scale set "+set+" to remove instance "+instance)
+			return ctrl.Result{RequeueAfter: r.Requeue}, nil
+		}
+		controllerutil.RemoveFinalizer(m, infrav1.MachinePoolMachineFinalizer)
+		return ctrl.Result{}, nil
+	}
+	s := step{"scalesetvms", instance}
+	next, done, err := svc.ScaleSets.DeleteInstance(ctx, rg, set, instance, token(m.Status.LongRunningOperationStates, s))
+	record(&m.Status.LongRunningOperationStates, s, rg, "DELETE", next)
+	if err != nil {
+		return ctrl.Result{}, blocked(m, "instance "+instance+" of scale set "+set, err)
+	}
+	if !done {
+		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+	}
+	controllerutil.RemoveFinalizer(m, infrav1.MachinePoolMachineFinalizer)
+	return ctrl.Result{}, nil
 }

@@ -26,6 +26,12 @@ const (
 	VMNameConflictReason          = "VMNameConflict"
 	InvalidConfigurationReason    = "InvalidConfiguration"
 	AzureErrorReason              = "AzureError"
+	// DeletionBlockedReason: deletion waits (finalizer kept) on an error
+	// other than NotFound; the message says which resource and why.
+	DeletionBlockedReason = "DeletionBlocked"
+	// ResourceNotOwnedReason: a resource winkube would create exists and is
+	// not winkube's; it is left as it is.
+	ResourceNotOwnedReason = "ResourceNotOwned"
 )
 
 func setReady(obj conditions.Setter, status metav1.ConditionStatus, reason, message string) {

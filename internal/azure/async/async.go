@@ -31,6 +31,11 @@ func Step[T any](ctx context.Context, token string, start func(resumeToken strin
 			if token != "" && IsNotFound(err) {
 				return zero, "", false, nil
 			}
+			// The operation was accepted; resume it rather than start
+			// another.
+			if next, terr := p.ResumeToken(); terr == nil {
+				token = next
+			}
 			return zero, token, false, err
 		}
 	}

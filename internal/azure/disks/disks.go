@@ -20,6 +20,15 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	return &Service{c: c}, err
 }
 
+// Get returns the disk, or nil when it does not exist.
+func (s *Service) Get(ctx context.Context, rg, name string) (*armcompute.Disk, error) {
+	cur, err := s.c.Get(ctx, rg, name, nil)
+	if err != nil {
+		return nil, async.IgnoreNotFound(err)
+	}
+	return &cur.Disk, nil
+}
+
 // Delete deletes the disk.
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
 	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armcompute.DisksClientDeleteResponse], error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 const (
@@ -49,15 +50,28 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	return &Service{c: c}, err
 }
 
+// Get returns the load balancer, or nil when it does not exist.
+func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.LoadBalancer, error) {
+	cur, err := s.c.Get(ctx, rg, name, nil)
+	if err != nil {
+		return nil, async.IgnoreNotFound(err)
+	}
+	return &cur.LoadBalancer, nil
+}
+
 // Reconcile creates the load balancer, or brings it back to the spec. Its
 // inbound NAT rules are managed one by one (inboundnatrules) and carried
-// over from the existing load balancer, since a PUT replaces them.
+// over from the existing load balancer, since a PUT replaces them. A load
+// balancer that is not the cluster's is refused (*tags.NotOwnedError).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
 	var natRules []*armnetwork.InboundNatRule
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
 		if err != nil {
 			return false, async.IgnoreNotFound(err)
+		}
+		if err := tags.CheckOwned("load balancer", spec.Name, spec.Tags, cur.Tags); err != nil {
+			return false, err
 		}
 		natRules = cur.Properties.InboundNatRules
 		p := cur.Properties

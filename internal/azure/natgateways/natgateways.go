@@ -10,6 +10,7 @@ import (
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // Spec is a NAT gateway with one public IP.
@@ -28,12 +29,25 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	return &Service{c: c}, err
 }
 
-// Reconcile creates or updates the gateway.
+// Get returns the gateway, or nil when it does not exist.
+func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.NatGateway, error) {
+	cur, err := s.c.Get(ctx, rg, name, nil)
+	if err != nil {
+		return nil, async.IgnoreNotFound(err)
+	}
+	return &cur.NatGateway, nil
+}
+
+// Reconcile creates or updates the gateway; one that is not the cluster's is
+// refused (*tags.NotOwnedError).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
 		if err != nil {
 			return false, async.IgnoreNotFound(err)
+		}
+		if err := tags.CheckOwned("NAT gateway", spec.Name, spec.Tags, cur.Tags); err != nil {
+			return false, err
 		}
 		ips := cur.Properties.PublicIPAddresses
 		return async.Succeeded(cur.Properties.ProvisioningState) && len(ips) == 1 && *ips[0].ID == spec.PublicIPID, nil

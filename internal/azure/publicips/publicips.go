@@ -10,6 +10,7 @@ import (
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // Spec is a static Standard public IP.
@@ -41,11 +42,18 @@ func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.PublicI
 }
 
 // Reconcile creates the address when it is missing (an address is never
-// changed, so that endpoints built on it stay valid).
+// changed, so that endpoints built on it stay valid). An address that is not
+// the cluster's is refused (*tags.NotOwnedError).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.Get(ctx, spec.ResourceGroup, spec.Name)
-		return cur != nil && async.Succeeded(cur.Properties.ProvisioningState), err
+		if err != nil || cur == nil {
+			return false, err
+		}
+		if err := tags.CheckOwned("public IP address", spec.Name, spec.Tags, cur.Tags); err != nil {
+			return false, err
+		}
+		return async.Succeeded(cur.Properties.ProvisioningState), nil
 	}, func(tok string) (*runtime.Poller[armnetwork.PublicIPAddressesClientCreateOrUpdateResponse], error) {
 		ip := armnetwork.PublicIPAddress{
 			Location: to.Ptr(spec.Location), Tags: spec.Tags,

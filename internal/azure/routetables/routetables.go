@@ -11,6 +11,7 @@ import (
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // Spec is a route table.
@@ -28,13 +29,26 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	return &Service{c: c}, err
 }
 
+// Get returns the route table, or nil when it does not exist.
+func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.RouteTable, error) {
+	cur, err := s.c.Get(ctx, rg, name, nil)
+	if err != nil {
+		return nil, async.IgnoreNotFound(err)
+	}
+	return &cur.RouteTable, nil
+}
+
 // Reconcile creates the route table when it is missing; routes in it are the
-// CNI's to manage, so an existing table is left alone.
+// CNI's to manage, so an existing table is left alone. An existing table
+// that is not the cluster's is refused (*tags.NotOwnedError).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
 		if err != nil {
 			return false, async.IgnoreNotFound(err)
+		}
+		if err := tags.CheckOwned("route table", spec.Name, spec.Tags, cur.Tags); err != nil {
+			return false, err
 		}
 		return async.Succeeded(cur.Properties.ProvisioningState), nil
 	}, func(tok string) (*runtime.Poller[armnetwork.RouteTablesClientCreateOrUpdateResponse], error) {

@@ -207,6 +207,16 @@ func (s *Service) Instances(ctx context.Context, rg, name string) ([]Instance, e
 	return out, nil
 }
 
+// InstanceExists reports whether an instance still exists (an instance of a
+// scale set that is gone does not).
+func (s *Service) InstanceExists(ctx context.Context, rg, name, instanceID string) (bool, error) {
+	_, err := s.vms.Get(ctx, rg, name, instanceID, nil)
+	if err != nil {
+		return false, async.IgnoreNotFound(err)
+	}
+	return true, nil
+}
+
 // DeleteInstance deletes one instance (the scale set's capacity drops by one).
 func (s *Service) DeleteInstance(ctx context.Context, rg, name, instanceID, token string) (string, bool, error) {
 	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armcompute.VirtualMachineScaleSetVMsClientDeleteResponse], error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // Rule is one security rule.
@@ -42,12 +43,26 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	return &Service{c: c}, err
 }
 
-// Reconcile creates or updates the NSG with exactly the spec's rules.
+// Get returns the NSG, or nil when it does not exist.
+func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.SecurityGroup, error) {
+	cur, err := s.c.Get(ctx, rg, name, nil)
+	if err != nil {
+		return nil, async.IgnoreNotFound(err)
+	}
+	return &cur.SecurityGroup, nil
+}
+
+// Reconcile creates or updates the NSG with exactly the spec's rules. An
+// existing NSG without the ownership tags of spec.Tags is refused with a
+// *tags.NotOwnedError, never changed.
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
 		if err != nil {
 			return false, async.IgnoreNotFound(err)
+		}
+		if err := tags.CheckOwned("network security group", spec.Name, spec.Tags, cur.Tags); err != nil {
+			return false, err
 		}
 		return async.Succeeded(cur.Properties.ProvisioningState) && sameRules(cur.Properties.SecurityRules, spec.Rules), nil
 	}, func(tok string) (*runtime.Poller[armnetwork.SecurityGroupsClientCreateOrUpdateResponse], error) {

@@ -1,11 +1,26 @@
 // Package tags marks the Azure resources winkube creates, so that deletion
 // removes what winkube owns and nothing a user brought.
+//
+// The rule, as in CAPZ (whose key is
+// sigs.k8s.io_cluster-api-provider-azure_cluster_<name>): a resource tagged
+// ClusterKey(cluster)=owned is the cluster's; winkube creates it, changes it
+// and deletes it. A resource of the same name without that tag is someone
+// else's: winkube refuses to use it and never changes or deletes it. winkube
+// uses a key of its own so that neither provider mistakes the other's
+// resources for its own.
 package tags
 
-import "github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+)
+
+const clusterKeyPrefix = "winkube.dev_cluster_"
 
 // ClusterKey is the tag naming the cluster that owns a resource.
-func ClusterKey(cluster string) string { return "winkube.dev_cluster_" + cluster }
+func ClusterKey(cluster string) string { return clusterKeyPrefix + cluster }
 
 // Owned is the value of ClusterKey on resources winkube created.
 const Owned = "owned"
@@ -15,12 +30,14 @@ const RoleKey = "winkube.dev_role"
 
 // Build returns the tags of a resource owned by cluster, with extra added.
 func Build(cluster, role string, extra map[string]string) map[string]*string {
-	out := map[string]*string{ClusterKey(cluster): to.Ptr(Owned)}
-	if role != "" {
-		out[RoleKey] = to.Ptr(role)
-	}
+	out := map[string]*string{}
 	for k, v := range extra {
 		out[k] = to.Ptr(v)
+	}
+	// Set last: extra tags must not be able to disown the resource.
+	out[ClusterKey(cluster)] = to.Ptr(Owned)
+	if role != "" {
+		out[RoleKey] = to.Ptr(role)
 	}
 	return out
 }
@@ -29,4 +46,30 @@ func Build(cluster, role string, extra map[string]string) map[string]*string {
 func IsOwned(t map[string]*string, cluster string) bool {
 	v := t[ClusterKey(cluster)]
 	return v != nil && *v == Owned
+}
+
+// NotOwnedError is an existing resource that winkube was about to create but
+// that is not winkube's: it must not be changed.
+type NotOwnedError struct {
+	Kind, Name, Cluster string
+}
+
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("%s %s already exists and is not winkube's (it lacks the tag %s=%s): winkube will not change or delete it; "+
+		"rename winkube's %s in the spec, or remove yours", e.Kind, e.Name, ClusterKey(e.Cluster), Owned, e.Kind)
+}
+
+// CheckOwned returns a *NotOwnedError when want (the tags winkube would
+// write, from Build) claims a cluster's ownership that have (the tags of the
+// resource that exists) does not carry.
+func CheckOwned(kind, name string, want, have map[string]*string) error {
+	for k, v := range want {
+		if !strings.HasPrefix(k, clusterKeyPrefix) || v == nil || *v != Owned {
+			continue
+		}
+		if h := have[k]; h == nil || *h != Owned {
+			return &NotOwnedError{Kind: kind, Name: name, Cluster: strings.TrimPrefix(k, clusterKeyPrefix)}
+		}
+	}
+	return nil
 }
