@@ -5,7 +5,14 @@ BIN := $(CURDIR)/bin
 export KUBEBUILDER_ASSETS := $(BIN)
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
-.PHONY: all build run test tools vet generate verify-generate krew
+.PHONY: all build run test tools vet generate verify-generate krew release image
+
+# What `make release` and `make image` publish. Build for your own registry
+# with e.g. `make image release REGISTRY=registry.example.com/platform`.
+VERSION ?= v0.1.0
+REGISTRY ?= ghcr.io/winkube
+IMAGE ?= $(REGISTRY)/winkube-manager:$(VERSION)
+OUT := $(CURDIR)/out
 
 all: build
 
@@ -21,7 +28,7 @@ build:
 	chmod +x $(BIN)/kubectl_complete-winkube
 
 ## krew: the kubectl plugin's release archives and krew manifest in out/krew (KREW_VERSION=v0.1.0)
-KREW_VERSION ?= v0.1.0
+KREW_VERSION ?= $(VERSION)
 KREW_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 krew:
 	@rm -rf out/krew && mkdir -p out/krew/bin
@@ -49,3 +56,13 @@ help:
 ## generate: deepcopy, winkube's CRDs and webhook configuration, and Cluster API's CRDs, all by controller-gen
 generate:
 	bash hack/generate.sh
+
+## release: the clusterctl provider repository out/infrastructure-winkube/$(VERSION)/ (metadata, components running $(IMAGE), cluster templates)
+release:
+	go run ./hack/release -version $(VERSION) -image $(IMAGE) -out $(OUT)
+
+## image: the manager image $(IMAGE) as a tarball out/winkube-manager-$(VERSION).tar (docker load, crane push), built without a container runtime
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w -X github.com/winkube/winkube/internal/version.Version=$(VERSION)" \
+		-o $(OUT)/image/winkube ./cmd/winkube
+	go run ./hack/release -image $(IMAGE) -binary $(OUT)/image/winkube -image-tarball $(OUT)/winkube-manager-$(VERSION).tar

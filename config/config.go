@@ -1,6 +1,7 @@
 // Package config carries the generated manifests winkube installs into a
 // management cluster of its own (`winkube up`): winkube's CRDs and webhook
-// configuration, and Cluster API's CRDs, as `make generate` writes them.
+// configuration, the manager's RBAC, and Cluster API's CRDs, as `make generate`
+// writes them; `make release` builds the provider's components from them too.
 package config
 
 import (
@@ -10,8 +11,12 @@ import (
 	"path/filepath"
 )
 
-//go:embed crd/*.yaml capi/*/*.yaml webhook/*.yaml
+//go:embed crd/*.yaml capi/*/*.yaml webhook/*.yaml rbac/*.yaml
 var files embed.FS
+
+// FS is the generated manifests, by their paths under config/ (crd/,
+// capi/<provider>/, webhook/, rbac/), for code that builds from them.
+func FS() fs.FS { return files }
 
 // Write copies the manifests under dir (crd/, capi/<provider>/, webhook/)
 // for tools that read directories.

@@ -3,13 +3,18 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -35,7 +40,22 @@ type managerOptions struct {
 	webhookPort    int
 	webhookCertDir string
 	noWebhooks     bool
+
+	leaderElect         bool
+	leaderElectionNS    string
+	leaderElectionID    string
+	watchNamespace      string
+	verbosity           int
+	logFormat           string
+	gracefulShutdown    time.Duration
+	leaseDuration       time.Duration
+	renewDeadline       time.Duration
+	leaderElectionRetry time.Duration
 }
+
+// LeaderElectionID is the name of the Lease the managers of one management
+// cluster compete for.
+const LeaderElectionID = "winkube-manager.infrastructure.winkube.dev"
 
 func newManagerCommand() *cobra.Command {
 	o := &managerOptions{}
@@ -67,6 +87,16 @@ status code) are served on --metrics-bind-address.`,
 	f.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
 	f.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "folder with tls.crt and tls.key for the webhook server")
 	f.BoolVar(&o.noWebhooks, "no-webhooks", false, "do not serve the webhooks (when they run elsewhere)")
+	f.BoolVar(&o.leaderElect, "leader-elect", false, "run the controllers only while holding the Lease, so that several replicas can run")
+	f.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the Lease (default: the Pod's namespace in a cluster)")
+	f.StringVar(&o.leaderElectionID, "leader-election-id", LeaderElectionID, "name of the Lease")
+	f.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long followers wait before taking over a Lease that is not renewed")
+	f.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops leading")
+	f.DurationVar(&o.leaderElectionRetry, "leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
+	f.StringVar(&o.watchNamespace, "watch-namespace", "", "reconcile only objects of this namespace (default: all namespaces)")
+	f.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity: 0 for the essentials, higher for more detail")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	f.DurationVar(&o.gracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "how long reconciles in progress may take to finish on SIGTERM")
 	return cmd
 }
 
@@ -100,11 +130,15 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 	if o.concurrency < 1 {
 		return errors.New("--concurrency must be at least 1")
 	}
+	logger, err := newLogger(cmd.ErrOrStderr(), o.logFormat, o.verbosity)
+	if err != nil {
+		return err
+	}
 	c, err := cloudFromFlags(o.armEndpoint, o.armCAFile, o.armToken)
 	if err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New())
+	ctrl.SetLogger(logger)
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if o.kubeconfig != "" {
 		rules.ExplicitPath = o.kubeconfig
@@ -114,12 +148,7 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 		return fmt.Errorf("reaching the management cluster: %w", err)
 	}
 	_ = metrics.Registry.Register(endpoint.Requests)
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:                 scheme.New(),
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress: o.healthAddr,
-		WebhookServer:          webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir}),
-	})
+	mgr, err := ctrl.NewManager(restCfg, o.managerOptions())
 	if err != nil {
 		return err
 	}
@@ -131,7 +160,61 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 			return err
 		}
 	}
-	_ = mgr.AddHealthzCheck("ping", healthz.Ping)
-	_ = mgr.AddReadyzCheck("ping", healthz.Ping)
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	// Ready only once the webhook server listens: the Service sends
+	// admission requests to ready Pods only, and the API server refuses
+	// winkube's objects while no webhook answers.
+	ready := healthz.Ping
+	if !o.noWebhooks {
+		ready = mgr.GetWebhookServer().StartedChecker()
+	}
+	if err := mgr.AddReadyzCheck("webhooks", ready); err != nil {
+		return err
+	}
 	return mgr.Start(cmd.Context())
+}
+
+// managerOptions turns the flags into controller-runtime's options.
+func (o *managerOptions) managerOptions() ctrl.Options {
+	opts := ctrl.Options{
+		Scheme:                  scheme.New(),
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.healthAddr,
+		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir}),
+		GracefulShutdownTimeout: &o.gracefulShutdown,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectionID,
+		LeaderElectionNamespace: o.leaderElectionNS,
+		LeaseDuration:           &o.leaseDuration,
+		RenewDeadline:           &o.renewDeadline,
+		RetryPeriod:             &o.leaderElectionRetry,
+		// The manager exits right after it stops leading, so it can hand
+		// the Lease over at once instead of making the next leader wait a
+		// whole lease duration.
+		LeaderElectionReleaseOnCancel: true,
+	}
+	if o.watchNamespace != "" {
+		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.watchNamespace: {}}}
+	}
+	return opts
+}
+
+// newLogger builds the manager's logger: logr verbosity v maps to zap level
+// -v, and json suits log collectors where text suits a terminal.
+func newLogger(w io.Writer, format string, v int) (logr.Logger, error) {
+	if v < 0 {
+		return logr.Logger{}, errors.New("-v must be 0 or more")
+	}
+	opts := []zap.Opts{zap.WriteTo(w), zap.Level(zapcore.Level(-v)), zap.StacktraceLevel(zapcore.PanicLevel)}
+	switch format {
+	case "text":
+		opts = append(opts, zap.ConsoleEncoder())
+	case "json":
+		opts = append(opts, zap.JSONEncoder())
+	default:
+		return logr.Logger{}, fmt.Errorf("--log-format %q: use text or json", format)
+	}
+	return zap.New(opts...), nil
 }

@@ -28,3 +28,26 @@ func TestAdmissionRefusesUnknownPolicy(t *testing.T) {
 		t.Fatalf("unknown policy: %v", err)
 	}
 }
+
+func TestManagerRefusesBadLoggingFlags(t *testing.T) {
+	if _, err := run(t, "manager", "--log-format", "xml"); err == nil || !strings.Contains(err.Error(), "text or json") {
+		t.Fatalf("--log-format xml: %v", err)
+	}
+	if _, err := run(t, "manager", "-v", "-1"); err == nil || !strings.Contains(err.Error(), "0 or more") {
+		t.Fatalf("-v -1: %v", err)
+	}
+}
+
+func TestManagerJSONLogsHonourVerbosity(t *testing.T) {
+	var b strings.Builder
+	log, err := newLogger(&b, "json", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.V(1).Info("shown", "k", "v")
+	log.V(2).Info("hidden")
+	out := b.String()
+	if !strings.Contains(out, `"msg":"shown"`) || !strings.Contains(out, `"k":"v"`) || strings.Contains(out, "hidden") {
+		t.Fatalf("json log at -v 1:\n%s", out)
+	}
+}

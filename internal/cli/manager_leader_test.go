@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/scheme"
+	"github.com/winkube/winkube/internal/testenv"
+	"github.com/winkube/winkube/internal/webhooks"
+)
+
+// syncBuffer collects a process's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// managerProcess is `winkube manager` running as its own process, against
+// an emulator of its own, so the test sees which manager did the work.
+type managerProcess struct {
+	cmd    *exec.Cmd
+	emu    *arm.Server
+	out    *syncBuffer
+	health int
+	done   chan error
+}
+
+func startManagerProcess(t *testing.T, bin, kubeconfig string, extra ...string) *managerProcess {
+	t.Helper()
+	emu, err := arm.New(arm.Options{Token: "leader", PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := emu.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = emu.Close() })
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, emu.CACertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &managerProcess{emu: emu, out: &syncBuffer{}, health: freePort(t), done: make(chan error, 1)}
+	args := append([]string{"manager", "--kubeconfig", kubeconfig, "--arm-endpoint", emu.URL(), "--arm-ca-file", caFile, "--arm-token", "leader",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(p.health), "--no-webhooks", "--requeue", "100ms"}, extra...)
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	poll.Until(t, time.Minute, func() string {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", p.health))
+		if err != nil {
+			return "manager not ready: " + err.Error()
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Sprintf("manager readyz: %d", resp.StatusCode)
+		}
+		return ""
+	})
+	return p
+}
+
+// groups lists the resource groups in which the manager created resources
+// in its emulator.
+func (p *managerProcess) groups() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, id := range p.emu.ResourceIDs() {
+		parts := strings.Split(id, "/")
+		if len(parts) > 4 && strings.EqualFold(parts[3], "resourceGroups") && !seen[parts[4]] {
+			seen[parts[4]] = true
+			out = append(out, parts[4])
+		}
+	}
+	return out
+}
+
+func hasGroup(p *managerProcess, name string) bool {
+	for _, g := range p.groups() {
+		if strings.EqualFold(g, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTwoManagersOnlyTheLeaderReconciles runs two `winkube manager`
+// processes with --leader-elect against one API server, each talking to an
+// emulator of its own: only the Lease holder's emulator sees ARM calls.
+// When the leader is stopped with SIGTERM it exits cleanly, hands the Lease
+// over, and the other manager reconciles the clusters from then on.
+func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := testenv.Start(testenv.Options{
+		Scheme:                scheme.New(),
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd"), filepath.Join(root, "config", "capi", "core-v1beta2")},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	// The webhooks run apart from both managers, as another replica's would.
+	if err := env.ServeWebhooks(func(m ctrl.Manager) error { return webhooks.SetupWithManager(m) }); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testenv.BuildWinkube(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.Environment.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c := env.Client
+	lease := &coordinationv1.Lease{}
+	holder := func() string {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: LeaderElectionID}, lease); err != nil {
+			return ""
+		}
+		return ptr.Deref(lease.Spec.HolderIdentity, "")
+	}
+	leaderFlags := []string{"--leader-elect", "--leader-election-namespace", "kube-system",
+		"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
+
+	first := startManagerProcess(t, bin, kubeconfig, leaderFlags...)
+	var firstHolder string
+	poll.Until(t, time.Minute, func() string {
+		if firstHolder = holder(); firstHolder == "" {
+			return "the first manager holds no Lease kube-system/" + LeaderElectionID
+		}
+		return ""
+	})
+	second := startManagerProcess(t, bin, kubeconfig, leaderFlags...)
+
+	newCluster := func(name string) *infrav1.AzureCluster {
+		cluster := &clusterv1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec:       clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureCluster", Name: name}},
+		}
+		if err := c.Create(ctx, cluster); err != nil {
+			t.Fatal(err)
+		}
+		ac := &infrav1.AzureCluster{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{clusterv1.ClusterNameLabel: name},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID}}},
+			Spec: infrav1.AzureClusterSpec{SubscriptionID: "00000000-0000-0000-0000-0000000000e3", Location: "westeurope", ResourceGroup: name},
+		}
+		if err := c.Create(ctx, ac); err != nil {
+			t.Fatal(err)
+		}
+		return ac
+	}
+	provisioned := func(ac *infrav1.AzureCluster) func() string {
+		return func() string {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(ac), ac); err != nil || !ptr.Deref(ac.Status.Initialization.Provisioned, false) {
+				return fmt.Sprintf("AzureCluster %s not provisioned: %v %+v", ac.Name, err, ac.Status.Conditions)
+			}
+			return ""
+		}
+	}
+
+	one := newCluster("leader-one")
+	poll.Until(t, time.Minute, provisioned(one))
+	if !hasGroup(first, "leader-one") {
+		t.Fatalf("the leader's emulator lacks resource group leader-one: %v", first.groups())
+	}
+	// The follower has been running all along, with its caches and health
+	// endpoints, but must not have called ARM once.
+	if n := len(second.emu.Counters()); n != 0 || len(second.groups()) != 0 {
+		t.Fatalf("the follower reconciled: %d ARM request kinds, groups %v\n%s", n, second.groups(), second.out.String())
+	}
+	if h := holder(); h != firstHolder {
+		t.Fatalf("the Lease changed hands while both ran: %q then %q", firstHolder, h)
+	}
+
+	// SIGTERM, as the kubelet stops a Pod: the leader finishes, releases the
+	// Lease and exits 0.
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-first.done:
+		first.done <- err
+		if err != nil {
+			t.Fatalf("the leader did not exit cleanly on SIGTERM: %v\n%s", err, first.out.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the leader did not stop on SIGTERM\n%s", first.out.String())
+	}
+	poll.Until(t, time.Minute, func() string {
+		if h := holder(); h == "" || h == firstHolder {
+			return fmt.Sprintf("the Lease is still %q, not taken over by the second manager", h)
+		}
+		return ""
+	})
+	two := newCluster("leader-two")
+	poll.Until(t, time.Minute, provisioned(two))
+	poll.Until(t, time.Minute, func() string {
+		if !hasGroup(second, "leader-one") || !hasGroup(second, "leader-two") {
+			return fmt.Sprintf("the new leader has not reconciled both clusters: groups %v", second.groups())
+		}
+		return ""
+	})
+	if hasGroup(first, "leader-two") {
+		t.Fatalf("the stopped leader reconciled a cluster created after it stopped: %v", first.groups())
+	}
+}
