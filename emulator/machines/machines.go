@@ -246,7 +246,11 @@ func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.
 	if err != nil {
 		return err
 	}
-	if err := r.startKubelet(ctx, m, nodeClient, reg, cp.StaticPods, host, cp.KubernetesVersion()); err != nil {
+	procs := map[string]kubelet.Process{}
+	for name, p := range cp.Processes() {
+		procs[name] = p
+	}
+	if err := r.startKubelet(ctx, m, nodeClient, reg, cp.StaticPods, procs, host, cp.KubernetesVersion()); err != nil {
 		return err
 	}
 	r.event(m, "marking the node as control plane")
@@ -293,11 +297,11 @@ func (r *Runtime) bootWorker(ctx context.Context, m *machine, b *bootdata.BootDa
 	if v, err := client.Discovery().ServerVersion(); err == nil {
 		version = v.GitVersion
 	}
-	return r.startKubelet(ctx, m, client, j.NodeRegistration, nil, host, version)
+	return r.startKubelet(ctx, m, client, j.NodeRegistration, nil, nil, host, version)
 }
 
 // startKubelet registers the node as a kubelet of the machine's OS would.
-func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernetes.Interface, reg bootdata.NodeRegistration, static []*corev1.Pod, host netip.Addr, clusterVersion string) error {
+func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernetes.Interface, reg bootdata.NodeRegistration, static []*corev1.Pod, procs map[string]kubelet.Process, host netip.Addr, clusterVersion string) error {
 	am := m.arm
 	h := kubelet.Host{OS: "linux", Arch: "amd64"}
 	info := corev1.NodeSystemInfo{
@@ -331,7 +335,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	r.event(m, fmt.Sprintf("kubelet registering node %s (%s, %s)", m.nodeName, h.OS, host))
 	k, err := kubelet.Start(ctx, kubelet.Config{
 		NodeName: m.nodeName, Client: client, Address: host, Host: h, Labels: labels, Taints: taints,
-		Capacity: capacity(am), NodeInfo: info, StaticPods: static, Images: r.opts.Images, Logs: m.logs,
+		Capacity: capacity(am), NodeInfo: info, StaticPods: static, StaticProcesses: procs, Images: r.opts.Images, Logs: m.logs,
 		Log: r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {

@@ -126,6 +126,8 @@ func (f *ContainerFailure) Error() string { return f.Reason + ": " + f.Message }
 type Pulled struct {
 	ImageID  string
 	Provides string
+	// Listens are the ports the image's process serves ("80/tcp").
+	Listens []string
 }
 
 // pull resolves an image for this host the way containerd does: it picks
@@ -153,11 +155,11 @@ func pull(ctx context.Context, images Images, h Host, ref string, hostProcess bo
 		return nil, noMatch
 	}
 	if h.OS != "windows" || hostProcess {
-		return &Pulled{ImageID: id, Provides: m.Provides}, nil
+		return &Pulled{ImageID: id, Provides: m.Provides, Listens: m.Listens}, nil
 	}
 	for _, v := range sameOS {
 		if runsOn(v, h.Build) {
-			return &Pulled{ImageID: id, Provides: m.Provides}, nil
+			return &Pulled{ImageID: id, Provides: m.Provides, Listens: m.Listens}, nil
 		}
 	}
 	if len(m.Platforms) > 1 {
