@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -328,6 +329,11 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	if info.KubeletVersion == "" {
 		info.KubeletVersion = clusterVersion
 	}
+	// The kubelet checks pods against its own version, flags and runtime.
+	h.KubeletVersion, h.FeatureGates, h.Runtime = info.KubeletVersion, featureGates(reg), "containerd"
+	if strings.Contains(reg.CRISocket, "dockershim") {
+		h.Runtime, info.ContainerRuntimeVersion = "dockershim", "docker://20.10.24"
+	}
 	taints, err := registerTaints(reg)
 	if err != nil {
 		return err
@@ -345,6 +351,19 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	m.kubelet, m.kubeletVersion = k, info.KubeletVersion
 	r.mu.Unlock()
 	return nil
+}
+
+// featureGates are the kubelet's --feature-gates ("A=true,B=false").
+func featureGates(reg bootdata.NodeRegistration) map[string]bool {
+	v, _ := reg.KubeletExtraArgs.Get("feature-gates")
+	out := map[string]bool{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if b, err := strconv.ParseBool(strings.TrimSpace(val)); ok && err == nil {
+			out[strings.TrimSpace(k)] = b
+		}
+	}
+	return out
 }
 
 // registerTaints are the kubelet's --register-with-taints, and the taint

@@ -84,7 +84,17 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		k.event(ctx, pod, corev1.EventTypeWarning, rej.Reason, rej.Message)
 		return k.writeStatus(ctx, pod, status)
 	}
-	hostNet := pod.Spec.HostNetwork || (k.cfg.Host.OS == "windows" && hostProcessPod(pod))
+	hp := k.cfg.Host.OS == "windows" && hostProcessPod(pod) && k.cfg.Host.knowsHostProcess()
+	if hp {
+		if err := k.cfg.Host.hostProcessSandbox(); err != nil {
+			k.waiting(status, pod, "ContainerCreating", "")
+			k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
+			k.cfg.Logs.Write(vmdisk.Kubelet, "pod %s: %v", key, err)
+			_ = k.writeStatus(ctx, pod, status)
+			return err // retried with back-off, as the kubelet retries a sandbox
+		}
+	}
+	hostNet := pod.Spec.HostNetwork || hp
 	ip := k.cfg.Address
 	if !hostNet {
 		k.mu.Lock()
@@ -102,7 +112,6 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 			return err
 		}
 	}
-	hp := k.cfg.Host.OS == "windows" && hostProcessPod(pod)
 	images := map[string]*Pulled{}
 	var failed map[string]*ContainerFailure
 	var provides []string
