@@ -60,8 +60,8 @@ type Config struct {
 	// the kubelet restarts them when they exit and its mirror pods show
 	// it. A static pod without one is reported running.
 	StaticProcesses map[string]Process
-	Images     Images
-	Log        logr.Logger
+	Images          Images
+	Log             logr.Logger
 	// HeartbeatInterval is how often the lease is renewed (10s when 0).
 	HeartbeatInterval time.Duration
 	// Logs receives what the node's kubelet, container runtime and CNI
