@@ -4,8 +4,9 @@
 // bound to it by the rules of its OS (image platform, Windows limits, CNI
 // readiness), creates mirror pods for static pods and serves the kubelet
 // API's port-forward, so the API server's pods/portforward reaches the
-// real processes behind a static pod. Containers run no process: a
-// container the rules admit is reported running.
+// real processes behind a static pod, which it restarts when they exit.
+// Containers run no process: a container the rules admit lives as
+// lifecycle.go describes (restartPolicy, run to completion, probes).
 package kubelet
 
 import (

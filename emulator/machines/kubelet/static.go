@@ -30,7 +30,7 @@ func (k *Kubelet) staticRun(sp *corev1.Pod) *podRun {
 		r = newPodRun(sp)
 		for _, c := range r.mains {
 			// Started by the machine before the kubelet ran.
-			c.running, c.started = true, time.Now()
+			c.running, c.started = true, now()
 		}
 		k.static[sp.Name] = r
 	}
@@ -48,14 +48,14 @@ func (k *Kubelet) supervise(ctx context.Context, sp *corev1.Pod, p Process) {
 	c := r.mains[0]
 	code, tail, ok := p.Wait(ctx)
 	for ok {
-		now := time.Now()
+		at := now()
 		reason := "Completed"
 		if code != 0 {
 			reason = "Error"
 		}
 		k.mu.Lock()
-		r.exit(now, c, int32(code), reason, tail)
-		wait := c.waitUntil.Sub(now)
+		r.exit(at, c, int32(code), reason, tail)
+		wait := c.waitUntil.Sub(at)
 		k.mu.Unlock()
 		k.cfg.Logs.Write(vmdisk.Kubelet, "static pod %s: container %s exited with code %d; restarting in %s (restart %d)", sp.Name, c.spec.Name, code, wait, c.restarts)
 		k.kickMirror()
@@ -69,13 +69,17 @@ func (k *Kubelet) supervise(ctx context.Context, sp *corev1.Pod, p Process) {
 			continue
 		}
 		k.mu.Lock()
-		c.running, c.started, c.waitUntil, c.waitMsg = true, time.Now(), time.Time{}, ""
+		c.running, c.started, c.waitUntil, c.waitMsg = true, now(), time.Time{}, ""
 		k.mu.Unlock()
 		k.cfg.Logs.Write(vmdisk.Kubelet, "static pod %s: container %s started again", sp.Name, c.spec.Name)
 		k.kickMirror()
 		code, tail, ok = p.Wait(ctx)
 	}
 }
+
+// now is the time to the second, as the API keeps a status's times, so
+// that an unchanged status compares equal to the one read back.
+func now() time.Time { return time.Now().Truncate(time.Second) }
 
 func (k *Kubelet) kickMirror() {
 	select {
