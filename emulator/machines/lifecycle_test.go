@@ -107,6 +107,23 @@ func (m *mixed) containerLifecycle(t *testing.T, ctx context.Context, linuxNode 
 		}
 		return "no Unhealthy event for probed-wrong-port yet"
 	})
+	// kubeadm's CoreDNS probes its health (8080) and readiness (8181)
+	// ports, which its image serves: it becomes Ready.
+	poll.Until(t, 2*time.Minute, func() string {
+		pods, err := m.workload.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		if err != nil {
+			return err.Error()
+		}
+		if len(pods.Items) == 0 {
+			return "no CoreDNS pod"
+		}
+		for _, p := range pods.Items {
+			if !podIsReady(&p) {
+				return fmt.Sprintf("CoreDNS pod %s is %s, not Ready", p.Name, p.Status.Phase)
+			}
+		}
+		return ""
+	})
 	wrong := m.podOf(t, ctx, "probed-wrong-port", running(linuxNode))
 	if len(wrong.Status.ContainerStatuses) != 1 || wrong.Status.ContainerStatuses[0].Ready {
 		t.Errorf("the container whose probe is refused is ready: %+v", wrong.Status.ContainerStatuses)

@@ -90,7 +90,15 @@ func newPodRun(pod *corev1.Pod) *podRun {
 		r.inits = append(r.inits, &ctrRun{spec: c, init: true})
 	}
 	for _, c := range pod.Spec.Containers {
-		r.mains = append(r.mains, &ctrRun{spec: c})
+		// A kubelet starting again (the machine rebooted) counts on from
+		// the restarts the pod's status shows.
+		run := &ctrRun{spec: c}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == c.Name {
+				run.restarts = cs.RestartCount
+			}
+		}
+		r.mains = append(r.mains, run)
 	}
 	return r
 }

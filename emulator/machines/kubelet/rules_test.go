@@ -183,3 +183,26 @@ func TestHostProcessFollowsTheKubeletsFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestImagesSayWhereTheyListen: a pull learns the ports the image's
+// process serves, which probes are answered on.
+func TestImagesSayWhereTheyListen(t *testing.T) {
+	r := startRegistry(t)
+	for ref, port := range map[string]int32{"nginx:1.27": 80, "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022": 80, "docker.io/calico/node:v3.28.2": 9099} {
+		h := linux
+		if strings.Contains(ref, "windows") {
+			h = win2022
+		}
+		p, err := pull(context.Background(), r, h, ref, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !listensOn(p, port) || listensOn(p, 8080) {
+			t.Errorf("%s listens on %v, want %d only", ref, p.Listens, port)
+		}
+	}
+	p, err := pull(context.Background(), r, linux, "docker.io/library/busybox:1.36", false)
+	if err != nil || len(p.Listens) != 0 {
+		t.Errorf("busybox listens on %v (%v)", p, err)
+	}
+}
