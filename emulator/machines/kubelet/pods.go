@@ -158,7 +158,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	for _, e := range events {
 		switch e.reason {
 		case "Started":
-			k.cfg.Logs.Write(vmdisk.Containerd, "StartContainer for %s: %s returns successfully", key, e.msg)
+			k.cfg.Logs.Write(vmdisk.Containerd, "StartContainer for pod %s: %s (returns successfully)", key, e.msg)
 		case "Failed", "Killing", "BackOff", "Unhealthy", "ProbeNotRun":
 			k.cfg.Logs.Write(vmdisk.Kubelet, "pod %s: %s: %s", key, e.reason, e.msg)
 		}
