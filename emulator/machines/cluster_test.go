@@ -264,8 +264,10 @@ func TestMixedClusterBoots(t *testing.T) {
 		}
 	}
 	m.workloads(t, ctx, winComputer, linuxName)
+	m.containerLifecycle(t, ctx, linuxName)
 	m.etcdThroughPortForward(t, ctx, cpNode)
 	m.joinRefusals(t, ctx, endpoint)
+	m.killedScheduler(t, ctx, cpNode)
 	m.stop(t, ctx, cpNode, winName)
 }
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -246,7 +247,11 @@ func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.
 	if err != nil {
 		return err
 	}
-	if err := r.startKubelet(ctx, m, nodeClient, reg, cp.StaticPods, host, cp.KubernetesVersion()); err != nil {
+	procs := map[string]kubelet.Process{}
+	for name, p := range cp.Processes() {
+		procs[name] = p
+	}
+	if err := r.startKubelet(ctx, m, nodeClient, reg, cp.StaticPods, procs, host, cp.KubernetesVersion()); err != nil {
 		return err
 	}
 	r.event(m, "marking the node as control plane")
@@ -293,11 +298,11 @@ func (r *Runtime) bootWorker(ctx context.Context, m *machine, b *bootdata.BootDa
 	if v, err := client.Discovery().ServerVersion(); err == nil {
 		version = v.GitVersion
 	}
-	return r.startKubelet(ctx, m, client, j.NodeRegistration, nil, host, version)
+	return r.startKubelet(ctx, m, client, j.NodeRegistration, nil, nil, host, version)
 }
 
 // startKubelet registers the node as a kubelet of the machine's OS would.
-func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernetes.Interface, reg bootdata.NodeRegistration, static []*corev1.Pod, host netip.Addr, clusterVersion string) error {
+func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernetes.Interface, reg bootdata.NodeRegistration, static []*corev1.Pod, procs map[string]kubelet.Process, host netip.Addr, clusterVersion string) error {
 	am := m.arm
 	h := kubelet.Host{OS: "linux", Arch: "amd64"}
 	info := corev1.NodeSystemInfo{
@@ -324,6 +329,11 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	if info.KubeletVersion == "" {
 		info.KubeletVersion = clusterVersion
 	}
+	// The kubelet checks pods against its own version, flags and runtime.
+	h.KubeletVersion, h.FeatureGates, h.Runtime = info.KubeletVersion, featureGates(reg), "containerd"
+	if strings.Contains(reg.CRISocket, "dockershim") {
+		h.Runtime, info.ContainerRuntimeVersion = "dockershim", "docker://20.10.24"
+	}
 	taints, err := registerTaints(reg)
 	if err != nil {
 		return err
@@ -331,7 +341,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	r.event(m, fmt.Sprintf("kubelet registering node %s (%s, %s)", m.nodeName, h.OS, host))
 	k, err := kubelet.Start(ctx, kubelet.Config{
 		NodeName: m.nodeName, Client: client, Address: host, Host: h, Labels: labels, Taints: taints,
-		Capacity: capacity(am), NodeInfo: info, StaticPods: static, Images: r.opts.Images, Logs: m.logs,
+		Capacity: capacity(am), NodeInfo: info, StaticPods: static, StaticProcesses: procs, Images: r.opts.Images, Logs: m.logs,
 		Log: r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {
@@ -341,6 +351,19 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	m.kubelet, m.kubeletVersion = k, info.KubeletVersion
 	r.mu.Unlock()
 	return nil
+}
+
+// featureGates are the kubelet's --feature-gates ("A=true,B=false").
+func featureGates(reg bootdata.NodeRegistration) map[string]bool {
+	v, _ := reg.KubeletExtraArgs.Get("feature-gates")
+	out := map[string]bool{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if b, err := strconv.ParseBool(strings.TrimSpace(val)); ok && err == nil {
+			out[strings.TrimSpace(k)] = b
+		}
+	}
+	return out
 }
 
 // registerTaints are the kubelet's --register-with-taints, and the taint

@@ -22,6 +22,9 @@ var (
 	hostProcess = []v1.Platform{{OS: "windows", Architecture: "amd64"}}
 )
 
+// web is what a web server image serves.
+var web = []string{"80/tcp"}
+
 func windows(builds ...string) []v1.Platform {
 	out := make([]v1.Platform, 0, len(builds))
 	for _, b := range builds {
@@ -43,11 +46,15 @@ func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 		if strings.Contains(ref, "/kube-proxy:") {
 			img.Provides = "kube-proxy"
 		}
+		if strings.Contains(ref, "/coredns:") {
+			// DNS, health (/health), readiness (/ready) and metrics.
+			img.Listens = []string{"53/tcp", "8080/tcp", "8181/tcp", "9153/tcp"}
+		}
 		out = append(out, img)
 	}
 	out = append(out,
 		// CNI: Calico and Flannel, Linux and Windows.
-		Image{Ref: "docker.io/calico/node:v3.28.2", Platforms: linuxAll, Provides: "cni"},
+		Image{Ref: "docker.io/calico/node:v3.28.2", Platforms: linuxAll, Provides: "cni", Listens: []string{"9099/tcp"}}, // Felix's health port
 		Image{Ref: "docker.io/calico/cni-windows:v3.28.2", Platforms: windows(Build2019, Build2022), Provides: "cni"},
 		Image{Ref: "docker.io/calico/node-windows:v3.28.2", Platforms: windows(Build2019, Build2022)},
 		Image{Ref: "docker.io/flannel/flannel:v0.25.6", Platforms: linuxAll, Provides: "cni"},
@@ -57,18 +64,18 @@ func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 		Image{Ref: fmt.Sprintf("docker.io/sigwindowstools/kube-proxy:%s-flannel-hostprocess", v), Platforms: hostProcess, Provides: "kube-proxy"},
 		Image{Ref: "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", Platforms: hostProcess},
 		// Workloads: process-isolated Windows images exist per build.
-		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019", Platforms: windows(Build2019)},
-		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022", Platforms: windows(Build2022)},
-		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2025", Platforms: windows(Build2025)},
-		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:latest", Platforms: windows(Build2019, Build2022, Build2025)},
+		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019", Platforms: windows(Build2019), Listens: web},
+		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022", Platforms: windows(Build2022), Listens: web},
+		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2025", Platforms: windows(Build2025), Listens: web},
+		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:latest", Platforms: windows(Build2019, Build2022, Build2025), Listens: web},
 		Image{Ref: "mcr.microsoft.com/windows/servercore:ltsc2019", Platforms: windows(Build2019)},
 		Image{Ref: "mcr.microsoft.com/windows/servercore:ltsc2022", Platforms: windows(Build2022)},
 		Image{Ref: "mcr.microsoft.com/windows/servercore:ltsc2025", Platforms: windows(Build2025)},
 		Image{Ref: "mcr.microsoft.com/windows/nanoserver:ltsc2022", Platforms: windows(Build2022)},
-		Image{Ref: "mcr.microsoft.com/dotnet/framework/aspnet:4.8-windowsservercore-ltsc2022", Platforms: windows(Build2022)},
+		Image{Ref: "mcr.microsoft.com/dotnet/framework/aspnet:4.8-windowsservercore-ltsc2022", Platforms: windows(Build2022), Listens: web},
 		Image{Ref: "mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0", Platforms: hostProcess},
-		Image{Ref: "docker.io/library/nginx:1.27", Platforms: linuxAll},
-		Image{Ref: "docker.io/library/nginx:latest", Platforms: linuxAll},
+		Image{Ref: "docker.io/library/nginx:1.27", Platforms: linuxAll, Listens: web},
+		Image{Ref: "docker.io/library/nginx:latest", Platforms: linuxAll, Listens: web},
 		Image{Ref: "docker.io/library/busybox:1.36", Platforms: linuxAll},
 	)
 	return out

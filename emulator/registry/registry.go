@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -86,6 +87,11 @@ type Image struct {
 	// Provides is what running the image installs on a node ("cni",
 	// "kube-proxy"), or empty.
 	Provides string
+	// Listens are the TCP ports the image's process serves ("8080/tcp"),
+	// its health endpoints included, kept in the image config's
+	// ExposedPorts. Real images often EXPOSE fewer; the simulated kubelet
+	// answers probes on these and refuses the others.
+	Listens []string
 }
 
 // Push publishes an image.
@@ -101,6 +107,12 @@ func (r *Registry) Push(ctx context.Context, img Image) error {
 		cfg := &v1.ConfigFile{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant, OSVersion: p.OSVersion, RootFS: v1.RootFS{Type: "layers"}}
 		if img.Provides != "" {
 			cfg.Config.Labels = map[string]string{ProvidesLabel: img.Provides}
+		}
+		for _, port := range img.Listens {
+			if cfg.Config.ExposedPorts == nil {
+				cfg.Config.ExposedPorts = map[string]struct{}{}
+			}
+			cfg.Config.ExposedPorts[port] = struct{}{}
 		}
 		return mutate.ConfigFile(empty.Image, cfg)
 	}
@@ -129,6 +141,8 @@ type Manifest struct {
 	Digest    string
 	Platforms []v1.Platform
 	Provides  string
+	// Listens are the ports the image's process serves ("8080/tcp").
+	Listens []string
 }
 
 // ErrNotFound reports an image the registry does not have.
@@ -183,6 +197,10 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 			m.Platforms = []v1.Platform{{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant, OSVersion: cfg.OSVersion}}
 		}
 		m.Provides = cfg.Config.Labels[ProvidesLabel]
+		for port := range cfg.Config.ExposedPorts {
+			m.Listens = append(m.Listens, port)
+		}
+		sort.Strings(m.Listens)
 	}
 	return m, nil
 }

@@ -322,6 +322,8 @@ func TestThreeControlPlanes(t *testing.T) {
 		return fmt.Sprintf("KubeadmControlPlane: %d ready, conditions %+v", ptr.Deref(kcp.Status.ReadyReplicas, 0), kcp.Status.Conditions)
 	})
 	t.Logf("%6.1fs three control planes, etcd healthy as Cluster API sees it", time.Since(start).Seconds())
+	schedulerCrashSeenByKCP(t, ctx, w, "ha-control-plane")
+	t.Logf("%6.1fs a crashed kube-scheduler seen unhealthy, then healthy, by the provider", time.Since(start).Seconds())
 	if err := w.DeleteCluster(ctx); err != nil {
 		t.Fatal(err)
 	}

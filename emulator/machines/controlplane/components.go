@@ -100,7 +100,10 @@ func (c component) pod(_ Config, cp *ControlPlane) *corev1.Pod {
 		},
 		Spec: corev1.PodSpec{
 			HostNetwork: true, PriorityClassName: "system-node-critical",
-			Containers:  []corev1.Container{{Name: c.name, Image: image, Command: append([]string{c.name}, c.args...)}},
+			// FallbackToLogsOnError, so that a crash shows the process's
+			// last log lines in the container's terminated state.
+			Containers: []corev1.Container{{Name: c.name, Image: image, Command: append([]string{c.name}, c.args...),
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}},
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}},
 		},
 	}

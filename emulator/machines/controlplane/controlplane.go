@@ -64,7 +64,7 @@ type ControlPlane struct {
 	cluster *bootdata.ClusterConfiguration
 	// initialCluster is etcd's member list for a joining machine.
 	initialCluster string
-	procs          []*process
+	procs          []*Process
 	// Root is the VM's filesystem root.
 	Root string
 	// SuperAdmin reaches the local API server as system:masters.
@@ -208,21 +208,21 @@ func (cp *ControlPlane) Stop() {
 	cp.procs = nil
 }
 
-// Exited reports a component that died after starting.
-func (cp *ControlPlane) Exited() error {
+// Processes are the components' processes by static pod name, for the
+// node's kubelet to supervise.
+func (cp *ControlPlane) Processes() map[string]*Process {
+	out := map[string]*Process{}
 	for _, p := range cp.procs {
-		if err := p.exited(filepath.Join(cp.Root, "var/log")); err != nil {
-			return err
-		}
+		out[p.name] = p
 	}
-	return nil
+	return out
 }
 
 // Pids are the component processes' IDs, for measuring them.
 func (cp *ControlPlane) Pids() map[string]int {
 	out := map[string]int{}
 	for _, p := range cp.procs {
-		out[p.name] = p.cmd.Process.Pid
+		out[p.name] = p.Pid()
 	}
 	return out
 }
@@ -334,14 +334,14 @@ func writeFiles(root string, files []bootdata.File) error {
 	return nil
 }
 
-func (cp *ControlPlane) waitReady(ctx context.Context, p *process) error {
+func (cp *ControlPlane) waitReady(ctx context.Context, p *Process) error {
 	cs, err := kubernetes.NewForConfig(cp.SuperAdmin)
 	if err != nil {
 		return err
 	}
 	var last error
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := p.exited(filepath.Join(cp.Root, "var/log")); err != nil {
+		if err := p.exited(); err != nil {
 			return false, err
 		}
 		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)

@@ -1,74 +1,183 @@
 package controlplane
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
-// process is one control-plane component running from bin/.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+// Process is one control-plane component running from bin/, the
+// process behind its static pod's container: the node's kubelet waits on
+// it and restarts it when it exits, as a kubelet restarts a static pod's
+// container.
+type Process struct {
+	name   string
+	bin    string
+	args   []string
+	logDir string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+	stopped bool
 }
 
-func start(name, bin string, args []string, logDir string) (*process, error) {
-	logf, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
+func start(name, bin string, args []string, logDir string) (*Process, error) {
+	p := &Process{name: name, bin: bin, args: args, logDir: logDir}
+	if err := p.run(); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
+	return p, nil
+}
+
+// run starts the process; the caller holds no lock.
+func (p *Process) run() error {
+	logf, err := os.OpenFile(filepath.Join(p.logDir, p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, and killed with winkube: nothing outlives the
 	// emulator, even when winkube itself is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		logf.Close()
+		return fmt.Errorf("start %s: the machine is stopping", p.name)
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
+		return fmt.Errorf("start %s: %w", p.name, err)
 	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	done := make(chan struct{})
+	p.cmd, p.done, p.err = cmd, done, nil
 	go func() {
-		p.err = cmd.Wait()
+		err := cmd.Wait()
 		logf.Close()
-		close(p.done)
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(done)
 	}()
-	return p, nil
+	return nil
+}
+
+func (p *Process) current() (*exec.Cmd, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd, p.done
+}
+
+// Wait blocks until the process exits (ok) or ctx ends. It returns the
+// exit code (128+signal for a killed process, as a container runtime
+// reports it) and the last lines of its log, which a kubelet puts in the
+// terminated state's message for FallbackToLogsOnError.
+func (p *Process) Wait(ctx context.Context) (code int, tail string, ok bool) {
+	_, done := p.current()
+	select {
+	case <-ctx.Done():
+		return 0, "", false
+	case <-done:
+	}
+	p.mu.Lock()
+	stopped, cmd := p.stopped, p.cmd
+	p.mu.Unlock()
+	if stopped {
+		return 0, "", false
+	}
+	return exitCode(cmd), p.tail(), true
+}
+
+// Restart starts the process again after it exited.
+func (p *Process) Restart() error {
+	if _, done := p.current(); done != nil {
+		select {
+		case <-done:
+		default:
+			return fmt.Errorf("%s is running", p.name)
+		}
+	}
+	return p.run()
+}
+
+func exitCode(cmd *exec.Cmd) int {
+	if cmd.ProcessState == nil {
+		return -1
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// tail is the end of the process's log: at most 80 lines and 2048 bytes,
+// the kubelet's limits for a termination message taken from logs.
+func (p *Process) tail() string {
+	b, _ := os.ReadFile(filepath.Join(p.logDir, p.name+".log"))
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+		if i := strings.IndexByte(string(b), '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 80 {
+		lines = lines[len(lines)-80:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // exited reports an early exit, with the tail of the log to say why.
-func (p *process) exited(logDir string) error {
+func (p *Process) exited() error {
+	_, done := p.current()
 	select {
-	case <-p.done:
-		b, _ := os.ReadFile(filepath.Join(logDir, p.name+".log"))
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	case <-done:
+		p.mu.Lock()
+		err := p.err
+		p.mu.Unlock()
+		lines := strings.Split(p.tail(), "\n")
 		if len(lines) > 5 {
 			lines = lines[len(lines)-5:]
 		}
-		return fmt.Errorf("%s exited (%v): %s", p.name, p.err, strings.Join(lines, "\n"))
+		return fmt.Errorf("%s exited (%v): %s", p.name, err, strings.Join(lines, "\n"))
 	default:
 		return nil
 	}
 }
 
-func (p *process) stop() {
+// Pid is the running process's ID.
+func (p *Process) Pid() int {
+	cmd, _ := p.current()
+	return cmd.Process.Pid
+}
+
+// stop ends the process for good: the kubelet no longer restarts it.
+func (p *Process) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
 	select {
-	case <-p.done:
+	case <-done:
 		return
 	default:
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-done:
 	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
 	}
 }
 

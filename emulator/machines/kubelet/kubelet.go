@@ -4,8 +4,9 @@
 // bound to it by the rules of its OS (image platform, Windows limits, CNI
 // readiness), creates mirror pods for static pods and serves the kubelet
 // API's port-forward, so the API server's pods/portforward reaches the
-// real processes behind a static pod. Containers run no process: a
-// container the rules admit is reported running.
+// real processes behind a static pod, which it restarts when they exit.
+// Containers run no process: a container the rules admit lives as
+// lifecycle.go describes (restartPolicy, run to completion, probes).
 package kubelet
 
 import (
@@ -56,13 +57,20 @@ type Config struct {
 	// StaticPods are mirrored into the API; port-forwards to them reach
 	// the node's address.
 	StaticPods []*corev1.Pod
-	Images     Images
-	Log        logr.Logger
+	// StaticProcesses are the processes behind static pods, by pod name;
+	// the kubelet restarts them when they exit and its mirror pods show
+	// it. A static pod without one is reported running.
+	StaticProcesses map[string]Process
+	Images          Images
+	Log             logr.Logger
 	// HeartbeatInterval is how often the lease is renewed (10s when 0).
 	HeartbeatInterval time.Duration
 	// Logs receives what the node's kubelet, container runtime and CNI
 	// would write to their logs on the machine; nil keeps none.
 	Logs *vmdisk.Logs
+	// StartCheck, when set, is asked before every container start; its
+	// error fails the start (see StartCheck).
+	StartCheck StartCheck
 }
 
 // Kubelet is a running simulated kubelet.
@@ -85,6 +93,12 @@ type Kubelet struct {
 	sent map[string]bool
 	// hnsNetwork is the HNS network a running Windows CNI pod created.
 	hnsNetwork string
+	// runs are the pods' containers as the runtime knows them; static the
+	// static pods' by name.
+	runs   map[types.UID]*podRun
+	static map[string]*podRun
+	// kick asks for the mirror pods' status to be posted now.
+	kick chan struct{}
 }
 
 // Start registers the node and runs the kubelet until Stop.
@@ -98,6 +112,9 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 10*time.Second)),
 		ipam:    &ipam{byUID: map[string]netip.Addr{}, pods: map[string]string{}},
 		running: map[string][]string{},
+		runs:    map[types.UID]*podRun{},
+		static:  map[string]*podRun{},
+		kick:    make(chan struct{}, 1),
 	}
 	srv, err := startServer(net.JoinHostPort(cfg.Address.String(), strconv.Itoa(Port)), k)
 	if err != nil {
@@ -126,6 +143,12 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 		defer close(k.done)
 		var wg sync.WaitGroup
 		wg.Add(3) // heartbeat, mirror pods, pod worker
+		for _, sp := range cfg.StaticPods {
+			if p, ok := cfg.StaticProcesses[sp.Name]; ok {
+				wg.Add(1)
+				go func() { defer wg.Done(); k.supervise(ctx, sp, p) }()
+			}
+		}
 		go func() { defer wg.Done(); k.heartbeat(ctx) }()
 		go func() {
 			defer wg.Done()

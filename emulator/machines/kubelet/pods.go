@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,6 +65,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	uid := string(pod.UID)
 	if pod.DeletionTimestamp != nil {
 		// Containers stop at once; the kubelet then removes the pod.
+		k.dropRun(pod.UID)
 		k.setRunning(ctx, uid, nil, false)
 		k.releaseIP(uid, key)
 		err := k.cfg.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
@@ -82,7 +84,17 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		k.event(ctx, pod, corev1.EventTypeWarning, rej.Reason, rej.Message)
 		return k.writeStatus(ctx, pod, status)
 	}
-	hostNet := pod.Spec.HostNetwork || (k.cfg.Host.OS == "windows" && hostProcessPod(pod))
+	hp := k.cfg.Host.OS == "windows" && hostProcessPod(pod) && k.cfg.Host.knowsHostProcess()
+	if hp {
+		if err := k.cfg.Host.hostProcessSandbox(); err != nil {
+			k.waiting(status, pod, "ContainerCreating", "")
+			k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
+			k.cfg.Logs.Write(vmdisk.Kubelet, "pod %s: %v", key, err)
+			_ = k.writeStatus(ctx, pod, status)
+			return err // retried with back-off, as the kubelet retries a sandbox
+		}
+	}
+	hostNet := pod.Spec.HostNetwork || hp
 	ip := k.cfg.Address
 	if !hostNet {
 		k.mu.Lock()
@@ -100,7 +112,6 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 			return err
 		}
 	}
-	hp := k.cfg.Host.OS == "windows" && hostProcessPod(pod)
 	images := map[string]*Pulled{}
 	var failed map[string]*ContainerFailure
 	var provides []string
@@ -137,25 +148,72 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		}
 		return fmt.Errorf("back-off: %s", failedSummary(failed)) // retried as a kubelet backs off
 	}
-	k.containerStatuses(status, pod, images, nil)
+	run := k.podRun(pod)
+	run.podIP, run.hostIP, run.images = ip.String(), k.cfg.Address.String(), images
+	now := time.Now()
+	next := run.advance(now, runEnv{ctx: ctx, check: k.cfg.StartCheck})
+	run.fill(status)
+	events := run.events
+	run.events = nil
+	for _, e := range events {
+		switch e.reason {
+		case "Started":
+			k.cfg.Logs.Write(vmdisk.Containerd, "StartContainer for pod %s: %s (returns successfully)", key, e.msg)
+		case "Failed", "Killing", "BackOff", "Unhealthy", "ProbeNotRun":
+			k.cfg.Logs.Write(vmdisk.Kubelet, "pod %s: %s: %s", key, e.reason, e.msg)
+		}
+		k.event(ctx, pod, e.typ, e.reason, e.msg)
+	}
 	if err := k.writeStatus(ctx, pod, status); err != nil {
 		return err
 	}
-	k.mu.Lock()
-	_, was := k.running[uid]
-	k.mu.Unlock()
-	if !was {
-		for _, c := range allContainers(pod) {
-			k.cfg.Logs.Write(vmdisk.Containerd, "StartContainer for %s container %s (image %s) returns successfully", key, c.Name, c.Image)
-		}
-		for _, p := range provides {
-			if p == "cni" {
-				k.cniStarted(ctx, key, pod)
+	switch {
+	case status.Phase == corev1.PodSucceeded || status.Phase == corev1.PodFailed:
+		// The sandbox goes once every container has ended.
+		k.cfg.Logs.Write(vmdisk.Kubelet, "pod %s %s", key, status.Phase)
+		k.dropRun(pod.UID)
+		k.setRunning(ctx, uid, nil, false)
+		k.releaseIP(uid, key)
+		return nil
+	case run.running():
+		k.mu.Lock()
+		_, was := k.running[uid]
+		k.mu.Unlock()
+		if !was {
+			for _, p := range provides {
+				if p == "cni" {
+					k.cniStarted(ctx, key, pod)
+				}
 			}
 		}
+		// What a pod's images installed stays while the pod exists, as a
+		// CNI's configuration stays on disk while its pod restarts.
+		k.setRunning(ctx, uid, provides, true)
 	}
-	k.setRunning(ctx, uid, provides, true)
+	if !next.IsZero() {
+		k.queue.AddAfter(key, max(next.Sub(now), 0))
+	}
 	return nil
+}
+
+// podRun is the runtime's state of a pod's containers, made at the pod's
+// first sync.
+func (k *Kubelet) podRun(pod *corev1.Pod) *podRun {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	r, ok := k.runs[pod.UID]
+	if !ok {
+		r = newPodRun(pod)
+		k.runs[pod.UID] = r
+	}
+	r.pod = pod
+	return r
+}
+
+func (k *Kubelet) dropRun(uid types.UID) {
+	k.mu.Lock()
+	delete(k.runs, uid)
+	k.mu.Unlock()
 }
 
 func failedSummary(f map[string]*ContainerFailure) string {
@@ -178,6 +236,11 @@ func (k *Kubelet) forget(ctx context.Context) {
 	for uid := range k.running {
 		if !listed[uid] {
 			gone = append(gone, uid)
+		}
+	}
+	for uid := range k.runs {
+		if !listed[string(uid)] {
+			delete(k.runs, uid)
 		}
 	}
 	k.mu.Unlock()
@@ -489,6 +552,7 @@ func (k *Kubelet) mirrorStaticPods(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-k.kick:
 		}
 	}
 }
@@ -521,18 +585,12 @@ func (k *Kubelet) mirror(ctx context.Context, sp *corev1.Pod) error {
 		return err
 	}
 	// The node lifecycle controller marks pods not ready while the node is
-	// NotReady; the kubelet reports them ready again, as here.
-	if cur.Status.Phase == corev1.PodRunning && podReady(cur) {
+	// NotReady; the kubelet reports them as its processes are, as here.
+	s := k.staticStatus(cur)
+	if cur.Status.Phase == s.Phase && podReady(cur) == podReady(&corev1.Pod{Status: *s}) &&
+		equality.Semantic.DeepEqual(cur.Status.ContainerStatuses, s.ContainerStatuses) {
 		return nil
 	}
-	s := cur.Status.DeepCopy()
-	setIPs(s, k.cfg.Address, k.cfg.Address)
-	s.StartTime = ptr.To(metav1.Now())
-	images := map[string]*Pulled{}
-	for _, c := range cur.Spec.Containers {
-		images[c.Name] = &Pulled{ImageID: c.Image}
-	}
-	k.containerStatuses(s, cur, images, nil)
 	return k.writeStatus(ctx, cur, s)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,51 @@ type Host struct {
 	Arch string
 	// Build is a Windows host's build, "10.0.20348".
 	Build string
+	// KubeletVersion is the kubelet's ("v1.24.3"); FeatureGates its
+	// --feature-gates; Runtime the CRI runtime its criSocket names
+	// ("containerd", or "dockershim").
+	KubeletVersion string
+	FeatureGates   map[string]bool
+	Runtime        string
+}
+
+// hostProcessGate is the kubelet feature gate HostProcess containers need.
+const hostProcessGate = "WindowsHostProcessContainers"
+
+// knowsHostProcess says whether the kubelet has the hostProcess field at
+// all: it came in v1.22; an older kubelet drops it when it decodes the pod.
+func (h Host) knowsHostProcess() bool {
+	minor, ok := kubeletMinor(h.KubeletVersion)
+	return !ok || minor >= 22
+}
+
+// hostProcessSandbox is the error creating a HostProcess pod's sandbox on
+// this node, or nil: the kubelet needs the WindowsHostProcessContainers
+// gate (alpha, off by default in v1.22; beta, on by default in
+// v1.23-v1.25; GA from v1.26) and a runtime that runs them (containerd
+// v1.6+, not dockershim).
+func (h Host) hostProcessSandbox() error {
+	minor, ok := kubeletMinor(h.KubeletVersion)
+	enabled := !ok || minor >= 23
+	if v, set := h.FeatureGates[hostProcessGate]; set && (!ok || minor < 26) {
+		enabled = v
+	}
+	if !enabled {
+		return fmt.Errorf("Failed to create pod sandbox: pod contains HostProcess containers but feature '%s' is not enabled", hostProcessGate)
+	}
+	if h.Runtime == "dockershim" {
+		return errors.New("Failed to create pod sandbox: rpc error: code = Unknown desc = dockershim does not run Windows HostProcess containers: they need containerd v1.6 or later as the node's CRI runtime (criSocket npipe:////./pipe/containerd-containerd)")
+	}
+	return nil
+}
+
+func kubeletMinor(v string) (int, bool) {
+	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
+	if len(parts) < 2 || parts[0] != "1" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(parts[1])
+	return n, err == nil
 }
 
 // Rejection is a pod the kubelet refuses at admission: it ends Failed.
@@ -37,6 +83,12 @@ func admit(h Host, pod *corev1.Pod) *Rejection {
 		return nil
 	}
 	hp := hostProcessPod(pod)
+	if hp && !h.knowsHostProcess() {
+		if pod.Spec.HostNetwork {
+			return &Rejection{"UnsupportedPodSpec", fmt.Sprintf("hostNetwork is not supported on Windows for pods that are not HostProcess pods: kubelet %s does not know securityContext.windowsOptions.hostProcess (Kubernetes v1.22 added HostProcess containers)", h.KubeletVersion)}
+		}
+		hp = false
+	}
 	if pod.Spec.HostNetwork && !hp {
 		return &Rejection{"UnsupportedPodSpec", "hostNetwork is not supported on Windows for pods that are not HostProcess pods: set securityContext.windowsOptions.hostProcess: true or remove hostNetwork"}
 	}
@@ -126,6 +178,8 @@ func (f *ContainerFailure) Error() string { return f.Reason + ": " + f.Message }
 type Pulled struct {
 	ImageID  string
 	Provides string
+	// Listens are the ports the image's process serves ("80/tcp").
+	Listens []string
 }
 
 // pull resolves an image for this host the way containerd does: it picks
@@ -153,11 +207,11 @@ func pull(ctx context.Context, images Images, h Host, ref string, hostProcess bo
 		return nil, noMatch
 	}
 	if h.OS != "windows" || hostProcess {
-		return &Pulled{ImageID: id, Provides: m.Provides}, nil
+		return &Pulled{ImageID: id, Provides: m.Provides, Listens: m.Listens}, nil
 	}
 	for _, v := range sameOS {
 		if runsOn(v, h.Build) {
-			return &Pulled{ImageID: id, Provides: m.Provides}, nil
+			return &Pulled{ImageID: id, Provides: m.Provides, Listens: m.Listens}, nil
 		}
 	}
 	if len(m.Platforms) > 1 {

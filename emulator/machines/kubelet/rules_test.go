@@ -129,3 +129,80 @@ func TestRegistryKeepsPlatforms(t *testing.T) {
 		t.Errorf("a missing tag: %v, want ErrNotFound", err)
 	}
 }
+
+// TestHostProcessFollowsTheKubeletsFlags: HostProcess pods need a kubelet
+// that knows them (v1.22+), its feature gate (off by default on v1.22,
+// on by default v1.23-v1.25, GA from v1.26) and containerd.
+func TestHostProcessFollowsTheKubeletsFlags(t *testing.T) {
+	hp := &corev1.Pod{Spec: corev1.PodSpec{HostNetwork: true, OS: &corev1.PodOS{Name: "windows"},
+		SecurityContext: &corev1.PodSecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(true)}},
+		Containers:      []corev1.Container{{Name: "kube-proxy", Image: "docker.io/sigwindowstools/kube-proxy:v1.24.3-calico-hostprocess"}}}}
+	host := func(version, runtime string, gates map[string]bool) Host {
+		h := win2022
+		h.KubeletVersion, h.Runtime, h.FeatureGates = version, runtime, gates
+		return h
+	}
+	on, off := map[string]bool{hostProcessGate: true}, map[string]bool{hostProcessGate: false}
+	cases := []struct {
+		name      string
+		h         Host
+		admit     string // rejection text, "" admits
+		sandbox   string // sandbox error text, "" creates it
+		knowsHost bool
+	}{
+		{name: "v1.21 does not know hostProcess", h: host("v1.21.14", "containerd", on), admit: "kubelet v1.21.14 does not know securityContext.windowsOptions.hostProcess"},
+		{name: "v1.22 without the gate", h: host("v1.22.17", "containerd", nil), sandbox: "feature 'WindowsHostProcessContainers' is not enabled", knowsHost: true},
+		{name: "v1.22 with the gate", h: host("v1.22.17", "containerd", on), knowsHost: true},
+		{name: "v1.24 with the gate off", h: host("v1.24.17", "containerd", off), sandbox: "feature 'WindowsHostProcessContainers' is not enabled", knowsHost: true},
+		{name: "v1.24 by default", h: host("v1.24.17", "containerd", nil), knowsHost: true},
+		{name: "v1.23 on dockershim", h: host("v1.23.17", "dockershim", on), sandbox: "dockershim does not run Windows HostProcess containers", knowsHost: true},
+		{name: "v1.36", h: host("v1.36.3", "containerd", nil), knowsHost: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rej := admit(c.h, hp)
+			switch {
+			case c.admit == "" && rej != nil:
+				t.Fatalf("refused: %+v", rej)
+			case c.admit != "" && (rej == nil || !strings.Contains(rej.Message, c.admit)):
+				t.Fatalf("admission %+v, want %q", rej, c.admit)
+			}
+			if c.h.knowsHostProcess() != c.knowsHost {
+				t.Errorf("knows hostProcess: %v", !c.knowsHost)
+			}
+			if !c.knowsHost {
+				return
+			}
+			err := c.h.hostProcessSandbox()
+			switch {
+			case c.sandbox == "" && err != nil:
+				t.Fatalf("sandbox: %v", err)
+			case c.sandbox != "" && (err == nil || !strings.Contains(err.Error(), c.sandbox)):
+				t.Fatalf("sandbox error %v, want %q", err, c.sandbox)
+			}
+		})
+	}
+}
+
+// TestImagesSayWhereTheyListen: a pull learns the ports the image's
+// process serves, which probes are answered on.
+func TestImagesSayWhereTheyListen(t *testing.T) {
+	r := startRegistry(t)
+	for ref, port := range map[string]int32{"nginx:1.27": 80, "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022": 80, "docker.io/calico/node:v3.28.2": 9099} {
+		h := linux
+		if strings.Contains(ref, "windows") {
+			h = win2022
+		}
+		p, err := pull(context.Background(), r, h, ref, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !listensOn(p, port) || listensOn(p, 8080) {
+			t.Errorf("%s listens on %v, want %d only", ref, p.Listens, port)
+		}
+	}
+	p, err := pull(context.Background(), r, linux, "docker.io/library/busybox:1.36", false)
+	if err != nil || len(p.Listens) != 0 {
+		t.Errorf("busybox listens on %v (%v)", p, err)
+	}
+}

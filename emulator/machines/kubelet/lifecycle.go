@@ -1,0 +1,359 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// StartCheck is asked before each start of a container. An error is the
+// container's process failing as it starts: the container terminates with
+// exit code 1, reason "Error" and the error's text as its message, and the
+// pod's restartPolicy and the crash-loop back-off apply, as when a real
+// process exits at once for want of what it needs.
+type StartCheck func(ctx context.Context, pod *corev1.Pod, c *corev1.Container) error
+
+// What the simulation does with a container, which runs no process:
+//   - an init container completes (exit 0) as soon as it starts;
+//   - a container of a pod with restartPolicy Always runs until it is
+//     stopped (pod deleted, liveness or startup probe failure);
+//   - a container of a pod with restartPolicy Never or OnFailure (a Job's)
+//     runs for RunSecondsAnnotation seconds (DefaultRunSeconds) and exits
+//     with ExitCodeAnnotation (0), the pod's annotations saying what the
+//     real process would do.
+const (
+	RunSecondsAnnotation = "emulator.winkube.dev/run-seconds"
+	ExitCodeAnnotation   = "emulator.winkube.dev/exit-code"
+	DefaultRunSeconds    = 2
+)
+
+// The kubelet's crash-loop back-off: the first restart is at once, the next
+// after 10s, doubling up to 5 minutes; a container that ran without
+// failing for twice the cap starts over.
+const (
+	initialBackoff = 10 * time.Second
+	maxBackoff     = 5 * time.Minute
+)
+
+// exitKilled is what a container stopped by the kubelet reports: SIGTERM,
+// which a process without a handler dies of (128+15).
+const exitKilled = 143
+
+// podRun is what the kubelet's runtime knows of a pod's containers.
+type podRun struct {
+	pod *corev1.Pod
+	// podIP and hostIP are where probes connect; images what each
+	// container runs, with the ports its process serves.
+	podIP, hostIP string
+	images        map[string]*Pulled
+	inits         []*ctrRun
+	mains         []*ctrRun
+	// events are what happened since the caller last took them.
+	events []runEvent
+}
+
+type runEvent struct{ typ, reason, msg string }
+
+type ctrRun struct {
+	spec     corev1.Container
+	init     bool
+	restarts int32
+	running  bool
+	started  time.Time
+	// exitAt is when a run-to-completion container's process ends.
+	exitAt   time.Time
+	exitCode int32
+	// term is the final state of a container that will not run again;
+	// last the previous run's end.
+	term, last *corev1.ContainerStateTerminated
+	// waitUntil is the end of the crash-loop back-off.
+	waitUntil time.Time
+	waitMsg   string
+	backoff   time.Duration
+	backoffAt time.Time
+	probes    probeSet
+}
+
+type runEnv struct {
+	ctx   context.Context
+	check StartCheck
+}
+
+func newPodRun(pod *corev1.Pod) *podRun {
+	r := &podRun{pod: pod}
+	for _, c := range pod.Spec.InitContainers {
+		r.inits = append(r.inits, &ctrRun{spec: c, init: true})
+	}
+	for _, c := range pod.Spec.Containers {
+		// A kubelet starting again (the machine rebooted) counts on from
+		// the restarts the pod's status shows.
+		run := &ctrRun{spec: c}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == c.Name {
+				run.restarts = cs.RestartCount
+			}
+		}
+		r.mains = append(r.mains, run)
+	}
+	return r
+}
+
+func (r *podRun) event(typ, reason, format string, a ...any) {
+	r.events = append(r.events, runEvent{typ, reason, fmt.Sprintf(format, a...)})
+}
+
+func (r *podRun) policy() corev1.RestartPolicy {
+	if r.pod.Spec.RestartPolicy == "" {
+		return corev1.RestartPolicyAlways
+	}
+	return r.pod.Spec.RestartPolicy
+}
+
+// runFor is how long a run-to-completion container runs, and its exit code.
+func (r *podRun) runFor() (time.Duration, int32) {
+	secs, code := DefaultRunSeconds, 0
+	if v, err := strconv.Atoi(r.pod.Annotations[RunSecondsAnnotation]); err == nil && v >= 0 {
+		secs = v
+	}
+	if v, err := strconv.Atoi(r.pod.Annotations[ExitCodeAnnotation]); err == nil {
+		code = v
+	}
+	return time.Duration(secs) * time.Second, int32(code)
+}
+
+// advance moves the pod's containers to what they are at now and returns
+// when something next happens (zero: nothing will by itself).
+func (r *podRun) advance(now time.Time, env runEnv) time.Time {
+	var next time.Time
+	soon := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if r.failed() {
+		return next
+	}
+	// Init containers run one after the other, each to completion.
+	for _, c := range r.inits {
+		if c.term != nil && c.term.ExitCode == 0 {
+			continue
+		}
+		if c.term != nil || now.Before(c.waitUntil) {
+			soon(c.waitUntil)
+			return next
+		}
+		if !r.start(now, c, env) {
+			soon(c.waitUntil)
+			return next
+		}
+		r.exit(now, c, 0, "Completed", "")
+	}
+	for _, c := range r.mains {
+		for guard := 0; guard < 3; guard++ {
+			if c.term != nil {
+				break
+			}
+			if !c.running {
+				if now.Before(c.waitUntil) {
+					soon(c.waitUntil)
+					break
+				}
+				if !r.start(now, c, env) {
+					continue // exited at once; restart at once or wait
+				}
+			}
+			if !c.exitAt.IsZero() && !now.Before(c.exitAt) {
+				reason := "Completed"
+				if c.exitCode != 0 {
+					reason = "Error"
+				}
+				r.exit(now, c, c.exitCode, reason, "")
+				continue
+			}
+			soon(c.exitAt)
+			if kill := r.runProbes(now, c); kill != "" {
+				r.event(corev1.EventTypeNormal, "Killing", "Container %s %s, will be restarted", c.spec.Name, kill)
+				r.exit(now, c, exitKilled, "Error", "")
+				continue
+			}
+			soon(c.probes.next())
+			break
+		}
+	}
+	return next
+}
+
+// start starts a container's process; false when it failed at once.
+func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
+	c.waitUntil, c.waitMsg = time.Time{}, ""
+	if env.check != nil {
+		if err := env.check(env.ctx, r.pod, &c.spec); err != nil {
+			c.started = now
+			r.event(corev1.EventTypeWarning, "Failed", "Error: container %s: %v", c.spec.Name, err)
+			r.exit(now, c, 1, "Error", err.Error())
+			return false
+		}
+	}
+	c.running, c.started = true, now
+	c.exitAt, c.exitCode = time.Time{}, 0
+	if !c.init && r.policy() != corev1.RestartPolicyAlways {
+		d, code := r.runFor()
+		c.exitAt, c.exitCode = now.Add(d), code
+	}
+	c.probes = newProbeSet(&c.spec, now)
+	r.event(corev1.EventTypeNormal, "Started", "Started container %s", c.spec.Name)
+	return true
+}
+
+// exit ends a container's run and applies the restart policy.
+func (r *podRun) exit(now time.Time, c *ctrRun, code int32, reason, msg string) {
+	t := &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg, StartedAt: metav1.NewTime(c.started), FinishedAt: metav1.NewTime(now)}
+	c.running = false
+	restart := false
+	switch r.policy() {
+	case corev1.RestartPolicyAlways:
+		restart = !c.init || code != 0
+	case corev1.RestartPolicyOnFailure:
+		restart = code != 0
+	}
+	if !restart {
+		c.term = t
+		return
+	}
+	c.last = t
+	c.restarts++
+	d := c.nextBackoff(now)
+	c.waitUntil = now.Add(d)
+	c.waitMsg = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", d, c.spec.Name, r.pod.Name, r.pod.Namespace, r.pod.UID)
+	if d > 0 {
+		r.event(corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", c.spec.Name, r.pod.Name, r.pod.Namespace, r.pod.UID)
+	}
+}
+
+// nextBackoff is the wait before the next start, as the kubelet's
+// back-off counts it.
+func (c *ctrRun) nextBackoff(now time.Time) time.Duration {
+	if c.backoff > 0 && now.Sub(c.backoffAt) > 2*maxBackoff {
+		c.backoff = 0
+	}
+	d := c.backoff
+	c.backoff = min(max(2*c.backoff, initialBackoff), maxBackoff)
+	c.backoffAt = now
+	return d
+}
+
+func (r *podRun) failed() bool {
+	if r.policy() != corev1.RestartPolicyNever {
+		return false
+	}
+	for _, c := range r.inits {
+		if c.term != nil && c.term.ExitCode != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *podRun) running() bool {
+	for _, c := range r.mains {
+		if c.running {
+			return true
+		}
+	}
+	return false
+}
+
+// phase is the pod's phase from its containers, as the kubelet computes it.
+func (r *podRun) phase() corev1.PodPhase {
+	if r.failed() {
+		return corev1.PodFailed
+	}
+	for _, c := range r.inits {
+		if c.term == nil || c.term.ExitCode != 0 {
+			return corev1.PodPending
+		}
+	}
+	done, ok := 0, true
+	for _, c := range r.mains {
+		if c.term != nil {
+			done++
+			ok = ok && c.term.ExitCode == 0
+		}
+	}
+	switch {
+	case done < len(r.mains):
+		return corev1.PodRunning
+	case ok:
+		return corev1.PodSucceeded
+	default:
+		return corev1.PodFailed
+	}
+}
+
+func (c *ctrRun) ready() bool { return c.running && c.probes.started() && c.probes.ready() }
+
+// status is the container's status as the runtime reports it.
+func (c *ctrRun) status(pod *corev1.Pod, img *Pulled) corev1.ContainerStatus {
+	cs := corev1.ContainerStatus{Name: c.spec.Name, Image: c.spec.Image, RestartCount: c.restarts, ContainerID: containerID(pod, c.spec.Name)}
+	if img != nil {
+		cs.ImageID = img.ImageID
+	}
+	if c.last != nil {
+		cs.LastTerminationState.Terminated = c.last.DeepCopy()
+	}
+	switch {
+	case c.running:
+		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.started)}
+		cs.Started = ptr.To(c.probes.started())
+		cs.Ready = c.ready()
+	case c.term != nil:
+		t := c.term.DeepCopy()
+		t.ContainerID = cs.ContainerID
+		cs.State.Terminated = t
+		cs.Started = ptr.To(false)
+		cs.Ready = c.init && t.ExitCode == 0
+	case !c.waitUntil.IsZero():
+		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: c.waitMsg}
+		cs.Started = ptr.To(false)
+	default:
+		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "PodInitializing"}
+		cs.Started = ptr.To(false)
+	}
+	return cs
+}
+
+// fill writes the pod's phase, container statuses and conditions.
+func (r *podRun) fill(s *corev1.PodStatus) {
+	now := metav1.Now()
+	s.InitContainerStatuses, s.ContainerStatuses = nil, nil
+	for _, c := range r.inits {
+		s.InitContainerStatuses = append(s.InitContainerStatuses, c.status(r.pod, r.images[c.spec.Name]))
+	}
+	allReady := true
+	for _, c := range r.mains {
+		s.ContainerStatuses = append(s.ContainerStatuses, c.status(r.pod, r.images[c.spec.Name]))
+		allReady = allReady && c.ready()
+	}
+	s.Phase = r.phase()
+	initialized := s.Phase != corev1.PodPending
+	cond := func(t corev1.PodConditionType, v bool, reason string) {
+		status := corev1.ConditionFalse
+		if v {
+			status, reason = corev1.ConditionTrue, ""
+		}
+		setCondition(s, corev1.PodCondition{Type: t, Status: status, Reason: reason, LastTransitionTime: now})
+	}
+	notReady := "ContainersNotReady"
+	if s.Phase == corev1.PodSucceeded || s.Phase == corev1.PodFailed {
+		notReady = "PodCompleted"
+	}
+	cond(corev1.PodReadyToStartContainers, s.Phase == corev1.PodPending || s.Phase == corev1.PodRunning, "")
+	cond(corev1.PodInitialized, initialized, "ContainersNotInitialized")
+	cond(corev1.ContainersReady, allReady && s.Phase == corev1.PodRunning, notReady)
+	cond(corev1.PodReady, allReady && s.Phase == corev1.PodRunning, notReady)
+}

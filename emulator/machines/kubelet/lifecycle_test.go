@@ -1,0 +1,253 @@
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func lifecyclePod(policy corev1.RestartPolicy, annotations map[string]string, c corev1.Container) *podRun {
+	if c.Name == "" {
+		c.Name = "app"
+	}
+	if c.Image == "" {
+		c.Image = "docker.io/library/nginx:1.27"
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-1", Annotations: annotations},
+		Spec: corev1.PodSpec{RestartPolicy: policy, Containers: []corev1.Container{c}}}
+	r := newPodRun(pod)
+	r.podIP, r.hostIP = "192.168.1.5", "127.0.10.4"
+	r.images = map[string]*Pulled{c.Name: {ImageID: "img", Listens: []string{"80/tcp"}}}
+	return r
+}
+
+func statusOf(r *podRun) (*corev1.PodStatus, corev1.ContainerStatus) {
+	s := &corev1.PodStatus{}
+	r.fill(s)
+	return s, s.ContainerStatuses[0]
+}
+
+func ready(s *corev1.PodStatus) bool {
+	for _, c := range s.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func hasEvent(r *podRun, reason, text string) bool {
+	for _, e := range r.events {
+		if e.reason == reason && strings.Contains(e.msg, text) {
+			return true
+		}
+	}
+	return false
+}
+
+var env = runEnv{ctx: context.Background()}
+
+// TestJobContainerRunsToCompletion: a Never pod's container runs its
+// simulated time and exits 0; the pod Succeeds.
+func TestJobContainerRunsToCompletion(t *testing.T) {
+	r := lifecyclePod(corev1.RestartPolicyNever, nil, corev1.Container{})
+	next := r.advance(t0, env)
+	if s, cs := statusOf(r); s.Phase != corev1.PodRunning || cs.State.Running == nil || !cs.Ready {
+		t.Fatalf("started: phase %s, state %+v", s.Phase, cs.State)
+	}
+	if want := t0.Add(DefaultRunSeconds * time.Second); !next.Equal(want) {
+		t.Fatalf("next event at %s, want the container's exit at %s", next, want)
+	}
+	if next = r.advance(next, env); !next.IsZero() {
+		t.Errorf("a finished pod has more to do at %s", next)
+	}
+	s, cs := statusOf(r)
+	if s.Phase != corev1.PodSucceeded || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 || cs.State.Terminated.Reason != "Completed" || ready(s) {
+		t.Fatalf("after the run: phase %s, state %+v, ready %v", s.Phase, cs.State, ready(s))
+	}
+}
+
+// TestNeverFailingContainerFailsThePod: exit code 3 with restartPolicy
+// Never fails the pod, no restart.
+func TestNeverFailingContainerFailsThePod(t *testing.T) {
+	r := lifecyclePod(corev1.RestartPolicyNever, map[string]string{ExitCodeAnnotation: "3", RunSecondsAnnotation: "0"}, corev1.Container{})
+	r.advance(t0, env)
+	s, cs := statusOf(r)
+	if s.Phase != corev1.PodFailed || cs.RestartCount != 0 || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 3 || cs.State.Terminated.Reason != "Error" {
+		t.Fatalf("phase %s, restarts %d, state %+v", s.Phase, cs.RestartCount, cs.State)
+	}
+}
+
+// TestOnFailureRestartsWithBackOff: an OnFailure container that keeps
+// failing restarts at once, then after 10s, 20s, 40s..., capped at 5m.
+func TestOnFailureRestartsWithBackOff(t *testing.T) {
+	r := lifecyclePod(corev1.RestartPolicyOnFailure, map[string]string{ExitCodeAnnotation: "1", RunSecondsAnnotation: "1"}, corev1.Container{})
+	now := t0
+	var waits []time.Duration
+	for range 20 {
+		next := r.advance(now, env)
+		_, cs := statusOf(r)
+		if cs.State.Waiting != nil {
+			if cs.State.Waiting.Reason != "CrashLoopBackOff" || !strings.Contains(cs.State.Waiting.Message, "restarting failed container=app") {
+				t.Fatalf("waiting %+v", cs.State.Waiting)
+			}
+			waits = append(waits, next.Sub(now))
+			if cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 1 {
+				t.Fatalf("last state %+v", cs.LastTerminationState)
+			}
+		}
+		now = next
+	}
+	want := []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 300 * time.Second}
+	if len(waits) < len(want) {
+		t.Fatalf("back-offs %v", waits)
+	}
+	for i, w := range want {
+		if waits[i] != w {
+			t.Fatalf("back-offs %v, want %v first", waits, want)
+		}
+	}
+	s, cs := statusOf(r)
+	if s.Phase != corev1.PodRunning || cs.RestartCount < 6 {
+		t.Errorf("phase %s, restarts %d", s.Phase, cs.RestartCount)
+	}
+}
+
+// TestStartCheckFailureCrashLoops: a failing start check terminates the
+// container with exit code 1 and the check's message, restarts it with
+// the back-off, and lets it run once the check passes.
+func TestStartCheckFailureCrashLoops(t *testing.T) {
+	r := lifecyclePod(corev1.RestartPolicyAlways, nil, corev1.Container{})
+	broken := true
+	e := runEnv{ctx: context.Background(), check: func(_ context.Context, _ *corev1.Pod, c *corev1.Container) error {
+		if broken {
+			return errors.New("no azure.json: /etc/kubernetes/azure.json: no such file")
+		}
+		return nil
+	}}
+	next := r.advance(t0, e)
+	s, cs := statusOf(r)
+	if cs.State.Waiting == nil || cs.State.Waiting.Reason != "CrashLoopBackOff" || cs.RestartCount != 2 || ready(s) {
+		t.Fatalf("state %+v restarts %d", cs.State, cs.RestartCount)
+	}
+	last := cs.LastTerminationState.Terminated
+	if last == nil || last.ExitCode != 1 || last.Reason != "Error" || !strings.Contains(last.Message, "azure.json") {
+		t.Fatalf("last state %+v", last)
+	}
+	if !hasEvent(r, "Failed", "azure.json") || !hasEvent(r, "BackOff", "app") {
+		t.Errorf("events %+v", r.events)
+	}
+	broken = false
+	r.advance(next, e)
+	if s, cs := statusOf(r); cs.State.Running == nil || !ready(s) || cs.RestartCount != 2 {
+		t.Fatalf("after the check passes: %+v ready %v", cs.State, ready(s))
+	}
+}
+
+// TestReadinessProbeFollowsWhatListens: a probe on a port the image does
+// not serve is refused and keeps the container not ready; one on its
+// port makes it ready after the initial delay and successThreshold.
+func TestReadinessProbeFollowsWhatListens(t *testing.T) {
+	probe := func(port int) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt(port)}},
+			InitialDelaySeconds: 5, PeriodSeconds: 3, SuccessThreshold: 2}
+	}
+	r := lifecyclePod(corev1.RestartPolicyAlways, nil, corev1.Container{ReadinessProbe: probe(8080)})
+	now := t0
+	for range 6 {
+		now = r.advance(now, env)
+	}
+	if s, cs := statusOf(r); cs.Ready || ready(s) || cs.State.Running == nil {
+		t.Fatalf("ready with nothing listening on 8080: %+v", cs)
+	}
+	if !hasEvent(r, "Unhealthy", `Readiness probe failed: Get "http://192.168.1.5:8080/healthz": dial tcp 192.168.1.5:8080: connect: connection refused`) {
+		t.Errorf("events %+v", r.events)
+	}
+
+	r = lifecyclePod(corev1.RestartPolicyAlways, nil, corev1.Container{ReadinessProbe: probe(80)})
+	next := r.advance(t0, env)
+	if _, cs := statusOf(r); cs.Ready || !next.Equal(t0.Add(5*time.Second)) {
+		t.Fatalf("ready before the initial delay (%v), next probe at %s", cs.Ready, next)
+	}
+	next = r.advance(next, env)
+	if _, cs := statusOf(r); cs.Ready {
+		t.Fatal("ready after one success with successThreshold 2")
+	}
+	r.advance(next, env)
+	if s, cs := statusOf(r); !cs.Ready || !ready(s) {
+		t.Fatal("not ready after two successes")
+	}
+}
+
+// TestLivenessFailureRestarts: failureThreshold failed liveness probes
+// kill the container, which restarts.
+func TestLivenessFailureRestarts(t *testing.T) {
+	r := lifecyclePod(corev1.RestartPolicyAlways, nil, corev1.Container{LivenessProbe: &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(9999)}}, PeriodSeconds: 1, FailureThreshold: 2}})
+	now := t0
+	for range 2 {
+		now = r.advance(now, env)
+	}
+	_, cs := statusOf(r)
+	if cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != exitKilled {
+		t.Fatalf("restarts %d last %+v", cs.RestartCount, cs.LastTerminationState)
+	}
+	if !hasEvent(r, "Killing", "failed liveness probe") {
+		t.Errorf("events %+v", r.events)
+	}
+}
+
+// TestStartupProbeGatesTheOthers: a startup probe that never passes kills
+// the container; readiness is not probed before it passes.
+func TestStartupProbeGatesTheOthers(t *testing.T) {
+	r := lifecyclePod(corev1.RestartPolicyNever, map[string]string{RunSecondsAnnotation: "3600"}, corev1.Container{
+		StartupProbe:   &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(81)}}, PeriodSeconds: 1, FailureThreshold: 3},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(80)}}, PeriodSeconds: 1},
+	})
+	now := t0
+	for range 4 {
+		now = r.advance(now, env)
+	}
+	s, cs := statusOf(r)
+	if s.Phase != corev1.PodFailed || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != exitKilled || hasEvent(r, "Unhealthy", "Readiness") {
+		t.Fatalf("phase %s state %+v events %+v", s.Phase, cs.State, r.events)
+	}
+}
+
+// TestExecProbeIsNotRun: an exec probe cannot run in a container without a
+// process; it counts as passing and the kubelet says so.
+func TestExecProbeIsNotRun(t *testing.T) {
+	r := lifecyclePod(corev1.RestartPolicyAlways, nil, corev1.Container{ReadinessProbe: &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/calico-node", "-felix-ready"}}}}})
+	r.advance(t0, env)
+	if s, _ := statusOf(r); !ready(s) || !hasEvent(r, "ProbeNotRun", "calico-node -felix-ready") {
+		t.Fatalf("ready %v events %+v", ready(s), r.events)
+	}
+}
+
+// TestInitContainersRunFirst: a failing init container of a Never pod
+// fails the pod before the main containers start.
+func TestInitContainersRunFirst(t *testing.T) {
+	r := lifecyclePod(corev1.RestartPolicyNever, nil, corev1.Container{})
+	r.pod.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
+	r.inits = []*ctrRun{{spec: r.pod.Spec.InitContainers[0], init: true}}
+	e := runEnv{ctx: context.Background(), check: func(_ context.Context, _ *corev1.Pod, c *corev1.Container) error {
+		if c.Name == "setup" {
+			return errors.New("setup failed")
+		}
+		return nil
+	}}
+	r.advance(t0, e)
+	s, cs := statusOf(r)
+	if s.Phase != corev1.PodFailed || cs.State.Running != nil || s.InitContainerStatuses[0].State.Terminated == nil {
+		t.Fatalf("phase %s main %+v init %+v", s.Phase, cs.State, s.InitContainerStatuses)
+	}
+}
