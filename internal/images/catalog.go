@@ -44,4 +44,3 @@ func (c Catalog) ListVersions(_ context.Context, _ string, publisher, offer, sku
 	sort.Slice(out, func(i, j int) bool { return lessDotted(out[i], out[j]) })
 	return out, nil
 }
-
