@@ -46,6 +46,23 @@ var locations = map[string]locationInfo{
 	"westcentralus": {nil},
 }
 
+// normalizeLocation turns a location as the portal writes it ("West
+// Europe") into its name ("westeurope"); ARM accepts both.
+func normalizeLocation(l string) string {
+	return strings.ToLower(strings.ReplaceAll(l, " ", ""))
+}
+
+func sameLocation(a, b string) bool { return normalizeLocation(a) == normalizeLocation(b) }
+
+func locationNames() string {
+	names := make([]string, 0, len(locations))
+	for l := range locations {
+		names = append(names, l)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
+
 // serveResourceSKUs answers the resource SKUs API with the VM sizes, their
 // capabilities and each location's zones.
 func (s *Server) serveResourceSKUs(w http.ResponseWriter, r *http.Request) {
@@ -85,66 +102,6 @@ func toAny(ss []string) []any {
 		out = append(out, s)
 	}
 	return out
-}
-
-// serveImages answers the VirtualMachineImages API from the catalog:
-// publishers/P/artifacttypes/vmimage/offers[/O/skus[/S/versions[/V]]].
-func (s *Server) serveImages(w http.ResponseWriter, location string, seg []string) {
-	if _, ok := locations[strings.ToLower(location)]; !ok {
-		writeError(w, errorf(http.StatusNotFound, "NoRegisteredProviderFound", "No registered resource provider found for location '%s'.", location))
-		return
-	}
-	pub := seg[0]
-	match := func(v, want string) bool { return strings.EqualFold(v, want) }
-	seen := map[string]bool{}
-	var names []string
-	add := func(n string) {
-		if !seen[n] {
-			seen[n] = true
-			names = append(names, n)
-		}
-	}
-	switch len(seg) {
-	case 4: // offers
-		for _, im := range s.opts.Catalog {
-			if match(im.Publisher, pub) {
-				add(im.Offer)
-			}
-		}
-	case 6: // skus
-		for _, im := range s.opts.Catalog {
-			if match(im.Publisher, pub) && match(im.Offer, seg[4]) {
-				add(im.SKU)
-			}
-		}
-	case 8, 9: // versions, or one version
-		for _, im := range s.opts.Catalog {
-			if match(im.Publisher, pub) && match(im.Offer, seg[4]) && match(im.SKU, seg[6]) && (len(seg) == 8 || im.Version == seg[8]) {
-				if len(seg) == 9 {
-					writeJSON(w, http.StatusOK, map[string]any{
-						"name": im.Version, "location": location,
-						"id":         "/Subscriptions/x/Providers/Microsoft.Compute/Locations/" + location + "/Publishers/" + im.Publisher + "/ArtifactTypes/VMImage/Offers/" + im.Offer + "/Skus/" + im.SKU + "/Versions/" + im.Version,
-						"properties": map[string]any{"osDiskImage": map[string]any{"operatingSystem": string(im.OS)}, "hyperVGeneration": "V1"},
-					})
-					return
-				}
-				add(im.Version)
-			}
-		}
-	default:
-		writeError(w, errorf(http.StatusNotFound, "NotFound", "No route for the image path."))
-		return
-	}
-	if len(names) == 0 {
-		writeError(w, errorf(http.StatusNotFound, "NotFound", "Artifact: VMImage was not found."))
-		return
-	}
-	items := make([]any, 0, len(names))
-	for _, n := range names {
-		items = append(items, map[string]any{"name": n, "location": location, "id": "/Subscriptions/x/Providers/Microsoft.Compute/Locations/" + location + "/Publishers/" + pub + "/" + n})
-	}
-	// The images API answers a bare array, not {"value": [...]}.
-	writeJSON(w, http.StatusOK, items)
 }
 
 func jsonString(v any) (string, error) {

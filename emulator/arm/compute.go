@@ -28,20 +28,10 @@ func init() {
 	register(&kindInfo{typ: kindInstance, readOnly: true, canDelete: instanceDeleting})
 }
 
-// osOf decides a VM's OS as Azure does: the OS disk's osType, else the OS
-// profile's configuration, else the image.
-func osOf(storage, osProfile map[string]any) string {
-	switch strings.ToLower(str(storage, "osDisk", "osType")) {
-	case "windows":
-		return "Windows"
-	case "linux":
-		return "Linux"
-	}
-	if _, ok := osProfile["windowsConfiguration"]; ok {
-		return "Windows"
-	}
-	img := strings.ToLower(str(storage, "imageReference", "offer") + str(storage, "imageReference", "id") + str(storage, "imageReference", "communityGalleryImageId"))
-	if strings.Contains(img, "windows") || strings.Contains(img, "capi-win") {
+// osOf is a VM's OS as its PUT settled it from the image's metadata
+// (checkProfile records it as the OS disk's osType).
+func osOf(storage map[string]any) string {
+	if strings.EqualFold(str(storage, "osDisk", "osType"), "Windows") {
 		return "Windows"
 	}
 	return "Linux"
@@ -53,46 +43,35 @@ func bootDelay(s *Server, r *resource) time.Duration {
 		storage = get(r.props(), "virtualMachineProfile", "storageProfile")
 	}
 	sm, _ := storage.(map[string]any)
-	if osOf(sm, nil) == "Windows" {
+	if osOf(sm) == "Windows" {
 		return s.opts.BootDelayWindows
 	}
 	return s.opts.BootDelayLinux
 }
 
+// validateComputerName applies Azure's host-name rules (resource-name-rules,
+// Microsoft.Compute; the OSProfile's computerName in the Compute REST spec):
+// Windows at most 15 characters, not entirely numeric, none of the
+// characters in windowsNameChars; Linux at most 64, none of them but the
+// period. A whole name (not a scale set's prefix) must not end in a hyphen
+// or, on Linux, a period.
 func validateComputerName(name, os, target string, limit int) *armError {
+	prefix := target == "computerNamePrefix"
 	if os == "Windows" {
 		what := "computer name"
-		if target == "computerNamePrefix" {
+		if prefix {
 			what = "computer name prefix"
 		}
-		if len(name) > limit || strings.Trim(name, "0123456789") == "" || strings.ContainsAny(name, windowsNameChars) {
-			return invalidParameter(target, "Windows %s cannot be more than %d characters long, be entirely numeric, or contain the following characters: %s", what, limit, windowsNameChars)
+		if name == "" || len(name) > limit || strings.Trim(name, "0123456789") == "" || strings.ContainsAny(name, windowsNameChars+" ") || (!prefix && strings.HasSuffix(name, "-")) {
+			return invalidParameter(target, "Windows %s cannot be more than %d characters long, be entirely numeric, end with a hyphen, or contain the following characters: %s", what, limit, windowsNameChars)
 		}
 		return nil
 	}
-	if len(name) > limit {
-		return invalidParameter(target, "Linux host name cannot exceed %d characters in length or contain the following characters: %s", limit, windowsNameChars)
+	linuxChars := strings.ReplaceAll(windowsNameChars, ".", "")
+	if name == "" || len(name) > limit || strings.ContainsAny(name, linuxChars+" ") || (!prefix && (strings.HasSuffix(name, "-") || strings.HasSuffix(name, "."))) {
+		return invalidParameter(target, "Linux host name cannot exceed %d characters in length, end with a hyphen or period, or contain the following characters: %s", limit, linuxChars)
 	}
 	return nil
-}
-
-// validateImage checks a platform image against the catalog.
-func (s *Server) validateImage(storage map[string]any, location string) *armError {
-	ref, _ := storage["imageReference"].(map[string]any)
-	if ref == nil {
-		return invalidParameter("imageReference", "Required parameter 'imageReference' is missing (null).")
-	}
-	if str(ref, "id") != "" || str(ref, "communityGalleryImageId") != "" || str(ref, "sharedGalleryImageId") != "" {
-		return nil
-	}
-	pub, offer, sku, version := str(ref, "publisher"), str(ref, "offer"), str(ref, "sku"), str(ref, "version")
-	for _, im := range s.opts.Catalog {
-		if strings.EqualFold(im.Publisher, pub) && strings.EqualFold(im.Offer, offer) && strings.EqualFold(im.SKU, sku) &&
-			(strings.EqualFold(version, "latest") || im.Version == version) {
-			return nil
-		}
-	}
-	return errorf(http.StatusNotFound, "PlatformImageNotFound", "The platform image '%s:%s:%s:%s' is not available. Verify that all fields in the storage profile are correct. For more details about storage profile information, please refer to https://aka.ms/storageprofile", pub, offer, sku, version)
 }
 
 // takeSecrets moves the admin password and custom data out of an OS
@@ -124,15 +103,92 @@ func takeSecrets(r *resource, osProfile map[string]any, old *resource) *armError
 }
 
 func validateOSProfile(osProfile map[string]any, os string, secrets map[string]any) *armError {
-	if str(osProfile, "adminUsername") == "" {
+	user := str(osProfile, "adminUsername")
+	if user == "" {
 		return invalidParameter("adminUsername", "Required parameter 'adminUsername' is missing (null).")
 	}
-	_, hasPassword := secrets["adminPassword"]
+	if e := validateAdminUsername(user, os); e != nil {
+		return e
+	}
+	password, hasPassword := secrets["adminPassword"].(string)
 	if os == "Windows" && !hasPassword {
 		return invalidParameter("adminPassword", "Required parameter 'adminPassword' is missing (null).")
 	}
+	if hasPassword {
+		if e := validateAdminPassword(password, os); e != nil {
+			return e
+		}
+	}
 	if os == "Linux" && !hasPassword && len(list(osProfile, "linuxConfiguration", "ssh", "publicKeys")) == 0 {
 		return invalidParameter("linuxConfiguration", "Authentication using either SSH or by user name and password must be enabled in Linux profile.")
+	}
+	return nil
+}
+
+// reservedUsernames are the adminUsername values the Compute API refuses
+// (OSProfile.adminUsername in azure-rest-api-specs' virtualMachine.json).
+var reservedUsernames = map[string]bool{}
+
+func init() {
+	for _, n := range strings.Fields(`administrator admin user user1 test user2 test1 user3 admin1 1 123 a actuser adm admin2
+		aspnet backup console david guest john owner root server sql support support_388945a0 sys test2 test3 user4 user5`) {
+		reservedUsernames[n] = true
+	}
+}
+
+// validateAdminUsername applies the same spec's rules: the disallowed
+// values, at most 20 characters on Windows and 64 on Linux, and no trailing
+// period on Windows.
+func validateAdminUsername(user, os string) *armError {
+	limit := 64
+	if os == "Windows" {
+		limit = 20
+	}
+	if reservedUsernames[strings.ToLower(user)] || len(user) > limit || (os == "Windows" && strings.HasSuffix(user, ".")) || strings.ContainsAny(user, `\/"[]:|<>+=;,?*@`) {
+		return invalidParameter("adminUsername", "The Admin Username specified is not allowed.")
+	}
+	return nil
+}
+
+// disallowedPasswords are the adminPassword values the Compute API refuses.
+var disallowedPasswords = map[string]bool{
+	"abc@123": true, "P@$$w0rd": true, "P@ssw0rd": true, "P@ssword123": true, "Pa$$word": true,
+	"pass@word1": true, "Password!": true, "Password1": true, "Password22": true, "iloveyou!": true,
+}
+
+// validateAdminPassword applies the Compute API's password rules
+// (OSProfile.adminPassword): 8 to 123 characters on Windows, 6 to 72 on
+// Linux; three of lower case, upper case, digit and special character
+// ([\W_]); no control characters; none of the disallowed values.
+func validateAdminPassword(p, os string) *armError {
+	lo, hi := 6, 72
+	if os == "Windows" {
+		lo, hi = 8, 123
+	}
+	var lower, upper, digit, special, control bool
+	for _, c := range p {
+		switch {
+		case c < 0x20 || c == 0x7f:
+			control = true
+		case c >= 'a' && c <= 'z':
+			lower = true
+		case c >= 'A' && c <= 'Z':
+			upper = true
+		case c >= '0' && c <= '9':
+			digit = true
+		default:
+			special = true
+		}
+	}
+	classes := 0
+	for _, b := range []bool{lower, upper, digit, special} {
+		if b {
+			classes++
+		}
+	}
+	n := len([]rune(p))
+	if n < lo || n > hi || classes < 3 || control || disallowedPasswords[p] {
+		return invalidParameter("adminPassword", "The supplied password must be between %d-%d characters long and must satisfy at least 3 of password complexity requirements from the following:\r\n1) Contains an uppercase character\r\n2) Contains a lowercase character\r\n3) Contains a numeric digit\r\n4) Contains a special character\r\n5) Control characters are not allowed", lo, hi)
 	}
 	return nil
 }
@@ -142,11 +198,20 @@ func validateOSProfile(osProfile map[string]any, os string, secrets map[string]a
 // prefix, nameField) against the OS's limit, and moves secrets aside. With
 // old set, custom data must not change.
 func (s *Server) checkProfile(r, old *resource, storage, osProfile map[string]any, nameField string, windowsLimit, linuxLimit int) (string, *armError) {
-	if e := s.validateImage(storage, str(r.body, "location")); e != nil {
+	ref, _ := storage["imageReference"].(map[string]any)
+	os, imageGB, e := s.imageOf(ref, str(r.body, "location"))
+	if e != nil {
 		return "", e
 	}
-	os := osOf(storage, osProfile)
-	obj(storage, "osDisk")["osType"] = os
+	osDisk := obj(storage, "osDisk")
+	osDisk["osType"] = os
+	if size, _ := osDisk["diskSizeGB"].(float64); size != 0 && size < imageGB {
+		e := errorf(http.StatusConflict, "OperationNotAllowed", "The specified disk size %v GB is smaller than the size of the corresponding disk in the VM image: %v GB. This is not allowed. Please choose equal or greater size or do not specify an explicit size.", size, imageGB)
+		e.Target = "osDisk.diskSizeGB"
+		return "", e
+	} else if size == 0 {
+		osDisk["diskSizeGB"] = imageGB
+	}
 	if str(osProfile, nameField) == "" {
 		osProfile[nameField] = r.id.Name()
 	}
@@ -179,11 +244,8 @@ func putVM(s *Server, r, old *resource) *armError {
 		return e
 	}
 	if old != nil {
-		oldOS := obj(old.props(), "osProfile")
-		for _, f := range []string{"computerName", "adminUsername"} {
-			if str(oldOS, f) != str(osProfile, f) {
-				return errorf(http.StatusConflict, "PropertyChangeNotAllowed", "Changing property '%s' is not allowed.", f)
-			}
+		if e := unchangeable(old, r); e != nil {
+			return e
 		}
 	}
 	nics := list(p, "networkProfile", "networkInterfaces")
@@ -215,9 +277,45 @@ func putVM(s *Server, r, old *resource) *armError {
 	return nil
 }
 
+// unchangeable refuses a PUT that changes what Azure fixes when it creates
+// a VM: the image, the zones, the computer and admin user names (the Compute
+// REST spec: "This name cannot be updated after the VM is created", "This
+// property cannot be updated after the VM is created") and the OS disk it
+// made. Azure answers 409 PropertyChangeNotAllowed naming the property.
+func unchangeable(old, r *resource) *armError {
+	op, np := old.props(), r.props()
+	same := func(a, b any) bool {
+		x, _ := jsonString(a)
+		y, _ := jsonString(b)
+		return strings.EqualFold(x, y)
+	}
+	for _, c := range []struct {
+		name string
+		a, b any
+	}{
+		{"imageReference", get(op, "storageProfile", "imageReference"), get(np, "storageProfile", "imageReference")},
+		{"zones", old.body["zones"], r.body["zones"]},
+		{"osProfile.computerName", get(op, "osProfile", "computerName"), get(np, "osProfile", "computerName")},
+		{"osProfile.adminUsername", get(op, "osProfile", "adminUsername"), get(np, "osProfile", "adminUsername")},
+		{"osDisk.osType", get(op, "storageProfile", "osDisk", "osType"), get(np, "storageProfile", "osDisk", "osType")},
+	} {
+		if !same(c.a, c.b) {
+			e := errorf(http.StatusConflict, "PropertyChangeNotAllowed", "Changing property '%s' is not allowed.", c.name)
+			e.Target = c.name
+			return e
+		}
+	}
+	if n := str(np, "storageProfile", "osDisk", "name"); n != "" && !strings.EqualFold(n, str(op, "storageProfile", "osDisk", "name")) {
+		e := errorf(http.StatusConflict, "PropertyChangeNotAllowed", "Changing property 'osDisk.name' is not allowed.")
+		e.Target = "osDisk.name"
+		return e
+	}
+	return nil
+}
+
 func (s *Server) validateZones(r *resource) *armError {
 	zones := list(r.body, "zones")
-	loc := locations[strings.ToLower(str(r.body, "location"))]
+	loc := locations[normalizeLocation(str(r.body, "location"))]
 	for _, z := range zones {
 		zs, _ := z.(string)
 		ok := false
@@ -238,13 +336,6 @@ func (s *Server) createOSDisk(vm *resource, osDisk map[string]any, os string) {
 		osDisk["name"] = name
 	}
 	size, _ := osDisk["diskSizeGB"].(float64)
-	if size == 0 {
-		size = 30
-		if os == "Windows" {
-			size = 127
-		}
-		osDisk["diskSizeGB"] = size
-	}
 	diskID := resourceID{Subscription: vm.id.Subscription, ResourceGroup: vm.id.ResourceGroup, Namespace: "Microsoft.Compute", Types: []string{"disks"}, Names: []string{name}}
 	storageType := str(osDisk, "managedDisk", "storageAccountType")
 	if storageType == "" {
@@ -281,7 +372,7 @@ func vmReady(s *Server, r *resource) ([]Machine, *armError) {
 func (s *Server) machineOf(r *resource, location string, storage, osProfile map[string]any, nicRefs []any, secrets map[string]any, scaleSet, instance string) Machine {
 	m := Machine{
 		ID: r.idStr, Name: r.id.Name(), ResourceGroup: r.id.ResourceGroup, Location: location,
-		ComputerName: str(osProfile, "computerName"), OS: osOf(storage, osProfile),
+		ComputerName: str(osProfile, "computerName"), OS: osOf(storage),
 		VMSize: str(r.props(), "hardwareProfile", "vmSize"), AdminUsername: str(osProfile, "adminUsername"),
 		ScaleSet: scaleSet, InstanceID: instance,
 	}
@@ -415,7 +506,7 @@ func (s *Server) instanceView(r *resource) map[string]any {
 		statuses = append(statuses, map[string]any{"code": "BootStatus/failed", "level": "Error", "displayStatus": "Boot failed", "message": msg})
 	}
 	osProfile := obj(r.props(), "osProfile")
-	return map[string]any{"computerName": str(osProfile, "computerName"), "osName": osOf(obj(r.props(), "storageProfile"), osProfile), "statuses": statuses}
+	return map[string]any{"computerName": str(osProfile, "computerName"), "osName": osOf(obj(r.props(), "storageProfile")), "statuses": statuses}
 }
 
 // Scale sets.
@@ -467,7 +558,7 @@ func putVMSS(s *Server, r, old *resource) *armError {
 		}
 	}
 	if old != nil {
-		if osOf(obj(get(old.props(), "virtualMachineProfile").(map[string]any), "storageProfile"), nil) != os {
+		if osOf(obj(get(old.props(), "virtualMachineProfile").(map[string]any), "storageProfile")) != os {
 			return errorf(http.StatusConflict, "PropertyChangeNotAllowed", "Changing property 'osType' is not allowed.")
 		}
 		r.secrets["nextInstance"] = old.secrets["nextInstance"]

@@ -307,7 +307,7 @@ func TestAzureValidationErrors(t *testing.T) {
 	bad.Properties.HardwareProfile.VMSize = to.Ptr(armcompute.VirtualMachineSizeTypes("Standard_Huge"))
 	azureCode(t, pollErr(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", bad, nil)), "InvalidParameter")
 	bad = linuxVM(*nic.ID, "")
-	bad.Properties.StorageProfile.ImageReference.SKU = to.Ptr("k8s-1dot99dot0-ubuntu-2404")
+	bad.Properties.StorageProfile.ImageReference.SKU = to.Ptr("k8s-1dot99dot0-ubuntu-2204")
 	azureCode(t, pollErr(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", bad, nil)), "PlatformImageNotFound")
 	// A NIC that does not exist.
 	azureCode(t, pollErr(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", linuxVM(*nic.ID+"-missing", ""), nil)), "InvalidResourceReference")

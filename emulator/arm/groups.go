@@ -51,6 +51,12 @@ func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request, sub, rg stri
 			writeError(w, errorf(http.StatusBadRequest, "LocationRequired", "The location property is required for this definition."))
 			return
 		}
+		if !knownLocation(str(body, "location")) {
+			s.mu.Unlock()
+			writeError(w, errorf(http.StatusBadRequest, "LocationNotAvailableForResourceGroup",
+				"The provided location '%s' is not available for resource group. List of available regions is '%s'.", str(body, "location"), locationNames()))
+			return
+		}
 		status := http.StatusOK
 		if g == nil {
 			status = http.StatusCreated

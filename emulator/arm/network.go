@@ -189,10 +189,29 @@ func putSubnet(s *Server, r, _ *resource) *armError {
 // requireRef checks that a referenced resource exists and has the kind.
 func (s *Server) requireRef(from *resource, ref, kind string) *armError {
 	t := s.lookup(ref)
-	if t == nil || t.deleting || !strings.EqualFold(t.kind.typ, kind) {
+	if t == nil || t.deleting || !strings.EqualFold(t.kind.typ, kind) || !sameLocation(s.regionOf(from), s.regionOf(t)) {
 		return invalidReference(from.idStr, ref)
 	}
 	return nil
+}
+
+// regionOf is a resource's location, or its parent's for a child resource
+// (a subnet is where its VNet is). References across regions fail as
+// references to nothing: Azure looks a referenced resource up in the
+// referrer's region ("make sure that the referenced resource exists, and
+// that both resources are in the same region").
+func (s *Server) regionOf(r *resource) string {
+	for r != nil {
+		if l := str(r.body, "location"); l != "" {
+			return l
+		}
+		parent, ok := r.id.Parent()
+		if !ok {
+			return ""
+		}
+		r = s.lookup(parent.String())
+	}
+	return ""
 }
 
 // nicsUsing returns the NICs (VM and scale-set instance NICs) whose IP
@@ -647,7 +666,7 @@ func (s *Server) requireLBPart(from *resource, ref, prop string) *armError {
 		return invalidReference(from.idStr, ref)
 	}
 	lb := s.lookup(ref[:i])
-	if lb == nil || lb.kind.typ != kindLB {
+	if lb == nil || lb.kind.typ != kindLB || !sameLocation(s.regionOf(from), s.regionOf(lb)) {
 		return invalidReference(from.idStr, ref)
 	}
 	name, _ := subRefName(lb, ref, prop)

@@ -73,6 +73,10 @@ func (s *Server) serveSubscriptionProvider(w http.ResponseWriter, r *http.Reques
 		s.serveImages(w, seg[5], seg[7:])
 		return
 	}
+	if len(seg) >= 8 && strings.EqualFold(seg[4], "locations") && strings.EqualFold(seg[6], "communityGalleries") {
+		s.serveCommunityGallery(w, seg[5], seg[7:])
+		return
+	}
 	if len(seg) == 5 && strings.EqualFold(seg[3], "Microsoft.Compute") && strings.EqualFold(seg[4], "skus") {
 		s.serveResourceSKUs(w, r)
 		return
@@ -265,6 +269,11 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, id resourceID, k *k
 		writeError(w, errorf(http.StatusBadRequest, "LocationRequired", "The location property is required for this definition."))
 		return
 	}
+	if e := checkLocation(k, res, old); e != nil {
+		s.mu.Unlock()
+		writeError(w, e)
+		return
+	}
 	if old != nil {
 		for k, v := range old.secrets {
 			if _, ok := res.secrets[k]; !ok {
@@ -418,4 +427,24 @@ func (s *Server) stopMachines(ids []string) {
 	for _, id := range ids {
 		_ = s.opts.Runtime.Stop(context.Background(), id)
 	}
+}
+
+// checkLocation refuses a location the emulator's Azure does not offer, as
+// ARM does before the resource provider sees the request, and a PUT that
+// moves an existing resource to another location.
+func checkLocation(k *kindInfo, res, old *resource) *armError {
+	loc := str(res.body, "location")
+	if !k.topLevel || loc == "" {
+		return nil
+	}
+	if !knownLocation(loc) {
+		return errorf(http.StatusBadRequest, "LocationNotAvailableForResourceType",
+			"The provided location '%s' is not available for resource type '%s'. List of available regions for the resource type is '%s'.", loc, k.typ, locationNames())
+	}
+	if old != nil && !sameLocation(str(old.body, "location"), loc) {
+		return errorf(http.StatusConflict, "InvalidResourceLocation",
+			"The resource '%s' already exists in location '%s' in resource group '%s'. A resource with the same name cannot be created in location '%s'. Please select a new resource name.",
+			res.id.Name(), str(old.body, "location"), res.id.ResourceGroup, loc)
+	}
+	return nil
 }

@@ -23,8 +23,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/winkube/winkube/internal/images"
 )
 
 // Options configure an emulator.
@@ -48,8 +46,8 @@ type Options struct {
 	Seed int64
 	// Runtime boots provisioned machines; nil means none.
 	Runtime MachineRuntime
-	// Catalog is the VM image catalog; the reference catalog when nil.
-	Catalog images.Catalog
+	// Catalog is the VM image catalog; DefaultCatalog when nil.
+	Catalog *Catalog
 	// PublicIPPool is where public IPs come from; 127.1.0.0/16 when unset.
 	PublicIPPool netip.Prefix
 }
@@ -86,7 +84,7 @@ func New(opts Options) (*Server, error) {
 		opts.PollInterval = 50 * time.Millisecond
 	}
 	if opts.Catalog == nil {
-		opts.Catalog = images.ReferenceCatalog()
+		opts.Catalog = DefaultCatalog()
 	}
 	if !opts.PublicIPPool.IsValid() {
 		opts.PublicIPPool = netip.MustParsePrefix("127.1.0.0/16")

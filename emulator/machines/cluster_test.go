@@ -23,6 +23,7 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
+	"github.com/winkube/winkube/internal/azure/vmimages"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/images"
 	"github.com/winkube/winkube/internal/naming"
@@ -63,9 +64,16 @@ func (m *mixed) addons(name string) string {
 func resolveImage(t *testing.T, req images.Request) virtualmachines.Image {
 	t.Helper()
 	req.KubernetesVersion, req.Location = k8sVersion, "westeurope"
-	img, err := images.NewResolver(images.ReferenceCatalog(), time.Hour).Resolve(context.Background(), nil, req)
+	lister, err := vmimages.New(subscriptID, armCfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	img, err := images.NewResolver(lister, time.Hour).Resolve(context.Background(), nil, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := img.ComputeGallery; g != nil {
+		return virtualmachines.Image{CommunityGalleryImageID: "/CommunityGalleries/" + g.Gallery + "/Images/" + g.Name + "/Versions/" + g.Version}
 	}
 	mp := img.Marketplace
 	return virtualmachines.Image{Publisher: mp.Publisher, Offer: mp.Offer, SKU: mp.SKU, Version: mp.Version}

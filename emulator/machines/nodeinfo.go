@@ -48,7 +48,7 @@ func describe(img arm.ImageReference) string {
 var (
 	marketplaceVersion = regexp.MustCompile(`^(\d)(\d{2})\.(\d+)\.\d+$`) // 136.3.20250101
 	oldStyleSKU        = regexp.MustCompile(`k8s-(\d+)dot(\d+)dot(\d+)`)
-	galleryVersion     = regexp.MustCompile(`/versions/v?(\d+\.\d+\.\d+)$`)
+	galleryVersion     = regexp.MustCompile(`(?i)/versions/v?(\d+\.\d+\.\d+)$`)
 )
 
 // kubeletVersionOf is the Kubernetes version baked into the image, as the

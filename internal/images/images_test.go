@@ -75,26 +75,40 @@ func TestHostProcessFeatureGateOnlyBefore126(t *testing.T) {
 	}
 }
 
-func TestResolveDefaults(t *testing.T) {
-	r := NewResolver(ReferenceCatalog(), time.Hour)
+// published is a marketplace catalog of a few URNs of each SKU style.
+var published = Catalog{
+	{Publisher: Publisher, Offer: WindowsOffer, SKU: "k8s-1dot22dot1-windows-2019-containerd", Version: "2021.10.15", OS: infrav1.Windows},
+	{Publisher: Publisher, Offer: WindowsOffer, SKU: "k8s-1dot20dot0-windows-2019", Version: "2020.12.11", OS: infrav1.Windows},
+	{Publisher: Publisher, Offer: WindowsOffer, SKU: "windows-2019-containerd-gen1", Version: "130.2.20240612", OS: infrav1.Windows},
+	{Publisher: Publisher, Offer: WindowsOffer, SKU: "windows-2019-containerd-gen1", Version: "130.1.20240515", OS: infrav1.Windows},
+	{Publisher: Publisher, Offer: WindowsOffer, SKU: "windows-2022-containerd-gen1", Version: "136.3.20260424", OS: infrav1.Windows},
+	{Publisher: Publisher, Offer: LinuxOffer, SKU: "ubuntu-2204-gen1", Version: "127.14.20240517", OS: infrav1.Linux},
+	{Publisher: Publisher, Offer: LinuxOffer, SKU: "ubuntu-2204-gen1", Version: "129.1.20240206", OS: infrav1.Linux},
+	{Publisher: Publisher, Offer: LinuxOffer, SKU: "ubuntu-2404-gen1", Version: "136.3.20260424", OS: infrav1.Linux},
+}
+
+func TestResolveMarketplaceDefaults(t *testing.T) {
+	r := NewResolver(published, time.Hour)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
 		req  Request
 		want infrav1.MarketplaceImage
 	}{
-		{"new-style windows 2022", Request{KubernetesVersion: "v1.36.3", OS: infrav1.Windows, WindowsVersion: "2022"},
+		{"windows defaults to 2022", Request{KubernetesVersion: "v1.36.3", OS: infrav1.Windows},
 			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "windows-2022-containerd-gen1", Version: "136.3.20260424"}},
-		{"windows defaults to 2022", Request{KubernetesVersion: "v1.30.2", OS: infrav1.Windows},
-			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "windows-2022-containerd-gen1", Version: "130.2.20240324"}},
+		{"newest build of the exact patch", Request{KubernetesVersion: "v1.30.2", OS: infrav1.Windows, WindowsVersion: "2019"},
+			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "windows-2019-containerd-gen1", Version: "130.2.20240612"}},
 		{"old-style containerd SKU of the seeds", Request{KubernetesVersion: "v1.22.1", OS: infrav1.Windows, WindowsVersion: "2019"},
-			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "k8s-1dot22dot1-windows-2019-containerd", Version: "2021.02.24"}},
+			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "k8s-1dot22dot1-windows-2019-containerd", Version: "2021.10.15"}},
 		{"old-style dockershim SKU", Request{KubernetesVersion: "v1.20.0", OS: infrav1.Windows, WindowsVersion: "2019", Runtime: infrav1.Dockershim},
-			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "k8s-1dot20dot0-windows-2019", Version: "2020.01.24"}},
+			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "k8s-1dot20dot0-windows-2019", Version: "2020.12.11"}},
 		{"linux new style prefers 24.04", Request{KubernetesVersion: "v1.36.3"},
 			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi", SKU: "ubuntu-2404-gen1", Version: "136.3.20260424"}},
 		{"linux falls back to 22.04", Request{KubernetesVersion: "v1.29.1"},
-			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi", SKU: "ubuntu-2204-gen1", Version: "129.1.20230224"}},
+			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi", SKU: "ubuntu-2204-gen1", Version: "129.1.20240206"}},
+		{"a release before v1.28 under a version-free SKU", Request{KubernetesVersion: "v1.27.14"},
+			infrav1.MarketplaceImage{Publisher: "cncf-upstream", Offer: "capi", SKU: "ubuntu-2204-gen1", Version: "127.14.20240517"}},
 	} {
 		img, err := r.Resolve(ctx, nil, tc.req)
 		if err != nil {
@@ -137,22 +151,18 @@ func TestExplicitImageWins(t *testing.T) {
 }
 
 func TestMissingImageSaysWhatToDo(t *testing.T) {
-	_, err := NewResolver(ReferenceCatalog(), time.Hour).Resolve(context.Background(), nil,
+	_, err := NewResolver(published, time.Hour).Resolve(context.Background(), nil,
 		Request{Location: "westeurope", KubernetesVersion: "v1.36.9", OS: infrav1.Windows, WindowsVersion: "2022"})
 	if err == nil || !strings.Contains(err.Error(), "set spec.image") || !strings.Contains(err.Error(), "v1.36.9") {
 		t.Fatalf("error %v, want one naming the version and pointing at spec.image", err)
 	}
 }
 
-func TestCommunityGalleryForm(t *testing.T) {
-	img, err := NewResolver(Catalog{}, time.Hour).Resolve(context.Background(), nil,
+func TestCommunityGalleryNeedsAGalleryLister(t *testing.T) {
+	_, err := NewResolver(published, time.Hour).Resolve(context.Background(), nil,
 		Request{KubernetesVersion: "v1.36.3", OS: infrav1.Windows, WindowsVersion: "2025", Source: CommunityGallerySource})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := img.ComputeGallery
-	if g == nil || g.Gallery != CommunityGallery || g.Name != "capi-win-2025-containerd" || g.Version != "1.36.3" || g.SubscriptionID != nil {
-		t.Fatalf("got %+v, want the community gallery image capi-win-2025-containerd 1.36.3", g)
+	if err == nil || !strings.Contains(err.Error(), CommunityGallery) {
+		t.Fatalf("error %v, want one saying the gallery cannot be listed", err)
 	}
 }
 
@@ -176,7 +186,7 @@ func (c *countingLister) ListVersions(ctx context.Context, loc, pub, offer, sku 
 }
 
 func TestListingsAreCachedUntilTTL(t *testing.T) {
-	l := &countingLister{Lister: ReferenceCatalog()}
+	l := &countingLister{Lister: published}
 	r := NewResolver(l, time.Minute)
 	now := time.Unix(1000, 0)
 	r.now = func() time.Time { return now }
@@ -199,7 +209,7 @@ func TestListingsAreCachedUntilTTL(t *testing.T) {
 }
 
 func TestListingErrorsAreNotCached(t *testing.T) {
-	l := &countingLister{Lister: ReferenceCatalog(), fail: errors.New("throttled")}
+	l := &countingLister{Lister: published, fail: errors.New("throttled")}
 	r := NewResolver(l, time.Hour)
 	req := Request{KubernetesVersion: "v1.36.3"}
 	if _, err := r.Resolve(context.Background(), nil, req); err == nil || !strings.Contains(err.Error(), "throttled") {
@@ -208,17 +218,5 @@ func TestListingErrorsAreNotCached(t *testing.T) {
 	l.fail = nil
 	if _, err := r.Resolve(context.Background(), nil, req); err != nil {
 		t.Fatalf("a failed listing was cached: %v", err)
-	}
-}
-
-func TestReferenceCatalogHasBothSKUStyles(t *testing.T) {
-	skus, _ := ReferenceCatalog().ListSKUs(context.Background(), "", Publisher, WindowsOffer)
-	for _, want := range []string{"k8s-1dot22dot1-windows-2019-containerd", "k8s-1dot18dot0-windows-2019", "windows-2019-containerd-gen1", "windows-2022-containerd-gen1", "windows-2025-containerd-gen1"} {
-		if !contains(skus, want) {
-			t.Errorf("reference catalog lacks SKU %s", want)
-		}
-	}
-	if contains(skus, "k8s-1dot24dot0-windows-2019") {
-		t.Error("reference catalog has a dockershim image for v1.24, which never existed")
 	}
 }

@@ -36,7 +36,18 @@ type Lister interface {
 	ListVersions(ctx context.Context, location, publisher, offer, sku string) ([]string, error)
 }
 
-// Source is where default images come from.
+// GalleryLister reads the versions of a community gallery's image definition
+// in a location (Azure's CommunityGalleryImageVersions API); a definition
+// the gallery does not have lists no versions. A Lister that is also a
+// GalleryLister lets the Resolver default to the community gallery, as
+// Cluster API Provider Azure does.
+type GalleryLister interface {
+	ListGalleryImageVersions(ctx context.Context, location, gallery, image string) ([]string, error)
+}
+
+// Source is where default images come from. Empty means the default:
+// the community gallery where it publishes the version, the marketplace
+// otherwise (the older releases), as Cluster API Provider Azure chooses.
 type Source string
 
 const (
@@ -97,44 +108,95 @@ func (r *Resolver) Resolve(ctx context.Context, explicit *infrav1.Image, req Req
 	if err := ValidateRuntime(v, req.OS, req.WindowsVersion, req.Runtime); err != nil {
 		return nil, err
 	}
-	if req.Source == CommunityGallerySource {
-		return communityGalleryImage(v, req), nil
+	if req.Source != Marketplace && req.Runtime == infrav1.Containerd {
+		img, err := r.galleryImage(ctx, v, req)
+		if err != nil || img != nil || req.Source == CommunityGallerySource {
+			return img, err
+		}
 	}
-	return r.marketplaceImage(ctx, v, req)
+	if req.Source == CommunityGallerySource {
+		return nil, fmt.Errorf("the community gallery has no %s images: only containerd; use source %s", req.Runtime, Marketplace)
+	}
+	img, err := r.marketplaceImage(ctx, v, req)
+	if _, gallery := r.lister.(GalleryLister); err != nil && gallery && req.Source == "" && req.Runtime == infrav1.Containerd {
+		return nil, fmt.Errorf("%w; nor does the community gallery %s have version %s of %s", err, CommunityGallery, strings.TrimPrefix(v.String(), "v"), GalleryImageName(req))
+	}
+	return img, err
 }
 
-func communityGalleryImage(v Version, req Request) *infrav1.Image {
-	name := "capi-ubun2-2404"
+// GalleryImageName is the community gallery's image definition for a
+// request: capi-ubun2-2404 for Linux, capi-win-<year>-containerd for Windows.
+func GalleryImageName(req Request) string {
 	if req.OS == infrav1.Windows {
-		name = fmt.Sprintf("capi-win-%s-containerd", req.WindowsVersion)
+		win := req.WindowsVersion
+		if win == "" {
+			win = infrav1.WindowsServer2022
+		}
+		return fmt.Sprintf("capi-win-%s-containerd", win)
 	}
-	return &infrav1.Image{ComputeGallery: &infrav1.ComputeGalleryImage{
-		Gallery: CommunityGallery,
-		Name:    name,
-		Version: strings.TrimPrefix(v.String(), "v"),
-	}}
+	return "capi-ubun2-2404"
+}
+
+// galleryImage is the community gallery's image for the request when the
+// gallery lists its version in the location; nil when it does not.
+func (r *Resolver) galleryImage(ctx context.Context, v Version, req Request) (*infrav1.Image, error) {
+	gl, ok := r.lister.(GalleryLister)
+	if !ok {
+		if req.Source == CommunityGallerySource {
+			return nil, fmt.Errorf("cannot list the community gallery %s: the catalog reader reads only the marketplace", CommunityGallery)
+		}
+		return nil, nil
+	}
+	name := GalleryImageName(req)
+	versions, err := r.cachedList(ctx, "gallery/"+req.Location+"/"+name, func() ([]string, error) {
+		return gl.ListGalleryImageVersions(ctx, req.Location, CommunityGallery, name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing versions of %s/%s in %s: %w", CommunityGallery, name, req.Location, err)
+	}
+	want := strings.TrimPrefix(v.String(), "v")
+	if !contains(versions, want) {
+		if req.Source == CommunityGallerySource {
+			return nil, fmt.Errorf("the community gallery %s has no version %s of %s in %s; pick a Kubernetes version it publishes or set spec.image", CommunityGallery, want, name, req.Location)
+		}
+		return nil, nil
+	}
+	return &infrav1.Image{ComputeGallery: &infrav1.ComputeGalleryImage{Gallery: CommunityGallery, Name: name, Version: want}}, nil
 }
 
 // Candidates lists the SKUs to try for a request, best first, and says
 // whether their versions are keyed by the Kubernetes version (new style) or
 // the SKU itself names the version (old style).
 func Candidates(v Version, req Request) (offer string, skus []string, newStyle bool) {
-	dotted := fmt.Sprintf("k8s-%ddot%ddot%d", v.Major, v.Minor, v.Patch)
+	offer = LinuxOffer
 	if req.OS == infrav1.Windows {
 		offer = WindowsOffer
-		if v.AtLeast(1, newSKUMinor) {
-			return offer, []string{fmt.Sprintf("windows-%s-containerd-gen1", req.WindowsVersion)}, true
-		}
-		if req.Runtime == infrav1.Dockershim {
-			return offer, []string{fmt.Sprintf("%s-windows-%s", dotted, req.WindowsVersion)}, false
-		}
-		return offer, []string{fmt.Sprintf("%s-windows-%s-containerd", dotted, req.WindowsVersion)}, false
 	}
-	offer = LinuxOffer
 	if v.AtLeast(1, newSKUMinor) {
-		return offer, []string{"ubuntu-2404-gen1", "ubuntu-2204-gen1"}, true
+		return offer, newStyleSKUs(req), true
 	}
-	return offer, []string{dotted + "-ubuntu-2204", dotted + "-ubuntu-2004", dotted + "-ubuntu-1804"}, false
+	return offer, oldStyleSKUs(v, req), false
+}
+
+func newStyleSKUs(req Request) []string {
+	if req.OS == infrav1.Windows {
+		if req.Runtime == infrav1.Dockershim {
+			return nil
+		}
+		return []string{fmt.Sprintf("windows-%s-containerd-gen1", req.WindowsVersion)}
+	}
+	return []string{"ubuntu-2404-gen1", "ubuntu-2204-gen1"}
+}
+
+func oldStyleSKUs(v Version, req Request) []string {
+	dotted := fmt.Sprintf("k8s-%ddot%ddot%d", v.Major, v.Minor, v.Patch)
+	if req.OS == infrav1.Windows {
+		if req.Runtime == infrav1.Dockershim {
+			return []string{fmt.Sprintf("%s-windows-%s", dotted, req.WindowsVersion)}
+		}
+		return []string{fmt.Sprintf("%s-windows-%s-containerd", dotted, req.WindowsVersion)}
+	}
+	return []string{dotted + "-ubuntu-2204", dotted + "-ubuntu-2004", dotted + "-ubuntu-1804"}
 }
 
 // VersionPrefix is how new-style image versions begin for a Kubernetes
@@ -144,26 +206,40 @@ func VersionPrefix(v Version) string {
 }
 
 func (r *Resolver) marketplaceImage(ctx context.Context, v Version, req Request) (*infrav1.Image, error) {
-	offer, skus, newStyle := Candidates(v, req)
+	offer, _, newStyle := Candidates(v, req)
 	available, err := r.list(ctx, "skus", req.Location, offer, "")
 	if err != nil {
 		return nil, fmt.Errorf("listing %s:%s images in %s: %w", Publisher, offer, req.Location, err)
 	}
-	for _, sku := range skus {
-		if !contains(available, sku) {
-			continue
-		}
-		versions, err := r.list(ctx, "versions", req.Location, offer, sku)
-		if err != nil {
-			return nil, fmt.Errorf("listing versions of %s:%s:%s in %s: %w", Publisher, offer, sku, req.Location, err)
-		}
-		if newStyle {
-			versions = withPrefix(versions, VersionPrefix(v))
-		}
-		if latest, ok := newest(versions); ok {
-			return &infrav1.Image{Marketplace: &infrav1.MarketplaceImage{
-				Publisher: Publisher, Offer: offer, SKU: sku, Version: latest,
-			}}, nil
+	// Both SKU styles are tried, the version's own first: CAPZ published
+	// some releases before v1.28 under the version-free SKUs too
+	// (ubuntu-2204-gen1 127.14.20240517).
+	sets := []struct {
+		skus     []string
+		newStyle bool
+	}{{newStyleSKUs(req), true}, {oldStyleSKUs(v, req), false}}
+	if !newStyle {
+		sets[0], sets[1] = sets[1], sets[0]
+	}
+	var tried []string
+	for _, set := range sets {
+		for _, sku := range set.skus {
+			tried = append(tried, sku)
+			if !contains(available, sku) {
+				continue
+			}
+			versions, err := r.list(ctx, "versions", req.Location, offer, sku)
+			if err != nil {
+				return nil, fmt.Errorf("listing versions of %s:%s:%s in %s: %w", Publisher, offer, sku, req.Location, err)
+			}
+			if set.newStyle {
+				versions = withPrefix(versions, VersionPrefix(v))
+			}
+			if latest, ok := newest(versions); ok {
+				return &infrav1.Image{Marketplace: &infrav1.MarketplaceImage{
+					Publisher: Publisher, Offer: offer, SKU: sku, Version: latest,
+				}}, nil
+			}
 		}
 	}
 	what := string(req.OS)
@@ -171,24 +247,27 @@ func (r *Resolver) marketplaceImage(ctx context.Context, v Version, req Request)
 		what = fmt.Sprintf("Windows Server %s (%s)", req.WindowsVersion, req.Runtime)
 	}
 	return nil, fmt.Errorf("no %s image for Kubernetes %s in %s: %s:%s has none of the SKUs %s with such a version; pick another Kubernetes version or set spec.image",
-		what, v, req.Location, Publisher, offer, strings.Join(skus, ", "))
+		what, v, req.Location, Publisher, offer, strings.Join(tried, ", "))
 }
 
 func (r *Resolver) list(ctx context.Context, kind, location, offer, sku string) ([]string, error) {
-	key := strings.Join([]string{kind, location, offer, sku}, "/")
+	return r.cachedList(ctx, strings.Join([]string{kind, location, offer, sku}, "/"), func() ([]string, error) {
+		if kind == "skus" {
+			return r.lister.ListSKUs(ctx, location, Publisher, offer)
+		}
+		return r.lister.ListVersions(ctx, location, Publisher, offer, sku)
+	})
+}
+
+// cachedList keeps what a listing returned for the TTL; errors are not kept.
+func (r *Resolver) cachedList(_ context.Context, key string, fetch func() ([]string, error)) ([]string, error) {
 	r.mu.Lock()
 	c, ok := r.cache[key]
 	r.mu.Unlock()
 	if ok && r.now().Sub(c.at) < r.ttl {
 		return c.items, nil
 	}
-	var items []string
-	var err error
-	if kind == "skus" {
-		items, err = r.lister.ListSKUs(ctx, location, Publisher, offer)
-	} else {
-		items, err = r.lister.ListVersions(ctx, location, Publisher, offer, sku)
-	}
+	items, err := fetch()
 	if err != nil {
 		return nil, err
 	}

@@ -4,16 +4,22 @@ package vmimages
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 
 	"github.com/winkube/winkube/internal/azure/endpoint"
 )
 
-// Lister reads one subscription's view of the catalog.
+// Lister reads one subscription's view of the catalog: the marketplace
+// and the community galleries.
 type Lister struct {
-	client *armcompute.VirtualMachineImagesClient
+	client  *armcompute.VirtualMachineImagesClient
+	gallery *armcompute.CommunityGalleryImageVersionsClient
 }
 
 // New returns a Lister for the subscription at the endpoint.
@@ -22,7 +28,11 @@ func New(subscriptionID string, cfg endpoint.Config) (*Lister, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vmimages: %w", err)
 	}
-	return &Lister{client: c}, nil
+	g, err := endpoint.NewClient(cfg, subscriptionID, armcompute.NewCommunityGalleryImageVersionsClient)
+	if err != nil {
+		return nil, fmt.Errorf("vmimages: %w", err)
+	}
+	return &Lister{client: c, gallery: g}, nil
 }
 
 // ListSKUs lists the SKUs of an offer in a location.
@@ -41,6 +51,30 @@ func (l *Lister) ListVersions(ctx context.Context, location, publisher, offer, s
 		return nil, err
 	}
 	return names(resp.VirtualMachineImageResourceArray), nil
+}
+
+// ListGalleryImageVersions lists the versions of a community gallery's image
+// definition in a location; none when the gallery or the definition is not
+// there (Azure answers 404).
+func (l *Lister) ListGalleryImageVersions(ctx context.Context, location, gallery, image string) ([]string, error) {
+	var out []string
+	p := l.gallery.NewListPager(location, gallery, image, nil)
+	for p.More() {
+		page, err := p.NextPage(ctx)
+		var re *azcore.ResponseError
+		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range page.Value {
+			if v != nil && v.Name != nil {
+				out = append(out, *v.Name)
+			}
+		}
+	}
+	return out, nil
 }
 
 func names(items []*armcompute.VirtualMachineImageResource) []string {
