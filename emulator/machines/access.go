@@ -86,6 +86,17 @@ func (r *Runtime) startAccess(m *machine, b *bootdata.BootData, host netip.Addr)
 		cfg.Forward = func(addr string, port int) (net.Conn, error) {
 			h, ok := r.opts.Network.Lookup(addr)
 			if !ok {
+				// The node's InternalIP as kubectl shows it is, in the
+				// local world, the machine's host address: a user who
+				// copies it from 'kubectl get nodes -o wide' means the
+				// same machine as its VNet address.
+				if a, err := netip.ParseAddr(addr); err == nil {
+					if _, known := r.opts.Network.Private(a); known {
+						h, ok = a, true
+					}
+				}
+			}
+			if !ok {
 				return nil, fmt.Errorf("%s is not the address of a machine in this virtual network: the jump host forwards to node addresses only", addr)
 			}
 			return hostnet.Dial(net.JoinHostPort(h.String(), strconv.Itoa(port)))

@@ -32,6 +32,10 @@ type Shell interface {
 	Run(line string, out, errw io.Writer) int
 	// Interactive runs a login shell on a terminal.
 	Interactive(rw io.ReadWriter) int
+	// Launch says whether a command line starts one of the machine's
+	// shells (powershell.exe, bash, ...), and returns that shell and the
+	// command given to it ("" for an interactive one).
+	Launch(line string) (sh Shell, command string, ok bool)
 }
 
 // Config describes one machine's server.
@@ -225,22 +229,23 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				continue
 			}
 			_ = req.Reply(true, nil)
+			// 'ssh host powershell.exe' starts the machine's shell, as
+			// a real sshd's exec of the shell binary would.
+			if sh, command, ok := s.cfg.Shell.Launch(p.Command); ok {
+				if command != "" {
+					exitStatus(ch, sh.Run(command, ch, ch.Stderr()))
+					return
+				}
+				go ssh.DiscardRequests(reqs)
+				exitStatus(ch, serveShell(sh, pty, ch))
+				return
+			}
 			exitStatus(ch, s.cfg.Shell.Run(p.Command, ch, ch.Stderr()))
 			return
 		case "shell":
 			_ = req.Reply(true, nil)
 			go ssh.DiscardRequests(reqs)
-			if pty {
-				exitStatus(ch, s.cfg.Shell.Interactive(ch))
-				return
-			}
-			// No terminal: commands come one a line, as from a pipe.
-			status := 0
-			sc := bufio.NewScanner(ch)
-			for sc.Scan() {
-				status = s.cfg.Shell.Run(sc.Text(), ch, ch.Stderr())
-			}
-			exitStatus(ch, status)
+			exitStatus(ch, serveShell(s.cfg.Shell, pty, ch))
 			return
 		case "subsystem":
 			// sftp and the like would need a real file server.
@@ -250,6 +255,20 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			_ = req.Reply(false, nil)
 		}
 	}
+}
+
+// serveShell runs a shell on the session: interactive on a terminal, or
+// one command a line, as from a pipe, without one.
+func serveShell(sh Shell, pty bool, ch ssh.Channel) int {
+	if pty {
+		return sh.Interactive(ch)
+	}
+	status := 0
+	sc := bufio.NewScanner(ch)
+	for sc.Scan() {
+		status = sh.Run(sc.Text(), ch, ch.Stderr())
+	}
+	return status
 }
 
 // directTCPIP opens a forwarded connection (ssh -J, -L) if this machine

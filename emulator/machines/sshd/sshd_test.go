@@ -19,6 +19,8 @@ func (echoShell) Run(line string, out, _ io.Writer) int {
 
 func (echoShell) Interactive(rw io.ReadWriter) int { return 0 }
 
+func (echoShell) Launch(string) (Shell, string, bool) { return nil, "", false }
+
 // The host key is made once and kept on the machine's disk, so a machine
 // that boots again is the same host to its clients.
 func TestHostKeyOutlivesARestart(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/winkube/winkube/emulator/machines/kubelet"
+	"github.com/winkube/winkube/emulator/machines/sshd"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
@@ -33,6 +34,10 @@ type Machine struct {
 	// HNS lists the Windows node's networks and endpoints; nil before the
 	// node's kubelet runs.
 	HNS func() ([]kubelet.HNSNetwork, []kubelet.HNSEndpoint)
+
+	// cmd: the session is cmd.exe's (started as 'cmd.exe'), which knows
+	// cmd's names only (type, dir), not PowerShell's.
+	cmd bool
 }
 
 // Exit statuses, as the machine's shell would give them.
@@ -44,6 +49,12 @@ const (
 type command func(m *Machine, args []string, out, errw io.Writer) int
 
 func (m *Machine) commands() map[string]command {
+	if m.cmd {
+		return map[string]command{
+			"hostname": hostname, "hostname.exe": hostname, "type": getContent, "dir": listDir,
+			"kubelet": kubeletVersion, "kubelet.exe": kubeletVersion,
+		}
+	}
 	if m.Disk.Windows {
 		return map[string]command{
 			"hostname": hostname, "hostname.exe": hostname,
@@ -61,6 +72,9 @@ func (m *Machine) commands() map[string]command {
 
 // names lists what the shell answers, as its user would type it.
 func (m *Machine) names() string {
+	if m.cmd {
+		return "hostname, type, dir, kubelet --version"
+	}
 	if m.Disk.Windows {
 		return "hostname, Get-Content (cat, gc, type), Get-ChildItem (dir, gci, ls), Get-HnsNetwork and Get-HnsEndpoint (| ConvertTo-Json), kubelet --version"
 	}
@@ -105,7 +119,7 @@ func (m *Machine) Run(line string, out, errw io.Writer) int {
 		}
 	}
 	toJSON := false
-	if len(stages) == 2 && m.Disk.Windows {
+	if len(stages) == 2 && m.Disk.Windows && !m.cmd {
 		next, _ := split(stages[1])
 		if len(next) == 0 || !strings.EqualFold(next[0], "ConvertTo-Json") {
 			return m.refuse(line, errw)
@@ -398,8 +412,54 @@ func hnsJSON(m *Machine, name string, out, errw io.Writer) int {
 	return 0
 }
 
+// Launch says whether line starts one of the machine's shells, as the
+// seeds' 'ssh -t ... capi@<windows-ip> powershell.exe' does: powershell,
+// powershell.exe, pwsh and cmd.exe on Windows; bash and sh on Linux. It
+// returns the shell and the command given to it (-Command, -c or /c), ""
+// for an interactive one.
+func (m *Machine) Launch(line string) (sh sshd.Shell, command string, ok bool) {
+	args, err := split(strings.TrimSpace(line))
+	if err != nil || len(args) == 0 {
+		return nil, "", false
+	}
+	name := args[0]
+	if m.Disk.Windows {
+		name = strings.ToLower(strings.TrimSuffix(strings.ToLower(name), ".exe"))
+	}
+	sub := *m
+	var flags map[string]bool
+	switch {
+	case m.Disk.Windows && (name == "powershell" || name == "pwsh"):
+		sub.cmd = false
+		flags = map[string]bool{"-command": true, "-c": true}
+	case m.Disk.Windows && name == "cmd":
+		sub.cmd = true
+		flags = map[string]bool{"/c": true, "/k": false}
+	case !m.Disk.Windows && (name == "bash" || name == "sh" || name == "/bin/bash" || name == "/bin/sh" || name == "/usr/bin/bash"):
+		flags = map[string]bool{"-c": true}
+	default:
+		return nil, "", false
+	}
+	rest := args[1:]
+	// Flags that change nothing the simulation does (-NoLogo, -NoProfile,
+	// -l, --login) are passed over; a command flag takes the rest.
+	for i, a := range rest {
+		key := a
+		if m.Disk.Windows {
+			key = strings.ToLower(a)
+		}
+		if flags[key] {
+			return &sub, strings.Join(rest[i+1:], " "), true
+		}
+	}
+	return &sub, "", true
+}
+
 // Prompt is the shell's prompt for the user.
 func (m *Machine) Prompt() string {
+	if m.cmd {
+		return m.Disk.Home() + ">"
+	}
 	if m.Disk.Windows {
 		return "PS " + m.Disk.Home() + "> "
 	}
