@@ -17,6 +17,7 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/async"
+	"github.com/winkube/winkube/internal/images"
 )
 
 func TestClusterAndMachinesLifecycle(t *testing.T) {
@@ -65,8 +66,8 @@ func TestClusterAndMachinesLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	img := vm.Properties.StorageProfile.ImageReference
-	if *img.Offer != "capi-windows" || *img.SKU != "windows-2022-containerd-gen1" || !strings.HasPrefix(*img.Version, "136.3.") {
-		t.Fatalf("Windows image %s:%s:%s, want the default for v1.36.3", *img.Offer, *img.SKU, *img.Version)
+	if img.CommunityGalleryImageID == nil || *img.CommunityGalleryImageID != "/CommunityGalleries/"+images.CommunityGallery+"/Images/capi-win-2022-containerd/Versions/1.36.3" {
+		t.Fatalf("Windows image %+v, want CAPZ's community gallery image for v1.36.3", img)
 	}
 	if *vm.Properties.OSProfile.AdminUsername != "capi" || *vm.Properties.OSProfile.ComputerName != "mixed-md-qwert" || *vm.Zones[0] != "3" {
 		t.Fatalf("Windows VM profile %+v zones %v", vm.Properties.OSProfile, vm.Zones)
@@ -75,7 +76,7 @@ func TestClusterAndMachinesLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *cp.Properties.StorageProfile.ImageReference.SKU != "ubuntu-2404-gen1" || cp.Properties.OSProfile.LinuxConfiguration.SSH.PublicKeys[0].KeyData == nil {
+	if id := cp.Properties.StorageProfile.ImageReference.CommunityGalleryImageID; id == nil || !strings.Contains(*id, "/Images/capi-ubun2-2404/") || cp.Properties.OSProfile.LinuxConfiguration.SSH.PublicKeys[0].KeyData == nil {
 		t.Fatal("the control-plane VM lacks the Linux image or its SSH key")
 	}
 	// The custom data reached the machines as written by the bootstrap provider.

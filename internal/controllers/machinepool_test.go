@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -67,13 +68,23 @@ func (a *azure) instances(rg, vmss string) []vmssInstance {
 			return nil
 		}
 		for _, v := range page.Value {
-			out = append(out, vmssInstance{*v.InstanceID, *v.Properties.OSProfile.ComputerName, *v.Properties.StorageProfile.ImageReference.Version, *v.Properties.LatestModelApplied})
+			out = append(out, vmssInstance{*v.InstanceID, *v.Properties.OSProfile.ComputerName, imageVersion(v.Properties.StorageProfile.ImageReference), *v.Properties.LatestModelApplied})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		return len(out[i].id) < len(out[j].id) || len(out[i].id) == len(out[j].id) && out[i].id < out[j].id
 	})
 	return out
+}
+
+// imageVersion is a marketplace image's version or a gallery image
+// version's name (the Kubernetes release, for the default images).
+func imageVersion(ref *armcompute.ImageReference) string {
+	if ref.CommunityGalleryImageID != nil {
+		id := *ref.CommunityGalleryImageID
+		return id[strings.LastIndex(id, "/")+1:]
+	}
+	return *ref.Version
 }
 
 func instanceIDs(in []vmssInstance) string {
@@ -127,7 +138,7 @@ func TestWindowsMachinePool(t *testing.T) {
 		if !strings.HasPrefix(in.computerName, "win-abcde") || len(in.computerName) > 15 {
 			t.Fatalf("instance computer name %q", in.computerName)
 		}
-		if !strings.HasPrefix(in.imageVersion, "136.3.") {
+		if in.imageVersion != "1.36.3" {
 			t.Fatalf("instance image version %q, want the v1.36.3 Windows image", in.imageVersion)
 		}
 	}
@@ -202,7 +213,7 @@ func TestWindowsMachinePool(t *testing.T) {
 			minSeen = live
 		}
 		for _, in := range insts {
-			if !strings.HasPrefix(in.imageVersion, "135.4.") || !in.latest {
+			if in.imageVersion != "1.35.4" || !in.latest {
 				return fmt.Sprintf("still rolling: %+v", insts)
 			}
 		}
