@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -169,8 +170,15 @@ func TestWindowsMachinePool(t *testing.T) {
 	// scaling to 2 removes them and then the oldest.
 	for _, m := range f.poolMachines(amp.Name) {
 		if m.Spec.InstanceID == "1" || m.Spec.InstanceID == "3" {
-			m.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: ""}
-			if err := env.Client.Update(f.ctx, &m); err != nil {
+			// The controller writes these objects too: retry on conflict.
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(&m), &m); err != nil {
+					return err
+				}
+				m.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: ""}
+				return env.Client.Update(f.ctx, &m)
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
 		}
