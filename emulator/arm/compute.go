@@ -558,6 +558,14 @@ func putVMSS(s *Server, r, old *resource) *armError {
 		if osOf(obj(get(old.props(), "virtualMachineProfile").(map[string]any), "storageProfile")) != os {
 			return errorf(http.StatusConflict, "PropertyChangeNotAllowed", "Changing property 'osType' is not allowed.")
 		}
+		// A scale set's names are fixed at creation, as a VM's are.
+		for _, f := range []string{"computerNamePrefix", "adminUsername"} {
+			if str(get(old.props(), "virtualMachineProfile").(map[string]any), "osProfile", f) != str(osProfile, f) {
+				e := errorf(http.StatusConflict, "PropertyChangeNotAllowed", "Changing property 'osProfile.%s' is not allowed.", f)
+				e.Target = "osProfile." + f
+				return e
+			}
+		}
 		r.secrets["nextInstance"] = old.secrets["nextInstance"]
 		p["uniqueId"] = old.props()["uniqueId"]
 		// A new model leaves existing instances behind until they are

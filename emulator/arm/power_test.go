@@ -166,3 +166,29 @@ func TestScaleSetInstancePower(t *testing.T) {
 	done(insts.BeginRestart(w.ctx, "rg", "pool", "1", nil))
 	w.waitPower("instance 1", power("1"), "running")
 }
+
+// TestStoppedVMStaysOffAcrossSaveAndLoad: a restarted emulator does not boot
+// a VM that was switched off; starting it boots it.
+func TestStoppedVMStaysOffAcrossSaveAndLoad(t *testing.T) {
+	w := newWorld(t, nil)
+	w.group("rg")
+	nic := w.nic("rg", "nic", w.network("rg"))
+	vms := must(w.compute.NewVirtualMachinesClient(), nil)
+	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", linuxVM(*nic.ID, ""), nil))
+	done(vms.BeginDeallocate(w.ctx, "rg", "vm", nil))
+	path := t.TempDir() + "/state.json"
+	if err := w.srv.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	w2 := newWorld(t, nil)
+	if err := w2.srv.Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if p := w2.vmPower("rg", "vm"); p != "deallocated" || len(w2.rt.Running()) != 0 {
+		t.Fatalf("loaded VM is %s with %d machines running, want deallocated and none", p, len(w2.rt.Running()))
+	}
+	vms2 := must(w2.compute.NewVirtualMachinesClient(), nil)
+	done(vms2.BeginStart(w2.ctx, "rg", "vm", nil))
+	w2.waitPower("the started VM", func() string { return w2.vmPower("rg", "vm") }, "running")
+	waitRunning(t, w2.rt, 1)
+}
