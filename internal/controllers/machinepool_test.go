@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -69,23 +68,20 @@ func (a *azure) instances(rg, vmss string) []vmssInstance {
 			return nil
 		}
 		for _, v := range page.Value {
-			out = append(out, vmssInstance{*v.InstanceID, *v.Properties.OSProfile.ComputerName, imageVersion(v.Properties.StorageProfile.ImageReference), *v.Properties.LatestModelApplied})
+			// A marketplace image's version, or a community gallery
+			// image's (the last segment of its ID).
+			img := v.Properties.StorageProfile.ImageReference
+			version := ptr.Deref(img.Version, "")
+			if id := ptr.Deref(img.CommunityGalleryImageID, ""); id != "" {
+				version = id[strings.LastIndex(id, "/")+1:]
+			}
+			out = append(out, vmssInstance{*v.InstanceID, *v.Properties.OSProfile.ComputerName, version, *v.Properties.LatestModelApplied})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		return len(out[i].id) < len(out[j].id) || len(out[i].id) == len(out[j].id) && out[i].id < out[j].id
 	})
 	return out
-}
-
-// imageVersion is a marketplace image's version or a gallery image
-// version's name (the Kubernetes release, for the default images).
-func imageVersion(ref *armcompute.ImageReference) string {
-	if ref.CommunityGalleryImageID != nil {
-		id := *ref.CommunityGalleryImageID
-		return id[strings.LastIndex(id, "/")+1:]
-	}
-	return *ref.Version
 }
 
 func instanceIDs(in []vmssInstance) string {
@@ -140,7 +136,7 @@ func TestWindowsMachinePool(t *testing.T) {
 			t.Fatalf("instance computer name %q", in.computerName)
 		}
 		if in.imageVersion != "1.36.3" {
-			t.Fatalf("instance image version %q, want the v1.36.3 Windows image", in.imageVersion)
+			t.Fatalf("instance image version %q, want the community gallery's v1.36.3 Windows image", in.imageVersion)
 		}
 	}
 	if n := len(f.poolMachines(amp.Name)); n != 3 {
