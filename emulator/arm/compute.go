@@ -497,10 +497,7 @@ func (s *Server) instanceView(r *resource) map[string]any {
 	if state == "failed" {
 		statuses[0] = map[string]any{"code": "ProvisioningState/failed", "level": "Error", "displayStatus": "Provisioning failed"}
 	}
-	power := "PowerState/starting"
-	if r.booted {
-		power = "PowerState/running"
-	}
+	power := "PowerState/" + powerState(r)
 	statuses = append(statuses, map[string]any{"code": power, "level": "Info", "displayStatus": strings.TrimPrefix(power, "PowerState/")})
 	if msg, ok := r.secrets["bootError"].(string); ok {
 		statuses = append(statuses, map[string]any{"code": "BootStatus/failed", "level": "Error", "displayStatus": "Boot failed", "message": msg})
@@ -560,6 +557,14 @@ func putVMSS(s *Server, r, old *resource) *armError {
 	if old != nil {
 		if osOf(obj(get(old.props(), "virtualMachineProfile").(map[string]any), "storageProfile")) != os {
 			return errorf(http.StatusConflict, "PropertyChangeNotAllowed", "Changing property 'osType' is not allowed.")
+		}
+		// A scale set's names are fixed at creation, as a VM's are.
+		for _, f := range []string{"computerNamePrefix", "adminUsername"} {
+			if str(get(old.props(), "virtualMachineProfile").(map[string]any), "osProfile", f) != str(osProfile, f) {
+				e := errorf(http.StatusConflict, "PropertyChangeNotAllowed", "Changing property 'osProfile.%s' is not allowed.", f)
+				e.Target = "osProfile." + f
+				return e
+			}
 		}
 		r.secrets["nextInstance"] = old.secrets["nextInstance"]
 		p["uniqueId"] = old.props()["uniqueId"]
@@ -737,6 +742,11 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resource
 		writeError(w, notFound(id))
 		return
 	}
+	if powerActions[action] != "" && (res.kind.typ == kindVM || res.kind.typ == kindInstance || res.kind.typ == kindVMSS) {
+		s.mu.Unlock()
+		s.servePower(w, r, id, res, action, body)
+		return
+	}
 	if res.kind.typ != kindVMSS || (action != "delete" && action != "manualupgrade") {
 		s.mu.Unlock()
 		writeError(w, errorf(http.StatusBadRequest, "OperationNotSupported", "The emulator does not support action '%s' on %s.", action, res.kind.typ))
@@ -771,7 +781,8 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resource
 				stop = append(stop, t.idStr)
 			}
 			t.setState("Updating")
-			t.booted = false
+			t.booted, t.up = false, false
+			delete(t.secrets, "power")
 			// The instance takes the scale set's current model.
 			profile := obj(res.props(), "virtualMachineProfile")
 			t.props()["storageProfile"] = deepCopy(obj(profile, "storageProfile"))

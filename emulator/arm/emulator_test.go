@@ -1,10 +1,12 @@
 package arm_test
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
@@ -12,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
 
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/poll"
 )
 
 func TestNetworkResourcesLifecycle(t *testing.T) {
@@ -237,14 +240,18 @@ func TestVirtualMachinesBootThroughTheRuntime(t *testing.T) {
 		t.Fatalf("Windows machine handed to the runtime: %+v", wm)
 	}
 
-	view := must(vms.InstanceView(w.ctx, "rg", "cluster-abcde", nil))
-	codes := []string{}
-	for _, s := range view.Statuses {
-		codes = append(codes, *s.Code)
-	}
-	if strings.Join(codes, ",") != "ProvisioningState/succeeded,PowerState/running" {
-		t.Fatalf("instance view statuses %v", codes)
-	}
+	// Running once the runtime's boot returned.
+	poll.Until(t, 10*time.Second, func() string {
+		view := must(vms.InstanceView(w.ctx, "rg", "cluster-abcde", nil))
+		codes := []string{}
+		for _, s := range view.Statuses {
+			codes = append(codes, *s.Code)
+		}
+		if strings.Join(codes, ",") != "ProvisioningState/succeeded,PowerState/running" {
+			return fmt.Sprintf("instance view statuses %v", codes)
+		}
+		return ""
+	})
 
 	// The OS disk exists, attached; it and the NIC outlive the VM (the
 	// provider deletes them), and cannot be deleted while it runs.

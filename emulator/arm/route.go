@@ -293,7 +293,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, id resourceID, k *k
 		res.setState("Creating")
 	} else {
 		res.setState("Updating")
-		res.booted = old.booted
+		res.booted, res.up = old.booted, old.up
 	}
 	s.resources[key(res.idStr)] = res
 	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
@@ -407,17 +407,24 @@ func (s *Server) bootMachines(ms []Machine) {
 	}
 	s.mu.Unlock()
 	for _, m := range fresh {
-		go func(m Machine) {
-			err := s.opts.Runtime.Boot(context.Background(), m)
-			s.mu.Lock()
-			if res := s.lookup(m.ID); res != nil {
-				if err != nil {
-					res.secrets["bootError"] = err.Error()
-				}
-			}
-			s.mu.Unlock()
-		}(m)
+		go s.boot(m)
 	}
+}
+
+// boot runs a machine; the VM counts as running once the runtime's Boot
+// returns, whether or not its operating system came up (the instance view
+// says so with BootStatus/failed).
+func (s *Server) boot(m Machine) {
+	err := s.opts.Runtime.Boot(context.Background(), m)
+	s.mu.Lock()
+	if res := s.lookup(m.ID); res != nil {
+		res.up = true
+		delete(res.secrets, "power")
+		if err != nil {
+			res.secrets["bootError"] = err.Error()
+		}
+	}
+	s.mu.Unlock()
 }
 
 func (s *Server) stopMachines(ids []string) {

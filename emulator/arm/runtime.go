@@ -55,11 +55,14 @@ type ImageReference struct {
 }
 
 // MachineRuntime runs provisioned machines. Boot is called once a VM or
-// instance has provisioned (after its boot delay); an error marks the
-// machine's boot failed in its instance view. Stop is called when the VM is
-// deleted or reimaged, and when the emulator closes.
+// instance has provisioned (after its boot delay), and again when a stopped
+// or deallocated one is started; an error marks the machine's boot failed in
+// its instance view. Halt switches a machine off and keeps its disk (power
+// off, deallocate, the first half of a restart). Stop is called when the VM
+// is deleted or reimaged, and when the emulator closes: the disk goes.
 type MachineRuntime interface {
 	Boot(ctx context.Context, m Machine) error
+	Halt(ctx context.Context, id string) error
 	Stop(ctx context.Context, id string) error
 }
 
@@ -69,12 +72,19 @@ type RecordingRuntime struct {
 	mu      sync.Mutex
 	booted  map[string]Machine
 	stopped []string
+	halted  []string
 	// Fail, when set, makes Boot fail for the machines it returns an error for.
 	Fail func(Machine) error
+	// Hold, when set, is called as Boot ("boot") and Halt ("halt") begin:
+	// a test blocks in it to see the machine's state while the runtime works.
+	Hold func(op, id string)
 }
 
 // Boot records the machine.
 func (r *RecordingRuntime) Boot(_ context.Context, m Machine) error {
+	if r.Hold != nil {
+		r.Hold("boot", m.ID)
+	}
 	if r.Fail != nil {
 		if err := r.Fail(m); err != nil {
 			return err
@@ -98,7 +108,26 @@ func (r *RecordingRuntime) Stop(_ context.Context, id string) error {
 	return nil
 }
 
-// Running returns the machines booted and not stopped.
+// Halt records the machine switched off.
+func (r *RecordingRuntime) Halt(_ context.Context, id string) error {
+	if r.Hold != nil {
+		r.Hold("halt", id)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.booted, key(id))
+	r.halted = append(r.halted, id)
+	return nil
+}
+
+// Halted returns the IDs of the machines switched off so far.
+func (r *RecordingRuntime) Halted() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.halted...)
+}
+
+// Running returns the machines booted and not stopped or halted.
 func (r *RecordingRuntime) Running() []Machine {
 	r.mu.Lock()
 	defer r.mu.Unlock()

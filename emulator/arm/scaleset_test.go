@@ -76,6 +76,11 @@ func TestScaleSetInstances(t *testing.T) {
 	azureCode(t, pollErr(sets.BeginCreateOrUpdate(w.ctx, "rg", "pool", scaleSet(subnetID, "windows-pool", "v1", 1), nil)), "InvalidParameter")
 
 	done(sets.BeginCreateOrUpdate(w.ctx, "rg", "windows-pool-abcde", scaleSet(subnetID, "win-abcde", "v1", 3), nil))
+	// Its computer-name prefix and admin user are fixed at creation.
+	azureCode(t, pollErr(sets.BeginCreateOrUpdate(w.ctx, "rg", "windows-pool-abcde", scaleSet(subnetID, "win-fghij", "v1", 3), nil)), "PropertyChangeNotAllowed")
+	renamed := scaleSet(subnetID, "win-abcde", "v1", 3)
+	renamed.Properties.VirtualMachineProfile.OSProfile.AdminUsername = to.Ptr("azureuser")
+	azureCode(t, pollErr(sets.BeginCreateOrUpdate(w.ctx, "rg", "windows-pool-abcde", renamed, nil)), "PropertyChangeNotAllowed")
 	insts := w.instances("rg", "windows-pool-abcde")
 	if ids(insts) != "0,1,2" {
 		t.Fatalf("instances %v, want 0,1,2", insts)

@@ -39,7 +39,17 @@ func (s *Server) Save(path string) error {
 		if st := str(body, "properties", "provisioningState"); st == "Creating" || st == "Updating" {
 			obj(body, "properties")["provisioningState"] = "Succeeded"
 		}
-		st.Resources = append(st.Resources, savedResource{ID: r.idStr, Body: body, Secrets: deepCopy(r.secrets), ETag: r.etag})
+		secrets := deepCopy(r.secrets)
+		// A power action under way is saved as done.
+		switch secrets["power"] {
+		case "stopping":
+			secrets["power"] = "stopped"
+		case "deallocating":
+			secrets["power"] = "deallocated"
+		case "starting":
+			delete(secrets, "power")
+		}
+		st.Resources = append(st.Resources, savedResource{ID: r.idStr, Body: body, Secrets: secrets, ETag: r.etag})
 	}
 	s.mu.Unlock()
 	data, err := json.MarshalIndent(st, "", " ")
@@ -94,8 +104,8 @@ func (s *Server) Load(path string) error {
 		s.resources[key(sr.ID)] = &resource{id: id, idStr: sr.ID, kind: k, body: sr.Body, secrets: secrets, etag: sr.ETag}
 	}
 	for _, r := range s.resources {
-		if r.provisioningState() != "Succeeded" {
-			continue
+		if r.provisioningState() != "Succeeded" || switchedOff(r) {
+			continue // a stopped or deallocated VM stays off until started
 		}
 		switch r.kind.typ {
 		case kindVM:

@@ -19,8 +19,11 @@ type resource struct {
 	etag    string
 	// deleting is set while a DELETE operation runs.
 	deleting bool
-	// booted is set once the machine runtime was asked to boot it.
+	// booted is set once the machine runtime was asked to boot it (and
+	// stays set while it is switched off: the runtime keeps its disk).
 	booted bool
+	// up is set once the runtime's Boot returned: the VM runs.
+	up bool
 }
 
 func newETag() string {

@@ -276,6 +276,7 @@ func TestMixedClusterBoots(t *testing.T) {
 	m.etcdThroughPortForward(t, ctx, cpNode)
 	m.joinRefusals(t, ctx, endpoint)
 	m.killedScheduler(t, ctx, cpNode)
+	m.powerCycle(t, ctx, linuxName, linuxName)
 	m.stop(t, ctx, cpNode, winName)
 }
 

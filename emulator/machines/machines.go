@@ -62,6 +62,9 @@ type Runtime struct {
 	mu       sync.Mutex
 	machines map[string]*machine
 	clusters map[string]*workloadCluster
+	// halted are the disks of machines switched off (stopped or
+	// deallocated VMs), by machine ID: a Boot starts from them.
+	halted map[string]string
 }
 
 type machine struct {
@@ -106,7 +109,7 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	return &Runtime{opts: opts, machines: map[string]*machine{}, clusters: map[string]*workloadCluster{}}, nil
+	return &Runtime{opts: opts, machines: map[string]*machine{}, clusters: map[string]*workloadCluster{}, halted: map[string]string{}}, nil
 }
 
 func key(id string) string { return strings.ToLower(id) }
@@ -133,6 +136,7 @@ func (r *Runtime) Boot(ctx context.Context, am arm.Machine) error {
 	m.dir = filepath.Join(r.opts.Dir, unsafeName.ReplaceAllString(strings.ToLower(am.ResourceGroup+"-"+name), "-"))
 	m.logs = vmdisk.NewLogs(m.disk(""))
 	r.mu.Lock()
+	delete(r.halted, key(am.ID)) // started again: its disk is m.dir
 	if old, ok := r.machines[key(am.ID)]; ok {
 		r.mu.Unlock()
 		r.stop(old) // reimaged: the old disk goes
@@ -427,6 +431,23 @@ func (r *Runtime) providerIDOf(endpoint string) func(string) (string, bool) {
 	}
 }
 
+// Halt switches a machine off and keeps its disk, as a stopped or
+// deallocated VM: its kubelet stops, so its Node goes NotReady once its
+// lease expires, and a later Boot starts it from the same disk.
+func (r *Runtime) Halt(_ context.Context, id string) error {
+	r.mu.Lock()
+	m, ok := r.machines[key(id)]
+	if ok {
+		delete(r.machines, key(id))
+		r.halted[key(id)] = m.dir
+	}
+	r.mu.Unlock()
+	if ok {
+		r.stop(m)
+	}
+	return nil
+}
+
 // Stop stops a machine's processes and removes its disk: the VM is gone.
 func (r *Runtime) Stop(_ context.Context, id string) error {
 	r.mu.Lock()
@@ -434,7 +455,12 @@ func (r *Runtime) Stop(_ context.Context, id string) error {
 	if ok {
 		delete(r.machines, key(id))
 	}
+	dir, halted := r.halted[key(id)]
+	delete(r.halted, key(id))
 	r.mu.Unlock()
+	if halted {
+		_ = os.RemoveAll(dir)
+	}
 	if !ok {
 		return nil
 	}
@@ -517,6 +543,7 @@ func (r *Runtime) Close() {
 		ms = append(ms, m)
 		delete(r.machines, id)
 	}
+	r.halted = map[string]string{}
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, m := range ms {

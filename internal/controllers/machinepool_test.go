@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,7 +68,14 @@ func (a *azure) instances(rg, vmss string) []vmssInstance {
 			return nil
 		}
 		for _, v := range page.Value {
-			out = append(out, vmssInstance{*v.InstanceID, *v.Properties.OSProfile.ComputerName, *v.Properties.StorageProfile.ImageReference.Version, *v.Properties.LatestModelApplied})
+			// A marketplace image's version, or a community gallery
+			// image's (the last segment of its ID).
+			img := v.Properties.StorageProfile.ImageReference
+			version := ptr.Deref(img.Version, "")
+			if id := ptr.Deref(img.CommunityGalleryImageID, ""); id != "" {
+				version = id[strings.LastIndex(id, "/")+1:]
+			}
+			out = append(out, vmssInstance{*v.InstanceID, *v.Properties.OSProfile.ComputerName, version, *v.Properties.LatestModelApplied})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -127,8 +135,8 @@ func TestWindowsMachinePool(t *testing.T) {
 		if !strings.HasPrefix(in.computerName, "win-abcde") || len(in.computerName) > 15 {
 			t.Fatalf("instance computer name %q", in.computerName)
 		}
-		if !strings.HasPrefix(in.imageVersion, "136.3.") {
-			t.Fatalf("instance image version %q, want the v1.36.3 Windows image", in.imageVersion)
+		if in.imageVersion != "1.36.3" {
+			t.Fatalf("instance image version %q, want the community gallery's v1.36.3 Windows image", in.imageVersion)
 		}
 	}
 	if n := len(f.poolMachines(amp.Name)); n != 3 {
@@ -158,8 +166,15 @@ func TestWindowsMachinePool(t *testing.T) {
 	// scaling to 2 removes them and then the oldest.
 	for _, m := range f.poolMachines(amp.Name) {
 		if m.Spec.InstanceID == "1" || m.Spec.InstanceID == "3" {
-			m.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: ""}
-			if err := env.Client.Update(f.ctx, &m); err != nil {
+			// The controller writes these objects too: retry on conflict.
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(&m), &m); err != nil {
+					return err
+				}
+				m.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: ""}
+				return env.Client.Update(f.ctx, &m)
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -202,7 +217,7 @@ func TestWindowsMachinePool(t *testing.T) {
 			minSeen = live
 		}
 		for _, in := range insts {
-			if !strings.HasPrefix(in.imageVersion, "135.4.") || !in.latest {
+			if in.imageVersion != "1.35.4" || !in.latest {
 				return fmt.Sprintf("still rolling: %+v", insts)
 			}
 		}

@@ -220,3 +220,16 @@ func TestListingErrorsAreNotCached(t *testing.T) {
 		t.Fatalf("a failed listing was cached: %v", err)
 	}
 }
+
+func TestReferenceCatalogIsTheEmulatorsMarketplace(t *testing.T) {
+	skus, _ := ReferenceCatalog().ListSKUs(context.Background(), "", Publisher, WindowsOffer)
+	for _, want := range []string{"k8s-1dot22dot1-windows-2019-containerd", "k8s-1dot18dot13-windows-2019", "windows-2019-containerd-gen1"} {
+		if !contains(skus, want) {
+			t.Errorf("reference catalog lacks SKU %s (has %v)", want, skus)
+		}
+	}
+	versions, _ := ReferenceCatalog().ListVersions(context.Background(), "", Publisher, WindowsOffer, "k8s-1dot22dot1-windows-2019-containerd")
+	if len(versions) != 1 || versions[0] != "2021.10.15" {
+		t.Errorf("versions of the seeds' containerd SKU %v, want [2021.10.15]", versions)
+	}
+}

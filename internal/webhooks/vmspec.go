@@ -18,6 +18,7 @@ import (
 
 const (
 	defaultDiskSizeGB         = 128
+	windowsImageDiskGB        = 127
 	defaultStorageAccountType = "Premium_LRS"
 )
 
@@ -87,6 +88,13 @@ func validateVMSpec(s *infrav1.AzureVMSpec, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("vmSize"), s.VMSize, "an Azure VM size looks like Standard_D4s_v3 or Standard_B2ms: Standard_ or Basic_ and the size's name"))
 	}
 	errs = append(errs, validateImage(s.Image, p.Child("image"))...)
+	// Azure refuses an OS disk smaller than its image's; the Windows
+	// reference images' disk is 127 GB (Linux ones are within the 30 GB
+	// minimum the API type already sets).
+	if s.Image == nil && s.OSDisk.OSType == infrav1.Windows && s.OSDisk.DiskSizeGB != nil && *s.OSDisk.DiskSizeGB < windowsImageDiskGB {
+		errs = append(errs, field.Invalid(p.Child("osDisk", "diskSizeGB"), *s.OSDisk.DiskSizeGB,
+			fmt.Sprintf("the Windows reference images' OS disk is %d GB and Azure refuses a smaller disk: set %d or more, or leave it out", windowsImageDiskGB, windowsImageDiskGB)))
+	}
 	if s.WindowsServerVersion != "" && s.OSDisk.OSType != infrav1.Windows {
 		errs = append(errs, field.Invalid(p.Child("windowsServerVersion"), s.WindowsServerVersion,
 			"applies only to Windows machines: set osDisk.osType to Windows or remove windowsServerVersion"))

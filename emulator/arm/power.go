@@ -1,0 +1,166 @@
+package arm
+
+import (
+	"context"
+	"net/http"
+	"strings"
+)
+
+// powerActions are the power operations Azure offers on VMs, scale sets and
+// scale-set instances (POST .../start, powerOff, restart, deallocate; the
+// Compute REST spec), each with the state the instance view shows while it
+// runs.
+var powerActions = map[string]string{
+	"start":      "starting",
+	"poweroff":   "stopping",
+	"restart":    "starting",
+	"deallocate": "deallocating",
+}
+
+// powerDone is the state an action leaves the machine in; "" is running.
+var powerDone = map[string]string{"poweroff": "stopped", "deallocate": "deallocated"}
+
+// powerState is what the instance view reports as PowerState/...: an
+// action's state while it runs or once it stopped the machine, otherwise
+// starting until the runtime has booted it and running after.
+func powerState(r *resource) string {
+	if p, ok := r.secrets["power"].(string); ok && p != "" {
+		return p
+	}
+	if r.up {
+		return "running"
+	}
+	return "starting"
+}
+
+func switchedOff(r *resource) bool {
+	p := powerState(r)
+	return p == "stopped" || p == "deallocated" || p == "stopping" || p == "deallocating"
+}
+
+// servePower runs a power action on a VM, an instance, or a scale set's
+// instances (those in the body's instanceIds, or all of them).
+func (s *Server) servePower(w http.ResponseWriter, r *http.Request, id resourceID, res *resource, action string, body map[string]any) {
+	s.mu.Lock()
+	targets := []*resource{res}
+	vmss := res
+	if res.kind.typ == kindVMSS {
+		targets = nil
+		want := map[string]bool{}
+		for _, iid := range list(body, "instanceIds") {
+			is, _ := iid.(string)
+			want[is] = true
+			if inst := s.lookup(id.Child("virtualMachines", is).String()); inst == nil || inst.deleting {
+				s.mu.Unlock()
+				writeError(w, errorf(http.StatusBadRequest, "InvalidParameter", "The provided instanceId %s is not an active Virtual Machine Scale Set VM instanceId.", is))
+				return
+			}
+		}
+		for _, inst := range s.liveInstances(res) {
+			if len(want) == 0 || want[inst.id.Name()] {
+				targets = append(targets, inst)
+			}
+		}
+	} else if res.kind.typ == kindInstance {
+		parent, _ := res.id.Parent()
+		vmss = s.lookup(parent.String())
+	}
+	for _, t := range targets {
+		if e := powerRefused(t, action); e != nil {
+			s.mu.Unlock()
+			writeError(w, e)
+			return
+		}
+	}
+	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
+	for _, t := range targets {
+		t.secrets["power"] = powerActions[action]
+	}
+	delay := s.opts.OperationDelay
+	if action == "start" || action == "restart" {
+		delay += bootDelay(s, vmss)
+	}
+	s.after(delay, func() {
+		// The runtime switches machines off outside the lock: it may take
+		// a while, and the instance view shows the action meanwhile.
+		if action != "start" && s.opts.Runtime != nil {
+			for _, t := range targets {
+				if t.booted && !s.isDeleting(t) {
+					_ = s.opts.Runtime.Halt(context.Background(), t.idStr)
+				}
+			}
+		}
+		s.mu.Lock()
+		var boot, fresh []Machine
+		for _, t := range targets {
+			if s.lookup(t.idStr) != t || t.deleting {
+				continue
+			}
+			if final := powerDone[action]; final != "" {
+				t.up = false
+				t.secrets["power"] = final
+				continue
+			}
+			switch {
+			case action == "start" && t.up:
+				delete(t.secrets, "power") // already running: nothing to do
+				continue
+			case s.opts.Runtime == nil:
+				t.up = true
+				delete(t.secrets, "power")
+				continue
+			}
+			t.up = false
+			m := s.vmMachine(vmss, t)
+			if t.booted {
+				boot = append(boot, m)
+			} else {
+				fresh = append(fresh, m) // loaded switched off: never booted here
+			}
+		}
+		s.finishOperation(op, nil)
+		s.mu.Unlock()
+		s.bootMachines(fresh)
+		for _, m := range boot {
+			go s.boot(m)
+		}
+	})
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// powerRefused is Azure's answer to an action the machine's state does not
+// allow: nothing runs on a VM still being created or deleted, and a VM that
+// is off must be started, not restarted.
+func powerRefused(t *resource, action string) *armError {
+	name := t.id.Name()
+	switch {
+	case t.deleting:
+		return errorf(http.StatusConflict, "OperationNotAllowed", "Operation '%s' is not allowed on VM '%s' since the VM is being deleted.", action, name)
+	case t.provisioningState() == "Creating":
+		return errorf(http.StatusConflict, "OperationNotAllowed", "Operation '%s' is not allowed on VM '%s' since the VM is being created.", action, name)
+	case action == "restart" && switchedOff(t):
+		state := powerState(t)
+		if strings.HasPrefix(state, "dealloc") {
+			return errorf(http.StatusConflict, "OperationNotAllowed", "Operation 'restart' is not allowed on VM '%s' since the VM is deallocated or marked to be deallocated.", name)
+		}
+		return errorf(http.StatusConflict, "OperationNotAllowed", "Operation 'restart' is not allowed on VM '%s' since the VM is stopped. Start the VM instead.", name)
+	}
+	return nil
+}
+
+func (s *Server) isDeleting(r *resource) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return r.deleting || s.lookup(r.idStr) != r
+}
+
+// vmMachine describes a VM or, with its scale set, an instance for the
+// runtime.
+func (s *Server) vmMachine(vmss, r *resource) Machine {
+	if r.kind.typ == kindInstance {
+		return s.instanceMachine(vmss, r)
+	}
+	p := r.props()
+	return s.machineOf(r, str(r.body, "location"), obj(p, "storageProfile"), obj(p, "osProfile"), list(p, "networkProfile", "networkInterfaces"), r.secrets, "", "")
+}
