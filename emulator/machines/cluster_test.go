@@ -334,8 +334,9 @@ func (m *mixed) brokenComponent(t *testing.T, ctx context.Context, node string) 
 		}
 		for _, cs := range p.Status.ContainerStatuses {
 			w := cs.State.Waiting
-			if w != nil && w.Reason == "CrashLoopBackOff" && cs.RestartCount >= 2 && strings.Contains(w.Message, `cannot get resource "nodes"`) &&
-				cs.LastTerminationState.Terminated != nil && cs.LastTerminationState.Terminated.ExitCode != 0 {
+			last := cs.LastTerminationState.Terminated
+			if w != nil && w.Reason == "CrashLoopBackOff" && cs.RestartCount >= 2 &&
+				last != nil && last.ExitCode != 0 && strings.Contains(last.Message, `cannot get resource "nodes"`) {
 				return ""
 			}
 		}
