@@ -24,6 +24,7 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/azure/vmimages"
+	"github.com/winkube/winkube/internal/azurejson"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/images"
 	"github.com/winkube/winkube/internal/naming"
@@ -128,6 +129,21 @@ func TestMixedClusterBoots(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The cloud provider config each machine template's Secret carries,
+	// as winkube's controller writes it.
+	cfg := azurejson.New(azurejson.Network{SubscriptionID: subscriptID, ResourceGroup: "mixed-rg", Location: "westeurope",
+		VnetName: "mixed-rg-vnet", VnetResourceGroup: "mixed-rg", SubnetName: "node", SecurityGroupName: "mixed-node-nsg", RouteTableName: "mixed-node-routetable"},
+		azurejson.Credentials{TenantID: "6f7a1e2b-5c3d-4e8f-9a0b-1c2d3e4f5a6b"})
+	for _, owner := range []string{"mixed-control-plane", "mixed-md-0", "mixed-md-win"} {
+		sec, err := azurejson.Secret(owner, "default", "mixed", metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "mixed", UID: m.cluster.UID}, cfg, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Create(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// The control plane.
 	cpData := bootstrapData(t, ctx, m.cluster, "mixed-control-plane-abcde", true, kcp)
 	start := time.Now()
@@ -164,6 +180,10 @@ func TestMixedClusterBoots(t *testing.T) {
 		t.Fatalf("a node without a CNI is Ready=%v (%s), want NotReady for the network plugin", ready, msg)
 	}
 	applyYAML(t, ctx, m.wc, m.addons("calico-linux"))
+	applyYAML(t, ctx, m.wc, m.addons("calico-resources"))
+	// cloud-provider-azure: the node manager initializes each node, the
+	// controller manager runs on the control plane from its azure.json.
+	applyYAML(t, ctx, m.wc, m.addons("cloud-provider-azure"))
 	poll.Until(t, 2*time.Minute, func() string {
 		n, err := m.workload.CoreV1().Nodes().Get(ctx, cpNode, metav1.GetOptions{})
 		if err != nil {
@@ -217,12 +237,25 @@ func TestMixedClusterBoots(t *testing.T) {
 	t.Logf("workers Ready after their VMs were created: Linux %s, Windows %s", readyAt[linuxName].Round(time.Millisecond), readyAt[winComputer].Round(time.Millisecond))
 
 	// Each node carries what a kubelet of its OS sets, and the cloud
-	// controller has initialized it.
+	// node manager has initialized it.
 	want := map[string]map[string]string{
 		cpNode:      {"kubernetes.io/os": "linux", "node-role.kubernetes.io/control-plane": ""},
 		linuxName:   {"kubernetes.io/os": "linux"},
 		winComputer: {"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.20348"},
 	}
+	// The node managers (DaemonSet pods) initialize each node once they run.
+	poll.Until(t, 2*time.Minute, func() string {
+		for name := range want {
+			n, err := m.workload.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			if n.Spec.ProviderID == "" {
+				return "node " + name + " not initialized by a cloud node manager yet"
+			}
+		}
+		return ""
+	})
 	for name, labels := range want {
 		n, err := m.workload.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -276,8 +309,42 @@ func TestMixedClusterBoots(t *testing.T) {
 	m.etcdThroughPortForward(t, ctx, cpNode)
 	m.joinRefusals(t, ctx, endpoint)
 	m.killedScheduler(t, ctx, cpNode)
+	m.brokenComponent(t, ctx, linuxName)
 	m.powerCycle(t, ctx, linuxName, linuxName)
 	m.stop(t, ctx, cpNode, winName)
+}
+
+// brokenComponent: a cloud node manager whose ServiceAccount may do nothing
+// starts, exits as the real one does, and is restarted with a back-off.
+func (m *mixed) brokenComponent(t *testing.T, ctx context.Context, node string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "cnm-without-rbac", Namespace: "kube-system"},
+		Spec: corev1.PodSpec{NodeName: node, HostNetwork: true, ServiceAccountName: "default",
+			Containers: []corev1.Container{{Name: "cloud-node-manager", Image: "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-node-manager:v1.36.0",
+				Env: []corev1.EnvVar{{Name: "NODE_NAME", Value: node}}}}},
+	}
+	if _, err := m.workload.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		p, err := m.workload.CoreV1().Pods("kube-system").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			w := cs.State.Waiting
+			last := cs.LastTerminationState.Terminated
+			if w != nil && w.Reason == "CrashLoopBackOff" && cs.RestartCount >= 2 &&
+				last != nil && last.ExitCode != 0 && strings.Contains(last.Message, `cannot get resource "nodes"`) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("container statuses %+v", p.Status.ContainerStatuses)
+	})
+	if err := m.workload.CoreV1().Pods("kube-system").Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // stop deletes machines: a worker's kubelet stops (its node goes stale),

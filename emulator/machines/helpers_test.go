@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -247,8 +248,17 @@ func applyYAML(t *testing.T, ctx context.Context, c client.Client, stream string
 		if len(u.Object) == 0 {
 			continue
 		}
-		if err := c.Create(ctx, u); err != nil {
-			t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
+		// A custom resource waits for its definition to be served, as a
+		// ClusterResourceSet retries it.
+		poll.Until(t, 30*time.Second, func() string {
+			err := c.Create(ctx, u.DeepCopy())
+			if meta.IsNoMatchError(err) {
+				return err.Error()
+			}
+			if err != nil {
+				t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
+			}
+			return ""
+		})
 	}
 }

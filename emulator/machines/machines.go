@@ -265,6 +265,9 @@ func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.
 func (r *Runtime) bootWorker(ctx context.Context, m *machine, b *bootdata.BootData, host netip.Addr) error {
 	j := b.Kubeadm.Join
 	m.nodeName = nodeName(j.NodeRegistration, m.arm.ComputerName)
+	if err := writeBootFiles(m, b.Files); err != nil {
+		return fmt.Errorf("write_files: %w", err)
+	}
 	bt := j.Discovery.BootstrapToken
 	if bt == nil {
 		return errors.New("JoinConfiguration has no bootstrapToken discovery: file discovery is not supported by winkube's machine runtime")
@@ -313,10 +316,9 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		OperatingSystem: "linux", Architecture: "amd64", OSImage: "Ubuntu 24.04.1 LTS", KernelVersion: "6.8.0-1021-azure",
 		ContainerRuntimeVersion: "containerd://1.7.24", MachineID: machineID(am.ID), SystemUUID: machineID(am.ID + "/uuid"), BootID: machineID(am.ID + time.Now().String()),
 	}
-	labels := map[string]string{
-		"kubernetes.io/hostname": m.nodeName, "node.kubernetes.io/instance-type": am.VMSize,
-		"topology.kubernetes.io/region": strings.ToLower(am.Location), "topology.kubernetes.io/zone": zoneLabel(am),
-	}
+	// With --cloud-provider=external the kubelet leaves the cloud's labels
+	// (region, zone, instance type) to the cloud node manager.
+	labels := map[string]string{"kubernetes.io/hostname": m.nodeName}
 	if m.windows() {
 		rel, err := windowsReleaseOf(am.Image)
 		if err != nil {
@@ -343,9 +345,11 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		return err
 	}
 	r.event(m, fmt.Sprintf("kubelet registering node %s (%s, %s)", m.nodeName, h.OS, host))
+	check, started := r.componentHooks(m, host.String(), h.OS)
 	k, err := kubelet.Start(ctx, kubelet.Config{
 		NodeName: m.nodeName, Client: client, Address: host, Host: h, Labels: labels, Taints: taints,
 		Capacity: capacity(am), NodeInfo: info, StaticPods: static, StaticProcesses: procs, Images: r.opts.Images, Logs: m.logs,
+		StartCheck: check, Started: started,
 		Log: r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {
@@ -415,20 +419,6 @@ func machineID(s string) string {
 		out[i] = hex[h%16]
 	}
 	return string(out)
-}
-
-// providerIDOf finds a node's provider ID among the machines of a cluster.
-func (r *Runtime) providerIDOf(endpoint string) func(string) (string, bool) {
-	return func(node string) (string, bool) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, m := range r.machines {
-			if m.nodeName == node && m.endpoint == endpoint {
-				return m.providerID, true
-			}
-		}
-		return "", false
-	}
 }
 
 // Halt switches a machine off and keeps its disk, as a stopped or
@@ -516,7 +506,7 @@ func (r *Runtime) ensureCloud(m *machine) error {
 		ips = r.opts.PublicIPs(m.arm)
 	}
 	r.clusters[m.endpoint] = &workloadCluster{admin: m.cp.SuperAdmin, cloud: cloud.Start(cloud.Config{
-		Client: admin, ProviderID: r.providerIDOf(m.endpoint), PublicIPs: ips, Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
+		Client: admin, Images: ccmImage, Instances: machineInstances{r}, PublicIPs: ips, Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
 	})}
 	return nil
 }

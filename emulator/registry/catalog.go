@@ -55,6 +55,9 @@ func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 	out = append(out,
 		// CNI: Calico and Flannel, Linux and Windows.
 		Image{Ref: "docker.io/calico/node:v3.28.2", Platforms: linuxAll, Provides: "cni", Listens: []string{"9099/tcp"}}, // Felix's health port
+		Image{Ref: "docker.io/calico/cni:v3.28.2", Platforms: linuxAll},
+		Image{Ref: "docker.io/calico/kube-controllers:v3.28.2", Platforms: linuxAll},
+		Image{Ref: "docker.io/flannel/flannel-cni-plugin:v1.5.1-flannel2", Platforms: linuxAll},
 		Image{Ref: "docker.io/calico/cni-windows:v3.28.2", Platforms: windows(Build2019, Build2022), Provides: "cni"},
 		Image{Ref: "docker.io/calico/node-windows:v3.28.2", Platforms: windows(Build2019, Build2022)},
 		Image{Ref: "docker.io/flannel/flannel:v0.25.6", Platforms: linuxAll, Provides: "cni"},
@@ -78,8 +81,25 @@ func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 		Image{Ref: "docker.io/library/nginx:latest", Platforms: linuxAll, Listens: web},
 		Image{Ref: "docker.io/library/busybox:1.36", Platforms: linuxAll},
 	)
+	// cloud-provider-azure's releases, one per Kubernetes minor; from
+	// v1.32 published under mcr.microsoft.com/oss/v2. The node manager's
+	// image also runs as a Windows HostProcess container.
+	for _, v := range cloudProviderAzureReleases {
+		repo := "mcr.microsoft.com/oss/kubernetes"
+		if v >= "v1.32" {
+			repo = "mcr.microsoft.com/oss/v2/kubernetes"
+		}
+		out = append(out,
+			Image{Ref: repo + "/azure-cloud-controller-manager:" + v, Platforms: linuxAll},
+			Image{Ref: repo + "/azure-cloud-node-manager:" + v, Platforms: append(append([]v1.Platform(nil), linuxAll...), hostProcess...)})
+	}
 	return out
 }
+
+// cloudProviderAzureReleases are the releases cloud-provider-azure's Helm
+// chart installs for Kubernetes 1.21 to 1.36.
+var cloudProviderAzureReleases = []string{"v1.0.23", "v1.1.27", "v1.23.30", "v1.24.22", "v1.25.24", "v1.26.22", "v1.27.21",
+	"v1.28.14", "v1.29.15", "v1.30.15", "v1.31.12", "v1.32.17", "v1.33.12", "v1.34.9", "v1.35.4", "v1.36.0"}
 
 // PushAll publishes images, stopping at the first failure.
 func (r *Registry) PushAll(ctx context.Context, images []Image) error {

@@ -20,6 +20,9 @@ type Options struct {
 	// SkipNameValidation lets several managers run in one process (tests
 	// that restart the manager).
 	SkipNameValidation bool
+	// TenantID is the Azure tenant written to the nodes' cloud provider
+	// config (azure.json); AZURE_TENANT_ID when empty.
+	TenantID string
 }
 
 // Setup registers every winkube controller with the manager.
@@ -38,5 +41,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&AzureMachinePoolReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	return (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts)
+	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
+		return err
+	}
+	for _, kind := range []string{"AzureMachineTemplate", "AzureMachinePool", "AzureMachine"} {
+		if err := (&AzureJSONReconciler{Client: mgr.GetClient(), Kind: kind, TenantID: o.TenantID}).SetupWithManager(mgr, opts); err != nil {
+			return err
+		}
+	}
+	return nil
 }

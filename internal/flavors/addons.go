@@ -8,9 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,13 +30,23 @@ const (
 	calicoCNIWin    = "docker.io/calico/cni-windows"
 	calicoNodeLinux = "docker.io/calico/node"
 	flannelLinuxImg = "docker.io/flannel/flannel"
-	csiProxyImage   = "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy"
+	// flannelCNIPlugin is the flannel CNI plugin binary that
+	// kube-flannel.yml's install-cni-plugin copies to the host.
+	flannelCNIPlugin        = "docker.io/flannel/flannel-cni-plugin"
+	flannelCNIPluginVersion = "v1.5.1-flannel2"
+	csiProxyImage           = "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy"
 )
 
 func (b *builder) addons() []client.Object {
 	var objs []client.Object
 	linux := b.linuxCNI()
-	objs = append(objs, b.crs(b.o.ClusterName+"-"+b.cni.name, map[string]string{"cni": b.cni.name}, b.configMap(b.cni.name+"-linux", linux...))...)
+	cms := []*corev1.ConfigMap{b.configMap(b.cni.name+"-linux", linux...)}
+	if b.cni.name == "calico" {
+		// Calico's own objects, in a ConfigMap applied after the CRDs.
+		cms = append(cms, b.configMap("calico-resources", b.calicoResources()...))
+	}
+	objs = append(objs, b.crs(b.o.ClusterName+"-"+b.cni.name, map[string]string{"cni": b.cni.name}, cms...)...)
+	objs = append(objs, b.crs(b.o.ClusterName+"-cloud-provider-azure", map[string]string{CloudProviderLabel: CloudProviderAzure}, b.configMap("cloud-provider-azure", b.cloudProviderAzure()...))...)
 	if !b.windows {
 		return objs
 	}
@@ -131,7 +139,10 @@ func (b *builder) kubeProxyWindows() *appsv1.DaemonSet {
 			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/kube-proxy/start.ps1"},
 			Env: append(env("KUBEPROXY_PATH", "%CONTAINER_SANDBOX_MOUNT_POINT%/kube-proxy/kube-proxy.exe", "KUBE_NETWORK", b.windowsNetworkName()),
 				nodeNameEnv(), corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}),
+			VolumeMounts: []corev1.VolumeMount{{Name: "kube-proxy", MountPath: "/var/lib/kube-proxy"}},
 		}},
+		// kubeadm's kube-proxy ConfigMap: config.conf and kubeconfig.conf.
+		Volumes: []corev1.Volume{configMapVolume("kube-proxy", "kube-proxy")},
 	}
 	hostProcess(&pod)
 	return daemonSet("kube-proxy-windows", windowsOSLabel, pod)
@@ -175,85 +186,6 @@ func jsonString(v any) string {
 	return string(out)
 }
 
-// calicoWindows is Calico for Windows: VXLAN with VNI 4096 on the HNS
-// dataplane, MTU 1350, and the OutBoundNAT exceptions in its CNI config.
-func (b *builder) calicoWindows() []runtime.Object {
-	cniConf := map[string]any{
-		"name": "Calico", "cniVersion": "0.3.1",
-		"plugins": []any{map[string]any{
-			"type": "calico", "mode": "vxlan", "vxlan_mac_prefix": "0E-2A", "vxlan_vni": VXLANVNI, "mtu": OverlayMTU,
-			"policy":                     map[string]any{"type": "k8s"},
-			"windows_use_single_network": true,
-			"ipam":                       map[string]any{"type": "calico-ipam", "subnet": "usePodCidr"},
-			"policies": []any{
-				map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "OutBoundNAT", "ExceptionList": b.outboundNATExceptions()}},
-				map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "SDNROUTE", "DestinationPrefix": ServiceCIDR, "NeedEncap": true}},
-			},
-		}},
-	}
-	config := &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "calico-windows-config", Namespace: addonNamespace},
-		Data: map[string]string{
-			"CALICO_NETWORKING_BACKEND": "vxlan",
-			"VXLAN_VNI":                 fmt.Sprint(VXLANVNI),
-			"VXLAN_PORT":                fmt.Sprint(VXLANPort),
-			"VXLAN_MTU":                 fmt.Sprint(OverlayMTU),
-			"WINDOWS_DATAPLANE":         "HNS",
-			"KUBE_NETWORK":              b.windowsNetworkName(),
-			"K8S_SERVICE_CIDR":          ServiceCIDR,
-			"CNI_CONF":                  jsonString(cniConf),
-		},
-	}
-	// Windows nodes need whole IPAM blocks of their own.
-	ipam := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPAMConfig",
-		"metadata": map[string]any{"name": "default"},
-		"spec":     map[string]any{"strictAffinity": true, "autoAllocateBlocks": true, "maxBlocksPerHost": 0},
-	}}
-	fromConfig := []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: config.Name}}}}
-	pod := corev1.PodSpec{
-		ServiceAccountName: "calico-node",
-		InitContainers: []corev1.Container{{
-			Name: "install-cni", Image: calicoCNIWin + ":" + calicoVersion,
-			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/opt/cni/bin/install.exe"}, EnvFrom: fromConfig, Env: []corev1.EnvVar{nodeNameEnv()},
-		}},
-		Containers: []corev1.Container{{
-			Name: "calico-node-startup", Image: calicoNodeWin + ":" + calicoVersion,
-			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/CalicoWindows/node/node-service.ps1"}, EnvFrom: fromConfig,
-			Env: append([]corev1.EnvVar{nodeNameEnv()}, env("CALICO_NODENAME_FILE", "C:/etc/nodename", "FELIX_VXLANVNI", fmt.Sprint(VXLANVNI), "FELIX_VXLANPORT", fmt.Sprint(VXLANPort))...),
-		}, {
-			Name: "calico-node-felix", Image: calicoNodeWin + ":" + calicoVersion,
-			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/CalicoWindows/felix/felix-service.ps1"}, EnvFrom: fromConfig, Env: []corev1.EnvVar{nodeNameEnv()},
-		}},
-	}
-	hostProcess(&pod)
-	return []runtime.Object{config, ipam, daemonSet("calico-node-windows", windowsOSLabel, pod)}
-}
-
-// calicoLinux is the Linux side of Calico's VXLAN overlay (the calico-node
-// DaemonSet, restricted to Linux nodes), with the same VNI, port and MTU.
-func (b *builder) calicoLinux() []runtime.Object {
-	pod := corev1.PodSpec{
-		ServiceAccountName: "calico-node", HostNetwork: true, Tolerations: tolerateAll(),
-		Containers: []corev1.Container{{
-			Name: "calico-node", Image: calicoNodeLinux + ":" + calicoVersion,
-			Env: append([]corev1.EnvVar{nodeNameEnv()}, env(
-				"CALICO_NETWORKING_BACKEND", "vxlan", "CALICO_IPV4POOL_CIDR", b.cni.podCIDR, "CALICO_IPV4POOL_VXLAN", "Always",
-				"FELIX_VXLANVNI", fmt.Sprint(VXLANVNI), "FELIX_VXLANPORT", fmt.Sprint(VXLANPort), "FELIX_VXLANMTU", fmt.Sprint(OverlayMTU),
-				"CALICO_IPV4POOL_IPIP", "Never", "IP_AUTODETECTION_METHOD", "interface=eth0")...),
-			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-		}},
-	}
-	objs := serviceAccount("calico-node",
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes", "namespaces", "pods", "services", "endpoints", "serviceaccounts", "configmaps"}, Verbs: []string{"get", "list", "watch"}},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status", "pods/status"}, Verbs: []string{"patch", "update"}},
-		rbacv1.PolicyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
-		rbacv1.PolicyRule{APIGroups: []string{"crd.projectcalico.org"}, Resources: []string{"*"}, Verbs: []string{"*"}},
-	)
-	return append(append(objs, ipamConfigCRD()), daemonSet("calico-node", linuxOSLabel, pod))
-}
-
 // serviceAccount is the identity an add-on's pods run as, bound to the
 // cluster-wide rules it needs: without it the DaemonSet creates no pod.
 func serviceAccount(name string, rules ...rbacv1.PolicyRule) []runtime.Object {
@@ -264,22 +196,6 @@ func serviceAccount(name string, rules ...rbacv1.PolicyRule) []runtime.Object {
 			TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"}, ObjectMeta: metav1.ObjectMeta{Name: name},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: addonNamespace}},
-		},
-	}
-}
-
-// ipamConfigCRD defines Calico's IPAMConfig kind, which the Windows side
-// sets (strictAffinity); Calico's manifests ship it with the Linux side.
-func ipamConfigCRD() runtime.Object {
-	return &apiextensionsv1.CustomResourceDefinition{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
-		ObjectMeta: metav1.ObjectMeta{Name: "ipamconfigs.crd.projectcalico.org"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "crd.projectcalico.org", Scope: apiextensionsv1.ClusterScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "IPAMConfig", ListKind: "IPAMConfigList", Plural: "ipamconfigs", Singular: "ipamconfig"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: &apiextensionsv1.CustomResourceValidation{
-				OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)},
-			}}},
 		},
 	}
 }
@@ -307,19 +223,37 @@ func (b *builder) flannelLinux() []runtime.Object {
 		"name": "cbr0", "cniVersion": "0.3.1",
 		"plugins": []any{map[string]any{"type": "flannel", "delegate": map[string]any{"hairpinMode": true, "isDefaultGateway": true}}, map[string]any{"type": "portmap", "capabilities": map[string]any{"portMappings": true}}},
 	})
+	cfgMount := corev1.VolumeMount{Name: "flannel-cfg", MountPath: "/etc/kube-flannel/"}
 	pod := corev1.PodSpec{
 		ServiceAccountName: "flannel", HostNetwork: true, Tolerations: tolerateAll(),
+		InitContainers: []corev1.Container{{
+			Name: "install-cni-plugin", Image: flannelCNIPlugin + ":" + flannelCNIPluginVersion,
+			Command: []string{"cp"}, Args: []string{"-f", "/flannel", "/opt/cni/bin/flannel"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "cni-plugin", MountPath: "/opt/cni/bin"}},
+		}, {
+			Name: "install-cni", Image: flannelLinuxImg + ":" + flannelVersion,
+			Command: []string{"cp"}, Args: []string{"-f", "/etc/kube-flannel/cni-conf.json", "/etc/cni/net.d/10-flannel.conflist"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "cni", MountPath: "/etc/cni/net.d"}, cfgMount},
+		}},
 		Containers: []corev1.Container{{
 			Name: "kube-flannel", Image: flannelLinuxImg + ":" + flannelVersion,
-			Command:         []string{"/opt/bin/flanneld", "--ip-masq", "--kube-subnet-mgr"},
-			Env:             append([]corev1.EnvVar{nodeNameEnv()}, env("EVENT_QUEUE_DEPTH", "5000")...),
-			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}},
-			VolumeMounts:    []corev1.VolumeMount{{Name: "flannel-cfg", MountPath: "/etc/kube-flannel/"}},
+			Command: []string{"/opt/bin/flanneld", "--ip-masq", "--kube-subnet-mgr"},
+			Env: []corev1.EnvVar{fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+				{Name: "EVENT_QUEUE_DEPTH", Value: "5000"}},
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(false), Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}},
+			VolumeMounts:    []corev1.VolumeMount{{Name: "run", MountPath: "/run/flannel"}, cfgMount, {Name: "xtables-lock", MountPath: "/run/xtables.lock"}},
 		}},
-		Volumes: []corev1.Volume{{Name: "flannel-cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: config.Name}}}}},
+		Volumes: []corev1.Volume{
+			hostPathVolume("run", "/run/flannel"),
+			hostPathVolume("cni-plugin", "/opt/cni/bin"),
+			hostPathVolume("cni", "/etc/cni/net.d"),
+			configMapVolume("flannel-cfg", config.Name),
+			{Name: "xtables-lock", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/run/xtables.lock", Type: ptr.To(corev1.HostPathFileOrCreate)}}},
+		},
 	}
 	objs := serviceAccount("flannel",
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "nodes", "namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
 	)
 	return append(objs, config, daemonSet("kube-flannel-ds", linuxOSLabel, pod))
@@ -342,11 +276,12 @@ func (b *builder) flannelWindows() []runtime.Object {
 		ServiceAccountName: "flannel",
 		Containers: []corev1.Container{{
 			Name: "kube-flannel", Image: flannelWinImage + ":" + flannelVersion + "-hostprocess",
-			Command:      []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/mounts/kube-flannel/flanneld.exe", "--kube-subnet-mgr", "--kubeconfig-file", "%CONTAINER_SANDBOX_MOUNT_POINT%/mounts/kube-flannel/kubeconfig.conf"},
-			Env:          append([]corev1.EnvVar{nodeNameEnv()}, env("POD_NAMESPACE", addonNamespace, "KUBE_NETWORK", b.windowsNetworkName())...),
-			VolumeMounts: []corev1.VolumeMount{{Name: "flannel-cfg", MountPath: "/mounts/kube-flannel-windows/"}},
+			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/mounts/kube-flannel/flanneld.exe", "--kube-subnet-mgr", "--kubeconfig-file", "%CONTAINER_SANDBOX_MOUNT_POINT%/mounts/kube-flannel/kubeconfig.conf"},
+			Env: []corev1.EnvVar{nodeNameEnv(), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+				{Name: "KUBE_NETWORK", Value: b.windowsNetworkName()}, {Name: "SERVICE_SUBNET", Value: ServiceCIDR}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "flannel-cfg", MountPath: "/mounts/kube-flannel-windows/"}, {Name: "kube-proxy", MountPath: "/mounts/kube-proxy"}},
 		}},
-		Volumes: []corev1.Volume{{Name: "flannel-cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: config.Name}}}}},
+		Volumes: []corev1.Volume{configMapVolume("flannel-cfg", config.Name), configMapVolume("kube-proxy", "kube-proxy")},
 	}
 	hostProcess(&pod)
 	return []runtime.Object{config, daemonSet("kube-flannel-ds-windows", windowsOSLabel, pod)}

@@ -69,6 +69,9 @@ func Generate(flavor string, o Options) ([]client.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cloudProviderSupported(o.KubernetesVersion, v.Minor); err != nil {
+		return nil, err
+	}
 	b := &builder{o: o, v: v, flavor: flavor, cni: cniOf(flavor), windows: flavor != Default}
 	return b.build(), nil
 }
@@ -99,7 +102,7 @@ func args(kv ...string) []bootstrapv1.Arg {
 
 func (b *builder) build() []client.Object {
 	o, name := b.o, b.o.ClusterName
-	clusterLabels := map[string]string{clusterv1.ClusterNameLabel: name, "cni": b.cni.name}
+	clusterLabels := map[string]string{clusterv1.ClusterNameLabel: name, "cni": b.cni.name, CloudProviderLabel: CloudProviderAzure}
 	if b.windows {
 		clusterLabels["windows"] = "enabled"
 		clusterLabels["cni-windows"] = b.cni.name
@@ -183,6 +186,7 @@ func (b *builder) controlPlane() []client.Object {
 				JoinConfiguration:    bootstrapv1.JoinConfiguration{NodeRegistration: nodeReg},
 				Users:                b.users(),
 				PreKubeadmCommands:   b.linuxPreKubeadm(),
+				Files:                []bootstrapv1.File{azureJSONFile(name+"-control-plane", ControlPlaneAzureJSON, LinuxAzureJSONPath)},
 			},
 		},
 	}
@@ -196,6 +200,7 @@ func (b *builder) linuxWorkers() []client.Object {
 			JoinConfiguration:  bootstrapv1.JoinConfiguration{NodeRegistration: bootstrapv1.NodeRegistrationOptions{Name: NodeNameFromMetadata, KubeletExtraArgs: b.linuxKubelet()}},
 			Users:              b.users(),
 			PreKubeadmCommands: b.linuxPreKubeadm(),
+			Files:              []bootstrapv1.File{azureJSONFile(name, WorkerNodeAzureJSON, LinuxAzureJSONPath)},
 		},
 	}}}
 	replicas := o.LinuxNodes
@@ -236,7 +241,7 @@ func (b *builder) machineDeployment(name string, replicas int32, infraKind, infr
 
 // windowsConfig is the kubeadm configuration of a Windows node: cloudbase-init
 // runs it; containerd on its named pipe; the kubelet as the seeds set it.
-func (b *builder) windowsConfig() bootstrapv1.KubeadmConfigSpec {
+func (b *builder) windowsConfig(infraName string) bootstrapv1.KubeadmConfigSpec {
 	socket := ContainerdSocket
 	if b.flavor == WindowsDockershim {
 		socket = DockershimSocket
@@ -261,6 +266,7 @@ func (b *builder) windowsConfig() bootstrapv1.KubeadmConfigSpec {
 			`powershell -c "Add-MpPreference -ExclusionPath C:/opt/cni,C:/etc/cni,C:/ProgramData/containerd"`,
 		},
 		PostKubeadmCommands: []string{`powershell -c "Set-Service -Name kubelet -StartupType Automatic"`},
+		Files:               []bootstrapv1.File{azureJSONFile(infraName, WorkerNodeAzureJSON, WindowsAzureJSONPath)},
 	}
 }
 
@@ -279,7 +285,7 @@ func (b *builder) windowsWorkers() []client.Object {
 	o := b.o
 	if b.flavor == MachinePoolWindows {
 		name := o.ClusterName + "-mp-win"
-		cfg := &bootstrapv1.KubeadmConfig{ObjectMeta: b.meta(name), Spec: b.windowsConfig()}
+		cfg := &bootstrapv1.KubeadmConfig{ObjectMeta: b.meta(name), Spec: b.windowsConfig(name)}
 		mp := &clusterv1.MachinePool{
 			ObjectMeta: b.meta(name),
 			Spec: clusterv1.MachinePoolSpec{
@@ -295,7 +301,7 @@ func (b *builder) windowsWorkers() []client.Object {
 		return []client.Object{mp, amp, cfg}
 	}
 	name := o.ClusterName + "-md-win"
-	cfg := &bootstrapv1.KubeadmConfigTemplate{ObjectMeta: b.meta(name), Spec: bootstrapv1.KubeadmConfigTemplateSpec{Template: bootstrapv1.KubeadmConfigTemplateResource{Spec: b.windowsConfig()}}}
+	cfg := &bootstrapv1.KubeadmConfigTemplate{ObjectMeta: b.meta(name), Spec: bootstrapv1.KubeadmConfigTemplateSpec{Template: bootstrapv1.KubeadmConfigTemplateResource{Spec: b.windowsConfig(name)}}}
 	tmpl := &infrav1.AzureMachineTemplate{ObjectMeta: b.meta(name), Spec: infrav1.AzureMachineTemplateSpec{Template: infrav1.AzureMachineTemplateResource{
 		Spec: infrav1.AzureMachineSpec{AzureVMSpec: b.windowsTemplateSpec()},
 	}}}

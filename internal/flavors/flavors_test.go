@@ -193,8 +193,8 @@ func objectsOf(t *testing.T, flavor string, o flavors.Options) (top []runtime.Ob
 		for k, v := range cm.Data {
 			addonData[k] = v
 			for _, doc := range strings.Split(v, "---\n") {
-				if strings.Contains(doc, "kind: IPAMConfig") {
-					continue // a Calico CRD, not in our schemes
+				if strings.Contains(doc, "apiVersion: crd.projectcalico.org/v1") {
+					continue // Calico's kinds, not in our schemes
 				}
 				addons = append(addons, decodeStrict(t, []byte(doc))...)
 			}
@@ -248,8 +248,12 @@ func TestSeedNumbers(t *testing.T) {
 		!strings.Contains(calico.Data["CNI_CONF"], `"192.168.0.0/16"`) || !strings.Contains(calico.Data["CNI_CONF"], `"10.96.0.0/12"`) || !strings.Contains(calico.Data["CNI_CONF"], "OutBoundNAT") {
 		t.Fatalf("calico-windows-config %+v", calico)
 	}
-	if !strings.Contains(data["calico-windows.yaml"], "strictAffinity: true") {
+	if !strings.Contains(data["calico-resources.yaml"], "strictAffinity: true") {
 		t.Fatal("Calico's IPAM is not strictAffinity")
+	}
+	// As CAPZ does, pods cannot reach Azure's wireserver on port 80.
+	if w := data["calico-resources.yaml"]; !strings.Contains(w, "kind: GlobalNetworkPolicy") || !strings.Contains(w, "168.63.129.16/32") || !strings.Contains(w, "- 80") {
+		t.Fatalf("no Calico policy keeping pods from the wireserver:\n%s", w)
 	}
 
 	// Every DaemonSet is pinned to its OS; Windows ones are HostProcess.
@@ -266,8 +270,11 @@ func TestSeedNumbers(t *testing.T) {
 		if os == "windows" {
 			p := ds.Spec.Template.Spec
 			wo := p.SecurityContext.WindowsOptions
-			if !p.HostNetwork || wo == nil || !*wo.HostProcess || *wo.RunAsUserName != `NT AUTHORITY\system` || p.PriorityClassName != "system-node-critical" ||
-				len(p.Tolerations) != 1 || p.Tolerations[0].Operator != corev1.TolerationOpExists {
+			tolerates := false
+			for _, tt := range p.Tolerations {
+				tolerates = tolerates || (tt.Key == "" && tt.Operator == corev1.TolerationOpExists && (tt.Effect == "" || tt.Effect == corev1.TaintEffectNoSchedule))
+			}
+			if !p.HostNetwork || wo == nil || !*wo.HostProcess || *wo.RunAsUserName != `NT AUTHORITY\system` || p.PriorityClassName != "system-node-critical" || !tolerates {
 				t.Errorf("Windows DaemonSet %s is not a node-critical HostProcess DaemonSet tolerating all taints", ds.Name)
 			}
 		}
@@ -370,7 +377,7 @@ func TestClusterctlTemplate(t *testing.T) {
 		"${AZURE_LOCATION}", "westeurope", "${AZURE_SUBSCRIPTION_ID}", "00000000-0000-0000-0000-000000000001",
 		"${AZURE_SSH_PUBLIC_KEY_B64}", "c3NoLWVkMjU1MTkgQUFBQQ==", "${AZURE_SSH_PUBLIC_KEY}", "ssh-ed25519 AAAA",
 		"${CONTROL_PLANE_MACHINE_COUNT}", "1", "${WORKER_MACHINE_COUNT}", "1", "${WINDOWS_WORKER_MACHINE_COUNT}", "2",
-		"${AZURE_CONTROL_PLANE_MACHINE_TYPE}", "Standard_D2s_v3", "${AZURE_NODE_MACHINE_TYPE}", "Standard_D4s_v3").Replace(text)
+		"${AZURE_CONTROL_PLANE_MACHINE_TYPE}", "Standard_D2s_v3", "${AZURE_NODE_MACHINE_TYPE}", "Standard_D4s_v3", "${CLOUD_PROVIDER_AZURE_VERSION}", "v1.36.0").Replace(text)
 	if strings.Contains(filled, "${") {
 		t.Fatalf("unfilled variables remain")
 	}

@@ -12,16 +12,17 @@ import (
 // from typed objects, then become ${VARIABLE} in the text. They are chosen
 // to pass the builder's checks and to occur nowhere else.
 const (
-	sentinelName     = "wkclustersentinel"
-	sentinelVersion  = "v1.99.77"
-	sentinelLocation = "wklocationsentinel"
-	sentinelSub      = "wksubscriptionsentinel"
-	sentinelKey      = "ssh-ed25519 WKSSHKEYSENTINEL"
-	sentinelCPSize   = "Standard_WKCPSENTINEL"
-	sentinelNodeSize = "Standard_WKNODESENTINEL"
-	sentinelCP       = 771
-	sentinelLinux    = 772
-	sentinelWindows  = 773
+	sentinelName       = "wkclustersentinel"
+	sentinelVersion    = "v1.99.77"
+	sentinelLocation   = "wklocationsentinel"
+	sentinelSub        = "wksubscriptionsentinel"
+	sentinelKey        = "ssh-ed25519 WKSSHKEYSENTINEL"
+	sentinelCPSize     = "Standard_WKCPSENTINEL"
+	sentinelNodeSize   = "Standard_WKNODESENTINEL"
+	sentinelCPAVersion = "v1.99.0-wkcpasentinel"
+	sentinelCP         = 771
+	sentinelLinux      = 772
+	sentinelWindows    = 773
 )
 
 // Template renders a flavor as a clusterctl template: ${VARIABLE}
@@ -64,6 +65,7 @@ func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTa
 			vars[variable] = true
 		}
 	}
+	replace(sentinelCPAVersion, "CLOUD_PROVIDER_AZURE_VERSION", "${CLOUD_PROVIDER_AZURE_VERSION}")
 	replace(sentinelVersion+"-", "KUBERNETES_VERSION", "${KUBERNETES_VERSION/+/_}-")
 	replace(sentinelVersion, "KUBERNETES_VERSION", "${KUBERNETES_VERSION}")
 	replace(sentinelName, "CLUSTER_NAME", "${CLUSTER_NAME}")

@@ -137,6 +137,10 @@ func Start(ctx context.Context, o Options) (*World, error) {
 	return w, nil
 }
 
+// Tenant is the local world's Azure tenant, written to the nodes' cloud
+// provider config.
+const Tenant = "6f7a1e2b-5c3d-4e8f-9a0b-1c2d3e4f5a6b"
+
 func (w *World) start(ctx context.Context) (err error) {
 	o := w.opts
 	manifests := filepath.Join(o.StateDir, "manifests")
@@ -231,7 +235,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := setupClusterAPI(mctx, mgr); err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(armCfg), Concurrency: 4, Requeue: time.Second, SkipNameValidation: true}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(armCfg), Concurrency: 4, Requeue: time.Second, SkipNameValidation: true, TenantID: Tenant}); err != nil {
 		return err
 	}
 	if err := webhooks.SetupWithManager(mgr); err != nil {

@@ -1,14 +1,19 @@
-// Package cloud is the local world's cloud controller manager, doing for a
-// workload cluster what Azure's cloud-controller-manager and
-// cloud-node-manager do: it initializes nodes registered by a kubelet with
-// --cloud-provider=external (provider ID, then the uninitialized taint
-// removed) and gives LoadBalancer Services an external IP, a public IP it
-// allocates in the cloud.
+// Package cloud does for a workload cluster what Azure's cloud provider
+// (cloud-provider-azure) does, and only while its processes would run:
+// InitializeNode is what azure-cloud-node-manager does on its node from the
+// instance metadata (provider ID, addresses, the region, zone and
+// instance-type labels, then the uninitialized taint removed); the
+// Controller is azure-cloud-controller-manager's service and node lifecycle
+// controllers, active only while a cloud-controller-manager pod runs Ready
+// in kube-system (the simulated kubelet has checked its cloud config): it
+// gives LoadBalancer Services an external IP, a public IP it allocates in
+// the cloud, and deletes the Nodes whose VM is gone, finding VMs by the
+// nodes' provider IDs. Without those pods nodes stay tainted and Services
+// pending, as on Azure.
 package cloud
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -36,11 +41,21 @@ type PublicIPs interface {
 	Release(ctx context.Context, name string) error
 }
 
+// Instances answers what the cloud knows of a VM, by provider ID.
+type Instances interface {
+	// Exists says whether the VM of an azure:// provider ID exists.
+	Exists(ctx context.Context, providerID string) (bool, error)
+}
+
 // Config is one workload cluster's cloud controller.
 type Config struct {
 	Client kubernetes.Interface
-	// ProviderID tells a node's provider ID from its name.
-	ProviderID func(nodeName string) (string, bool)
+	// Images are the cloud-controller-manager's image repositories: a
+	// Running and Ready pod of one of them in kube-system makes the
+	// controller active.
+	Images func(image string) bool
+	// Instances may be nil: Nodes are then never deleted.
+	Instances Instances
 	// PublicIPs may be nil: LoadBalancer Services then stay pending, with
 	// an event saying why.
 	PublicIPs PublicIPs
@@ -55,6 +70,7 @@ type Controller struct {
 	queue  workqueue.TypedRateLimitingInterface[string]
 	nodes  cache.Indexer
 	svcs   cache.Indexer
+	pods   cache.Indexer
 }
 
 // Start runs the controller until Stop.
@@ -65,6 +81,11 @@ func Start(cfg Config) *Controller {
 	f := informers.NewSharedInformerFactory(cfg.Client, 0)
 	ni, si := f.Core().V1().Nodes().Informer(), f.Core().V1().Services().Informer()
 	c.nodes, c.svcs = ni.GetIndexer(), si.GetIndexer()
+	// The cloud-controller-manager runs in kube-system, as its chart
+	// installs it.
+	pf := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(metav1.NamespaceSystem))
+	pi := pf.Core().V1().Pods().Informer()
+	c.pods = pi.GetIndexer()
 	add := func(prefix string) cache.ResourceEventHandlerFuncs {
 		h := func(o any) {
 			if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {
@@ -75,17 +96,36 @@ func Start(cfg Config) *Controller {
 	}
 	_, _ = ni.AddEventHandler(add("node/"))
 	_, _ = si.AddEventHandler(add("svc/"))
+	// A change of a cloud-controller-manager pod (it starts, turns
+	// Ready, goes) is looked at for every object.
+	all := func(o any) {
+		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		if p, ok := o.(*corev1.Pod); !ok || !c.isCCM(p) {
+			return
+		}
+		for _, k := range c.nodes.ListKeys() {
+			c.queue.Add("node/" + k)
+		}
+		for _, k := range c.svcs.ListKeys() {
+			c.queue.Add("svc/" + k)
+		}
+	}
+	_, _ = pi.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: all, UpdateFunc: func(_, o any) { all(o) }, DeleteFunc: all})
 	f.Start(ctx.Done())
+	pf.Start(ctx.Done())
 	go func() {
 		defer close(c.done)
 		go func() { <-ctx.Done(); c.queue.ShutDown() }()
-		if !cache.WaitForCacheSync(ctx.Done(), ni.HasSynced, si.HasSynced) {
+		if !cache.WaitForCacheSync(ctx.Done(), ni.HasSynced, si.HasSynced, pi.HasSynced) {
 			return
 		}
 		for {
 			key, quit := c.queue.Get()
 			if quit {
 				f.Shutdown()
+				pf.Shutdown()
 				return
 			}
 			var err error
@@ -112,33 +152,63 @@ func (c *Controller) Stop() {
 	<-c.done
 }
 
+func (c *Controller) isCCM(p *corev1.Pod) bool {
+	if c.cfg.Images == nil {
+		return false
+	}
+	for _, ct := range p.Spec.Containers {
+		if c.cfg.Images(ct.Image) {
+			return true
+		}
+	}
+	return false
+}
+
+// Active says whether a cloud-controller-manager pod runs Ready in
+// kube-system: only then do its controllers act.
+func (c *Controller) Active() bool {
+	for _, o := range c.pods.List() {
+		p := o.(*corev1.Pod)
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(p) && c.isCCM(p) {
+			return true
+		}
+	}
+	return false
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// syncNode is the node lifecycle controller: a Node whose VM is gone is
+// deleted. Nodes are found by provider ID; one without (not initialized by
+// the cloud-node-manager yet) is left alone.
 func (c *Controller) syncNode(ctx context.Context, name string) error {
+	if !c.Active() || c.cfg.Instances == nil {
+		return nil
+	}
 	o, ok, _ := c.nodes.GetByKey(name)
 	if !ok {
 		return nil
 	}
-	n := o.(*corev1.Node).DeepCopy()
-	changed := false
+	n := o.(*corev1.Node)
 	if n.Spec.ProviderID == "" {
-		id, ok := c.cfg.ProviderID(n.Name)
-		if !ok {
-			return fmt.Errorf("node %s is no machine of this cloud", n.Name)
-		}
-		n.Spec.ProviderID, changed = id, true
-	}
-	var kept []corev1.Taint
-	for _, t := range n.Spec.Taints {
-		if t.Key == UninitializedTaint {
-			changed = true
-			continue
-		}
-		kept = append(kept, t)
-	}
-	if !changed {
 		return nil
 	}
-	n.Spec.Taints = kept
-	_, err := c.cfg.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	exists, err := c.cfg.Instances.Exists(ctx, n.Spec.ProviderID)
+	if err != nil || exists {
+		return err
+	}
+	c.cfg.Log.Info("deleting node: its VM no longer exists", "node", n.Name, "providerID", n.Spec.ProviderID)
+	err = c.cfg.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
 	return err
 }
 
@@ -147,6 +217,12 @@ func ipName(s *corev1.Service) string { return "kubernetes-" + string(s.UID) }
 func (c *Controller) syncService(ctx context.Context, key string) error {
 	o, ok, _ := c.svcs.GetByKey(key)
 	if !ok {
+		return nil
+	}
+	if !c.Active() {
+		// Nothing programs Azure's load balancers: the Service stays
+		// <pending>, and a deleted one keeps its finalizer until a
+		// cloud-controller-manager runs again.
 		return nil
 	}
 	s := o.(*corev1.Service).DeepCopy()

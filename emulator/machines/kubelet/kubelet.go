@@ -71,6 +71,9 @@ type Config struct {
 	// StartCheck, when set, is asked before every container start; its
 	// error fails the start (see StartCheck).
 	StartCheck StartCheck
+	// Started, when set, is told when a pod's containers first run, so
+	// that what the simulated processes do on the node can happen.
+	Started func(ctx context.Context, pod *corev1.Pod)
 }
 
 // Kubelet is a running simulated kubelet.

@@ -185,6 +185,9 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 					k.cniStarted(ctx, key, pod)
 				}
 			}
+			if k.cfg.Started != nil {
+				k.cfg.Started(ctx, pod)
+			}
 		}
 		// What a pod's images installed stays while the pod exists, as a
 		// CNI's configuration stays on disk while its pod restarts.

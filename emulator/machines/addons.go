@@ -1,0 +1,132 @@
+package machines
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/winkube/winkube/emulator/machines/bootdata"
+	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/components"
+	"github.com/winkube/winkube/emulator/machines/kubelet"
+	"github.com/winkube/winkube/emulator/machines/vmdisk"
+)
+
+// writeBootFiles writes the custom data's write_files to the machine's disk,
+// as cloud-init (Linux) and cloudbase-init (Windows) do before kubeadm runs:
+// the cloud provider config among them.
+func writeBootFiles(m *machine, files []bootdata.File) error {
+	disk := m.disk("")
+	for _, f := range files {
+		p, err := disk.HostPath(f.Path)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		mode := os.FileMode(0o600)
+		if v, err := strconv.ParseUint(f.Permissions, 8, 32); err == nil && f.Permissions != "" {
+			mode = os.FileMode(v)&0o700 | 0o600
+		}
+		if err := os.WriteFile(p, f.Content, mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readNodeFile reads a file of the machine's own filesystem.
+func readNodeFile(m *machine) func(string) ([]byte, error) {
+	disk := m.disk("")
+	return func(path string) ([]byte, error) {
+		p, err := disk.HostPath(path)
+		if err != nil {
+			return nil, err
+		}
+		return os.ReadFile(p)
+	}
+}
+
+// instance is what the machine's instance metadata tells a cloud node
+// manager running on it.
+func instance(m *machine, host string) cloud.Instance {
+	am := m.arm
+	return cloud.Instance{
+		ProviderID: m.providerID, InstanceType: am.VMSize, Region: strings.ToLower(am.Location), Zone: zoneLabel(am),
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: host}, {Type: corev1.NodeHostName, Address: m.nodeName}},
+	}
+}
+
+// componentHooks hold the node's kubelet to what the system components it
+// runs need (checked against the cluster's API server as its
+// administrator), and carry out what a running cloud node manager does.
+func (r *Runtime) componentHooks(m *machine, host, os string) (kubelet.StartCheck, func(context.Context, *corev1.Pod)) {
+	r.mu.Lock()
+	wc := r.clusters[m.endpoint]
+	r.mu.Unlock()
+	if wc == nil {
+		m.logs.Write(vmdisk.Kubelet, "the cluster's control plane is not run here: system components are not checked")
+		return nil, nil
+	}
+	admin, err := kubernetes.NewForConfig(wc.admin)
+	if err != nil {
+		return nil, nil
+	}
+	checker := components.New(admin)
+	node := components.Node{OS: os, ReadFile: readNodeFile(m)}
+	check := func(ctx context.Context, pod *corev1.Pod, c *corev1.Container) error {
+		f, err := checker.Check(ctx, node, pod, *c)
+		if err != nil {
+			// The API server did not answer: the process would not get
+			// far either.
+			return err
+		}
+		if f == nil {
+			return nil
+		}
+		if f.Component != "" {
+			m.logs.Write(vmdisk.Kubelet, "%s (%s) in pod %s/%s cannot start: missing %s", f.Component, c.Name, pod.Namespace, pod.Name, f.Missing)
+		}
+		return errors.New(f.Message)
+	}
+	started := func(ctx context.Context, pod *corev1.Pod) {
+		if checker.Effect(os, pod) != components.EffectInitializesNode {
+			return
+		}
+		if err := cloud.InitializeNode(ctx, admin, m.nodeName, instance(m, host)); err != nil {
+			m.logs.Write(vmdisk.Kubelet, "cloud-node-manager: failed to initialize node %s: %v", m.nodeName, err)
+			return
+		}
+		m.logs.Write(vmdisk.Kubelet, "cloud-node-manager: initialized node %s (%s)", m.nodeName, m.providerID)
+	}
+	return check, started
+}
+
+// ccmImage says whether an image is Azure's cloud-controller-manager.
+func ccmImage(image string) bool {
+	return (&components.Checker{Components: components.Catalog()}).HasEffect("linux", image, components.EffectCloudController)
+}
+
+// machineInstances finds VMs by provider ID among the machines the
+// emulator runs: azure:// and the VM's or scale-set instance's ARM ID.
+type machineInstances struct{ r *Runtime }
+
+func (i machineInstances) Exists(_ context.Context, providerID string) (bool, error) {
+	id, ok := strings.CutPrefix(providerID, "azure://")
+	if !ok {
+		return true, nil // not an Azure VM: not this cloud's to delete
+	}
+	i.r.mu.Lock()
+	defer i.r.mu.Unlock()
+	// A stopped or deallocated VM still exists: its Node stays.
+	_, running := i.r.machines[key(id)]
+	_, halted := i.r.halted[key(id)]
+	return running || halted, nil
+}

@@ -1,0 +1,75 @@
+package cloud
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// Labels the cloud provider owns: a kubelet with --cloud-provider=external
+// leaves them to it.
+const (
+	InstanceTypeLabel = "node.kubernetes.io/instance-type"
+	RegionLabel       = "topology.kubernetes.io/region"
+	ZoneLabel         = "topology.kubernetes.io/zone"
+)
+
+// Instance is what a VM's instance metadata tells the node manager running
+// on it.
+type Instance struct {
+	// ProviderID is azure:// and the VM's (or scale-set instance's) ARM ID.
+	ProviderID   string
+	InstanceType string
+	Region       string
+	// Zone is <region>-<zone>, or the fault domain ("0") of a VM in no zone.
+	Zone      string
+	Addresses []corev1.NodeAddress
+}
+
+// InitializeNode is what azure-cloud-node-manager does for the node it runs
+// on: it sets the provider ID, the cloud's labels and the addresses, then
+// removes the uninitialized taint, so that pods schedule. Idempotent.
+func InitializeNode(ctx context.Context, client kubernetes.Interface, name string, in Instance) error {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error { return initializeNode(ctx, client, name, in) })
+}
+
+func initializeNode(ctx context.Context, client kubernetes.Interface, name string, in Instance) error {
+	n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if n.Spec.ProviderID != "" && n.Spec.ProviderID != in.ProviderID {
+		return fmt.Errorf("node %s has provider ID %s, but the instance metadata says %s", name, n.Spec.ProviderID, in.ProviderID)
+	}
+	n.Spec.ProviderID = in.ProviderID
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels[InstanceTypeLabel], n.Labels[RegionLabel], n.Labels[ZoneLabel] = in.InstanceType, in.Region, in.Zone
+	n.Labels["beta.kubernetes.io/instance-type"] = in.InstanceType
+	var kept []corev1.Taint
+	for _, t := range n.Spec.Taints {
+		if t.Key != UninitializedTaint {
+			kept = append(kept, t)
+		}
+	}
+	n.Spec.Taints = kept
+	if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	if len(in.Addresses) == 0 {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"addresses": in.Addresses}})
+	if err != nil {
+		return err
+	}
+	_, err = client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
+}

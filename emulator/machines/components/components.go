@@ -1,0 +1,326 @@
+// Package components holds what real Kubernetes system components need
+// before their process can start, as data: one entry per upstream component,
+// identified by its image repository, each need naming the upstream source it
+// comes from, as kwok keeps simulated behaviour in Stages. The simulated
+// kubelet asks the Checker when a container starts; a container whose
+// component lacks something fails as the real process would, with the error
+// that process logs. Adding a component means adding an entry, not code.
+//
+// The data describes upstream projects (Calico, flannel, cloud-provider-azure,
+// sig-windows-tools, csi-proxy), never a particular cluster template.
+package components
+
+// Need is one thing a component needs to start. Exactly one of its fields
+// other than Source and Log is set.
+type Need struct {
+	// Mount: the container mounts MountPath from a hostPath volume of
+	// HostPath ("" for any volume).
+	Mount *Mount `json:"mount,omitempty"`
+	// HostNetwork: the pod runs in the host's network namespace.
+	HostNetwork bool `json:"hostNetwork,omitempty"`
+	// HostProcess: the Windows pod runs as a HostProcess pod.
+	HostProcess bool `json:"hostProcess,omitempty"`
+	// Env: the container sets this variable (directly, from a field or a
+	// ConfigMap); EnvValue, when set, is the value it must have.
+	Env      string `json:"env,omitempty"`
+	EnvValue string `json:"envValue,omitempty"`
+	// Arg: the container's command line carries this flag (with its value
+	// when it has one).
+	Arg string `json:"arg,omitempty"`
+	// Permission: the pod's ServiceAccount may do this, asked of the API
+	// server with a SubjectAccessReview.
+	Permission *Permission `json:"permission,omitempty"`
+	// CRD: the API serves this resource (plural.group), as a component
+	// listing it needs.
+	CRD string `json:"crd,omitempty"`
+	// ConfigMap: the component reads these keys of this ConfigMap (in the
+	// pod's namespace when Namespace is empty).
+	ConfigMap *ConfigMap `json:"configMap,omitempty"`
+	// CloudConfig: the node has an Azure cloud provider config file with
+	// these fields.
+	CloudConfig *CloudConfig `json:"cloudConfig,omitempty"`
+
+	// Source is where the fact comes from upstream.
+	Source string `json:"source"`
+	// Log is what the component logs when the need is not met; %s is
+	// replaced by the detail (the missing path, field, resource...).
+	Log string `json:"log"`
+}
+
+// Mount is a volume mount a component needs.
+type Mount struct {
+	MountPath string `json:"mountPath"`
+	HostPath  string `json:"hostPath,omitempty"`
+}
+
+// Permission is one API access a component makes.
+type Permission struct {
+	Verb        string `json:"verb"`
+	Group       string `json:"group,omitempty"`
+	Resource    string `json:"resource"`
+	Subresource string `json:"subresource,omitempty"`
+	// Namespace "" is cluster scope; "$pod" is the pod's own namespace.
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+}
+
+// ConfigMap is a ConfigMap a component reads.
+type ConfigMap struct {
+	Namespace string   `json:"namespace,omitempty"`
+	Name      string   `json:"name"`
+	Keys      []string `json:"keys,omitempty"`
+}
+
+// CloudConfig is the Azure cloud provider's config file (azure.json).
+type CloudConfig struct {
+	// PathArg is the flag naming the file; Default is used when the
+	// container does not pass it.
+	PathArg string `json:"pathArg,omitempty"`
+	Default string `json:"default"`
+	// Fields must be present and non-empty.
+	Fields []string `json:"fields"`
+	// Credentials: either aadClientId and aadClientSecret, or
+	// useManagedIdentityExtension true.
+	Credentials bool `json:"credentials,omitempty"`
+}
+
+// Component is one upstream system component.
+type Component struct {
+	Name string `json:"name"`
+	// Images are the image repositories the component ships as
+	// (canonical, without tag: docker.io/calico/node).
+	Images []string `json:"images"`
+	// Containers, when set, are the upstream container names the entry
+	// applies to, for images that run as more than one component
+	// (flannel's image is both kube-flannel and its install-cni).
+	Containers []string `json:"containers,omitempty"`
+	// OS is "linux" or "windows"; "" for both.
+	OS string `json:"os,omitempty"`
+	// Effect is what the running component does that the simulation
+	// carries out for it (EffectInitializesNode, EffectCloudController).
+	Effect string `json:"effect,omitempty"`
+	Source string `json:"source"`
+	Needs  []Need `json:"needs"`
+}
+
+// Effects of running components.
+const (
+	// EffectInitializesNode: the node's provider ID, cloud labels and
+	// addresses are set from the instance metadata and the uninitialized
+	// taint removed (cloud-provider-azure's node manager).
+	EffectInitializesNode = "initializes-node"
+	// EffectCloudController: the cloud's service and node lifecycle
+	// controllers run (cloud-provider-azure's controller manager).
+	EffectCloudController = "cloud-controller"
+)
+
+// Upstream sources.
+const (
+	calicoManifest     = "projectcalico/calico manifests/calico.yaml (v3.28)"
+	calicoWindows      = "projectcalico/calico manifests/calico-windows-vxlan.yaml (v3.28)"
+	calicoCRDs         = "projectcalico/calico manifests/crds.yaml (v3.28), libcalico-go/lib/backend/k8s"
+	flannelManifest    = "flannel-io/flannel Documentation/kube-flannel.yml (v0.25)"
+	flannelSubnetMgr   = "flannel-io/flannel pkg/subnet/kube/kube.go"
+	sigWindowsFlannel  = "kubernetes-sigs/sig-windows-tools hostprocess/flannel/flanneld/flannel-overlay.yml"
+	sigWindowsProxy    = "kubernetes-sigs/sig-windows-tools hostprocess/flannel/kube-proxy/kube-proxy.yml"
+	kubeadmProxyRBAC   = "kubernetes/kubernetes cmd/kubeadm/app/phases/addons/proxy (system:node-proxier)"
+	ccmChart           = "kubernetes-sigs/cloud-provider-azure helm/cloud-provider-azure/templates/cloud-provider-azure.yaml"
+	ccmConfig          = "kubernetes-sigs/cloud-provider-azure pkg/provider/config/azure.go (Config), docs cloud-provider-config"
+	cloudProviderApp   = "kubernetes/cloud-provider app/controllermanager.go"
+	csiProxyManifest   = "kubernetes-sigs/sig-windows-tools hostprocess/csi-proxy; kubernetes-csi/csi-proxy README (HostProcess)"
+	kubeForbidden      = `%s` // the API server's Forbidden message, as the component prints it
+	crdMissing         = "the server could not find the requested resource (%s)"
+	calicoEtcdFallback = "DATASTORE_TYPE %s: calico defaults to the etcdv3 datastore at http://127.0.0.1:2379 and fails: context deadline exceeded"
+)
+
+// Azure cloud provider config fields every cloud-controller-manager needs
+// to reach its VMs, load balancers and network.
+var azureJSONFields = []string{"cloud", "tenantId", "subscriptionId", "resourceGroup", "location", "vmType",
+	"vnetName", "vnetResourceGroup", "subnetName", "securityGroupName", "securityGroupResourceGroup", "routeTableName", "loadBalancerSku"}
+
+func mount(path, host, source, log string) Need {
+	return Need{Mount: &Mount{MountPath: path, HostPath: host}, Source: source, Log: log}
+}
+
+func perm(verb, group, resource, source string) Need {
+	sub := ""
+	for i := range resource {
+		if resource[i] == '/' {
+			resource, sub = resource[:i], resource[i+1:]
+			break
+		}
+	}
+	return Need{Permission: &Permission{Verb: verb, Group: group, Resource: resource, Subresource: sub}, Source: source, Log: kubeForbidden}
+}
+
+func crds(source string, names ...string) []Need {
+	out := make([]Need, 0, len(names))
+	for _, n := range names {
+		out = append(out, Need{CRD: n + ".crd.projectcalico.org", Source: source, Log: crdMissing})
+	}
+	return out
+}
+
+func cat(parts ...[]Need) []Need {
+	var out []Need
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// calicoNodePerms is what calico-node (Linux and Windows) does with its
+// ServiceAccount in Kubernetes-datastore mode.
+func calicoNodePerms(source string) []Need {
+	return []Need{
+		perm("get", "", "nodes", source), perm("patch", "", "nodes/status", source),
+		perm("list", "", "pods", source), perm("list", "", "namespaces", source),
+		perm("list", "", "services", source), perm("list", "discovery.k8s.io", "endpointslices", source),
+		perm("get", "crd.projectcalico.org", "clusterinformations", source), perm("create", "crd.projectcalico.org", "clusterinformations", source),
+		perm("list", "crd.projectcalico.org", "felixconfigurations", source), perm("list", "crd.projectcalico.org", "ippools", source),
+		perm("create", "crd.projectcalico.org", "ipamblocks", source), perm("create", "crd.projectcalico.org", "blockaffinities", source),
+		perm("create", "crd.projectcalico.org", "ipamhandles", source), perm("list", "crd.projectcalico.org", "globalnetworkpolicies", source),
+	}
+}
+
+// calicoFelixCRDs are the kinds calico-node's startup and Felix's syncer
+// read in Kubernetes-datastore mode.
+var calicoFelixCRDs = []string{"clusterinformations", "felixconfigurations", "ippools", "ipamblocks", "blockaffinities", "ipamhandles",
+	"ipamconfigs", "bgpconfigurations", "globalnetworkpolicies", "networkpolicies", "globalnetworksets", "networksets", "hostendpoints", "caliconodestatuses", "ipreservations"}
+
+// Catalog is every component the simulation knows.
+func Catalog() []Component {
+	return []Component{
+		{
+			Name: "calico-node", Images: []string{"docker.io/calico/node"}, OS: "linux", Source: calicoManifest,
+			Needs: cat([]Need{
+				{HostNetwork: true, Source: calicoManifest, Log: "calico-node must run in the host network: %s"},
+				{Env: "DATASTORE_TYPE", EnvValue: "kubernetes", Source: calicoManifest, Log: calicoEtcdFallback},
+				{Env: "NODENAME", Source: calicoManifest, Log: "Unable to determine the node name: %s"},
+				{Env: "CALICO_NETWORKING_BACKEND", Source: calicoManifest, Log: "calico-node: %s"},
+				mount("/lib/modules", "/lib/modules", calicoManifest, "Failed to load kernel modules: %s"),
+				mount("/run/xtables.lock", "/run/xtables.lock", calicoManifest, "Felix: iptables lock: %s"),
+				mount("/var/run/calico", "/var/run/calico", calicoManifest, "Failed to write the node's status: %s"),
+				mount("/var/lib/calico", "/var/lib/calico", calicoManifest, "Unable to write the node name file: %s"),
+				mount("/host/etc/cni/net.d", "/etc/cni/net.d", calicoManifest, "Failed to read the CNI configuration: %s"),
+			}, calicoNodePerms(calicoManifest), crds(calicoCRDs, calicoFelixCRDs...)),
+		},
+		{
+			Name: "calico install-cni", Images: []string{"docker.io/calico/cni"}, OS: "linux", Source: calicoManifest,
+			Needs: []Need{
+				{Env: "CNI_NETWORK_CONFIG", Source: calicoManifest, Log: "Failed to install the CNI configuration: %s"},
+				{ConfigMap: &ConfigMap{Name: "calico-config", Keys: []string{"cni_network_config", "veth_mtu"}}, Source: calicoManifest, Log: "install-cni: %s"},
+				mount("/host/opt/cni/bin", "/opt/cni/bin", calicoManifest, "Failed to install the CNI binaries: %s"),
+				mount("/host/etc/cni/net.d", "/etc/cni/net.d", calicoManifest, "Failed to install the CNI configuration: %s"),
+				// install-cni writes the CNI plugin's kubeconfig with a
+				// token of the calico-cni-plugin ServiceAccount.
+				{Permission: &Permission{Verb: "create", Resource: "serviceaccounts", Subresource: "token", Namespace: "$pod", Name: "calico-cni-plugin"}, Source: calicoManifest, Log: kubeForbidden},
+			},
+		},
+		{
+			Name: "calico-kube-controllers", Images: []string{"docker.io/calico/kube-controllers"}, OS: "linux", Source: calicoManifest,
+			Needs: cat([]Need{
+				{Env: "DATASTORE_TYPE", EnvValue: "kubernetes", Source: calicoManifest, Log: calicoEtcdFallback},
+				{Env: "ENABLED_CONTROLLERS", Source: calicoManifest, Log: "kube-controllers: %s"},
+				perm("watch", "", "nodes", calicoManifest), perm("list", "", "pods", calicoManifest),
+				perm("list", "crd.projectcalico.org", "ipamblocks", calicoManifest), perm("delete", "crd.projectcalico.org", "ipamhandles", calicoManifest),
+				perm("update", "crd.projectcalico.org", "blockaffinities", calicoManifest), perm("list", "crd.projectcalico.org", "ippools", calicoManifest),
+				perm("create", "crd.projectcalico.org", "kubecontrollersconfigurations", calicoManifest), perm("update", "crd.projectcalico.org", "clusterinformations", calicoManifest),
+				perm("list", "crd.projectcalico.org", "hostendpoints", calicoManifest),
+			}, crds(calicoCRDs, "kubecontrollersconfigurations", "clusterinformations", "ipamblocks", "blockaffinities", "ipamhandles", "ippools", "hostendpoints", "ipreservations")),
+		},
+		{
+			Name: "calico-node-windows", Images: []string{"docker.io/calico/node-windows", "docker.io/calico/cni-windows", "docker.io/calico/windows"}, OS: "windows", Source: calicoWindows,
+			Needs: cat([]Need{
+				{HostProcess: true, Source: calicoWindows, Log: "calico-node-windows must run as a HostProcess pod: %s"},
+				{Env: "NODENAME", Source: calicoWindows, Log: "Unable to determine the node name: %s"},
+				{ConfigMap: &ConfigMap{Name: "calico-windows-config", Keys: []string{"CALICO_NETWORKING_BACKEND", "K8S_SERVICE_CIDR", "CNI_BIN_DIR", "CNI_CONF_DIR"}}, Source: calicoWindows, Log: "calico-node-windows: %s"},
+			}, calicoNodePerms(calicoWindows), crds(calicoCRDs, calicoFelixCRDs...)),
+		},
+		{
+			Name: "kube-flannel", Images: []string{"docker.io/flannel/flannel"}, Containers: []string{"kube-flannel"}, OS: "linux", Source: flannelManifest,
+			Needs: []Need{
+				{HostNetwork: true, Source: flannelManifest, Log: "flanneld must run in the host network: %s"},
+				{Env: "POD_NAME", Source: flannelSubnetMgr, Log: "Failed to create SubnetManager: error retrieving pod spec: %s"},
+				{Env: "POD_NAMESPACE", Source: flannelSubnetMgr, Log: "Failed to create SubnetManager: error retrieving pod spec: %s"},
+				{ConfigMap: &ConfigMap{Name: "kube-flannel-cfg", Keys: []string{"net-conf.json"}}, Source: flannelManifest, Log: "failed to read net conf: %s"},
+				mount("/etc/kube-flannel/", "", flannelManifest, "Failed to create SubnetManager: failed to read net conf: %s"),
+				mount("/run/flannel", "/run/flannel", flannelManifest, "Failed to write subnet file: %s"),
+				mount("/run/xtables.lock", "/run/xtables.lock", flannelManifest, "Failed to set up IP masquerade: %s"),
+				perm("get", "", "pods", flannelManifest), perm("list", "", "nodes", flannelManifest),
+				perm("watch", "", "nodes", flannelManifest), perm("patch", "", "nodes/status", flannelManifest),
+			},
+		},
+		{
+			Name: "flannel install-cni", Images: []string{"docker.io/flannel/flannel"}, Containers: []string{"install-cni"}, OS: "linux", Source: flannelManifest,
+			Needs: []Need{
+				mount("/etc/cni/net.d", "/etc/cni/net.d", flannelManifest, "cp: can't create '/etc/cni/net.d/10-flannel.conflist': %s"),
+				mount("/etc/kube-flannel/", "", flannelManifest, "cp: can't stat '/etc/kube-flannel/cni-conf.json': %s"),
+			},
+		},
+		{
+			Name: "flannel install-cni-plugin", Images: []string{"docker.io/flannel/flannel-cni-plugin"}, OS: "linux", Source: flannelManifest,
+			Needs: []Need{mount("/opt/cni/bin", "/opt/cni/bin", flannelManifest, "cp: can't create '/opt/cni/bin/flannel': %s")},
+		},
+		{
+			Name: "flannel (Windows)", Images: []string{"docker.io/sigwindowstools/flannel"}, OS: "windows", Source: sigWindowsFlannel,
+			Needs: []Need{
+				{HostProcess: true, Source: sigWindowsFlannel, Log: "flanneld.exe must run as a HostProcess pod: %s"},
+				{Env: "POD_NAME", Source: flannelSubnetMgr, Log: "Failed to create SubnetManager: error retrieving pod spec: %s"},
+				{Env: "POD_NAMESPACE", Source: flannelSubnetMgr, Log: "Failed to create SubnetManager: error retrieving pod spec: %s"},
+				{ConfigMap: &ConfigMap{Name: "kube-flannel-windows-cfg", Keys: []string{"net-conf.json", "cni-conf.json"}}, Source: sigWindowsFlannel, Log: "failed to read net conf: %s"},
+				{ConfigMap: &ConfigMap{Name: "kube-proxy", Keys: []string{"kubeconfig.conf"}}, Source: sigWindowsFlannel, Log: "flanneld.exe: no kubeconfig: %s"},
+				perm("get", "", "pods", flannelManifest), perm("list", "", "nodes", flannelManifest), perm("patch", "", "nodes/status", flannelManifest),
+			},
+		},
+		{
+			Name: "kube-proxy (Windows)", Images: []string{"docker.io/sigwindowstools/kube-proxy"}, OS: "windows", Source: sigWindowsProxy,
+			Needs: []Need{
+				{HostProcess: true, Source: sigWindowsProxy, Log: "kube-proxy.exe must run as a HostProcess pod: %s"},
+				{Env: "KUBE_NETWORK", Source: sigWindowsProxy, Log: "kube-proxy: no HNS network to program: %s"},
+				{Env: "NODE_NAME", Source: sigWindowsProxy, Log: "kube-proxy: %s"},
+				{ConfigMap: &ConfigMap{Name: "kube-proxy", Keys: []string{"config.conf", "kubeconfig.conf"}}, Source: sigWindowsProxy, Log: "failed to load kube-proxy configuration: %s"},
+				perm("list", "", "services", kubeadmProxyRBAC), perm("watch", "", "services", kubeadmProxyRBAC),
+				perm("list", "discovery.k8s.io", "endpointslices", kubeadmProxyRBAC), perm("get", "", "nodes", kubeadmProxyRBAC),
+			},
+		},
+		{
+			Name: "cloud-controller-manager", OS: "linux", Source: ccmChart, Effect: EffectCloudController,
+			Images: []string{"mcr.microsoft.com/oss/kubernetes/azure-cloud-controller-manager", "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-controller-manager"},
+			Needs: []Need{
+				{Arg: "--cloud-provider=azure", Source: cloudProviderApp, Log: "--cloud-provider cannot be empty: %s"},
+				mount("/etc/kubernetes", "/etc/kubernetes", ccmChart, "Cloud provider could not be initialized: could not init cloud provider \"azure\": %s"),
+				mount("/etc/ssl", "/etc/ssl", ccmChart, "failed to load system roots: %s"),
+				{CloudConfig: &CloudConfig{PathArg: "--cloud-config", Default: "/etc/kubernetes/azure.json", Fields: azureJSONFields, Credentials: true},
+					Source: ccmConfig, Log: "Cloud provider could not be initialized: could not init cloud provider \"azure\": %s"},
+				perm("create", "", "events", ccmChart), perm("update", "", "nodes", ccmChart), perm("patch", "", "nodes/status", ccmChart),
+				perm("list", "", "services", ccmChart), perm("patch", "", "services/status", ccmChart),
+				perm("get", "coordination.k8s.io", "leases", ccmChart), perm("create", "coordination.k8s.io", "leases", ccmChart), perm("update", "coordination.k8s.io", "leases", ccmChart),
+				perm("list", "discovery.k8s.io", "endpointslices", ccmChart),
+			},
+		},
+		{
+			Name: "cloud-node-manager", OS: "linux", Source: ccmChart, Effect: EffectInitializesNode,
+			Images: []string{"mcr.microsoft.com/oss/kubernetes/azure-cloud-node-manager", "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-node-manager"},
+			Needs: []Need{
+				{HostNetwork: true, Source: ccmChart + " (hostNetwork: required to fetch correct hostname)", Log: "cloud-node-manager: %s"},
+				{Env: "NODE_NAME", Source: ccmChart, Log: "cloud-node-manager: --node-name is empty: %s"},
+				perm("get", "", "nodes", ccmChart), perm("update", "", "nodes", ccmChart), perm("patch", "", "nodes", ccmChart), perm("patch", "", "nodes/status", ccmChart),
+			},
+		},
+		{
+			Name: "cloud-node-manager (Windows)", OS: "windows", Source: ccmChart, Effect: EffectInitializesNode,
+			Images: []string{"mcr.microsoft.com/oss/kubernetes/azure-cloud-node-manager", "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-node-manager"},
+			Needs: []Need{
+				{HostProcess: true, Source: ccmChart, Log: "cloud-node-manager.exe must run as a HostProcess pod: %s"},
+				{Env: "NODE_NAME", Source: ccmChart, Log: "cloud-node-manager: --node-name is empty: %s"},
+				{ConfigMap: &ConfigMap{Name: "kube-proxy", Keys: []string{"kubeconfig.conf"}}, Source: ccmChart + " (start.ps1 reads the API server from kube-proxy's kubeconfig)", Log: "cloud-node-manager: %s"},
+				perm("get", "", "nodes", ccmChart), perm("update", "", "nodes", ccmChart), perm("patch", "", "nodes", ccmChart), perm("patch", "", "nodes/status", ccmChart),
+			},
+		},
+		{
+			Name: "csi-proxy", Images: []string{"ghcr.io/kubernetes-sigs/sig-windows/csi-proxy", "mcr.microsoft.com/oss/kubernetes-csi/csi-proxy"}, OS: "windows", Source: csiProxyManifest,
+			Needs: []Need{{HostProcess: true, Source: csiProxyManifest, Log: "csi-proxy must run on the host to serve its named pipes: %s"}},
+		},
+	}
+}

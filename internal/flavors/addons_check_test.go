@@ -1,0 +1,576 @@
+package flavors_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/winkube/winkube/emulator/machines/components"
+	"github.com/winkube/winkube/internal/azurejson"
+	"github.com/winkube/winkube/internal/flavors"
+	"github.com/winkube/winkube/internal/poll"
+)
+
+// addonObjects are the objects a flavor's ClusterResourceSets deliver, in
+// the order they are applied.
+func addonObjects(t *testing.T, objs []client.Object) []*unstructured.Unstructured {
+	t.Helper()
+	cms := map[string]*corev1.ConfigMap{}
+	for _, o := range objs {
+		if cm, ok := o.(*corev1.ConfigMap); ok {
+			cms[cm.Name] = cm
+		}
+	}
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		crs, ok := o.(*addonsv1.ClusterResourceSet)
+		if !ok {
+			continue
+		}
+		for _, r := range crs.Spec.Resources {
+			for _, data := range cms[r.Name].Data {
+				for _, doc := range strings.Split(data, "---\n") {
+					if strings.TrimSpace(doc) == "" {
+						continue
+					}
+					u := &unstructured.Unstructured{}
+					if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+						t.Fatalf("ConfigMap %s: %v", r.Name, err)
+					}
+					out = append(out, u)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// workloadCluster stands for a workload cluster's API server: the add-ons
+// applied, and what kubeadm creates for kube-proxy (its ConfigMap, its
+// ServiceAccount bound to system:node-proxier).
+func applyAddons(t *testing.T, ctx context.Context, objs []*unstructured.Unstructured) {
+	t.Helper()
+	kubeadm := []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"},
+			Data: map[string]string{"config.conf": "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n", "kubeconfig.conf": "apiVersion: v1\nkind: Config\n"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:node-proxier"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-proxier"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "kube-proxy", Namespace: "kube-system"}}},
+	}
+	for _, o := range kubeadm {
+		if err := env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	// CRDs first, as a ClusterResourceSet retries what failed before them.
+	for pass := 0; pass < 2; pass++ {
+		for _, u := range objs {
+			if (u.GetKind() == "CustomResourceDefinition") != (pass == 0) {
+				continue
+			}
+			if u.GetAPIVersion() == "crd.projectcalico.org/v1" {
+				waitServed(t, ctx, strings.ToLower(u.GetKind()))
+			}
+			if err := env.Client.Create(ctx, u.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+}
+
+func waitServed(t *testing.T, ctx context.Context, kind string) {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	poll.Until(t, 30*time.Second, func() string {
+		list, err := cs.Discovery().ServerResourcesForGroupVersion("crd.projectcalico.org/v1")
+		if err == nil {
+			for _, r := range list.APIResources {
+				if strings.ToLower(r.Kind) == kind {
+					return ""
+				}
+			}
+		}
+		return "waiting for Calico's " + kind + " to be served"
+	})
+}
+
+// pods are the pods the add-ons' DaemonSets and Deployments would create,
+// by workload name, with the OS of their nodes.
+func workloadPods(t *testing.T, objs []*unstructured.Unstructured) map[string]*corev1.Pod {
+	t.Helper()
+	out := map[string]*corev1.Pod{}
+	for _, u := range objs {
+		var tmpl corev1.PodTemplateSpec
+		switch u.GetKind() {
+		case "DaemonSet":
+			ds := &appsv1.DaemonSet{}
+			mustConvert(t, u, ds)
+			tmpl = ds.Spec.Template
+		case "Deployment":
+			d := &appsv1.Deployment{}
+			mustConvert(t, u, d)
+			tmpl = d.Spec.Template
+		default:
+			continue
+		}
+		out[u.GetName()] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: u.GetName() + "-x1", Namespace: u.GetNamespace(), UID: types.UID("uid-" + u.GetName())}, Spec: tmpl.Spec}
+	}
+	return out
+}
+
+func mustConvert(t *testing.T, u *unstructured.Unstructured, into any) {
+	t.Helper()
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, into); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func osOf(p *corev1.Pod) string {
+	if os := p.Spec.NodeSelector[corev1.LabelOSStable]; os != "" {
+		return os
+	}
+	return "linux"
+}
+
+// nodeFiles is a node's filesystem with the cloud config the flavors'
+// bootstrap configs write from the <template>-azure-json Secret.
+type nodeFiles map[string][]byte
+
+func (f nodeFiles) read(path string) ([]byte, error) {
+	if d, ok := f[path]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("open %s: %w", path, fs.ErrNotExist)
+}
+
+func azureJSON(t *testing.T, edit func(map[string]any)) []byte {
+	t.Helper()
+	cfg := azurejson.New(azurejson.Network{
+		SubscriptionID: "00000000-0000-0000-0000-000000000001", ResourceGroup: "golden", Location: "westeurope",
+		VnetName: "golden-vnet", VnetResourceGroup: "golden", SubnetName: "golden-node-subnet",
+		SecurityGroupName: "golden-node-nsg", RouteTableName: "golden-node-routetable",
+	}, azurejson.Credentials{TenantID: "6f7a1e2b-5c3d-4e8f-9a0b-1c2d3e4f5a6b"})
+	data, _ := json.Marshal(cfg)
+	var m map[string]any
+	_ = json.Unmarshal(data, &m)
+	if edit != nil {
+		edit(m)
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
+
+func dropMount(container, mountPath string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for i := range cs {
+				if cs[i].Name != container {
+					continue
+				}
+				var kept []corev1.VolumeMount
+				for _, m := range cs[i].VolumeMounts {
+					if m.MountPath != mountPath {
+						kept = append(kept, m)
+					}
+				}
+				cs[i].VolumeMounts = kept
+			}
+		}
+	}
+}
+
+func dropEnv(container, name string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for i := range cs {
+				if cs[i].Name != container {
+					continue
+				}
+				var kept []corev1.EnvVar
+				for _, e := range cs[i].Env {
+					if e.Name != name {
+						kept = append(kept, e)
+					}
+				}
+				cs[i].Env = kept
+			}
+		}
+	}
+}
+
+func dropArg(container, prefix string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		for i := range p.Spec.Containers {
+			if p.Spec.Containers[i].Name != container {
+				continue
+			}
+			var kept []string
+			for _, a := range p.Spec.Containers[i].Args {
+				if !strings.HasPrefix(a, prefix) {
+					kept = append(kept, a)
+				}
+			}
+			p.Spec.Containers[i].Args = kept
+		}
+	}
+}
+
+func notHostProcess(p *corev1.Pod) {
+	f := false
+	p.Spec.SecurityContext.WindowsOptions.HostProcess = &f
+}
+
+func notHostNetwork(p *corev1.Pod) { p.Spec.HostNetwork = false }
+
+// apiChange changes an object of the workload cluster for one case and
+// returns what puts it back.
+type apiChange func(t *testing.T, ctx context.Context) (restore func())
+
+// dropRule removes from a ClusterRole the rules that grant resource.
+func dropRule(role, resource string) apiChange {
+	return func(t *testing.T, ctx context.Context) func() {
+		cr := &rbacv1.ClusterRole{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: role}, cr); err != nil {
+			t.Fatal(err)
+		}
+		orig := cr.DeepCopy()
+		var kept []rbacv1.PolicyRule
+		for _, r := range cr.Rules {
+			grants := false
+			for _, res := range r.Resources {
+				grants = grants || res == resource
+			}
+			if !grants {
+				kept = append(kept, r)
+			}
+		}
+		cr.Rules = kept
+		if err := env.Client.Update(ctx, cr); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			cur := &rbacv1.ClusterRole{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: role}, cur); err != nil {
+				t.Fatal(err)
+			}
+			cur.Rules = orig.Rules
+			if err := env.Client.Update(ctx, cur); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// deleteObject deletes an object and creates it again afterwards.
+func deleteObject(obj client.Object) apiChange {
+	return func(t *testing.T, ctx context.Context) func() {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatal(err)
+		}
+		saved := obj.DeepCopyObject().(client.Object)
+		if err := env.Client.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, 30*time.Second, func() string {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
+			if apierrors.IsNotFound(err) {
+				return ""
+			}
+			return fmt.Sprintf("%s still there: %v", obj.GetName(), err)
+		})
+		return func() {
+			saved.SetResourceVersion("")
+			saved.SetUID("")
+			saved.SetCreationTimestamp(metav1.Time{})
+			saved.SetDeletionTimestamp(nil)
+			saved.SetFinalizers(nil)
+			saved.SetManagedFields(nil)
+			if err := env.Client.Create(ctx, saved); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func crd(plural string) client.Object {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("apiextensions.k8s.io/v1")
+	u.SetKind("CustomResourceDefinition")
+	u.SetName(plural + ".crd.projectcalico.org")
+	return u
+}
+
+func configMap(name string) client.Object {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}}
+}
+
+func dropConfigMapKey(name, key string) apiChange {
+	return func(t *testing.T, ctx context.Context) func() {
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: name}, cm); err != nil {
+			t.Fatal(err)
+		}
+		orig := cm.Data[key]
+		delete(cm.Data, key)
+		if err := env.Client.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: name}, cm); err != nil {
+				t.Fatal(err)
+			}
+			cm.Data[key] = orig
+			if err := env.Client.Update(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestAddonsMeetWhatTheirComponentsNeed applies the add-ons of a Calico and
+// a flannel flavor to a real API server and checks every container of every
+// add-on against what its upstream component needs to start (permissions
+// by SubjectAccessReview, CRDs by discovery, ConfigMaps, mounts, the node's
+// azure.json); then removes one required piece at a time and expects the
+// named component to fail with a message naming that piece.
+func TestAddonsMeetWhatTheirComponentsNeed(t *testing.T) {
+	ctx := context.Background()
+	var all []*unstructured.Unstructured
+	for _, flavor := range []string{flavors.Windows, flavors.WindowsFlannel} {
+		objs, err := flavors.Generate(flavor, opts("v1.36.3", "2022"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, addonObjects(t, objs)...)
+	}
+	applyAddons(t, ctx, all)
+	pods := workloadPods(t, all)
+	checker := components.New(kubernetes.NewForConfigOrDie(env.Config))
+	files := nodeFiles{flavors.LinuxAzureJSONPath: azureJSON(t, nil), flavors.WindowsAzureJSONPath: azureJSON(t, nil)}
+	node := func(os string) components.Node { return components.Node{OS: os, ReadFile: files.read} }
+
+	// Every container of every add-on starts, and every component of the
+	// catalog is among them.
+	baseline := func() string {
+		for name, p := range pods {
+			for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+				f, err := checker.Check(ctx, node(osOf(p)), p, c)
+				if err != nil {
+					return err.Error()
+				}
+				if f != nil {
+					return fmt.Sprintf("%s container %s: %s (missing %s)", name, c.Name, f.Message, f.Missing)
+				}
+			}
+		}
+		return ""
+	}
+	poll.Until(t, time.Minute, baseline)
+	seen := map[string]bool{}
+	for _, p := range pods {
+		for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+			if comp := checker.Find(osOf(p), c); comp != nil {
+				seen[comp.Name] = true
+			}
+		}
+	}
+	for _, comp := range components.Catalog() {
+		if !seen[comp.Name] {
+			t.Errorf("no add-on runs %s", comp.Name)
+		}
+	}
+
+	cases := []struct {
+		name                string
+		workload, container string
+		component, missing  string
+		log                 string
+		pod                 func(*corev1.Pod)
+		api                 apiChange
+		nodeFile            func(map[string]any)
+		removeNodeFile      bool
+		wantReason          string
+	}{
+		{name: "calico-node without /lib/modules", workload: "calico-node", container: "calico-node", component: "calico-node", missing: "hostPath /lib/modules", pod: dropMount("calico-node", "/lib/modules")},
+		{name: "calico-node without /var/lib/calico", workload: "calico-node", container: "calico-node", component: "calico-node", missing: "/var/lib/calico", pod: dropMount("calico-node", "/var/lib/calico")},
+		{name: "calico-node without the CNI config dir", workload: "calico-node", container: "calico-node", component: "calico-node", missing: "/etc/cni/net.d", pod: dropMount("calico-node", "/host/etc/cni/net.d")},
+		{name: "calico-node off the host network", workload: "calico-node", container: "calico-node", component: "calico-node", missing: "hostNetwork", pod: notHostNetwork},
+		{name: "calico-node without DATASTORE_TYPE", workload: "calico-node", container: "calico-node", component: "calico-node", missing: "DATASTORE_TYPE", pod: dropEnv("calico-node", "DATASTORE_TYPE")},
+		{name: "calico-node without the FelixConfiguration CRD", workload: "calico-node", container: "calico-node", component: "calico-node", missing: "felixconfigurations.crd.projectcalico.org", api: deleteObject(crd("felixconfigurations"))},
+		{name: "calico-node without the IPPool CRD", workload: "calico-node", container: "calico-node", component: "calico-node", missing: "ippools.crd.projectcalico.org", api: deleteObject(crd("ippools"))},
+		{name: "calico-node may not patch node status", workload: "calico-node", container: "calico-node", component: "calico-node", missing: "nodes/status", api: dropRule("calico-node", "nodes/status")},
+		{name: "calico-node unbound from its role", workload: "calico-node", container: "calico-node", component: "calico-node", missing: "permission get nodes", log: `cannot get resource "nodes"`,
+			api: deleteObject(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "calico-node"}})},
+		{name: "install-cni without calico-config", workload: "calico-node", container: "install-cni", missing: "ConfigMap calico-config", log: `configmap "calico-config" not found`, wantReason: "CreateContainerConfigError", api: deleteObject(configMap("calico-config"))},
+		{name: "install-cni without /opt/cni/bin", workload: "calico-node", container: "install-cni", component: "calico install-cni", missing: "/opt/cni/bin", pod: dropMount("install-cni", "/host/opt/cni/bin")},
+		{name: "install-cni may not mint the CNI plugin's token", workload: "calico-node", container: "install-cni", component: "calico install-cni", missing: "serviceaccounts/token", api: dropRule("calico-node", "serviceaccounts/token")},
+		{name: "kube-controllers without its config CRD", workload: "calico-kube-controllers", container: "calico-kube-controllers", component: "calico-kube-controllers", missing: "kubecontrollersconfigurations", api: deleteObject(crd("kubecontrollersconfigurations"))},
+		{name: "kube-controllers without ENABLED_CONTROLLERS", workload: "calico-kube-controllers", container: "calico-kube-controllers", component: "calico-kube-controllers", missing: "ENABLED_CONTROLLERS", pod: dropEnv("calico-kube-controllers", "ENABLED_CONTROLLERS")},
+		{name: "kube-controllers may not list IPAM blocks", workload: "calico-kube-controllers", container: "calico-kube-controllers", component: "calico-kube-controllers", missing: "ipamblocks", api: dropRule("calico-kube-controllers", "ipamblocks")},
+		{name: "calico-node-windows not HostProcess", workload: "calico-node-windows", container: "calico-node-felix", component: "calico-node-windows", missing: "HostProcess", pod: notHostProcess},
+		{name: "calico-node-windows without CNI_BIN_DIR", workload: "calico-node-windows", container: "calico-node-felix", component: "calico-node-windows", missing: "CNI_BIN_DIR", api: dropConfigMapKey("calico-windows-config", "CNI_BIN_DIR")},
+		{name: "calico-node-windows without NODENAME", workload: "calico-node-windows", container: "calico-node-felix", component: "calico-node-windows", missing: "NODENAME", pod: dropEnv("calico-node-felix", "NODENAME")},
+		{name: "calico-node-windows without the IPAMConfig CRD", workload: "calico-node-windows", container: "install-cni", component: "calico-node-windows", missing: "ipamconfigs", api: deleteObject(crd("ipamconfigs"))},
+		{name: "kube-flannel without POD_NAME", workload: "kube-flannel-ds", container: "kube-flannel", component: "kube-flannel", missing: "POD_NAME", pod: dropEnv("kube-flannel", "POD_NAME")},
+		{name: "kube-flannel without /run/flannel", workload: "kube-flannel-ds", container: "kube-flannel", component: "kube-flannel", missing: "/run/flannel", pod: dropMount("kube-flannel", "/run/flannel")},
+		{name: "kube-flannel without net-conf.json", workload: "kube-flannel-ds", container: "kube-flannel", component: "kube-flannel", missing: "net-conf.json", api: dropConfigMapKey("kube-flannel-cfg", "net-conf.json")},
+		{name: "kube-flannel may not list nodes", workload: "kube-flannel-ds", container: "kube-flannel", component: "kube-flannel", missing: "list nodes", log: `cannot list resource "nodes"`, api: dropRule("flannel", "nodes")},
+		{name: "flannel install-cni without /etc/cni/net.d", workload: "kube-flannel-ds", container: "install-cni", component: "flannel install-cni", missing: "/etc/cni/net.d", pod: dropMount("install-cni", "/etc/cni/net.d")},
+		{name: "flannel install-cni-plugin without /opt/cni/bin", workload: "kube-flannel-ds", container: "install-cni-plugin", component: "flannel install-cni-plugin", missing: "/opt/cni/bin", pod: dropMount("install-cni-plugin", "/opt/cni/bin")},
+		{name: "flannel for Windows without kube-proxy's kubeconfig", workload: "kube-flannel-ds-windows", container: "kube-flannel", component: "flannel (Windows)", missing: "ConfigMap kube-proxy", log: `"kube-proxy" not found`, api: deleteObject(configMap("kube-proxy"))},
+		{name: "kube-proxy for Windows without KUBE_NETWORK", workload: "kube-proxy-windows", container: "kube-proxy", component: "kube-proxy (Windows)", missing: "KUBE_NETWORK", pod: dropEnv("kube-proxy", "KUBE_NETWORK")},
+		{name: "kube-proxy for Windows not bound to node-proxier", workload: "kube-proxy-windows", container: "kube-proxy", component: "kube-proxy (Windows)", missing: "services",
+			api: deleteObject(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:node-proxier"}})},
+		{name: "cloud-controller-manager without subscriptionId", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "subscriptionId",
+			nodeFile: func(m map[string]any) { delete(m, "subscriptionId") }},
+		{name: "cloud-controller-manager without vnetName", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "vnetName",
+			nodeFile: func(m map[string]any) { m["vnetName"] = "" }},
+		{name: "cloud-controller-manager without credentials", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "aadClientId",
+			nodeFile: func(m map[string]any) { m["useManagedIdentityExtension"] = false }},
+		{name: "cloud-controller-manager without azure.json", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "/etc/kubernetes/azure.json", removeNodeFile: true},
+		{name: "cloud-controller-manager without --cloud-provider", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "--cloud-provider=azure", pod: dropArg("cloud-controller-manager", "--cloud-provider")},
+		{name: "cloud-controller-manager without /etc/kubernetes", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "/etc/kubernetes", pod: dropMount("cloud-controller-manager", "/etc/kubernetes")},
+		{name: "cloud-controller-manager may not take its lease", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "leases.coordination.k8s.io", log: `"leases" in API group "coordination.k8s.io"`, api: dropRule("cloud-controller-manager", "leases")},
+		{name: "cloud-node-manager off the host network", workload: "cloud-node-manager", container: "cloud-node-manager", component: "cloud-node-manager", missing: "hostNetwork", pod: notHostNetwork},
+		{name: "cloud-node-manager may not patch node status", workload: "cloud-node-manager", container: "cloud-node-manager", component: "cloud-node-manager", missing: "nodes/status", api: dropRule("cloud-node-manager", "nodes/status")},
+		{name: "cloud-node-manager for Windows not HostProcess", workload: "cloud-node-manager-windows", container: "cloud-node-manager", component: "cloud-node-manager (Windows)", missing: "HostProcess", pod: notHostProcess},
+		{name: "csi-proxy not HostProcess", workload: "csi-proxy", container: "csi-proxy", component: "csi-proxy", missing: "HostProcess", pod: notHostProcess},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			base, ok := pods[tc.workload]
+			if !ok {
+				t.Fatalf("no add-on workload %s", tc.workload)
+			}
+			p := base.DeepCopy()
+			if tc.pod != nil {
+				tc.pod(p)
+			}
+			if tc.api != nil {
+				restore := tc.api(t, ctx)
+				defer func() {
+					restore()
+					poll.Until(t, time.Minute, baseline) // the next case starts from a whole cluster
+				}()
+			}
+			path := flavors.LinuxAzureJSONPath
+			if osOf(p) == "windows" {
+				path = flavors.WindowsAzureJSONPath
+			}
+			if tc.nodeFile != nil || tc.removeNodeFile {
+				saved := files[path]
+				defer func() { files[path] = saved }()
+				if tc.removeNodeFile {
+					delete(files, path)
+				} else {
+					files[path] = azureJSON(t, tc.nodeFile)
+				}
+			}
+			var c corev1.Container
+			for _, x := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+				if x.Name == tc.container {
+					c = x
+				}
+			}
+			want := tc.wantReason
+			if want == "" {
+				want = "CrashLoopBackOff"
+			}
+			// Permissions and CRDs reach the API server's authorizer and
+			// discovery a moment after the change.
+			var got *components.Failure
+			poll.Until(t, 30*time.Second, func() string {
+				f, err := checker.Check(ctx, node(osOf(p)), p, c)
+				if err != nil {
+					return err.Error()
+				}
+				if f == nil {
+					return "the container still starts"
+				}
+				got = f
+				return ""
+			})
+			log := tc.log
+			if log == "" {
+				log = tc.missing
+			}
+			if got.Reason != want || (tc.component != "" && got.Component != tc.component) ||
+				!strings.Contains(got.Missing, tc.missing) || !strings.Contains(got.Message, log) {
+				t.Errorf("got %s of %q, missing %q: %s; want %s of %q naming %q", got.Reason, got.Component, got.Missing, got.Message, want, tc.component, tc.missing)
+			}
+		})
+	}
+	if len(cases) < 25 {
+		t.Errorf("%d mutation cases, want at least 25", len(cases))
+	}
+}
+
+// TestCloudProviderLabelSelectsTheAddon: the cloud-provider-azure
+// ClusterResourceSet selects the flavors' Clusters by their cloud-provider
+// label; a Cluster without it gets no cloud provider.
+func TestCloudProviderLabelSelectsTheAddon(t *testing.T) {
+	for _, flavor := range flavors.Names() {
+		o := opts("v1.36.3", "2022")
+		if flavor == flavors.WindowsDockershim {
+			o = opts("v1.23.5", "2019")
+		}
+		objs, err := flavors.Generate(flavor, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cluster *clusterv1.Cluster
+		var crs *addonsv1.ClusterResourceSet
+		for _, o := range objs {
+			switch o := o.(type) {
+			case *clusterv1.Cluster:
+				cluster = o
+			case *addonsv1.ClusterResourceSet:
+				if strings.HasSuffix(o.Name, "-cloud-provider-azure") {
+					crs = o
+				}
+			}
+		}
+		if cluster == nil || crs == nil {
+			t.Fatalf("%s: no Cluster or no cloud-provider-azure ClusterResourceSet", flavor)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&crs.Spec.ClusterSelector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sel.Matches(labels.Set(cluster.Labels)) {
+			t.Errorf("%s: the cloud provider's ClusterResourceSet does not select the Cluster", flavor)
+		}
+		without := labels.Set{}
+		for k, v := range cluster.Labels {
+			if k != flavors.CloudProviderLabel {
+				without[k] = v
+			}
+		}
+		if sel.Matches(without) {
+			t.Errorf("%s: the cloud provider's ClusterResourceSet selects a Cluster without the %s label", flavor, flavors.CloudProviderLabel)
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package flavors
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+)
+
+// The Azure cloud config, as Cluster API Provider Azure delivers it: a
+// Secret per AzureMachineTemplate (or AzureMachinePool, or AzureMachine not
+// made from a template) named <name>-azure-json, which the bootstrap config
+// writes to the node.
+const (
+	AzureJSONSuffix         = "-azure-json"
+	ControlPlaneAzureJSON   = "control-plane-azure.json"
+	WorkerNodeAzureJSON     = "worker-node-azure.json"
+	LinuxAzureJSONPath      = "/etc/kubernetes/azure.json"
+	WindowsAzureJSONPath    = "c:/k/azure.json"
+	CloudProviderLabel      = "cloud-provider"
+	CloudProviderAzure      = "azure"
+	cloudControllerManager  = "cloud-controller-manager"
+	cloudNodeManager        = "cloud-node-manager"
+	controlPlaneRoleLabel   = "node-role.kubernetes.io/control-plane"
+	ccmSecurePort           = "10268"
+	azureJSONPermissions    = "0644"
+	cloudProviderAzureChart = "kubernetes-sigs/cloud-provider-azure helm chart"
+)
+
+// cloudProviderAzureVersions are the cloud-provider-azure releases the
+// project's Helm chart picks for each Kubernetes minor
+// (helm/cloud-provider-azure/templates/cloud-provider-azure.yaml).
+var cloudProviderAzureVersions = map[int]string{
+	21: "v1.0.23", 22: "v1.1.27", 23: "v1.23.30", 24: "v1.24.22", 25: "v1.25.24", 26: "v1.26.22", 27: "v1.27.21",
+	28: "v1.28.14", 29: "v1.29.15", 30: "v1.30.15", 31: "v1.31.12", 32: "v1.32.17", 33: "v1.33.12", 34: "v1.34.9",
+	35: "v1.35.4", 36: "v1.36.0",
+}
+
+// CloudProviderAzureImages are the cloud-controller-manager and
+// cloud-node-manager images for a Kubernetes minor; ok is false for a minor
+// cloud-provider-azure has no release for. From v1.32 the chart pulls them
+// from the mcr.microsoft.com/oss/v2 repository.
+func CloudProviderAzureImages(minor int) (ccm, cnm string, ok bool) {
+	v, ok := cloudProviderAzureVersions[minor]
+	if !ok {
+		return "", "", false
+	}
+	repo := "mcr.microsoft.com/oss/kubernetes"
+	if minor >= 32 {
+		repo = "mcr.microsoft.com/oss/v2/kubernetes"
+	}
+	return repo + "/azure-cloud-controller-manager:" + v, repo + "/azure-cloud-node-manager:" + v, true
+}
+
+// azureJSONFile places the cloud config on a node from its Secret.
+func azureJSONFile(secretOwner, key, path string) bootstrapv1.File {
+	owner := "root:root"
+	if path == WindowsAzureJSONPath {
+		owner = ""
+	}
+	return bootstrapv1.File{
+		Path: path, Owner: owner, Permissions: azureJSONPermissions,
+		ContentFrom: bootstrapv1.FileSource{Secret: bootstrapv1.SecretFileSource{Name: secretOwner + AzureJSONSuffix, Key: key}},
+	}
+}
+
+func hostPathVolume(name, path string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}}}
+}
+
+func rule(group string, resources []string, verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: resources, Verbs: verbs}
+}
+
+// cloudProviderAzure is azure-cloud-controller-manager on the control plane
+// and azure-cloud-node-manager on every node, as cloud-provider-azure's
+// chart installs them. The node manager initializes each node from the
+// instance metadata (the controller manager runs with -cloud-node); the
+// controller manager runs the service (load balancer), route and node
+// lifecycle controllers from the cloud config on the control-plane nodes.
+func (b *builder) cloudProviderAzure() []runtime.Object {
+	ccmImage, cnmImage, ok := CloudProviderAzureImages(b.v.Minor)
+	if !ok { // a clusterctl template: the release is a variable
+		ccmImage = "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-controller-manager:" + sentinelCPAVersion
+		cnmImage = "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-node-manager:" + sentinelCPAVersion
+	}
+	objs := serviceAccount(cloudControllerManager,
+		rule("", []string{"events"}, "create", "patch", "update"),
+		rule("", []string{"nodes"}, "*"),
+		rule("", []string{"nodes/status"}, "patch"),
+		rule("", []string{"services"}, "list", "patch", "update", "watch"),
+		rule("", []string{"services/status"}, "list", "patch", "update", "watch"),
+		rule("", []string{"serviceaccounts"}, "create", "get", "list", "watch", "update"),
+		rule("", []string{"persistentvolumes"}, "get", "list", "update", "watch"),
+		rule("", []string{"endpoints"}, "create", "get", "list", "watch", "update"),
+		rule("", []string{"secrets"}, "get", "list", "watch"),
+		rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),
+		rule("discovery.k8s.io", []string{"endpointslices"}, "get", "list", "watch"),
+	)
+	// Delegated authentication of its secure port reads the
+	// extension-apiserver-authentication ConfigMap.
+	objs = append(objs, &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: "cloud-controller-manager:extension-apiserver-authentication-reader", Namespace: addonNamespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "extension-apiserver-authentication-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: cloudControllerManager, Namespace: addonNamespace}},
+	})
+	labels := map[string]string{"component": cloudControllerManager, "tier": "control-plane"}
+	ccm := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: cloudControllerManager, Namespace: addonNamespace, Labels: map[string]string{"component": cloudControllerManager}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				PriorityClassName: systemNodeCrit, HostNetwork: true, ServiceAccountName: cloudControllerManager,
+				NodeSelector: map[string]string{controlPlaneRoleLabel: ""},
+				Tolerations: []corev1.Toleration{
+					{Key: "node-role.kubernetes.io/master", Effect: corev1.TaintEffectNoSchedule},
+					{Key: controlPlaneRoleLabel, Effect: corev1.TaintEffectNoSchedule},
+					{Key: "node-role.kubernetes.io/etcd", Effect: corev1.TaintEffectNoExecute},
+				},
+				Containers: []corev1.Container{{
+					Name: cloudControllerManager, Image: ccmImage, Command: []string{"cloud-controller-manager"},
+					Args: []string{
+						// The kube-controller-manager allocates pod CIDRs and
+						// the overlay CNIs need no Azure routes.
+						"--allocate-node-cidrs=false", "--configure-cloud-routes=false",
+						"--cloud-config=" + LinuxAzureJSONPath, "--cloud-provider=azure",
+						"--cluster-cidr=" + b.cni.podCIDR, "--cluster-name=" + b.o.ClusterName,
+						"--controllers=*,-cloud-node", "--leader-elect=true", "--route-reconciliation-period=10s",
+						"--secure-port=" + ccmSecurePort, "--v=2",
+					},
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}},
+					VolumeMounts: []corev1.VolumeMount{
+						{Name: "etc-kubernetes", MountPath: "/etc/kubernetes"},
+						{Name: "ssl-mount", MountPath: "/etc/ssl", ReadOnly: true},
+						{Name: "msi", MountPath: "/var/lib/waagent/ManagedIdentity-Settings", ReadOnly: true},
+					},
+				}},
+				Volumes: []corev1.Volume{
+					hostPathVolume("etc-kubernetes", "/etc/kubernetes"),
+					hostPathVolume("ssl-mount", "/etc/ssl"),
+					hostPathVolume("msi", "/var/lib/waagent/ManagedIdentity-Settings"),
+				},
+			}},
+		},
+	}
+	objs = append(objs, ccm)
+	objs = append(objs, serviceAccount(cloudNodeManager,
+		rule("", []string{"nodes"}, "watch", "list", "get", "update", "patch"),
+		rule("", []string{"nodes/status"}, "patch"),
+	)...)
+	nodeTolerations := []corev1.Toleration{
+		{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
+		{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+		{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	}
+	linux := daemonSet(cloudNodeManager, linuxOSLabel, corev1.PodSpec{
+		ServiceAccountName: cloudNodeManager, HostNetwork: true, Tolerations: nodeTolerations,
+		Containers: []corev1.Container{{
+			Name: cloudNodeManager, Image: cnmImage, Command: []string{"cloud-node-manager"},
+			Args: []string{"--node-name=$(NODE_NAME)", "--v=2"}, Env: []corev1.EnvVar{nodeNameEnv()},
+		}},
+	})
+	objs = append(objs, linux)
+	if !b.windows {
+		return objs
+	}
+	// The Windows node manager cannot reach the API server's Service
+	// address from the host: it takes the API server from kube-proxy's
+	// kubeconfig, as the chart's start script does.
+	win := corev1.PodSpec{
+		ServiceAccountName: cloudNodeManager,
+		Containers: []corev1.Container{{
+			Name: cloudNodeManager, Image: cnmImage,
+			Command:      []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/cloud-node-manager.exe"},
+			Args:         []string{"--node-name=$(NODE_NAME)", "--kubeconfig=%CONTAINER_SANDBOX_MOUNT_POINT%/var/lib/kube-proxy/kubeconfig.conf", "--v=2"},
+			Env:          []corev1.EnvVar{nodeNameEnv()},
+			VolumeMounts: []corev1.VolumeMount{{Name: "kube-proxy", MountPath: "/var/lib/kube-proxy"}},
+		}},
+		Volumes: []corev1.Volume{configMapVolume("kube-proxy", "kube-proxy")},
+	}
+	hostProcess(&win)
+	win.Tolerations = nodeTolerations
+	return append(objs, daemonSet(cloudNodeManager+"-windows", windowsOSLabel, win))
+}
+
+func configMapVolume(name, configMap string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}}}}
+}
+
+// cloudProviderSupported says whether cloud-provider-azure has a release
+// for the cluster's Kubernetes minor.
+func cloudProviderSupported(v string, minor int) error {
+	if _, _, ok := CloudProviderAzureImages(minor); !ok && v != sentinelVersion {
+		return fmt.Errorf("cloud-provider-azure has no release for Kubernetes 1.%d (the %s knows 1.21 to 1.36): use v1.36 or older", minor, cloudProviderAzureChart)
+	}
+	return nil
+}
