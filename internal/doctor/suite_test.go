@@ -129,7 +129,15 @@ func (c *cluster) node(name, os, build, kernel string, change func(*corev1.Node)
 	if change != nil {
 		change(n)
 	}
-	status := n.Status
+	status, taints := n.Status, n.Spec.Taints
+	defer func() {
+		// The API server taints a new node not-ready; the node lifecycle
+		// controller (not running here) lifts it once the node is Ready.
+		n.Spec.Taints = taints
+		if err := env.Client.Update(context.Background(), n); err != nil {
+			c.t.Fatal(err)
+		}
+	}()
 	c.create(n, func() {
 		n.Status = status
 		n.Status.NodeInfo.OperatingSystem = os
