@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/images"
+)
+
+// seedCatalog holds the images of the seeds' 'az vm image list --publisher
+// cncf-upstream --offer capi-windows --all' tables.
+func seedCatalog() images.Catalog {
+	var c images.Catalog
+	for _, sku := range []string{"k8s-1dot18dot13-windows-2019", "k8s-1dot19dot5-windows-2019", "k8s-1dot20dot0-windows-2019"} {
+		c = append(c, images.CatalogImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: sku, Version: "2020.12.11", OS: infrav1.Windows})
+	}
+	for _, sku := range []string{"k8s-1dot22dot1-windows-2019-containerd", "k8s-1dot22dot2-windows-2019-containerd"} {
+		c = append(c, images.CatalogImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: sku, Version: "2021.10.15", OS: infrav1.Windows})
+	}
+	c = append(c,
+		images.CatalogImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "windows-2022-containerd-gen1", Version: "131.1.20240717", OS: infrav1.Windows},
+		images.CatalogImage{Publisher: "cncf-upstream", Offer: "capi-windows", SKU: "windows-2022-containerd-gen1", Version: "131.1.20240601", OS: infrav1.Windows},
+		images.CatalogImage{Publisher: "cncf-upstream", Offer: "capi", SKU: "ubuntu-2404-gen1", Version: "131.1.20240717", OS: infrav1.Linux})
+	return c
+}
+
+func list(t *testing.T, o imagesOptions) (string, error) {
+	t.Helper()
+	if o.output == "" {
+		o.output = "table"
+	}
+	if err := o.validate(); err != nil {
+		return "", err
+	}
+	rows, err := listImages(context.Background(), seedCatalog(), &o)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	err = writeImages(&b, rows, o.output)
+	return b.String(), err
+}
+
+func TestImagesListPrintsTheSeedsTable(t *testing.T) {
+	out, err := list(t, imagesOptions{os: "windows", kubernetesVersion: "", windowsVersion: "2019", source: "marketplace", all: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first seed's table, byte for byte, then the containerd SKUs.
+	want := `Offer         Publisher      Sku                                     Urn                                                                           Version
+------------  -------------  --------------------------------------  ----------------------------------------------------------------------------  ----------
+capi-windows  cncf-upstream  k8s-1dot18dot13-windows-2019            cncf-upstream:capi-windows:k8s-1dot18dot13-windows-2019:2020.12.11            2020.12.11
+capi-windows  cncf-upstream  k8s-1dot19dot5-windows-2019             cncf-upstream:capi-windows:k8s-1dot19dot5-windows-2019:2020.12.11             2020.12.11
+capi-windows  cncf-upstream  k8s-1dot20dot0-windows-2019             cncf-upstream:capi-windows:k8s-1dot20dot0-windows-2019:2020.12.11             2020.12.11
+capi-windows  cncf-upstream  k8s-1dot22dot1-windows-2019-containerd  cncf-upstream:capi-windows:k8s-1dot22dot1-windows-2019-containerd:2021.10.15  2021.10.15
+capi-windows  cncf-upstream  k8s-1dot22dot2-windows-2019-containerd  cncf-upstream:capi-windows:k8s-1dot22dot2-windows-2019-containerd:2021.10.15  2021.10.15
+`
+	if out != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", out, want)
+	}
+	// Only the dockershim-era SKUs: exactly the columns of the 2020 seed.
+	out, _ = list(t, imagesOptions{os: "windows", kubernetesVersion: "v1.19.5", all: true})
+	if !strings.Contains(out, "capi-windows  cncf-upstream  k8s-1dot19dot5-windows-2019  cncf-upstream:capi-windows:k8s-1dot19dot5-windows-2019:2020.12.11  2020.12.11\n") {
+		t.Fatalf("the 1.19.5 row is not the seed's:\n%s", out)
+	}
+}
+
+func TestImagesListFilters(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		o         imagesOptions
+		want, not []string
+	}{
+		{"newest build only", imagesOptions{os: "windows", windowsVersion: "2022", source: "marketplace"}, []string{"131.1.20240717"}, []string{"131.1.20240601", "Gallery"}},
+		{"all builds", imagesOptions{os: "windows", windowsVersion: "2022", source: "marketplace", all: true}, []string{"131.1.20240717", "131.1.20240601"}, nil},
+		{"linux", imagesOptions{os: "linux"}, []string{"ubuntu-2404-gen1", "capi-ubun2-2404"}, []string{"capi-windows"}},
+		{"gallery", imagesOptions{source: "gallery", kubernetesVersion: "v1.31.1"}, []string{"Gallery", "capi-win-2022-containerd  1.31.1", "/CommunityGalleries/ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019/Images/capi-win-2022-containerd/Versions/1.31.1"}, []string{"Urn", "k8s-1dot"}},
+		{"kubernetes version", imagesOptions{kubernetesVersion: "1.22.2"}, []string{"k8s-1dot22dot2-windows-2019-containerd"}, []string{"1dot22dot1", "gen1"}},
+		{"nothing", imagesOptions{kubernetesVersion: "v1.40.0"}, []string{"no image matches"}, []string{"Urn"}},
+	} {
+		out, err := list(t, tc.o)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: output lacks %q:\n%s", tc.name, w, out)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(out, n) {
+				t.Errorf("%s: output has %q:\n%s", tc.name, n, out)
+			}
+		}
+	}
+}
+
+func TestImagesListJSONAndYAML(t *testing.T) {
+	o := imagesOptions{os: "windows", kubernetesVersion: "v1.22.1", output: "json"}
+	out, err := list(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []imageRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	want := imageRow{Offer: "capi-windows", Publisher: "cncf-upstream", SKU: "k8s-1dot22dot1-windows-2019-containerd", Version: "2021.10.15",
+		URN: "cncf-upstream:capi-windows:k8s-1dot22dot1-windows-2019-containerd:2021.10.15", Source: "marketplace",
+		OS: "windows", WindowsVersion: "2019", KubernetesVersion: "v1.22.1", Runtime: "containerd"}
+	if len(rows) != 1 || rows[0] != want {
+		t.Fatalf("rows %+v, want [%+v]", rows, want)
+	}
+	o.output = "yaml"
+	out, err = list(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []imageRow
+	if err := yaml.Unmarshal([]byte(out), &back); err != nil || len(back) != 1 || back[0] != want {
+		t.Fatalf("yaml %v %+v:\n%s", err, back, out)
+	}
+	if !strings.Contains(out, "urn: cncf-upstream:capi-windows:k8s-1dot22dot1-windows-2019-containerd:2021.10.15") {
+		t.Fatalf("yaml lacks the URN:\n%s", out)
+	}
+}
+
+func TestImagesRefuseUnknownInput(t *testing.T) {
+	for _, tc := range []struct {
+		o    imagesOptions
+		want string
+	}{
+		{imagesOptions{windowsVersion: "2016"}, "use 2019, 2022, 2025"},
+		{imagesOptions{os: "macos"}, "use windows or linux"},
+		{imagesOptions{source: "shared"}, "use marketplace or gallery"},
+		{imagesOptions{kubernetesVersion: "latest"}, "v1.MINOR.PATCH"},
+		{imagesOptions{output: "xml"}, "table, json or yaml"},
+		{imagesOptions{os: "linux", windowsVersion: "2022"}, "drop one"},
+	} {
+		if tc.o.output == "" {
+			tc.o.output = "table"
+		}
+		if err := tc.o.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one containing %q", tc.o, err, tc.want)
+		}
+	}
+}
+
+func TestImagesResolveUsesTheControllersResolver(t *testing.T) {
+	for _, tc := range []struct {
+		o    imagesOptions
+		want string
+	}{
+		{imagesOptions{os: "windows", kubernetesVersion: "v1.22.1", windowsVersion: "2019"}, "cncf-upstream:capi-windows:k8s-1dot22dot1-windows-2019-containerd:2021.10.15"},
+		{imagesOptions{os: "windows", kubernetesVersion: "v1.31.1"}, "cncf-upstream:capi-windows:windows-2022-containerd-gen1:131.1.20240717"},
+		{imagesOptions{os: "windows", kubernetesVersion: "v1.31.1", source: "gallery"}, "/CommunityGalleries/ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019/Images/capi-win-2022-containerd/Versions/1.31.1"},
+		{imagesOptions{kubernetesVersion: "v1.31.1"}, "cncf-upstream:capi:ubuntu-2404-gen1:131.1.20240717"},
+	} {
+		tc.o.output = "table"
+		if err := tc.o.validate(); err != nil {
+			t.Fatal(err)
+		}
+		row, err := resolveImage(context.Background(), seedCatalog(), &tc.o)
+		if err != nil {
+			t.Errorf("%+v: %v", tc.o, err)
+			continue
+		}
+		if row.URN != tc.want && row.ID != tc.want {
+			t.Errorf("%+v: got %+v, want %s", tc.o, row, tc.want)
+		}
+	}
+	// What the catalog does not have is refused by the resolver, naming it.
+	o := imagesOptions{os: "windows", kubernetesVersion: "v1.22.3", windowsVersion: "2019", output: "table"}
+	if _, err := resolveImage(context.Background(), seedCatalog(), &o); err == nil || !strings.Contains(err.Error(), "v1.22.3") {
+		t.Fatalf("error %v, want one naming v1.22.3", err)
+	}
+	// Through the command: --kubernetes-version is required.
+	cmd := NewRootCommand()
+	cmd.SetArgs([]string{"images", "resolve", "--os", "windows"})
+	cmd.SetOut(&bytes.Buffer{})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--kubernetes-version is required") {
+		t.Fatalf("error %v", err)
+	}
+}
