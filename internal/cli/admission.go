@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,7 @@ type admissionOptions struct {
 	windowsTaint     bool
 	insecure         []string
 	metricsAddr      string
+	caSecret         string
 }
 
 func newAdmissionCommand() *cobra.Command {
@@ -56,10 +58,20 @@ behind a Service):
     mounted into Windows pods, and Services with more than 64 Windows
     backends on Windows Server 2019 before 17763.2746, are warned about.
 
-Namespaces labelled winkube.dev/admission=disabled are left alone. The
-serving certificate is made and rotated by winkube (a CA of its own) in
---cert-dir; with --install the webhook configurations are written with that
-CA, and rewritten when it rotates.`,
+Namespaces labelled winkube.dev/admission=disabled, kube-system and the
+server's own namespace are left alone, and the webhooks fail open, so the
+cluster never depends on this server to start its own pods. Pods waiting
+for a Windows build no node has get an event saying which build their
+images need and how to get one.
+
+Certificates: with --ca-secret (the default), every replica reads one CA
+from that Secret in --service-namespace (the first replica creates it,
+any replica rotates it before it expires) and signs its own serving
+certificate with it in --cert-dir, so any replica behind the Service is
+trusted; --ca-secret "" keeps a CA of this process's own in --cert-dir,
+for a single replica. With --install the webhook configurations are
+created, and their caBundle kept to the CA (a ClusterResourceSet that
+delivers them without one is completed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAdmission(cmd.Context(), o) },
 	}
@@ -74,6 +86,7 @@ CA, and rewritten when it rotates.`,
 	f.BoolVar(&o.windowsTaint, "windows-taint", false, "Windows nodes carry os=windows:NoSchedule: add its toleration to Windows pods")
 	f.StringSliceVar(&o.insecure, "insecure-registry", nil, "registries reached over plain HTTP (host:port)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "where to serve Prometheus metrics (0 to disable)")
+	f.StringVar(&o.caSecret, "ca-secret", "winkube-admission-ca", "Secret in --service-namespace holding the CA every replica shares (\"\" for a CA of this process's own)")
 	return cmd
 }
 
@@ -94,8 +107,12 @@ func runAdmission(ctx context.Context, o *admissionOptions) error {
 		return fmt.Errorf("reaching the workload cluster: %w", err)
 	}
 	names := []string{o.serviceName + "." + o.serviceNamespace + ".svc", o.serviceName + "." + o.serviceNamespace + ".svc.cluster.local"}
-	const validity, renew = 365 * 24 * time.Hour, 30 * 24 * time.Hour
-	caPEM, _, err := workload.EnsureCerts(o.certDir, names, time.Now(), validity, renew)
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	certs := &admissionCerts{c: c, o: o, names: names}
+	caPEM, err := certs.ensure(ctx)
 	if err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
 	}
@@ -114,8 +131,7 @@ func runAdmission(ctx context.Context, o *admissionOptions) error {
 	s.Register(workload.MutatePath, &webhook.Admission{Handler: a.Mutate()})
 	s.Register(workload.ValidatePath, &webhook.Admission{Handler: a.Validate()})
 	s.Register(workload.ServicesPath, &webhook.Admission{Handler: a.Services()})
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
+	if err := (&workload.BuildReporter{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	install := func(ca []byte) error {
@@ -145,21 +161,23 @@ func runAdmission(ctx context.Context, o *admissionOptions) error {
 	if err := install(caPEM); err != nil {
 		return fmt.Errorf("installing the webhook configurations: %w", err)
 	}
-	// Rotate before expiry; the webhook server reloads the files itself.
+	// Rotate before expiry (the webhook server reloads the files itself),
+	// and put the caBundle back when something rewrote the configurations
+	// without it, as a ClusterResourceSet re-applying them does.
 	go func() {
-		t := time.NewTicker(time.Hour)
+		t := time.NewTicker(time.Minute)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				ca, rotated, err := workload.EnsureCerts(o.certDir, names, time.Now(), validity, renew)
-				if err == nil && rotated {
+				ca, err := certs.ensure(ctx)
+				if err == nil && o.install && !caBundleIs(ctx, c, ca) {
 					err = install(ca)
 				}
 				if err != nil {
-					fmt.Fprintln(os.Stderr, "winkube admission: rotating certificates:", err)
+					fmt.Fprintln(os.Stderr, "winkube admission: certificates:", err)
 				}
 			}
 		}
@@ -168,4 +186,49 @@ func runAdmission(ctx context.Context, o *admissionOptions) error {
 		return err
 	}
 	return nil
+}
+
+// admissionCerts keeps the serving certificate and returns the CA bundle
+// the webhook configurations must carry.
+type admissionCerts struct {
+	c     client.Client
+	o     *admissionOptions
+	names []string
+}
+
+const admissionValidity, admissionRenew = 365 * 24 * time.Hour, 30 * 24 * time.Hour
+
+func (a *admissionCerts) ensure(ctx context.Context) ([]byte, error) {
+	now := time.Now()
+	if a.o.caSecret == "" {
+		ca, _, err := workload.EnsureCerts(a.o.certDir, a.names, now, admissionValidity, admissionRenew)
+		return ca, err
+	}
+	ca, err := workload.EnsureSharedCA(ctx, a.c, client.ObjectKey{Namespace: a.o.serviceNamespace, Name: a.o.caSecret}, now, 2*admissionValidity, admissionRenew)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := workload.EnsureServingCert(a.o.certDir, a.names, ca, now, admissionValidity, admissionRenew); err != nil {
+		return nil, err
+	}
+	return ca.Bundle, nil
+}
+
+// caBundleIs reports whether every webhook of both configurations trusts ca.
+func caBundleIs(ctx context.Context, c client.Client, ca []byte) bool {
+	m, v := workload.Configurations(admissionregistrationv1.WebhookClientConfig{})
+	if c.Get(ctx, client.ObjectKeyFromObject(m), m) != nil || c.Get(ctx, client.ObjectKeyFromObject(v), v) != nil {
+		return false
+	}
+	for _, w := range m.Webhooks {
+		if !bytes.Equal(w.ClientConfig.CABundle, ca) {
+			return false
+		}
+	}
+	for _, w := range v.Webhooks {
+		if !bytes.Equal(w.ClientConfig.CABundle, ca) {
+			return false
+		}
+	}
+	return true
 }

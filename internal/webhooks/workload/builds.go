@@ -9,8 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
@@ -34,7 +36,10 @@ func (r *BuildReporter) SetupWithManager(mgr ctrl.Manager) error {
 		p, ok := o.(*corev1.Pod)
 		return ok && p.Spec.NodeName == "" && len(requiredBuilds(&p.Spec)) > 0
 	})
+	// One process may serve several clusters' admission (the local world):
+	// the name repeats across their managers.
 	return ctrl.NewControllerManagedBy(mgr).Named("windows-build-reporter").For(&corev1.Pod{}).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
 		WithEventFilter(predicate.And(unscheduled, predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }})).
 		Complete(r)
 }
