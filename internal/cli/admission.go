@@ -1,23 +1,17 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/winkube/winkube/internal/webhooks/workload"
 )
@@ -106,129 +100,14 @@ func runAdmission(ctx context.Context, o *admissionOptions) error {
 	if err != nil {
 		return fmt.Errorf("reaching the workload cluster: %w", err)
 	}
-	names := []string{o.serviceName + "." + o.serviceNamespace + ".svc", o.serviceName + "." + o.serviceNamespace + ".svc.cluster.local"}
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		return err
-	}
-	certs := &admissionCerts{c: c, o: o, names: names}
-	caPEM, err := certs.ensure(ctx)
-	if err != nil {
-		return fmt.Errorf("serving certificate: %w", err)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Metrics:       metricsserver.Options{BindAddress: o.metricsAddr},
-		WebhookServer: webhook.NewServer(webhook.Options{Port: o.port, CertDir: o.certDir}),
-	})
-	if err != nil {
-		return err
-	}
 	r := workload.NewResolver()
 	r.Insecure = o.insecure
-	a := workload.New(r, mgr.GetAPIReader())
-	a.FailClosed, a.WindowsTaint = o.failurePolicy == "closed", o.windowsTaint
-	s := mgr.GetWebhookServer()
-	s.Register(workload.MutatePath, &webhook.Admission{Handler: a.Mutate()})
-	s.Register(workload.ValidatePath, &webhook.Admission{Handler: a.Validate()})
-	s.Register(workload.ServicesPath, &webhook.Admission{Handler: a.Services()})
-	if err := (&workload.BuildReporter{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	install := func(ca []byte) error {
-		if !o.install {
-			return nil
-		}
-		m, v := workload.Configurations(admissionregistrationv1.WebhookClientConfig{
-			Service: &admissionregistrationv1.ServiceReference{Name: o.serviceName, Namespace: o.serviceNamespace}, CABundle: ca,
-		})
-		for _, obj := range []client.Object{m, v} {
-			if err := c.Create(ctx, obj); apierrors.IsAlreadyExists(err) {
-				cur := obj.DeepCopyObject().(client.Object)
-				if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
-					return err
-				}
-				obj.SetResourceVersion(cur.GetResourceVersion())
-				err = c.Update(ctx, obj)
-				if err != nil {
-					return err
-				}
-			} else if err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := install(caPEM); err != nil {
-		return fmt.Errorf("installing the webhook configurations: %w", err)
-	}
-	// Rotate before expiry (the webhook server reloads the files itself),
-	// and put the caBundle back when something rewrote the configurations
-	// without it, as a ClusterResourceSet re-applying them does.
-	go func() {
-		t := time.NewTicker(time.Minute)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				ca, err := certs.ensure(ctx)
-				if err == nil && o.install && !caBundleIs(ctx, c, ca) {
-					err = install(ca)
-				}
-				if err != nil {
-					fmt.Fprintln(os.Stderr, "winkube admission: certificates:", err)
-				}
-			}
-		}
-	}()
-	if err := mgr.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
-}
-
-// admissionCerts keeps the serving certificate and returns the CA bundle
-// the webhook configurations must carry.
-type admissionCerts struct {
-	c     client.Client
-	o     *admissionOptions
-	names []string
-}
-
-const admissionValidity, admissionRenew = 365 * 24 * time.Hour, 30 * 24 * time.Hour
-
-func (a *admissionCerts) ensure(ctx context.Context) ([]byte, error) {
-	now := time.Now()
-	if a.o.caSecret == "" {
-		ca, _, err := workload.EnsureCerts(a.o.certDir, a.names, now, admissionValidity, admissionRenew)
-		return ca, err
-	}
-	ca, err := workload.EnsureSharedCA(ctx, a.c, client.ObjectKey{Namespace: a.o.serviceNamespace, Name: a.o.caSecret}, now, 2*admissionValidity, admissionRenew)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := workload.EnsureServingCert(a.o.certDir, a.names, ca, now, admissionValidity, admissionRenew); err != nil {
-		return nil, err
-	}
-	return ca.Bundle, nil
-}
-
-// caBundleIs reports whether every webhook of both configurations trusts ca.
-func caBundleIs(ctx context.Context, c client.Client, ca []byte) bool {
-	m, v := workload.Configurations(admissionregistrationv1.WebhookClientConfig{})
-	if c.Get(ctx, client.ObjectKeyFromObject(m), m) != nil || c.Get(ctx, client.ObjectKeyFromObject(v), v) != nil {
-		return false
-	}
-	for _, w := range m.Webhooks {
-		if !bytes.Equal(w.ClientConfig.CABundle, ca) {
-			return false
-		}
-	}
-	for _, w := range v.Webhooks {
-		if !bytes.Equal(w.ClientConfig.CABundle, ca) {
-			return false
-		}
-	}
-	return true
+	return workload.Serve(ctx, workload.ServerOptions{
+		Config: cfg, Port: o.port, CertDir: o.certDir,
+		DNSNames:     []string{o.serviceName + "." + o.serviceNamespace + ".svc", o.serviceName + "." + o.serviceNamespace + ".svc.cluster.local"},
+		ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Name: o.serviceName, Namespace: o.serviceNamespace}},
+		CASecret:     client.ObjectKey{Namespace: o.serviceNamespace, Name: o.caSecret},
+		Install:      o.install, Resolver: r, FailClosed: o.failurePolicy == "closed", WindowsTaint: o.windowsTaint,
+		MetricsAddr: o.metricsAddr, Logger: ctrl.Log.WithName("admission"),
+	})
 }
