@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/winkube/winkube/internal/images"
+	"github.com/winkube/winkube/internal/webhooks/workload"
 )
 
 const (
@@ -112,11 +113,19 @@ func PlatformMismatch(s *State) []Finding {
 			}
 		}
 	}
+	var waiting []Finding
 	for _, e := range s.Events {
 		if e.InvolvedObject.Kind != "Pod" || e.Type != corev1.EventTypeWarning {
 			continue
 		}
 		key := e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name
+		if e.Reason == workload.MissingBuildReason && pods[key] != nil && pods[key].Spec.NodeName == "" {
+			// winkube admission kept it off the wrong build; it says how.
+			waiting = append(waiting, Finding{Check: "platform-mismatch", Severity: Warning, Object: ref("Pod", e.InvolvedObject.Namespace, e.InvolvedObject.Name),
+				Message: "the pod waits for a Windows build no node has: " + e.Message,
+				Fix:     "add nodes of that build, or change the image's tag to a build the cluster has"})
+			continue
+		}
 		if k := platformError(e.Message); k != "" && hits[key] == nil && pods[key] != nil {
 			hits[key] = &hit{pods[key], k, e.Message}
 		}
@@ -144,7 +153,8 @@ func PlatformMismatch(s *State) []Finding {
 		out = append(out, Finding{Check: "platform-mismatch", Severity: Error, Object: ref("Pod", h.pod.Namespace, h.pod.Name),
 			Message: fmt.Sprintf("the image does not run on %s: %s", where, h.message), Fix: fix})
 	}
-	return out
+	sort.SliceStable(waiting, func(i, j int) bool { return waiting[i].Object < waiting[j].Object })
+	return append(out, waiting...)
 }
 
 func waitingMessage(s corev1.ContainerState) string {

@@ -44,6 +44,14 @@ func TestPlatformMismatch(t *testing.T) {
 	fs := PlatformMismatch(c.state())
 	expect(t, "both", fs, 2, Error)
 	expect(t, "platform", fs[1:2], 1, Error, "Pod/platform/nginx", "no match for platform", "kubernetes.io/os")
+
+	// A pod winkube admission kept Pending, and said why.
+	pending := c.pod(ns, "iis-pending", "", nil, corev1.PodSpec{Containers: []corev1.Container{{Name: "iis", Image: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019"}}}, false)
+	c.create(&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "iis-pending.1"}, Type: corev1.EventTypeWarning, Reason: "NoWindowsNodeOfBuild",
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pending.Name},
+		Message:        "image mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019 runs on Windows 10.0.17763 (Windows Server 2019) only"}, nil)
+	fs = PlatformMismatch(c.state())
+	expect(t, "pending", fs[2:], 1, Warning, "Pod/platform/iis-pending", "waits for a Windows build", "10.0.17763")
 }
 
 func TestUninitializedNodes(t *testing.T) {

@@ -110,5 +110,8 @@ func (w *World) runAdmission(ctx context.Context, cfg *rest.Config) error {
 		ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://localhost:%d", port))},
 		CASecret:     client.ObjectKey{Namespace: flavors.AdmissionNamespace, Name: flavors.AdmissionCASecret},
 		Install:      true, Resolver: r, Logger: w.opts.Log.WithName("admission"),
+		// The ClusterResourceSet delivers the configurations with the
+		// Service when it first applies: point them back here quickly.
+		Resync: 2 * time.Second,
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,6 +43,9 @@ type ServerOptions struct {
 	WindowsTaint bool
 	MetricsAddr  string
 	Logger       logr.Logger
+	// Resync is how often the certificates and the configurations are
+	// checked; a minute when zero.
+	Resync time.Duration
 }
 
 // Certificate lifetimes: a year, renewed a month before expiry; the shared
@@ -53,6 +57,9 @@ const serverValidity, serverRenew = 365 * 24 * time.Hour, 30 * 24 * time.Hour
 func Serve(ctx context.Context, o ServerOptions) error {
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = "0"
+	}
+	if o.Resync == 0 {
+		o.Resync = time.Minute
 	}
 	c, err := client.New(o.Config, client.Options{})
 	if err != nil {
@@ -89,10 +96,11 @@ func Serve(ctx context.Context, o ServerOptions) error {
 		}
 	}
 	// Rotate before expiry (the webhook server reloads the files itself),
-	// and put the caBundle back when something rewrote the configurations
-	// without it, as a ClusterResourceSet re-applying them does.
+	// and put this server's client configuration and CA back when
+	// something rewrote the configurations, as a ClusterResourceSet
+	// re-applying them does.
 	go func() {
-		t := time.NewTicker(time.Minute)
+		t := time.NewTicker(o.Resync)
 		defer t.Stop()
 		for {
 			select {
@@ -100,7 +108,7 @@ func Serve(ctx context.Context, o ServerOptions) error {
 				return
 			case <-t.C:
 				ca, err := certs.ensure(ctx)
-				if err == nil && o.Install && !caBundleIs(ctx, c, ca) {
+				if err == nil && o.Install && !installed(ctx, c, o.ClientConfig, ca) {
 					err = install(ctx, c, o.ClientConfig, ca)
 				}
 				if err != nil {
@@ -160,19 +168,28 @@ func (s *serverCerts) ensure(ctx context.Context) ([]byte, error) {
 	return ca.Bundle, nil
 }
 
-// caBundleIs reports whether every webhook of both configurations trusts ca.
-func caBundleIs(ctx context.Context, c client.Client, ca []byte) bool {
+// installed reports whether every webhook of both configurations reaches
+// this server (cc, its path aside) and trusts ca.
+func installed(ctx context.Context, c client.Client, cc admissionregistrationv1.WebhookClientConfig, ca []byte) bool {
 	m, v := Configurations(admissionregistrationv1.WebhookClientConfig{})
 	if c.Get(ctx, client.ObjectKeyFromObject(m), m) != nil || c.Get(ctx, client.ObjectKeyFromObject(v), v) != nil {
 		return false
 	}
+	var got []admissionregistrationv1.WebhookClientConfig
 	for _, w := range m.Webhooks {
-		if !bytes.Equal(w.ClientConfig.CABundle, ca) {
-			return false
-		}
+		got = append(got, w.ClientConfig)
 	}
 	for _, w := range v.Webhooks {
-		if !bytes.Equal(w.ClientConfig.CABundle, ca) {
+		got = append(got, w.ClientConfig)
+	}
+	for _, g := range got {
+		if !bytes.Equal(g.CABundle, ca) || (g.URL == nil) != (cc.URL == nil) || (g.Service == nil) != (cc.Service == nil) {
+			return false
+		}
+		if cc.URL != nil && !strings.HasPrefix(*g.URL, *cc.URL+"/") {
+			return false
+		}
+		if cc.Service != nil && (g.Service.Name != cc.Service.Name || g.Service.Namespace != cc.Service.Namespace) {
 			return false
 		}
 	}
