@@ -167,7 +167,7 @@ func newImagesResolveCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return writeImages(cmd.OutOrStdout(), []imageRow{row}, o.output)
+			return writeImage(cmd.OutOrStdout(), row, o.output)
 		},
 	}
 	o.addFilters(cmd)
@@ -380,6 +380,24 @@ func writeImages(w io.Writer, rows []imageRow, format string) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeImage prints one resolved image: a one-row table, or one object.
+func writeImage(w io.Writer, row imageRow, format string) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(row)
+	case "yaml":
+		out, err := yaml.Marshal(row)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(out)
+		return err
+	}
+	return writeImages(w, []imageRow{row}, format)
 }
 
 // table writes columns two spaces apart, the header underlined by dashes as

@@ -181,8 +181,16 @@ func TestImagesResolveUsesTheControllersResolver(t *testing.T) {
 	if _, err := resolveImage(context.Background(), seedCatalog(), &o); err == nil || !strings.Contains(err.Error(), "v1.22.3") {
 		t.Fatalf("error %v, want one naming v1.22.3", err)
 	}
-	// Through the command: --kubernetes-version is required.
+	// Through the command: one object, and --kubernetes-version required.
+	var out bytes.Buffer
 	cmd := NewRootCommand()
+	cmd.SetArgs([]string{"images", "resolve", "--os", "windows", "--windows-version", "2019", "--kubernetes-version", "v1.22.1", "-o", "json"})
+	cmd.SetOut(&out)
+	var row imageRow
+	if err := cmd.Execute(); err != nil || json.Unmarshal(out.Bytes(), &row) != nil || row.SKU != "k8s-1dot22dot1-windows-2019-containerd" {
+		t.Fatalf("resolve -o json: %v, %+v:\n%s", err, row, out.String())
+	}
+	cmd = NewRootCommand()
 	cmd.SetArgs([]string{"images", "resolve", "--os", "windows"})
 	cmd.SetOut(&bytes.Buffer{})
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--kubernetes-version is required") {
