@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/vmimages"
 	"github.com/winkube/winkube/internal/images"
 )
 
@@ -37,6 +41,7 @@ type imageRow struct {
 type imagesOptions struct {
 	os, windowsVersion, kubernetesVersion, location, source, runtime, output string
 	all                                                                      bool
+	armEndpoint, armToken, armCAFile, subscription                           string
 }
 
 // sources the flags accept, and what each means to internal/images.
@@ -50,10 +55,17 @@ func (o *imagesOptions) addFilters(cmd *cobra.Command) {
 	f.StringVar(&o.location, "location", "westeurope", "Azure location whose catalog is read")
 	f.StringVar(&o.source, "source", "", "marketplace or gallery (Cluster API's community gallery)")
 	f.StringVarP(&o.output, "output", "o", "table", "table, json or yaml")
+	f.StringVar(&o.armEndpoint, "arm-endpoint", "", "Azure Resource Manager endpoint whose catalog is read, such as a 'winkube emulator' (default: an emulator started for the command, which serves the local world's catalog)")
+	f.StringVar(&o.armToken, "arm-token", os.Getenv("WINKUBE_ARM_TOKEN"), "bearer token for --arm-endpoint (default $WINKUBE_ARM_TOKEN)")
+	f.StringVar(&o.armCAFile, "arm-ca-file", "", "CA certificate that --arm-endpoint's TLS certificate chains to")
+	f.StringVar(&o.subscription, "subscription-id", "00000000-0000-0000-0000-000000000000", "subscription whose view of the catalog is read")
 }
 
 // validate refuses what no image can match, naming what would.
 func (o *imagesOptions) validate() error {
+	if o.location == "" {
+		o.location = "westeurope"
+	}
 	o.os = strings.ToLower(o.os)
 	switch o.os {
 	case "", "windows", "linux":
@@ -104,9 +116,43 @@ func windowsReleases() []string {
 	return out
 }
 
-// imageCatalog is the catalog winkube resolves against: the reference
-// catalog, the one the ARM emulator serves.
-func imageCatalog() images.Lister { return images.ReferenceCatalog() }
+// catalogLister is what images lists and resolves through: Azure's
+// VirtualMachineImages and community gallery APIs, as the controllers read
+// them (internal/images over internal/azure/vmimages).
+type catalogLister interface {
+	images.Lister
+	images.GalleryLister
+}
+
+// armCatalog reads the catalog of --arm-endpoint, or of an Azure emulator
+// started in this process for the call (the catalog the local world's
+// Azure serves). close ends what it started.
+func (o *imagesOptions) armCatalog() (l catalogLister, close func(), err error) {
+	cfg := endpoint.Config{ResourceManagerEndpoint: o.armEndpoint, Credential: endpoint.StaticToken(o.armToken)}
+	close = func() {}
+	if o.armEndpoint == "" {
+		token := "winkube-images"
+		srv, err := arm.New(arm.Options{Token: token})
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := srv.Start("127.0.0.1:0"); err != nil {
+			return nil, nil, err
+		}
+		close = func() { _ = srv.Close() }
+		cfg = endpoint.Config{ResourceManagerEndpoint: srv.URL(), CACertPEM: srv.CACertPEM(), Credential: endpoint.StaticToken(token)}
+	} else if o.armCAFile != "" {
+		if cfg.CACertPEM, err = os.ReadFile(o.armCAFile); err != nil {
+			return nil, nil, fmt.Errorf("--arm-ca-file: %w", err)
+		}
+	}
+	lister, err := vmimages.New(o.subscription, cfg)
+	if err != nil {
+		close()
+		return nil, nil, err
+	}
+	return lister, close, nil
+}
 
 func newImagesCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -136,7 +182,12 @@ Kubernetes version (the one winkube picks); with --all, every version.`,
 			if err := o.validate(); err != nil {
 				return err
 			}
-			rows, err := listImages(cmd.Context(), imageCatalog(), o)
+			l, done, err := o.armCatalog()
+			if err != nil {
+				return err
+			}
+			defer done()
+			rows, err := listImages(cmd.Context(), l, o)
 			if err != nil {
 				return err
 			}
@@ -163,7 +214,12 @@ func newImagesResolveCommand() *cobra.Command {
 			if o.kubernetesVersion == "" {
 				return fmt.Errorf("--kubernetes-version is required: the image follows the nodes' Kubernetes version")
 			}
-			row, err := resolveImage(cmd.Context(), imageCatalog(), o)
+			l, done, err := o.armCatalog()
+			if err != nil {
+				return err
+			}
+			defer done()
+			row, err := resolveImage(cmd.Context(), l, o)
 			if err != nil {
 				return err
 			}
@@ -176,7 +232,7 @@ func newImagesResolveCommand() *cobra.Command {
 }
 
 // resolveImage asks the controllers' resolver for a node's default image.
-func resolveImage(ctx context.Context, l images.Lister, o *imagesOptions) (imageRow, error) {
+func resolveImage(ctx context.Context, l catalogLister, o *imagesOptions) (imageRow, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -209,7 +265,7 @@ func resolveImage(ctx context.Context, l images.Lister, o *imagesOptions) (image
 // listImages walks the catalog's offers and SKUs, and the community
 // gallery's images for the versions it publishes, keeping what the filters
 // match.
-func listImages(ctx context.Context, l images.Lister, o *imagesOptions) ([]imageRow, error) {
+func listImages(ctx context.Context, l catalogLister, o *imagesOptions) ([]imageRow, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -250,26 +306,22 @@ func listImages(ctx context.Context, l images.Lister, o *imagesOptions) ([]image
 			}
 		}
 	}
-	// The community gallery publishes what the version-free SKUs do: one
-	// image version per Kubernetes version.
-	seen := map[string]bool{}
-	var gallery []imageRow
-	for _, r := range rows {
-		v, _ := images.ParseVersion(r.KubernetesVersion)
-		_, _, newStyle := images.Candidates(v, images.Request{OS: osType(r.OS), WindowsVersion: infrav1.WindowsServerVersion(r.WindowsVersion)})
-		key := r.OS + r.WindowsVersion + r.KubernetesVersion
-		if !newStyle || seen[key] || r.Runtime != string(infrav1.Containerd) {
-			continue
+	// The community gallery: one image definition per OS and Windows
+	// release, its versions named after Kubernetes releases.
+	for _, def := range []struct{ os, win string }{{"linux", ""}, {"windows", "2019"}, {"windows", "2022"}, {"windows", "2025"}} {
+		name := images.GalleryImageName(images.Request{OS: osType(def.os), WindowsVersion: infrav1.WindowsServerVersion(def.win)})
+		versions, err := l.ListGalleryImageVersions(ctx, o.location, images.CommunityGallery, name)
+		if err != nil {
+			return nil, fmt.Errorf("listing %s/%s in %s: %w", images.CommunityGallery, name, o.location, err)
 		}
-		seen[key] = true
-		req := images.Request{KubernetesVersion: r.KubernetesVersion, OS: osType(r.OS), WindowsVersion: infrav1.WindowsServerVersion(r.WindowsVersion), Source: images.CommunityGallerySource}
-		img, err := images.NewResolver(l, time.Minute).Resolve(ctx, nil, req)
-		if err != nil || img.ComputeGallery == nil {
-			continue
+		sort.Slice(versions, func(i, j int) bool { return lessVersion(versions[i], versions[j]) })
+		for _, v := range versions {
+			if _, err := images.ParseVersion(v); err != nil {
+				continue // not a Kubernetes release
+			}
+			rows = append(rows, galleryRow(images.CommunityGallery, name, v, def.os, def.win))
 		}
-		gallery = append(gallery, galleryRow(img.ComputeGallery.Gallery, img.ComputeGallery.Name, img.ComputeGallery.Version, r.OS, r.WindowsVersion))
 	}
-	rows = append(rows, gallery...)
 	var out []imageRow
 	for _, r := range rows {
 		switch {

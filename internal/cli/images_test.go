@@ -30,7 +30,42 @@ func seedCatalog() images.Catalog {
 	return c
 }
 
+// fixedCatalog is a catalog known in advance: images.Catalog for the
+// marketplace, and community gallery versions per image definition.
+type fixedCatalog struct {
+	images.Catalog
+	gallery map[string][]string
+}
+
+func (f fixedCatalog) ListGalleryImageVersions(_ context.Context, _, gallery, image string) ([]string, error) {
+	if gallery != images.CommunityGallery {
+		return nil, nil
+	}
+	return f.gallery[image], nil
+}
+
+func testCatalog() fixedCatalog {
+	return fixedCatalog{Catalog: seedCatalog(), gallery: map[string][]string{"capi-win-2022-containerd": {"1.31.1", "1.31.0"}, "capi-ubun2-2404": {"1.31.1"}}}
+}
+
+// emulatorCatalog is the catalog winkube's Azure emulator serves, read
+// over HTTP through the SDK as the controllers read Azure's.
+func emulatorCatalog(t *testing.T) catalogLister {
+	t.Helper()
+	l, done, err := (&imagesOptions{subscription: "00000000-0000-0000-0000-000000000000"}).armCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(done)
+	return l
+}
+
 func list(t *testing.T, o imagesOptions) (string, error) {
+	t.Helper()
+	return listFrom(t, testCatalog(), o)
+}
+
+func listFrom(t *testing.T, l catalogLister, o imagesOptions) (string, error) {
 	t.Helper()
 	if o.output == "" {
 		o.output = "table"
@@ -38,7 +73,7 @@ func list(t *testing.T, o imagesOptions) (string, error) {
 	if err := o.validate(); err != nil {
 		return "", err
 	}
-	rows, err := listImages(context.Background(), seedCatalog(), &o)
+	rows, err := listImages(context.Background(), l, &o)
 	if err != nil {
 		return "", err
 	}
@@ -48,26 +83,35 @@ func list(t *testing.T, o imagesOptions) (string, error) {
 }
 
 func TestImagesListPrintsTheSeedsTable(t *testing.T) {
-	out, err := list(t, imagesOptions{os: "windows", kubernetesVersion: "", windowsVersion: "2019", source: "marketplace", all: true})
+	l := emulatorCatalog(t)
+	// The seeds' later table, header and row byte for byte.
+	out, err := listFrom(t, l, imagesOptions{os: "windows", kubernetesVersion: "v1.22.1", all: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first seed's table, byte for byte, then the containerd SKUs.
-	want := `Offer         Publisher      Sku                                     Urn                                                                           Version
-------------  -------------  --------------------------------------  ----------------------------------------------------------------------------  ----------
-capi-windows  cncf-upstream  k8s-1dot18dot13-windows-2019            cncf-upstream:capi-windows:k8s-1dot18dot13-windows-2019:2020.12.11            2020.12.11
-capi-windows  cncf-upstream  k8s-1dot19dot5-windows-2019             cncf-upstream:capi-windows:k8s-1dot19dot5-windows-2019:2020.12.11             2020.12.11
-capi-windows  cncf-upstream  k8s-1dot20dot0-windows-2019             cncf-upstream:capi-windows:k8s-1dot20dot0-windows-2019:2020.12.11             2020.12.11
-capi-windows  cncf-upstream  k8s-1dot22dot1-windows-2019-containerd  cncf-upstream:capi-windows:k8s-1dot22dot1-windows-2019-containerd:2021.10.15  2021.10.15
-capi-windows  cncf-upstream  k8s-1dot22dot2-windows-2019-containerd  cncf-upstream:capi-windows:k8s-1dot22dot2-windows-2019-containerd:2021.10.15  2021.10.15
-`
-	if out != want {
-		t.Fatalf("table:\n%s\nwant:\n%s", out, want)
+	lines := strings.Split(out, "\n")
+	if len(lines) != 4 ||
+		lines[0] != "Offer         Publisher      Sku                                     Urn                                                                           Version" ||
+		lines[1] != "------------  -------------  --------------------------------------  ----------------------------------------------------------------------------  ----------" ||
+		lines[2] != "capi-windows  cncf-upstream  k8s-1dot22dot1-windows-2019-containerd  cncf-upstream:capi-windows:k8s-1dot22dot1-windows-2019-containerd:2021.10.15  2021.10.15" {
+		t.Fatalf("table:\n%s", out)
 	}
-	// Only the dockershim-era SKUs: exactly the columns of the 2020 seed.
-	out, _ = list(t, imagesOptions{os: "windows", kubernetesVersion: "v1.19.5", all: true})
-	if !strings.Contains(out, "capi-windows  cncf-upstream  k8s-1dot19dot5-windows-2019  cncf-upstream:capi-windows:k8s-1dot19dot5-windows-2019:2020.12.11  2020.12.11\n") {
-		t.Fatalf("the 1.19.5 row is not the seed's:\n%s", out)
+	// Every URN of the seeds' tables is listed by --all.
+	out, err = listFrom(t, l, imagesOptions{os: "windows", source: "marketplace", all: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, urn := range []string{"cncf-upstream:capi-windows:k8s-1dot18dot13-windows-2019:2020.12.11", "cncf-upstream:capi-windows:k8s-1dot19dot5-windows-2019:2020.12.11",
+		"cncf-upstream:capi-windows:k8s-1dot20dot0-windows-2019:2020.12.11", "cncf-upstream:capi-windows:k8s-1dot22dot1-windows-2019-containerd:2021.10.15",
+		"cncf-upstream:capi-windows:k8s-1dot22dot2-windows-2019-containerd:2021.10.15"} {
+		if !strings.Contains(out, "  "+urn+"  ") {
+			t.Errorf("the list lacks the seeds' %s", urn)
+		}
+	}
+	// The community gallery's images, version = the Kubernetes release.
+	out, err = listFrom(t, l, imagesOptions{source: "gallery", windowsVersion: "2025", kubernetesVersion: "v1.36.3"})
+	if err != nil || !strings.Contains(out, "ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019  capi-win-2025-containerd  1.36.3") || strings.Contains(out, "Urn") {
+		t.Fatalf("gallery: %v\n%s", err, out)
 	}
 }
 
@@ -79,7 +123,7 @@ func TestImagesListFilters(t *testing.T) {
 	}{
 		{"newest build only", imagesOptions{os: "windows", windowsVersion: "2022", source: "marketplace"}, []string{"131.1.20240717"}, []string{"131.1.20240601", "Gallery"}},
 		{"all builds", imagesOptions{os: "windows", windowsVersion: "2022", source: "marketplace", all: true}, []string{"131.1.20240717", "131.1.20240601"}, nil},
-		{"linux", imagesOptions{os: "linux"}, []string{"ubuntu-2404-gen1", "capi-ubun2-2404"}, []string{"capi-windows"}},
+		{"linux", imagesOptions{os: "linux"}, []string{"ubuntu-2404-gen1", "capi-ubun2-2404  1.31.1"}, []string{"capi-windows"}},
 		{"gallery", imagesOptions{source: "gallery", kubernetesVersion: "v1.31.1"}, []string{"Gallery", "capi-win-2022-containerd  1.31.1", "/CommunityGalleries/ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019/Images/capi-win-2022-containerd/Versions/1.31.1"}, []string{"Urn", "k8s-1dot"}},
 		{"kubernetes version", imagesOptions{kubernetesVersion: "1.22.2"}, []string{"k8s-1dot22dot2-windows-2019-containerd"}, []string{"1dot22dot1", "gen1"}},
 		{"nothing", imagesOptions{kubernetesVersion: "v1.40.0"}, []string{"no image matches"}, []string{"Urn"}},
@@ -154,20 +198,23 @@ func TestImagesRefuseUnknownInput(t *testing.T) {
 }
 
 func TestImagesResolveUsesTheControllersResolver(t *testing.T) {
+	l := emulatorCatalog(t)
 	for _, tc := range []struct {
 		o    imagesOptions
 		want string
 	}{
+		// Older releases: the marketplace; the gallery where it publishes,
+		// as Cluster API Provider Azure chooses.
 		{imagesOptions{os: "windows", kubernetesVersion: "v1.22.1", windowsVersion: "2019"}, "cncf-upstream:capi-windows:k8s-1dot22dot1-windows-2019-containerd:2021.10.15"},
-		{imagesOptions{os: "windows", kubernetesVersion: "v1.31.1"}, "cncf-upstream:capi-windows:windows-2022-containerd-gen1:131.1.20240717"},
-		{imagesOptions{os: "windows", kubernetesVersion: "v1.31.1", source: "gallery"}, "/CommunityGalleries/ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019/Images/capi-win-2022-containerd/Versions/1.31.1"},
-		{imagesOptions{kubernetesVersion: "v1.31.1"}, "cncf-upstream:capi:ubuntu-2404-gen1:131.1.20240717"},
+		{imagesOptions{os: "windows", kubernetesVersion: "v1.31.1"}, "/CommunityGalleries/ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019/Images/capi-win-2022-containerd/Versions/1.31.1"},
+		{imagesOptions{os: "windows", windowsVersion: "2019", kubernetesVersion: "v1.28.12", source: "marketplace"}, "cncf-upstream:capi-windows:windows-2019-containerd-gen1:128.12.20240717"},
+		{imagesOptions{kubernetesVersion: "v1.31.1"}, "/CommunityGalleries/ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019/Images/capi-ubun2-2404/Versions/1.31.1"},
 	} {
 		tc.o.output = "table"
 		if err := tc.o.validate(); err != nil {
 			t.Fatal(err)
 		}
-		row, err := resolveImage(context.Background(), seedCatalog(), &tc.o)
+		row, err := resolveImage(context.Background(), l, &tc.o)
 		if err != nil {
 			t.Errorf("%+v: %v", tc.o, err)
 			continue
@@ -177,8 +224,8 @@ func TestImagesResolveUsesTheControllersResolver(t *testing.T) {
 		}
 	}
 	// What the catalog does not have is refused by the resolver, naming it.
-	o := imagesOptions{os: "windows", kubernetesVersion: "v1.22.3", windowsVersion: "2019", output: "table"}
-	if _, err := resolveImage(context.Background(), seedCatalog(), &o); err == nil || !strings.Contains(err.Error(), "v1.22.3") {
+	o := imagesOptions{os: "windows", kubernetesVersion: "v1.22.3", windowsVersion: "2019", output: "table", location: "westeurope"}
+	if _, err := resolveImage(context.Background(), l, &o); err == nil || !strings.Contains(err.Error(), "v1.22.3") {
 		t.Fatalf("error %v, want one naming v1.22.3", err)
 	}
 	// Through the command: one object, and --kubernetes-version required.
@@ -193,6 +240,7 @@ func TestImagesResolveUsesTheControllersResolver(t *testing.T) {
 	cmd = NewRootCommand()
 	cmd.SetArgs([]string{"images", "resolve", "--os", "windows"})
 	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--kubernetes-version is required") {
 		t.Fatalf("error %v", err)
 	}

@@ -20,9 +20,10 @@ import (
 )
 
 // admissionImage is the admission Deployment's image in the local
-// registry, so that its pods start on the machines as any other.
+// registry, so that its pods start on the machines as any other; its
+// process serves the webhooks on 9443, where the readiness probe looks.
 func admissionImage() registry.Image {
-	return registry.Image{Ref: flavors.AdmissionImage(), Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}}}
+	return registry.Image{Ref: flavors.AdmissionImage(), Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}}, Listens: []string{"9443/tcp"}}
 }
 
 // serveAdmission serves the workload cluster's admission in this process
