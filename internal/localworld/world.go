@@ -254,6 +254,16 @@ func (w *World) start(ctx context.Context) (err error) {
 			return errors.New("controllers: caches did not sync")
 		}
 	}
+	// The management API server calls winkube's webhooks for every
+	// AzureCluster and AzureMachine: the cluster is created only once they
+	// answer, not merely once the caches synced.
+	started := mgr.GetWebhookServer().StartedChecker()
+	for deadline := time.Now().Add(30 * time.Second); started(nil) != nil; {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("controllers: winkube's webhook server did not start: %w", started(nil))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	return nil
 }
 
