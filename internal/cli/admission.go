@@ -2,21 +2,16 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/winkube/winkube/internal/webhooks/workload"
 )
@@ -32,6 +27,7 @@ type admissionOptions struct {
 	windowsTaint     bool
 	insecure         []string
 	metricsAddr      string
+	caSecret         string
 }
 
 func newAdmissionCommand() *cobra.Command {
@@ -56,10 +52,20 @@ behind a Service):
     mounted into Windows pods, and Services with more than 64 Windows
     backends on Windows Server 2019 before 17763.2746, are warned about.
 
-Namespaces labelled winkube.dev/admission=disabled are left alone. The
-serving certificate is made and rotated by winkube (a CA of its own) in
---cert-dir; with --install the webhook configurations are written with that
-CA, and rewritten when it rotates.`,
+Namespaces labelled winkube.dev/admission=disabled, kube-system and the
+server's own namespace are left alone, and the webhooks fail open, so the
+cluster never depends on this server to start its own pods. Pods waiting
+for a Windows build no node has get an event saying which build their
+images need and how to get one.
+
+Certificates: with --ca-secret (the default), every replica reads one CA
+from that Secret in --service-namespace (the first replica creates it,
+any replica rotates it before it expires) and signs its own serving
+certificate with it in --cert-dir, so any replica behind the Service is
+trusted; --ca-secret "" keeps a CA of this process's own in --cert-dir,
+for a single replica. With --install the webhook configurations are
+created, and their caBundle kept to the CA (a ClusterResourceSet that
+delivers them without one is completed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAdmission(cmd.Context(), o) },
 	}
@@ -74,6 +80,7 @@ CA, and rewritten when it rotates.`,
 	f.BoolVar(&o.windowsTaint, "windows-taint", false, "Windows nodes carry os=windows:NoSchedule: add its toleration to Windows pods")
 	f.StringSliceVar(&o.insecure, "insecure-registry", nil, "registries reached over plain HTTP (host:port)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "where to serve Prometheus metrics (0 to disable)")
+	f.StringVar(&o.caSecret, "ca-secret", "winkube-admission-ca", "Secret in --service-namespace holding the CA every replica shares (\"\" for a CA of this process's own)")
 	return cmd
 }
 
@@ -93,79 +100,14 @@ func runAdmission(ctx context.Context, o *admissionOptions) error {
 	if err != nil {
 		return fmt.Errorf("reaching the workload cluster: %w", err)
 	}
-	names := []string{o.serviceName + "." + o.serviceNamespace + ".svc", o.serviceName + "." + o.serviceNamespace + ".svc.cluster.local"}
-	const validity, renew = 365 * 24 * time.Hour, 30 * 24 * time.Hour
-	caPEM, _, err := workload.EnsureCerts(o.certDir, names, time.Now(), validity, renew)
-	if err != nil {
-		return fmt.Errorf("serving certificate: %w", err)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Metrics:       metricsserver.Options{BindAddress: o.metricsAddr},
-		WebhookServer: webhook.NewServer(webhook.Options{Port: o.port, CertDir: o.certDir}),
-	})
-	if err != nil {
-		return err
-	}
 	r := workload.NewResolver()
 	r.Insecure = o.insecure
-	a := workload.New(r, mgr.GetAPIReader())
-	a.FailClosed, a.WindowsTaint = o.failurePolicy == "closed", o.windowsTaint
-	s := mgr.GetWebhookServer()
-	s.Register(workload.MutatePath, &webhook.Admission{Handler: a.Mutate()})
-	s.Register(workload.ValidatePath, &webhook.Admission{Handler: a.Validate()})
-	s.Register(workload.ServicesPath, &webhook.Admission{Handler: a.Services()})
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		return err
-	}
-	install := func(ca []byte) error {
-		if !o.install {
-			return nil
-		}
-		m, v := workload.Configurations(admissionregistrationv1.WebhookClientConfig{
-			Service: &admissionregistrationv1.ServiceReference{Name: o.serviceName, Namespace: o.serviceNamespace}, CABundle: ca,
-		})
-		for _, obj := range []client.Object{m, v} {
-			if err := c.Create(ctx, obj); apierrors.IsAlreadyExists(err) {
-				cur := obj.DeepCopyObject().(client.Object)
-				if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
-					return err
-				}
-				obj.SetResourceVersion(cur.GetResourceVersion())
-				err = c.Update(ctx, obj)
-				if err != nil {
-					return err
-				}
-			} else if err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := install(caPEM); err != nil {
-		return fmt.Errorf("installing the webhook configurations: %w", err)
-	}
-	// Rotate before expiry; the webhook server reloads the files itself.
-	go func() {
-		t := time.NewTicker(time.Hour)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				ca, rotated, err := workload.EnsureCerts(o.certDir, names, time.Now(), validity, renew)
-				if err == nil && rotated {
-					err = install(ca)
-				}
-				if err != nil {
-					fmt.Fprintln(os.Stderr, "winkube admission: rotating certificates:", err)
-				}
-			}
-		}
-	}()
-	if err := mgr.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return workload.Serve(ctx, workload.ServerOptions{
+		Config: cfg, Port: o.port, CertDir: o.certDir,
+		DNSNames:     []string{o.serviceName + "." + o.serviceNamespace + ".svc", o.serviceName + "." + o.serviceNamespace + ".svc.cluster.local"},
+		ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Name: o.serviceName, Namespace: o.serviceNamespace}},
+		CASecret:     client.ObjectKey{Namespace: o.serviceNamespace, Name: o.caSecret},
+		Install:      o.install, Resolver: r, FailClosed: o.failurePolicy == "closed", WindowsTaint: o.windowsTaint,
+		MetricsAddr: o.metricsAddr, Logger: ctrl.Log.WithName("admission"),
+	})
 }

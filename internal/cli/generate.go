@@ -29,6 +29,7 @@ func newGenerateClusterCommand() *cobra.Command {
 		winVersion string
 		clusterctl bool
 		output     string
+		admission  bool
 		writeTo    string
 	)
 	cmd := &cobra.Command{
@@ -92,6 +93,7 @@ as clusterctl requires.`,
 					}
 				}
 				o.WindowsVersion = infrav1.WindowsServerVersion(winVersion)
+				o.NoAdmission = !admission
 				objs, err := buildObjects(cmd, flavor, o)
 				if err != nil {
 					return err
@@ -117,6 +119,7 @@ as clusterctl requires.`,
 	f.StringVar(&o.ControlPlaneVMSize, "control-plane-vm-size", "Standard_D2s_v3", "VM size of control-plane machines")
 	f.StringVar(&o.NodeVMSize, "node-vm-size", "Standard_D4s_v3", "VM size of workers")
 	f.BoolVar(&o.WindowsTaint, "windows-taint", false, "taint Windows nodes os=windows:NoSchedule (the add-ons tolerate it)")
+	f.BoolVar(&admission, "admission", true, "deploy winkube's workload admission in the cluster (the Cluster label winkube.dev/admission=enabled and its ClusterResourceSet); --admission=false leaves it out")
 	f.BoolVar(&clusterctl, "clusterctl-template", false, "print a clusterctl template with ${VARIABLE} placeholders instead")
 	outputFlag(cmd, &output, "yaml", "yaml", "json")
 	f.StringVar(&writeTo, "write-to", "", "write to this file instead of standard output (as clusterctl generate cluster --write-to)")

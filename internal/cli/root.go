@@ -86,6 +86,7 @@ Shell completion (flavors, versions, local worlds, machines and nodes):
 		SilenceErrors: true,
 	}
 	root.AddCommand(forPlugin(newVersionCommand()), newEmulatorCommand(), newManagerCommand(), forPlugin(newGenerateCommand()), newAdmissionCommand(),
-		newUpCommand(), newDownCommand(), newBenchCommand(), forPlugin(newSSHCommand()), forPlugin(newRDPCommand()), forPlugin(newLogsCommand()))
+		newUpCommand(), newDownCommand(), newBenchCommand(), forPlugin(newSSHCommand()), forPlugin(newRDPCommand()), forPlugin(newLogsCommand()),
+		forPlugin(newDoctorCommand()), forPlugin(newImagesCommand()))
 	return root
 }

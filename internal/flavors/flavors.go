@@ -108,6 +108,9 @@ func (b *builder) build() []client.Object {
 		clusterLabels["cni-windows"] = b.cni.name
 		clusterLabels["csi-proxy"] = "enabled"
 	}
+	if !o.NoAdmission {
+		clusterLabels[AdmissionLabel] = admissionEnabled
+	}
 	cluster := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: clusterLabels},
 		Spec: clusterv1.ClusterSpec{
@@ -132,6 +135,7 @@ func (b *builder) build() []client.Object {
 		objs = append(objs, b.windowsWorkers()...)
 	}
 	objs = append(objs, b.addons()...)
+	objs = append(objs, b.admission()...)
 	return objs
 }
 

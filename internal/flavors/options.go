@@ -56,6 +56,9 @@ type Options struct {
 	// versionIsVariable: the version is a clusterctl template's variable,
 	// not a release to check.
 	versionIsVariable bool
+	// NoAdmission leaves out winkube's workload admission (the Cluster label
+	// winkube.dev/admission=enabled and its ClusterResourceSet).
+	NoAdmission bool
 }
 
 // Defaults fills what has a sensible default.

@@ -81,18 +81,20 @@ type Options struct {
 
 // World is a running local world.
 type World struct {
-	opts    Options
-	env     *envtest.Environment
-	Config  *rest.Config
-	Client  client.Client
-	reg     *registry.Registry
-	net     *hostnet.Network
-	emu     *arm.Server
-	rt      *machines.Runtime
-	block   *hostnet.Block
-	lock    *os.File
-	cancel  context.CancelFunc
-	mgrDone chan error
+	opts   Options
+	env    *envtest.Environment
+	Config *rest.Config
+	Client client.Client
+	reg    *registry.Registry
+	// admissionDone closes when the in-process workload admission stops.
+	admissionDone chan struct{}
+	net           *hostnet.Network
+	emu           *arm.Server
+	rt            *machines.Runtime
+	block         *hostnet.Block
+	lock          *os.File
+	cancel        context.CancelFunc
+	mgrDone       chan error
 }
 
 func (o *Options) progress(format string, args ...any) {
@@ -180,7 +182,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("kubeadm config images list: %w", err)
 	}
-	if err := w.reg.PushAll(ctx, registry.Catalog(o.KubernetesVersion, strings.Fields(string(out)))); err != nil {
+	if err := w.reg.PushAll(ctx, append(registry.Catalog(o.KubernetesVersion, strings.Fields(string(out))), admissionImage())); err != nil {
 		return err
 	}
 	if w.block, err = claimBlock(o.StateDir); err != nil {
@@ -243,6 +245,8 @@ func (w *World) start(ctx context.Context) (err error) {
 	}
 	w.mgrDone = make(chan error, 1)
 	go func() { w.mgrDone <- mgr.Start(mctx) }()
+	w.admissionDone = make(chan struct{})
+	go func() { defer close(w.admissionDone); w.serveAdmission(mctx) }()
 	synced := make(chan bool, 1)
 	go func() { synced <- mgr.GetCache().WaitForCacheSync(mctx) }()
 	select {
@@ -254,6 +258,16 @@ func (w *World) start(ctx context.Context) (err error) {
 			return errors.New("controllers: caches did not sync")
 		}
 	}
+	// The management API server calls winkube's webhooks for every
+	// AzureCluster and AzureMachine: the cluster is created only once they
+	// answer, not merely once the caches synced.
+	started := mgr.GetWebhookServer().StartedChecker()
+	for deadline := time.Now().Add(30 * time.Second); started(nil) != nil; {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("controllers: winkube's webhook server did not start: %w", started(nil))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	return nil
 }
 
@@ -264,6 +278,10 @@ func (w *World) Stop() {
 		w.cancel()
 		select {
 		case <-w.mgrDone:
+		case <-time.After(30 * time.Second):
+		}
+		select {
+		case <-w.admissionDone:
 		case <-time.After(30 * time.Second):
 		}
 	}

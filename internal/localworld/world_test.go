@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -172,6 +174,50 @@ func TestUpAndDown(t *testing.T) {
 		}
 		return ""
 	})
+
+	// Workload admission, served in this process for the pods of the
+	// admission Deployment: the seeds' iis-1809 (ltsc2019) on this
+	// 2022-only cluster stays Pending, with an event that says which build
+	// it needs and how to get one.
+	poll.Until(t, 2*time.Minute, func() string {
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := wc.Get(ctx, client.ObjectKey{Name: "winkube-workload-placement"}, m); err != nil {
+			return err.Error()
+		}
+		if u := m.Webhooks[0].ClientConfig.URL; u == nil || !strings.HasPrefix(*u, "https://localhost:") || len(m.Webhooks[0].ClientConfig.CABundle) == 0 {
+			return "workload admission is not served yet"
+		}
+		return ""
+	})
+	iis1809 := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "iis-1809"}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "iis-1809"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "iis-1809"}}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{corev1.LabelOSStable: "windows"},
+			Containers:   []corev1.Container{{Name: "iis", Image: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019"}}}}}}
+	if err := wc.Create(ctx, iis1809); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 2*time.Minute, func() string {
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=iis-1809"})
+		if err != nil || len(pods.Items) != 1 {
+			return fmt.Sprintf("iis-1809 pods: %v", err)
+		}
+		p := pods.Items[0]
+		if p.Spec.NodeName != "" || p.Status.Phase != corev1.PodPending {
+			return fmt.Sprintf("iis-1809 pod on %q is %s, want Pending", p.Spec.NodeName, p.Status.Phase)
+		}
+		evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
+		if err != nil {
+			return err.Error()
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "NoWindowsNodeOfBuild" && strings.Contains(e.Message, "10.0.17763") && strings.Contains(e.Message, "winkube up --windows-version 2019") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("no event explains the pending iis-1809 pod (%d events)", len(evs.Items))
+	})
+	t.Logf("%6.1fs iis-1809 stays Pending on a 2022-only cluster, explained", time.Since(start).Seconds())
 
 	// Scale the Windows workers 2 -> 3 -> 1, then roll them to another
 	// Kubernetes version, all through the MachineDeployment.

@@ -68,32 +68,52 @@ func loadPair(certPath, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, [
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	cert, key, err := parsePair(certPEM, keyPEM)
+	return cert, key, certPEM, err
+}
+
+func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	cb, _ := pem.Decode(certPEM)
 	kb, _ := pem.Decode(keyPEM)
 	if cb == nil || kb == nil {
-		return nil, nil, nil, errors.New("not PEM")
+		return nil, nil, errors.New("not PEM")
 	}
 	cert, err := x509.ParseCertificate(cb.Bytes)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	key, err := x509.ParseECPrivateKey(kb.Bytes)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return cert, key, certPEM, nil
+	return cert, key, nil
 }
 
 // newCert makes a certificate (a CA when parent is nil) and writes it and
 // its key, the key readable by the owner only.
 func newCert(dir, certFile, keyFile string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, dnsNames []string, now time.Time, validity time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, key, certPEM, keyPEM, err := makeCert(parent, parentKey, cn, dnsNames, now, validity)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if err := os.WriteFile(filepath.Join(dir, keyFile), keyPEM, 0o600); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, certFile), certPEM, 0o644); err != nil {
+		return nil, nil, nil, err
+	}
+	return cert, key, certPEM, nil
+}
+
+// makeCert makes a certificate, a CA when parent is nil, in memory.
+func makeCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, dnsNames []string, now time.Time, validity time.Duration) (cert *x509.Certificate, key *ecdsa.PrivateKey, certPEM, keyPEM []byte, err error) {
+	key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
@@ -110,22 +130,14 @@ func newCert(dir, certFile, keyFile string, parent *x509.Certificate, parentKey 
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signerKey)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(filepath.Join(dir, keyFile), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return nil, nil, nil, err
+	if cert, err = x509.ParseCertificate(der); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("parsing a certificate just made: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, certFile), certPEM, 0o644); err != nil {
-		return nil, nil, nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("parsing a certificate just made: %w", err)
-	}
-	return cert, key, certPEM, nil
+	return cert, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }

@@ -2,17 +2,27 @@ package workload
 
 import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
 // Configurations are the webhook configurations of workload admission:
 // pods and the workload kinds with pod templates, in every namespace not
-// labelled winkube.dev/admission=disabled. The webhooks' own failure
-// policy is Ignore (winkube being down must not stop a cluster's
-// workloads); the registry failure policy is the server's.
+// labelled winkube.dev/admission=disabled, except kube-system and the
+// webhook server's own namespace. The webhooks' own failure policy is
+// Ignore: winkube being down, or not yet holding a certificate the API
+// server trusts, must not stop a cluster's workloads, nor the pods that
+// would bring it back. The registry failure policy is the server's.
 func Configurations(clientConfig admissionregistrationv1.WebhookClientConfig) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
-	optOut := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: OptOutLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"disabled"}}}}
+	exempt := []string{metav1.NamespaceSystem}
+	if clientConfig.Service != nil && clientConfig.Service.Namespace != metav1.NamespaceSystem {
+		exempt = append(exempt, clientConfig.Service.Namespace)
+	}
+	optOut := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: OptOutLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"disabled"}},
+		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: exempt},
+	}}
 	rules := []admissionregistrationv1.RuleWithOperations{
 		rule("", "v1", "pods"),
 		rule("apps", "v1", "deployments", "daemonsets", "statefulsets", "replicasets"),

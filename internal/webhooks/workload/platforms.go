@@ -43,6 +43,10 @@ type Resolver struct {
 	Insecure []string
 	// Options are passed to every registry call (auth, transport).
 	Options []remote.Option
+	// Mirror, when set, is a registry (host:port, plain HTTP) holding every
+	// image under <mirror>/<registry>/<repository>, as a containerd mirror
+	// does: the local world's registry, where nodes pull from.
+	Mirror string
 
 	mu      sync.Mutex
 	digests map[string][]Platform
@@ -61,6 +65,21 @@ func NewResolver() *Resolver {
 }
 
 func (r *Resolver) parse(image string) (name.Reference, error) {
+	if r.Mirror != "" {
+		pub, err := name.ParseReference(image)
+		if err != nil {
+			return nil, err
+		}
+		sep := ":"
+		if _, ok := pub.(name.Digest); ok {
+			sep = "@"
+		}
+		registry := pub.Context().RegistryStr()
+		if registry == name.DefaultRegistry {
+			registry = "docker.io"
+		}
+		return name.ParseReference(r.Mirror+"/"+registry+"/"+pub.Context().RepositoryStr()+sep+pub.Identifier(), name.Insecure)
+	}
 	var opts []name.Option
 	for _, reg := range r.Insecure {
 		if strings.HasPrefix(image, reg+"/") {

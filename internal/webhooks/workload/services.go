@@ -16,11 +16,13 @@ import (
 // ServicesPath serves the Service check.
 const ServicesPath = "/validate-services"
 
-// maxOldWindowsBackends: Windows before 17763.2746 (2019 without the 2022-03
-// update) load-balances a Service over at most 64 endpoints per node.
+// MaxOldWindowsBackends: Windows before 17763.2746 (2019 without the 2022-03
+// update) load-balances a Service over at most 64 destinations per node
+// (microsoft/Windows-Containers#93, kubernetes/kubernetes#98680); later
+// builds raised the limit to 1024.
 const (
-	maxOldWindowsBackends = 64
-	fixedRevision         = 2746
+	MaxOldWindowsBackends = 64
+	FixedRevision         = 2746
 )
 
 // Services warns when a Service would have more Windows backends than old
@@ -48,7 +50,7 @@ func (a *Admission) Services() admission.Handler {
 				}
 			}
 		}
-		if windows <= maxOldWindowsBackends {
+		if windows <= MaxOldWindowsBackends {
 			return admission.Allowed("")
 		}
 		for n := range nodes {
@@ -56,22 +58,23 @@ func (a *Admission) Services() admission.Handler {
 			if a.Reader.Get(ctx, client.ObjectKey{Name: n}, node) != nil {
 				continue
 			}
-			if oldBuild(node.Status.NodeInfo.KernelVersion) {
+			if OldWindowsLoadBalancer(node.Status.NodeInfo.KernelVersion) {
 				return admission.Allowed("").WithWarnings(fmt.Sprintf(
 					"Service %s has %d Windows backends, but node %s runs Windows %s, which balances over at most %d: update it to 10.0.17763.%d or later, or spread the backends over several Services",
-					svc.Name, windows, n, node.Status.NodeInfo.KernelVersion, maxOldWindowsBackends, fixedRevision))
+					svc.Name, windows, n, node.Status.NodeInfo.KernelVersion, MaxOldWindowsBackends, FixedRevision))
 			}
 		}
 		return admission.Allowed("")
 	})
 }
 
-// oldBuild reports a Windows Server 2019 kernel before revision 2746.
-func oldBuild(kernel string) bool {
+// OldWindowsLoadBalancer reports a Windows Server 2019 kernel before
+// revision 2746, whose load balancer takes at most 64 destinations.
+func OldWindowsLoadBalancer(kernel string) bool {
 	parts := strings.Split(kernel, ".")
 	if len(parts) < 4 || parts[2] != "17763" {
 		return false
 	}
 	rev, err := strconv.Atoi(strings.Fields(parts[3])[0])
-	return err == nil && rev < fixedRevision
+	return err == nil && rev < FixedRevision
 }

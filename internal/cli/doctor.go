@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/winkube/winkube/internal/doctor"
+	"github.com/winkube/winkube/internal/localworld"
+	"github.com/winkube/winkube/internal/scheme"
+)
+
+type doctorOptions struct {
+	kubeconfig, context                          string
+	mgmtKubeconfig, mgmtContext, namespace, name string
+	local, stateDir                              string
+	output                                       string
+	certWarning                                  time.Duration
+	azure                                        bool
+}
+
+func newDoctorCommand() *cobra.Command {
+	o := &doctorOptions{}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Diagnose a mixed Linux/Windows cluster and say how to fix what is wrong",
+		Long: `Check a workload cluster for what breaks mixed Linux/Windows clusters, and
+print each finding with its fix: Windows nodes per build and pods whose images
+do not match their node's OS, build or platform; workloads without an OS
+selection that can land on Windows; DaemonSets that cannot run on Windows
+nodes; Windows nodes without a ready kube-proxy or CNI; nodes no cloud
+provider initialized; the CNI's VXLAN VNI, port and MTU; the HostProcess
+feature gate (Kubernetes 1.22 to 1.25); dockershim on 1.24 or newer; version
+skew between the control plane and kubelets; Services beyond the 64 backends
+old Windows Server 2019 builds balance over; Secrets mounted into Windows
+pods; Services that select no pod or target undeclared ports; certificates
+close to expiry; and, with the management cluster, AzureMachines and
+AzureMachinePools whose provisioning failed, with Azure's error.
+
+Exit status: 0 when clean, 1 with warnings, 2 with errors.`,
+		Example: `  winkube doctor --local winkube
+  winkube doctor --kubeconfig workload.kubeconfig -o json
+  winkube doctor --management-kubeconfig ~/.kube/config --cluster demo -n default`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDoctor(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the workload cluster (default: the management cluster's <cluster>-kubeconfig Secret when a management cluster is given, else $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.context, "context", "", "context of the workload kubeconfig")
+	f.StringVar(&o.mgmtKubeconfig, "management-kubeconfig", "", "kubeconfig of the management cluster, to check the cluster's AzureMachines and AzureMachinePools")
+	f.StringVar(&o.mgmtContext, "management-context", "", "context of the management kubeconfig")
+	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of the cluster's objects in the management cluster")
+	f.StringVar(&o.name, "cluster", "", "the Cluster in the management cluster (default: the only one in the namespace)")
+	f.StringVar(&o.local, "local", "", "diagnose the local world NAME made by 'winkube up NAME' (its state in ~/.winkube/NAME)")
+	f.StringVar(&o.stateDir, "state-dir", "", "diagnose the local world whose state is in this directory (as --local)")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.DurationVar(&o.certWarning, "cert-warning", 30*24*time.Hour, "report certificates that expire within this time")
+	f.BoolVar(&o.azure, "azure", true, "the cluster's network is Azure's (VNet MTU 1400, so the overlay MTU must be 1350 or less); the local world behaves as Azure")
+	return cmd
+}
+
+func runDoctor(ctx context.Context, o *doctorOptions, out io.Writer) error {
+	if o.output != "text" && o.output != "json" {
+		return fmt.Errorf("-o %q: use text or json", o.output)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := o.resolveLocal(); err != nil {
+		return err
+	}
+	opts := doctor.Options{Namespace: o.namespace, ClusterName: o.name, CertWarning: o.certWarning, Azure: o.azure}
+	if o.mgmtKubeconfig != "" {
+		cfg, err := loadConfig(o.mgmtKubeconfig, o.mgmtContext)
+		if err != nil {
+			return fmt.Errorf("management cluster: %w", err)
+		}
+		if opts.Management, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
+			return err
+		}
+		if opts.ClusterName == "" {
+			if opts.ClusterName, err = onlyCluster(ctx, opts.Management, o.namespace); err != nil {
+				return err
+			}
+		}
+	}
+	var err error
+	switch {
+	case o.kubeconfig != "" || opts.Management == nil:
+		opts.WorkloadConfig, err = loadConfig(o.kubeconfig, o.context)
+	default:
+		opts.WorkloadConfig, err = workloadConfig(ctx, opts.Management, o.namespace, opts.ClusterName)
+	}
+	if err != nil {
+		return fmt.Errorf("workload cluster: %w", err)
+	}
+	if opts.Workload, err = client.New(opts.WorkloadConfig, client.Options{Scheme: scheme.New()}); err != nil {
+		return err
+	}
+	report, err := doctor.Run(ctx, opts)
+	if err != nil {
+		if o.stateDir != "" {
+			return fmt.Errorf("%w (is the local world in %s running? start it with 'winkube up')", err, o.stateDir)
+		}
+		return err
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(struct {
+			doctor.Report
+			ExitCode int `json:"exitCode"`
+		}{report, report.ExitCode()})
+	} else {
+		err = report.WriteText(out)
+	}
+	if err != nil {
+		return err
+	}
+	if code := report.ExitCode(); code != 0 {
+		return ExitStatus(code)
+	}
+	return nil
+}
+
+// resolveLocal points a local world's name or state directory at its
+// management kubeconfig, whose Cluster is named after the world.
+func (o *doctorOptions) resolveLocal() error {
+	if o.local == "" && o.stateDir == "" {
+		return nil
+	}
+	if o.stateDir == "" {
+		up := &upOptions{}
+		if err := up.defaultStateDir(o.local); err != nil {
+			return err
+		}
+		o.stateDir = up.stateDir
+	}
+	mgmt := filepath.Join(o.stateDir, localworld.ManagementKubeconfig)
+	if _, err := os.Stat(mgmt); err != nil {
+		return fmt.Errorf("no local world in %s (%s is missing): start it with 'winkube up', or drop --local/--state-dir", o.stateDir, mgmt)
+	}
+	if o.mgmtKubeconfig == "" {
+		o.mgmtKubeconfig = mgmt
+	}
+	if o.name == "" {
+		o.name = o.local
+	}
+	return nil
+}
+
+func loadConfig(path, context string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+}
+
+// onlyCluster names the one Cluster of a namespace.
+func onlyCluster(ctx context.Context, c client.Client, namespace string) (string, error) {
+	list := &clusterv1.ClusterList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return "", fmt.Errorf("listing the management cluster's Clusters: %w", err)
+	}
+	switch len(list.Items) {
+	case 1:
+		return list.Items[0].Name, nil
+	case 0:
+		return "", fmt.Errorf("no Cluster in namespace %s of the management cluster: pass -n or --kubeconfig for the workload cluster", namespace)
+	}
+	return "", fmt.Errorf("%d Clusters in namespace %s of the management cluster: pass --cluster NAME", len(list.Items), namespace)
+}
+
+// workloadConfig reads the admin kubeconfig Cluster API keeps for a cluster.
+func workloadConfig(ctx context.Context, c client.Client, namespace, name string) (*rest.Config, error) {
+	s := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-kubeconfig"}, s); err != nil {
+		return nil, fmt.Errorf("reading %s/%s-kubeconfig from the management cluster (Cluster API writes it once the control plane is up): %w", namespace, name, err)
+	}
+	raw := s.Data["value"]
+	if len(raw) == 0 {
+		return nil, errors.New("the kubeconfig Secret has no 'value'")
+	}
+	return clientcmd.RESTConfigFromKubeConfig(raw)
+}

@@ -1,0 +1,118 @@
+package localworld
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/winkube/winkube/emulator/registry"
+	"github.com/winkube/winkube/internal/flavors"
+	"github.com/winkube/winkube/internal/webhooks/workload"
+)
+
+// admissionImage is the admission Deployment's image in the local
+// registry, so that its pods start on the machines as any other; its
+// process serves the webhooks on 9443, where the readiness probe looks.
+func admissionImage() registry.Image {
+	return registry.Image{Ref: flavors.AdmissionImage(), Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}}, Listens: []string{"9443/tcp"}}
+}
+
+// serveAdmission serves the workload cluster's admission in this process
+// while the admission Deployment that the ClusterResourceSet delivered has
+// a running pod, as the machine runtime's cloud controller serves the
+// cloud. The machine runtime does not route Service cluster IPs, so the
+// API server reaches this server at https://localhost:PORT rather than
+// through the Service: the webhook configurations say so. It returns when
+// ctx ends.
+func (w *World) serveAdmission(ctx context.Context) {
+	type server struct {
+		cancel context.CancelFunc
+		done   chan error
+	}
+	var srv *server
+	halt := func() {
+		if srv != nil {
+			srv.cancel()
+			<-srv.done
+			srv = nil
+		}
+	}
+	defer halt()
+	for {
+		var exited chan error
+		if srv != nil {
+			exited = srv.done
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-exited:
+			w.opts.Log.Error(err, "workload admission stopped; starting it again")
+			srv.cancel()
+			srv = nil
+		case <-time.After(2 * time.Second):
+		}
+		cfg, _, err := w.Workload(ctx)
+		if err != nil {
+			continue // no workload cluster yet
+		}
+		running, err := admissionRunning(ctx, cfg)
+		switch {
+		case err != nil:
+		case running && srv == nil:
+			sctx, cancel := context.WithCancel(ctx)
+			srv = &server{cancel: cancel, done: make(chan error, 1)}
+			go func(done chan error) { done <- w.runAdmission(sctx, cfg) }(srv.done)
+			w.opts.progress("workload admission: serving the winkube-admission pods' webhooks in this process")
+		case !running && srv != nil:
+			halt()
+		}
+	}
+}
+
+// admissionRunning reports whether a pod of the admission Deployment runs.
+func admissionRunning(ctx context.Context, cfg *rest.Config) (bool, error) {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return false, err
+	}
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(flavors.AdmissionNamespace), client.MatchingLabels{"app.kubernetes.io/name": "winkube-admission"}); err != nil {
+		return false, err
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (w *World) runAdmission(ctx context.Context, cfg *rest.Config) error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	r := workload.NewResolver()
+	r.Mirror = w.reg.Host()
+	return workload.Serve(ctx, workload.ServerOptions{
+		Config: cfg, Host: "127.0.0.1", Port: port, CertDir: filepath.Join(w.opts.StateDir, "admission"), DNSNames: []string{"localhost"},
+		ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://localhost:%d", port))},
+		CASecret:     client.ObjectKey{Namespace: flavors.AdmissionNamespace, Name: flavors.AdmissionCASecret},
+		Install:      true, Resolver: r, Logger: w.opts.Log.WithName("admission"),
+		// The ClusterResourceSet delivers the configurations with the
+		// Service when it first applies: point them back here quickly.
+		Resync: 2 * time.Second,
+	})
+}

@@ -1,0 +1,197 @@
+package workload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// ServerOptions say how one admission server runs.
+type ServerOptions struct {
+	// Config reaches the workload cluster.
+	Config *rest.Config
+	// Host and Port the webhook server listens on; CertDir holds its
+	// serving certificate, for DNSNames.
+	Host     string
+	Port     int
+	CertDir  string
+	DNSNames []string
+	// ClientConfig is how the API server reaches this server (a Service, or
+	// a URL), without caBundle: the server fills it in.
+	ClientConfig admissionregistrationv1.WebhookClientConfig
+	// CASecret, when its Name is set, is the Secret of the CA every replica
+	// shares; otherwise the server keeps a CA of its own in CertDir.
+	CASecret client.ObjectKey
+	// Install creates the webhook configurations and keeps their caBundle.
+	Install bool
+	// Resolver reads image platforms; FailClosed refuses pods whose images
+	// cannot be read; WindowsTaint adds the os=windows toleration.
+	Resolver     *Resolver
+	FailClosed   bool
+	WindowsTaint bool
+	MetricsAddr  string
+	Logger       logr.Logger
+	// Resync is how often the certificates and the configurations are
+	// checked; a minute when zero.
+	Resync time.Duration
+}
+
+// Certificate lifetimes: a year, renewed a month before expiry; the shared
+// CA lives twice as long.
+const serverValidity, serverRenew = 365 * 24 * time.Hour, 30 * 24 * time.Hour
+
+// Serve runs an admission server until ctx ends: the webhooks, the reporter
+// of pods waiting for a missing Windows build, and the certificates.
+func Serve(ctx context.Context, o ServerOptions) error {
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = "0"
+	}
+	if o.Resync == 0 {
+		o.Resync = time.Minute
+	}
+	c, err := client.New(o.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	certs := &serverCerts{c: c, o: &o}
+	caPEM, err := certs.ensure(ctx)
+	if err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
+	}
+	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
+		Logger:        o.Logger,
+		Metrics:       metricsserver.Options{BindAddress: o.MetricsAddr},
+		WebhookServer: webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir}),
+	})
+	if err != nil {
+		return err
+	}
+	if o.Resolver == nil {
+		o.Resolver = NewResolver()
+	}
+	a := New(o.Resolver, mgr.GetAPIReader())
+	a.FailClosed, a.WindowsTaint = o.FailClosed, o.WindowsTaint
+	s := mgr.GetWebhookServer()
+	s.Register(MutatePath, &webhook.Admission{Handler: a.Mutate()})
+	s.Register(ValidatePath, &webhook.Admission{Handler: a.Validate()})
+	s.Register(ServicesPath, &webhook.Admission{Handler: a.Services()})
+	if err := (&BuildReporter{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if o.Install {
+		if err := install(ctx, c, o.ClientConfig, caPEM); err != nil {
+			return fmt.Errorf("installing the webhook configurations: %w", err)
+		}
+	}
+	// Rotate before expiry (the webhook server reloads the files itself),
+	// and put this server's client configuration and CA back when
+	// something rewrote the configurations, as a ClusterResourceSet
+	// re-applying them does.
+	go func() {
+		t := time.NewTicker(o.Resync)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				ca, err := certs.ensure(ctx)
+				if err == nil && o.Install && !installed(ctx, c, o.ClientConfig, ca) {
+					err = install(ctx, c, o.ClientConfig, ca)
+				}
+				if err != nil {
+					o.Logger.Error(err, "admission certificates")
+				}
+			}
+		}
+	}()
+	if err := mgr.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// install creates the webhook configurations, or updates them to this
+// server's client configuration and CA.
+func install(ctx context.Context, c client.Client, cc admissionregistrationv1.WebhookClientConfig, ca []byte) error {
+	cc.CABundle = ca
+	m, v := Configurations(cc)
+	for _, obj := range []client.Object{m, v} {
+		err := c.Create(ctx, obj)
+		if apierrors.IsAlreadyExists(err) {
+			cur := obj.DeepCopyObject().(client.Object)
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+				return err
+			}
+			obj.SetResourceVersion(cur.GetResourceVersion())
+			err = c.Update(ctx, obj)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serverCerts keeps the serving certificate and returns the CA bundle the
+// webhook configurations must carry.
+type serverCerts struct {
+	c client.Client
+	o *ServerOptions
+}
+
+func (s *serverCerts) ensure(ctx context.Context) ([]byte, error) {
+	now := time.Now()
+	if s.o.CASecret.Name == "" {
+		ca, _, err := EnsureCerts(s.o.CertDir, s.o.DNSNames, now, serverValidity, serverRenew)
+		return ca, err
+	}
+	ca, err := EnsureSharedCA(ctx, s.c, s.o.CASecret, now, 2*serverValidity, serverRenew)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := EnsureServingCert(s.o.CertDir, s.o.DNSNames, ca, now, serverValidity, serverRenew); err != nil {
+		return nil, err
+	}
+	return ca.Bundle, nil
+}
+
+// installed reports whether every webhook of both configurations reaches
+// this server (cc, its path aside) and trusts ca.
+func installed(ctx context.Context, c client.Client, cc admissionregistrationv1.WebhookClientConfig, ca []byte) bool {
+	m, v := Configurations(admissionregistrationv1.WebhookClientConfig{})
+	if c.Get(ctx, client.ObjectKeyFromObject(m), m) != nil || c.Get(ctx, client.ObjectKeyFromObject(v), v) != nil {
+		return false
+	}
+	var got []admissionregistrationv1.WebhookClientConfig
+	for _, w := range m.Webhooks {
+		got = append(got, w.ClientConfig)
+	}
+	for _, w := range v.Webhooks {
+		got = append(got, w.ClientConfig)
+	}
+	for _, g := range got {
+		if !bytes.Equal(g.CABundle, ca) || (g.URL == nil) != (cc.URL == nil) || (g.Service == nil) != (cc.Service == nil) {
+			return false
+		}
+		if cc.URL != nil && !strings.HasPrefix(*g.URL, *cc.URL+"/") {
+			return false
+		}
+		if cc.Service != nil && (g.Service.Name != cc.Service.Name || g.Service.Namespace != cc.Service.Namespace) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,116 @@
+package workload
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Keys of the shared CA Secret. previous.crt is the CA before the last
+// rotation, kept in the webhooks' caBundle until replicas serving with it
+// have moved on.
+const (
+	caSecretCert     = "ca.crt"
+	caSecretKey      = "ca.key"
+	caSecretPrevious = "previous.crt"
+)
+
+// SharedCA is the CA every admission replica signs its serving certificate
+// with, and the bundle the webhook configurations trust.
+type SharedCA struct {
+	Cert   *x509.Certificate
+	Key    *ecdsa.PrivateKey
+	Bundle []byte
+}
+
+// EnsureSharedCA reads the CA from the Secret key, creating it when absent
+// and rotating it when it expires within renewBefore. Replicas race
+// safely: a create that finds the Secret made by another replica, or an
+// update that finds it changed, reads and uses the winner's CA instead.
+func EnsureSharedCA(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time, validity, renewBefore time.Duration) (*SharedCA, error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		s := &corev1.Secret{}
+		err := c.Get(ctx, key, s)
+		if apierrors.IsNotFound(err) {
+			cert, caKey, certPEM, keyPEM, err := makeCert(nil, nil, "winkube admission CA", nil, now, validity)
+			if err != nil {
+				return nil, err
+			}
+			s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Type: corev1.SecretTypeOpaque,
+				Data: map[string][]byte{caSecretCert: certPEM, caSecretKey: keyPEM}}
+			err = c.Create(ctx, s)
+			if apierrors.IsAlreadyExists(err) {
+				continue // another replica made it first: use theirs
+			}
+			if err != nil {
+				return nil, fmt.Errorf("creating the admission CA Secret %s: %w", key, err)
+			}
+			return &SharedCA{Cert: cert, Key: caKey, Bundle: certPEM}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the admission CA Secret %s: %w", key, err)
+		}
+		cert, caKey, perr := parsePair(s.Data[caSecretCert], s.Data[caSecretKey])
+		if perr == nil && now.Add(renewBefore).Before(cert.NotAfter) {
+			return &SharedCA{Cert: cert, Key: caKey, Bundle: bundle(s.Data[caSecretCert], s.Data[caSecretPrevious], now)}, nil
+		}
+		// Expiring, or unreadable: rotate, keeping the old CA trusted.
+		newCert, newKey, certPEM, keyPEM, err := makeCert(nil, nil, "winkube admission CA", nil, now, validity)
+		if err != nil {
+			return nil, err
+		}
+		previous := []byte(nil)
+		if perr == nil {
+			previous = s.Data[caSecretCert]
+		}
+		s.Data = map[string][]byte{caSecretCert: certPEM, caSecretKey: keyPEM, caSecretPrevious: previous}
+		err = c.Update(ctx, s)
+		if apierrors.IsConflict(err) {
+			continue // another replica rotated it: read theirs
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rotating the admission CA in %s: %w", key, err)
+		}
+		return &SharedCA{Cert: newCert, Key: newKey, Bundle: bundle(certPEM, previous, now)}, nil
+	}
+	return nil, fmt.Errorf("the admission CA Secret %s keeps changing under this replica: check what else writes it", key)
+}
+
+// bundle is the current CA, and the previous one while it is still valid.
+func bundle(current, previous []byte, now time.Time) []byte {
+	if b, _ := pem.Decode(previous); b != nil {
+		if old, err := x509.ParseCertificate(b.Bytes); err == nil && now.Before(old.NotAfter) {
+			return append(append([]byte{}, current...), previous...)
+		}
+	}
+	return current
+}
+
+// EnsureServingCert keeps dir holding a serving certificate for dnsNames
+// signed by ca, valid at least renewBefore from now. It reports whether it
+// wrote a new one (controller-runtime's webhook server reloads the files).
+func EnsureServingCert(dir string, dnsNames []string, ca *SharedCA, now time.Time, validity, renewBefore time.Duration) (bool, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return false, err
+	}
+	leaf, _, _, err := loadPair(filepath.Join(dir, tlsCertFile), filepath.Join(dir, tlsKeyFile))
+	if err == nil && now.Add(renewBefore).Before(leaf.NotAfter) && sameNames(leaf.DNSNames, dnsNames) && leaf.CheckSignatureFrom(ca.Cert) == nil {
+		return false, nil
+	}
+	// A serving certificate outliving its CA would stop verifying first.
+	if left := ca.Cert.NotAfter.Sub(now); left > 0 && validity > left {
+		validity = left
+	}
+	_, _, _, err = newCert(dir, tlsCertFile, tlsKeyFile, ca.Cert, ca.Key, dnsNames[0], dnsNames, now, validity)
+	return err == nil, err
+}
