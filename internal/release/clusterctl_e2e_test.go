@@ -338,6 +338,7 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 		"AZURE_CONTROL_PLANE_MACHINE_TYPE": "Standard_D2s_v3",
 		"AZURE_NODE_MACHINE_TYPE":          "Standard_D4s_v3",
 		"WINDOWS_WORKER_MACHINE_COUNT":     "1",
+		"CLOUD_PROVIDER_AZURE_VERSION":     "v1.36.0", // cloud-provider-azure's release for Kubernetes v1.36
 	}
 	configPath := filepath.Join(dir, "clusterctl.yaml")
 	writeYAML(t, configPath, clusterctlConfig)
