@@ -129,7 +129,7 @@ func TestKilledWinkubeLeavesNothing(t *testing.T) {
 			}
 		}
 	}()
-	poll.Until(t, 60*time.Second, func() string {
+	poll.Until(t, 3*time.Minute, func() string {
 		var left []string
 		for i, p := range children {
 			if alive(p) {
