@@ -59,7 +59,7 @@ import (
 
 const (
 	e2eVersion     = "v0.1.0"
-	e2eSubscripton = "00000000-0000-0000-0000-00000000c7c7"
+	e2eSubscription = "00000000-0000-0000-0000-00000000c7c7"
 	// certManagerVersion is the version clusterctl v1.14 installs by default;
 	// the local "release" carries it so clusterctl finds nothing to upgrade.
 	certManagerVersion = "v1.21.1"
@@ -332,7 +332,7 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 		// The windows flavor's variables, as a user sets them in the
 		// environment or here.
 		"AZURE_LOCATION":                   "westeurope",
-		"AZURE_SUBSCRIPTION_ID":            e2eSubscripton,
+		"AZURE_SUBSCRIPTION_ID":            e2eSubscription,
 		"AZURE_SSH_PUBLIC_KEY":             authorizedKey,
 		"AZURE_SSH_PUBLIC_KEY_B64":         base64.StdEncoding.EncodeToString([]byte(authorizedKey)),
 		"AZURE_CONTROL_PLANE_MACHINE_TYPE": "Standard_D2s_v3",
