@@ -58,7 +58,7 @@ import (
 )
 
 const (
-	e2eVersion     = "v0.1.0"
+	e2eVersion      = "v0.1.0"
 	e2eSubscription = "00000000-0000-0000-0000-00000000c7c7"
 	// certManagerVersion is the version clusterctl v1.14 installs by default;
 	// the local "release" carries it so clusterctl finds nothing to upgrade.
