@@ -98,6 +98,15 @@ func startManagerProcess(t *testing.T, bin, kubeconfig string, extra ...string) 
 		}
 		return ""
 	})
+	// The liveness endpoint the Deployment probes.
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", p.health))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("manager healthz: %d", resp.StatusCode)
+	}
 	return p
 }
 

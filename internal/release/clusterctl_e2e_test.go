@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,7 +50,6 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
-	"github.com/winkube/winkube/internal/cli"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/release"
@@ -272,13 +272,44 @@ func (l *lockedBuffer) forbidden() string {
 	return strings.Join(out, "\n")
 }
 
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	binErr    error
+)
+
+// winkubeBinary builds the static winkube binary once for the package's
+// tests (the image test packs it, the end-to-end test runs it).
+func winkubeBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "winkube-release-test-"); binErr == nil {
+			binPath, binErr = testenv.BuildWinkube(binDir)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // TestClusterctlInstallsWinkube is the path of a platform team with a
 // management cluster: clusterctl init from winkube's provider repository
 // (with Cluster API's providers and cert-manager from local repositories:
-// nothing is downloaded), clusterctl generate cluster, the manager running
-// with the components' arguments as the components' ServiceAccount (so the
-// shipped RBAC is what is tested) against the ARM emulator, an AzureCluster
-// and a Windows AzureMachine Ready, and clusterctl move's object graph.
+// nothing is downloaded), clusterctl generate cluster, the manager running in
+// its own process with the Deployment's arguments as the components'
+// ServiceAccount (so the shipped RBAC is what is tested) against the ARM
+// emulator, an AzureCluster and a Windows AzureMachine Ready, and clusterctl
+// move's object graph.
 func TestClusterctlInstallsWinkube(t *testing.T) {
 	start := time.Now()
 	root, err := testenv.ModuleRoot()
@@ -497,23 +528,25 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort),
 		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-dir", certDir,
 		"--arm-endpoint", emu.URL(), "--arm-ca-file", armCA, "--arm-token", "clusterctl-e2e", "--requeue", "100ms")
+	// Its own process, the binary the image carries, as the Pod would run it.
 	managerLog := &lockedBuffer{}
-	cmd := cli.NewRootCommand()
-	cmd.SetArgs(args)
-	cmd.SetOut(managerLog)
-	cmd.SetErr(managerLog)
-	mgrCtx, stopManager := context.WithCancel(ctx)
+	manager := exec.Command(winkubeBinary(t), args...)
+	manager.Stdout, manager.Stderr = managerLog, managerLog
+	if err := manager.Start(); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(mgrCtx) }()
+	go func() { done <- manager.Wait() }()
 	defer func() {
-		stopManager()
+		_ = manager.Process.Signal(syscall.SIGTERM)
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("winkube manager: %v", err)
+				t.Errorf("winkube manager did not exit cleanly on SIGTERM: %v", err)
 			}
 		case <-time.After(time.Minute):
-			t.Error("winkube manager did not stop")
+			_ = manager.Process.Kill()
+			t.Error("winkube manager did not stop on SIGTERM")
 		}
 	}()
 	poll.Until(t, time.Minute, func() string {

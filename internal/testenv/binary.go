@@ -16,7 +16,7 @@ func BuildWinkube(dir string) (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, "winkube")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/winkube")
+	cmd := exec.Command("go", "build", "-ldflags", "-s -w", "-o", out, "./cmd/winkube")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
