@@ -32,6 +32,12 @@ import (
 	"github.com/winkube/winkube/internal/webhooks"
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveSharedWinkube()
+	os.Exit(code)
+}
+
 // syncBuffer collects a process's output while the test reads it.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -157,7 +163,7 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 	if err := env.ServeWebhooks(func(m ctrl.Manager) error { return webhooks.SetupWithManager(m) }); err != nil {
 		t.Fatal(err)
 	}
-	bin, err := testenv.BuildWinkube(t.TempDir())
+	bin, err := testenv.SharedWinkube()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +288,7 @@ func TestManagerWatchNamespace(t *testing.T) {
 	if err := env.ServeWebhooks(func(m ctrl.Manager) error { return webhooks.SetupWithManager(m) }); err != nil {
 		t.Fatal(err)
 	}
-	bin, err := testenv.BuildWinkube(t.TempDir())
+	bin, err := testenv.SharedWinkube()
 	if err != nil {
 		t.Fatal(err)
 	}

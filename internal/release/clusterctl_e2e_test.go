@@ -272,33 +272,20 @@ func (l *lockedBuffer) forbidden() string {
 	return strings.Join(out, "\n")
 }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	binErr    error
-)
-
-// winkubeBinary builds the static winkube binary once for the package's
+// winkubeBinary is the static winkube binary, built once for the package's
 // tests (the image test packs it, the end-to-end test runs it).
 func winkubeBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "winkube-release-test-"); binErr == nil {
-			binPath, binErr = testenv.BuildWinkube(binDir)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	bin, err := testenv.SharedWinkube()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath
+	return bin
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	testenv.RemoveSharedWinkube()
 	os.Exit(code)
 }
 

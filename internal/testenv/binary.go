@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 )
 
 // BuildWinkube builds the winkube binary into dir, statically as `make
@@ -23,4 +24,29 @@ func BuildWinkube(dir string) (string, error) {
 		return "", fmt.Errorf("testenv: building winkube: %w\n%s", err, b)
 	}
 	return out, nil
+}
+
+var shared struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// SharedWinkube builds the binary once per test process, for packages whose
+// tests run it more than once; RemoveSharedWinkube (from TestMain) deletes it.
+func SharedWinkube() (string, error) {
+	shared.once.Do(func() {
+		if shared.dir, shared.err = os.MkdirTemp("", "winkube-test-bin-"); shared.err == nil {
+			shared.path, shared.err = BuildWinkube(shared.dir)
+		}
+	})
+	return shared.path, shared.err
+}
+
+// RemoveSharedWinkube deletes what SharedWinkube built.
+func RemoveSharedWinkube() {
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+	}
 }
