@@ -536,7 +536,7 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 			t.Error("winkube manager did not stop on SIGTERM")
 		}
 	}()
-	poll.Until(t, time.Minute, func() string {
+	poll.Until(t, 2*time.Minute, func() string {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
 		if err != nil {
 			return "manager not ready: " + err.Error()
@@ -585,7 +585,7 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 	// A request the shipped RBAC refuses fails the test at once, naming it.
 	untilReady := func(cond func() string) {
 		t.Helper()
-		poll.Until(t, 90*time.Second, func() string {
+		poll.Until(t, 3*time.Minute, func() string {
 			if f := managerLog.forbidden(); f != "" {
 				t.Fatalf("the components' RBAC refuses the manager a request:\n%s", f)
 			}
