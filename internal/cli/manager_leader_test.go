@@ -248,7 +248,7 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the leader did not exit cleanly on SIGTERM: %v\n%s", err, first.out.String())
 		}
-	case <-time.After(2*time.Minute):
+	case <-time.After(2 * time.Minute):
 		t.Fatalf("the leader did not stop on SIGTERM\n%s", first.out.String())
 	}
 	poll.Until(t, 2*time.Minute, func() string {
