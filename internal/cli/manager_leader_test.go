@@ -32,12 +32,6 @@ import (
 	"github.com/winkube/winkube/internal/webhooks"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testenv.RemoveSharedWinkube()
-	os.Exit(code)
-}
-
 // syncBuffer collects a process's output while the test reads it.
 type syncBuffer struct {
 	mu sync.Mutex

@@ -283,12 +283,6 @@ func winkubeBinary(t *testing.T) string {
 	return bin
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testenv.RemoveSharedWinkube()
-	os.Exit(code)
-}
-
 // TestClusterctlInstallsWinkube is the path of a platform team with a
 // management cluster: clusterctl init from winkube's provider repository
 // (with Cluster API's providers and cert-manager from local repositories:

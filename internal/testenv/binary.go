@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,25 +30,27 @@ func BuildWinkube(dir string) (string, error) {
 
 var shared struct {
 	once sync.Once
-	dir  string
 	path string
 	err  error
 }
 
 // SharedWinkube builds the binary once per test process, for packages whose
-// tests run it more than once; RemoveSharedWinkube (from TestMain) deletes it.
+// tests run it more than once. It lives in a folder of the temporary
+// directory named after the test's package folder, reused (and rebuilt,
+// incrementally) by later runs like a build cache, so that no TestMain is
+// needed to remove it and packages testing side by side do not share it.
 func SharedWinkube() (string, error) {
 	shared.once.Do(func() {
-		if shared.dir, shared.err = os.MkdirTemp("", "winkube-test-bin-"); shared.err == nil {
-			shared.path, shared.err = BuildWinkube(shared.dir)
+		wd, err := os.Getwd()
+		if err != nil {
+			shared.err = err
+			return
+		}
+		sum := sha256.Sum256([]byte(wd))
+		dir := filepath.Join(os.TempDir(), "winkube-test-bin-"+hex.EncodeToString(sum[:6]))
+		if shared.err = os.MkdirAll(dir, 0o755); shared.err == nil {
+			shared.path, shared.err = BuildWinkube(dir)
 		}
 	})
 	return shared.path, shared.err
-}
-
-// RemoveSharedWinkube deletes what SharedWinkube built.
-func RemoveSharedWinkube() {
-	if shared.dir != "" {
-		_ = os.RemoveAll(shared.dir)
-	}
 }
