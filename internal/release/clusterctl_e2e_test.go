@@ -643,12 +643,29 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 			t.Errorf("clusterctl move would leave %s behind", o)
 		}
 	}
+	// Secrets winkube's controllers write (owned by winkube objects) move too.
+	secrets := &corev1.SecretList{}
+	if err := c.List(ctx, secrets, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	var ownedSecrets int
+	for _, sec := range secrets.Items {
+		for _, ref := range sec.OwnerReferences {
+			if !strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
+				continue
+			}
+			ownedSecrets++
+			if !moved.created["Secret/default/"+sec.Name] {
+				t.Errorf("clusterctl move would leave Secret %s (owned by %s %s) behind", sec.Name, ref.Kind, ref.Name)
+			}
+		}
+	}
 	for _, o := range []string{"Cluster/default/demo", "Machine/default/" + am.Name, "Secret/default/" + am.Name + "-bootstrap"} {
 		if !moved.created[o] {
 			t.Errorf("clusterctl move would leave %s behind", o)
 		}
 	}
-	t.Logf("move graph: %d objects, %d of them winkube's; total %s", len(moved.created), len(winkubeObjects), time.Since(start).Round(time.Millisecond))
+	t.Logf("move graph: %d objects, %d of them winkube's and %d Secrets winkube's own; total %s", len(moved.created), len(winkubeObjects), ownedSecrets, time.Since(start).Round(time.Millisecond))
 }
 
 func apiutilGVK(o client.Object) (schema.GroupVersionKind, error) {
