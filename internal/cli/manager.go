@@ -71,7 +71,13 @@ With --arm-endpoint they talk to another ARM endpoint, such as the one
 'winkube emulator' prints, using --arm-ca-file and --arm-token.
 
 Prometheus metrics (including winkube_arm_requests_total by kind, method and
-status code) are served on --metrics-bind-address.`,
+status code) are served on --metrics-bind-address, /healthz and /readyz (ready
+once the webhook server listens) on --health-probe-bind-address.
+
+With --leader-elect several replicas can run: only the holder of the Lease
+reconciles; the others serve webhooks and wait to take over. On SIGTERM the
+manager lets reconciles finish (--graceful-shutdown-timeout) and hands the
+Lease over at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runManager(cmd, o) },
 	}

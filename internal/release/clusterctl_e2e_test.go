@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,7 +50,6 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
-	"github.com/winkube/winkube/internal/cli"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/release"
@@ -58,8 +58,8 @@ import (
 )
 
 const (
-	e2eVersion     = "v0.1.0"
-	e2eSubscripton = "00000000-0000-0000-0000-00000000c7c7"
+	e2eVersion      = "v0.1.0"
+	e2eSubscription = "00000000-0000-0000-0000-00000000c7c7"
 	// certManagerVersion is the version clusterctl v1.14 installs by default;
 	// the local "release" carries it so clusterctl finds nothing to upgrade.
 	certManagerVersion = "v1.21.1"
@@ -272,13 +272,25 @@ func (l *lockedBuffer) forbidden() string {
 	return strings.Join(out, "\n")
 }
 
+// winkubeBinary is the static winkube binary, built once for the package's
+// tests (the image test packs it, the end-to-end test runs it).
+func winkubeBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := testenv.SharedWinkube()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 // TestClusterctlInstallsWinkube is the path of a platform team with a
 // management cluster: clusterctl init from winkube's provider repository
 // (with Cluster API's providers and cert-manager from local repositories:
-// nothing is downloaded), clusterctl generate cluster, the manager running
-// with the components' arguments as the components' ServiceAccount (so the
-// shipped RBAC is what is tested) against the ARM emulator, an AzureCluster
-// and a Windows AzureMachine Ready, and clusterctl move's object graph.
+// nothing is downloaded), clusterctl generate cluster, the manager running in
+// its own process with the Deployment's arguments as the components'
+// ServiceAccount (so the shipped RBAC is what is tested) against the ARM
+// emulator, an AzureCluster and a Windows AzureMachine Ready, and clusterctl
+// move's object graph.
 func TestClusterctlInstallsWinkube(t *testing.T) {
 	start := time.Now()
 	root, err := testenv.ModuleRoot()
@@ -332,7 +344,7 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 		// The windows flavor's variables, as a user sets them in the
 		// environment or here.
 		"AZURE_LOCATION":                   "westeurope",
-		"AZURE_SUBSCRIPTION_ID":            e2eSubscripton,
+		"AZURE_SUBSCRIPTION_ID":            e2eSubscription,
 		"AZURE_SSH_PUBLIC_KEY":             authorizedKey,
 		"AZURE_SSH_PUBLIC_KEY_B64":         base64.StdEncoding.EncodeToString([]byte(authorizedKey)),
 		"AZURE_CONTROL_PLANE_MACHINE_TYPE": "Standard_D2s_v3",
@@ -497,26 +509,28 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort),
 		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-dir", certDir,
 		"--arm-endpoint", emu.URL(), "--arm-ca-file", armCA, "--arm-token", "clusterctl-e2e", "--requeue", "100ms")
+	// Its own process, the binary the image carries, as the Pod would run it.
 	managerLog := &lockedBuffer{}
-	cmd := cli.NewRootCommand()
-	cmd.SetArgs(args)
-	cmd.SetOut(managerLog)
-	cmd.SetErr(managerLog)
-	mgrCtx, stopManager := context.WithCancel(ctx)
+	manager := exec.Command(winkubeBinary(t), args...)
+	manager.Stdout, manager.Stderr = managerLog, managerLog
+	if err := manager.Start(); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(mgrCtx) }()
+	go func() { done <- manager.Wait() }()
 	defer func() {
-		stopManager()
+		_ = manager.Process.Signal(syscall.SIGTERM)
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("winkube manager: %v", err)
+				t.Errorf("winkube manager did not exit cleanly on SIGTERM: %v", err)
 			}
 		case <-time.After(time.Minute):
-			t.Error("winkube manager did not stop")
+			_ = manager.Process.Kill()
+			t.Error("winkube manager did not stop on SIGTERM")
 		}
 	}()
-	poll.Until(t, time.Minute, func() string {
+	poll.Until(t, 2*time.Minute, func() string {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
 		if err != nil {
 			return "manager not ready: " + err.Error()
@@ -565,7 +579,7 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 	// A request the shipped RBAC refuses fails the test at once, naming it.
 	untilReady := func(cond func() string) {
 		t.Helper()
-		poll.Until(t, 90*time.Second, func() string {
+		poll.Until(t, 3*time.Minute, func() string {
 			if f := managerLog.forbidden(); f != "" {
 				t.Fatalf("the components' RBAC refuses the manager a request:\n%s", f)
 			}
@@ -629,12 +643,29 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 			t.Errorf("clusterctl move would leave %s behind", o)
 		}
 	}
+	// Secrets winkube's controllers write (owned by winkube objects) move too.
+	secrets := &corev1.SecretList{}
+	if err := c.List(ctx, secrets, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	var ownedSecrets int
+	for _, sec := range secrets.Items {
+		for _, ref := range sec.OwnerReferences {
+			if !strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/") {
+				continue
+			}
+			ownedSecrets++
+			if !moved.created["Secret/default/"+sec.Name] {
+				t.Errorf("clusterctl move would leave Secret %s (owned by %s %s) behind", sec.Name, ref.Kind, ref.Name)
+			}
+		}
+	}
 	for _, o := range []string{"Cluster/default/demo", "Machine/default/" + am.Name, "Secret/default/" + am.Name + "-bootstrap"} {
 		if !moved.created[o] {
 			t.Errorf("clusterctl move would leave %s behind", o)
 		}
 	}
-	t.Logf("move graph: %d objects, %d of them winkube's; total %s", len(moved.created), len(winkubeObjects), time.Since(start).Round(time.Millisecond))
+	t.Logf("move graph: %d objects, %d of them winkube's and %d Secrets winkube's own; total %s", len(moved.created), len(winkubeObjects), ownedSecrets, time.Since(start).Round(time.Millisecond))
 }
 
 func apiutilGVK(o client.Object) (schema.GroupVersionKind, error) {

@@ -50,6 +50,7 @@ const (
 	CertSecret         = "winkube-webhook-service-cert"
 	MutatingWebhooks   = "winkube-mutating-webhook-configuration"
 	ValidatingWebhooks = "winkube-validating-webhook-configuration"
+	CredentialsSecret  = "winkube-azure-credentials"
 
 	// Ports and paths of the manager container.
 	WebhookPort   = 9443
@@ -261,6 +262,13 @@ func deployment(image string) *appsv1.Deployment {
 			RunAsGroup:               ptr.To[int64](NonRootUserID),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
+		// The Azure SDK's default credential chain reads AZURE_TENANT_ID,
+		// AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (or a workload identity's
+		// token file) from the environment: a Secret of that name, when
+		// the user creates one, supplies them.
+		EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: CredentialsSecret}, Optional: ptr.To(true),
+		}}},
 		VolumeMounts:             []corev1.VolumeMount{{Name: "cert", MountPath: CertDir, ReadOnly: true}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/winkube/winkube/internal/release"
-	"github.com/winkube/winkube/internal/testenv"
 )
 
 // TestManagerImage builds the image from the real static binary, reads the
@@ -23,10 +22,7 @@ import (
 // taken out of its layer.
 func TestManagerImage(t *testing.T) {
 	dir := t.TempDir()
-	bin, err := testenv.BuildWinkube(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := winkubeBinary(t)
 	ca := filepath.Join(dir, "ca.crt")
 	if err := os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), 0o644); err != nil {
 		t.Fatal(err)
