@@ -302,7 +302,8 @@ the management plane from the state directory to delete what it holds.`,
 			if len(args) == 1 {
 				name = args[0]
 			}
-			o.controlPlane, o.windowsVersion, o.version, o.flavor = 1, "2022", "v1.36.3", flavors.Windows
+			// down makes no cluster: these only pass up's flag checks.
+			o.controlPlane, o.windowsVersion, o.version, o.flavor, o.timeout = 1, "2022", "v1.36.3", flavors.Windows, 15*time.Minute
 			if err := o.defaultStateDir(name); err != nil {
 				return err
 			}

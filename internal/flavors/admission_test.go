@@ -2,7 +2,6 @@ package flavors_test
 
 import (
 	"context"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"strings"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
@@ -96,11 +96,22 @@ func TestAdmissionObjectsCannotLockTheClusterOut(t *testing.T) {
 		case *admissionregistrationv1.ValidatingWebhookConfiguration:
 			validating = o
 		}
-		err := env.Client.Create(ctx, obj.(client.Object))
-		// The add-on tests share this API server: another may have
-		// applied the same ClusterResourceSet's objects already.
+		// A dry run, so the test does not depend on the add-on test of the
+		// package having applied the same objects (or not): an existing
+		// object is validated as an update instead.
+		o := obj.(client.Object)
+		var opts []client.CreateOption
+		if _, isNamespace := obj.(*corev1.Namespace); !isNamespace {
+			opts = append(opts, client.DryRunAll) // the others need it to exist
+		}
+		err := env.Client.Create(ctx, o, opts...)
 		if apierrors.IsAlreadyExists(err) {
-			err = nil
+			cur := o.DeepCopyObject().(client.Object)
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
+				t.Fatal(err)
+			}
+			o.SetResourceVersion(cur.GetResourceVersion())
+			err = env.Client.Update(ctx, o, client.DryRunAll)
 		}
 		if err != nil {
 			t.Fatalf("%T refused by the API server: %v", obj, err)
