@@ -18,6 +18,10 @@ func TestUpAndDownRefuseBadInput(t *testing.T) {
 	}{
 		{[]string{"up", "--bin", bin, "--state-dir", dir}, "were not found in"},
 		{[]string{"down", "--state-dir", filepath.Join(dir, "missing")}, "nothing to delete"},
+		// down's own settings pass up's flag checks: it gets as far as
+		// looking for the binaries (it once refused every run over a zero
+		// --timeout it has no flag for).
+		{[]string{"down", "--bin", bin, "--state-dir", dir}, "were not found in"},
 	}
 	for _, c := range cases {
 		root := NewRootCommand()
