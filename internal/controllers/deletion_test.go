@@ -150,6 +150,26 @@ func newRig(t *testing.T, o arm.Options) *rig {
 	return r
 }
 
+// cluster is newCluster for a rig test: when the test ends its Cluster is
+// paused, so that no later test's controllers (all watch every namespace)
+// build what it left in their own emulators.
+func (r *rig) cluster(name string, mutate ...func(*infrav1.AzureClusterSpec)) *fixture {
+	r.t.Helper()
+	f := newCluster(r.t, name, mutate...)
+	r.t.Cleanup(func() {
+		c := &clusterv1.Cluster{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f.cluster), c); err != nil {
+			return
+		}
+		patch := client.MergeFrom(c.DeepCopy())
+		c.Spec.Paused = ptr.To(true)
+		if err := env.Client.Patch(context.Background(), c, patch); err != nil && !apierrors.IsNotFound(err) {
+			r.t.Errorf("pausing cluster %s: %v", name, err)
+		}
+	})
+	return f
+}
+
 // armFault fails every request of method on kind with status.
 func (r *rig) armFault(method, kind string, status int) func() int64 {
 	r.emu.SetFaults(arm.FaultConfig{Faults: []arm.Fault{{Method: method, Kind: kind, Percent: 100, Status: status}}})
@@ -275,7 +295,7 @@ func done[T any](t *testing.T, p *azruntime.Poller[T], err error) {
 // own records.
 func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 	r := newRig(t, arm.Options{OperationDelay: 100 * time.Millisecond})
-	f := newCluster(t, "delm")
+	f := r.cluster("delm")
 	f.waitClusterProvisioned(time.Minute)
 	f.newMachine("delm-control-plane-aaaaa", true, false, "1")
 	f.newMachine("delm-control-plane-bbbbb", true, false, "2")
@@ -382,7 +402,7 @@ func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 // DELETE. Afterwards no scale set or instance is left.
 func TestPoolDeletionWaitsOutEveryError(t *testing.T) {
 	r := newRig(t, arm.Options{})
-	f := newCluster(t, "delp")
+	f := r.cluster("delp")
 	f.waitClusterProvisioned(time.Minute)
 	_, amp := f.newPool("delp-pool-abcde", 2, false)
 	f.waitPool(amp, 2)
@@ -438,7 +458,7 @@ func TestPoolDeletionWaitsOutEveryError(t *testing.T) {
 // operation's polls fail in turn: afterwards the subscription is empty.
 func TestClusterDeletionWaitsOutEveryError(t *testing.T) {
 	r := newRig(t, arm.Options{OperationDelay: 100 * time.Millisecond})
-	f := newCluster(t, "delc")
+	f := r.cluster("delc")
 	f.waitClusterProvisioned(time.Minute)
 	r.api.set("Cluster")
 	if err := env.Client.Delete(f.ctx, f.ac); err != nil {
@@ -522,7 +542,7 @@ func TestUserNetworkSurvivesFaultyDeletion(t *testing.T) {
 	subnetBefore, nsgBefore := snapshot()
 	everythingBefore := r.az.everything()
 
-	f := newCluster(t, "delu", func(s *infrav1.AzureClusterSpec) {
+	f := r.cluster("delu", func(s *infrav1.AzureClusterSpec) {
 		s.ResourceGroup = rg
 		s.NetworkSpec.Vnet = infrav1.VnetSpec{Name: "user-vnet", CIDRBlocks: []string{"10.0.0.0/12"}}
 		s.NetworkSpec.Subnets = []infrav1.SubnetSpec{
@@ -618,9 +638,9 @@ func TestUsersSameNamedResourcesAreRefused(t *testing.T) {
 		}
 	}
 
-	clash := newCluster(t, "refs", network("refs-cp", "10.0.0.0/16", "", "refs-nodes-nsg"))
+	clash := r.cluster("refs", network("refs-cp", "10.0.0.0/16", "", "refs-nodes-nsg"))
 	waitRefused(clash, "subnet taken already exists in VNet refuse-vnet")
-	f := newCluster(t, "refn", network("refn-cp", "10.3.0.0/16", "refn-nodes", "theirs"))
+	f := r.cluster("refn", network("refn-cp", "10.3.0.0/16", "refn-nodes", "theirs"))
 	waitRefused(f, "network security group theirs already exists and is not winkube's")
 	if s, n := snapshot(); s != subnetBefore || n != nsgBefore {
 		t.Fatalf("the user's subnet or NSG changed while refused:\nsubnet %s\n  was  %s\nNSG %s\n  was %s", s, subnetBefore, n, nsgBefore)
@@ -639,5 +659,56 @@ func TestUsersSameNamedResourcesAreRefused(t *testing.T) {
 	}
 	if _, err := r.az.groups.Get(ctx, rg, nil); async.IsNotFound(err) {
 		t.Error("the user's resource group was deleted")
+	}
+}
+
+// TestMachineRefusesSomeoneElsesNIC: a NIC that someone else made with the
+// name a machine's NIC would have is refused (ResourceNotOwned), never
+// used, and the machine's deletion leaves it exactly as it was.
+func TestMachineRefusesSomeoneElsesNIC(t *testing.T) {
+	r := newRig(t, arm.Options{})
+	f := r.cluster("coll")
+	f.waitClusterProvisioned(time.Minute)
+	opts, err := r.cfg.ClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nics, _ := armnetwork.NewInterfacesClient(subscription, r.cfg.Credential, opts)
+	subnetID := "/subscriptions/" + subscription + "/resourceGroups/" + f.ns + "/providers/Microsoft.Network/virtualNetworks/coll-vnet/subnets/coll-node-subnet"
+	p, err := nics.BeginCreateOrUpdate(f.ctx, f.ns, "coll-md-linux-abcde-nic", armnetwork.Interface{
+		Location: to.Ptr("westeurope"), Tags: map[string]*string{"owner": to.Ptr("someone else")},
+		Properties: &armnetwork.InterfacePropertiesFormat{IPConfigurations: []*armnetwork.InterfaceIPConfiguration{{
+			Name: to.Ptr("ipconfig1"), Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{Subnet: &armnetwork.Subnet{ID: to.Ptr(subnetID)}},
+		}}},
+	}, nil)
+	done(t, p, err)
+	snapshot := func() string {
+		n, err := nics.Get(f.ctx, f.ns, "coll-md-linux-abcde-nic", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustJSON(t, n.Interface)
+	}
+	before := snapshot()
+
+	am := f.newMachine("coll-md-linux-abcde", false, false, "1")
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
+			return err.Error()
+		}
+		if c := readyOf(am); c == nil || c.Reason != "ResourceNotOwned" || !strings.Contains(c.Message, "coll-md-linux-abcde-nic") {
+			return fmt.Sprintf("Ready %+v, want ResourceNotOwned naming the NIC", c)
+		}
+		return ""
+	})
+	if len(am.Status.CreatedResources) != 0 {
+		t.Fatalf("the refused machine recorded %v as its own", am.Status.CreatedResources)
+	}
+	f.deleteAndWait(time.Minute, am)
+	if after := snapshot(); after != before {
+		t.Fatalf("someone else's NIC changed:\nbefore %s\nafter  %s", before, after)
+	}
+	if inv := r.az.inventory(f.ns); len(inv["virtualMachines"]) != 0 {
+		t.Fatalf("a refused machine made a VM: %v", inv["virtualMachines"])
 	}
 }
