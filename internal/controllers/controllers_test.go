@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -64,9 +65,10 @@ func TestClusterAndMachinesLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := vm.Properties.StorageProfile.ImageReference
-	if *img.Offer != "capi-windows" || *img.SKU != "windows-2022-containerd-gen1" || !strings.HasPrefix(*img.Version, "136.3.") {
-		t.Fatalf("Windows image %s:%s:%s, want the default for v1.36.3", *img.Offer, *img.SKU, *img.Version)
+	// The default image is CAPZ's community gallery image for the release.
+	const gallery = "/CommunityGalleries/ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019/Images/"
+	if img := ptr.Deref(vm.Properties.StorageProfile.ImageReference.CommunityGalleryImageID, ""); img != gallery+"capi-win-2022-containerd/Versions/1.36.3" {
+		t.Fatalf("Windows image %q, want the default for v1.36.3", img)
 	}
 	if *vm.Properties.OSProfile.AdminUsername != "capi" || *vm.Properties.OSProfile.ComputerName != "mixed-md-qwert" || *vm.Zones[0] != "3" {
 		t.Fatalf("Windows VM profile %+v zones %v", vm.Properties.OSProfile, vm.Zones)
@@ -75,7 +77,7 @@ func TestClusterAndMachinesLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *cp.Properties.StorageProfile.ImageReference.SKU != "ubuntu-2404-gen1" || cp.Properties.OSProfile.LinuxConfiguration.SSH.PublicKeys[0].KeyData == nil {
+	if ptr.Deref(cp.Properties.StorageProfile.ImageReference.CommunityGalleryImageID, "") != gallery+"capi-ubun2-2404/Versions/1.36.3" || cp.Properties.OSProfile.LinuxConfiguration.SSH.PublicKeys[0].KeyData == nil {
 		t.Fatal("the control-plane VM lacks the Linux image or its SSH key")
 	}
 	// The custom data reached the machines as written by the bootstrap provider.

@@ -170,10 +170,28 @@ func (r *rig) cluster(name string, mutate ...func(*infrav1.AzureClusterSpec)) *f
 	return f
 }
 
-// armFault fails every request of method on kind with status.
+// armFault fails every request of method on kind with status; the count it
+// returns is of those requests.
 func (r *rig) armFault(method, kind string, status int) func() int64 {
-	r.emu.SetFaults(arm.FaultConfig{Faults: []arm.Fault{{Method: method, Kind: kind, Percent: 100, Status: status}}})
-	return func() int64 { return r.emu.Counters()[method+" "+kind] }
+	return r.armFaults(arm.Fault{Method: method, Kind: kind, Percent: 100, Status: status})
+}
+
+func (r *rig) armFaults(faults ...arm.Fault) func() int64 {
+	r.emu.SetFaults(arm.FaultConfig{Faults: faults})
+	return func() int64 {
+		c := r.emu.Counters()
+		var n int64
+		for _, f := range faults {
+			n += c[f.Method+" "+f.Kind]
+		}
+		return n
+	}
+}
+
+// pollFaults fail the polls of every operation and the reads of kind: an
+// accepted DELETE whose outcome cannot be learnt, by either way.
+func (r *rig) pollFaults(kind string) func() int64 {
+	return r.armFaults(arm.Fault{Method: "GET", Kind: "operations", Percent: 100, Status: 500}, arm.Fault{Method: "GET", Kind: kind, Percent: 100, Status: 500})
 }
 
 func (r *rig) heal() {
@@ -197,9 +215,7 @@ func readyOf(obj client.Object) *metav1.Condition {
 // expectBlocked waits until obj's deletion is blocked by the fault in place:
 // Ready is DeletionBlocked with a message containing want, the failing call
 // was made again after that (the controller retries), and the object is
-// still there with its finalizer. A fault that cannot last (a failing poll
-// of an operation that finishes anyway) has no attempts: seeing it block
-// once, with the finalizer in place, is all.
+// still there with its finalizer.
 func (r *rig) expectBlocked(obj client.Object, finalizer, want string, attempts func() int64) {
 	r.t.Helper()
 	seen := int64(-1)
@@ -216,9 +232,6 @@ func (r *rig) expectBlocked(obj client.Object, finalizer, want string, attempts 
 		c := readyOf(obj)
 		if c == nil || c.Reason != "DeletionBlocked" || !strings.Contains(c.Message, want) {
 			return fmt.Sprintf("Ready %+v; want DeletionBlocked saying %q", c, want)
-		}
-		if attempts == nil {
-			return ""
 		}
 		if seen < 0 {
 			seen = attempts()
@@ -326,10 +339,10 @@ func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 		attempts := r.armFault(p.method, p.kind, p.status)
 		r.expectBlocked(am, infrav1.MachineFinalizer, p.want, attempts)
 		if p.kind == "virtualMachines" && p.method == "DELETE" {
-			// The VM's DELETE is accepted, but its operation cannot be
-			// polled: the machine waits until Azure says the VM is gone.
-			r.armFault("GET", "operations", 500)
-			r.expectBlocked(am, infrav1.MachineFinalizer, "Injected fault: GET operations failed with 500", nil)
+			// The VM's DELETE is accepted, but neither its operation nor
+			// the VM can be read: the machine waits until Azure says the
+			// VM is gone.
+			r.expectBlocked(am, infrav1.MachineFinalizer, "Injected fault: GET", r.pollFaults("virtualMachines"))
 		}
 	}
 	// The AzureCluster is not needed to delete a machine: a fault reading
@@ -473,10 +486,10 @@ func TestClusterDeletionWaitsOutEveryError(t *testing.T) {
 		r.expectBlocked(f.ac, infrav1.ClusterFinalizer, fmt.Sprintf("Injected fault: %s resourceGroups failed with %d", p.method, p.status),
 			r.armFault(p.method, "resourceGroups", p.status))
 	}
-	// The group's DELETE is accepted, but its operation cannot be polled:
-	// the AzureCluster waits until Azure says the group is gone.
-	r.armFault("GET", "operations", 500)
-	r.expectBlocked(f.ac, infrav1.ClusterFinalizer, "Injected fault: GET operations failed with 500", nil)
+	// The group's DELETE is accepted, but neither its operation nor the
+	// group can be read: the AzureCluster waits until Azure says the group
+	// is gone.
+	r.expectBlocked(f.ac, infrav1.ClusterFinalizer, "Injected fault: GET", r.pollFaults("resourceGroups"))
 	r.heal()
 	waitGone(t, f.ac)
 	if all := r.az.everything(); len(all) != 0 {

@@ -67,7 +67,14 @@ func (a *azure) instances(rg, vmss string) []vmssInstance {
 			return nil
 		}
 		for _, v := range page.Value {
-			out = append(out, vmssInstance{*v.InstanceID, *v.Properties.OSProfile.ComputerName, *v.Properties.StorageProfile.ImageReference.Version, *v.Properties.LatestModelApplied})
+			// A marketplace image's version, or a community gallery
+			// image's (the last segment of its ID).
+			img := v.Properties.StorageProfile.ImageReference
+			version := ptr.Deref(img.Version, "")
+			if id := ptr.Deref(img.CommunityGalleryImageID, ""); id != "" {
+				version = id[strings.LastIndex(id, "/")+1:]
+			}
+			out = append(out, vmssInstance{*v.InstanceID, *v.Properties.OSProfile.ComputerName, version, *v.Properties.LatestModelApplied})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -127,8 +134,8 @@ func TestWindowsMachinePool(t *testing.T) {
 		if !strings.HasPrefix(in.computerName, "win-abcde") || len(in.computerName) > 15 {
 			t.Fatalf("instance computer name %q", in.computerName)
 		}
-		if !strings.HasPrefix(in.imageVersion, "136.3.") {
-			t.Fatalf("instance image version %q, want the v1.36.3 Windows image", in.imageVersion)
+		if in.imageVersion != "1.36.3" {
+			t.Fatalf("instance image version %q, want the community gallery's v1.36.3 Windows image", in.imageVersion)
 		}
 	}
 	if n := len(f.poolMachines(amp.Name)); n != 3 {
@@ -202,7 +209,7 @@ func TestWindowsMachinePool(t *testing.T) {
 			minSeen = live
 		}
 		for _, in := range insts {
-			if !strings.HasPrefix(in.imageVersion, "135.4.") || !in.latest {
+			if in.imageVersion != "1.35.4" || !in.latest {
 				return fmt.Sprintf("still rolling: %+v", insts)
 			}
 		}
