@@ -725,3 +725,29 @@ func TestMachineRefusesSomeoneElsesNIC(t *testing.T) {
 		t.Fatalf("a refused machine made a VM: %v", inv["virtualMachines"])
 	}
 }
+
+// TestOwnedVNetInUsersGroup: a cluster in the user's (empty) resource group
+// makes its own VNet there; its deletion waits out a failing VNet DELETE
+// and then leaves the user's group as it was: empty, and still there.
+func TestOwnedVNetInUsersGroup(t *testing.T) {
+	r := newRig(t, arm.Options{})
+	const rg = "users-empty-rg"
+	if _, err := r.az.groups.CreateOrUpdate(context.Background(), rg, armresources.ResourceGroup{Location: to.Ptr("westeurope")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := r.az.everything()
+	f := r.cluster("ownv", func(s *infrav1.AzureClusterSpec) { s.ResourceGroup = rg })
+	f.waitClusterProvisioned(time.Minute)
+	if len(f.ac.Status.CreatedResources) != 0 {
+		t.Fatalf("subnets of winkube's own VNet go with it and need no record: %v", f.ac.Status.CreatedResources)
+	}
+	if err := env.Client.Delete(f.ctx, f.ac); err != nil {
+		t.Fatal(err)
+	}
+	r.expectBlocked(f.ac, infrav1.ClusterFinalizer, "Injected fault: DELETE virtualNetworks failed with 500", r.armFault("DELETE", "virtualNetworks", 500))
+	r.heal()
+	waitGone(t, f.ac)
+	if after := r.az.everything(); !reflect.DeepEqual(after, before) {
+		t.Fatalf("the subscription holds %v after the cluster went, want the user's empty group: %v", after, before)
+	}
+}
