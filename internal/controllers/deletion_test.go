@@ -14,6 +14,7 @@ import (
 
 	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -675,10 +676,11 @@ func TestUsersSameNamedResourcesAreRefused(t *testing.T) {
 	}
 }
 
-// TestMachineRefusesSomeoneElsesNIC: a NIC that someone else made with the
-// name a machine's NIC would have is refused (ResourceNotOwned), never
-// used, and the machine's deletion leaves it exactly as it was.
-func TestMachineRefusesSomeoneElsesNIC(t *testing.T) {
+// TestMachineRefusesSomeoneElsesNICAndDisk: a NIC, or a disk, that someone
+// else made with the name a machine's NIC or OS disk would have is refused
+// (ResourceNotOwned), never used, and the machine's deletion leaves it
+// exactly as it was.
+func TestMachineRefusesSomeoneElsesNICAndDisk(t *testing.T) {
 	r := newRig(t, arm.Options{})
 	f := r.cluster("coll")
 	f.waitClusterProvisioned(time.Minute)
@@ -723,6 +725,46 @@ func TestMachineRefusesSomeoneElsesNIC(t *testing.T) {
 	}
 	if inv := r.az.inventory(f.ns); len(inv["virtualMachines"]) != 0 {
 		t.Fatalf("a refused machine made a VM: %v", inv["virtualMachines"])
+	}
+
+	// The same for a disk named like a machine's OS disk: OS disks carry no
+	// tags, so only one attached to the machine's own VM is the machine's.
+	// Made through the generic resources API: the emulator answers a disk's
+	// PUT with 201, which the Disks client (200 or 202, as the REST spec
+	// says) takes for an error.
+	disks, _ := armcompute.NewDisksClient(subscription, r.cfg.Credential, opts)
+	dp, err := r.az.res.BeginCreateOrUpdateByID(f.ctx, "/subscriptions/"+subscription+"/resourceGroups/"+f.ns+"/providers/Microsoft.Compute/disks/coll-md-disk-fghij_OSDisk", "2023-04-02",
+		armresources.GenericResource{Location: to.Ptr("westeurope"), Properties: map[string]any{"creationData": map[string]any{"createOption": "Empty"}, "diskSizeGB": 32}}, nil)
+	done(t, dp, err)
+	diskJSON := func() string {
+		d, err := disks.Get(f.ctx, f.ns, "coll-md-disk-fghij_OSDisk", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustJSON(t, d.Disk)
+	}
+	diskBefore := diskJSON()
+	am = f.newMachine("coll-md-disk-fghij", false, false, "1")
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
+			return err.Error()
+		}
+		if c := readyOf(am); c == nil || c.Reason != "ResourceNotOwned" || !strings.Contains(c.Message, "coll-md-disk-fghij_OSDisk") {
+			return fmt.Sprintf("Ready %+v, want ResourceNotOwned naming the disk", c)
+		}
+		return ""
+	})
+	for _, id := range am.Status.CreatedResources {
+		if strings.Contains(id, "/disks/") {
+			t.Fatalf("the refused machine recorded someone else's disk as its own: %v", am.Status.CreatedResources)
+		}
+	}
+	f.deleteAndWait(time.Minute, am)
+	if after := diskJSON(); after != diskBefore {
+		t.Fatalf("someone else's disk changed:\nbefore %s\nafter  %s", diskBefore, after)
+	}
+	if inv := r.az.inventory(f.ns); len(inv["virtualMachines"]) != 0 || len(inv["networkInterfaces"]) != 1 {
+		t.Fatalf("a refused machine left a VM or NIC of its own: %v", inv)
 	}
 }
 
