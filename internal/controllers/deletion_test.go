@@ -14,6 +14,7 @@ import (
 
 	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -150,10 +151,48 @@ func newRig(t *testing.T, o arm.Options) *rig {
 	return r
 }
 
-// armFault fails every request of method on kind with status.
+// cluster is newCluster for a rig test: when the test ends its Cluster is
+// paused, so that no later test's controllers (all watch every namespace)
+// build what it left in their own emulators.
+func (r *rig) cluster(name string, mutate ...func(*infrav1.AzureClusterSpec)) *fixture {
+	r.t.Helper()
+	f := newCluster(r.t, name, mutate...)
+	r.t.Cleanup(func() {
+		c := &clusterv1.Cluster{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f.cluster), c); err != nil {
+			return
+		}
+		patch := client.MergeFrom(c.DeepCopy())
+		c.Spec.Paused = ptr.To(true)
+		if err := env.Client.Patch(context.Background(), c, patch); err != nil && !apierrors.IsNotFound(err) {
+			r.t.Errorf("pausing cluster %s: %v", name, err)
+		}
+	})
+	return f
+}
+
+// armFault fails every request of method on kind with status; the count it
+// returns is of those requests.
 func (r *rig) armFault(method, kind string, status int) func() int64 {
-	r.emu.SetFaults(arm.FaultConfig{Faults: []arm.Fault{{Method: method, Kind: kind, Percent: 100, Status: status}}})
-	return func() int64 { return r.emu.Counters()[method+" "+kind] }
+	return r.armFaults(arm.Fault{Method: method, Kind: kind, Percent: 100, Status: status})
+}
+
+func (r *rig) armFaults(faults ...arm.Fault) func() int64 {
+	r.emu.SetFaults(arm.FaultConfig{Faults: faults})
+	return func() int64 {
+		c := r.emu.Counters()
+		var n int64
+		for _, f := range faults {
+			n += c[f.Method+" "+f.Kind]
+		}
+		return n
+	}
+}
+
+// pollFaults fail the polls of every operation and the reads of kind: an
+// accepted DELETE whose outcome cannot be learnt, by either way.
+func (r *rig) pollFaults(kind string) func() int64 {
+	return r.armFaults(arm.Fault{Method: "GET", Kind: "operations", Percent: 100, Status: 500}, arm.Fault{Method: "GET", Kind: kind, Percent: 100, Status: 500})
 }
 
 func (r *rig) heal() {
@@ -177,9 +216,7 @@ func readyOf(obj client.Object) *metav1.Condition {
 // expectBlocked waits until obj's deletion is blocked by the fault in place:
 // Ready is DeletionBlocked with a message containing want, the failing call
 // was made again after that (the controller retries), and the object is
-// still there with its finalizer. A fault that cannot last (a failing poll
-// of an operation that finishes anyway) has no attempts: seeing it block
-// once, with the finalizer in place, is all.
+// still there with its finalizer.
 func (r *rig) expectBlocked(obj client.Object, finalizer, want string, attempts func() int64) {
 	r.t.Helper()
 	seen := int64(-1)
@@ -196,9 +233,6 @@ func (r *rig) expectBlocked(obj client.Object, finalizer, want string, attempts 
 		c := readyOf(obj)
 		if c == nil || c.Reason != "DeletionBlocked" || !strings.Contains(c.Message, want) {
 			return fmt.Sprintf("Ready %+v; want DeletionBlocked saying %q", c, want)
-		}
-		if attempts == nil {
-			return ""
 		}
 		if seen < 0 {
 			seen = attempts()
@@ -275,7 +309,7 @@ func done[T any](t *testing.T, p *azruntime.Poller[T], err error) {
 // own records.
 func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 	r := newRig(t, arm.Options{OperationDelay: 100 * time.Millisecond})
-	f := newCluster(t, "delm")
+	f := r.cluster("delm")
 	f.waitClusterProvisioned(time.Minute)
 	f.newMachine("delm-control-plane-aaaaa", true, false, "1")
 	f.newMachine("delm-control-plane-bbbbb", true, false, "2")
@@ -306,10 +340,10 @@ func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 		attempts := r.armFault(p.method, p.kind, p.status)
 		r.expectBlocked(am, infrav1.MachineFinalizer, p.want, attempts)
 		if p.kind == "virtualMachines" && p.method == "DELETE" {
-			// The VM's DELETE is accepted, but its operation cannot be
-			// polled: the machine waits until Azure says the VM is gone.
-			r.armFault("GET", "operations", 500)
-			r.expectBlocked(am, infrav1.MachineFinalizer, "Injected fault: GET operations failed with 500", nil)
+			// The VM's DELETE is accepted, but neither its operation nor
+			// the VM can be read: the machine waits until Azure says the
+			// VM is gone.
+			r.expectBlocked(am, infrav1.MachineFinalizer, "Injected fault: GET", r.pollFaults("virtualMachines"))
 		}
 	}
 	// The AzureCluster is not needed to delete a machine: a fault reading
@@ -382,7 +416,7 @@ func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 // DELETE. Afterwards no scale set or instance is left.
 func TestPoolDeletionWaitsOutEveryError(t *testing.T) {
 	r := newRig(t, arm.Options{})
-	f := newCluster(t, "delp")
+	f := r.cluster("delp")
 	f.waitClusterProvisioned(time.Minute)
 	_, amp := f.newPool("delp-pool-abcde", 2, false)
 	f.waitPool(amp, 2)
@@ -438,7 +472,7 @@ func TestPoolDeletionWaitsOutEveryError(t *testing.T) {
 // operation's polls fail in turn: afterwards the subscription is empty.
 func TestClusterDeletionWaitsOutEveryError(t *testing.T) {
 	r := newRig(t, arm.Options{OperationDelay: 100 * time.Millisecond})
-	f := newCluster(t, "delc")
+	f := r.cluster("delc")
 	f.waitClusterProvisioned(time.Minute)
 	r.api.set("Cluster")
 	if err := env.Client.Delete(f.ctx, f.ac); err != nil {
@@ -453,10 +487,10 @@ func TestClusterDeletionWaitsOutEveryError(t *testing.T) {
 		r.expectBlocked(f.ac, infrav1.ClusterFinalizer, fmt.Sprintf("Injected fault: %s resourceGroups failed with %d", p.method, p.status),
 			r.armFault(p.method, "resourceGroups", p.status))
 	}
-	// The group's DELETE is accepted, but its operation cannot be polled:
-	// the AzureCluster waits until Azure says the group is gone.
-	r.armFault("GET", "operations", 500)
-	r.expectBlocked(f.ac, infrav1.ClusterFinalizer, "Injected fault: GET operations failed with 500", nil)
+	// The group's DELETE is accepted, but neither its operation nor the
+	// group can be read: the AzureCluster waits until Azure says the group
+	// is gone.
+	r.expectBlocked(f.ac, infrav1.ClusterFinalizer, "Injected fault: GET", r.pollFaults("resourceGroups"))
 	r.heal()
 	waitGone(t, f.ac)
 	if all := r.az.everything(); len(all) != 0 {
@@ -522,7 +556,7 @@ func TestUserNetworkSurvivesFaultyDeletion(t *testing.T) {
 	subnetBefore, nsgBefore := snapshot()
 	everythingBefore := r.az.everything()
 
-	f := newCluster(t, "delu", func(s *infrav1.AzureClusterSpec) {
+	f := r.cluster("delu", func(s *infrav1.AzureClusterSpec) {
 		s.ResourceGroup = rg
 		s.NetworkSpec.Vnet = infrav1.VnetSpec{Name: "user-vnet", CIDRBlocks: []string{"10.0.0.0/12"}}
 		s.NetworkSpec.Subnets = []infrav1.SubnetSpec{
@@ -618,9 +652,9 @@ func TestUsersSameNamedResourcesAreRefused(t *testing.T) {
 		}
 	}
 
-	clash := newCluster(t, "refs", network("refs-cp", "10.0.0.0/16", "", "refs-nodes-nsg"))
+	clash := r.cluster("refs", network("refs-cp", "10.0.0.0/16", "", "refs-nodes-nsg"))
 	waitRefused(clash, "subnet taken already exists in VNet refuse-vnet")
-	f := newCluster(t, "refn", network("refn-cp", "10.3.0.0/16", "refn-nodes", "theirs"))
+	f := r.cluster("refn", network("refn-cp", "10.3.0.0/16", "refn-nodes", "theirs"))
 	waitRefused(f, "network security group theirs already exists and is not winkube's")
 	if s, n := snapshot(); s != subnetBefore || n != nsgBefore {
 		t.Fatalf("the user's subnet or NSG changed while refused:\nsubnet %s\n  was  %s\nNSG %s\n  was %s", s, subnetBefore, n, nsgBefore)
@@ -639,5 +673,123 @@ func TestUsersSameNamedResourcesAreRefused(t *testing.T) {
 	}
 	if _, err := r.az.groups.Get(ctx, rg, nil); async.IsNotFound(err) {
 		t.Error("the user's resource group was deleted")
+	}
+}
+
+// TestMachineRefusesSomeoneElsesNICAndDisk: a NIC, or a disk, that someone
+// else made with the name a machine's NIC or OS disk would have is refused
+// (ResourceNotOwned), never used, and the machine's deletion leaves it
+// exactly as it was.
+func TestMachineRefusesSomeoneElsesNICAndDisk(t *testing.T) {
+	r := newRig(t, arm.Options{})
+	f := r.cluster("coll")
+	f.waitClusterProvisioned(time.Minute)
+	opts, err := r.cfg.ClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nics, _ := armnetwork.NewInterfacesClient(subscription, r.cfg.Credential, opts)
+	subnetID := "/subscriptions/" + subscription + "/resourceGroups/" + f.ns + "/providers/Microsoft.Network/virtualNetworks/coll-vnet/subnets/coll-node-subnet"
+	p, err := nics.BeginCreateOrUpdate(f.ctx, f.ns, "coll-md-linux-abcde-nic", armnetwork.Interface{
+		Location: to.Ptr("westeurope"), Tags: map[string]*string{"owner": to.Ptr("someone else")},
+		Properties: &armnetwork.InterfacePropertiesFormat{IPConfigurations: []*armnetwork.InterfaceIPConfiguration{{
+			Name: to.Ptr("ipconfig1"), Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{Subnet: &armnetwork.Subnet{ID: to.Ptr(subnetID)}},
+		}}},
+	}, nil)
+	done(t, p, err)
+	snapshot := func() string {
+		n, err := nics.Get(f.ctx, f.ns, "coll-md-linux-abcde-nic", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustJSON(t, n.Interface)
+	}
+	before := snapshot()
+
+	am := f.newMachine("coll-md-linux-abcde", false, false, "1")
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
+			return err.Error()
+		}
+		if c := readyOf(am); c == nil || c.Reason != "ResourceNotOwned" || !strings.Contains(c.Message, "coll-md-linux-abcde-nic") {
+			return fmt.Sprintf("Ready %+v, want ResourceNotOwned naming the NIC", c)
+		}
+		return ""
+	})
+	if len(am.Status.CreatedResources) != 0 {
+		t.Fatalf("the refused machine recorded %v as its own", am.Status.CreatedResources)
+	}
+	f.deleteAndWait(time.Minute, am)
+	if after := snapshot(); after != before {
+		t.Fatalf("someone else's NIC changed:\nbefore %s\nafter  %s", before, after)
+	}
+	if inv := r.az.inventory(f.ns); len(inv["virtualMachines"]) != 0 {
+		t.Fatalf("a refused machine made a VM: %v", inv["virtualMachines"])
+	}
+
+	// The same for a disk named like a machine's OS disk: OS disks carry no
+	// tags, so only one attached to the machine's own VM is the machine's.
+	// Made through the generic resources API: the emulator answers a disk's
+	// PUT with 201, which the Disks client (200 or 202, as the REST spec
+	// says) takes for an error.
+	disks, _ := armcompute.NewDisksClient(subscription, r.cfg.Credential, opts)
+	dp, err := r.az.res.BeginCreateOrUpdateByID(f.ctx, "/subscriptions/"+subscription+"/resourceGroups/"+f.ns+"/providers/Microsoft.Compute/disks/coll-md-disk-fghij_OSDisk", "2023-04-02",
+		armresources.GenericResource{Location: to.Ptr("westeurope"), Properties: map[string]any{"creationData": map[string]any{"createOption": "Empty"}, "diskSizeGB": 32}}, nil)
+	done(t, dp, err)
+	diskJSON := func() string {
+		d, err := disks.Get(f.ctx, f.ns, "coll-md-disk-fghij_OSDisk", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustJSON(t, d.Disk)
+	}
+	diskBefore := diskJSON()
+	am = f.newMachine("coll-md-disk-fghij", false, false, "1")
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
+			return err.Error()
+		}
+		if c := readyOf(am); c == nil || c.Reason != "ResourceNotOwned" || !strings.Contains(c.Message, "coll-md-disk-fghij_OSDisk") {
+			return fmt.Sprintf("Ready %+v, want ResourceNotOwned naming the disk", c)
+		}
+		return ""
+	})
+	for _, id := range am.Status.CreatedResources {
+		if strings.Contains(id, "/disks/") {
+			t.Fatalf("the refused machine recorded someone else's disk as its own: %v", am.Status.CreatedResources)
+		}
+	}
+	f.deleteAndWait(time.Minute, am)
+	if after := diskJSON(); after != diskBefore {
+		t.Fatalf("someone else's disk changed:\nbefore %s\nafter  %s", diskBefore, after)
+	}
+	if inv := r.az.inventory(f.ns); len(inv["virtualMachines"]) != 0 || len(inv["networkInterfaces"]) != 1 {
+		t.Fatalf("a refused machine left a VM or NIC of its own: %v", inv)
+	}
+}
+
+// TestOwnedVNetInUsersGroup: a cluster in the user's (empty) resource group
+// makes its own VNet there; its deletion waits out a failing VNet DELETE
+// and then leaves the user's group as it was: empty, and still there.
+func TestOwnedVNetInUsersGroup(t *testing.T) {
+	r := newRig(t, arm.Options{})
+	const rg = "users-empty-rg"
+	if _, err := r.az.groups.CreateOrUpdate(context.Background(), rg, armresources.ResourceGroup{Location: to.Ptr("westeurope")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := r.az.everything()
+	f := r.cluster("ownv", func(s *infrav1.AzureClusterSpec) { s.ResourceGroup = rg })
+	f.waitClusterProvisioned(time.Minute)
+	if len(f.ac.Status.CreatedResources) != 0 {
+		t.Fatalf("subnets of winkube's own VNet go with it and need no record: %v", f.ac.Status.CreatedResources)
+	}
+	if err := env.Client.Delete(f.ctx, f.ac); err != nil {
+		t.Fatal(err)
+	}
+	r.expectBlocked(f.ac, infrav1.ClusterFinalizer, "Injected fault: DELETE virtualNetworks failed with 500", r.armFault("DELETE", "virtualNetworks", 500))
+	r.heal()
+	waitGone(t, f.ac)
+	if after := r.az.everything(); !reflect.DeepEqual(after, before) {
+		t.Fatalf("the subscription holds %v after the cluster went, want the user's empty group: %v", after, before)
 	}
 }
