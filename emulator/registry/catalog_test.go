@@ -12,6 +12,7 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/internal/flavors"
+	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/testenv"
 )
 
@@ -23,7 +24,7 @@ var imageLine = regexp.MustCompile(`(?m)^\s*-?\s*image:\s*"?([^\s"]+)`)
 func TestCatalogHasEveryImageWinkubeDeploys(t *testing.T) {
 	const version = "v1.36.3"
 	known := map[string]bool{}
-	for _, img := range registry.Catalog(version, nil) {
+	for _, img := range localworld.Catalog(version, nil) {
 		known[registry.Canonical(img.Ref)] = true
 	}
 	var streams []string

@@ -19,6 +19,12 @@ import (
 	"github.com/winkube/winkube/internal/webhooks/workload"
 )
 
+// Catalog is what the local world's registry publishes: the workload
+// images the emulator's catalog holds, and winkube's own admission image.
+func Catalog(kubernetesVersion string, kubeadmImages []string) []registry.Image {
+	return append(registry.Catalog(kubernetesVersion, kubeadmImages), admissionImage())
+}
+
 // admissionImage is the admission Deployment's image in the local
 // registry, so that its pods start on the machines as any other; its
 // process serves the webhooks on 9443, where the readiness probe looks.

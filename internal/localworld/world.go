@@ -182,7 +182,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("kubeadm config images list: %w", err)
 	}
-	if err := w.reg.PushAll(ctx, append(registry.Catalog(o.KubernetesVersion, strings.Fields(string(out))), admissionImage())); err != nil {
+	if err := w.reg.PushAll(ctx, Catalog(o.KubernetesVersion, strings.Fields(string(out)))); err != nil {
 		return err
 	}
 	if w.block, err = claimBlock(o.StateDir); err != nil {
