@@ -67,4 +67,12 @@ func TestAzureJSONSecrets(t *testing.T) {
 	if err == nil {
 		t.Error("an AzureMachine made from a template got a Secret of its own")
 	}
+	// Leave the shared emulator as it was found: the deletion tests count
+	// everything its subscription holds.
+	for _, o := range []client.Object{cloned, pool, f.ac} {
+		if err := env.Client.Delete(f.ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitGone(t, cloned, pool, f.ac)
 }
