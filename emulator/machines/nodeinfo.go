@@ -19,7 +19,7 @@ var windowsBuilds = map[string]struct{ build, revision, name string }{
 	"2025": {"10.0.26100", "2314", "Windows Server 2025 Datacenter"},
 }
 
-var windowsRelease = regexp.MustCompile(`(?i)windows-?(2019|2022|2025)`)
+var windowsRelease = regexp.MustCompile(`(?i)win(?:dows)?-?(2019|2022|2025)`)
 
 // windowsReleaseOf reads the Windows Server release from the image: the
 // SKU (windows-2022-containerd-gen1, k8s-1dot22dot1-windows-2019-...) or
