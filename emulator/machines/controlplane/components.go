@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/winkube/winkube/emulator/machines/bootdata"
 )
@@ -14,6 +15,9 @@ import (
 type component struct {
 	name string
 	args []string
+	// probe is where kubeadm's probes ask the component (scheme, port,
+	// liveness, readiness and startup paths; "" for none).
+	probe probeSpec
 	// annotations kubeadm puts on the static pod, which Cluster API and
 	// kubeadm read back.
 	annotations map[string]string
@@ -53,7 +57,8 @@ func (cp *ControlPlane) components() []component {
 		"cert-file": p("etcd/server.crt"), "key-file": p("etcd/server.key"), "client-cert-auth": "true", "trusted-ca-file": p("etcd/ca.crt"),
 		"peer-cert-file": p("etcd/peer.crt"), "peer-key-file": p("etcd/peer.key"), "peer-client-cert-auth": "true", "peer-trusted-ca-file": p("etcd/ca.crt"),
 		"snapshot-count": "10000", "experimental-initial-corrupt-check": "true", "watch-progress-notify-interval": "5s",
-	}, toArgs(etcdExtra)), annotations: map[string]string{"kubeadm.kubernetes.io/etcd.advertise-client-urls": url(2379)}}
+	}, toArgs(etcdExtra)), annotations: map[string]string{"kubeadm.kubernetes.io/etcd.advertise-client-urls": url(2379)},
+		probe: probeSpec{scheme: corev1.URISchemeHTTP, port: 2381, live: "/livez", start: "/readyz"}}
 	api := component{name: "kube-apiserver", args: flags(map[string]string{
 		"advertise-address": host, "bind-address": host, "secure-port": strconv.Itoa(apiPort),
 		"allow-privileged": "true", "authorization-mode": "Node,RBAC", "client-ca-file": p("ca.crt"),
@@ -66,7 +71,8 @@ func (cp *ControlPlane) components() []component {
 		"requestheader-extra-headers-prefix": "X-Remote-Extra-", "requestheader-group-headers": "X-Remote-Group", "requestheader-username-headers": "X-Remote-User",
 		"service-account-issuer": "https://kubernetes.default.svc.cluster.local", "service-account-key-file": p("sa.pub"), "service-account-signing-key-file": p("sa.key"),
 		"service-cluster-ip-range": svc, "tls-cert-file": p("apiserver.crt"), "tls-private-key-file": p("apiserver.key"),
-	}, toArgs(cc.APIServer.ExtraArgs)), annotations: map[string]string{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint": net.JoinHostPort(host, strconv.Itoa(apiPort))}}
+	}, toArgs(cc.APIServer.ExtraArgs)), annotations: map[string]string{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint": net.JoinHostPort(host, strconv.Itoa(apiPort))},
+		probe: probeSpec{scheme: corev1.URISchemeHTTPS, port: apiPort, live: "/livez", ready: "/readyz", start: "/livez"}}
 	kcmDefaults := map[string]string{
 		"authentication-kubeconfig": filepath.Join(kdir, "controller-manager.conf"), "authorization-kubeconfig": filepath.Join(kdir, "controller-manager.conf"),
 		"kubeconfig": filepath.Join(kdir, "controller-manager.conf"), "bind-address": host, "client-ca-file": p("ca.crt"),
@@ -77,11 +83,12 @@ func (cp *ControlPlane) components() []component {
 	if cc.Networking.PodSubnet != "" {
 		kcmDefaults["allocate-node-cidrs"], kcmDefaults["cluster-cidr"] = "true", cc.Networking.PodSubnet
 	}
-	kcm := component{name: "kube-controller-manager", args: flags(kcmDefaults, toArgs(cc.ControllerManager.ExtraArgs))}
+	kcm := component{name: "kube-controller-manager", args: flags(kcmDefaults, toArgs(cc.ControllerManager.ExtraArgs)),
+		probe: probeSpec{scheme: corev1.URISchemeHTTPS, port: 10257, live: "/healthz", start: "/healthz"}}
 	sched := component{name: "kube-scheduler", args: flags(map[string]string{
 		"authentication-kubeconfig": filepath.Join(kdir, "scheduler.conf"), "authorization-kubeconfig": filepath.Join(kdir, "scheduler.conf"),
 		"kubeconfig": filepath.Join(kdir, "scheduler.conf"), "bind-address": host, "leader-elect": "true",
-	}, toArgs(cc.Scheduler.ExtraArgs))}
+	}, toArgs(cc.Scheduler.ExtraArgs)), probe: probeSpec{scheme: corev1.URISchemeHTTPS, port: 10259, live: "/livez", ready: "/readyz", start: "/livez"}}
 	return []component{etcd, api, kcm, sched}
 }
 
@@ -102,11 +109,36 @@ func (c component) pod(_ Config, cp *ControlPlane) *corev1.Pod {
 			HostNetwork: true, PriorityClassName: "system-node-critical",
 			// FallbackToLogsOnError, so that a crash shows the process's
 			// last log lines in the container's terminated state.
-			Containers: []corev1.Container{{Name: c.name, Image: image, Command: append([]string{c.name}, c.args...),
-				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}},
+			Containers: []corev1.Container{c.probe.apply(corev1.Container{Name: c.name, Image: image, Command: append([]string{c.name}, c.args...),
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}, cp.cfg.Host.String())},
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}},
 		},
 	}
+}
+
+type probeSpec struct {
+	scheme             corev1.URIScheme
+	port               int32
+	live, ready, start string
+}
+
+// apply gives a container kubeadm's probes, with kubeadm's timings, at
+// the VM's host address, where the component listens here (kubeadm's own
+// use 127.0.0.1 for some; the host address is this VM's).
+func (p probeSpec) apply(c corev1.Container, host string) corev1.Container {
+	get := func(path string) corev1.ProbeHandler {
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: host, Path: path, Port: intstr.FromInt32(p.port), Scheme: p.scheme}}
+	}
+	if p.live != "" {
+		c.LivenessProbe = &corev1.Probe{ProbeHandler: get(p.live), InitialDelaySeconds: 10, TimeoutSeconds: 15, PeriodSeconds: 10, FailureThreshold: 8}
+	}
+	if p.ready != "" {
+		c.ReadinessProbe = &corev1.Probe{ProbeHandler: get(p.ready), TimeoutSeconds: 15, PeriodSeconds: 1, FailureThreshold: 3}
+	}
+	if p.start != "" {
+		c.StartupProbe = &corev1.Probe{ProbeHandler: get(p.start), InitialDelaySeconds: 10, TimeoutSeconds: 15, PeriodSeconds: 10, FailureThreshold: 24}
+	}
+	return c
 }
 
 func initialCluster(cp *ControlPlane, self string) string {

@@ -161,6 +161,17 @@ func (p *Process) Pid() int {
 	return cmd.Process.Pid
 }
 
+// Kill stops the running process as the kubelet stops a container: a
+// SIGTERM to its process group. The process may be restarted.
+func (p *Process) Kill() {
+	cmd, done := p.current()
+	select {
+	case <-done:
+	default:
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	}
+}
+
 // stop ends the process for good: the kubelet no longer restarts it.
 func (p *Process) stop() {
 	p.mu.Lock()

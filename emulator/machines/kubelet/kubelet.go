@@ -148,8 +148,9 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 		wg.Add(3) // heartbeat, mirror pods, pod worker
 		for _, sp := range cfg.StaticPods {
 			if p, ok := cfg.StaticProcesses[sp.Name]; ok {
-				wg.Add(1)
+				wg.Add(2)
 				go func() { defer wg.Done(); k.supervise(ctx, sp, p) }()
+				go func() { defer wg.Done(); k.probeStatic(ctx, sp, p) }()
 			}
 		}
 		go func() { defer wg.Done(); k.heartbeat(ctx) }()

@@ -3,14 +3,18 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/winkube/winkube/internal/poll"
 )
@@ -30,6 +34,8 @@ func (p *fakeProcess) Wait(ctx context.Context) (int, string, bool) {
 		return code, fmt.Sprintf("E1123 scheduler: exiting with %d", code), true
 	}
 }
+
+func (p *fakeProcess) Kill() {}
 
 func (p *fakeProcess) Restart() error {
 	p.mu.Lock()
@@ -74,6 +80,58 @@ func TestStaticPodFollowsItsProcess(t *testing.T) {
 		cs := s.ContainerStatuses[0]
 		if ready(s) || cs.RestartCount != 2 || cs.State.Waiting == nil || cs.State.Waiting.Reason != "CrashLoopBackOff" || cs.LastTerminationState.Terminated.ExitCode != 137 {
 			return fmt.Sprintf("after a second exit: ready=%v %+v", ready(s), cs)
+		}
+		return ""
+	})
+}
+
+// TestStaticPodReadinessFollowsItsProbe: a static pod whose process
+// answers its readiness probe with an error is not Ready until it answers
+// with success; the probe reaches the process for real.
+func TestStaticPodReadinessFollowsItsProbe(t *testing.T) {
+	var healthy atomic.Bool
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" && healthy.Load() {
+			fmt.Fprint(w, "ok")
+			return
+		}
+		http.Error(w, "[-]etcd failed", http.StatusInternalServerError)
+	}), ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	port := int32(ln.Addr().(*net.TCPAddr).Port)
+	sp := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver", Namespace: "kube-system"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-apiserver", Image: "registry.k8s.io/kube-apiserver:v1.36.3",
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(port)}}, PeriodSeconds: 1, FailureThreshold: 3}}}}}
+	p := &fakeProcess{exits: make(chan int)}
+	k := &Kubelet{cfg: Config{NodeName: "cp", Address: netip.MustParseAddr("127.0.0.1"), StaticPods: []*corev1.Pod{sp}},
+		static: map[string]*podRun{}, kick: make(chan struct{}, 1)}
+	readiness := k.staticRun(sp).mains[0].probes.readiness
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); k.probeStatic(ctx, sp, p) }()
+	defer func() { cancel(); <-done }()
+	mirror := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-cp", Namespace: "kube-system", UID: "m-2"}, Spec: sp.Spec}
+	poll.Until(t, 20*time.Second, func() string {
+		k.mu.Lock()
+		probed := readiness.fail > 0
+		k.mu.Unlock()
+		if !probed {
+			return "not probed yet"
+		}
+		return ""
+	})
+	if s := k.staticStatus(mirror); ready(s) {
+		t.Fatal("Ready while /readyz fails")
+	}
+	healthy.Store(true)
+	poll.Until(t, 20*time.Second, func() string {
+		if s := k.staticStatus(mirror); !ready(s) {
+			return "not Ready with /readyz answering ok"
 		}
 		return ""
 	})
