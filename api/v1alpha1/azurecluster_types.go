@@ -33,6 +33,14 @@ type AzureClusterSpec struct {
 	// additionalTags are added to every Azure resource of the cluster.
 	// +optional
 	AdditionalTags map[string]string `json:"additionalTags,omitempty"`
+	// identityRef is the AzureClusterIdentity the cluster's Azure calls are
+	// made as; without it the manager's own credential is used.
+	// +optional
+	IdentityRef *IdentityReference `json:"identityRef,omitempty"`
+	// azureEnvironment is the Azure cloud; the manager's own (Azure public
+	// cloud unless it was started with other endpoints) when unset.
+	// +optional
+	AzureEnvironment *AzureEnvironment `json:"azureEnvironment,omitempty"`
 }
 
 // AzureClusterInitializationStatus is the Cluster API contract's

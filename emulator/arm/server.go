@@ -23,11 +23,17 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/winkube/winkube/emulator/entra"
 )
 
 // Options configure an emulator.
 type Options struct {
-	// Token is the bearer token requests must carry.
+	// Directory is the Entra ID whose tokens ARM accepts and whose role
+	// assignments it enforces.
+	Directory *entra.Directory
+	// Token is, without a Directory, the one bearer token accepted (tests
+	// that are not about identity).
 	Token string
 	// OperationDelay is how long a long-running operation takes.
 	OperationDelay time.Duration
@@ -77,8 +83,8 @@ type Server struct {
 
 // New creates an emulator; Start serves it.
 func New(opts Options) (*Server, error) {
-	if opts.Token == "" {
-		return nil, errors.New("arm: a bearer token is required")
+	if opts.Token == "" && opts.Directory == nil {
+		return nil, errors.New("arm: an Entra ID directory (or, in tests, a static token) is required")
 	}
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 50 * time.Millisecond
@@ -182,8 +188,9 @@ func (s *Server) after(d time.Duration, fn func()) {
 
 // ServeHTTP handles one ARM request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+s.opts.Token {
-		writeError(w, errorf(http.StatusUnauthorized, "InvalidAuthenticationToken", "The access token is invalid."))
+	who, e := s.authenticate(r)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, "/emulator/") {
@@ -192,6 +199,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sub, kind := requestKind(r.URL.Path)
 	s.count(r.Method, kind)
+	if e := s.authorize(who, r); e != nil {
+		writeError(w, e)
+		return
+	}
 	if r.URL.Query().Get("api-version") == "" {
 		writeError(w, errorf(http.StatusBadRequest, "MissingApiVersionParameter", "The api-version query parameter (?api-version=) is required for all requests."))
 		return

@@ -1,0 +1,110 @@
+package arm
+
+import (
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/winkube/winkube/emulator/entra"
+)
+
+// ServerCertificate issues a TLS certificate for host from the emulator's
+// CA, so that its Entra ID is trusted by the same clients.
+func (s *Server) ServerCertificate(host string) (tls.Certificate, error) { return s.ca.serverCert(host) }
+
+// caller is who a request acts as.
+type caller struct {
+	entra.Caller
+	static bool
+}
+
+// authenticate checks the request's bearer token as ARM does: a token Entra
+// ID issued for this endpoint that has not expired. Without a directory the
+// emulator accepts only its static token (tests that are not about
+// identity use that).
+func (s *Server) authenticate(r *http.Request) (caller, *armError) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return caller{}, errorf(http.StatusUnauthorized, "AuthenticationFailed", "Authentication failed. The 'Authorization' header is missing.")
+	}
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || token == "" {
+		return caller{}, errorf(http.StatusUnauthorized, "AuthenticationFailedInvalidHeader", "Authentication failed. The 'Authorization' header is provided in an invalid format.")
+	}
+	if s.opts.Directory == nil {
+		if token != s.opts.Token {
+			return caller{}, errorf(http.StatusUnauthorized, "InvalidAuthenticationToken", "The access token is invalid.")
+		}
+		return caller{static: true}, nil
+	}
+	c, err := s.opts.Directory.Authenticate(token, []string{s.URL()})
+	var te *entra.TokenError
+	if errors.As(err, &te) {
+		switch te.Reason {
+		case entra.TokenExpired:
+			const layout = "1/2/2006 3:04:05 PM"
+			return caller{}, errorf(http.StatusUnauthorized, "ExpiredAuthenticationToken", "The access token expiry UTC time '%s' is earlier than current UTC time '%s'.",
+				te.Expired.UTC().Format(layout), time.Now().UTC().Format(layout))
+		case entra.TokenWrongAudience:
+			return caller{}, errorf(http.StatusUnauthorized, "InvalidAuthenticationTokenAudience", "The access token has been obtained for wrong audience or resource '%s'. It should exactly match with one of the allowed audiences '%s/','%s'.",
+				te.Audience, s.URL(), s.URL())
+		}
+	}
+	if err != nil {
+		return caller{}, errorf(http.StatusUnauthorized, "InvalidAuthenticationToken", "The access token is invalid.")
+	}
+	return caller{Caller: c}, nil
+}
+
+// authorize checks Azure RBAC: the caller needs a role assignment at the
+// request's scope, or above it, that permits the request's action.
+func (s *Server) authorize(c caller, r *http.Request) *armError {
+	if c.static {
+		return nil
+	}
+	scope := strings.TrimRight(r.URL.Path, "/")
+	action := requestAction(r.Method, scope)
+	if s.opts.Directory.Authorized(c.ObjectID, action, scope) {
+		return nil
+	}
+	return errorf(http.StatusForbidden, "AuthorizationFailed", "The client '%s' with object id '%s' does not have authorization to perform action '%s' over scope '%s' or the scope is invalid. If access was recently granted, please refresh your credentials.",
+		c.ObjectID, c.ObjectID, action, scope)
+}
+
+// requestAction is the Azure RBAC action a request performs, such as
+// Microsoft.Network/virtualNetworks/subnets/write or
+// Microsoft.Resources/subscriptions/resourceGroups/read.
+func requestAction(method, path string) string {
+	verb := map[string]string{http.MethodGet: "read", http.MethodHead: "read", http.MethodPut: "write", http.MethodPatch: "write", http.MethodDelete: "delete", http.MethodPost: "action"}[method]
+	if verb == "" {
+		verb = "read"
+	}
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	var ns string
+	var types []string
+	for i := 0; i < len(seg); i++ {
+		if strings.EqualFold(seg[i], "providers") && i+1 < len(seg) {
+			ns = seg[i+1]
+			types = nil
+			for j := i + 2; j < len(seg); j += 2 {
+				types = append(types, seg[j])
+			}
+			break
+		}
+	}
+	if ns == "" {
+		// /subscriptions/S[/resourceGroups[/G]]
+		ns = "Microsoft.Resources"
+		types = []string{"subscriptions"}
+		if len(seg) >= 3 {
+			types = append(types, "resourceGroups")
+		}
+	}
+	if verb == "action" && len(types) > 0 {
+		// POST .../virtualMachines/vm/start: the last segment names the action.
+		return ns + "/" + strings.Join(types, "/") + "/action"
+	}
+	return ns + "/" + strings.Join(types, "/") + "/" + verb
+}

@@ -1,0 +1,368 @@
+// Package entra is an emulator of Microsoft Entra ID (Azure AD) as Azure
+// SDK credentials and Azure Resource Manager see it: tenants holding
+// service principals (client secrets, certificates, federated credentials
+// for workload identity) and managed identities, OIDC discovery, the v2.0
+// token endpoint, the App Service managed-identity endpoint, and Azure RBAC
+// role assignments that ARM consults. Tokens are RS256-signed JWTs that
+// ARM verifies with the directory's key, as Azure's ARM verifies Entra's.
+package entra
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Kinds of principals.
+const (
+	ServicePrincipal = "ServicePrincipal"
+	ManagedIdentity  = "ManagedIdentity"
+)
+
+// Principal is a service principal (an application's identity in a tenant)
+// or a user-assigned managed identity.
+type Principal struct {
+	// Kind is ServicePrincipal (the default) or ManagedIdentity.
+	Kind        string `json:"kind,omitempty"`
+	TenantID    string `json:"tenantID"`
+	ClientID    string `json:"clientID"`
+	ObjectID    string `json:"objectID"`
+	DisplayName string `json:"displayName,omitempty"`
+	// Secrets are the client secrets the service principal accepts.
+	Secrets []string `json:"secrets,omitempty"`
+	// Certificates are PEM certificates whose keys may sign client
+	// assertions.
+	Certificates []string `json:"certificates,omitempty"`
+	// FederatedCredentials are the external tokens the principal trusts.
+	FederatedCredentials []FederatedCredential `json:"federatedCredentials,omitempty"`
+}
+
+// FederatedCredential trusts tokens of one subject from one issuer (a
+// Kubernetes cluster's service-account issuer, for workload identity).
+type FederatedCredential struct {
+	Name    string `json:"name"`
+	Issuer  string `json:"issuer"`
+	Subject string `json:"subject"`
+	// Audiences default to api://AzureADTokenExchange.
+	Audiences []string `json:"audiences,omitempty"`
+}
+
+// DefaultFederatedAudience is the audience Entra expects on federated
+// tokens unless a credential says otherwise.
+const DefaultFederatedAudience = "api://AzureADTokenExchange"
+
+// RoleAssignment grants a built-in role (Owner, Contributor, Reader) to a
+// principal's object ID at a scope (a subscription, a resource group, ...).
+type RoleAssignment struct {
+	PrincipalID string `json:"principalID"`
+	Role        string `json:"role"`
+	Scope       string `json:"scope"`
+}
+
+// TrustedIssuer is an external OIDC issuer and its signing keys (a JWKS);
+// without keys they are read from the issuer's OIDC discovery document.
+type TrustedIssuer struct {
+	Issuer string          `json:"issuer"`
+	JWKS   json.RawMessage `json:"jwks,omitempty"`
+}
+
+// Config is the directory's content, as a file holds it.
+type Config struct {
+	Principals      []Principal      `json:"principals,omitempty"`
+	RoleAssignments []RoleAssignment `json:"roleAssignments,omitempty"`
+	TrustedIssuers  []TrustedIssuer  `json:"trustedIssuers,omitempty"`
+}
+
+// Options configure a directory.
+type Options struct {
+	// TokenLifetime of issued access tokens; one hour (Entra's default for
+	// app tokens is 60-90 minutes) when zero.
+	TokenLifetime time.Duration
+	// IssuerClient fetches external issuers' OIDC documents and keys.
+	IssuerClient *http.Client
+	// IdentityHeader is the secret the managed-identity endpoint expects in
+	// X-IDENTITY-HEADER; random when empty.
+	IdentityHeader string
+}
+
+// Directory is an Entra ID with its tenants' principals and the role
+// assignments of Azure RBAC.
+type Directory struct {
+	opts Options
+	key  *rsa.PrivateKey
+	kid  string
+
+	mu          sync.Mutex
+	principals  map[string]*Principal // by lower-case client ID
+	assignments []RoleAssignment
+	issuers     map[string]*jwks // by issuer URL
+	perClient   map[string]int64
+
+	tokenRequests atomic.Int64
+}
+
+// New creates an empty directory with a fresh signing key.
+func New(opts Options) (*Directory, error) {
+	if opts.TokenLifetime == 0 {
+		opts.TokenLifetime = time.Hour
+	}
+	if opts.IssuerClient == nil {
+		opts.IssuerClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if opts.IdentityHeader == "" {
+		opts.IdentityHeader = randomHex(16)
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(der)
+	return &Directory{
+		opts: opts, key: key, kid: base64.RawURLEncoding.EncodeToString(sum[:12]),
+		principals: map[string]*Principal{}, issuers: map[string]*jwks{}, perClient: map[string]int64{},
+	}, nil
+}
+
+// IdentityHeader is what a managed-identity client must send in
+// X-IDENTITY-HEADER (App Service's IDENTITY_HEADER).
+func (d *Directory) IdentityHeader() string { return d.opts.IdentityHeader }
+
+// NewGUID returns a random GUID, the form of Entra's IDs.
+func NewGUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newSecret looks like an Entra client secret: 40 characters.
+func newSecret() string {
+	b := make([]byte, 30)
+	_, _ = rand.Read(b)
+	return strings.NewReplacer("+", "~", "/", "_").Replace(base64.StdEncoding.EncodeToString(b))
+}
+
+// Apply adds a configuration's principals, role assignments and issuers.
+func (d *Directory) Apply(c Config) error {
+	for _, p := range c.Principals {
+		if err := d.AddPrincipal(p); err != nil {
+			return err
+		}
+	}
+	for _, a := range c.RoleAssignments {
+		if err := d.AssignRole(a.PrincipalID, a.Role, a.Scope); err != nil {
+			return err
+		}
+	}
+	for _, i := range c.TrustedIssuers {
+		if err := d.TrustIssuer(i.Issuer, i.JWKS); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadFile applies a JSON Config file.
+func (d *Directory) LoadFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var c Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := d.Apply(c); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// AddPrincipal adds a principal, or replaces the one with its client ID.
+func (d *Directory) AddPrincipal(p Principal) error {
+	if p.Kind == "" {
+		p.Kind = ServicePrincipal
+	}
+	if p.Kind != ServicePrincipal && p.Kind != ManagedIdentity {
+		return fmt.Errorf("principal %s: kind %q is neither %s nor %s", p.ClientID, p.Kind, ServicePrincipal, ManagedIdentity)
+	}
+	if p.TenantID == "" || p.ClientID == "" {
+		return errors.New("a principal needs a tenantID and a clientID")
+	}
+	if p.ObjectID == "" {
+		p.ObjectID = NewGUID()
+	}
+	for _, c := range p.Certificates {
+		if _, err := parseCert([]byte(c)); err != nil {
+			return fmt.Errorf("principal %s: %w", p.ClientID, err)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.principals[strings.ToLower(p.ClientID)] = &p
+	return nil
+}
+
+// CreateServicePrincipal registers an application and its service
+// principal in a tenant with one client secret, as `az ad sp
+// create-for-rbac` does, and returns it with the secret.
+func (d *Directory) CreateServicePrincipal(tenantID, displayName string) (Principal, string, error) {
+	secret := newSecret()
+	p := Principal{Kind: ServicePrincipal, TenantID: tenantID, ClientID: NewGUID(), ObjectID: NewGUID(), DisplayName: displayName, Secrets: []string{secret}}
+	if err := d.AddPrincipal(p); err != nil {
+		return Principal{}, "", err
+	}
+	return p, secret, nil
+}
+
+// Principal returns the principal with a client ID.
+func (d *Directory) Principal(clientID string) (Principal, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.principals[strings.ToLower(clientID)]
+	if !ok {
+		return Principal{}, false
+	}
+	return *p, true
+}
+
+func (d *Directory) update(clientID string, fn func(*Principal) error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.principals[strings.ToLower(clientID)]
+	if !ok {
+		return fmt.Errorf("no principal with client ID %s", clientID)
+	}
+	return fn(p)
+}
+
+// ResetSecret replaces every client secret of a service principal with a
+// new one (`az ad sp credential reset`) and returns it.
+func (d *Directory) ResetSecret(clientID string) (string, error) {
+	secret := newSecret()
+	return secret, d.update(clientID, func(p *Principal) error { p.Secrets = []string{secret}; return nil })
+}
+
+// AddCertificate lets a certificate's key sign the principal's assertions.
+func (d *Directory) AddCertificate(clientID string, certPEM []byte) error {
+	if _, err := parseCert(certPEM); err != nil {
+		return err
+	}
+	return d.update(clientID, func(p *Principal) error { p.Certificates = append(p.Certificates, string(certPEM)); return nil })
+}
+
+// AddFederatedCredential makes the principal trust an external subject.
+func (d *Directory) AddFederatedCredential(clientID string, fc FederatedCredential) error {
+	if fc.Issuer == "" || fc.Subject == "" {
+		return errors.New("a federated credential needs an issuer and a subject")
+	}
+	return d.update(clientID, func(p *Principal) error { p.FederatedCredentials = append(p.FederatedCredentials, fc); return nil })
+}
+
+// TrustIssuer records an external issuer's keys (a JWKS document); nil keys
+// mean they are fetched through the issuer's OIDC discovery when needed.
+func (d *Directory) TrustIssuer(issuer string, keys []byte) error {
+	var set *jwks
+	if len(keys) > 0 {
+		var err error
+		if set, err = parseJWKS(keys); err != nil {
+			return fmt.Errorf("issuer %s: %w", issuer, err)
+		}
+	}
+	d.mu.Lock()
+	d.issuers[issuer] = set
+	d.mu.Unlock()
+	return nil
+}
+
+// AssignRole grants a built-in role to a principal's object ID at a scope.
+func (d *Directory) AssignRole(principalID, role, scope string) error {
+	if _, ok := roleByName(role); !ok {
+		return fmt.Errorf("role %q is not one of %s", role, strings.Join(roleNames(), ", "))
+	}
+	if !strings.HasPrefix(scope, "/") {
+		return fmt.Errorf("scope %q is not a resource ID such as /subscriptions/<id>", scope)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, a := range d.assignments {
+		if strings.EqualFold(a.PrincipalID, principalID) && strings.EqualFold(a.Role, role) && strings.EqualFold(a.Scope, scope) {
+			return nil
+		}
+	}
+	d.assignments = append(d.assignments, RoleAssignment{PrincipalID: principalID, Role: role, Scope: scope})
+	return nil
+}
+
+// RemoveRoleAssignments removes a principal's assignments at a scope and
+// says how many there were.
+func (d *Directory) RemoveRoleAssignments(principalID, scope string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	kept, n := d.assignments[:0], 0
+	for _, a := range d.assignments {
+		if strings.EqualFold(a.PrincipalID, principalID) && strings.EqualFold(strings.TrimRight(a.Scope, "/"), strings.TrimRight(scope, "/")) {
+			n++
+			continue
+		}
+		kept = append(kept, a)
+	}
+	d.assignments = kept
+	return n
+}
+
+// TokenRequests is the number of token requests served (token endpoint
+// and managed-identity endpoint), successful or not.
+func (d *Directory) TokenRequests() int64 { return d.tokenRequests.Load() }
+
+// TokenRequestsFor is the number of token requests naming a client ID.
+func (d *Directory) TokenRequestsFor(clientID string) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.perClient[strings.ToLower(clientID)]
+}
+
+func (d *Directory) countRequest(clientID string) {
+	d.tokenRequests.Add(1)
+	d.mu.Lock()
+	d.perClient[strings.ToLower(clientID)]++
+	d.mu.Unlock()
+}
+
+func parseCert(b []byte) (*x509.Certificate, error) {
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			return nil, errors.New("no PEM certificate")
+		}
+		if block.Type == "CERTIFICATE" {
+			return x509.ParseCertificate(block.Bytes)
+		}
+	}
+}
