@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,9 @@ type Config struct {
 	Principals      []Principal      `json:"principals,omitempty"`
 	RoleAssignments []RoleAssignment `json:"roleAssignments,omitempty"`
 	TrustedIssuers  []TrustedIssuer  `json:"trustedIssuers,omitempty"`
+	// SigningKey (PKCS#8 PEM) keeps tokens issued before a restart valid;
+	// a fresh key when empty.
+	SigningKey string `json:"signingKey,omitempty"`
 }
 
 // Options configure a directory.
@@ -129,13 +133,12 @@ func New(opts Options) (*Directory, error) {
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	kid, err := keyID(&key.PublicKey)
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(der)
 	return &Directory{
-		opts: opts, key: key, kid: base64.RawURLEncoding.EncodeToString(sum[:12]),
+		opts: opts, key: key, kid: kid,
 		principals: map[string]*Principal{}, issuers: map[string]*jwks{}, perClient: map[string]int64{},
 	}, nil
 }
@@ -169,6 +172,11 @@ func newSecret() string {
 
 // Apply adds a configuration's principals, role assignments and issuers.
 func (d *Directory) Apply(c Config) error {
+	if c.SigningKey != "" {
+		if err := d.setKey([]byte(c.SigningKey)); err != nil {
+			return err
+		}
+	}
 	for _, p := range c.Principals {
 		if err := d.AddPrincipal(p); err != nil {
 			return err
@@ -185,6 +193,73 @@ func (d *Directory) Apply(c Config) error {
 		}
 	}
 	return nil
+}
+
+func (d *Directory) setKey(pemBytes []byte) error {
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		return errors.New("signingKey is not PEM")
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return fmt.Errorf("signingKey: %w", err)
+	}
+	rk, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return errors.New("signingKey is not an RSA key")
+	}
+	kid, err := keyID(&rk.PublicKey)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.key, d.kid = rk, kid
+	d.mu.Unlock()
+	return nil
+}
+
+func keyID(pub *rsa.PublicKey) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(der)
+	return base64.RawURLEncoding.EncodeToString(sum[:12]), nil
+}
+
+// Snapshot is the directory's content, signing key included.
+func (d *Directory) Snapshot() (Config, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	der, err := x509.MarshalPKCS8PrivateKey(d.key)
+	if err != nil {
+		return Config{}, err
+	}
+	c := Config{SigningKey: string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))}
+	for _, p := range d.principals {
+		c.Principals = append(c.Principals, *p)
+	}
+	sort.Slice(c.Principals, func(i, j int) bool { return c.Principals[i].ClientID < c.Principals[j].ClientID })
+	c.RoleAssignments = append(c.RoleAssignments, d.assignments...)
+	for iss, set := range d.issuers {
+		c.TrustedIssuers = append(c.TrustedIssuers, TrustedIssuer{Issuer: iss, JWKS: set.raw})
+	}
+	sort.Slice(c.TrustedIssuers, func(i, j int) bool { return c.TrustedIssuers[i].Issuer < c.TrustedIssuers[j].Issuer })
+	return c, nil
+}
+
+// Save writes the snapshot to a file only its owner can read: it holds
+// secrets and the signing key.
+func (d *Directory) Save(path string) error {
+	c, err := d.Snapshot()
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
 }
 
 // LoadFile applies a JSON Config file.

@@ -179,7 +179,17 @@ func (d *Directory) serveToken(w http.ResponseWriter, r *http.Request, tenant, a
 		oauthError(w, http.StatusBadRequest, "unauthorized_client", 700016, "Application with identifier '%s' was not found in the directory '%s'. This can happen if the application has not been installed by the administrator of the tenant or consented to by any user in the tenant. You may have sent your authentication request to the wrong tenant.", clientID, tenant)
 		return
 	}
-	resource, ok := strings.CutSuffix(f.Get("scope"), "/.default")
+	// MSAL adds the OIDC scopes to every request; the resource is the one
+	// scope ending in /.default.
+	var resource string
+	ok = false
+	for _, sc := range strings.Fields(f.Get("scope")) {
+		switch sc {
+		case "openid", "offline_access", "profile":
+			continue
+		}
+		resource, ok = strings.CutSuffix(sc, "/.default")
+	}
 	if !ok || resource == "" {
 		oauthError(w, http.StatusBadRequest, "invalid_scope", 1002012, "The provided value for scope %s is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier (application ID URI).", f.Get("scope"))
 		return

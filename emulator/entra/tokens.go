@@ -41,9 +41,10 @@ func (d *Directory) issue(authority string, p Principal, resource, acr string) (
 		},
 		TenantID: p.TenantID, AppID: p.ClientID, AppIDACR: acr, ObjectID: p.ObjectID, IDType: "app", Version: "1.0",
 	}
+	key, kid := d.signer()
 	t := jwt.NewWithClaims(jwt.SigningMethodRS256, c)
-	t.Header["kid"] = d.kid
-	s, err := t.SignedString(d.key)
+	t.Header["kid"] = kid
+	s, err := t.SignedString(key)
 	return s, exp, err
 }
 
@@ -58,9 +59,10 @@ func (d *Directory) IssueTokenForTest(p Principal, audience string, expires time
 		},
 		TenantID: p.TenantID, AppID: p.ClientID, AppIDACR: "1", ObjectID: p.ObjectID, IDType: "app", Version: "1.0",
 	}
+	key, kid := d.signer()
 	t := jwt.NewWithClaims(jwt.SigningMethodRS256, c)
-	t.Header["kid"] = d.kid
-	return t.SignedString(d.key)
+	t.Header["kid"] = kid
+	return t.SignedString(key)
 }
 
 // Caller is who an access token was issued to.
@@ -90,11 +92,12 @@ func (e *TokenError) Error() string { return e.Reason + ": " + fmt.Sprint(e.Err)
 // (compared as ARM does, with or without a trailing slash).
 func (d *Directory) Authenticate(token string, audiences []string) (Caller, error) {
 	var c accessClaims
+	key, keyID := d.signer()
 	_, err := jwt.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
-		if kid, _ := t.Header["kid"].(string); kid != d.kid {
+		if kid, _ := t.Header["kid"].(string); kid != keyID {
 			return nil, errors.New("unknown signing key")
 		}
-		return &d.key.PublicKey, nil
+		return &key.PublicKey, nil
 	}, jwt.WithValidMethods([]string{"RS256"}), jwt.WithoutClaimsValidation())
 	if err != nil {
 		return Caller{}, &TokenError{Reason: TokenInvalid, Err: err}
@@ -131,6 +134,7 @@ func (d *Directory) Authenticate(token string, audiences []string) (Caller, erro
 type jwks struct {
 	keys map[string]any
 	all  []any
+	raw  json.RawMessage
 }
 
 func (s *jwks) key(kid string) []any {
@@ -155,7 +159,7 @@ func parseJWKS(b []byte) (*jwks, error) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("not a JWKS document: %w", err)
 	}
-	set := &jwks{keys: map[string]any{}}
+	set := &jwks{keys: map[string]any{}, raw: append(json.RawMessage(nil), b...)}
 	dec := base64.RawURLEncoding.DecodeString
 	for _, k := range doc.Keys {
 		var pub any
@@ -192,8 +196,15 @@ func parseJWKS(b []byte) (*jwks, error) {
 // publicJWKS is the directory's own signing key as a JWKS document.
 func (d *Directory) publicJWKS() map[string]any {
 	enc := base64.RawURLEncoding.EncodeToString
+	key, kid := d.signer()
 	return map[string]any{"keys": []map[string]any{{
-		"kty": "RSA", "use": "sig", "kid": d.kid, "alg": "RS256",
-		"n": enc(d.key.PublicKey.N.Bytes()), "e": enc(big.NewInt(int64(d.key.PublicKey.E)).Bytes()),
+		"kty": "RSA", "use": "sig", "kid": kid, "alg": "RS256",
+		"n": enc(key.PublicKey.N.Bytes()), "e": enc(big.NewInt(int64(key.PublicKey.E)).Bytes()),
 	}}}
+}
+
+func (d *Directory) signer() (*rsa.PrivateKey, string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.key, d.kid
 }

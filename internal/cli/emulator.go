@@ -2,11 +2,10 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,11 +15,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/emulator/entra"
 )
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 type emulatorOptions struct {
 	listen           string
-	token            string
+	entraListen      string
+	directory        string
+	tenant           string
 	state            string
 	caFile           string
 	operationDelay   time.Duration
@@ -44,8 +48,16 @@ try cluster definitions without an Azure subscription.
 Standalone, VMs provision but nothing boots them: 'winkube up' adds the
 machine runtime that turns them into Kubernetes nodes.
 
+Beside ARM it serves an Entra ID (--entra-listen): OIDC discovery, the
+token endpoint for client secrets, certificate assertions and federated
+(workload identity) tokens, and App Service's managed-identity endpoint.
+ARM accepts only its tokens and enforces its role assignments (Owner,
+Contributor, Reader) as Azure does. --directory loads principals, role
+assignments and trusted issuers from a JSON file; without it, a service
+principal with Contributor on every subscription is made and printed.
+
 With --state the resources survive a restart: they are loaded at start and
-saved on exit (and every --save-every).`,
+saved on exit (and every --save-every), the directory beside them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -55,7 +67,9 @@ saved on exit (and every --save-every).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8443", "address to serve ARM on (port 0 picks a free one)")
-	f.StringVar(&o.token, "token", "", "bearer token clients must present (random when empty)")
+	f.StringVar(&o.entraListen, "entra-listen", "127.0.0.1:8444", "address to serve Entra ID on (port 0 picks a free one)")
+	f.StringVar(&o.directory, "directory", "", "JSON file of Entra ID principals, role assignments and trusted issuers")
+	f.StringVar(&o.tenant, "tenant", "72f988bf-0000-4000-8000-00000000e1d0", "tenant of the service principal made when there is no --directory")
 	f.StringVar(&o.state, "state", "", "file to load resources from and save them to")
 	f.StringVar(&o.caFile, "ca-file", "", "where to write the CA certificate clients must trust (beside --state, or in a temporary folder)")
 	f.DurationVar(&o.operationDelay, "operation-delay", 100*time.Millisecond, "how long each long-running operation takes")
@@ -68,18 +82,48 @@ saved on exit (and every --save-every).`,
 }
 
 func runEmulator(ctx context.Context, cmd *cobra.Command, o *emulatorOptions) error {
-	if o.token == "" {
-		var b [16]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return err
-		}
-		o.token = hex.EncodeToString(b[:])
-	}
 	if o.readsPerHour < 0 || o.writesPerHour < 0 {
 		return badInputf(cmd, "--reads-per-hour %d, --writes-per-hour %d: the rates cannot be negative", o.readsPerHour, o.writesPerHour)
 	}
+	dir, err := entra.New(entra.Options{})
+	if err != nil {
+		return err
+	}
+	dirState := ""
+	if o.state != "" {
+		dirState = filepath.Join(filepath.Dir(o.state), "entra.json")
+	}
+	var bootstrap *entra.Principal
+	var bootstrapSecret string
+	switch {
+	case o.directory != "":
+		if err := dir.LoadFile(o.directory); err != nil {
+			return fmt.Errorf("--directory: %w", err)
+		}
+	case dirState != "" && fileExists(dirState):
+		if err := dir.LoadFile(dirState); err != nil {
+			return fmt.Errorf("loading the directory beside --state: %w", err)
+		}
+		// The principal made at the first start is printed again.
+		if snap, err := dir.Snapshot(); err == nil {
+			for _, p := range snap.Principals {
+				if p.DisplayName == "winkube-emulator" && len(p.Secrets) > 0 {
+					bootstrap, bootstrapSecret = &p, p.Secrets[0]
+				}
+			}
+		}
+	default:
+		p, secret, err := dir.CreateServicePrincipal(o.tenant, "winkube-emulator")
+		if err != nil {
+			return err
+		}
+		if err := dir.AssignRole(p.ObjectID, "Contributor", "/"); err != nil {
+			return err
+		}
+		bootstrap, bootstrapSecret = &p, secret
+	}
 	srv, err := arm.New(arm.Options{
-		Token: o.token, OperationDelay: o.operationDelay,
+		Directory: dir, OperationDelay: o.operationDelay,
 		BootDelayLinux: o.bootDelayLinux, BootDelayWindows: o.bootDelayWindows,
 		Throttle: arm.Throttle{ReadsPerHour: o.readsPerHour, WritesPerHour: o.writesPerHour},
 	})
@@ -99,6 +143,19 @@ func runEmulator(ctx context.Context, cmd *cobra.Command, o *emulatorOptions) er
 		return err
 	}
 	defer srv.Close()
+	entraHost, _, err := net.SplitHostPort(o.entraListen)
+	if err != nil {
+		return fmt.Errorf("--entra-listen: %w", err)
+	}
+	cert, err := srv.ServerCertificate(entraHost)
+	if err != nil {
+		return err
+	}
+	login, err := entra.Serve(dir, o.entraListen, cert)
+	if err != nil {
+		return err
+	}
+	defer login.Close()
 	caFile := o.caFile
 	if caFile == "" {
 		dir := ""
@@ -113,17 +170,26 @@ func runEmulator(ctx context.Context, cmd *cobra.Command, o *emulatorOptions) er
 		return fmt.Errorf("writing the CA certificate: %w", err)
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "ARM emulator serving on %s\n\n", srv.URL())
+	fmt.Fprintf(out, "ARM emulator serving on %s, its Entra ID on %s\n\n", srv.URL(), login.URL())
 	fmt.Fprintf(out, "Point the Azure SDK at it:\n")
 	fmt.Fprintf(out, "  AZURE_RESOURCE_MANAGER_ENDPOINT=%s\n", srv.URL())
+	fmt.Fprintf(out, "  AZURE_AUTHORITY_HOST=%s\n", login.URL())
 	fmt.Fprintf(out, "  AZURE_CA_FILE=%s\n", caFile)
-	fmt.Fprintf(out, "  AZURE_TOKEN=%s\n\n", o.token)
-	fmt.Fprintf(out, "  (cloud.Configuration with ResourceManager endpoint and audience %s,\n   a transport that trusts %s, and a credential returning the token)\n", srv.URL(), caFile)
+	if bootstrap != nil {
+		fmt.Fprintf(out, "  AZURE_TENANT_ID=%s\n", bootstrap.TenantID)
+		fmt.Fprintf(out, "  AZURE_CLIENT_ID=%s\n", bootstrap.ClientID)
+		fmt.Fprintf(out, "  AZURE_CLIENT_SECRET=%s\n", bootstrapSecret)
+	}
+	fmt.Fprintf(out, "  IDENTITY_ENDPOINT=%s IDENTITY_HEADER=%s (managed identities)\n\n", login.ManagedIdentityEndpoint(), dir.IdentityHeader())
+	fmt.Fprintf(out, "  (cloud.Configuration with authority host %s and ResourceManager endpoint and audience %s,\n   a transport that trusts %s, and an azidentity credential)\n", login.URL(), srv.URL(), caFile)
 	fmt.Fprintf(out, "Counters: GET %s/emulator/counters   Faults: PUT %s/emulator/faults\n", srv.URL(), srv.URL())
 
 	save := func() error {
 		if o.state == "" {
 			return nil
+		}
+		if err := dir.Save(dirState); err != nil {
+			return err
 		}
 		return srv.Save(o.state)
 	}

@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
 
 	"github.com/winkube/winkube/internal/azure/endpoint"
@@ -29,12 +32,16 @@ func startEmulator(t *testing.T, args ...string) (endpoint.Config, func() string
 	go func() { errc <- cmd.ExecuteContext(ctx); pw.Close() }()
 	var cfg endpoint.Config
 	var out strings.Builder
+	var tenant, clientID, secret string
 	sc := bufio.NewScanner(pr)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		out.WriteString(line + "\n")
 		if v, ok := strings.CutPrefix(line, "AZURE_RESOURCE_MANAGER_ENDPOINT="); ok {
 			cfg.ResourceManagerEndpoint = v
+		}
+		if v, ok := strings.CutPrefix(line, "AZURE_AUTHORITY_HOST="); ok {
+			cfg.AuthorityHost = v
 		}
 		if v, ok := strings.CutPrefix(line, "AZURE_CA_FILE="); ok {
 			pem, err := os.ReadFile(v)
@@ -43,10 +50,32 @@ func startEmulator(t *testing.T, args ...string) (endpoint.Config, func() string
 			}
 			cfg.CACertPEM = pem
 		}
-		if v, ok := strings.CutPrefix(line, "AZURE_TOKEN="); ok {
-			cfg.Credential = endpoint.StaticToken(v)
+		if v, ok := strings.CutPrefix(line, "AZURE_TENANT_ID="); ok {
+			tenant = v
+		}
+		if v, ok := strings.CutPrefix(line, "AZURE_CLIENT_ID="); ok {
+			clientID = v
+		}
+		if v, ok := strings.CutPrefix(line, "AZURE_CLIENT_SECRET="); ok {
+			secret = v
 			break
 		}
+	}
+	if secret != "" {
+		// The printed service principal, through Entra ID as a user's
+		// program would authenticate.
+		shared, err := cfg.Shared()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cred, err := azidentity.NewClientSecretCredential(tenant, clientID, secret, &azidentity.ClientSecretCredentialOptions{
+			ClientOptions:            azcore.ClientOptions{Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: cfg.AuthorityHost}, Transport: shared.Transport},
+			DisableInstanceDiscovery: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg = shared
+		cfg.Credential = cred
 	}
 	if cfg.Credential == nil {
 		cancel()

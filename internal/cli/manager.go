@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/winkube/winkube/internal/azure/cloud"
+	"github.com/winkube/winkube/internal/azure/credentials"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/scheme"
@@ -32,7 +33,7 @@ type managerOptions struct {
 	kubeconfig     string
 	armEndpoint    string
 	armCAFile      string
-	armToken       string
+	entraEndpoint  string
 	concurrency    int
 	requeue        time.Duration
 	metricsAddr    string
@@ -65,10 +66,18 @@ func newManagerCommand() *cobra.Command {
 		Long: `Run the AzureCluster and AzureMachine controllers and winkube's admission
 webhooks against a management cluster that already runs Cluster API.
 
-By default they talk to Azure public cloud with the Azure SDK's default
-credential chain (environment, workload identity, managed identity, az CLI).
-With --arm-endpoint they talk to another ARM endpoint, such as the one
-'winkube emulator' prints, using --arm-ca-file and --arm-token.
+Each AzureCluster with spec.identityRef acts as its AzureClusterIdentity
+(a service principal with a secret or a certificate, a workload identity or
+a user-assigned managed identity), restricted to the namespaces the identity
+allows. Only clusters without an identityRef use the manager's own
+credential: the Azure SDK's default chain (AZURE_CLIENT_ID/AZURE_TENANT_ID
+with AZURE_CLIENT_SECRET or AZURE_CLIENT_CERTIFICATE_PATH, workload
+identity, managed identity, az CLI).
+
+By default they talk to Azure public cloud. With --arm-endpoint and
+--entra-endpoint they talk to another ARM endpoint and the Entra ID that
+issues its tokens, such as the ones 'winkube emulator' prints, trusting
+--arm-ca-file.
 
 Prometheus metrics (including winkube_arm_requests_total by kind, method and
 status code) are served on --metrics-bind-address, /healthz and /readyz (ready
@@ -84,8 +93,8 @@ Lease over at once.`,
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster (default: in-cluster or $KUBECONFIG)")
 	f.StringVar(&o.armEndpoint, "arm-endpoint", "", "ARM endpoint such as https://127.0.0.1:8443 (default: Azure public cloud)")
-	f.StringVar(&o.armCAFile, "arm-ca-file", "", "CA certificate to trust for --arm-endpoint")
-	f.StringVar(&o.armToken, "arm-token", os.Getenv("AZURE_TOKEN"), "bearer token for --arm-endpoint (default $AZURE_TOKEN)")
+	f.StringVar(&o.armCAFile, "arm-ca-file", "", "CA certificate to trust for --arm-endpoint and --entra-endpoint")
+	f.StringVar(&o.entraEndpoint, "entra-endpoint", "", "Entra ID authority host issuing tokens for --arm-endpoint, such as https://127.0.0.1:8444")
 	f.IntVar(&o.concurrency, "concurrency", 10, "objects of each kind reconciled at once")
 	f.DurationVar(&o.requeue, "requeue", 5*time.Second, "how soon to look again at an Azure operation under way")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "where to serve Prometheus metrics (0 to disable)")
@@ -106,30 +115,39 @@ Lease over at once.`,
 	return cmd
 }
 
-// cloudFromFlags builds the Azure endpoint configuration from the flags.
-func cloudFromFlags(endpointURL, caFile, token string) (*cloud.Cloud, error) {
-	cfg := endpoint.Config{ResourceManagerEndpoint: endpointURL}
-	if endpointURL == "" {
-		cred, err := azidentity.NewDefaultAzureCredential(nil)
+// cloudFromFlags builds the Azure endpoint configuration and the manager's
+// own credential, which serves only clusters without an identityRef.
+func cloudFromFlags(endpointURL, caFile, entraURL string) (*cloud.Cloud, error) {
+	cfg := endpoint.Config{ResourceManagerEndpoint: endpointURL, AuthorityHost: entraURL}
+	if endpointURL != "" && entraURL == "" {
+		return nil, errors.New("--arm-endpoint needs --entra-endpoint, the Entra ID that issues its tokens (winkube emulator prints both)")
+	}
+	if endpointURL == "" && (entraURL != "" || caFile != "") {
+		return nil, errors.New("--entra-endpoint and --arm-ca-file go with --arm-endpoint")
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("no Azure credential: %w (or use --arm-endpoint for the emulator)", err)
+			return nil, fmt.Errorf("--arm-ca-file: %w", err)
 		}
-		cfg.Credential = cred
-		return cloud.New(cfg), nil
+		cfg.CACertPEM = pem
 	}
-	if caFile == "" || token == "" {
-		return nil, errors.New("--arm-endpoint needs --arm-ca-file and --arm-token (winkube emulator prints both)")
-	}
-	pem, err := os.ReadFile(caFile)
+	shared, err := cfg.Shared()
 	if err != nil {
 		return nil, fmt.Errorf("--arm-ca-file: %w", err)
 	}
-	cfg.CACertPEM = pem
-	cfg.Credential = endpoint.StaticToken(token)
-	if _, err := cfg.ClientOptions(); err != nil {
-		return nil, fmt.Errorf("--arm-ca-file: %w", err)
+	opts := &azidentity.DefaultAzureCredentialOptions{}
+	if endpointURL != "" {
+		opts.Cloud.ActiveDirectoryAuthorityHost = entraURL
+		opts.Transport = shared.Transport
+		opts.DisableInstanceDiscovery = credentials.CustomAuthority(entraURL)
 	}
-	return cloud.New(cfg), nil
+	// Without a credential of its own the manager still serves clusters
+	// that name an identity.
+	if cred, err := azidentity.NewDefaultAzureCredential(opts); err == nil {
+		shared.Credential = cred
+	}
+	return cloud.New(shared), nil
 }
 
 func runManager(cmd *cobra.Command, o *managerOptions) error {
@@ -140,7 +158,7 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 	if err != nil {
 		return err
 	}
-	c, err := cloudFromFlags(o.armEndpoint, o.armCAFile, o.armToken)
+	c, err := cloudFromFlags(o.armEndpoint, o.armCAFile, o.entraEndpoint)
 	if err != nil {
 		return err
 	}
@@ -158,7 +176,7 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Cloud: c, Concurrency: o.concurrency, Requeue: o.requeue}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Cloud: c, FederatedTokenFile: os.Getenv("AZURE_FEDERATED_TOKEN_FILE"), Concurrency: o.concurrency, Requeue: o.requeue}); err != nil {
 		return err
 	}
 	if !o.noWebhooks {

@@ -8,6 +8,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -47,6 +48,8 @@ const APIServerPort = 6443
 type AzureClusterReconciler struct {
 	Client client.Client
 	Cloud  *cloud.Cloud
+	// Identities resolves the cluster's identity to its services.
+	Identities *Identities
 	// Requeue is how soon to look again at an operation under way.
 	Requeue time.Duration
 }
@@ -56,7 +59,8 @@ func (r *AzureClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if r.Requeue == 0 {
 		r.Requeue = 5 * time.Second
 	}
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureCluster{}).WithOptions(opts).Named("azurecluster").Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureCluster{}).
+		Watches(&infrav1.AzureClusterIdentity{}, clustersOfIdentity(mgr.GetClient())).WithOptions(opts).Named("azurecluster").Complete(r)
 }
 
 // Reconcile brings one AzureCluster's Azure resources to its spec.
@@ -91,7 +95,13 @@ func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if cluster != nil {
 		clusterName = cluster.Name
 	}
-	svc, err := r.Cloud.For(ac.Spec.SubscriptionID)
+	svc, err := r.Identities.Services(ctx, ac)
+	if ie := (*identityError)(nil); errors.As(err, &ie) {
+		// Fixing the identity resumes the cluster (a watch); a namespace's
+		// labels are looked at again after a while.
+		setReady(ac, metav1.ConditionFalse, ie.reason, ie.msg)
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, readBlocked(ac, deleting, "Azure credentials", err)
 	}
@@ -340,7 +350,7 @@ func (r *AzureClusterReconciler) azureError(obj interface {
 	SetConditions([]metav1.Condition)
 	GetConditions() []metav1.Condition
 }, what string, err error) (ctrl.Result, error) {
-	setReady(obj, metav1.ConditionFalse, AzureErrorReason, fmt.Sprintf("%s: %v", what, err))
+	setReady(obj, metav1.ConditionFalse, azureReason(err), fmt.Sprintf("%s: %v", what, err))
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 

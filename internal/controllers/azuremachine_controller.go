@@ -44,9 +44,11 @@ const AdminUsername = "capi"
 
 // AzureMachineReconciler provisions the VM of a Machine.
 type AzureMachineReconciler struct {
-	Client  client.Client
-	Cloud   *cloud.Cloud
-	Requeue time.Duration
+	Client client.Client
+	Cloud  *cloud.Cloud
+	// Identities resolves the cluster's identity to its services.
+	Identities *Identities
+	Requeue    time.Duration
 }
 
 // SetupWithManager registers the controller.
@@ -142,7 +144,10 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		setReady(am, metav1.ConditionFalse, WaitingForBootstrapDataReason, "the bootstrap data secret has no key \"value\"")
 		return ctrl.Result{}, nil
 	}
-	svc, err := r.Cloud.For(ac.Spec.SubscriptionID)
+	svc, err := r.Identities.Services(ctx, ac)
+	if ie := (*identityError)(nil); errors.As(err, &ie) {
+		setReady(am, metav1.ConditionFalse, ie.reason, ie.msg)
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -291,7 +296,7 @@ func (r *AzureMachineReconciler) provisioning(am *infrav1.AzureMachine, what str
 }
 
 func (r *AzureMachineReconciler) azureError(am *infrav1.AzureMachine, what string, err error) (ctrl.Result, error) {
-	setReady(am, metav1.ConditionFalse, AzureErrorReason, fmt.Sprintf("%s: %v", what, err))
+	setReady(am, metav1.ConditionFalse, azureReason(err), fmt.Sprintf("%s: %v", what, err))
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 
@@ -464,7 +469,7 @@ func (r *AzureMachineReconciler) reconcileDelete(ctx context.Context, am *infrav
 	if err != nil {
 		return ctrl.Result{}, blocked(am, "the recorded resources", err)
 	}
-	svc, err := r.Cloud.For(sub)
+	svc, err := r.Identities.ServicesFor(ctx, am, sub)
 	if err != nil {
 		return ctrl.Result{}, blocked(am, "the recorded resources (Azure credentials)", err)
 	}

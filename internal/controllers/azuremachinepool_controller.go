@@ -41,9 +41,11 @@ type AzureMachinePoolReconciler struct {
 	Client client.Client
 	// Reader reads the pool's instance objects live: a cached list that
 	// lags a deletion would choose the same instance's replacement too.
-	Reader  client.Reader
-	Cloud   *cloud.Cloud
-	Requeue time.Duration
+	Reader client.Reader
+	Cloud  *cloud.Cloud
+	// Identities resolves the cluster's identity to its services.
+	Identities *Identities
+	Requeue    time.Duration
 }
 
 // SetupWithManager registers the controller.
@@ -112,7 +114,7 @@ func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		}
 	}
 	if pc.ac.Name != "" {
-		if pc.svc, err = r.Cloud.For(pc.ac.Spec.SubscriptionID); err != nil {
+		if pc.svc, err = r.Identities.Services(ctx, pc.ac); err != nil {
 			return ctrl.Result{}, err
 		}
 		pc.names, err = namesOf(pc.ac, cluster.Name)
@@ -411,7 +413,7 @@ func (r *AzureMachinePoolReconciler) deleteInstanceMachine(ctx context.Context, 
 }
 
 func (r *AzureMachinePoolReconciler) azureError(amp *infrav1.AzureMachinePool, what string, err error) (ctrl.Result, error) {
-	setReady(amp, metav1.ConditionFalse, AzureErrorReason, fmt.Sprintf("%s: %v", what, err))
+	setReady(amp, metav1.ConditionFalse, azureReason(err), fmt.Sprintf("%s: %v", what, err))
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 
@@ -430,7 +432,7 @@ func (r *AzureMachinePoolReconciler) reconcileDelete(ctx context.Context, pc *po
 		if err != nil {
 			return ctrl.Result{}, blocked(amp, "the recorded resources", err)
 		}
-		svc, err := r.Cloud.For(sub)
+		svc, err := r.Identities.ServicesFor(ctx, amp, sub)
 		if err != nil {
 			return ctrl.Result{}, blocked(amp, "the recorded resources (Azure credentials)", err)
 		}

@@ -24,9 +24,11 @@ import (
 // AzureMachinePoolMachineReconciler mirrors one scale-set instance into its
 // AzureMachinePoolMachine and deletes the instance when the object goes.
 type AzureMachinePoolMachineReconciler struct {
-	Client  client.Client
-	Cloud   *cloud.Cloud
-	Requeue time.Duration
+	Client client.Client
+	Cloud  *cloud.Cloud
+	// Identities resolves the cluster's identity to its services.
+	Identities *Identities
+	Requeue    time.Duration
 }
 
 // SetupWithManager registers the controller.
@@ -71,7 +73,7 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, ac); err != nil {
 			return ctrl.Result{}, readBlocked(m, false, "the AzureCluster", err)
 		}
-		if svc, err = r.Cloud.For(ac.Spec.SubscriptionID); err != nil {
+		if svc, err = r.Identities.Services(ctx, ac); err != nil {
 			return ctrl.Result{}, err
 		}
 		n, _ = namesOf(ac, cluster.Name)
@@ -133,7 +135,7 @@ func (r *AzureMachinePoolMachineReconciler) reconcileDelete(ctx context.Context,
 		return ctrl.Result{}, blocked(m, "instance "+m.Spec.ProviderID, fmt.Errorf("the provider ID is not a scale-set instance's ARM ID: %v", err))
 	}
 	rg, set, instance := id.ResourceGroupName, id.Parent.Name, id.Name
-	svc, err := r.Cloud.For(id.SubscriptionID)
+	svc, err := r.Identities.ServicesFor(ctx, m, id.SubscriptionID)
 	if err != nil {
 		return ctrl.Result{}, blocked(m, "instance "+instance+" (Azure credentials)", err)
 	}

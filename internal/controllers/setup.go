@@ -13,6 +13,9 @@ import (
 // Options configure winkube's controllers.
 type Options struct {
 	Cloud *cloud.Cloud
+	// FederatedTokenFile is the manager's service-account token for
+	// WorkloadIdentity identities (AZURE_FEDERATED_TOKEN_FILE).
+	FederatedTokenFile string
 	// Concurrency is the number of objects of each kind reconciled at once.
 	Concurrency int
 	// Requeue is how soon an operation under way is looked at again.
@@ -32,16 +35,17 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	// the lock that Done needs): a manager stopped mid-work then hangs for its
 	// whole grace period. The plain rate-limited queue stops cleanly.
 	opts := controller.Options{MaxConcurrentReconciles: o.Concurrency, SkipNameValidation: &o.SkipNameValidation, UsePriorityQueue: ptr.To(false)}
-	if err := (&AzureClusterReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
+	ids := &Identities{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, FederatedTokenFile: o.FederatedTokenFile}
+	if err := (&AzureClusterReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&AzureMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&AzureMachinePoolReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureMachinePoolReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	for _, kind := range []string{"AzureMachineTemplate", "AzureMachinePool", "AzureMachine"} {

@@ -66,6 +66,7 @@ func validateClusterSpec(s *infrav1.AzureClusterSpec, p *field.Path) field.Error
 	if s.ResourceGroup != "" && !resourceGroupRE.MatchString(s.ResourceGroup) {
 		errs = append(errs, field.Invalid(p.Child("resourceGroup"), s.ResourceGroup, "a resource group name is 1 to 90 letters, digits, '.', '_', '-' or '(' ')', and must not end with '.'"))
 	}
+	errs = append(errs, validateClusterIdentity(s, p)...)
 	return append(errs, validateNetwork(&s.NetworkSpec, p.Child("networkSpec"))...)
 }
 

@@ -16,6 +16,10 @@ func SetupWithManager(mgr ctrl.Manager) error {
 		WithDefaulter(&AzureCluster{Reader: r}).WithValidator(&AzureCluster{Reader: r}).Complete(); err != nil {
 		return err
 	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureClusterIdentity{}).
+		WithValidator(AzureClusterIdentity{}).Complete(); err != nil {
+		return err
+	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureClusterTemplate{}).
 		WithValidator(AzureClusterTemplate{}).Complete(); err != nil {
 		return err

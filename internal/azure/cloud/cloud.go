@@ -1,10 +1,13 @@
-// Package cloud builds, once per subscription, the Azure services the
-// controllers use, all from one endpoint configuration.
+// Package cloud builds, once per identity and subscription, the Azure
+// services the controllers use.
 package cloud
 
 import (
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/winkube/winkube/internal/azure/disks"
 	"github.com/winkube/winkube/internal/azure/endpoint"
@@ -45,30 +48,93 @@ type Services struct {
 	Images       *images.Resolver
 }
 
-// Cloud hands out Services by subscription.
+// Cloud hands out Services by identity and subscription.
 type Cloud struct {
+	// Endpoint is the default cloud and the process's own credential
+	// (Credential nil: the process has none, every cluster needs an
+	// identity).
 	Endpoint endpoint.Config
 
-	mu   sync.Mutex
-	subs map[string]*Services
+	mu     sync.Mutex
+	shared *endpoint.Config
+	subs   map[string]versioned
+}
+
+type versioned struct {
+	version string
+	s       *Services
+}
+
+// Identity is who services act as.
+type Identity struct {
+	// Key names the identity; Version changes whenever its credential (or
+	// its cloud) was rebuilt, which replaces the services made with the
+	// old one.
+	Key, Version string
+	Credential   azcore.TokenCredential
+	// Cloud overrides the endpoint's cloud (a cluster's azureEnvironment).
+	Cloud *endpoint.Config
 }
 
 // New returns a Cloud for an endpoint.
 func New(cfg endpoint.Config) *Cloud {
-	return &Cloud{Endpoint: cfg, subs: map[string]*Services{}}
+	return &Cloud{Endpoint: cfg, subs: map[string]versioned{}}
 }
 
-// For returns the services of a subscription.
-func (c *Cloud) For(subscription string) (*Services, error) {
+// Shared is the endpoint with its transport built once: every client, and
+// every identity's credential, shares one connection pool.
+func (c *Cloud) Shared() (endpoint.Config, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s, ok := c.subs[subscription]; ok {
-		return s, nil
+	return c.sharedLocked()
+}
+
+func (c *Cloud) sharedLocked() (endpoint.Config, error) {
+	if c.shared != nil {
+		return *c.shared, nil
 	}
-	// All of a subscription's clients share one transport.
 	cfg, err := c.Endpoint.Shared()
 	if err != nil {
+		return cfg, err
+	}
+	c.shared = &cfg
+	return cfg, nil
+}
+
+// ErrNoCredential is returned for a cluster without an identity when the
+// process has no credential of its own.
+var ErrNoCredential = errors.New("the manager has no Azure credential of its own: give the AzureCluster an identityRef to an AzureClusterIdentity")
+
+// For returns the services of a subscription acting as the process's own
+// credential.
+func (c *Cloud) For(subscription string) (*Services, error) {
+	return c.ForIdentity(nil, subscription)
+}
+
+// ForIdentity returns the services of a subscription acting as an
+// identity; nil is the process's own credential.
+func (c *Cloud) ForIdentity(id *Identity, subscription string) (*Services, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key, version := "|"+subscription, ""
+	if id != nil {
+		key, version = id.Key+"|"+subscription, id.Version
+	}
+	if v, ok := c.subs[key]; ok && v.version == version {
+		return v.s, nil
+	}
+	cfg, err := c.sharedLocked()
+	if err != nil {
 		return nil, err
+	}
+	if id != nil {
+		if id.Cloud != nil {
+			cfg = *id.Cloud
+		}
+		cfg.Credential = id.Credential
+	}
+	if cfg.Credential == nil {
+		return nil, ErrNoCredential
 	}
 	s := &Services{Subscription: subscription}
 	set := func(f func() error) {
@@ -98,6 +164,6 @@ func (c *Cloud) For(subscription string) (*Services, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.subs[subscription] = s
+	c.subs[key] = versioned{version: version, s: s}
 	return s, nil
 }

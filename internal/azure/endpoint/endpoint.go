@@ -1,8 +1,9 @@
 // Package endpoint says where the Azure SDK clients send their requests and
-// how they authenticate: Azure public cloud by default, or another ARM
-// endpoint (winkube's emulator) with its own CA and a static token. Every
-// service package builds its SDK clients from a Config, so the code that runs
-// against the emulator is the code that runs against Azure.
+// how they authenticate: Azure public cloud by default, a named sovereign
+// cloud, or another ARM endpoint and Entra ID (winkube's emulator) with
+// their own CA. Every service package builds its SDK clients from a Config,
+// so the code that runs against the emulator is the code that runs against
+// Azure.
 package endpoint
 
 import (
@@ -22,8 +23,14 @@ import (
 // Config is an ARM endpoint and the credential for it.
 type Config struct {
 	// ResourceManagerEndpoint such as https://127.0.0.1:8443; empty means
-	// Azure public cloud.
+	// Azure public cloud (or Cloud when set).
 	ResourceManagerEndpoint string
+	// AuthorityHost is the Entra ID that issues tokens for
+	// ResourceManagerEndpoint, such as https://127.0.0.1:8444.
+	AuthorityHost string
+	// Cloud, when set, is a named Azure cloud (see NamedCloud) and wins
+	// over ResourceManagerEndpoint.
+	Cloud *cloud.Configuration
 	// CACertPEM, when set, is the only CA the clients trust (the emulator's).
 	CACertPEM []byte
 	// Credential authenticates requests.
@@ -38,9 +45,15 @@ type Config struct {
 func (c Config) ClientOptions() (*arm.ClientOptions, error) {
 	opts := &arm.ClientOptions{}
 	opts.PerRetryPolicies = []policy.Policy{countingPolicy{}}
-	if c.ResourceManagerEndpoint != "" {
+	if c.Cloud != nil {
+		opts.Cloud = *c.Cloud
+	} else if c.ResourceManagerEndpoint != "" {
+		authority := c.AuthorityHost
+		if authority == "" {
+			authority = c.ResourceManagerEndpoint
+		}
 		opts.Cloud = cloud.Configuration{
-			ActiveDirectoryAuthorityHost: c.ResourceManagerEndpoint,
+			ActiveDirectoryAuthorityHost: authority,
 			Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
 				cloud.ResourceManager: {Endpoint: c.ResourceManagerEndpoint, Audience: c.ResourceManagerEndpoint},
 			},
@@ -70,13 +83,40 @@ func (c Config) ClientOptions() (*arm.ClientOptions, error) {
 	return opts, nil
 }
 
-// StaticToken is a credential that always presents the same bearer token;
-// the emulator accepts exactly one.
+// StaticToken is a credential that always presents the same bearer token.
+// Only tests use it, with an emulator started without an Entra ID; the
+// product authenticates through Entra ID (package credentials).
 type StaticToken string
 
 // GetToken returns the token, valid for a day.
 func (t StaticToken) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
 	return azcore.AccessToken{Token: string(t), ExpiresOn: time.Now().Add(24 * time.Hour)}, nil
+}
+
+// NamedCloud is the configuration of a named Azure cloud.
+func NamedCloud(name string) (cloud.Configuration, bool) {
+	switch name {
+	case "AzurePublicCloud":
+		return cloud.AzurePublic, true
+	case "AzureUSGovernmentCloud":
+		return cloud.AzureGovernment, true
+	case "AzureChinaCloud":
+		return cloud.AzureChina, true
+	}
+	return cloud.Configuration{}, false
+}
+
+// Authority is the Entra ID endpoint of the configuration.
+func (c Config) Authority() string {
+	switch {
+	case c.Cloud != nil:
+		return c.Cloud.ActiveDirectoryAuthorityHost
+	case c.AuthorityHost != "":
+		return c.AuthorityHost
+	case c.ResourceManagerEndpoint != "":
+		return c.ResourceManagerEndpoint
+	}
+	return cloud.AzurePublic.ActiveDirectoryAuthorityHost
 }
 
 // NewClient builds an SDK client of any kind for the endpoint, from the

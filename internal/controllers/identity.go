@@ -1,0 +1,310 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/cloud"
+	"github.com/winkube/winkube/internal/azure/credentials"
+	"github.com/winkube/winkube/internal/azure/endpoint"
+)
+
+// +kubebuilder:rbac:groups=infrastructure.winkube.dev,resources=azureclusteridentities,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
+// Reasons of a cluster whose identity cannot be used.
+const (
+	IdentityNotFoundReason       = "IdentityNotFound"
+	NamespaceNotAllowedReason    = "NamespaceNotAllowedByIdentity"
+	IdentitySecretNotFoundReason = "IdentitySecretNotFound"
+	InvalidIdentityReason        = "InvalidIdentity"
+	// IdentityAuthenticationFailedReason: Entra ID refused the identity's
+	// credential (a wrong or expired secret, an unknown client).
+	IdentityAuthenticationFailedReason = "IdentityAuthenticationFailed"
+)
+
+// identityError says why a cluster's identity cannot be used; no token is
+// asked for until it is fixed.
+type identityError struct{ reason, msg string }
+
+func (e *identityError) Error() string { return e.msg }
+
+// Identities resolves a cluster's AzureClusterIdentity to the Azure
+// services acting as it. Each identity has one credential, kept until the
+// identity, its Secret (by resourceVersion) or its cloud changes; the
+// process's own credential serves only clusters without an identityRef.
+type Identities struct {
+	// Client reads identities and namespaces (from the cache).
+	Client client.Client
+	// Reader reads Secrets from the API server, so that the manager does
+	// not cache every Secret of the cluster.
+	Reader client.Reader
+	Cloud  *cloud.Cloud
+	// FederatedTokenFile is the manager's projected service-account token
+	// for WorkloadIdentity identities (AZURE_FEDERATED_TOKEN_FILE).
+	FederatedTokenFile string
+
+	mu    sync.Mutex
+	creds map[types.NamespacedName]cachedCredential
+}
+
+type cachedCredential struct {
+	version string
+	cred    azcore.TokenCredential
+}
+
+// Services returns the services of the cluster's subscription acting as
+// its identity.
+func (i *Identities) Services(ctx context.Context, ac *infrav1.AzureCluster) (*cloud.Services, error) {
+	ref := ac.Spec.IdentityRef
+	if ref == nil {
+		if ac.Spec.AzureEnvironment != nil {
+			return nil, &identityError{InvalidIdentityReason, "spec.azureEnvironment needs spec.identityRef: the manager's own credential belongs to the manager's cloud"}
+		}
+		s, err := i.Cloud.For(ac.Spec.SubscriptionID)
+		if errors.Is(err, cloud.ErrNoCredential) {
+			return nil, &identityError{InvalidIdentityReason, err.Error()}
+		}
+		return s, err
+	}
+	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
+	if key.Namespace == "" {
+		key.Namespace = ac.Namespace
+	}
+	id := &infrav1.AzureClusterIdentity{}
+	if err := i.Client.Get(ctx, key, id); apierrors.IsNotFound(err) {
+		return nil, &identityError{IdentityNotFoundReason, fmt.Sprintf("AzureClusterIdentity %s does not exist: create it or fix spec.identityRef", key)}
+	} else if err != nil {
+		return nil, err
+	}
+	allowed, err := i.namespaceAllowed(ctx, id.Spec.AllowedNamespaces, ac.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if !allowed {
+		return nil, &identityError{NamespaceNotAllowedReason, fmt.Sprintf("AzureClusterIdentity %s does not allow clusters of namespace %q: add it to the identity's spec.allowedNamespaces.list or label it to match spec.allowedNamespaces.selector", key, ac.Namespace)}
+	}
+	env, envKey, err := i.environment(ac.Spec.AzureEnvironment)
+	if err != nil {
+		return nil, err
+	}
+	shared, err := i.Cloud.Shared()
+	if err != nil {
+		return nil, err
+	}
+	spec := credentials.Spec{TenantID: id.Spec.TenantID, ClientID: id.Spec.ClientID, AuthorityHost: shared.Authority(), Transport: shared.Transport}
+	if env != nil {
+		spec.AuthorityHost, spec.Transport = env.Authority(), env.Transport
+	}
+	version := id.ResourceVersion + "|" + envKey
+	switch id.Spec.Type {
+	case infrav1.ServicePrincipal, infrav1.ServicePrincipalCertificate:
+		secret, err := i.secret(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		version += "|" + secret.ResourceVersion
+		if id.Spec.Type == infrav1.ServicePrincipal {
+			spec.Kind, spec.Secret = credentials.ClientSecret, string(secret.Data[infrav1.ClientSecretKey])
+			if spec.Secret == "" {
+				return nil, &identityError{InvalidIdentityReason, fmt.Sprintf("Secret %s/%s of AzureClusterIdentity %s has no key %q", secret.Namespace, secret.Name, key, infrav1.ClientSecretKey)}
+			}
+		} else {
+			spec.Kind, spec.CertificatePEM, spec.CertificatePassword = credentials.ClientCertificate, secret.Data[infrav1.ClientCertificateKey], secret.Data[infrav1.CertificatePasswordKey]
+		}
+	case infrav1.WorkloadIdentity:
+		spec.Kind, spec.TokenFile = credentials.WorkloadIdentity, i.FederatedTokenFile
+		if spec.TokenFile == "" {
+			return nil, &identityError{InvalidIdentityReason, fmt.Sprintf("AzureClusterIdentity %s is a WorkloadIdentity but the manager has no service-account token file: run it with AZURE_FEDERATED_TOKEN_FILE (the workload identity webhook sets it)", key)}
+		}
+	case infrav1.UserAssignedMSI:
+		spec.Kind = credentials.ManagedIdentity
+	default:
+		return nil, &identityError{InvalidIdentityReason, fmt.Sprintf("AzureClusterIdentity %s has unknown type %q", key, id.Spec.Type)}
+	}
+	cred, err := i.credential(key, version, spec)
+	if err != nil {
+		return nil, &identityError{InvalidIdentityReason, fmt.Sprintf("AzureClusterIdentity %s: %v", key, err)}
+	}
+	return i.Cloud.ForIdentity(&cloud.Identity{Key: "identity/" + key.String(), Version: version, Credential: cred, Cloud: env}, ac.Spec.SubscriptionID)
+}
+
+// ServicesFor returns the services of a subscription an object recorded
+// (deletion works from what was recorded), acting as the identity of the
+// object's cluster; the process's own credential when the cluster's
+// AzureCluster is gone.
+func (i *Identities) ServicesFor(ctx context.Context, obj client.Object, subscription string) (*cloud.Services, error) {
+	if name := obj.GetLabels()[clusterv1.ClusterNameLabel]; name != "" {
+		cluster := &clusterv1.Cluster{}
+		if err := i.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, cluster); err == nil {
+			ac := &infrav1.AzureCluster{}
+			if err := i.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: cluster.Spec.InfrastructureRef.Name}, ac); err == nil {
+				ac = ac.DeepCopy()
+				ac.Spec.SubscriptionID = subscription
+				return i.Services(ctx, ac)
+			} else if !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+		} else if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	return i.Cloud.For(subscription)
+}
+
+func (i *Identities) credential(key types.NamespacedName, version string, spec credentials.Spec) (azcore.TokenCredential, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if c, ok := i.creds[key]; ok && c.version == version {
+		return c.cred, nil
+	}
+	cred, err := credentials.New(spec)
+	if err != nil {
+		return nil, err
+	}
+	if i.creds == nil {
+		i.creds = map[types.NamespacedName]cachedCredential{}
+	}
+	i.creds[key] = cachedCredential{version: version, cred: cred}
+	return cred, nil
+}
+
+// secret reads an identity's Secret, which must live in the identity's
+// namespace: an identity must not hand its clusters another namespace's
+// Secrets.
+func (i *Identities) secret(ctx context.Context, id *infrav1.AzureClusterIdentity) (*corev1.Secret, error) {
+	ref := id.Spec.ClientSecret
+	ns := ref.Namespace
+	if ns == "" {
+		ns = id.Namespace
+	}
+	if ns != id.Namespace {
+		return nil, &identityError{InvalidIdentityReason, fmt.Sprintf("AzureClusterIdentity %s/%s references a Secret in namespace %q: it must be in the identity's namespace", id.Namespace, id.Name, ns)}
+	}
+	if ref.Name == "" {
+		return nil, &identityError{InvalidIdentityReason, fmt.Sprintf("AzureClusterIdentity %s/%s of type %s needs spec.clientSecret", id.Namespace, id.Name, id.Spec.Type)}
+	}
+	s := &corev1.Secret{}
+	if err := i.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, s); apierrors.IsNotFound(err) {
+		return nil, &identityError{IdentitySecretNotFoundReason, fmt.Sprintf("Secret %s/%s of AzureClusterIdentity %s/%s does not exist", ns, ref.Name, id.Namespace, id.Name)}
+	} else if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// namespaceAllowed follows CAPZ: nil allows no namespace, {} every
+// namespace; otherwise the namespace is listed or matches the selector (an
+// empty selector matches none).
+func (i *Identities) namespaceAllowed(ctx context.Context, a *infrav1.AllowedNamespaces, namespace string) (bool, error) {
+	if a == nil {
+		return false, nil
+	}
+	if reflect.DeepEqual(*a, infrav1.AllowedNamespaces{}) {
+		return true, nil
+	}
+	for _, n := range a.NamespaceList {
+		if n == namespace {
+			return true, nil
+		}
+	}
+	if a.Selector == nil {
+		return false, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(a.Selector)
+	if err != nil || sel.Empty() {
+		return false, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := i.Client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return sel.Matches(labelSet(ns.Labels)), nil
+}
+
+type labelSet map[string]string
+
+func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
+func (l labelSet) Get(k string) string            { return l[k] }
+func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }
+
+// environment is the cluster's cloud; nil means the manager's.
+func (i *Identities) environment(env *infrav1.AzureEnvironment) (*endpoint.Config, string, error) {
+	if env == nil {
+		return nil, "", nil
+	}
+	shared, err := i.Cloud.Shared()
+	if err != nil {
+		return nil, "", err
+	}
+	if c, ok := endpoint.NamedCloud(string(env.Name)); ok {
+		return &endpoint.Config{Cloud: &c, Retry: shared.Retry}, string(env.Name), nil
+	}
+	if env.Name != infrav1.AzureCustomCloud || env.ResourceManagerEndpoint == "" || env.ActiveDirectoryAuthorityHost == "" {
+		return nil, "", &identityError{InvalidConfigurationReason, "spec.azureEnvironment: a Custom cloud needs resourceManagerEndpoint and activeDirectoryAuthorityHost"}
+	}
+	// A custom cloud is reached with the manager's transport (its CA).
+	return &endpoint.Config{ResourceManagerEndpoint: env.ResourceManagerEndpoint, AuthorityHost: env.ActiveDirectoryAuthorityHost,
+		CACertPEM: shared.CACertPEM, Transport: shared.Transport, Retry: shared.Retry}, "Custom|" + env.ResourceManagerEndpoint + "|" + env.ActiveDirectoryAuthorityHost, nil
+}
+
+// azureReason is the condition reason of a failed Azure call: Azure's own
+// code for authentication and authorization failures, which the user
+// fixes outside winkube (a role assignment, a secret), else AzureError.
+func azureReason(err error) string {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		switch re.ErrorCode {
+		case "AuthorizationFailed", "AuthenticationFailed", "InvalidAuthenticationToken", "ExpiredAuthenticationToken",
+			"InvalidAuthenticationTokenAudience", "InvalidAuthenticationTokenTenant", "LinkedAuthorizationFailed":
+			return re.ErrorCode
+		}
+	}
+	var af *azidentity.AuthenticationFailedError
+	if errors.As(err, &af) {
+		return IdentityAuthenticationFailedReason
+	}
+	return AzureErrorReason
+}
+
+// clustersOfIdentity maps an AzureClusterIdentity to the AzureClusters
+// that reference it, so that fixing an identity resumes them.
+func clustersOfIdentity(c client.Client) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		list := &infrav1.AzureClusterList{}
+		if err := c.List(ctx, list); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, ac := range list.Items {
+			ref := ac.Spec.IdentityRef
+			if ref == nil || ref.Name != obj.GetName() {
+				continue
+			}
+			ns := ref.Namespace
+			if ns == "" {
+				ns = ac.Namespace
+			}
+			if ns == obj.GetNamespace() {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ac)})
+			}
+		}
+		return out
+	})
+}
