@@ -12,7 +12,9 @@ import (
 
 // ServerCertificate issues a TLS certificate for host from the emulator's
 // CA, so that its Entra ID is trusted by the same clients.
-func (s *Server) ServerCertificate(host string) (tls.Certificate, error) { return s.ca.serverCert(host) }
+func (s *Server) ServerCertificate(host string) (tls.Certificate, error) {
+	return s.ca.serverCert(host)
+}
 
 // caller is who a request acts as.
 type caller struct {

@@ -21,6 +21,7 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/emulator/entra"
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/testenv"
@@ -54,7 +55,11 @@ func TestManagerCommandProvisionsAgainstTheEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer env.Stop()
-	emu, err := arm.New(arm.Options{Token: "e2e", PollInterval: 10 * time.Millisecond})
+	dir, err := entra.New(entra.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu, err := arm.New(arm.Options{Directory: dir, PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +67,30 @@ func TestManagerCommandProvisionsAgainstTheEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer emu.Close()
-	dir := t.TempDir()
-	kubeconfig, caFile := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "ca.pem")
+	cert, err := emu.ServerCertificate("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, err := entra.Serve(dir, "127.0.0.1:0", cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer login.Close()
+	// The manager's own credential (the cluster has no identityRef): a
+	// service principal from the environment, as DefaultAzureCredential
+	// reads it.
+	sp, secret, err := dir.CreateServicePrincipal("00000000-0000-4000-8000-0000000000e2", "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.AssignRole(sp.ObjectID, "Contributor", "/subscriptions/00000000-0000-0000-0000-0000000000e2"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AZURE_TENANT_ID", sp.TenantID)
+	t.Setenv("AZURE_CLIENT_ID", sp.ClientID)
+	t.Setenv("AZURE_CLIENT_SECRET", secret)
+	tmp := t.TempDir()
+	kubeconfig, caFile := filepath.Join(tmp, "kubeconfig"), filepath.Join(tmp, "ca.pem")
 	if err := os.WriteFile(kubeconfig, env.Environment.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +104,7 @@ func TestManagerCommandProvisionsAgainstTheEmulator(t *testing.T) {
 	cmd := NewRootCommand()
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(io.Discard)
-	cmd.SetArgs([]string{"manager", "--kubeconfig", kubeconfig, "--arm-endpoint", emu.URL(), "--arm-ca-file", caFile, "--arm-token", "e2e",
+	cmd.SetArgs([]string{"manager", "--kubeconfig", kubeconfig, "--arm-endpoint", emu.URL(), "--arm-ca-file", caFile, "--entra-endpoint", login.URL(),
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort), "--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(freePort(t)),
 		"--webhook-port", strconv.Itoa(wio.LocalServingPort), "--webhook-cert-dir", wio.LocalServingCertDir, "--requeue", "100ms"})
 	done := make(chan error, 1)

@@ -8,14 +8,17 @@ import (
 )
 
 func TestManagerRefusesIncompleteEmulatorFlags(t *testing.T) {
-	if _, err := run(t, "manager", "--arm-endpoint", "https://127.0.0.1:8443"); err == nil || !strings.Contains(err.Error(), "--arm-ca-file and --arm-token") {
-		t.Fatalf("an endpoint without CA and token: %v", err)
+	if _, err := run(t, "manager", "--arm-endpoint", "https://127.0.0.1:8443"); err == nil || !strings.Contains(err.Error(), "needs --entra-endpoint") {
+		t.Fatalf("an endpoint without its Entra ID: %v", err)
+	}
+	if _, err := run(t, "manager", "--arm-token", "x"); err == nil || !strings.Contains(err.Error(), "unknown flag") {
+		t.Fatalf("the static token is gone from the product, yet: %v", err)
 	}
 	notPEM := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := run(t, "manager", "--arm-endpoint", "https://127.0.0.1:8443", "--arm-ca-file", notPEM, "--arm-token", "x"); err == nil || !strings.Contains(err.Error(), "not PEM") {
+	if _, err := run(t, "manager", "--arm-endpoint", "https://127.0.0.1:8443", "--arm-ca-file", notPEM, "--entra-endpoint", "https://127.0.0.1:8444"); err == nil || !strings.Contains(err.Error(), "not PEM") {
 		t.Fatalf("a CA file that is not PEM: %v", err)
 	}
 	if _, err := run(t, "manager", "--concurrency", "0"); err == nil || !strings.Contains(err.Error(), "at least 1") {

@@ -126,6 +126,9 @@ func (b *builder) build() []client.Object {
 		ObjectMeta: b.meta(name),
 		Spec:       infrav1.AzureClusterSpec{SubscriptionID: o.SubscriptionID, Location: o.Location, ResourceGroup: name},
 	}
+	if o.IdentityName != "" {
+		azureCluster.Spec.IdentityRef = &infrav1.IdentityReference{Name: o.IdentityName}
+	}
 	objs := []client.Object{cluster, azureCluster}
 	objs = append(objs, b.controlPlane()...)
 	if o.LinuxNodes > 0 || !b.windows {

@@ -52,6 +52,9 @@ type Options struct {
 	// WindowsTaint adds os=windows:NoSchedule to Windows nodes; the Windows
 	// add-ons tolerate it.
 	WindowsTaint bool
+	// IdentityName, when set, is the AzureClusterIdentity (in the
+	// cluster's namespace) the AzureCluster acts as.
+	IdentityName string
 
 	// versionIsVariable: the version is a clusterctl template's variable,
 	// not a release to check.

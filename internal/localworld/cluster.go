@@ -37,6 +37,9 @@ func (w *World) CreateCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := w.createIdentity(ctx); err != nil {
+		return err
+	}
 	created := 0
 	for _, obj := range objs {
 		err := w.Client.Create(ctx, obj)
@@ -62,7 +65,7 @@ func (o Options) ClusterOptions(sshPublicKey string) flavors.Options {
 	return flavors.Options{
 		ClusterName: o.Name, Namespace: namespace, KubernetesVersion: o.KubernetesVersion, WindowsVersion: o.WindowsVersion,
 		ControlPlaneNodes: o.ControlPlaneNodes, LinuxNodes: o.LinuxNodes, WindowsNodes: o.WindowsNodes,
-		Location: "westeurope", SubscriptionID: Subscription, SSHPublicKey: sshPublicKey,
+		Location: "westeurope", SubscriptionID: Subscription, SSHPublicKey: sshPublicKey, IdentityName: identityName(o.Name),
 	}
 }
 

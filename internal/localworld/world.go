@@ -33,6 +33,7 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/config"
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/emulator/entra"
 	"github.com/winkube/winkube/emulator/machines"
 	"github.com/winkube/winkube/emulator/machines/cloud"
 	"github.com/winkube/winkube/emulator/machines/hostnet"
@@ -90,11 +91,17 @@ type World struct {
 	admissionDone chan struct{}
 	net           *hostnet.Network
 	emu           *arm.Server
-	rt            *machines.Runtime
-	block         *hostnet.Block
-	lock          *os.File
-	cancel        context.CancelFunc
-	mgrDone       chan error
+	// dir is the world's Entra ID, login its endpoint; the clusters act
+	// as the service principal sp.
+	dir      *entra.Directory
+	login    *entra.Server
+	sp       entra.Principal
+	spSecret string
+	rt       *machines.Runtime
+	block    *hostnet.Block
+	lock     *os.File
+	cancel   context.CancelFunc
+	mgrDone  chan error
 }
 
 func (o *Options) progress(format string, args ...any) {
@@ -194,7 +201,9 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := w.net.Load(filepath.Join(o.StateDir, hostnetState)); err != nil {
 		return err
 	}
-	token := randomToken()
+	if err := w.startDirectory(); err != nil {
+		return err
+	}
 	var armCfg endpoint.Config
 	w.rt, err = machines.New(machines.Options{
 		Bin: o.Bin, Dir: filepath.Join(o.StateDir, "machines"), Network: w.net, Images: w.reg,
@@ -205,15 +214,27 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if w.emu, err = arm.New(arm.Options{Token: token, PollInterval: 200 * time.Millisecond, Runtime: w.rt, PublicIPPool: w.block.Public,
+	if w.emu, err = arm.New(arm.Options{Directory: w.dir, PollInterval: 200 * time.Millisecond, Runtime: w.rt, PublicIPPool: w.block.Public,
 		BootDelayLinux: 500 * time.Millisecond, BootDelayWindows: 2 * time.Second}); err != nil {
 		return err
 	}
 	if err := w.emu.Start("127.0.0.1:0"); err != nil {
 		return err
 	}
-	armCfg = endpoint.Config{ResourceManagerEndpoint: w.emu.URL(), CACertPEM: w.emu.CACertPEM(), Credential: endpoint.StaticToken(token),
-		Retry: &policy.RetryOptions{MaxRetries: 10, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 10 * time.Second}}
+	if err := w.serveDirectory(); err != nil {
+		return err
+	}
+	// The controllers have no credential of their own: every cluster acts
+	// as its AzureClusterIdentity.
+	mgmtCfg, err := endpoint.Config{ResourceManagerEndpoint: w.emu.URL(), AuthorityHost: w.login.URL(), CACertPEM: w.emu.CACertPEM(),
+		Retry: &policy.RetryOptions{MaxRetries: 10, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 10 * time.Second}}.Shared()
+	if err != nil {
+		return err
+	}
+	armCfg = mgmtCfg
+	if armCfg.Credential, err = w.servicePrincipalCredential(mgmtCfg); err != nil {
+		return err
+	}
 	if _, err := os.Stat(filepath.Join(o.StateDir, emulatorState)); err == nil {
 		// A world stopped earlier: its resources come back and its
 		// machines boot again from their disks.
@@ -237,7 +258,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := setupClusterAPI(mctx, mgr); err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(armCfg), Concurrency: 4, Requeue: time.Second, SkipNameValidation: true, TenantID: Tenant}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(mgmtCfg), Concurrency: 4, Requeue: time.Second, SkipNameValidation: true, TenantID: Tenant}); err != nil {
 		return err
 	}
 	if err := webhooks.SetupWithManager(mgr); err != nil {
@@ -296,6 +317,12 @@ func (w *World) Stop() {
 		}
 		_ = w.emu.Close()
 	}
+	if w.login != nil {
+		_ = w.login.Close()
+	}
+	if err := w.saveDirectory(); err != nil {
+		w.opts.Log.Error(err, "saving the Entra ID's state")
+	}
 	if w.net != nil {
 		_ = w.net.Save(filepath.Join(w.opts.StateDir, hostnetState))
 		w.net.Close()
@@ -342,12 +369,6 @@ func (w *World) Emulator() *arm.Server { return w.emu }
 
 // Runtime is the machine runtime.
 func (w *World) Runtime() *machines.Runtime { return w.rt }
-
-func randomToken() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return fmt.Sprintf("%x", b)
-}
 
 // sshKey returns the cluster's SSH public key, made once per state dir.
 func sshKey(dir string) (string, error) {
