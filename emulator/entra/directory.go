@@ -114,6 +114,8 @@ type Directory struct {
 	assignments []RoleAssignment
 	issuers     map[string]*jwks // by issuer URL
 	perClient   map[string]int64
+	failures    map[string]int64
+	issued      map[string][]string
 
 	tokenRequests atomic.Int64
 }
@@ -140,6 +142,7 @@ func New(opts Options) (*Directory, error) {
 	return &Directory{
 		opts: opts, key: key, kid: kid,
 		principals: map[string]*Principal{}, issuers: map[string]*jwks{}, perClient: map[string]int64{},
+		failures: map[string]int64{}, issued: map[string][]string{},
 	}, nil
 }
 
@@ -427,6 +430,42 @@ func (d *Directory) countRequest(clientID string) {
 	d.mu.Lock()
 	d.perClient[strings.ToLower(clientID)]++
 	d.mu.Unlock()
+}
+
+// TokenFailuresFor is the number of token requests naming a client ID
+// that were refused.
+func (d *Directory) TokenFailuresFor(clientID string) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.failures[strings.ToLower(clientID)]
+}
+
+// IssuedTokens are the last access tokens issued to a client ID, for tests
+// that check no token leaks into logs.
+func (d *Directory) IssuedTokens(clientID string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.issued[strings.ToLower(clientID)]...)
+}
+
+func (d *Directory) recordOutcome(clientID string, status int) {
+	if status < 400 {
+		return
+	}
+	d.mu.Lock()
+	d.failures[strings.ToLower(clientID)]++
+	d.mu.Unlock()
+}
+
+func (d *Directory) recordIssued(clientID, token string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := strings.ToLower(clientID)
+	l := append(d.issued[k], token)
+	if len(l) > 10 {
+		l = l[len(l)-10:]
+	}
+	d.issued[k] = l
 }
 
 func parseCert(b []byte) (*x509.Certificate, error) {

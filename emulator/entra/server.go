@@ -68,7 +68,9 @@ func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	seg := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
 	case r.URL.Path == managedIdentityPath && r.Method == http.MethodGet:
-		d.serveManagedIdentity(w, r, authority)
+		rec := &statusRecorder{ResponseWriter: w}
+		d.serveManagedIdentity(rec, r, authority)
+		d.recordOutcome(r.URL.Query().Get("client_id"), rec.status)
 	case len(seg) == 3 && seg[0] == "common" && seg[1] == "discovery" && seg[2] == "instance":
 		d.serveInstanceDiscovery(w, r, authority)
 	case len(seg) == 4 && seg[1] == "v2.0" && seg[2] == ".well-known" && seg[3] == "openid-configuration":
@@ -77,10 +79,22 @@ func (d *Directory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		len(seg) == 3 && seg[1] == "discovery" && seg[2] == "keys":
 		writeJSON(w, http.StatusOK, d.publicJWKS())
 	case len(seg) == 4 && seg[1] == "oauth2" && seg[2] == "v2.0" && seg[3] == "token" && r.Method == http.MethodPost:
-		d.serveToken(w, r, seg[0], authority)
+		rec := &statusRecorder{ResponseWriter: w}
+		d.serveToken(rec, r, seg[0], authority)
+		d.recordOutcome(r.PostForm.Get("client_id"), rec.status)
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -45,6 +45,9 @@ func (d *Directory) issue(authority string, p Principal, resource, acr string) (
 	t := jwt.NewWithClaims(jwt.SigningMethodRS256, c)
 	t.Header["kid"] = kid
 	s, err := t.SignedString(key)
+	if err == nil {
+		d.recordIssued(p.ClientID, s)
+	}
 	return s, exp, err
 }
 
