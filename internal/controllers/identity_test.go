@@ -121,14 +121,18 @@ func (s *syncBuffer) String() string {
 
 // startLoggedControllers runs the controllers with their logs, at debug
 // level, going to logs.
-func startLoggedControllers(t *testing.T, cfg endpoint.Config, logs *syncBuffer) {
+func startLoggedControllers(t *testing.T, cfg endpoint.Config, logs *syncBuffer, tokenFile ...string) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Logger: zap.New(zap.WriteTo(logs), zap.UseDevMode(true))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Cloud: cloud.New(cfg), Concurrency: 4, Requeue: 50 * time.Millisecond, SkipNameValidation: true}); err != nil {
+	o := controllers.Options{Cloud: cloud.New(cfg), Concurrency: 4, Requeue: 50 * time.Millisecond, SkipNameValidation: true}
+	if len(tokenFile) > 0 {
+		o.FederatedTokenFile = tokenFile[0]
+	}
+	if err := controllers.Setup(mgr, o); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

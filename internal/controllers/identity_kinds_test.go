@@ -1,0 +1,168 @@
+package controllers_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/emulator/entra"
+)
+
+// TestIdentityKinds: a certificate service principal, a workload identity
+// (a service-account token of the management cluster's API server,
+// trusted by a federated credential) and a user-assigned managed identity
+// (App Service's endpoint) each provision a cluster through the real
+// azidentity credential of their kind.
+func TestIdentityKinds(t *testing.T) {
+	w := newEntraWorld(t)
+	ctx := context.Background()
+	const sub = "00000000-0000-0000-0000-0000000000d1"
+	contributor := func(p entra.Principal) {
+		if err := w.dir.AssignRole(p.ObjectID, "Contributor", "/subscriptions/"+sub); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Workload identity: the manager's service account, its token from the
+	// real API server's TokenRequest, the issuer's keys from its JWKS.
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	wiNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "winkube-system-"}}
+	if err := env.Client.Create(ctx, wiNS); err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "winkube-manager", Namespace: wiNS.Name}}
+	if err := env.Client.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(wiNS.Name).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{entra.DefaultFederatedAudience}, ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "azure-identity-token")
+	if err := os.WriteFile(tokenFile, []byte(tr.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	oidc, err := cs.RESTClient().Get().AbsPath("/.well-known/openid-configuration").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var disc struct {
+		Issuer string `json:"issuer"`
+	}
+	if err := json.Unmarshal(oidc, &disc); err != nil || disc.Issuer == "" {
+		t.Fatalf("the API server's OIDC configuration: %s %v", oidc, err)
+	}
+	keys, err := cs.RESTClient().Get().AbsPath("/openid/v1/jwks").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.dir.TrustIssuer(disc.Issuer, keys); err != nil {
+		t.Fatal(err)
+	}
+	wi, _, err := w.dir.CreateServicePrincipal(tenant, "workload")
+	if err != nil {
+		t.Fatal(err)
+	}
+	contributor(wi)
+	if err := w.dir.AddFederatedCredential(wi.ClientID, entra.FederatedCredential{Name: "manager", Issuer: disc.Issuer,
+		Subject: "system:serviceaccount:" + wiNS.Name + ":" + sa.Name}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Managed identity: the manager runs where App Service's endpoint is.
+	t.Setenv("IDENTITY_ENDPOINT", w.login.ManagedIdentityEndpoint())
+	t.Setenv("IDENTITY_HEADER", w.dir.IdentityHeader())
+	msi := entra.Principal{Kind: entra.ManagedIdentity, TenantID: tenant, ClientID: entra.NewGUID(), ObjectID: entra.NewGUID(), DisplayName: "msi"}
+	if err := w.dir.AddPrincipal(msi); err != nil {
+		t.Fatal(err)
+	}
+	contributor(msi)
+
+	// Certificate: a self-signed certificate registered on the application.
+	certSP, _, err := w.dir.CreateServicePrincipal(tenant, "cert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	contributor(certSP)
+	certPEM, bundle := selfSigned(t)
+	if err := w.dir.AddCertificate(certSP.ClientID, certPEM); err != nil {
+		t.Fatal(err)
+	}
+
+	logs := &syncBuffer{}
+	startLoggedControllers(t, w.cfg, logs, tokenFile)
+
+	for _, tc := range []struct {
+		name string
+		p    entra.Principal
+		spec func(ns string) (infrav1.AzureClusterIdentitySpec, *corev1.Secret)
+	}{
+		{"certificate", certSP, func(ns string) (infrav1.AzureClusterIdentitySpec, *corev1.Secret) {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cert", Namespace: ns}, Data: map[string][]byte{infrav1.ClientCertificateKey: bundle}}
+			return infrav1.AzureClusterIdentitySpec{Type: infrav1.ServicePrincipalCertificate, TenantID: tenant, ClientID: certSP.ClientID, ClientSecret: corev1.SecretReference{Name: "cert"}}, s
+		}},
+		{"workload", wi, func(string) (infrav1.AzureClusterIdentitySpec, *corev1.Secret) {
+			return infrav1.AzureClusterIdentitySpec{Type: infrav1.WorkloadIdentity, TenantID: tenant, ClientID: wi.ClientID}, nil
+		}},
+		{"msi", msi, func(string) (infrav1.AzureClusterIdentitySpec, *corev1.Secret) {
+			return infrav1.AzureClusterIdentitySpec{Type: infrav1.UserAssignedMSI, ClientID: msi.ClientID}, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newCluster(t, tc.name, withIdentity(sub, tc.name, ""))
+			spec, secret := tc.spec(f.ns)
+			if secret != nil {
+				if err := env.Client.Create(ctx, secret); err != nil {
+					t.Fatal(err)
+				}
+			}
+			spec.AllowedNamespaces = &infrav1.AllowedNamespaces{}
+			if err := env.Client.Create(ctx, &infrav1.AzureClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: f.ns}, Spec: spec}); err != nil {
+				t.Fatal(err)
+			}
+			f.waitClusterProvisioned(2 * time.Minute)
+			if n, bad := w.dir.TokenRequestsFor(tc.p.ClientID), w.dir.TokenFailuresFor(tc.p.ClientID); n == 0 || bad != 0 {
+				t.Fatalf("%d token requests, %d refused", n, bad)
+			}
+		})
+	}
+}
+
+// selfSigned returns a certificate and the PEM bundle (certificate and
+// private key) a ServicePrincipalCertificate Secret holds.
+func selfSigned(t *testing.T) (certPEM, bundle []byte) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "winkube-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return certPEM, append(append([]byte(nil), certPEM...), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})...)
+}
