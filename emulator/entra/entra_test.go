@@ -1,0 +1,198 @@
+package entra_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/winkube/winkube/emulator/entra"
+)
+
+const tenant = "00000000-0000-4000-8000-00000000e4a0"
+
+// serve runs the directory's real handler over TLS.
+func serve(t *testing.T, d *entra.Directory) (*httptest.Server, azcore.ClientOptions) {
+	t.Helper()
+	srv := httptest.NewTLSServer(d)
+	t.Cleanup(srv.Close)
+	return srv, azcore.ClientOptions{Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: srv.URL}, Transport: srv.Client()}
+}
+
+func scope() policy.TokenRequestOptions {
+	return policy.TokenRequestOptions{Scopes: []string{"https://management.example/.default"}}
+}
+
+func TestRolesFollowAzureRBAC(t *testing.T) {
+	d, _ := entra.New(entra.Options{})
+	for _, a := range []struct{ who, role, scope string }{{"r", "Reader", "/subscriptions/a"}, {"c", "Contributor", "/subscriptions/a/resourceGroups/g"}, {"o", "Owner", "/"}} {
+		if err := d.AssignRole(a.who, a.role, a.scope); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.AssignRole("x", "Wizard", "/"); err == nil {
+		t.Fatal("an unknown role was accepted")
+	}
+	for _, c := range []struct {
+		who, action, scope string
+		want               bool
+	}{
+		{"r", "Microsoft.Network/virtualNetworks/read", "/subscriptions/a/resourceGroups/g/providers/Microsoft.Network/virtualNetworks/v", true},
+		{"r", "Microsoft.Network/virtualNetworks/write", "/subscriptions/a/resourceGroups/g/providers/Microsoft.Network/virtualNetworks/v", false},
+		{"r", "Microsoft.Resources/subscriptions/resourceGroups/read", "/subscriptions/ab/resourcegroups/g", false},
+		{"c", "Microsoft.Compute/virtualMachines/write", "/subscriptions/A/resourcegroups/G/providers/Microsoft.Compute/virtualMachines/vm", true},
+		{"c", "Microsoft.Compute/virtualMachines/write", "/subscriptions/a/resourceGroups/other", false},
+		{"c", "Microsoft.Authorization/roleAssignments/write", "/subscriptions/a/resourceGroups/g/providers/Microsoft.Authorization/roleAssignments/x", false},
+		{"o", "Microsoft.Authorization/roleAssignments/write", "/subscriptions/z", true},
+	} {
+		if got := d.Authorized(c.who, c.action, c.scope); got != c.want {
+			t.Errorf("%s %s over %s: %v, want %v", c.who, c.action, c.scope, got, c.want)
+		}
+	}
+	if n := d.RemoveRoleAssignments("c", "/subscriptions/a/resourceGroups/g/"); n != 1 || d.Authorized("c", "Microsoft.Compute/virtualMachines/write", "/subscriptions/a/resourceGroups/g/x") {
+		t.Fatalf("removing the assignment: %d", n)
+	}
+}
+
+func TestStateKeepsPrincipalsAndSigningKey(t *testing.T) {
+	d, _ := entra.New(entra.Options{})
+	p, secret, err := d.CreateServicePrincipal(tenant, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = d.AssignRole(p.ObjectID, "Contributor", "/subscriptions/a")
+	tok, _ := d.IssueTokenForTest(p, "https://arm.example", time.Now().Add(time.Hour))
+	path := filepath.Join(t.TempDir(), "entra.json")
+	if err := d.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the state file holding secrets is %v", fi.Mode().Perm())
+	}
+	d2, _ := entra.New(entra.Options{})
+	if err := d2.LoadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := d2.Authenticate(tok, []string{"https://arm.example/"}); err != nil || c.ObjectID != p.ObjectID {
+		t.Fatalf("a token from before the restart: %v %v", c, err)
+	}
+	if got, _ := d2.Principal(p.ClientID); len(got.Secrets) != 1 || got.Secrets[0] != secret || !d2.Authorized(p.ObjectID, "Microsoft.Network/virtualNetworks/write", "/subscriptions/a/x") {
+		t.Fatalf("the principal or its role did not survive: %+v", got)
+	}
+}
+
+func selfSigned(t *testing.T) (*x509.Certificate, *rsa.PrivateKey, []byte) {
+	t.Helper()
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "app"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return cert, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func TestCertificateAssertions(t *testing.T) {
+	d, _ := entra.New(entra.Options{})
+	_, opts := serve(t, d)
+	p, _, _ := d.CreateServicePrincipal(tenant, "cert")
+	cert, key, certPEM := selfSigned(t)
+	if err := d.AddCertificate(p.ClientID, certPEM); err != nil {
+		t.Fatal(err)
+	}
+	other, otherKey, _ := selfSigned(t)
+	get := func(c *x509.Certificate, k *rsa.PrivateKey) error {
+		cred, err := azidentity.NewClientCertificateCredential(tenant, p.ClientID, []*x509.Certificate{c}, k,
+			&azidentity.ClientCertificateCredentialOptions{ClientOptions: opts, DisableInstanceDiscovery: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cred.GetToken(context.Background(), scope())
+		return err
+	}
+	if err := get(cert, key); err != nil {
+		t.Fatalf("the registered certificate: %v", err)
+	}
+	if err := get(other, otherKey); err == nil || !strings.Contains(err.Error(), "AADSTS700027") {
+		t.Fatalf("an unregistered certificate: %v", err)
+	}
+}
+
+func TestFederatedAndManagedIdentityRefusals(t *testing.T) {
+	d, _ := entra.New(entra.Options{})
+	srv, opts := serve(t, d)
+	p, _, _ := d.CreateServicePrincipal(tenant, "wi")
+	issuerKey, _ := rsa.GenerateKey(rand.Reader, 2048)
+	const issuer = "https://oidc.cluster.example"
+	if err := d.AddFederatedCredential(p.ClientID, entra.FederatedCredential{Name: "m", Issuer: issuer, Subject: "system:serviceaccount:ns:sa"}); err != nil {
+		t.Fatal(err)
+	}
+	token := func(sub string, key *rsa.PrivateKey) string {
+		s, _ := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.RegisteredClaims{Issuer: issuer, Subject: sub, Audience: jwt.ClaimStrings{entra.DefaultFederatedAudience},
+			ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}).SignedString(key)
+		return s
+	}
+	assert := func(tok string) error {
+		cred, err := azidentity.NewClientAssertionCredential(tenant, p.ClientID, func(context.Context) (string, error) { return tok, nil },
+			&azidentity.ClientAssertionCredentialOptions{ClientOptions: opts, DisableInstanceDiscovery: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cred.GetToken(context.Background(), scope())
+		return err
+	}
+	// The issuer is not trusted yet: Entra cannot verify its tokens.
+	if err := assert(token("system:serviceaccount:ns:sa", issuerKey)); err == nil || !strings.Contains(err.Error(), "AADSTS50166") {
+		t.Fatalf("an untrusted issuer: %v", err)
+	}
+	jwks := `{"keys":[{"kty":"RSA","kid":"k","n":"` + b64(issuerKey.N.Bytes()) + `","e":"AQAB"}]}`
+	if err := d.TrustIssuer(issuer, []byte(jwks)); err != nil {
+		t.Fatal(err)
+	}
+	if err := assert(token("system:serviceaccount:ns:sa", issuerKey)); err != nil {
+		t.Fatalf("the federated subject: %v", err)
+	}
+	if err := assert(token("system:serviceaccount:ns:other", issuerKey)); err == nil || !strings.Contains(err.Error(), "AADSTS70021") {
+		t.Fatalf("another subject: %v", err)
+	}
+	forger, _ := rsa.GenerateKey(rand.Reader, 2048)
+	if err := assert(token("system:serviceaccount:ns:sa", forger)); err == nil || !strings.Contains(err.Error(), "AADSTS700027") {
+		t.Fatalf("a token the issuer did not sign: %v", err)
+	}
+
+	// App Service's managed-identity endpoint wants the host's header.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/msi/token?api-version=2019-08-01&resource=https://management.example&client_id="+p.ClientID, nil)
+	req.Header.Set("X-IDENTITY-HEADER", "guess")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong identity header: %s", resp.Status)
+	}
+}
+
+func b64(b []byte) string {
+	return strings.TrimRight(strings.NewReplacer("+", "-", "/", "_").Replace(stdB64(b)), "=")
+}
+
+func stdB64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
