@@ -62,23 +62,20 @@ type managerProcess struct {
 
 func startManagerProcess(t *testing.T, bin, kubeconfig string, extra ...string) *managerProcess {
 	t.Helper()
-	emu, err := arm.New(arm.Options{Token: "leader", PollInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := emu.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
+	emu, login, credEnv := emulatorWithEntra(t)
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, emu.CACertPEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := &managerProcess{emu: emu, out: &syncBuffer{}, health: freePort(t), done: make(chan error, 1)}
-	args := append([]string{"manager", "--kubeconfig", kubeconfig, "--arm-endpoint", emu.URL(), "--arm-ca-file", caFile, "--arm-token", "leader",
+	args := append([]string{"manager", "--kubeconfig", kubeconfig, "--arm-endpoint", emu.URL(), "--arm-ca-file", caFile, "--entra-endpoint", login.URL(),
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(p.health), "--no-webhooks", "--requeue", "100ms"}, extra...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.Env = os.Environ()
+	for k, v := range credEnv {
+		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

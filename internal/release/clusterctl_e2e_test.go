@@ -50,6 +50,7 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/emulator/entra"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/release"
@@ -484,7 +485,13 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 	injectCA(t, ctx, c, caPEM, webhookPort)
 
 	// The manager with the Deployment's own arguments, as the ServiceAccount.
-	emu, err := arm.New(arm.Options{Token: "clusterctl-e2e", PollInterval: 10 * time.Millisecond})
+	// Its own credential (the cluster names no identity) is a service
+	// principal of the emulator's Entra ID, from the environment.
+	directory, err := entra.New(entra.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu, err := arm.New(arm.Options{Directory: directory, PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,6 +499,25 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer emu.Close()
+	entraCert, err := emu.ServerCertificate("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, err := entra.Serve(directory, "127.0.0.1:0", entraCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer login.Close()
+	sp, spSecret, err := directory.CreateServicePrincipal("00000000-0000-4000-8000-0000000c1c7e", "clusterctl-e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := directory.AssignRole(sp.ObjectID, "Contributor", "/"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AZURE_TENANT_ID", sp.TenantID)
+	t.Setenv("AZURE_CLIENT_ID", sp.ClientID)
+	t.Setenv("AZURE_CLIENT_SECRET", spSecret)
 	armCA := filepath.Join(dir, "arm-ca.pem")
 	_ = os.WriteFile(armCA, emu.CACertPEM(), 0o600)
 	healthPort := freePort(t)
@@ -508,7 +534,7 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 	args = append(args, "--kubeconfig", saKubeconfig, "--leader-election-namespace", release.Namespace,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort),
 		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-dir", certDir,
-		"--arm-endpoint", emu.URL(), "--arm-ca-file", armCA, "--arm-token", "clusterctl-e2e", "--requeue", "100ms")
+		"--arm-endpoint", emu.URL(), "--arm-ca-file", armCA, "--entra-endpoint", login.URL(), "--requeue", "100ms")
 	// Its own process, the binary the image carries, as the Pod would run it.
 	managerLog := &lockedBuffer{}
 	manager := exec.Command(winkubeBinary(t), args...)
