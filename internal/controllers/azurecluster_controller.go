@@ -59,6 +59,9 @@ func (r *AzureClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if r.Requeue == 0 {
 		r.Requeue = 5 * time.Second
 	}
+	if r.Identities == nil {
+		r.Identities = newIdentities(mgr, r.Cloud, "")
+	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureCluster{}).
 		Watches(&infrav1.AzureClusterIdentity{}, clustersOfIdentity(mgr.GetClient())).WithOptions(opts).Named("azurecluster").Complete(r)
 }

@@ -56,6 +56,9 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if r.Requeue == 0 {
 		r.Requeue = 5 * time.Second
 	}
+	if r.Identities == nil {
+		r.Identities = newIdentities(mgr, r.Cloud, "")
+	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachine{}).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToAzureMachine)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToObjects(r.Client, func() client.ObjectList { return &infrav1.AzureMachineList{} }))).

@@ -53,6 +53,9 @@ func (r *AzureMachinePoolReconciler) SetupWithManager(mgr ctrl.Manager, opts con
 	if r.Requeue == 0 {
 		r.Requeue = 5 * time.Second
 	}
+	if r.Identities == nil {
+		r.Identities = newIdentities(mgr, r.Cloud, "")
+	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePool{}).Owns(&infrav1.AzureMachinePoolMachine{}).
 		Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(machinePoolToAzureMachinePool)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToObjects(r.Client, func() client.ObjectList { return &infrav1.AzureMachinePoolList{} }))).

@@ -36,6 +36,9 @@ func (r *AzureMachinePoolMachineReconciler) SetupWithManager(mgr ctrl.Manager, o
 	if r.Requeue == 0 {
 		r.Requeue = 5 * time.Second
 	}
+	if r.Identities == nil {
+		r.Identities = newIdentities(mgr, r.Cloud, "")
+	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePoolMachine{}).WithOptions(opts).Named("azuremachinepoolmachine").Complete(r)
 }
 

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -62,6 +63,11 @@ type Identities struct {
 
 	mu    sync.Mutex
 	creds map[types.NamespacedName]cachedCredential
+}
+
+// newIdentities resolves identities for reconcilers built without one.
+func newIdentities(mgr ctrl.Manager, c *cloud.Cloud, tokenFile string) *Identities {
+	return &Identities{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: c, FederatedTokenFile: tokenFile}
 }
 
 type cachedCredential struct {
