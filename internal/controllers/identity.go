@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"sync"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/credentials"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azurejson"
 )
 
 // +kubebuilder:rbac:groups=infrastructure.winkube.dev,resources=azureclusteridentities,verbs=get;list;watch
@@ -149,6 +151,65 @@ func (i *Identities) Services(ctx context.Context, ac *infrav1.AzureCluster) (*c
 		return nil, &identityError{InvalidIdentityReason, fmt.Sprintf("AzureClusterIdentity %s: %v", key, err)}
 	}
 	return i.Cloud.ForIdentity(&cloud.Identity{Key: "identity/" + key.String(), Version: version, Credential: cred, Cloud: env}, ac.Spec.SubscriptionID)
+}
+
+// cloudProviderCredentials is what a cluster's cloud provider (azure.json)
+// authenticates with, as CAPZ writes it: the identity's service principal
+// and client secret, or its user-assigned managed identity. ok is false
+// without an identityRef, and for identities the node cannot use this way
+// (certificate, workload identity), which leave the VMs' managed identity.
+// A namespace the identity does not allow gets nothing: its secret must
+// not land in that namespace's azure.json Secret.
+func (i *Identities) cloudProviderCredentials(ctx context.Context, ac *infrav1.AzureCluster) (azurejson.Credentials, bool, error) {
+	ref := ac.Spec.IdentityRef
+	if ref == nil {
+		return azurejson.Credentials{}, false, nil
+	}
+	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
+	if key.Namespace == "" {
+		key.Namespace = ac.Namespace
+	}
+	id := &infrav1.AzureClusterIdentity{}
+	if err := i.Client.Get(ctx, key, id); err != nil {
+		return azurejson.Credentials{}, false, fmt.Errorf("AzureClusterIdentity %s: %w", key, err)
+	}
+	allowed, err := i.namespaceAllowed(ctx, id.Spec.AllowedNamespaces, ac.Namespace)
+	if err != nil {
+		return azurejson.Credentials{}, false, err
+	}
+	if !allowed {
+		return azurejson.Credentials{}, false, &identityError{NamespaceNotAllowedReason, fmt.Sprintf("AzureClusterIdentity %s does not allow clusters of namespace %q", key, ac.Namespace)}
+	}
+	switch id.Spec.Type {
+	case infrav1.ServicePrincipal:
+		secret, err := i.secret(ctx, id)
+		if err != nil {
+			return azurejson.Credentials{}, false, err
+		}
+		return azurejson.Credentials{TenantID: id.Spec.TenantID, ClientID: id.Spec.ClientID, ClientSecret: string(secret.Data[infrav1.ClientSecretKey])}, true, nil
+	case infrav1.UserAssignedMSI:
+		return azurejson.Credentials{TenantID: id.Spec.TenantID, UserAssignedIdentityID: id.Spec.ClientID}, id.Spec.TenantID != "", nil
+	}
+	return azurejson.Credentials{}, false, nil
+}
+
+// azureJSONCredentials is the azure.json reconciler's Credentials: the
+// cluster's identity where it has one, else the VMs' managed identity in
+// the manager's tenant.
+func (i *Identities) azureJSONCredentials(tenant string) func(context.Context, *infrav1.AzureCluster) (azurejson.Credentials, error) {
+	return func(ctx context.Context, ac *infrav1.AzureCluster) (azurejson.Credentials, error) {
+		if c, ok, err := i.cloudProviderCredentials(ctx, ac); ok || err != nil {
+			return c, err
+		}
+		t := tenant
+		if t == "" {
+			t = os.Getenv("AZURE_TENANT_ID")
+		}
+		if t == "" {
+			return azurejson.Credentials{}, fmt.Errorf("no Azure tenant for the cloud provider config of cluster %s: set AZURE_TENANT_ID for the manager", ac.Name)
+		}
+		return azurejson.Credentials{TenantID: t}, nil
+	}
 }
 
 // ServicesFor returns the services of a subscription an object recorded

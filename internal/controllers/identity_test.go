@@ -3,7 +3,9 @@ package controllers_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -26,6 +29,7 @@ import (
 	"github.com/winkube/winkube/emulator/entra"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azurejson"
 	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/poll"
 )
@@ -289,6 +293,26 @@ func TestIdentities(t *testing.T) {
 		if err := env.Client.Patch(context.Background(), id, p); err != nil {
 			t.Fatal(err)
 		}
+		// The cloud provider's azure.json acts as the cluster's identity too.
+		tmpl := &infrav1.AzureMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "team-a-md", Namespace: fA.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: fA.cluster.Name}},
+			Spec: infrav1.AzureMachineTemplateSpec{Template: infrav1.AzureMachineTemplateResource{Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{VMSize: "Standard_D4s_v3"}}}}}
+		if err := env.Client.Create(context.Background(), tmpl); err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, time.Minute, func() string {
+			sec := &corev1.Secret{}
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: fA.ns, Name: "team-a-md-azure-json"}, sec); err != nil {
+				return err.Error()
+			}
+			var cfg azurejson.Config
+			if err := json.Unmarshal(sec.Data[azurejson.WorkerNodeKey], &cfg); err != nil {
+				return err.Error()
+			}
+			if cfg.AADClientID != spA.ClientID || cfg.AADClientSecret != secretA || cfg.TenantID != tenant || cfg.UseManagedIdentityExtension {
+				return fmt.Sprintf("azure.json does not carry team A's service principal: client %q tenant %q managed identity %v", cfg.AADClientID, cfg.TenantID, cfg.UseManagedIdentityExtension)
+			}
+			return ""
+		})
 		fX.t = t
 		c := fX.waitReadyReason("AuthorizationFailed")
 		if !strings.Contains(c.Message, "does not have authorization to perform action") {
