@@ -52,26 +52,37 @@ func (o *accessOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.stateDir, "state-dir", "", "use the local world whose state is in this directory (as --local)")
 }
 
+// localWorld finds the state directory and management kubeconfig that
+// --local NAME or --state-dir names; all "" when neither is set.
+func localWorld(cmd *cobra.Command, local, stateDir string) (dir, mgmt string, err error) {
+	if local == "" && stateDir == "" {
+		return "", "", nil
+	}
+	if stateDir == "" {
+		up := &upOptions{}
+		if err := up.defaultStateDir(local); err != nil {
+			return "", "", err
+		}
+		stateDir = up.stateDir
+	}
+	mgmt = filepath.Join(stateDir, localworld.ManagementKubeconfig)
+	if _, err := os.Stat(mgmt); err != nil {
+		flag := "--state-dir " + stateDir
+		if local != "" {
+			flag = "--local " + local
+		}
+		return "", "", badInputf(cmd, "%s: no local world in %s (%s is missing): start it with 'winkube up', or drop the flag", flag, stateDir, mgmt)
+	}
+	return stateDir, mgmt, nil
+}
+
 // resolveLocal fills in a local world's kubeconfig, key and known hosts.
 func (o *accessOptions) resolveLocal() error {
-	if o.local == "" && o.stateDir == "" {
-		return nil
+	dir, mgmt, err := localWorld(o.cmd, o.local, o.stateDir)
+	if err != nil || dir == "" {
+		return err
 	}
-	if o.stateDir == "" {
-		up := &upOptions{}
-		if err := up.defaultStateDir(o.local); err != nil {
-			return err
-		}
-		o.stateDir = up.stateDir
-	}
-	mgmt := filepath.Join(o.stateDir, localworld.ManagementKubeconfig)
-	if _, err := os.Stat(mgmt); err != nil {
-		flag := "--state-dir " + o.stateDir
-		if o.local != "" {
-			flag = "--local " + o.local
-		}
-		return badInputf(o.cmd, "%s: no local world in %s (%s is missing): start it with 'winkube up', or drop the flag", flag, o.stateDir, mgmt)
-	}
+	o.stateDir = dir
 	if o.kubeconfig == "" {
 		o.kubeconfig = mgmt
 	}

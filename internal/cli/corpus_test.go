@@ -110,6 +110,8 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"logs", "node-a", "--since", "-5m"}, []string{"--since"}},
 		{[]string{"logs", "node-a", "-o", "x.tar.gz"}, []string{"--write-to x.tar.gz"}},
 		{[]string{"logs", "node-a", "--local", "no-such-world-" + filepath.Base(dir)}, []string{"--local"}},
+		{[]string{"doctor", "-o", "yaml"}, []string{"--output", "text, json"}},
+		{[]string{"doctor", "--local", "no-such-world-" + filepath.Base(dir)}, []string{"--local"}},
 		// the rest of the tree
 		{[]string{"bogus"}, []string{`"bogus"`}},
 		{[]string{"gen"}, []string{"generate"}},

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/winkube/winkube/internal/doctor"
-	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/scheme"
 )
 
@@ -29,6 +26,7 @@ type doctorOptions struct {
 	output                                       string
 	certWarning                                  time.Duration
 	azure                                        bool
+	cmd                                          *cobra.Command // for bad input's pointer to --help
 }
 
 func newDoctorCommand() *cobra.Command {
@@ -55,6 +53,10 @@ Exit status: 0 when clean, 1 with warnings, 2 with errors.`,
   winkube doctor --management-kubeconfig ~/.kube/config --cluster demo -n default`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(cmd, o.output, "text", "json"); err != nil {
+				return err
+			}
+			o.cmd = cmd
 			return runDoctor(cmd.Context(), o, cmd.OutOrStdout())
 		},
 	}
@@ -67,7 +69,7 @@ Exit status: 0 when clean, 1 with warnings, 2 with errors.`,
 	f.StringVar(&o.name, "cluster", "", "the Cluster in the management cluster (default: the only one in the namespace)")
 	f.StringVar(&o.local, "local", "", "diagnose the local world NAME made by 'winkube up NAME' (its state in ~/.winkube/NAME)")
 	f.StringVar(&o.stateDir, "state-dir", "", "diagnose the local world whose state is in this directory (as --local)")
-	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	outputFlag(cmd, &o.output, "text", "text", "json")
 	f.DurationVar(&o.certWarning, "cert-warning", 30*24*time.Hour, "report certificates that expire within this time")
 	f.BoolVar(&o.azure, "azure", true, "the cluster's network is Azure's (VNet MTU 1400, so the overlay MTU must be 1350 or less); the local world behaves as Azure")
 	return cmd
@@ -140,20 +142,11 @@ func runDoctor(ctx context.Context, o *doctorOptions, out io.Writer) error {
 // resolveLocal points a local world's name or state directory at its
 // management kubeconfig, whose Cluster is named after the world.
 func (o *doctorOptions) resolveLocal() error {
-	if o.local == "" && o.stateDir == "" {
-		return nil
+	dir, mgmt, err := localWorld(o.cmd, o.local, o.stateDir)
+	if err != nil || dir == "" {
+		return err
 	}
-	if o.stateDir == "" {
-		up := &upOptions{}
-		if err := up.defaultStateDir(o.local); err != nil {
-			return err
-		}
-		o.stateDir = up.stateDir
-	}
-	mgmt := filepath.Join(o.stateDir, localworld.ManagementKubeconfig)
-	if _, err := os.Stat(mgmt); err != nil {
-		return fmt.Errorf("no local world in %s (%s is missing): start it with 'winkube up', or drop --local/--state-dir", o.stateDir, mgmt)
-	}
+	o.stateDir = dir
 	if o.mgmtKubeconfig == "" {
 		o.mgmtKubeconfig = mgmt
 	}

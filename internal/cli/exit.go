@@ -48,6 +48,9 @@ func badInput(cmd *cobra.Command, err error) error {
 	if errors.As(err, &u) {
 		return err
 	}
+	if cmd == nil {
+		return &UsageError{Err: err}
+	}
 	return &UsageError{Err: err, Help: cmd.CommandPath()}
 }
 
