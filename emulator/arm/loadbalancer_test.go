@@ -71,19 +71,25 @@ func TestLoadBalancerPartsValidatedAsAzure(t *testing.T) {
 	rule := func(lb *armnetwork.LoadBalancer, i int) *armnetwork.LoadBalancingRulePropertiesFormat {
 		return lb.Properties.LoadBalancingRules[i].Properties
 	}
-	probe := func(lb *armnetwork.LoadBalancer, i int) *armnetwork.ProbePropertiesFormat { return lb.Properties.Probes[i].Properties }
+	probe := func(lb *armnetwork.LoadBalancer, i int) *armnetwork.ProbePropertiesFormat {
+		return lb.Properties.Probes[i].Properties
+	}
 	cases := []struct {
 		name, code string
 		mutate     func(lb *armnetwork.LoadBalancer)
 	}{
 		{"a rule's probe that does not exist", "InvalidResourceReference", func(lb *armnetwork.LoadBalancer) { rule(lb, 0).Probe = lbRef("probes", "nope") }},
-		{"a rule's pool that does not exist", "InvalidResourceReference", func(lb *armnetwork.LoadBalancer) { rule(lb, 0).BackendAddressPool = lbRef("backendAddressPools", "nope") }},
+		{"a rule's pool that does not exist", "InvalidResourceReference", func(lb *armnetwork.LoadBalancer) {
+			rule(lb, 0).BackendAddressPool = lbRef("backendAddressPools", "nope")
+		}},
 		{"a rule without frontend", "InvalidParameter", func(lb *armnetwork.LoadBalancer) { rule(lb, 0).FrontendIPConfiguration = nil }},
 		{"a rule's protocol", "InvalidParameter", func(lb *armnetwork.LoadBalancer) { rule(lb, 0).Protocol = to.Ptr(armnetwork.TransportProtocol("Sctp")) }},
 		{"a frontend port above 65534", "InvalidParameter", func(lb *armnetwork.LoadBalancer) { rule(lb, 0).FrontendPort = to.Ptr[int32](65535) }},
 		{"a negative backend port", "InvalidParameter", func(lb *armnetwork.LoadBalancer) { rule(lb, 0).BackendPort = to.Ptr[int32](-1) }},
 		{"an idle timeout above 30 minutes", "InvalidParameter", func(lb *armnetwork.LoadBalancer) { rule(lb, 0).IdleTimeoutInMinutes = to.Ptr[int32](31) }},
-		{"a distribution mode", "InvalidParameter", func(lb *armnetwork.LoadBalancer) { rule(lb, 0).LoadDistribution = to.Ptr(armnetwork.LoadDistribution("RoundRobin")) }},
+		{"a distribution mode", "InvalidParameter", func(lb *armnetwork.LoadBalancer) {
+			rule(lb, 0).LoadDistribution = to.Ptr(armnetwork.LoadDistribution("RoundRobin"))
+		}},
 		{"a frontend port used twice on one frontend and protocol", "InvalidParameter", func(lb *armnetwork.LoadBalancer) { rule(lb, 1).FrontendPort = to.Ptr[int32](80) }},
 		{"a frontend port used by an All rule and a Tcp one", "InvalidParameter", func(lb *armnetwork.LoadBalancer) {
 			rule(lb, 1).FrontendPort, rule(lb, 1).Protocol = to.Ptr[int32](80), to.Ptr(armnetwork.TransportProtocolAll)
