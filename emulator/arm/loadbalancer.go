@@ -263,6 +263,14 @@ func (s *Server) validatePool(lb *resource, sku string, m map[string]any) *armEr
 	if nics := s.nicsInPool(poolID); len(nics) > 0 {
 		return invalidParameter("loadBalancerBackendAddresses", "Backend address pool %s has NIC members (%s): a backend pool holds NIC-based or IP-based members, not both.", poolID, nics[0].idStr)
 	}
+	// The VNet is the pool's (cloud-provider-azure sets it there) or each
+	// address's (Azure's REST examples).
+	poolVNet := refID(m, "properties", "virtualNetwork")
+	if poolVNet != "" {
+		if e := s.requireRef(lb, poolVNet, kindVNet); e != nil {
+			return e
+		}
+	}
 	seen := map[string]bool{}
 	for _, a := range addrs {
 		am, _ := a.(map[string]any)
@@ -279,7 +287,7 @@ func (s *Server) validatePool(lb *resource, sku string, m map[string]any) *armEr
 			if e := s.requireRef(lb, vnet, kindVNet); e != nil {
 				return e
 			}
-		} else if refID(ap, "subnet") == "" {
+		} else if refID(ap, "subnet") == "" && poolVNet == "" {
 			return invalidParameter("virtualNetwork", "Backend address %s of pool %s needs its virtualNetwork.", str(am, "name"), poolID)
 		}
 	}

@@ -109,6 +109,12 @@ func TestLoadBalancerPartsValidatedAsAzure(t *testing.T) {
 		{"an IP-based pool member in a VNet that does not exist", "InvalidResourceReference", func(lb *armnetwork.LoadBalancer) {
 			props(lb).BackendAddressPools[1].Properties.LoadBalancerBackendAddresses[0].Properties.VirtualNetwork.ID = to.Ptr(vnetID + "-gone")
 		}},
+		{"an IP-based pool member with no VNet, on the pool or its own", "InvalidParameter", func(lb *armnetwork.LoadBalancer) {
+			props(lb).BackendAddressPools[1].Properties.LoadBalancerBackendAddresses[0].Properties.VirtualNetwork = nil
+		}},
+		{"an IP-based pool whose own VNet does not exist", "InvalidResourceReference", func(lb *armnetwork.LoadBalancer) {
+			props(lb).BackendAddressPools[1].Properties.VirtualNetwork = &armnetwork.SubResource{ID: to.Ptr(vnetID + "-gone")}
+		}},
 		{"an IP-based pool on a Basic load balancer", "InvalidParameter", func(lb *armnetwork.LoadBalancer) {
 			lb.SKU.Name = to.Ptr(armnetwork.LoadBalancerSKUNameBasic)
 			props(lb).FrontendIPConfigurations[0].Properties = &armnetwork.FrontendIPConfigurationPropertiesFormat{Subnet: &armnetwork.Subnet{ID: to.Ptr(vnetID + "/subnets/nodes")}}
@@ -127,6 +133,15 @@ func TestLoadBalancerPartsValidatedAsAzure(t *testing.T) {
 		})
 	}
 	tt = t
+	// The VNet may be the pool's rather than each address's, as
+	// cloud-provider-azure writes it.
+	poolVNet := webLB(*pip.ID, vnetID)
+	ips := poolVNet.Properties.BackendAddressPools[1].Properties
+	ips.VirtualNetwork = &armnetwork.SubResource{ID: to.Ptr(vnetID)}
+	for _, a := range ips.LoadBalancerBackendAddresses {
+		a.Properties.VirtualNetwork = nil
+	}
+	done(lbs.BeginCreateOrUpdate(w.ctx, "rg", "web", poolVNet, nil))
 	// Unchanged, it is valid; and Azure's defaults are filled in.
 	lb := done(lbs.BeginCreateOrUpdate(w.ctx, "rg", "web", webLB(*pip.ID, vnetID), nil))
 	https := lb.Properties.LoadBalancingRules[1].Properties
