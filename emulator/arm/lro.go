@@ -44,6 +44,7 @@ func (s *Server) finishOperation(op *operation, err *armError) {
 		return
 	}
 	op.status = "Succeeded"
+	s.signalNetwork()
 }
 
 // serveOperation answers a poll of an operation's status (.../operations/ID)

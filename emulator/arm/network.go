@@ -406,6 +406,9 @@ func putLB(s *Server, r, old *resource) *armError {
 	pools := subIDs(r, "backendAddressPools")
 	probes := subIDs(r, "probes")
 	subIDs(r, "loadBalancingRules")
+	if len(frontends) == 0 && (len(pools) > 0 || len(probes) > 0 || len(list(r.props(), "loadBalancingRules")) > 0) {
+		return errorf(http.StatusBadRequest, "LoadBalancerWithoutFrontendIPCantHaveChildResources", "Load balancer %s has no frontend IP configuration and cannot have backend pools, probes or rules.", r.idStr)
+	}
 	if len(frontends) == 0 {
 		return invalidParameter("frontendIPConfigurations", "Load balancer %s needs at least one frontend IP configuration.", r.id.Name())
 	}
@@ -437,18 +440,8 @@ func putLB(s *Server, r, old *resource) *armError {
 			return invalidParameter("frontendIPConfigurations", "Frontend %s needs a publicIPAddress or a subnet.", str(m, "name"))
 		}
 	}
-	for _, rule := range list(r.props(), "loadBalancingRules") {
-		p := obj(rule.(map[string]any), "properties")
-		for prop, names := range map[string]map[string]bool{"frontendIPConfiguration": frontends, "backendAddressPool": pools, "probe": probes} {
-			ref := refID(p, prop)
-			if ref == "" {
-				continue
-			}
-			name, ok := subRefName(r, ref, map[string]string{"frontendIPConfiguration": "frontendIPConfigurations", "backendAddressPool": "backendAddressPools", "probe": "probes"}[prop])
-			if !ok || !names[name] {
-				return invalidReference(r.idStr, ref)
-			}
-		}
+	if e := s.validateLBParts(r, frontends, pools, probes); e != nil {
+		return e
 	}
 	return s.putEmbedded(r, old, "inboundNatRules", "inboundNatRules")
 }
@@ -644,6 +637,9 @@ func (s *Server) fillIPConfigurations(r *resource, confs []any, old *resource) *
 		for _, ref := range list(p, "loadBalancerBackendAddressPools") {
 			id := str(ref.(map[string]any), "id")
 			if e := s.requireLBPart(r, id, "backendAddressPools"); e != nil {
+				return e
+			}
+			if e := s.poolIsIPBased(r, id); e != nil {
 				return e
 			}
 		}

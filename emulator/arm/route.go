@@ -391,6 +391,9 @@ func (s *Server) removeResource(res *resource) []string {
 }
 
 func (s *Server) bootMachines(ms []Machine) {
+	s.mu.Lock()
+	s.signalNetwork()
+	s.mu.Unlock()
 	if s.opts.Runtime == nil || len(ms) == 0 {
 		return
 	}

@@ -74,6 +74,11 @@ type Server struct {
 	// stopLater collects machines that hooks removed under the lock; they
 	// are stopped once it is released.
 	stopLater []string
+	// listeners are told of changes to the network's data plane
+	// (loadbalancer.go).
+	listeners  []func()
+	netChanged chan struct{}
+	netDone    chan struct{}
 
 	ca       *certAuthority
 	listener net.Listener
@@ -99,7 +104,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
+	s := &Server{
 		opts:      opts,
 		groups:    map[string]*resource{},
 		resources: map[string]*resource{},
@@ -109,7 +114,9 @@ func New(opts Options) (*Server, error) {
 		buckets:   map[string]*bucket{},
 		rng:       rand.New(rand.NewSource(opts.Seed)), //nolint:gosec // fault injection, not security
 		ca:        ca,
-	}, nil
+	}
+	s.attachDataPlane()
+	return s, nil
 }
 
 // Start listens on addr (host:port, port 0 for any) and serves ARM over TLS.
@@ -160,6 +167,7 @@ func (s *Server) Close() error {
 		}
 	}
 	s.mu.Unlock()
+	s.stopNotify()
 	s.stopMachines(running)
 	var err error
 	if s.http != nil {

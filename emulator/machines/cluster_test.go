@@ -98,7 +98,9 @@ func TestMixedClusterBoots(t *testing.T) {
 	startBootstrapProvider(t)
 	m := &mixed{azure: newAzure(t, ctx, "mixed-rg")}
 	t.Cleanup(func() { m.dump(t) })
-	endpoint := m.azure.publicIP(t, ctx, "mixed-apiserver")
+	// The endpoint is the API server load balancer's: the control plane is
+	// reached through its rule and probe, as on Azure.
+	endpoint := m.azure.apiServerLB(t, ctx, "mixed")
 
 	objs, err := flavors.Generate(flavors.Windows, flavors.Options{
 		ClusterName: "mixed", KubernetesVersion: k8sVersion, WindowsVersion: infrav1.WindowsServer2022, LinuxNodes: 1, WindowsNodes: 1,
@@ -306,6 +308,7 @@ func TestMixedClusterBoots(t *testing.T) {
 	}
 	m.workloads(t, ctx, winComputer, linuxName)
 	m.containerLifecycle(t, ctx, linuxName)
+	m.loadBalancing(t, ctx, linuxName)
 	m.etcdThroughPortForward(t, ctx, cpNode)
 	m.joinRefusals(t, ctx, endpoint)
 	m.killedScheduler(t, ctx, cpNode)

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/winkube/winkube/internal/azure/loadbalancers"
 	"github.com/winkube/winkube/internal/azure/networkinterfaces"
 	"github.com/winkube/winkube/internal/azure/publicips"
 	"github.com/winkube/winkube/internal/azure/resourcegroups"
@@ -79,6 +80,9 @@ type azure struct {
 	rg, location string
 	cpSubnet     string
 	nodeSubnet   string
+	// apiPool is the API server load balancer's backend pool, which the
+	// control-plane NICs join.
+	apiPool string
 }
 
 func newAzure(t *testing.T, ctx context.Context, rg string) *azure {
@@ -138,6 +142,24 @@ func (a *azure) publicIP(t *testing.T, ctx context.Context, name string) string 
 	return *ip.Properties.IPAddress
 }
 
+// apiServerLB creates the API server's public IP and load balancer (a
+// rule and a TCP probe on 6443, as winkube's AzureCluster controller makes
+// it) and returns the endpoint's address; control-plane VMs created after
+// it join its backend pool.
+func (a *azure) apiServerLB(t *testing.T, ctx context.Context, name string) string {
+	t.Helper()
+	addr := a.publicIP(t, ctx, name+"-apiserver")
+	lbs, err := loadbalancers.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := loadbalancers.Spec{ResourceGroup: a.rg, Name: name + "-public-lb", Location: a.location, SubscriptionID: subscriptID, Port: 6443,
+		PublicIPID: "/subscriptions/" + subscriptID + "/resourceGroups/" + a.rg + "/providers/Microsoft.Network/publicIPAddresses/" + name + "-apiserver"}
+	until(t, ctx, func(tok string) (string, bool, error) { return lbs.Reconcile(ctx, spec, tok) })
+	a.apiPool = spec.BackendPoolID()
+	return addr
+}
+
 // vm creates a NIC and a VM booting customData, and waits until ARM
 // reports it provisioned (the machine runtime then boots it).
 func (a *azure) vm(t *testing.T, ctx context.Context, spec virtualmachines.Spec, subnet string) {
@@ -147,6 +169,9 @@ func (a *azure) vm(t *testing.T, ctx context.Context, spec virtualmachines.Spec,
 		t.Fatal(err)
 	}
 	nic := networkinterfaces.Spec{ResourceGroup: a.rg, Name: spec.Name + "-nic", Location: a.location, SubnetID: subnet}
+	if subnet == a.cpSubnet && a.apiPool != "" {
+		nic.BackendPoolIDs = []string{a.apiPool}
+	}
 	until(t, ctx, func(tok string) (string, bool, error) { return nics.Reconcile(ctx, nic, tok) })
 	spec.ResourceGroup, spec.Location = a.rg, a.location
 	spec.NICID = "/subscriptions/" + subscriptID + "/resourceGroups/" + a.rg + "/providers/Microsoft.Network/networkInterfaces/" + nic.Name

@@ -65,6 +65,8 @@ type Runtime struct {
 	// halted are the disks of machines switched off (stopped or
 	// deallocated VMs), by machine ID: a Boot starts from them.
 	halted map[string]string
+	// skipped are the load-balancing rules said to carry nothing.
+	skipped map[string]bool
 }
 
 type machine struct {
@@ -234,14 +236,11 @@ func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.
 		cp.Stop()
 		return fmt.Errorf("ClusterConfiguration.controlPlaneEndpoint %q is not host:port", m.endpoint)
 	}
+	// The API server's load balancer reaches this machine through its
+	// rule and probe, once the machine's NIC is in its backend pool
+	// (dataplane.go).
 	r.mu.Lock()
 	m.cp = cp
-	r.mu.Unlock()
-	// The API-server load balancer sends the endpoint to this machine.
-	if err := r.opts.Network.AddBackend(m.endpoint, cp.APIServer); err != nil {
-		return err
-	}
-	r.mu.Lock()
 	err = r.ensureCloud(m)
 	r.mu.Unlock()
 	if err != nil {
@@ -482,7 +481,6 @@ func (r *Runtime) stop(m *machine) {
 		wc.cloud.Stop()
 	}
 	if cp != nil {
-		r.opts.Network.RemoveBackend(m.endpoint, cp.APIServer)
 		cp.Stop()
 	}
 	if wc != nil {

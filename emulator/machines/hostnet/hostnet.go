@@ -27,6 +27,8 @@ type Network struct {
 	byPrivate map[string]netip.Addr
 	private   map[netip.Addr]string
 	frontends map[string]*frontend
+	// rules are the load-balancing rules' frontends (lb.go).
+	rules map[string]*lbFrontend
 }
 
 // New hands out host addresses from pool (a loopback prefix).
@@ -75,7 +77,7 @@ func (n *Network) Private(host netip.Addr) (string, bool) {
 	return p, ok
 }
 
-// frontend is one load-balancing rule's listener.
+// frontend is one inbound NAT rule's listener: it has no health probe.
 type frontend struct {
 	ln       net.Listener
 	mu       sync.Mutex
@@ -141,6 +143,7 @@ func (n *Network) Close() {
 		_ = f.ln.Close()
 		delete(n.frontends, k)
 	}
+	n.closeRules()
 }
 
 func (f *frontend) serve() {

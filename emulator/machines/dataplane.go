@@ -1,0 +1,83 @@
+package machines
+
+import (
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/emulator/machines/hostnet"
+)
+
+var _ arm.DataPlane = (*Runtime)(nil)
+
+// ProgramLoadBalancers carries the load balancers' rules as the emulator
+// holds them (arm.DataPlane): each rule's frontend listens on its public
+// IP's loopback address (or, for an internal load balancer, on the host
+// address of its private frontend address) and forwards TCP connections to
+// the host addresses of the backend pool's members, on the backend port,
+// as the rule's probe lets them in. Whatever sends traffic through a load
+// balancer, the API server's included, goes through its rules: a wrong rule
+// fails here as it would on Azure.
+func (r *Runtime) ProgramLoadBalancers(rules []arm.LBRule) {
+	net := r.opts.Network
+	var out []hostnet.Rule
+	for _, lr := range rules {
+		switch {
+		case lr.Protocol == "Udp":
+			// The local world's network carries connections, not packets.
+			r.skipRule(lr, "UDP rules carry no traffic in the local world")
+			continue
+		case lr.FrontendPort == 0 || lr.BackendPort == 0:
+			r.skipRule(lr, "HA-ports rules (port 0) carry no traffic in the local world")
+			continue
+		case lr.FrontendIP == "":
+			continue // its public IP has no address yet
+		}
+		front := lr.FrontendIP
+		if lr.FrontendPrivate {
+			h, err := net.HostAddress(lr.FrontendIP)
+			if err != nil {
+				r.opts.Log.Error(err, "load balancer frontend", "rule", lr.ID)
+				continue
+			}
+			front = h.String()
+		}
+		hr := hostnet.Rule{
+			Frontend:     joinPort(front, lr.FrontendPort),
+			Distribution: hostnet.Distribution(lr.Distribution),
+			IdleTimeout:  lr.IdleTimeout,
+		}
+		for _, ip := range lr.Backends {
+			h, err := net.HostAddress(ip)
+			if err != nil {
+				r.opts.Log.Error(err, "load balancer backend", "rule", lr.ID, "backend", ip)
+				continue
+			}
+			hr.Backends = append(hr.Backends, joinPort(h.String(), lr.BackendPort))
+		}
+		if p := lr.Probe; p != nil {
+			hr.Probe = &hostnet.Probe{Protocol: p.Protocol, Port: p.Port, Path: p.Path, Interval: p.Interval, Threshold: p.Threshold}
+		}
+		out = append(out, hr)
+	}
+	if err := net.SetRules(out); err != nil {
+		r.opts.Log.Error(err, "programming the load balancers' frontends")
+	}
+}
+
+// skipRule says once per rule why it carries nothing.
+func (r *Runtime) skipRule(lr arm.LBRule, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.skipped == nil {
+		r.skipped = map[string]bool{}
+	}
+	if r.skipped[strings.ToLower(lr.ID)] {
+		return
+	}
+	r.skipped[strings.ToLower(lr.ID)] = true
+	r.opts.Log.Info("load-balancing rule skipped: "+why, "rule", lr.ID)
+}
+
+func joinPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
