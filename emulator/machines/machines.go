@@ -348,7 +348,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	k, err := kubelet.Start(ctx, kubelet.Config{
 		NodeName: m.nodeName, Client: client, Address: host, Host: h, Labels: labels, Taints: taints,
 		Capacity: capacity(am), NodeInfo: info, StaticPods: static, StaticProcesses: procs, Images: r.opts.Images, Logs: m.logs,
-		StartCheck: check, Started: started,
+		StartCheck: check, Started: started, PodAddress: r.podAddress(m.endpoint),
 		Log: r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {
@@ -358,6 +358,15 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	m.kubelet, m.kubeletVersion = k, info.KubeletVersion
 	r.mu.Unlock()
 	return nil
+}
+
+// podAddress is where the pods of the cluster at endpoint are reached on
+// this machine: a host address per pod IP, keyed by the cluster since
+// pod CIDRs of different clusters may overlap.
+func (r *Runtime) podAddress(endpoint string) func(string) (netip.Addr, error) {
+	return func(podIP string) (netip.Addr, error) {
+		return r.opts.Network.HostAddress("pod/" + endpoint + "/" + podIP)
+	}
 }
 
 // featureGates are the kubelet's --feature-gates ("A=true,B=false").

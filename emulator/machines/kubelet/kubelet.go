@@ -74,6 +74,10 @@ type Config struct {
 	// Started, when set, is told when a pod's containers first run, so
 	// that what the simulated processes do on the node can happen.
 	Started func(ctx context.Context, pod *corev1.Pod)
+	// PodAddress is the host address where a pod of this node, by its pod
+	// IP, is reached: its containers' servers listen there (serve.go).
+	// Pod IPs are not addresses of this machine; nil serves no pod ports.
+	PodAddress func(podIP string) (netip.Addr, error)
 }
 
 // Kubelet is a running simulated kubelet.
@@ -170,6 +174,12 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 		k.queue.ShutDown()
 		factory.Shutdown()
 		wg.Wait()
+		// The machine is off: its containers' sockets close.
+		k.mu.Lock()
+		for _, r := range k.runs {
+			r.closeAll()
+		}
+		k.mu.Unlock()
 	}()
 	return k, nil
 }
