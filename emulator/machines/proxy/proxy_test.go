@@ -255,8 +255,8 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 	answers(t, hc(a), `"localEndpoints":1`)
 	_, body, _ := get(hc(a))
 	var doc struct {
-		Service struct{ Namespace, Name string } `json:"service"`
-		LocalEndpoints int `json:"localEndpoints"`
+		Service        struct{ Namespace, Name string } `json:"service"`
+		LocalEndpoints int                              `json:"localEndpoints"`
 	}
 	if err := json.Unmarshal([]byte(body), &doc); err != nil || doc.Service.Namespace != "default" || doc.Service.Name != "local" || doc.LocalEndpoints != 1 {
 		t.Errorf("health check body %s (%v)", body, err)
