@@ -10,10 +10,15 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"io"
 	"math/big"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -222,6 +227,28 @@ func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode 
 	})
 	if a, err := netip.ParseAddr(ip); err != nil || !publicPool.Contains(a) {
 		t.Errorf("external IP %q is not from the emulator's public pool", ip)
+	}
+	// Every node's kube-proxy serves the Service's NodePort, forwarding to
+	// the IIS pod, whose simulated container answers with its page.
+	for _, name := range []string{winNode, linuxNode} {
+		n, err := m.workload.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := "http://" + net.JoinHostPort(n.Status.Addresses[0].Address, strconv.Itoa(int(svc.Spec.Ports[0].NodePort))) + "/iisstart.htm"
+		poll.Until(t, time.Minute, func() string {
+			cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			resp, err := cl.Get(url)
+			if err != nil {
+				return "NodePort of node " + name + ": " + err.Error()
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.Header.Get("X-Winkube-Simulated") != "true" || resp.Header.Get("X-Winkube-Pod") != "default/"+p.Name || !strings.Contains(string(body), winNode) {
+				return fmt.Sprintf("NodePort of node %s answers %d %v %q", name, resp.StatusCode, resp.Header, body)
+			}
+			return ""
+		})
 	}
 	pips, err := publicips.New(subscriptID, armCfg)
 	if err != nil {
