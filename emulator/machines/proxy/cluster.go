@@ -204,7 +204,7 @@ func (c *Cluster) sync(key string) error {
 	}
 	c.mu.Unlock()
 	for _, n := range nodes {
-		n.apply(key, s)
+		n.apply(key)
 	}
 	return nil
 }
@@ -312,13 +312,13 @@ func (c *Cluster) byClusterIP(ip string, port int32) (*service, *servicePort) {
 func (c *Cluster) attach(n *Node) {
 	c.mu.Lock()
 	c.nodes[n] = struct{}{}
-	all := make([]*service, 0, len(c.services))
-	for _, s := range c.services {
-		all = append(all, s)
+	keys := make([]string, 0, len(c.services))
+	for k := range c.services {
+		keys = append(keys, k)
 	}
 	c.mu.Unlock()
-	for _, s := range all {
-		n.apply(s.key, s)
+	for _, k := range keys {
+		n.apply(k)
 	}
 }
 

@@ -126,11 +126,14 @@ func (l *listener) close() {
 	_ = l.ln.Close()
 }
 
-// apply brings the node's listeners for one Service to what s needs (nil:
-// the Service is gone).
-func (n *Node) apply(key string, s *service) {
+// apply brings the node's listeners for one Service to what its current
+// state needs (none when it is gone). It reads the state itself, under the
+// node's lock, so that two applies racing (a sync and a node's activation)
+// cannot leave the older state in place.
+func (n *Node) apply(key string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	s := n.c.get(key)
 	want := map[int32]*listener{}
 	if n.active && s != nil {
 		want = n.wanted(s)
