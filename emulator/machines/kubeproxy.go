@@ -110,6 +110,11 @@ func (r *Runtime) nodeDial(m *machine) func(ctx context.Context, addr string) (n
 			return hostnet.Dial(net.JoinHostPort(a.String(), port))
 		}
 		if ip.IsLoopback() {
+			if pn != nil {
+				if handled, err := pn.DialOwnNodePort(addr); handled {
+					return nil, err
+				}
+			}
 			return hostnet.Dial(addr)
 		}
 		return nil, fmt.Errorf("dial tcp %s: connect: connection timed out (no machine, pod or Service of this local world has that address)", addr)

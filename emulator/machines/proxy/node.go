@@ -382,6 +382,28 @@ func (n *Node) DialService(ctx context.Context, addr string) (conn net.Conn, han
 	return c, true, nil
 }
 
+// DialOwnNodePort is the node reaching its own address at port. On Windows
+// a NodePort of the node itself does not answer the node (the Kubernetes
+// docs' Windows networking limitations: "Local NodePort access from the
+// node itself"); handled is false for any other port or node.
+func (n *Node) DialOwnNodePort(addr string) (handled bool, err error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil || !n.cfg.Windows || host != n.cfg.Address.String() {
+		return false, nil
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return false, nil
+	}
+	n.mu.Lock()
+	l, ok := n.listeners[int32(port)]
+	n.mu.Unlock()
+	if !ok || l.health {
+		return false, nil
+	}
+	return true, fmt.Errorf("dial tcp %s: connect: connection timed out (a Windows node cannot reach its own NodePorts; other nodes and external clients can)", addr)
+}
+
 func clientIP(a net.Addr) string {
 	if t, ok := a.(*net.TCPAddr); ok {
 		return t.IP.String()

@@ -306,6 +306,15 @@ func TestWindowsLoadBalancerLimit(t *testing.T) {
 	if strings.Contains(newBuild.log(), "invalid number of destinations") {
 		t.Errorf("win-new refused: %s", newBuild.log())
 	}
+	// Other clients reach win-new's NodePort; win-new itself does not.
+	own := net.JoinHostPort(newBuild.cfg.Address.String(), strconv.Itoa(int(svc.Spec.Ports[0].NodePort)))
+	if handled, err := newBuild.DialOwnNodePort(own); !handled || err == nil {
+		t.Errorf("a Windows node reaches its own NodePort %s", own)
+	}
+	linux := c.testNode(t, "linux", false, "")
+	if handled, _ := linux.DialOwnNodePort(net.JoinHostPort(linux.cfg.Address.String(), strconv.Itoa(int(svc.Spec.Ports[0].NodePort)))); handled {
+		t.Error("a Linux node is refused its own NodePort")
+	}
 }
 
 // TestClusterIPFromTheNode: the node's own dialer reaches a ClusterIP
