@@ -250,6 +250,24 @@ func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode 
 			return ""
 		})
 	}
+	// From the nodes themselves (their shells' curl), the Service's
+	// ClusterIP reaches the pod through the node's kube-proxy; a Windows
+	// Server 2022 host reaches Service VIPs.
+	for _, name := range []string{linuxNode, winNode} {
+		cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return rt.DialFromNode(ctx, name, addr) }}}
+		poll.Until(t, time.Minute, func() string {
+			resp, err := cl.Get("http://" + net.JoinHostPort(svc.Spec.ClusterIP, "80") + "/")
+			if err != nil {
+				return "ClusterIP from node " + name + ": " + err.Error()
+			}
+			resp.Body.Close()
+			if resp.Header.Get("X-Winkube-Pod") != "default/"+p.Name {
+				return fmt.Sprintf("ClusterIP from node %s answers %d %v", name, resp.StatusCode, resp.Header)
+			}
+			return ""
+		})
+	}
 	pips, err := publicips.New(subscriptID, armCfg)
 	if err != nil {
 		t.Fatal(err)
