@@ -50,6 +50,8 @@ type Node struct {
 	// sticky is ClientIP session affinity: service/port/client -> endpoint.
 	sticky map[string]stickyEntry
 	next   map[string]int
+	// now is the affinity's clock.
+	now func() time.Time
 }
 
 type stickyEntry struct {
@@ -68,7 +70,7 @@ type listener struct {
 // Node adds a node's proxy; it serves nothing until SetActive(true), as a
 // node programs no Service rules before its kube-proxy pod runs.
 func (c *Cluster) Node(cfg NodeConfig) *Node {
-	n := &Node{c: c, cfg: cfg, lim: limitsOf(cfg), listeners: map[int32]*listener{}, refused: map[string]bool{}, sticky: map[string]stickyEntry{}, next: map[string]int{}}
+	n := &Node{c: c, cfg: cfg, lim: limitsOf(cfg), listeners: map[int32]*listener{}, refused: map[string]bool{}, sticky: map[string]stickyEntry{}, next: map[string]int{}, now: time.Now}
 	c.attach(n)
 	return n
 }
@@ -281,7 +283,9 @@ func (n *Node) pick(s *service, port, client string, cands []endpoint) endpoint 
 	defer n.mu.Unlock()
 	aff := s.affinity > 0 && client != "" && n.lim.sessionAffinity()
 	key := s.key + "/" + port + "/" + client
-	now := time.Now()
+	// As iptables' recent match that kube-proxy uses, the timeout counts
+	// from the client's last connection.
+	now := n.now()
 	if aff {
 		if st, ok := n.sticky[key]; ok && now.Before(st.expires) {
 			for _, e := range cands {

@@ -373,6 +373,28 @@ func TestClusterIPFromTheNode(t *testing.T) {
 			t.Fatalf("ClientIP affinity: %q then %q (%v)", first, body, err)
 		}
 	}
+	// The affinity lasts its timeout, then the client is balanced again.
+	short := newService(t, "sticky-short", corev1.ServiceSpec{Selector: map[string]string{"app": "api"}, SessionAffinity: corev1.ServiceAffinityClientIP,
+		SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](1)}}}, eps)
+	poll.Until(t, 30*time.Second, func() string {
+		if c.get("default/sticky-short") == nil {
+			return "sticky-short not synced"
+		}
+		return ""
+	})
+	first, err = fetch(linux, short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, err := fetch(linux, short); err != nil || body != first {
+		t.Fatalf("within the timeout: %q then %q (%v)", first, body, err)
+	}
+	linux.mu.Lock()
+	linux.now = func() time.Time { return time.Now().Add(2 * time.Second) }
+	linux.mu.Unlock()
+	if body, err := fetch(linux, short); err != nil || body == first {
+		t.Errorf("still %q after the affinity's 1s timeout (%v)", body, err)
+	}
 	if _, err := fetch(win2019, svc); err == nil || !strings.Contains(err.Error(), "cannot reach Service VIPs") {
 		t.Errorf("a Windows Server 2019 host reached a ClusterIP: %v", err)
 	}
