@@ -186,6 +186,17 @@ func answers(t *testing.T, url, want string) {
 	})
 }
 
+// synced waits until the proxy knows a Service with its endpoints.
+func synced(t *testing.T, c *Cluster, key string, endpoints int) {
+	t.Helper()
+	poll.Until(t, 30*time.Second, func() string {
+		if s := c.get(key); s == nil || len(s.endpoints) != endpoints {
+			return fmt.Sprintf("the proxy has not seen Service %s with %d endpoints", key, endpoints)
+		}
+		return ""
+	})
+}
+
 func refuses(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err == nil {
@@ -226,12 +237,7 @@ func TestNodePortForwardsToReadyEndpoints(t *testing.T) {
 	empty := newService(t, "empty", corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "none"}}, nil)
 	// The first Service's answers show the proxy has synced; the second's
 	// sync is queued after it, so wait for the proxy to have seen it.
-	poll.Until(t, 30*time.Second, func() string {
-		if c.get("default/empty") == nil {
-			return "the proxy has not seen Service empty"
-		}
-		return ""
-	})
+	synced(t, c, "default/empty", 0)
 	if addr := net.JoinHostPort(a.cfg.Address.String(), strconv.Itoa(int(empty.Spec.Ports[0].NodePort))); !refuses(addr) {
 		t.Errorf("a Service without endpoints does not refuse at %s", addr)
 	}
@@ -347,12 +353,8 @@ func TestClusterIPFromTheNode(t *testing.T) {
 		b, err := io.ReadAll(resp.Body)
 		return string(b), err
 	}
-	poll.Until(t, 30*time.Second, func() string {
-		if c.get("default/sticky") == nil || c.get("default/api") == nil {
-			return "services not synced"
-		}
-		return ""
-	})
+	synced(t, c, "default/api", 2)
+	synced(t, c, "default/sticky", 2)
 	seen := map[string]bool{}
 	for range 4 {
 		body, err := fetch(linux, svc)
@@ -376,12 +378,7 @@ func TestClusterIPFromTheNode(t *testing.T) {
 	// The affinity lasts its timeout, then the client is balanced again.
 	short := newService(t, "sticky-short", corev1.ServiceSpec{Selector: map[string]string{"app": "api"}, SessionAffinity: corev1.ServiceAffinityClientIP,
 		SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](1)}}}, eps)
-	poll.Until(t, 30*time.Second, func() string {
-		if c.get("default/sticky-short") == nil {
-			return "sticky-short not synced"
-		}
-		return ""
-	})
+	synced(t, c, "default/sticky-short", 2)
 	first, err = fetch(linux, short)
 	if err != nil {
 		t.Fatal(err)
