@@ -72,7 +72,7 @@ func (r *Runtime) authorizedKeys(m *machine, b *bootdata.BootData) (map[string][
 func (r *Runtime) startAccess(m *machine, b *bootdata.BootData, host netip.Addr) error {
 	keys, login := r.authorizedKeys(m, b)
 	disk := m.disk(login)
-	shell := &vmshell.Machine{Hostname: m.hostname(), Disk: disk, KubeletVersion: r.kubeletVersion(m), HNS: r.hns(m)}
+	shell := &vmshell.Machine{Hostname: m.hostname(), Disk: disk, KubeletVersion: r.kubeletVersion(m), HNS: r.hns(m), Dial: r.nodeDial(m)}
 	cfg := sshd.Config{
 		Address:        net.JoinHostPort(host.String(), strconv.Itoa(SSHPort)),
 		HostKeyFile:    filepath.Join(m.dir, "root", "etc", "ssh", "ssh_host_ed25519_key"),

@@ -31,6 +31,7 @@ import (
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/machines/join"
 	"github.com/winkube/winkube/emulator/machines/kubelet"
+	"github.com/winkube/winkube/emulator/machines/proxy"
 	"github.com/winkube/winkube/emulator/machines/sshd"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
@@ -67,6 +68,7 @@ type Runtime struct {
 	halted map[string]string
 	// skipped are the load-balancing rules said to carry nothing.
 	skipped map[string]bool
+	proxies kubeProxies
 }
 
 type machine struct {
@@ -78,6 +80,7 @@ type machine struct {
 	booted   chan struct{}
 	cp       *controlplane.ControlPlane
 	kubelet  *kubelet.Kubelet
+	proxy    *proxy.Node
 	// providerID is what the node's spec.providerID is set to.
 	providerID string
 	// logs are the machine's service logs on its disk.
@@ -111,7 +114,7 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	return &Runtime{opts: opts, machines: map[string]*machine{}, clusters: map[string]*workloadCluster{}, halted: map[string]string{}}, nil
+	return &Runtime{opts: opts, machines: map[string]*machine{}, clusters: map[string]*workloadCluster{}, halted: map[string]string{}, proxies: kubeProxies{all: map[string]*sharedProxy{}}}, nil
 }
 
 func key(id string) string { return strings.ToLower(id) }
@@ -345,10 +348,19 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	}
 	r.event(m, fmt.Sprintf("kubelet registering node %s (%s, %s)", m.nodeName, h.OS, host))
 	check, started := r.componentHooks(m, host.String(), h.OS)
+	pn := r.startProxy(m, host, m.windows(), info.KernelVersion)
+	r.mu.Lock()
+	m.proxy = pn
+	r.mu.Unlock()
 	k, err := kubelet.Start(ctx, kubelet.Config{
 		NodeName: m.nodeName, Client: client, Address: host, Host: h, Labels: labels, Taints: taints,
 		Capacity: capacity(am), NodeInfo: info, StaticPods: static, StaticProcesses: procs, Images: r.opts.Images, Logs: m.logs,
-		StartCheck: check, Started: started,
+		StartCheck: check, Started: started, PodAddress: r.podAddress(m.endpoint),
+		Installed: func(what map[string]bool) {
+			if pn != nil {
+				pn.SetActive(what["kube-proxy"])
+			}
+		},
 		Log: r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {
@@ -358,6 +370,15 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	m.kubelet, m.kubeletVersion = k, info.KubeletVersion
 	r.mu.Unlock()
 	return nil
+}
+
+// podAddress is where the pods of the cluster at endpoint are reached on
+// this machine: a host address per pod IP, keyed by the cluster since
+// pod CIDRs of different clusters may overlap.
+func (r *Runtime) podAddress(endpoint string) func(string) (netip.Addr, error) {
+	return func(podIP string) (netip.Addr, error) {
+		return r.opts.Network.HostAddress("pod/" + endpoint + "/" + podIP)
+	}
 }
 
 // featureGates are the kubelet's --feature-gates ("A=true,B=false").
@@ -476,6 +497,7 @@ func (r *Runtime) stop(m *machine) {
 	if k != nil {
 		k.Stop()
 	}
+	r.stopProxy(m)
 	r.stopAccess(m)
 	if wc != nil {
 		wc.cloud.Stop()

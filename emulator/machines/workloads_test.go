@@ -10,10 +10,15 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"io"
 	"math/big"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -222,6 +227,46 @@ func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode 
 	})
 	if a, err := netip.ParseAddr(ip); err != nil || !publicPool.Contains(a) {
 		t.Errorf("external IP %q is not from the emulator's public pool", ip)
+	}
+	// Every node's kube-proxy serves the Service's NodePort, forwarding to
+	// the IIS pod, whose simulated container answers with its page.
+	for _, name := range []string{winNode, linuxNode} {
+		n, err := m.workload.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := "http://" + net.JoinHostPort(n.Status.Addresses[0].Address, strconv.Itoa(int(svc.Spec.Ports[0].NodePort))) + "/iisstart.htm"
+		poll.Until(t, time.Minute, func() string {
+			cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			resp, err := cl.Get(url)
+			if err != nil {
+				return "NodePort of node " + name + ": " + err.Error()
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.Header.Get("X-Winkube-Simulated") != "true" || resp.Header.Get("X-Winkube-Pod") != "default/"+p.Name || !strings.Contains(string(body), winNode) {
+				return fmt.Sprintf("NodePort of node %s answers %d %v %q", name, resp.StatusCode, resp.Header, body)
+			}
+			return ""
+		})
+	}
+	// From the nodes themselves (their shells' curl), the Service's
+	// ClusterIP reaches the pod through the node's kube-proxy; a Windows
+	// Server 2022 host reaches Service VIPs.
+	for _, name := range []string{linuxNode, winNode} {
+		cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return rt.DialFromNode(ctx, name, addr) }}}
+		poll.Until(t, time.Minute, func() string {
+			resp, err := cl.Get("http://" + net.JoinHostPort(svc.Spec.ClusterIP, "80") + "/")
+			if err != nil {
+				return "ClusterIP from node " + name + ": " + err.Error()
+			}
+			resp.Body.Close()
+			if resp.Header.Get("X-Winkube-Pod") != "default/"+p.Name {
+				return fmt.Sprintf("ClusterIP from node %s answers %d %v", name, resp.StatusCode, resp.Header)
+			}
+			return ""
+		})
 	}
 	pips, err := publicips.New(subscriptID, armCfg)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"strconv"
@@ -74,6 +75,14 @@ type Config struct {
 	// Started, when set, is told when a pod's containers first run, so
 	// that what the simulated processes do on the node can happen.
 	Started func(ctx context.Context, pod *corev1.Pod)
+	// PodAddress is the host address where a pod of this node, by its pod
+	// IP, is reached: its containers' servers listen there (serve.go).
+	// Pod IPs are not addresses of this machine; nil serves no pod ports.
+	PodAddress func(podIP string) (netip.Addr, error)
+	// Installed, when set, is told what the node's pods have installed
+	// ("cni", "kube-proxy") whenever that changes, so that the runtime can
+	// start what they would have set up (kube-proxy's Service rules).
+	Installed func(what map[string]bool)
 }
 
 // Kubelet is a running simulated kubelet.
@@ -100,6 +109,8 @@ type Kubelet struct {
 	// static pods' by name.
 	runs   map[types.UID]*podRun
 	static map[string]*podRun
+	// installed is what Config.Installed was last told.
+	installed map[string]bool
 	// kick asks for the mirror pods' status to be posted now.
 	kick chan struct{}
 }
@@ -170,6 +181,12 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 		k.queue.ShutDown()
 		factory.Shutdown()
 		wg.Wait()
+		// The machine is off: its containers' sockets close.
+		k.mu.Lock()
+		for _, r := range k.runs {
+			r.closeAll()
+		}
+		k.mu.Unlock()
 	}()
 	return k, nil
 }
@@ -358,7 +375,20 @@ func (k *Kubelet) setRunning(ctx context.Context, uid string, provides []string,
 	k.ready, k.reason = k.networkReady()
 	changed := was != k.ready
 	ready, reason := k.ready, k.reason
+	installed := map[string]bool{}
+	for _, provides := range k.running {
+		for _, p := range provides {
+			installed[p] = true
+		}
+	}
+	tell := k.cfg.Installed != nil && !maps.Equal(installed, k.installed)
+	if tell {
+		k.installed = installed
+	}
 	k.mu.Unlock()
+	if tell {
+		k.cfg.Installed(installed)
+	}
 	if changed {
 		if ready {
 			k.cfg.Logs.Write(vmdisk.Kubelet, "Node %s became Ready: the network plugin is initialized", k.cfg.NodeName)

@@ -51,8 +51,11 @@ type podRun struct {
 	// container runs, with the ports its process serves.
 	podIP, hostIP string
 	images        map[string]*Pulled
-	inits         []*ctrRun
-	mains         []*ctrRun
+	// net is where the containers' servers listen; nil runs none (a
+	// static pod's processes are real).
+	net   *podNet
+	inits []*ctrRun
+	mains []*ctrRun
 	// events are what happened since the caller last took them.
 	events []runEvent
 }
@@ -77,6 +80,8 @@ type ctrRun struct {
 	backoff   time.Duration
 	backoffAt time.Time
 	probes    probeSet
+	// servers are the ports the running process listens on.
+	servers []ctrServer
 }
 
 type runEnv struct {
@@ -207,6 +212,7 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 	}
 	c.probes = newProbeSet(&c.spec, now)
 	r.event(corev1.EventTypeNormal, "Started", "Started container %s", c.spec.Name)
+	r.openPorts(c)
 	return true
 }
 
@@ -214,6 +220,7 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 func (r *podRun) exit(now time.Time, c *ctrRun, code int32, reason, msg string) {
 	t := &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg, StartedAt: metav1.NewTime(c.started), FinishedAt: metav1.NewTime(now)}
 	c.running = false
+	c.closePorts()
 	restart := false
 	switch r.policy() {
 	case corev1.RestartPolicyAlways:

@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func lifecyclePod(policy corev1.RestartPolicy, annotations map[string]string, c corev1.Container) *podRun {
+func lifecyclePod(t *testing.T, policy corev1.RestartPolicy, annotations map[string]string, c corev1.Container) *podRun {
 	if c.Name == "" {
 		c.Name = "app"
 	}
@@ -26,6 +27,10 @@ func lifecyclePod(policy corev1.RestartPolicy, annotations map[string]string, c 
 	r := newPodRun(pod)
 	r.podIP, r.hostIP = "192.168.1.5", "127.0.10.4"
 	r.images = map[string]*Pulled{c.Name: {ImageID: "img", Listens: []string{"80/tcp"}}}
+	// The pod's IP is served at a loopback address of its own, as the
+	// runtime's PodAddress gives it.
+	r.net = &podNet{addr: testAddress(t), node: "node-1", os: "Ubuntu 24.04.1 LTS (6.8.0-1021-azure)"}
+	t.Cleanup(r.closeAll)
 	return r
 }
 
@@ -58,7 +63,7 @@ var env = runEnv{ctx: context.Background()}
 // TestJobContainerRunsToCompletion: a Never pod's container runs its
 // simulated time and exits 0; the pod Succeeds.
 func TestJobContainerRunsToCompletion(t *testing.T) {
-	r := lifecyclePod(corev1.RestartPolicyNever, nil, corev1.Container{})
+	r := lifecyclePod(t, corev1.RestartPolicyNever, nil, corev1.Container{})
 	next := r.advance(t0, env)
 	if s, cs := statusOf(r); s.Phase != corev1.PodRunning || cs.State.Running == nil || !cs.Ready {
 		t.Fatalf("started: phase %s, state %+v", s.Phase, cs.State)
@@ -78,7 +83,7 @@ func TestJobContainerRunsToCompletion(t *testing.T) {
 // TestNeverFailingContainerFailsThePod: exit code 3 with restartPolicy
 // Never fails the pod, no restart.
 func TestNeverFailingContainerFailsThePod(t *testing.T) {
-	r := lifecyclePod(corev1.RestartPolicyNever, map[string]string{ExitCodeAnnotation: "3", RunSecondsAnnotation: "0"}, corev1.Container{})
+	r := lifecyclePod(t, corev1.RestartPolicyNever, map[string]string{ExitCodeAnnotation: "3", RunSecondsAnnotation: "0"}, corev1.Container{})
 	r.advance(t0, env)
 	s, cs := statusOf(r)
 	if s.Phase != corev1.PodFailed || cs.RestartCount != 0 || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 3 || cs.State.Terminated.Reason != "Error" {
@@ -89,7 +94,7 @@ func TestNeverFailingContainerFailsThePod(t *testing.T) {
 // TestOnFailureRestartsWithBackOff: an OnFailure container that keeps
 // failing restarts at once, then after 10s, 20s, 40s..., capped at 5m.
 func TestOnFailureRestartsWithBackOff(t *testing.T) {
-	r := lifecyclePod(corev1.RestartPolicyOnFailure, map[string]string{ExitCodeAnnotation: "1", RunSecondsAnnotation: "1"}, corev1.Container{})
+	r := lifecyclePod(t, corev1.RestartPolicyOnFailure, map[string]string{ExitCodeAnnotation: "1", RunSecondsAnnotation: "1"}, corev1.Container{})
 	now := t0
 	var waits []time.Duration
 	for range 20 {
@@ -125,7 +130,7 @@ func TestOnFailureRestartsWithBackOff(t *testing.T) {
 // container with exit code 1 and the check's message, restarts it with
 // the back-off, and lets it run once the check passes.
 func TestStartCheckFailureCrashLoops(t *testing.T) {
-	r := lifecyclePod(corev1.RestartPolicyAlways, nil, corev1.Container{})
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{})
 	broken := true
 	e := runEnv{ctx: context.Background(), check: func(_ context.Context, _ *corev1.Pod, c *corev1.Container) error {
 		if broken {
@@ -160,7 +165,7 @@ func TestReadinessProbeFollowsWhatListens(t *testing.T) {
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt(port)}},
 			InitialDelaySeconds: 5, PeriodSeconds: 3, SuccessThreshold: 2}
 	}
-	r := lifecyclePod(corev1.RestartPolicyAlways, nil, corev1.Container{ReadinessProbe: probe(8080)})
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{ReadinessProbe: probe(8080)})
 	now := t0
 	for range 6 {
 		now = r.advance(now, env)
@@ -172,7 +177,7 @@ func TestReadinessProbeFollowsWhatListens(t *testing.T) {
 		t.Errorf("events %+v", r.events)
 	}
 
-	r = lifecyclePod(corev1.RestartPolicyAlways, nil, corev1.Container{ReadinessProbe: probe(80)})
+	r = lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{ReadinessProbe: probe(80)})
 	next := r.advance(t0, env)
 	if _, cs := statusOf(r); cs.Ready || !next.Equal(t0.Add(5*time.Second)) {
 		t.Fatalf("ready before the initial delay (%v), next probe at %s", cs.Ready, next)
@@ -190,7 +195,7 @@ func TestReadinessProbeFollowsWhatListens(t *testing.T) {
 // TestLivenessFailureRestarts: failureThreshold failed liveness probes
 // kill the container, which restarts.
 func TestLivenessFailureRestarts(t *testing.T) {
-	r := lifecyclePod(corev1.RestartPolicyAlways, nil, corev1.Container{LivenessProbe: &corev1.Probe{
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{LivenessProbe: &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(9999)}}, PeriodSeconds: 1, FailureThreshold: 2}})
 	now := t0
 	for range 2 {
@@ -208,7 +213,7 @@ func TestLivenessFailureRestarts(t *testing.T) {
 // TestStartupProbeGatesTheOthers: a startup probe that never passes kills
 // the container; readiness is not probed before it passes.
 func TestStartupProbeGatesTheOthers(t *testing.T) {
-	r := lifecyclePod(corev1.RestartPolicyNever, map[string]string{RunSecondsAnnotation: "3600"}, corev1.Container{
+	r := lifecyclePod(t, corev1.RestartPolicyNever, map[string]string{RunSecondsAnnotation: "3600"}, corev1.Container{
 		StartupProbe:   &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(81)}}, PeriodSeconds: 1, FailureThreshold: 3},
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(80)}}, PeriodSeconds: 1},
 	})
@@ -225,7 +230,7 @@ func TestStartupProbeGatesTheOthers(t *testing.T) {
 // TestExecProbeIsNotRun: an exec probe cannot run in a container without a
 // process; it counts as passing and the kubelet says so.
 func TestExecProbeIsNotRun(t *testing.T) {
-	r := lifecyclePod(corev1.RestartPolicyAlways, nil, corev1.Container{ReadinessProbe: &corev1.Probe{
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{ReadinessProbe: &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/calico-node", "-felix-ready"}}}}})
 	r.advance(t0, env)
 	if s, _ := statusOf(r); !ready(s) || !hasEvent(r, "ProbeNotRun", "calico-node -felix-ready") {
@@ -236,7 +241,7 @@ func TestExecProbeIsNotRun(t *testing.T) {
 // TestInitContainersRunFirst: a failing init container of a Never pod
 // fails the pod before the main containers start.
 func TestInitContainersRunFirst(t *testing.T) {
-	r := lifecyclePod(corev1.RestartPolicyNever, nil, corev1.Container{})
+	r := lifecyclePod(t, corev1.RestartPolicyNever, nil, corev1.Container{})
 	r.pod.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
 	r.inits = []*ctrRun{{spec: r.pod.Spec.InitContainers[0], init: true}}
 	e := runEnv{ctx: context.Background(), check: func(_ context.Context, _ *corev1.Pod, c *corev1.Container) error {
@@ -249,5 +254,27 @@ func TestInitContainersRunFirst(t *testing.T) {
 	s, cs := statusOf(r)
 	if s.Phase != corev1.PodFailed || cs.State.Running != nil || s.InitContainerStatuses[0].State.Terminated == nil {
 		t.Fatalf("phase %s main %+v init %+v", s.Phase, cs.State, s.InitContainerStatuses)
+	}
+}
+
+// TestBindFailureIsAnEvent: a port something else holds cannot be served;
+// the kubelet says so as it would of a server that failed to bind, and a
+// port the node's own process holds (hostNetwork) is left to it quietly.
+func TestBindFailureIsAnEvent(t *testing.T) {
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{Ports: []corev1.ContainerPort{{ContainerPort: 8443}, {ContainerPort: 6443}}})
+	for _, port := range []string{"8443", "6443"} {
+		ln, err := net.Listen("tcp", net.JoinHostPort(r.net.addr.String(), port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+	}
+	r.net.held = map[int32]bool{6443: true}
+	r.advance(t0, env)
+	if !hasEvent(r, "Failed", "cannot listen on port 8443") || hasEvent(r, "Failed", "6443") {
+		t.Errorf("events %+v", r.events)
+	}
+	if !r.listening(80) || r.listening(8443) {
+		t.Errorf("servers %+v", r.mains[0].servers)
 	}
 }

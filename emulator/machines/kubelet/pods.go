@@ -150,6 +150,9 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	}
 	run := k.podRun(pod)
 	run.podIP, run.hostIP, run.images = ip.String(), k.cfg.Address.String(), images
+	if run.net == nil {
+		run.net = k.podNet(ctx, pod, hostNet, ip)
+	}
 	now := time.Now()
 	next := run.advance(now, runEnv{ctx: ctx, check: k.cfg.StartCheck})
 	run.fill(status)
@@ -215,6 +218,9 @@ func (k *Kubelet) podRun(pod *corev1.Pod) *podRun {
 
 func (k *Kubelet) dropRun(uid types.UID) {
 	k.mu.Lock()
+	if r, ok := k.runs[uid]; ok {
+		r.closeAll()
+	}
 	delete(k.runs, uid)
 	k.mu.Unlock()
 }
@@ -241,8 +247,9 @@ func (k *Kubelet) forget(ctx context.Context) {
 			gone = append(gone, uid)
 		}
 	}
-	for uid := range k.runs {
+	for uid, r := range k.runs {
 		if !listed[string(uid)] {
+			r.closeAll()
 			delete(k.runs, uid)
 		}
 	}

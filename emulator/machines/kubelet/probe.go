@@ -1,14 +1,22 @@
 package kubelet
 
 import (
+	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/winkube/winkube/internal/localports"
 )
 
 // probeRun is one probe of a container, counted as the kubelet's prober
@@ -115,18 +123,20 @@ func (r *podRun) runProbes(now time.Time, c *ctrRun) string {
 	return ""
 }
 
-// probe answers a probe as the simulated pod can: no process runs, so
-// a TCP, HTTP or gRPC probe connects only to a port a running container's
-// image serves (Listens), and then succeeds (any HTTP path answers 200);
-// any other port refuses the connection, as an unserved port of a real
-// pod does. An exec probe cannot run: it is counted as succeeding, and the
-// kubelet says so in an event.
+// probe runs a probe as the kubelet's prober does, against the pod's
+// simulated servers (serve.go): a TCP probe connects, an HTTP probe GETs
+// its path and passes on a 2xx or 3xx answer, so a probe and curl see the
+// same thing; a port no container serves refuses the connection, as an
+// unserved port of a real pod does. A gRPC probe passes when the port
+// accepts a connection: the simulated server speaks HTTP, not gRPC's
+// health protocol, and is counted as SERVING. An exec probe cannot run: it
+// is counted as succeeding, and the kubelet says so in an event.
 func (r *podRun) probe(c *ctrRun, p *corev1.Probe) (bool, string) {
 	ip := "0.0.0.0"
 	if r.podIP != "" {
 		ip = r.podIP
 	}
-	host, port, what := ip, int32(0), ""
+	host, port, scheme, path := ip, int32(0), "", ""
 	switch {
 	case p.Exec != nil:
 		r.event(corev1.EventTypeNormal, "ProbeNotRun", "exec probe %q of container %s not run: the emulated container runs no process, so the kubelet counts it as succeeding", strings.Join(p.Exec.Command, " "), c.spec.Name)
@@ -141,30 +151,111 @@ func (r *podRun) probe(c *ctrRun, p *corev1.Probe) (bool, string) {
 		if p.HTTPGet.Host != "" {
 			host = p.HTTPGet.Host
 		}
-		scheme := strings.ToLower(string(p.HTTPGet.Scheme))
+		scheme, path = strings.ToLower(string(p.HTTPGet.Scheme)), p.HTTPGet.Path
 		if scheme == "" {
 			scheme = "http"
 		}
-		what = fmt.Sprintf("Get %q: ", scheme+"://"+net.JoinHostPort(host, strconv.Itoa(int(port)))+p.HTTPGet.Path)
+		if path == "" || path[0] != '/' {
+			path = "/" + path
+		}
 	case p.GRPC != nil:
 		port = p.GRPC.Port
 	default:
 		return false, "probe has no handler"
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
+	timeout := time.Duration(defaulted(p.TimeoutSeconds, 1)) * time.Second
+	// The prober runs in the node's network namespace and reaches the pod
+	// at its IP, which in the local world is served at the pod's host
+	// address; a hostNetwork pod's localhost is the node's.
+	target := addr
 	local := host == ip || (r.pod.Spec.HostNetwork && (host == "localhost" || host == "127.0.0.1" || host == r.hostIP))
-	if local {
-		// Containers of a pod share its network: any of them may serve.
-		for _, o := range r.mains {
-			if o.running && listensOn(r.images[o.spec.Name], port) {
-				return true, ""
-			}
+	if local && r.net != nil && r.net.addr.IsValid() {
+		target = net.JoinHostPort(r.net.addr.String(), strconv.Itoa(int(port)))
+	}
+	conn, err := dialProbe(target, timeout)
+	if err != nil {
+		if p.GRPC != nil {
+			return false, fmt.Sprintf("timeout: failed to connect service %q within %ds: context deadline exceeded", addr, defaulted(p.TimeoutSeconds, 1))
+		}
+		msg := "dial tcp " + addr + ": connect: connection refused"
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			msg = "dial tcp " + addr + ": " + errText(err)
+		}
+		if p.HTTPGet != nil {
+			msg = fmt.Sprintf("Get %q: ", scheme+"://"+addr+path) + msg
+		}
+		return false, msg
+	}
+	if p.HTTPGet == nil {
+		conn.Close()
+		return true, ""
+	}
+	return httpGetOver(conn, scheme+"://"+addr+path, p.HTTPGet.HTTPHeaders, timeout)
+}
+
+// dialProbe connects to a pod's port, where a privileged port may be
+// served at its unprivileged alternate (see localports).
+func dialProbe(addr string, timeout time.Duration) (net.Conn, error) {
+	var err error
+	for _, a := range localports.Candidates(addr) {
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", a, timeout); err == nil {
+			return c, nil
 		}
 	}
-	if p.GRPC != nil {
-		return false, fmt.Sprintf("timeout: failed to connect service %q within %ds: context deadline exceeded", addr, defaulted(p.TimeoutSeconds, 1))
+	return nil, err
+}
+
+// errText is a dial error without the address it was dialed at, which is
+// the pod's host address rather than the pod IP the prober names.
+func errText(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
 	}
-	return false, what + "dial tcp " + addr + ": connect: connection refused"
+	return err.Error()
+}
+
+// httpGetOver makes an HTTP probe's request on conn, as the kubelet's
+// prober does (no certificate checks, no redirects followed off the pod).
+func httpGetOver(conn net.Conn, url string, headers []corev1.HTTPHeader, timeout time.Duration) (bool, string) {
+	used := false
+	tr := &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			if used {
+				return nil, errors.New("the probe's one connection is used")
+			}
+			used = true
+			return conn, nil
+		},
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the kubelet's prober does not verify either
+	}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Timeout: timeout, Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		conn.Close()
+		return false, err.Error()
+	}
+	req.Header.Set("User-Agent", "kube-probe")
+	for _, h := range headers {
+		req.Header.Set(h.Name, h.Value)
+	}
+	resp, err := cl.Do(req)
+	if !used {
+		conn.Close()
+	}
+	if err != nil {
+		return false, err.Error()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10))
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return false, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)
+	}
+	return true, ""
 }
 
 // namedPort resolves a probe's port, by number or by a containerPort name.
@@ -181,18 +272,4 @@ func namedPort(c *ctrRun, p intstr.IntOrString) int32 {
 		return int32(n)
 	}
 	return 0
-}
-
-// listensOn says whether an image's process serves a TCP port.
-func listensOn(img *Pulled, port int32) bool {
-	if img == nil {
-		return false
-	}
-	for _, l := range img.Listens {
-		n, proto, _ := strings.Cut(l, "/")
-		if n == strconv.Itoa(int(port)) && (proto == "" || strings.EqualFold(proto, "tcp")) {
-			return true
-		}
-	}
-	return false
 }

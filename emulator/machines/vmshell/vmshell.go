@@ -9,11 +9,13 @@
 package vmshell
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -34,6 +36,9 @@ type Machine struct {
 	// HNS lists the Windows node's networks and endpoints; nil before the
 	// node's kubelet runs.
 	HNS func() ([]kubelet.HNSNetwork, []kubelet.HNSEndpoint)
+	// Dial connects from the machine to host:port as its own processes
+	// do (curl); nil before the machine has a network.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 
 	// cmd: the session is cmd.exe's (started as 'cmd.exe'), which knows
 	// cmd's names only (type, dir), not PowerShell's.
@@ -53,6 +58,7 @@ func (m *Machine) commands() map[string]command {
 		return map[string]command{
 			"hostname": hostname, "hostname.exe": hostname, "type": getContent, "dir": listDir,
 			"kubelet": kubeletVersion, "kubelet.exe": kubeletVersion,
+			"curl": curl, "curl.exe": curl,
 		}
 	}
 	if m.Disk.Windows {
@@ -62,23 +68,28 @@ func (m *Machine) commands() map[string]command {
 			"get-childitem": listDir, "ls": listDir, "dir": listDir, "gci": listDir,
 			"get-hnsnetwork": hnsNetworks, "get-hnsendpoint": hnsEndpoints,
 			"kubelet": kubeletVersion, "kubelet.exe": kubeletVersion,
+			// Windows PowerShell 5.1 aliases curl and wget to
+			// Invoke-WebRequest; curl.exe is the real curl.
+			"invoke-webrequest": invokeWebRequest, "iwr": invokeWebRequest, "curl": invokeWebRequest, "wget": invokeWebRequest,
+			"curl.exe": curl,
 		}
 	}
 	return map[string]command{
 		"hostname": hostname, "cat": getContent, "ls": listDir, "journalctl": journalctl,
 		"kubelet": kubeletVersion, "/usr/bin/kubelet": kubeletVersion,
+		"curl": curl, "/usr/bin/curl": curl,
 	}
 }
 
 // names lists what the shell answers, as its user would type it.
 func (m *Machine) names() string {
 	if m.cmd {
-		return "hostname, type, dir, kubelet --version"
+		return "hostname, type, dir, kubelet --version, curl URL"
 	}
 	if m.Disk.Windows {
-		return "hostname, Get-Content (cat, gc, type), Get-ChildItem (dir, gci, ls), Get-HnsNetwork and Get-HnsEndpoint (| ConvertTo-Json), kubelet --version"
+		return "hostname, Get-Content (cat, gc, type), Get-ChildItem (dir, gci, ls), Get-HnsNetwork and Get-HnsEndpoint (| ConvertTo-Json), kubelet --version, Invoke-WebRequest URL (iwr, curl, wget), curl.exe URL"
 	}
-	return "hostname, cat, ls, journalctl -u UNIT, kubelet --version (sudo allowed)"
+	return "hostname, cat, ls, journalctl -u UNIT, kubelet --version, curl URL (sudo allowed)"
 }
 
 func (m *Machine) refuse(what string, errw io.Writer) int {

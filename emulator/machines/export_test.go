@@ -1,0 +1,23 @@
+package machines
+
+import (
+	"context"
+	"errors"
+	"net"
+)
+
+// DialFromNode connects from a node as its shell's curl does.
+func (r *Runtime) DialFromNode(ctx context.Context, nodeName, addr string) (net.Conn, error) {
+	r.mu.Lock()
+	var m *machine
+	for _, x := range r.machines {
+		if x.nodeName == nodeName {
+			m = x
+		}
+	}
+	r.mu.Unlock()
+	if m == nil {
+		return nil, errors.New("no machine runs node " + nodeName)
+	}
+	return r.nodeDial(m)(ctx, addr)
+}

@@ -1,0 +1,93 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Windows' data plane (HNS and its VFP rules, which kube-proxy's
+// kernelspace proxier programs) has limits the Linux one has not, by build:
+//
+//   - Service VIPs from the host. The seeds (KubeCon EU 2021, a Windows
+//     Server 2019 node of build 17763.1817) and the Kubernetes docs of that
+//     time list "Accessing service VIPs from nodes will be available with a
+//     future release of Windows Server": a Windows Server 2019 host cannot
+//     reach a ClusterIP; Windows Server 2022 (20348) and later can.
+//   - 64 destinations per load balancer. A Service with more than 64
+//     endpoints makes hcnCreateLoadBalancer fail with "Unable to initialize
+//     VFP LB rule: invalid number of destinations" and kube-proxy leaves the
+//     Service unprogrammed on that node, so its NodePort does not answer and
+//     a cloud load balancer's probe takes the node out
+//     (kubernetes/kubernetes#98680, microsoft/Windows-Containers#93).
+//     Microsoft raised the limit to 1024 in a Windows Server 2019 cumulative
+//     update (Windows-Containers#93; EKS's documentation moved from 64 to
+//     1024 back-end pods in August 2022). The thread's comment naming the
+//     update could not be read from the copies available when this was
+//     written: maxDestinationsFixedRevision (17763.2928, May 2022) is an
+//     assumption, kept in one place to correct.
+//   - Session affinity (ClientIP) needs Windows Server 2022: the Kubernetes
+//     docs' table of Windows Service features names it as the minimum, and
+//     kube-proxy does not apply it on older builds.
+const (
+	ws2019 = 17763
+	ws2022 = 20348
+	// maxDestinationsFixedRevision is the Windows Server 2019 revision
+	// (17763.x) from which a load balancer takes up to 1024 destinations.
+	maxDestinationsFixedRevision = 2928
+	oldMaxDestinations           = 64
+	maxDestinations              = 1024
+)
+
+type limits struct {
+	windows         bool
+	build, revision int
+}
+
+// limitsOf reads a node's build from its kernel version ("10.0.17763.6532").
+func limitsOf(cfg NodeConfig) limits {
+	l := limits{windows: cfg.Windows}
+	parts := strings.Split(cfg.KernelVersion, ".")
+	if len(parts) >= 3 {
+		l.build, _ = strconv.Atoi(parts[2])
+	}
+	if len(parts) >= 4 {
+		l.revision, _ = strconv.Atoi(parts[3])
+	}
+	return l
+}
+
+// maxDestinations is how many endpoints one load-balancer policy takes
+// on this node; 0 is no limit (Linux).
+func (l limits) maxDestinations() int {
+	if !l.windows {
+		return 0
+	}
+	if l.build < ws2019 || (l.build == ws2019 && l.revision < maxDestinationsFixedRevision) {
+		return oldMaxDestinations
+	}
+	return maxDestinations
+}
+
+// loadBalancer is hcnCreateLoadBalancer's answer for a Service's policy.
+func (l limits) loadBalancer(s *service) error {
+	max := l.maxDestinations()
+	if max == 0 || len(s.endpoints) <= max {
+		return nil
+	}
+	return fmt.Errorf(`hcnCreateLoadBalancer failed in Win32: The parameter is incorrect. (0x57) {"Success":false,"Error":"The parameter is incorrect. Unable to initialize VFP LB rule: invalid number of destinations.","ErrorCode":2147942487} (%d endpoints; this build takes at most %d)`, len(s.endpoints), max)
+}
+
+var errHostVIP = errors.New("connect: connection timed out (a Windows Server 2019 host cannot reach Service VIPs; Windows Server 2022 and later can)")
+
+// hostToService says whether the host itself reaches ClusterIPs.
+func (l limits) hostToService() error {
+	if l.windows && l.build < ws2022 {
+		return errHostVIP
+	}
+	return nil
+}
+
+// sessionAffinity says whether ClientIP affinity is applied.
+func (l limits) sessionAffinity() bool { return !l.windows || l.build >= ws2022 }
