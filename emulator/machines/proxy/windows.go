@@ -25,8 +25,10 @@ import (
 //     update (Windows-Containers#93; EKS's documentation moved from 64 to
 //     1024 back-end pods in August 2022). The thread's comment naming the
 //     update could not be read from the copies available when this was
-//     written: maxDestinationsFixedRevision (17763.2928, May 2022) is an
-//     assumption, kept in one place to correct.
+//     written: maxDestinationsFixedRevision (17763.2746, the 2022-03 update)
+//     is an assumption, the same one winkube's admission and doctor make
+//     (they cannot share a constant: the emulator imports nothing of
+//     winkube), kept in one place here to correct.
 //   - Session affinity (ClientIP) needs Windows Server 2022: the Kubernetes
 //     docs' table of Windows Service features names it as the minimum, and
 //     kube-proxy does not apply it on older builds.
@@ -35,7 +37,7 @@ const (
 	ws2022 = 20348
 	// maxDestinationsFixedRevision is the Windows Server 2019 revision
 	// (17763.x) from which a load balancer takes up to 1024 destinations.
-	maxDestinationsFixedRevision = 2928
+	maxDestinationsFixedRevision = 2746
 	oldMaxDestinations           = 64
 	maxDestinations              = 1024
 )
