@@ -116,7 +116,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	rt, err = machines.New(machines.Options{
 		Bin: bin, Dir: dir, Network: hn, Images: reg,
-		PublicIPs: func(m arm.Machine) cloud.PublicIPs { return machines.ARMPublicIPs(armCfg)(m) },
+		Cloud: machines.ARMNetwork(&armCfg),
 		Log:       log.Log.WithName("machines"),
 		Events:    bootLog.add,
 	})
