@@ -19,7 +19,6 @@ import (
 
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/emulator/machines"
-	"github.com/winkube/winkube/emulator/machines/cloud"
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/internal/azure/endpoint"

@@ -206,9 +206,9 @@ func (w *World) start(ctx context.Context) (err error) {
 	var armCfg endpoint.Config
 	w.rt, err = machines.New(machines.Options{
 		Bin: o.Bin, Dir: filepath.Join(o.StateDir, "machines"), Network: w.net, Images: w.reg,
-		Cloud: machines.ARMNetwork(&armCfg),
-		Events:    func(machine, msg string) { o.Log.V(1).Info(msg, "machine", machine) },
-		Log:       o.Log.WithName("machines"),
+		Cloud:  machines.ARMNetwork(&armCfg),
+		Events: func(machine, msg string) { o.Log.V(1).Info(msg, "machine", machine) },
+		Log:    o.Log.WithName("machines"),
 	})
 	if err != nil {
 		return err
