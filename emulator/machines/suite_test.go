@@ -115,9 +115,9 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	rt, err = machines.New(machines.Options{
 		Bin: bin, Dir: dir, Network: hn, Images: reg,
-		Cloud: machines.ARMNetwork(&armCfg),
-		Log:       log.Log.WithName("machines"),
-		Events:    bootLog.add,
+		Cloud:  machines.ARMNetwork(&armCfg),
+		Log:    log.Log.WithName("machines"),
+		Events: bootLog.add,
 	})
 	if err != nil {
 		return fail(err)
