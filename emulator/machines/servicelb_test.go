@@ -462,3 +462,61 @@ func TestServiceLoadBalancer(t *testing.T) {
 	gone("public IP of the deleted Service", pipExists("svclb-"+fe))
 	gone("Service web", func() (bool, error) { _, err := svcs.Get(ctx, "web", metav1.GetOptions{}); return err == nil, nil })
 }
+
+// TestServiceLoadBalancerSaysWhatToChange: a cloud config the simulated
+// controller cannot program by (a NIC-based backend pool, cloud-provider-
+// azure's default) leaves the Service pending with a Warning naming the
+// setting, and nothing in Azure.
+func TestServiceLoadBalancerSaysWhatToChange(t *testing.T) {
+	ctx := context.Background()
+	a := newAzure(t, ctx, "svcnic-rg")
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	nicBased := func(c *azurejson.Config) { c.LoadBalancerBackendPoolConfigurationType = "" }
+	c := cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
+		Network: machines.ARMNetwork(&armCfg), ReadNodeFile: a.cloudConfig(t, "svcnic-cp", nicBased), PrivateIP: privateIP})
+	t.Cleanup(c.Stop)
+	runCCM(t, ctx, cs, "cloud-controller-manager-svcnic", "svcnic-cp", "--cloud-provider=azure", "--cluster-name=svcnic")
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "svcnic"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svcs := cs.CoreV1().Services("svcnic")
+	s, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		list, err := cs.CoreV1().Events("svcnic").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		for _, e := range list.Items {
+			if e.InvolvedObject.UID == s.UID && e.Type == corev1.EventTypeWarning && e.Reason == "SyncLoadBalancerFailed" &&
+				strings.Contains(e.Message, `"loadBalancerBackendPoolConfigurationType": "nodeIP"`) {
+				return ""
+			}
+		}
+		return "no Warning naming loadBalancerBackendPoolConfigurationType"
+	})
+	if cur, _ := svcs.Get(ctx, "web", metav1.GetOptions{}); cur == nil || len(cur.Status.LoadBalancer.Ingress) > 0 {
+		t.Error("the Service got an address")
+	}
+	lbs, err := loadbalancers.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb, err := lbs.Get(ctx, "svcnic-rg", "svcnic"); err != nil || lb != nil {
+		t.Errorf("a load balancer was made: %v %v", lb, err)
+	}
+	// Deleted, the Service is not held: nothing was made for it.
+	if err := svcs.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if _, err := svcs.Get(ctx, "web", metav1.GetOptions{}); err == nil {
+			return "Service web is held"
+		}
+		return ""
+	})
+}
