@@ -281,9 +281,15 @@ func toARM(lb *cloud.LoadBalancer, cur *armnetwork.LoadBalancer) armnetwork.Load
 		if pl.VNetID != "" || len(pl.Addresses) > 0 {
 			pp.LoadBalancerBackendAddresses = []*armnetwork.LoadBalancerBackendAddress{}
 			for _, ad := range pl.Addresses {
-				pp.LoadBalancerBackendAddresses = append(pp.LoadBalancerBackendAddresses, &armnetwork.LoadBalancerBackendAddress{
-					Name: to.Ptr(ad.Name), Properties: &armnetwork.LoadBalancerBackendAddressPropertiesFormat{IPAddress: to.Ptr(ad.IP)},
-				})
+				// cloud-provider-azure names the virtual network on the
+				// pool only; each address names it too, as Azure's REST
+				// examples do and as the contract with the emulator's
+				// data plane asks (Azure accepts both).
+				ap := &armnetwork.LoadBalancerBackendAddressPropertiesFormat{IPAddress: to.Ptr(ad.IP)}
+				if pl.VNetID != "" {
+					ap.VirtualNetwork = &armnetwork.SubResource{ID: to.Ptr(pl.VNetID)}
+				}
+				pp.LoadBalancerBackendAddresses = append(pp.LoadBalancerBackendAddresses, &armnetwork.LoadBalancerBackendAddress{Name: to.Ptr(ad.Name), Properties: ap})
 			}
 		}
 		p.BackendAddressPools = append(p.BackendAddressPools, bp)

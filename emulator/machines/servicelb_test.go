@@ -105,6 +105,21 @@ func addNode(t *testing.T, ctx context.Context, cs kubernetes.Interface, name, p
 	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 }
 
+// warnings are the Warning events of a Service, for failure messages.
+func warnings(ctx context.Context, cs kubernetes.Interface, s *corev1.Service) string {
+	list, err := cs.CoreV1().Events(s.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	out := ""
+	for _, e := range list.Items {
+		if e.InvolvedObject.UID == s.UID && e.Type == corev1.EventTypeWarning {
+			out += "; " + e.Reason + ": " + e.Message
+		}
+	}
+	return out
+}
+
 func frontendOf(s *corev1.Service) string {
 	return ("a" + strings.ReplaceAll(string(s.UID), "-", ""))[:32]
 }
@@ -213,7 +228,7 @@ func TestServiceLoadBalancer(t *testing.T) {
 				return err.Error()
 			}
 			if len(s.Status.LoadBalancer.Ingress) == 0 {
-				return "Service " + name + " is still <pending>"
+				return "Service " + name + " is still <pending>" + warnings(ctx, cs, s)
 			}
 			return ""
 		})
