@@ -102,6 +102,9 @@ func (e *specError) Error() string { return e.msg }
 // address a connection was sent to, which floating IP relies on.
 func build(s *corev1.Service, st Settings, frontend Frontend) (wanted, error) {
 	w := wanted{frontend: frontend}
+	if err := unsupported(s); err != nil {
+		return w, err
+	}
 	pool := st.ClusterName
 	var shared *Probe
 	if s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
@@ -147,6 +150,36 @@ func build(s *corev1.Service, st Settings, frontend Frontend) (wanted, error) {
 		w.rules = append(w.rules, r)
 	}
 	return w, nil
+}
+
+// Annotations and fields that pin a Service to an address the user made:
+// cloud-provider-azure looks the public IP up and fails when it is not
+// there. The simulation does not look them up, so it refuses them rather
+// than hand out another address.
+var pinning = []string{
+	"service.beta.kubernetes.io/azure-pip-name",
+	"service.beta.kubernetes.io/azure-load-balancer-ipv4",
+	"service.beta.kubernetes.io/azure-load-balancer-ipv6",
+	"service.beta.kubernetes.io/azure-pip-prefix-id",
+}
+
+// unsupported is what a Service asks for that the simulation does not do,
+// with what to change.
+func unsupported(s *corev1.Service) error {
+	if s.Spec.LoadBalancerIP != "" {
+		return &specError{fmt.Sprintf("spec.loadBalancerIP %s: the local world's cloud-controller-manager does not look up public IPs you made; remove it to get an address of its own", s.Spec.LoadBalancerIP)}
+	}
+	for _, a := range pinning {
+		if v, ok := s.Annotations[a]; ok {
+			return &specError{fmt.Sprintf("annotation %s=%s: the local world's cloud-controller-manager does not look up public IPs you made; remove it to get an address of its own", a, v)}
+		}
+	}
+	for _, f := range s.Spec.IPFamilies {
+		if f == corev1.IPv6Protocol {
+			return &specError{"spec.ipFamilies includes IPv6: the local world simulates IPv4 load balancers only; use ipFamilyPolicy SingleStack with IPv4"}
+		}
+	}
+	return nil
 }
 
 // owned says whether a part of the load balancer is the Service's: its
@@ -307,7 +340,8 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		return nil
 	}
 	s := o.(*corev1.Service).DeepCopy()
-	wants := s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.DeletionTimestamp == nil
+	// A Service with a loadBalancerClass is another implementation's.
+	wants := s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Spec.LoadBalancerClass == nil && s.DeletionTimestamp == nil
 	if !wants && !hasFinalizer(s) {
 		return nil
 	}

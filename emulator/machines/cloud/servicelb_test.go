@@ -108,3 +108,26 @@ func newIndexer(t *testing.T, nodes ...*corev1.Node) cache.Indexer {
 	}
 	return i
 }
+
+// TestUnsupportedServices: what the simulation refuses says what to change.
+func TestUnsupportedServices(t *testing.T) {
+	st := Settings{ClusterName: "k"}
+	for want, s := range map[string]*corev1.Service{
+		"spec.loadBalancerIP":           {Spec: corev1.ServiceSpec{LoadBalancerIP: "20.1.2.3"}},
+		"azure-pip-name":                {ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"service.beta.kubernetes.io/azure-pip-name": "mine"}}},
+		"IPv6":                          {Spec: corev1.ServiceSpec{IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}}},
+		"SCTP":                          {Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolSCTP, Port: 9, NodePort: 30009}}}},
+		"allocateLoadBalancerNodePorts": {Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80}}}},
+	} {
+		_, err := build(s, st, Frontend{Name: "a1"})
+		var se *specError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", want, err)
+		}
+	}
+	// UDP rules go without a probe; TCP ones get their node port's.
+	w, err := build(&corev1.Service{Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolUDP, Port: 53, NodePort: 30053}, {Protocol: corev1.ProtocolTCP, Port: 53, NodePort: 30054}}}}, st, Frontend{Name: "a1"})
+	if err != nil || len(w.rules) != 2 || w.rules[0].Probe != "" || w.rules[0].Protocol != "Udp" || w.rules[0].TCPReset || len(w.probes) != 1 || w.probes[0].Port != 30054 || w.rules[1].Probe != w.probes[0].Name {
+		t.Errorf("UDP and TCP on port 53: %+v %v", w, err)
+	}
+}
