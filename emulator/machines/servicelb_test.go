@@ -535,3 +535,81 @@ func TestServiceLoadBalancerSaysWhatToChange(t *testing.T) {
 		return ""
 	})
 }
+
+// TestServiceLoadBalancerResumesAfterRestart: the controller keeps no state
+// of its own. A Service deleted while no controller runs is held by its
+// finalizer; the next controller finds its parts in Azure, removes them and
+// lets it go. A controller stopped between creating a public IP and the
+// load balancer (its public IP exists, nothing else) finishes the job.
+func TestServiceLoadBalancerResumesAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	a := newAzure(t, ctx, "svcrst-rg")
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	start := func() *cloud.Controller {
+		return cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
+			Network: machines.ARMNetwork(&armCfg), ReadNodeFile: a.cloudConfig(t, "svcrst-cp", nil), PrivateIP: privateIP})
+	}
+	addNode(t, ctx, cs, "svcrst-w1", "10.1.202.5", nil)
+	runCCM(t, ctx, cs, "cloud-controller-manager-svcrst", "svcrst-cp", "--cloud-provider=azure", "--cluster-name=svcrst")
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "svcrst"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svcs := cs.CoreV1().Services("svcrst")
+	lbs, err := loadbalancers.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pips, err := publicips.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Finalizers: []string{"service.kubernetes.io/load-balancer-cleanup"}}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As if a controller had stopped right after creating the public IP.
+	fe := frontendOf(s)
+	a.publicIP(t, ctx, "svcrst-"+fe)
+	c := start()
+	poll.Until(t, time.Minute, func() string {
+		cur, err := svcs.Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		lb, err := lbs.Get(ctx, "svcrst-rg", "svcrst")
+		if err != nil || lb == nil || len(lb.Properties.LoadBalancingRules) != 1 || len(cur.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Sprintf("load balancer not made (%v) or Service pending%s", err, warnings(ctx, cs, cur))
+		}
+		pip, err := pips.Get(ctx, "svcrst-rg", "svcrst-"+fe)
+		if err != nil || pip == nil || *pip.Properties.IPAddress != cur.Status.LoadBalancer.Ingress[0].IP {
+			return "the Service's address is not its public IP's"
+		}
+		return ""
+	})
+	c.Stop()
+
+	// Deleted and a node joined while no controller runs.
+	if err := svcs.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	addNode(t, ctx, cs, "svcrst-w2", "10.1.202.6", nil)
+	if cur, err := svcs.Get(ctx, "web", metav1.GetOptions{}); err != nil || cur.DeletionTimestamp == nil {
+		t.Fatalf("the Service is not held by its finalizer: %v", err)
+	}
+	c = start()
+	t.Cleanup(c.Stop)
+	poll.Until(t, time.Minute, func() string {
+		if _, err := svcs.Get(ctx, "web", metav1.GetOptions{}); err == nil {
+			return "Service web still held"
+		}
+		if lb, err := lbs.Get(ctx, "svcrst-rg", "svcrst"); err != nil || lb != nil {
+			return "load balancer svcrst still there"
+		}
+		if pip, err := pips.Get(ctx, "svcrst-rg", "svcrst-"+fe); err != nil || pip != nil {
+			return "public IP still there"
+		}
+		return ""
+	})
+}
