@@ -280,16 +280,12 @@ func toARM(lb *cloud.LoadBalancer, cur *armnetwork.LoadBalancer) armnetwork.Load
 		pp.BackendIPConfigurations, pp.LoadBalancingRules, pp.OutboundRule, pp.OutboundRules, pp.InboundNatRules, pp.ProvisioningState = nil, nil, nil, nil, nil, nil
 		if pl.VNetID != "" || len(pl.Addresses) > 0 {
 			pp.LoadBalancerBackendAddresses = []*armnetwork.LoadBalancerBackendAddress{}
+			// The virtual network is named on the pool, not on each
+			// address, as cloud-provider-azure writes it.
 			for _, ad := range pl.Addresses {
-				// cloud-provider-azure names the virtual network on the
-				// pool only; each address names it too, as Azure's REST
-				// examples do and as the contract with the emulator's
-				// data plane asks (Azure accepts both).
-				ap := &armnetwork.LoadBalancerBackendAddressPropertiesFormat{IPAddress: to.Ptr(ad.IP)}
-				if pl.VNetID != "" {
-					ap.VirtualNetwork = &armnetwork.SubResource{ID: to.Ptr(pl.VNetID)}
-				}
-				pp.LoadBalancerBackendAddresses = append(pp.LoadBalancerBackendAddresses, &armnetwork.LoadBalancerBackendAddress{Name: to.Ptr(ad.Name), Properties: ap})
+				pp.LoadBalancerBackendAddresses = append(pp.LoadBalancerBackendAddresses, &armnetwork.LoadBalancerBackendAddress{
+					Name: to.Ptr(ad.Name), Properties: &armnetwork.LoadBalancerBackendAddressPropertiesFormat{IPAddress: to.Ptr(ad.IP)},
+				})
 			}
 		}
 		p.BackendAddressPools = append(p.BackendAddressPools, bp)
