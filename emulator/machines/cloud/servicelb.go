@@ -523,6 +523,12 @@ func (c *Controller) syncPools(ctx context.Context) error {
 	if pod == nil || c.cfg.Network == nil {
 		return nil
 	}
+	// Only the Services this controller programmed (they carry its
+	// finalizer) have load balancers whose pools follow the nodes; with
+	// none, nodes joining by the hundred cost Azure no calls.
+	if !slices.ContainsFunc(c.svcs.List(), func(o any) bool { return hasFinalizer(o.(*corev1.Service)) }) {
+		return nil
+	}
 	st, err := settings(pod, ct, c.cfg.ReadNodeFile)
 	if err != nil || !st.runsServiceController() || st.problem() != "" {
 		return nil // the Services say why
