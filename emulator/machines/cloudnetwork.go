@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/azure/loadbalancers"
 	"github.com/winkube/winkube/internal/azure/publicips"
@@ -57,6 +58,18 @@ func (a *armNetwork) ipService(sub string) (*publicips.Service, error) {
 	return s, err
 }
 
+// azureError is Azure's answer in a line a Service's event can carry: what
+// was asked, Azure's code and message.
+func azureError(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if code := async.Code(err); code != "" {
+		return fmt.Errorf("%s: Azure answered %s: %s", what, code, async.Message(err))
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // run drives a non-blocking ARM operation to its end.
 func run(ctx context.Context, step func(token string) (string, bool, error)) error {
 	token := ""
@@ -85,7 +98,7 @@ func (a *armNetwork) EnsurePublicIP(ctx context.Context, ref cloud.Ref, location
 	}
 	spec := publicips.Spec{ResourceGroup: ref.ResourceGroup, Name: ref.Name, Location: location, Tags: t}
 	if err := run(ctx, func(tok string) (string, bool, error) { return s.Reconcile(ctx, spec, tok) }); err != nil {
-		return "", "", err
+		return "", "", azureError("creating public IP "+ref.Name, err)
 	}
 	ip, err := s.Get(ctx, ref.ResourceGroup, ref.Name)
 	if err != nil {
@@ -102,7 +115,7 @@ func (a *armNetwork) DeletePublicIP(ctx context.Context, ref cloud.Ref) error {
 	if err != nil {
 		return err
 	}
-	return run(ctx, func(tok string) (string, bool, error) { return s.Delete(ctx, ref.ResourceGroup, ref.Name, tok) })
+	return azureError("deleting public IP "+ref.Name, run(ctx, func(tok string) (string, bool, error) { return s.Delete(ctx, ref.ResourceGroup, ref.Name, tok) }))
 }
 
 func (a *armNetwork) DeleteLoadBalancer(ctx context.Context, ref cloud.Ref) error {
@@ -110,7 +123,7 @@ func (a *armNetwork) DeleteLoadBalancer(ctx context.Context, ref cloud.Ref) erro
 	if err != nil {
 		return err
 	}
-	return run(ctx, func(tok string) (string, bool, error) { return s.Delete(ctx, ref.ResourceGroup, ref.Name, tok) })
+	return azureError("deleting load balancer "+ref.Name, run(ctx, func(tok string) (string, bool, error) { return s.Delete(ctx, ref.ResourceGroup, ref.Name, tok) }))
 }
 
 func (a *armNetwork) LoadBalancer(ctx context.Context, ref cloud.Ref) (*cloud.LoadBalancer, error) {
@@ -120,7 +133,7 @@ func (a *armNetwork) LoadBalancer(ctx context.Context, ref cloud.Ref) (*cloud.Lo
 	}
 	lb, err := s.Get(ctx, ref.ResourceGroup, ref.Name)
 	if err != nil || lb == nil {
-		return nil, err
+		return nil, azureError("reading load balancer "+ref.Name, err)
 	}
 	return fromARM(ref, lb), nil
 }
@@ -135,10 +148,10 @@ func (a *armNetwork) PutLoadBalancer(ctx context.Context, lb *cloud.LoadBalancer
 	}
 	cur, err := s.Get(ctx, lb.ResourceGroup, lb.Name)
 	if err != nil {
-		return err
+		return azureError("reading load balancer "+lb.Name, err)
 	}
 	m := toARM(lb, cur)
-	return run(ctx, func(tok string) (string, bool, error) { return s.Put(ctx, lb.ResourceGroup, lb.Name, m, tok) })
+	return azureError("putting load balancer "+lb.Name, run(ctx, func(tok string) (string, bool, error) { return s.Put(ctx, lb.ResourceGroup, lb.Name, m, tok) }))
 }
 
 func deref[T any](p *T) T {

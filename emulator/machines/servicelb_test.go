@@ -613,3 +613,55 @@ func TestServiceLoadBalancerResumesAfterRestart(t *testing.T) {
 		return ""
 	})
 }
+
+// TestServiceLoadBalancerReportsAzure: what Azure refuses reaches the
+// Service as a Warning with Azure's code and message, the Service stays
+// pending, and it goes cleanly when deleted.
+func TestServiceLoadBalancerReportsAzure(t *testing.T) {
+	ctx := context.Background()
+	a := newAzure(t, ctx, "svcbad-rg")
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	noVNet := func(c *azurejson.Config) { c.VnetName = "no-such-vnet" }
+	c := cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
+		Network: machines.ARMNetwork(&armCfg), ReadNodeFile: a.cloudConfig(t, "svcbad-cp", noVNet), PrivateIP: privateIP})
+	t.Cleanup(c.Stop)
+	addNode(t, ctx, cs, "svcbad-w1", "10.1.203.5", nil)
+	runCCM(t, ctx, cs, "cloud-controller-manager-svcbad", "svcbad-cp", "--cloud-provider=azure", "--cluster-name=svcbad")
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "svcbad"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svcs := cs.CoreV1().Services("svcbad")
+	s, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		w := warnings(ctx, cs, s)
+		if !strings.Contains(w, "SyncLoadBalancerFailed: Error syncing load balancer: putting load balancer svcbad: Azure answered") || !strings.Contains(w, "no-such-vnet") {
+			return "no Warning with Azure's answer naming the missing virtual network" + w
+		}
+		return ""
+	})
+	t.Logf("the Service's events say%s", warnings(ctx, cs, s))
+	if cur, _ := svcs.Get(ctx, "web", metav1.GetOptions{}); cur == nil || len(cur.Status.LoadBalancer.Ingress) > 0 {
+		t.Error("the Service got an address")
+	}
+	if err := svcs.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pips, err := publicips.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if _, err := svcs.Get(ctx, "web", metav1.GetOptions{}); err == nil {
+			return "Service web is held"
+		}
+		if p, err := pips.Get(ctx, "svcbad-rg", "svcbad-"+frontendOf(s)); err != nil || p != nil {
+			return "its public IP is left"
+		}
+		return ""
+	})
+}
