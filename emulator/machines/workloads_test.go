@@ -314,6 +314,22 @@ func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode 
 		}
 		return ""
 	})
+	// The seeds' last step, curl <EXTERNAL-IP>: the load balancer's rule
+	// carries the connection to a worker's NodePort, whose kube-proxy
+	// forwards it to the IIS pod.
+	poll.Until(t, 2*time.Minute, func() string {
+		cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := cl.Get("http://" + net.JoinHostPort(ip, "80") + "/iisstart.htm")
+		if err != nil {
+			return "EXTERNAL-IP: " + err.Error()
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Winkube-Pod") != "default/"+p.Name {
+			return fmt.Sprintf("EXTERNAL-IP answers %d %v %q", resp.StatusCode, resp.Header, body)
+		}
+		return ""
+	})
 	if err := m.wc.Delete(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
