@@ -3,6 +3,8 @@ package machines
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -129,4 +131,33 @@ func (i machineInstances) Exists(_ context.Context, providerID string) (bool, er
 	_, running := i.r.machines[key(id)]
 	_, halted := i.r.halted[key(id)]
 	return running || halted, nil
+}
+
+// nodeFiles reads files on the disks of a cluster's machines, by node
+// name: what a pod with a hostPath mount reads on its node.
+func (r *Runtime) nodeFiles(endpoint string) func(node, path string) ([]byte, error) {
+	return func(node, path string) ([]byte, error) {
+		r.mu.Lock()
+		var found *machine
+		for _, m := range r.machines {
+			if m.endpoint == endpoint && m.nodeName == node {
+				found = m
+			}
+		}
+		r.mu.Unlock()
+		if found == nil {
+			return nil, fmt.Errorf("node %s is not a machine of this cluster that runs", node)
+		}
+		return readNodeFile(found)(path)
+	}
+}
+
+// privateIP is the VNet address of a machine's host address: a node's
+// InternalIP in the local world.
+func (r *Runtime) privateIP(internalIP string) (string, bool) {
+	a, err := netip.ParseAddr(internalIP)
+	if err != nil {
+		return "", false
+	}
+	return r.opts.Network.Private(a)
 }

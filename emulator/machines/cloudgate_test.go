@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/emulator/machines"
 	"github.com/winkube/winkube/emulator/machines/cloud"
 	"github.com/winkube/winkube/emulator/machines/components"
@@ -28,8 +27,8 @@ func TestCloudActsOnlyWhileACCMRuns(t *testing.T) {
 	catalog := &components.Checker{Components: components.Catalog()}
 	c := cloud.Start(cloud.Config{
 		Client: cs, Log: logr.Discard(),
-		Images:    func(image string) bool { return catalog.HasEffect("linux", image, components.EffectCloudController) },
-		PublicIPs: machines.ARMPublicIPs(armCfg)(arm.Machine{ID: "/subscriptions/" + subscriptID + "/resourceGroups/gate-rg/providers/Microsoft.Compute/virtualMachines/cp", ResourceGroup: a.rg, Location: a.location}),
+		Images:  func(image string) bool { return catalog.HasEffect("linux", image, components.EffectCloudController) },
+		Network: machines.ARMNetwork(&armCfg), ReadNodeFile: a.cloudConfig(t, "cp", nil), PrivateIP: privateIP,
 	})
 	t.Cleanup(c.Stop)
 
@@ -84,6 +83,17 @@ func TestCloudActsOnlyWhileACCMRuns(t *testing.T) {
 		}
 		if len(s.Status.LoadBalancer.Ingress) == 0 {
 			return "Service still <pending>"
+		}
+		return ""
+	})
+	// Gone while the controller runs: its finalizer comes off and its
+	// load balancer goes, leaving nothing for the next test.
+	if err := cs.CoreV1().Services("gate").Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if _, err := cs.CoreV1().Services("gate").Get(ctx, svc.Name, metav1.GetOptions{}); err == nil {
+			return "Service still there"
 		}
 		return ""
 	})

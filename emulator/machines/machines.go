@@ -47,9 +47,10 @@ type Options struct {
 	Network *hostnet.Network
 	// Images is the registry pods pull from.
 	Images kubelet.Images
-	// PublicIPs, when set, gives LoadBalancer Services their addresses;
-	// NewPublicIPs makes one that allocates them in the emulator.
-	PublicIPs func(m arm.Machine) cloud.PublicIPs
+	// Cloud, when set, is the Azure network where the clusters' cloud
+	// controllers program load balancers for LoadBalancer Services;
+	// ARMNetwork makes one that calls the emulator.
+	Cloud cloud.Network
 	// JoinTimeout bounds a worker's wait for its control plane (10m).
 	JoinTimeout time.Duration
 	// Events receives a line per boot step, for progress displays.
@@ -521,12 +522,10 @@ func (r *Runtime) ensureCloud(m *machine) error {
 	if err != nil {
 		return err
 	}
-	var ips cloud.PublicIPs
-	if r.opts.PublicIPs != nil {
-		ips = r.opts.PublicIPs(m.arm)
-	}
 	r.clusters[m.endpoint] = &workloadCluster{admin: m.cp.SuperAdmin, cloud: cloud.Start(cloud.Config{
-		Client: admin, Images: ccmImage, Instances: machineInstances{r}, PublicIPs: ips, Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
+		Client: admin, Images: ccmImage, Instances: machineInstances{r}, Network: r.opts.Cloud,
+		ReadNodeFile: r.nodeFiles(m.endpoint), PrivateIP: r.privateIP,
+		Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
 	})}
 	return nil
 }

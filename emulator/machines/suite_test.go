@@ -19,7 +19,6 @@ import (
 
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/emulator/machines"
-	"github.com/winkube/winkube/emulator/machines/cloud"
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/internal/azure/endpoint"
@@ -116,9 +115,9 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	rt, err = machines.New(machines.Options{
 		Bin: bin, Dir: dir, Network: hn, Images: reg,
-		PublicIPs: func(m arm.Machine) cloud.PublicIPs { return machines.ARMPublicIPs(armCfg)(m) },
-		Log:       log.Log.WithName("machines"),
-		Events:    bootLog.add,
+		Cloud:  machines.ARMNetwork(&armCfg),
+		Log:    log.Log.WithName("machines"),
+		Events: bootLog.add,
 	})
 	if err != nil {
 		return fail(err)

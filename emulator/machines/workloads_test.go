@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/winkube/winkube/emulator/machines/join"
+	"github.com/winkube/winkube/internal/azure/loadbalancers"
 	"github.com/winkube/winkube/internal/azure/publicips"
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/testenv"
@@ -272,16 +274,71 @@ func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode 
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := "kubernetes-" + string(svc.UID)
+	// cloud-provider-azure's names: the public IP <cluster>-a<uid>, on the
+	// load balancer named after the controller manager's --cluster-name,
+	// whose backend pool holds the workers (not the control plane).
+	fe := ("a" + strings.ReplaceAll(string(svc.UID), "-", ""))[:32]
+	name := "mixed-" + fe
 	if pip, err := pips.Get(ctx, "mixed-rg", name); err != nil || pip == nil || *pip.Properties.IPAddress != ip {
 		t.Fatalf("public IP %s in ARM: %v %v", name, pip, err)
 	}
+	lbs, err := loadbalancers.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		lb, err := lbs.Get(ctx, "mixed-rg", "mixed")
+		if err != nil || lb == nil {
+			return fmt.Sprintf("load balancer mixed: %v %v", lb, err)
+		}
+		var got []string
+		for _, p := range lb.Properties.BackendAddressPools {
+			for _, a := range p.Properties.LoadBalancerBackendAddresses {
+				got = append(got, *a.Name)
+			}
+		}
+		slices.Sort(got)
+		nodes, err := m.workload.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		want := []string{}
+		for _, n := range nodes.Items {
+			if _, cp := n.Labels["node-role.kubernetes.io/control-plane"]; !cp {
+				want = append(want, n.Name)
+			}
+		}
+		slices.Sort(want)
+		if len(lb.Properties.FrontendIPConfigurations) != 1 || *lb.Properties.FrontendIPConfigurations[0].Name != fe || !slices.Equal(got, want) {
+			return fmt.Sprintf("load balancer mixed: frontends %d, backends %v, want the workers %v", len(lb.Properties.FrontendIPConfigurations), got, want)
+		}
+		return ""
+	})
+	// The seeds' last step, curl <EXTERNAL-IP>: the load balancer's rule
+	// carries the connection to a worker's NodePort, whose kube-proxy
+	// forwards it to the IIS pod.
+	poll.Until(t, 2*time.Minute, func() string {
+		cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := cl.Get("http://" + net.JoinHostPort(ip, "80") + "/iisstart.htm")
+		if err != nil {
+			return "EXTERNAL-IP: " + err.Error()
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Winkube-Pod") != "default/"+p.Name {
+			return fmt.Sprintf("EXTERNAL-IP answers %d %v %q", resp.StatusCode, resp.Header, body)
+		}
+		return ""
+	})
 	if err := m.wc.Delete(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, time.Minute, func() string {
 		if pip, err := pips.Get(ctx, "mixed-rg", name); err != nil || pip != nil {
 			return "public IP of the deleted Service still exists"
+		}
+		if lb, err := lbs.Get(ctx, "mixed-rg", "mixed"); err != nil || lb != nil {
+			return "the load balancer outlives its last Service"
 		}
 		return ""
 	})

@@ -26,6 +26,9 @@ const (
 	// MaxLoadBalancerRules is Azure's limit of rules per load balancer,
 	// the value CAPZ writes.
 	MaxLoadBalancerRules = 250
+	// BackendPoolNodeIP is cloud-provider-azure's IP-based backend pool
+	// configuration.
+	BackendPoolNodeIP = "nodeIP"
 )
 
 // Config is azure.json.
@@ -51,7 +54,12 @@ type Config struct {
 	RouteTableName               string `json:"routeTableName"`
 	LoadBalancerSku              string `json:"loadBalancerSku"`
 	MaximumLoadBalancerRuleCount int    `json:"maximumLoadBalancerRuleCount"`
-	UseInstanceMetadata          bool   `json:"useInstanceMetadata"`
+	// LoadBalancerBackendPoolConfigurationType "nodeIP" has the cloud
+	// provider put the nodes' private addresses in its load balancer's
+	// backend pool (IP-based) rather than the NICs of VMs and scale-set
+	// instances (nodeIPConfiguration, its default).
+	LoadBalancerBackendPoolConfigurationType string `json:"loadBalancerBackendPoolConfigurationType"`
+	UseInstanceMetadata                      bool   `json:"useInstanceMetadata"`
 }
 
 // Credentials are how the cloud provider authenticates to ARM. The
@@ -81,7 +89,14 @@ func New(n Network, c Credentials) Config {
 		VMType: "vmss", VnetName: n.VnetName, VnetResourceGroup: n.VnetResourceGroup,
 		SubnetName: n.SubnetName, SecurityGroupName: n.SecurityGroupName, SecurityGroupResourceGroup: n.ResourceGroup,
 		RouteTableName: n.RouteTableName, LoadBalancerSku: "Standard", MaximumLoadBalancerRuleCount: MaxLoadBalancerRules,
-		UseInstanceMetadata: true,
+		// IP-based backend pools: one way for standalone VMs and scale-set
+		// instances alike, Windows and Linux, with no PUT of a NIC or a
+		// scale-set model (and no rolling of its instances) when nodes
+		// come and go; Azure supports them for Standard load balancers
+		// whose backends are in one virtual network, which a cluster's
+		// nodes are.
+		LoadBalancerBackendPoolConfigurationType: BackendPoolNodeIP,
+		UseInstanceMetadata:                      true,
 	}
 	if c.ClientID != "" && c.ClientSecret != "" {
 		cfg.AADClientID, cfg.AADClientSecret = c.ClientID, c.ClientSecret

@@ -57,7 +57,7 @@ func TestAzureJSONSecrets(t *testing.T) {
 			if cfg.Cloud != "AzurePublicCloud" || cfg.TenantID != testTenant || cfg.SubscriptionID != f.ac.Spec.SubscriptionID || cfg.ResourceGroup != f.ns ||
 				cfg.Location != "westeurope" || cfg.VnetName == "" || cfg.VnetResourceGroup != f.ns || cfg.SubnetName == "" || cfg.SecurityGroupName == "" ||
 				cfg.SecurityGroupResourceGroup != f.ns || cfg.RouteTableName != "cloudcfg-node-routetable" || cfg.LoadBalancerSku != "Standard" ||
-				cfg.MaximumLoadBalancerRuleCount != 250 || !cfg.UseInstanceMetadata || !cfg.UseManagedIdentityExtension || cfg.VMType != "vmss" {
+				cfg.MaximumLoadBalancerRuleCount != 250 || cfg.LoadBalancerBackendPoolConfigurationType != "nodeIP" || !cfg.UseInstanceMetadata || !cfg.UseManagedIdentityExtension || cfg.VMType != "vmss" {
 				t.Errorf("%s %s: %+v", sec.Name, key, cfg)
 			}
 		}

@@ -35,7 +35,6 @@ import (
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/emulator/entra"
 	"github.com/winkube/winkube/emulator/machines"
-	"github.com/winkube/winkube/emulator/machines/cloud"
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/registry"
 	azcloud "github.com/winkube/winkube/internal/azure/cloud"
@@ -207,9 +206,9 @@ func (w *World) start(ctx context.Context) (err error) {
 	var armCfg endpoint.Config
 	w.rt, err = machines.New(machines.Options{
 		Bin: o.Bin, Dir: filepath.Join(o.StateDir, "machines"), Network: w.net, Images: w.reg,
-		PublicIPs: func(m arm.Machine) cloud.PublicIPs { return machines.ARMPublicIPs(armCfg)(m) },
-		Events:    func(machine, msg string) { o.Log.V(1).Info(msg, "machine", machine) },
-		Log:       o.Log.WithName("machines"),
+		Cloud:  machines.ARMNetwork(&armCfg),
+		Events: func(machine, msg string) { o.Log.V(1).Info(msg, "machine", machine) },
+		Log:    o.Log.WithName("machines"),
 	})
 	if err != nil {
 		return err

@@ -6,14 +6,17 @@
 // Controller is azure-cloud-controller-manager's service and node lifecycle
 // controllers, active only while a cloud-controller-manager pod runs Ready
 // in kube-system (the simulated kubelet has checked its cloud config): it
-// gives LoadBalancer Services an external IP, a public IP it allocates in
-// the cloud, and deletes the Nodes whose VM is gone, finding VMs by the
-// nodes' provider IDs. Without those pods nodes stay tainted and Services
-// pending, as on Azure.
+// programs Azure's load balancer for LoadBalancer Services as
+// cloud-provider-azure does (servicelb.go), reading the pod's flags and the
+// cloud config on its node, and deletes the Nodes whose VM is gone, finding
+// VMs by the nodes' provider IDs. Without those pods nodes stay tainted and
+// Services pending, as on Azure.
 package cloud
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -24,7 +27,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 )
 
 // UninitializedTaint is the taint a kubelet with an external cloud
@@ -33,13 +35,6 @@ const UninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
 
 // lbFinalizer keeps a Service until its load balancer IP is released.
 const lbFinalizer = "service.kubernetes.io/load-balancer-cleanup"
-
-// PublicIPs allocates the addresses of LoadBalancer Services.
-type PublicIPs interface {
-	// Allocate returns the address of the public IP named name, creating it.
-	Allocate(ctx context.Context, name string) (string, error)
-	Release(ctx context.Context, name string) error
-}
 
 // Instances answers what the cloud knows of a VM, by provider ID.
 type Instances interface {
@@ -56,9 +51,17 @@ type Config struct {
 	Images func(image string) bool
 	// Instances may be nil: Nodes are then never deleted.
 	Instances Instances
-	// PublicIPs may be nil: LoadBalancer Services then stay pending, with
-	// an event saying why.
-	PublicIPs PublicIPs
+	// Network is Azure's, where the service controller programs load
+	// balancers. It may be nil: LoadBalancer Services then stay pending,
+	// with an event saying why.
+	Network Network
+	// ReadNodeFile reads a file on a node's disk: the cloud config the
+	// cloud-controller-manager reads on the node it runs on.
+	ReadNodeFile func(node, path string) ([]byte, error)
+	// PrivateIP maps a node's InternalIP to its address in the virtual
+	// network. In the local world a node reports its machine's loopback
+	// host address; on Azure the two are the same (nil).
+	PrivateIP func(internalIP string) (string, bool)
 	Log       logr.Logger
 }
 
@@ -71,12 +74,15 @@ type Controller struct {
 	nodes  cache.Indexer
 	svcs   cache.Indexer
 	pods   cache.Indexer
+	// warned is the last Warning event per Service, touched by the one
+	// worker only.
+	warned map[string]string
 }
 
 // Start runs the controller until Stop.
 func Start(cfg Config) *Controller {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Controller{cfg: cfg, cancel: cancel, done: make(chan struct{}),
+	c := &Controller{cfg: cfg, cancel: cancel, done: make(chan struct{}), warned: map[string]string{},
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](250*time.Millisecond, 10*time.Second))}
 	f := informers.NewSharedInformerFactory(cfg.Client, 0)
 	ni, si := f.Core().V1().Nodes().Informer(), f.Core().V1().Services().Informer()
@@ -95,6 +101,14 @@ func Start(cfg Config) *Controller {
 		return cache.ResourceEventHandlerFuncs{AddFunc: h, UpdateFunc: func(_, o any) { h(o) }, DeleteFunc: h}
 	}
 	_, _ = ni.AddEventHandler(add("node/"))
+	// Nodes coming, going or changing labels and addresses change the
+	// load balancers' backend pool.
+	_, _ = ni.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { c.queue.Add(poolKey) },
+		UpdateFunc: func(o, n any) {
+			if poolRelevant(o.(*corev1.Node), n.(*corev1.Node)) {
+				c.queue.Add(poolKey)
+			}
+		}, DeleteFunc: func(any) { c.queue.Add(poolKey) }})
 	_, _ = si.AddEventHandler(add("svc/"))
 	// A change of a cloud-controller-manager pod (it starts, turns
 	// Ready, goes) is looked at for every object.
@@ -111,6 +125,7 @@ func Start(cfg Config) *Controller {
 		for _, k := range c.svcs.ListKeys() {
 			c.queue.Add("svc/" + k)
 		}
+		c.queue.Add(poolKey)
 	}
 	_, _ = pi.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: all, UpdateFunc: func(_, o any) { all(o) }, DeleteFunc: all})
 	f.Start(ctx.Done())
@@ -129,9 +144,12 @@ func Start(cfg Config) *Controller {
 				return
 			}
 			var err error
-			if len(key) > 5 && key[:5] == "node/" {
+			switch {
+			case key == poolKey:
+				err = c.syncPools(ctx)
+			case strings.HasPrefix(key, "node/"):
 				err = c.syncNode(ctx, key[5:])
-			} else {
+			default:
 				err = c.syncService(ctx, key[4:])
 			}
 			if err != nil && ctx.Err() == nil {
@@ -167,13 +185,39 @@ func (c *Controller) isCCM(p *corev1.Pod) bool {
 // Active says whether a cloud-controller-manager pod runs Ready in
 // kube-system: only then do its controllers act.
 func (c *Controller) Active() bool {
+	p, _ := c.activeCCM()
+	return p != nil
+}
+
+// activeCCM is a cloud-controller-manager pod running Ready, and its
+// container, whose flags and cloud config the controllers act by; of
+// several (leader election picks one), the oldest.
+func (c *Controller) activeCCM() (*corev1.Pod, corev1.Container) {
+	var best *corev1.Pod
+	var bc corev1.Container
 	for _, o := range c.pods.List() {
 		p := o.(*corev1.Pod)
-		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(p) && c.isCCM(p) {
-			return true
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || !podReady(p) || c.cfg.Images == nil {
+			continue
+		}
+		for _, ct := range p.Spec.Containers {
+			if c.cfg.Images(ct.Image) && (best == nil || p.CreationTimestamp.Before(&best.CreationTimestamp) ||
+				(p.CreationTimestamp.Equal(&best.CreationTimestamp) && p.Name < best.Name)) {
+				best, bc = p, ct
+			}
 		}
 	}
-	return false
+	return best, bc
+}
+
+// poolKey is the queue's key for the backend pools.
+const poolKey = "pool"
+
+// poolRelevant says whether a node's change can change its place in the
+// backend pool.
+func poolRelevant(o, n *corev1.Node) bool {
+	return !reflect.DeepEqual(o.Labels, n.Labels) || !reflect.DeepEqual(o.Status.Addresses, n.Status.Addresses) ||
+		!reflect.DeepEqual(o.Spec.Taints, n.Spec.Taints) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -212,63 +256,6 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	return err
 }
 
-func ipName(s *corev1.Service) string { return "kubernetes-" + string(s.UID) }
-
-func (c *Controller) syncService(ctx context.Context, key string) error {
-	o, ok, _ := c.svcs.GetByKey(key)
-	if !ok {
-		return nil
-	}
-	if !c.Active() {
-		// Nothing programs Azure's load balancers: the Service stays
-		// <pending>, and a deleted one keeps its finalizer until a
-		// cloud-controller-manager runs again.
-		return nil
-	}
-	s := o.(*corev1.Service).DeepCopy()
-	wants := s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.DeletionTimestamp == nil
-	if !wants {
-		if !hasFinalizer(s) {
-			return nil
-		}
-		if c.cfg.PublicIPs != nil {
-			if err := c.cfg.PublicIPs.Release(ctx, ipName(s)); err != nil {
-				return err
-			}
-		}
-		s.Status.LoadBalancer = corev1.LoadBalancerStatus{}
-		if s.DeletionTimestamp == nil {
-			if _, err := c.cfg.Client.CoreV1().Services(s.Namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
-				return err
-			}
-		}
-		return c.setFinalizer(ctx, s, false)
-	}
-	if len(s.Status.LoadBalancer.Ingress) > 0 && hasFinalizer(s) {
-		return nil
-	}
-	if c.cfg.PublicIPs == nil {
-		return c.event(ctx, s, "SyncLoadBalancerFailed", "no cloud to allocate a public IP from: the machine runtime was started without an ARM endpoint")
-	}
-	if !hasFinalizer(s) {
-		if err := c.setFinalizer(ctx, s, true); err != nil {
-			return err
-		}
-		return nil // requeued by the update
-	}
-	ip, err := c.cfg.PublicIPs.Allocate(ctx, ipName(s))
-	if err != nil {
-		_ = c.event(ctx, s, "SyncLoadBalancerFailed", err.Error())
-		return err
-	}
-	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip, IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
-	_, err = c.cfg.Client.CoreV1().Services(s.Namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{})
-	if err == nil {
-		_ = c.event(ctx, s, "EnsuredLoadBalancer", "Ensured load balancer with public IP "+ip)
-	}
-	return err
-}
-
 func hasFinalizer(s *corev1.Service) bool {
 	for _, f := range s.Finalizers {
 		if f == lbFinalizer {
@@ -300,12 +287,8 @@ func (c *Controller) setFinalizer(ctx context.Context, s *corev1.Service, on boo
 	return err
 }
 
-func (c *Controller) event(ctx context.Context, s *corev1.Service, reason, msg string) error {
+func (c *Controller) event(ctx context.Context, s *corev1.Service, typ, reason, msg string) error {
 	now := metav1.Now()
-	typ := corev1.EventTypeNormal
-	if reason == "SyncLoadBalancerFailed" {
-		typ = corev1.EventTypeWarning
-	}
 	_, err := c.cfg.Client.CoreV1().Events(s.Namespace).Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: s.Name + ".", Namespace: s.Namespace},
 		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: s.Namespace, Name: s.Name, UID: s.UID, APIVersion: "v1"},

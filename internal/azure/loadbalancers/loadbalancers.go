@@ -1,5 +1,7 @@
-// Package loadbalancers manages the API server's load balancer: one frontend
-// on a public IP, one backend pool, a TCP probe and a rule for the API port.
+// Package loadbalancers manages load balancers: the API server's (one
+// frontend on a public IP, one backend pool, a TCP probe and a rule for the
+// API port) through Spec and Reconcile, and load balancers shared with
+// others through Get and Put.
 package loadbalancers
 
 import (

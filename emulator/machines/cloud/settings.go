@@ -1,0 +1,165 @@
+package cloud
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Defaults of cloud-provider-azure's controller manager and of its config.
+const (
+	// DefaultClusterName is --cluster-name's default: the load balancer's
+	// and its backend pool's name.
+	DefaultClusterName = "kubernetes"
+	// DefaultCloudConfig is where the chart mounts azure.json.
+	DefaultCloudConfig = "/etc/kubernetes/azure.json"
+	// InternalSuffix ends the internal load balancer's name.
+	InternalSuffix = "-internal"
+	// NodeIP is the loadBalancerBackendPoolConfigurationType that puts the
+	// nodes' private addresses in an IP-based backend pool; Azure's cloud
+	// provider defaults to nodeIPConfiguration (the NICs join the pool).
+	NodeIP = "nodeIP"
+)
+
+// Settings are what the running cloud-controller-manager was started with:
+// its flags and the cloud config (azure.json) on the node it runs on.
+type Settings struct {
+	ClusterName string
+	// ConfigPath is the cloud config's path on Node.
+	ConfigPath, Node string
+	// Controllers is --controllers (nil: all).
+	Controllers []string
+	Config      AzureConfig
+}
+
+// AzureConfig holds the fields of azure.json the service controller uses,
+// named as cloud-provider-azure names them.
+type AzureConfig struct {
+	SubscriptionID            string `json:"subscriptionId"`
+	ResourceGroup             string `json:"resourceGroup"`
+	Location                  string `json:"location"`
+	VnetName                  string `json:"vnetName"`
+	VnetResourceGroup         string `json:"vnetResourceGroup"`
+	SubnetName                string `json:"subnetName"`
+	LoadBalancerSku           string `json:"loadBalancerSku"`
+	LoadBalancerName          string `json:"loadBalancerName"`
+	LoadBalancerResourceGroup string `json:"loadBalancerResourceGroup"`
+	BackendPoolType           string `json:"loadBalancerBackendPoolConfigurationType"`
+	DisableOutboundSNAT       bool   `json:"disableOutboundSNAT"`
+}
+
+// flag returns the value of a --name=value or --name value argument of the
+// container's command line.
+func flag(c corev1.Container, name string) (string, bool) {
+	args := append(append([]string(nil), c.Command...), c.Args...)
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v, true
+		}
+		if a == name && i+1 < len(args) {
+			return args[i+1], true
+		}
+	}
+	return "", false
+}
+
+// settings reads the controller manager's flags from its container and its
+// cloud config from the node's disk, as the process does when it starts.
+func settings(pod *corev1.Pod, c corev1.Container, read func(node, path string) ([]byte, error)) (Settings, error) {
+	s := Settings{ClusterName: DefaultClusterName, ConfigPath: DefaultCloudConfig, Node: pod.Spec.NodeName}
+	if v, ok := flag(c, "--cluster-name"); ok && v != "" {
+		s.ClusterName = v
+	}
+	if v, ok := flag(c, "--cloud-config"); ok && v != "" {
+		s.ConfigPath = v
+	}
+	if v, ok := flag(c, "--controllers"); ok {
+		s.Controllers = strings.Split(v, ",")
+	}
+	if read == nil {
+		return s, fmt.Errorf("the cloud config %s on node %s cannot be read here", s.ConfigPath, s.Node)
+	}
+	data, err := read(s.Node, s.ConfigPath)
+	if err != nil {
+		return s, fmt.Errorf("reading the cloud config %s on node %s: %w", s.ConfigPath, s.Node, err)
+	}
+	if err := json.Unmarshal(data, &s.Config); err != nil {
+		return s, fmt.Errorf("the cloud config %s on node %s is not JSON: %w", s.ConfigPath, s.Node, err)
+	}
+	return s, nil
+}
+
+// runsServiceController says whether --controllers enables the service
+// controller, as the controller manager reads the list: "*" is every
+// default controller, "-name" turns one off.
+func (s Settings) runsServiceController() bool {
+	if s.Controllers == nil {
+		return true
+	}
+	on := false
+	for _, c := range s.Controllers {
+		switch strings.TrimSpace(c) {
+		case "-service":
+			return false
+		case "*", "service":
+			on = true
+		}
+	}
+	return on
+}
+
+// lbRef names the cluster's public or internal load balancer:
+// loadBalancerName from the config, else the cluster name, in
+// loadBalancerResourceGroup, else resourceGroup.
+func (s Settings) lbRef(internal bool) Ref {
+	name := s.ClusterName
+	if s.Config.LoadBalancerName != "" {
+		name = s.Config.LoadBalancerName
+	}
+	if internal {
+		name += InternalSuffix
+	}
+	rg := s.Config.ResourceGroup
+	if s.Config.LoadBalancerResourceGroup != "" {
+		rg = s.Config.LoadBalancerResourceGroup
+	}
+	return Ref{SubscriptionID: s.Config.SubscriptionID, ResourceGroup: rg, Name: name}
+}
+
+// vnetID is the virtual network the nodes' addresses are in.
+func (s Settings) vnetID() string {
+	rg := s.Config.VnetResourceGroup
+	if rg == "" {
+		rg = s.Config.ResourceGroup
+	}
+	return Ref{SubscriptionID: s.Config.SubscriptionID, ResourceGroup: rg, Name: s.Config.VnetName}.ID("Microsoft.Network/virtualNetworks")
+}
+
+// problem is what in the config keeps the service controller from
+// programming load balancers here, with what to change; "" when nothing.
+func (s Settings) problem() string {
+	c := s.Config
+	var missing []string
+	for f, v := range map[string]string{"subscriptionId": c.SubscriptionID, "resourceGroup": c.ResourceGroup, "location": c.Location, "vnetName": c.VnetName} {
+		if v == "" {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("the cloud config %s on node %s lacks %s", s.ConfigPath, s.Node, strings.Join(slices.Sorted(slices.Values(missing)), ", "))
+	}
+	if !strings.EqualFold(c.LoadBalancerSku, "standard") {
+		return fmt.Sprintf("the cloud config %s says loadBalancerSku %q: the local world simulates Standard load balancers only; set \"loadBalancerSku\": \"Standard\" (Basic load balancers are retired on Azure)", s.ConfigPath, c.LoadBalancerSku)
+	}
+	if !strings.EqualFold(c.BackendPoolType, NodeIP) {
+		t := c.BackendPoolType
+		if t == "" {
+			t = "nodeIPConfiguration (the default)"
+		}
+		return fmt.Sprintf("the cloud config %s says loadBalancerBackendPoolConfigurationType %s: the local world's cloud-controller-manager programs IP-based backend pools only; set \"loadBalancerBackendPoolConfigurationType\": \"nodeIP\"", s.ConfigPath, t)
+	}
+	return ""
+}
