@@ -120,6 +120,7 @@ var Checks = []Check{
 	{"windows-service-backends", WindowsServiceBackends},
 	{"secrets-on-windows", SecretsOnWindows},
 	{"services", ServiceSelectors},
+	{"load-balancers", LoadBalancers},
 }
 
 // Run reads the cluster once and runs every check over it.

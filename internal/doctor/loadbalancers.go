@@ -1,0 +1,164 @@
+package doctor
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// ccmRunning says whether a cloud-controller-manager pod runs Ready in
+// kube-system: only its service controller gives LoadBalancer Services an
+// address (cloud-provider-azure's chart labels its pods
+// component=cloud-controller-manager).
+func (s *State) ccmRunning() (running bool, found int) {
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		if p.Namespace != "kube-system" || !isCCM(p) {
+			continue
+		}
+		found++
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podIsReady(p) {
+			running = true
+		}
+	}
+	return running, found
+}
+
+func isCCM(p *corev1.Pod) bool {
+	if p.Labels["component"] == "cloud-controller-manager" {
+		return true
+	}
+	for _, c := range p.Spec.Containers {
+		if strings.Contains(c.Image, "/azure-cloud-controller-manager:") {
+			return true
+		}
+	}
+	return false
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// lastLBFailure is the newest SyncLoadBalancerFailed event of a Service.
+func (s *State) lastLBFailure(svc *corev1.Service) *corev1.Event {
+	var last *corev1.Event
+	for i := range s.Events {
+		e := &s.Events[i]
+		if e.Reason != "SyncLoadBalancerFailed" || e.InvolvedObject.Kind != "Service" || e.InvolvedObject.Namespace != svc.Namespace || e.InvolvedObject.Name != svc.Name {
+			continue
+		}
+		if e.InvolvedObject.UID != "" && e.InvolvedObject.UID != svc.UID {
+			continue // an earlier Service of the same name
+		}
+		if last == nil || eventTime(e).After(eventTime(last)) {
+			last = e
+		}
+	}
+	return last
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	if !e.LastTimestamp.IsZero() {
+		return e.LastTimestamp.Time
+	}
+	if !e.EventTime.IsZero() {
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+// readyEndpoints counts a Service's ready endpoint addresses.
+func (s *State) readyEndpoints(svc *corev1.Service) int {
+	n := 0
+	for i := range s.Slices {
+		sl := &s.Slices[i]
+		if sl.Namespace != svc.Namespace || sl.Labels[discoveryv1.LabelServiceName] != svc.Name {
+			continue
+		}
+		for _, ep := range sl.Endpoints {
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				n += len(ep.Addresses)
+			}
+		}
+	}
+	return n
+}
+
+// LoadBalancers explains why a LoadBalancer Service has no external IP, or
+// why the one it has answers nothing: what `curl <EXTERNAL-IP>` would not
+// say. A Service that selects no pod is the services check's.
+func LoadBalancers(s *State) []Finding {
+	var out []Finding
+	running, ccms := s.ccmRunning()
+	for i := range s.Services {
+		svc := &s.Services[i]
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.DeletionTimestamp != nil {
+			continue
+		}
+		obj := ref("Service", svc.Namespace, svc.Name)
+		key := svc.Namespace + "/" + svc.Name
+		if len(svc.Status.LoadBalancer.Ingress) == 0 {
+			switch f := s.lastLBFailure(svc); {
+			case !running && ccms == 0:
+				out = append(out, Finding{Check: "load-balancers", Severity: Error, Object: obj,
+					Message: fmt.Sprintf("LoadBalancer Service %s has no external IP: no cloud-controller-manager runs in kube-system, and only its service controller programs Azure's load balancer", key),
+					Fix:     "install cloud-provider-azure (winkube's flavors deliver it by a ClusterResourceSet: check the cluster has the label cloud-provider: azure)"})
+			case !running:
+				out = append(out, Finding{Check: "load-balancers", Severity: Error, Object: obj,
+					Message: fmt.Sprintf("LoadBalancer Service %s has no external IP: the cloud-controller-manager in kube-system is not Running and Ready", key),
+					Fix:     "kubectl -n kube-system describe pods -l component=cloud-controller-manager (its azure.json and credentials are the usual causes)"})
+			case f != nil:
+				out = append(out, Finding{Check: "load-balancers", Severity: Error, Object: obj,
+					Message: fmt.Sprintf("LoadBalancer Service %s has no external IP: the cloud provider failed to program its load balancer: %s", key, f.Message),
+					Fix:     "fix what the message names; kubectl describe service " + svc.Name + " -n " + svc.Namespace + " shows the newest attempt"})
+			default:
+				out = append(out, Finding{Check: "load-balancers", Severity: Info, Object: obj,
+					Message: fmt.Sprintf("LoadBalancer Service %s is waiting for its external IP (the cloud-controller-manager runs; Azure takes a minute or so)", key)})
+			}
+			continue
+		}
+		if len(svc.Spec.Selector) == 0 || s.readyEndpoints(svc) > 0 {
+			continue
+		}
+		sel := labels.SelectorFromSet(svc.Spec.Selector)
+		selected, notReady := 0, []string{}
+		for j := range s.Pods {
+			p := &s.Pods[j]
+			if p.Namespace == svc.Namespace && p.DeletionTimestamp == nil && sel.Matches(labels.Set(p.Labels)) {
+				selected++
+				if !podIsReady(p) {
+					notReady = append(notReady, p.Name)
+				}
+			}
+		}
+		if selected == 0 {
+			continue
+		}
+		out = append(out, Finding{Check: "load-balancers", Severity: Error, Object: obj,
+			Message: fmt.Sprintf("LoadBalancer Service %s has external IP %s but no ready endpoint: its %d selected pod(s) are not Ready (%s), so every node fails the load balancer's health probe and the IP answers nothing", key, ingressOf(svc), selected, strings.Join(notReady, ", ")),
+			Fix:     "kubectl describe pods of the Service: a failing readiness probe or a container that does not start keeps them out"})
+	}
+	return out
+}
+
+func ingressOf(svc *corev1.Service) string {
+	var ips []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			ips = append(ips, in.IP)
+		} else if in.Hostname != "" {
+			ips = append(ips, in.Hostname)
+		}
+	}
+	return strings.Join(ips, ", ")
+}

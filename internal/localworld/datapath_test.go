@@ -1,0 +1,203 @@
+package localworld_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/winkube/winkube/internal/doctor"
+	"github.com/winkube/winkube/internal/localports"
+	"github.com/winkube/winkube/internal/poll"
+)
+
+// page is one answer of `curl http://<ip>/`.
+type page struct {
+	simulated string
+	body      string
+}
+
+// curl GETs http://ip/ on a new connection, as `curl <EXTERNAL-IP>` does;
+// port 80 of a loopback address is served at its alternate when this
+// process may not bind it (localports), so both are tried.
+func curl(ip string) (page, error) {
+	var last error
+	for _, addr := range localports.Candidates(net.JoinHostPort(ip, "80")) {
+		c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := c.Get("http://" + addr + "/")
+		if err != nil {
+			last = err
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return page{}, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return page{}, fmt.Errorf("%s: HTTP %d", addr, resp.StatusCode)
+		}
+		return page{simulated: resp.Header.Get("X-Winkube-Simulated"), body: string(b)}, nil
+	}
+	return page{}, last
+}
+
+func externalIP(ctx context.Context, cs kubernetes.Interface, name string) string {
+	svc, err := cs.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
+		return ""
+	}
+	return svc.Status.LoadBalancer.Ingress[0].IP
+}
+
+// checkDataPath is issue 24's end-to-end: `curl <EXTERNAL-IP>` of the IIS
+// example answers with a replica's simulated page, three replicas share the
+// traffic, and Services that would answer nothing on Azure (a selector or a
+// targetPort that matches nothing) answer nothing here, with the doctor
+// saying why.
+func checkDataPath(ctx context.Context, t *testing.T, cs kubernetes.Interface, wc client.Client, cfg *rest.Config, start time.Time) {
+	t.Helper()
+	pods := func() map[string]corev1.Pod {
+		l, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=iis-2022"})
+		out := map[string]corev1.Pod{}
+		if err != nil {
+			return out
+		}
+		for _, p := range l.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				out[p.Name] = p
+			}
+		}
+		return out
+	}
+	ip := externalIP(ctx, cs, "iis")
+	var first page
+	poll.Until(t, 2*time.Minute, func() string {
+		p, err := curl(ip)
+		if err != nil {
+			return "curl " + ip + ": " + err.Error()
+		}
+		first = p
+		return ""
+	})
+	if first.simulated != "true" {
+		t.Errorf("the page has X-Winkube-Simulated %q, want true:\n%s", first.simulated, first.body)
+	}
+	running := pods()
+	named := ""
+	for name, p := range running {
+		if strings.Contains(first.body, name) && strings.Contains(first.body, p.Spec.NodeName) {
+			named = name
+		}
+	}
+	if named == "" || !strings.Contains(first.body, "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022") || !strings.Contains(first.body, "10.0.20348") {
+		t.Errorf("the page names no IIS replica with its node, image and OS build (replicas %v):\n%s", keys(running), first.body)
+	}
+	t.Logf("%6.1fs curl %s answered from %s:\n%s", time.Since(start).Seconds(), ip, named, first.body)
+
+	// Three replicas: the answers spread across them.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := &appsv1.Deployment{}
+		if err := wc.Get(ctx, client.ObjectKey{Namespace: "default", Name: "iis-2022"}, d); err != nil {
+			return err
+		}
+		d.Spec.Replicas = ptr.To[int32](3)
+		return wc.Update(ctx, d)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	poll.Until(t, 3*time.Minute, func() string {
+		running := pods()
+		if len(running) != 3 {
+			return fmt.Sprintf("%d IIS replicas Running, want 3", len(running))
+		}
+		for range 6 {
+			p, err := curl(ip)
+			if err != nil {
+				continue
+			}
+			for name := range running {
+				if strings.Contains(p.body, name) {
+					seen[name]++
+				}
+			}
+		}
+		if len(seen) < 3 {
+			return fmt.Sprintf("answers came from %v, want all of %v", seen, keys(running))
+		}
+		return ""
+	})
+	t.Logf("%6.1fs answers from the 3 replicas: %v", time.Since(start).Seconds(), seen)
+
+	// A typo in the selector, and a targetPort nothing listens on: each
+	// Service gets its external IP, and nothing answers on it.
+	for _, s := range []*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "iis-typo"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": "iis-2O22"}, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "iis-8080"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": "iis-2022"}, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
+	} {
+		if _, err := cs.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"iis-typo", "iis-8080"} {
+		var bad string
+		poll.Until(t, 2*time.Minute, func() string {
+			if bad = externalIP(ctx, cs, name); bad == "" {
+				return "Service " + name + " has no external IP"
+			}
+			return ""
+		})
+		for range 3 {
+			if p, err := curl(bad); err == nil {
+				t.Errorf("Service %s (%s) answered, as no Azure load balancer would:\n%s", name, bad, p.body)
+			}
+		}
+		t.Logf("%6.1fs Service %s: curl %s gets no answer", time.Since(start).Seconds(), name, bad)
+	}
+	r, err := doctor.Run(ctx, doctor.Options{Workload: wc, WorkloadConfig: cfg, Azure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"Service/default/iis-typo": "selects no pod", "Service/default/iis-8080": "targets port 8080"}
+	for _, f := range r.Findings {
+		if w, ok := want[f.Object]; ok && f.Check == "services" && strings.Contains(f.Message, w) {
+			delete(want, f.Object)
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("winkube doctor does not say why %v answer nothing: %+v", want, r.Findings)
+	}
+	for _, name := range []string{"iis-typo", "iis-8080"} {
+		if err := cs.CoreV1().Services("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
