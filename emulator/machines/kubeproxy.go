@@ -26,34 +26,63 @@ type sharedProxy struct {
 	nodes int
 }
 
-// startProxy gives a node its kube-proxy, idle until the node runs a
-// kube-proxy pod; nil when the runtime does not run the cluster's control
-// plane (it then has no credentials to watch Services with).
-func (r *Runtime) startProxy(m *machine, host netip.Addr, windows bool, kernel string) *proxy.Node {
+// ensureProxy gives a node its kube-proxy, idle until the node runs a
+// kube-proxy pod, once the runtime knows the node's cluster (it runs its
+// control plane, whose credentials watch Services); until then the node
+// has none, as a node whose kube-proxy cannot reach the API server
+// programs nothing.
+func (r *Runtime) ensureProxy(m *machine) {
 	r.mu.Lock()
-	wc := r.clusters[m.endpoint]
-	r.mu.Unlock()
-	if wc == nil {
-		return nil
+	wc, cfg := r.clusters[m.endpoint], m.proxyNode
+	if wc == nil || cfg == nil || m.proxy != nil {
+		r.mu.Unlock()
+		return
 	}
+	r.mu.Unlock()
 	r.proxies.mu.Lock()
-	defer r.proxies.mu.Unlock()
 	sp := r.proxies.all[m.endpoint]
 	if sp == nil {
 		// Through the cluster's endpoint, as kube-proxy's kubeconfig
 		// points, so the watch outlives any one control-plane machine.
-		cfg := rest.CopyConfig(wc.admin)
-		cfg.Host = "https://" + m.endpoint
-		client, err := kubernetes.NewForConfig(cfg)
+		c := rest.CopyConfig(wc.admin)
+		c.Host = "https://" + m.endpoint
+		client, err := kubernetes.NewForConfig(c)
 		if err != nil {
+			r.proxies.mu.Unlock()
 			r.event(m, "kube-proxy: "+err.Error())
-			return nil
+			return
 		}
 		sp = &sharedProxy{c: proxy.NewCluster(client, r.podAddress(m.endpoint), r.opts.Log.WithName("kube-proxy").WithValues("endpoint", m.endpoint))}
 		r.proxies.all[m.endpoint] = sp
 	}
 	sp.nodes++
-	return sp.c.Node(proxy.NodeConfig{NodeName: m.nodeName, Address: host, Windows: windows, KernelVersion: kernel, Logs: m.logs})
+	pn := sp.c.Node(*cfg)
+	r.proxies.mu.Unlock()
+	r.mu.Lock()
+	if m.proxy != nil || m.proxyNode == nil {
+		// Another call won, or the machine stopped meanwhile.
+		r.mu.Unlock()
+		r.closeProxy(m.endpoint, pn)
+		return
+	}
+	m.proxy = pn
+	active := m.installed["kube-proxy"]
+	r.mu.Unlock()
+	pn.SetActive(active)
+}
+
+// setInstalled records what the node's pods installed and tells its
+// kube-proxy whether it runs.
+func (r *Runtime) setInstalled(m *machine, what map[string]bool) {
+	r.mu.Lock()
+	m.installed = what
+	pn := m.proxy
+	r.mu.Unlock()
+	if pn == nil {
+		r.ensureProxy(m)
+		return
+	}
+	pn.SetActive(what["kube-proxy"])
 }
 
 // stopProxy closes the node's proxy; the last node of a cluster stops
@@ -61,18 +90,21 @@ func (r *Runtime) startProxy(m *machine, host netip.Addr, windows bool, kernel s
 func (r *Runtime) stopProxy(m *machine) {
 	r.mu.Lock()
 	n := m.proxy
-	m.proxy = nil
+	m.proxy, m.proxyNode, m.installed = nil, nil, nil
 	r.mu.Unlock()
-	if n == nil {
-		return
+	if n != nil {
+		r.closeProxy(m.endpoint, n)
 	}
+}
+
+func (r *Runtime) closeProxy(endpoint string, n *proxy.Node) {
 	n.Close()
 	r.proxies.mu.Lock()
-	sp := r.proxies.all[m.endpoint]
+	sp := r.proxies.all[endpoint]
 	if sp != nil {
 		sp.nodes--
 		if sp.nodes <= 0 {
-			delete(r.proxies.all, m.endpoint)
+			delete(r.proxies.all, endpoint)
 		}
 	}
 	r.proxies.mu.Unlock()

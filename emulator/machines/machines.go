@@ -82,6 +82,13 @@ type machine struct {
 	cp       *controlplane.ControlPlane
 	kubelet  *kubelet.Kubelet
 	proxy    *proxy.Node
+	// proxyNode is what the node's kube-proxy is started with, kept while
+	// the kubelet runs: a node that registers before its cluster's control
+	// plane is known to this runtime (machines booting again after a
+	// restart come up in any order) gets its proxy once it is.
+	proxyNode *proxy.NodeConfig
+	// installed is what the node's pods last said they installed.
+	installed map[string]bool
 	// providerID is what the node's spec.providerID is set to.
 	providerID string
 	// logs are the machine's service logs on its disk.
@@ -349,20 +356,16 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	}
 	r.event(m, fmt.Sprintf("kubelet registering node %s (%s, %s)", m.nodeName, h.OS, host))
 	check, started := r.componentHooks(m, host.String(), h.OS)
-	pn := r.startProxy(m, host, m.windows(), info.KernelVersion)
 	r.mu.Lock()
-	m.proxy = pn
+	m.proxyNode = &proxy.NodeConfig{NodeName: m.nodeName, Address: host, Windows: m.windows(), KernelVersion: info.KernelVersion, Logs: m.logs}
 	r.mu.Unlock()
+	r.ensureProxy(m)
 	k, err := kubelet.Start(ctx, kubelet.Config{
 		NodeName: m.nodeName, Client: client, Address: host, Host: h, Labels: labels, Taints: taints,
 		Capacity: capacity(am), NodeInfo: info, StaticPods: static, StaticProcesses: procs, Images: r.opts.Images, Logs: m.logs,
 		StartCheck: check, Started: started, PodAddress: r.podAddress(m.endpoint),
-		Installed: func(what map[string]bool) {
-			if pn != nil {
-				pn.SetActive(what["kube-proxy"])
-			}
-		},
-		Log: r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
+		Installed: func(what map[string]bool) { r.setInstalled(m, what) },
+		Log:       r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {
 		return err
@@ -527,6 +530,13 @@ func (r *Runtime) ensureCloud(m *machine) error {
 		ReadNodeFile: r.nodeFiles(m.endpoint), PrivateIP: r.privateIP,
 		Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
 	})}
+	// Nodes of this cluster that registered before it was known get
+	// their kube-proxy now.
+	for _, o := range r.machines {
+		if o.endpoint == m.endpoint && o.proxy == nil && o.proxyNode != nil {
+			go r.ensureProxy(o)
+		}
+	}
 	return nil
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/winkube/winkube/internal/doctor"
 	"github.com/winkube/winkube/internal/localports"
+	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/poll"
 )
 
@@ -70,7 +71,7 @@ func externalIP(ctx context.Context, cs kubernetes.Interface, name string) strin
 // traffic, and Services that would answer nothing on Azure (a selector or a
 // targetPort that matches nothing) answer nothing here, with the doctor
 // saying why.
-func checkDataPath(ctx context.Context, t *testing.T, cs kubernetes.Interface, wc client.Client, cfg *rest.Config, start time.Time) {
+func checkDataPath(ctx context.Context, t *testing.T, w *localworld.World, cs kubernetes.Interface, wc client.Client, cfg *rest.Config, start time.Time) {
 	t.Helper()
 	pods := func() map[string]corev1.Pod {
 		l, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=iis-2022"})
@@ -87,6 +88,15 @@ func checkDataPath(ctx context.Context, t *testing.T, cs kubernetes.Interface, w
 	}
 	ip := externalIP(ctx, cs, "iis")
 	var first page
+	for i := 0; i < 30; i++ {
+		if _, err := curl(ip); err == nil {
+			break
+		}
+		if i == 29 {
+			diagnose(ctx, t, w, cs)
+		}
+		time.Sleep(2 * time.Second)
+	}
 	poll.Until(t, 2*time.Minute, func() string {
 		p, err := curl(ip)
 		if err != nil {
@@ -190,6 +200,37 @@ func checkDataPath(ctx context.Context, t *testing.T, cs kubernetes.Interface, w
 		if err := cs.CoreV1().Services("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// diagnose logs what a failing curl goes through: the load balancer's rules
+// as the emulator carries them, the nodes, endpoints and Service events.
+func diagnose(ctx context.Context, t *testing.T, w *localworld.World, cs kubernetes.Interface) {
+	t.Helper()
+	for _, r := range w.Emulator().LoadBalancingRules() {
+		t.Logf("rule %s: %s:%d -> %v:%d probe %+v", r.ID, r.FrontendIP, r.FrontendPort, r.Backends, r.BackendPort, r.Probe)
+	}
+	nodes, _ := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	for _, n := range nodes.Items {
+		t.Logf("node %s %v labels %v", n.Name, n.Status.Addresses, n.Labels)
+	}
+	slices, _ := cs.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{})
+	for _, s := range slices.Items {
+		t.Logf("slice %s ports %v endpoints %+v", s.Name, s.Ports, s.Endpoints)
+	}
+	svcs, _ := cs.CoreV1().Services("default").List(ctx, metav1.ListOptions{})
+	for _, s := range svcs.Items {
+		t.Logf("service %s %+v %+v", s.Name, s.Spec.Ports, s.Status)
+	}
+	evs, _ := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind == "Service" || strings.Contains(e.Message, "proxy") {
+			t.Logf("event %s %s/%s %s: %s", e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Type, e.Message)
+		}
+	}
+	pods, _ := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	for _, p := range pods.Items {
+		t.Logf("pod %s/%s on %s %s %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP)
 	}
 }
 

@@ -218,7 +218,7 @@ func TestUpAndDown(t *testing.T) {
 		return fmt.Sprintf("no event explains the pending iis-1809 pod (%d events)", len(evs.Items))
 	})
 	t.Logf("%6.1fs iis-1809 stays Pending on a 2022-only cluster, explained", time.Since(start).Seconds())
-	checkDataPath(ctx, t, cs, wc, cfg, start)
+	checkDataPath(ctx, t, w, cs, wc, cfg, start)
 
 	// Scale the Windows workers 2 -> 3 -> 1, then roll them to another
 	// Kubernetes version, all through the MachineDeployment.
