@@ -146,16 +146,19 @@ func (n *Network) Close() {
 	n.closeRules()
 }
 
-func (f *frontend) serve() {
+func (f *frontend) serve() { acceptLoop(f.ln, f.forward) }
+
+// acceptLoop hands each connection of ln to handle until ln is closed.
+func acceptLoop(ln net.Listener, handle func(net.Conn)) {
 	for {
-		c, err := f.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		go f.forward(c)
+		go handle(c)
 	}
 }
 

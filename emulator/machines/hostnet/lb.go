@@ -184,18 +184,7 @@ func (f *lbFrontend) inRotation() []string {
 	return out
 }
 
-func (f *lbFrontend) serve() {
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
-		}
-		go f.forward(c)
-	}
-}
+func (f *lbFrontend) serve() { acceptLoop(f.ln, f.forward) }
 
 // forward sends a connection to the backend its hash picks among those in
 // rotation. With none, or when the picked backend does not accept, the
