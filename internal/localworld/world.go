@@ -99,8 +99,12 @@ type World struct {
 	rt       *machines.Runtime
 	block    *hostnet.Block
 	lock     *os.File
-	cancel   context.CancelFunc
-	mgrDone  chan error
+	// emuSaver and netSaver keep the emulator's resources and the host
+	// address map on disk as they change, so that the next start after a
+	// SIGKILL finds the machines a clean stop would have left.
+	emuSaver, netSaver *writeBehind
+	cancel             context.CancelFunc
+	mgrDone            chan error
 }
 
 func (o *Options) progress(format string, args ...any) {
@@ -200,10 +204,18 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := w.net.Load(filepath.Join(o.StateDir, hostnetState)); err != nil {
 		return err
 	}
+	w.netSaver = newWriteBehind("host address map", func() error { return w.net.Save(filepath.Join(o.StateDir, hostnetState)) }, o.Log)
+	w.net.OnChange(w.netSaver.mark)
+	w.netSaver.start()
 	if err := w.startDirectory(); err != nil {
 		return err
 	}
+	// The directory changes only here: saved now, it survives a kill.
+	if err := w.saveDirectory(); err != nil {
+		return err
+	}
 	var armCfg endpoint.Config
+	emuSaver := newWriteBehind("Azure resources", func() error { return w.emu.Save(filepath.Join(o.StateDir, emulatorState)) }, o.Log)
 	w.rt, err = machines.New(machines.Options{
 		Bin: o.Bin, Dir: filepath.Join(o.StateDir, "machines"), Network: w.net, Images: w.reg,
 		Cloud:  machines.ARMNetwork(&armCfg),
@@ -214,7 +226,7 @@ func (w *World) start(ctx context.Context) (err error) {
 		return err
 	}
 	if w.emu, err = arm.New(arm.Options{Directory: w.dir, PollInterval: 200 * time.Millisecond, Runtime: w.rt, PublicIPPool: w.block.Public,
-		BootDelayLinux: 500 * time.Millisecond, BootDelayWindows: 2 * time.Second}); err != nil {
+		BootDelayLinux: 500 * time.Millisecond, BootDelayWindows: 2 * time.Second, OnChange: emuSaver.mark}); err != nil {
 		return err
 	}
 	if err := w.emu.Start("127.0.0.1:0"); err != nil {
@@ -242,6 +254,9 @@ func (w *World) start(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	// Only now: a world that failed to load its state keeps the file.
+	w.emuSaver = emuSaver
+	w.emuSaver.start()
 
 	o.progress("controllers: Cluster API (core, kubeadm bootstrap, kubeadm control plane, ClusterResourceSet) and winkube")
 	wio := &w.env.WebhookInstallOptions
@@ -306,14 +321,14 @@ func (w *World) Stop() {
 		}
 	}
 	// Machines first, keeping their disks; then the emulator's resources
-	// and the address map are saved for the next start.
+	// and the address map are saved a last time for the next start.
 	if w.rt != nil {
 		w.rt.Close()
 	}
+	if w.emuSaver != nil {
+		w.emuSaver.close()
+	}
 	if w.emu != nil {
-		if err := w.emu.Save(filepath.Join(w.opts.StateDir, emulatorState)); err != nil {
-			w.opts.Log.Error(err, "saving the emulator's state")
-		}
 		_ = w.emu.Close()
 	}
 	if w.login != nil {
@@ -322,8 +337,10 @@ func (w *World) Stop() {
 	if err := w.saveDirectory(); err != nil {
 		w.opts.Log.Error(err, "saving the Entra ID's state")
 	}
+	if w.netSaver != nil {
+		w.netSaver.close()
+	}
 	if w.net != nil {
-		_ = w.net.Save(filepath.Join(w.opts.StateDir, hostnetState))
 		w.net.Close()
 	}
 	if w.reg != nil {
