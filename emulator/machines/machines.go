@@ -581,6 +581,8 @@ type Node struct {
 	Dir string
 	// Pids are a control plane's processes.
 	Pids map[string]int
+	// APIServer is a control plane's own kube-apiserver (host:port).
+	APIServer string
 }
 
 // Nodes lists the machines booted so far.
@@ -594,7 +596,7 @@ func (r *Runtime) Nodes() []Node {
 			n.Host, _ = r.opts.Network.HostAddress(m.arm.PrivateIPs[0])
 		}
 		if m.cp != nil {
-			n.Pids = m.cp.Pids()
+			n.Pids, n.APIServer = m.cp.Pids(), m.cp.APIServer
 		}
 		out = append(out, n)
 	}

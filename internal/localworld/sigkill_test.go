@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,37 +113,6 @@ func bootIDs(ctx context.Context, cs kubernetes.Interface) (map[string]string, e
 	return out, nil
 }
 
-// descendants lists the processes below pid, from /proc.
-func descendants(pid int) []int {
-	parent := map[int]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 1 {
-			parent[p], _ = strconv.Atoi(f[1])
-		}
-	}
-	var out []int
-	for p := range parent {
-		for q := parent[p]; q > 1; q = parent[q] {
-			if q == pid {
-				out = append(out, p)
-				break
-			}
-		}
-	}
-	return out
-}
-
 func alive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
@@ -208,7 +176,7 @@ func TestKilledWinkubeLeavesNothing(t *testing.T) {
 	if err != nil || len(bootBefore) != 2 {
 		t.Fatalf("the world's nodes before the kill: %v (%v), want 2", bootBefore, err)
 	}
-	children := descendants(cmd.Process.Pid)
+	children := localworld.Descendants(cmd.Process.Pid)
 	var names []string
 	for _, p := range children {
 		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p))
