@@ -153,6 +153,14 @@ type benchReport struct {
 		// Error says why the requests could not be counted.
 		Error string `json:"error,omitempty"`
 	} `json:"apiServer"`
+	// Management counts the management API server's requests during the
+	// bring-up: Cluster API's and winkube's controllers at work.
+	Management struct {
+		Requests   float64  `json:"requests"`
+		PerMachine float64  `json:"perMachine"`
+		Top        []counts `json:"top"`
+		Error      string   `json:"error,omitempty"`
+	} `json:"management"`
 	CPUSeconds struct {
 		Winkube      cpuFigures `json:"winkube"`
 		ControlPlane cpuFigures `json:"controlPlane"`
@@ -235,6 +243,7 @@ func (o *benchOptions) run(ctx context.Context, errOut io.Writer, bin, size stri
 	defer w.Stop()
 	r.Phases.ManagementPlaneUp = seconds(time.Since(start).Seconds())
 	w.Emulator().ResetCounters()
+	mgmtStart, mgmtErr := w.ManagementRequests(ctx)
 	if err := w.CreateCluster(ctx); err != nil {
 		return nil, err
 	}
@@ -274,6 +283,21 @@ func (o *benchOptions) run(ctx context.Context, errOut io.Writer, bin, size stri
 	} else if minutes := ready.Sub(tl.ControlPlaneProvisioned).Minutes(); minutes > 0 && !tl.ControlPlaneProvisioned.IsZero() {
 		r.APIServer.BringUpPerNodeMinute = sum(apiUp) / float64(r.Nodes) / minutes
 		r.APIServer.Top = top(apiUp, 8)
+	}
+
+	if mgmtErr == nil {
+		var now map[string]float64
+		if now, mgmtErr = w.ManagementRequests(ctx); mgmtErr == nil {
+			for k, v := range mgmtStart {
+				now[k] -= v
+			}
+			r.Management.Requests = sum(now)
+			r.Management.PerMachine = r.Management.Requests / float64(r.Nodes)
+			r.Management.Top = top(now, 8)
+		}
+	}
+	if mgmtErr != nil {
+		r.Management.Error = mgmtErr.Error()
 	}
 
 	// What the running cluster costs, per minute.
@@ -466,6 +490,14 @@ func (r *benchReport) writeTable(out io.Writer) {
 		fmt.Fprintf(t, "workload API server per node per minute, bring-up / steady\t%s / %s\n", g(r.APIServer.BringUpPerNodeMinute), g(r.APIServer.SteadyPerNodeMinute))
 		for _, c := range r.APIServer.Top {
 			fmt.Fprintf(t, "  %s\t%s\n", c.What, strconv.FormatFloat(c.Count, 'f', 2, 64))
+		}
+	}
+	if r.Management.Error != "" {
+		fmt.Fprintf(t, "management API server\tnot counted: %s\n", r.Management.Error)
+	} else {
+		fmt.Fprintf(t, "management API server per machine, bring-up\t%s (%.0f in all)\n", g(r.Management.PerMachine), r.Management.Requests)
+		for _, c := range r.Management.Top {
+			fmt.Fprintf(t, "  %s\t%.0f\n", c.What, c.Count)
 		}
 	}
 	fmt.Fprintf(t, "\nCPU SECONDS\tBRING-UP\tSTEADY PER MINUTE\tDELETE\n")

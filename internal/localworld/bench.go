@@ -185,27 +185,9 @@ func (w *World) APIRequests(ctx context.Context) (map[string]float64, error) {
 		}
 		c := rest.CopyConfig(cfg)
 		// Each control plane's own server, not one behind the load balancer.
-		c.Host, c.Timeout = "https://"+n.APIServer, 30*time.Second
-		hc, err := rest.HTTPClientFor(c)
-		if err != nil {
+		c.Host = "https://" + n.APIServer
+		if err := scrapeRequests(ctx, c, out); err != nil {
 			return nil, err
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Host+"/metrics", nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("%s /metrics: %w", n.APIServer, err)
-		}
-		if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			return nil, fmt.Errorf("%s /metrics: %s", n.APIServer, resp.Status)
-		}
-		err = addRequestTotals(resp.Body, out)
-		resp.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s /metrics: %w", n.APIServer, err)
 		}
 		servers++
 	}
@@ -213,6 +195,37 @@ func (w *World) APIRequests(ctx context.Context) (map[string]float64, error) {
 		return nil, fmt.Errorf("no control plane runs")
 	}
 	return out, nil
+}
+
+// ManagementRequests counts the requests the management API server has
+// served, as APIRequests does.
+func (w *World) ManagementRequests(ctx context.Context) (map[string]float64, error) {
+	out := map[string]float64{}
+	return out, scrapeRequests(ctx, rest.CopyConfig(w.Config), out)
+}
+
+func scrapeRequests(ctx context.Context, c *rest.Config, out map[string]float64) error {
+	c.Timeout = 30 * time.Second
+	hc, err := rest.HTTPClientFor(c)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.Host, "/")+"/metrics", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s/metrics: %w", c.Host, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s/metrics: %s", c.Host, resp.Status)
+	}
+	if err := addRequestTotals(resp.Body, out); err != nil {
+		return fmt.Errorf("%s/metrics: %w", c.Host, err)
+	}
+	return nil
 }
 
 // addRequestTotals adds the apiserver_request_total samples of a
