@@ -262,6 +262,11 @@ func (w *World) start(ctx context.Context) (err error) {
 	wio := &w.env.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(w.Config, ctrl.Options{
 		Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: o.Log.WithName("controllers"),
+		// Cluster API's controllers read the objects they reference (the
+		// infrastructure and bootstrap of every Machine) as unstructured:
+		// from the cache, as Cluster API's own managers are set up, not
+		// with a GET to the API server each time.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		WebhookServer: webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}),
 	})
 	if err != nil {
