@@ -10,8 +10,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,6 +23,8 @@ import (
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 )
 
 // Timeline is when the world's cluster reached each step of its bring-up,
@@ -45,7 +49,39 @@ type WorkerTimes struct {
 	Machine string
 	// BootstrapReady is when its bootstrap data (the kubeadm join
 	// configuration) was ready: workers wait for the control plane here.
-	Created, BootstrapReady, Provisioned, NodeRegistered, NodeReady time.Time
+	// VMBooting is when the emulator handed the provisioned VM to the
+	// machine runtime; Provisioned when Cluster API saw the infrastructure
+	// ready.
+	Created, BootstrapReady, VMBooting, Provisioned, NodeRegistered, NodeReady time.Time
+	// CNIPodCreated, CNIPodScheduled and CNIPodReady follow the CNI's
+	// DaemonSet pod on the node: created by the DaemonSet controller,
+	// bound by the scheduler, run Ready by the kubelet (the first of them
+	// when the CNI has several DaemonSets for the node's OS).
+	CNIPodCreated, CNIPodScheduled, CNIPodReady time.Time
+}
+
+// bootTimes are when the machine runtime began to boot each machine (by
+// VM name): when Azure would report the VM running.
+type bootTimes struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (b *bootTimes) note(machine string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.at == nil {
+		b.at = map[string]time.Time{}
+	}
+	if _, ok := b.at[machine]; !ok {
+		b.at[machine] = time.Now()
+	}
+}
+
+func (b *bootTimes) of(machine string) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.at[machine]
 }
 
 // Timeline reads where the cluster's bring-up spent its time.
@@ -63,12 +99,25 @@ func (w *World) Timeline(ctx context.Context) (Timeline, error) {
 	if err != nil {
 		return tl, err
 	}
-	if err := w.cniApplied(ctx, cs, &tl); err != nil {
+	cni, err := w.cniApplied(ctx, cs, &tl)
+	if err != nil {
+		return tl, err
+	}
+	cniPods, err := daemonSetPods(ctx, cs, cni)
+	if err != nil {
 		return tl, err
 	}
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return tl, err
+	}
+	ams := &infrav1.AzureMachineList{}
+	if err := w.Client.List(ctx, ams, client.InNamespace(namespace)); err != nil {
+		return tl, err
+	}
+	vmName := map[string]string{}
+	for _, am := range ams.Items {
+		vmName[am.Name] = am.Status.VMName
 	}
 	byName := map[string]*corev1.Node{}
 	for i := range nodes.Items {
@@ -108,8 +157,25 @@ func (w *World) Timeline(ctx context.Context) (Timeline, error) {
 			continue
 		}
 		wt := WorkerTimes{Machine: m.Name, Created: m.CreationTimestamp.Time, BootstrapReady: bootstrap, Provisioned: provisioned}
+		if vm := vmName[m.Spec.InfrastructureRef.Name]; vm != "" {
+			wt.VMBooting = w.boots.of(vm)
+		}
 		if node != nil {
 			wt.NodeRegistered, wt.NodeReady = node.CreationTimestamp.Time, readySince(node)
+			if p := cniPods[node.Name]; p != nil {
+				wt.CNIPodCreated = p.CreationTimestamp.Time
+				for _, c := range p.Status.Conditions {
+					if c.Status != corev1.ConditionTrue {
+						continue
+					}
+					switch c.Type {
+					case corev1.PodScheduled:
+						wt.CNIPodScheduled = c.LastTransitionTime.Time
+					case corev1.PodReady:
+						wt.CNIPodReady = c.LastTransitionTime.Time
+					}
+				}
+			}
 		}
 		tl.Workers = append(tl.Workers, wt)
 	}
@@ -119,13 +185,15 @@ func (w *World) Timeline(ctx context.Context) (Timeline, error) {
 // cniApplied is when the CNI's DaemonSets appeared in the workload
 // cluster: those in the ConfigMaps of the ClusterResourceSets that select
 // clusters by the "cni" label, created there once Cluster API applied them.
-func (w *World) cniApplied(ctx context.Context, cs kubernetes.Interface, tl *Timeline) error {
+func (w *World) cniApplied(ctx context.Context, cs kubernetes.Interface, tl *Timeline) ([]*appsv1.DaemonSet, error) {
 	sets := &addonsv1.ClusterResourceSetList{}
 	if err := w.Client.List(ctx, sets, client.InNamespace(namespace)); err != nil {
-		return err
+		return nil, err
 	}
+	var out []*appsv1.DaemonSet
 	for _, set := range sets.Items {
-		if set.Spec.ClusterSelector.MatchLabels["cni"] == "" {
+		sel := set.Spec.ClusterSelector.MatchLabels
+		if sel["cni"] == "" && sel["cni-windows"] == "" {
 			continue
 		}
 		for _, ref := range set.Spec.Resources {
@@ -134,7 +202,7 @@ func (w *World) cniApplied(ctx context.Context, cs kubernetes.Interface, tl *Tim
 			}
 			cm := &corev1.ConfigMap{}
 			if err := w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, cm); err != nil {
-				return err
+				return nil, err
 			}
 			for _, data := range cm.Data {
 				dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(data), 4096)
@@ -148,16 +216,44 @@ func (w *World) cniApplied(ctx context.Context, cs kubernetes.Interface, tl *Tim
 					}
 					ds, err := cs.AppsV1().DaemonSets(u.GetNamespace()).Get(ctx, u.GetName(), metav1.GetOptions{})
 					if err != nil {
-						return fmt.Errorf("the CNI's DaemonSet %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+						return nil, fmt.Errorf("the CNI's DaemonSet %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 					}
 					if t := ds.CreationTimestamp.Time; t.After(tl.CNIApplied) {
 						tl.CNIApplied = t
 					}
+					out = append(out, ds)
 				}
 			}
 		}
 	}
-	return nil
+	return out, nil
+}
+
+// daemonSetPods finds the pods of the DaemonSets by node: the first
+// created where a node has several.
+func daemonSetPods(ctx context.Context, cs kubernetes.Interface, sets []*appsv1.DaemonSet) (map[string]*corev1.Pod, error) {
+	out := map[string]*corev1.Pod{}
+	listed := map[string]*corev1.PodList{}
+	for _, ds := range sets {
+		pods, ok := listed[ds.Namespace]
+		if !ok {
+			var err error
+			if pods, err = cs.CoreV1().Pods(ds.Namespace).List(ctx, metav1.ListOptions{}); err != nil {
+				return nil, err
+			}
+			listed[ds.Namespace] = pods
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != ds.UID || p.Spec.NodeName == "" {
+				continue
+			}
+			if cur := out[p.Spec.NodeName]; cur == nil || p.CreationTimestamp.Before(&cur.CreationTimestamp) {
+				out[p.Spec.NodeName] = p
+			}
+		}
+	}
+	return out, nil
 }
 
 func readySince(n *corev1.Node) time.Time {

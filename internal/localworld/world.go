@@ -103,8 +103,10 @@ type World struct {
 	// address map on disk as they change, so that the next start after a
 	// SIGKILL finds the machines a clean stop would have left.
 	emuSaver, netSaver *writeBehind
-	cancel             context.CancelFunc
-	mgrDone            chan error
+	// boots is when each machine began to boot, for bench.
+	boots   bootTimes
+	cancel  context.CancelFunc
+	mgrDone chan error
 }
 
 func (o *Options) progress(format string, args ...any) {
@@ -219,7 +221,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	w.rt, err = machines.New(machines.Options{
 		Bin: o.Bin, Dir: filepath.Join(o.StateDir, "machines"), Network: w.net, Images: w.reg,
 		Cloud:  machines.ARMNetwork(&armCfg),
-		Events: func(machine, msg string) { o.Log.V(1).Info(msg, "machine", machine) },
+		Events: func(machine, msg string) { w.boots.note(machine); o.Log.V(1).Info(msg, "machine", machine) },
 		Log:    o.Log.WithName("machines"),
 	})
 	if err != nil {
@@ -266,7 +268,7 @@ func (w *World) start(ctx context.Context) (err error) {
 		// infrastructure and bootstrap of every Machine) as unstructured:
 		// from the cache, as Cluster API's own managers are set up, not
 		// with a GET to the API server each time.
-		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Client:        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		WebhookServer: webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}),
 	})
 	if err != nil {
