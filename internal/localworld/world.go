@@ -279,7 +279,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := setupClusterAPI(mctx, mgr); err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(mgmtCfg), Concurrency: 4, Requeue: time.Second, SkipNameValidation: true, TenantID: Tenant}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(mgmtCfg), Concurrency: 16, Requeue: time.Second, SkipNameValidation: true, TenantID: Tenant}); err != nil {
 		return err
 	}
 	if err := webhooks.SetupWithManager(mgr); err != nil {
