@@ -45,7 +45,12 @@ func setupClusterAPI(ctx context.Context, mgr ctrl.Manager) error {
 	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: secrets,
 		Cache:        coresetup.ClusterCacheCacheOptions(),
-		Client:       coresetup.ClusterCacheClientOptions("winkube", 20, 30),
+		// Every request Cluster API's controllers make to a workload
+		// cluster (bootstrap tokens for each joining worker, each node's
+		// labels and annotations) shares this client's rate: Cluster
+		// API's default of 20 per second with bursts of 30 held the
+		// workers of a large cluster in a queue.
+		Client: coresetup.ClusterCacheClientOptions("winkube", 200, 400),
 	}, opts(4))
 	if err != nil {
 		return fmt.Errorf("cluster cache: %w", err)
