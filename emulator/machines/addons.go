@@ -82,7 +82,8 @@ func (r *Runtime) componentHooks(m *machine, host, os string) (kubelet.StartChec
 	if err != nil {
 		return nil, nil
 	}
-	checker := components.New(admin)
+	// One catalog for every node (it is read only) and the cluster's grants.
+	checker := &components.Checker{Client: admin, Components: catalog().Components, Grants: wc.grants}
 	node := components.Node{OS: os, ReadFile: readNodeFile(m)}
 	check := func(ctx context.Context, pod *corev1.Pod, c *corev1.Container) error {
 		f, err := checker.Check(ctx, node, pod, *c)

@@ -27,6 +27,7 @@ import (
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/emulator/machines/bootdata"
 	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/components"
 	"github.com/winkube/winkube/emulator/machines/controlplane"
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/machines/join"
@@ -102,6 +103,9 @@ type machine struct {
 type workloadCluster struct {
 	admin *rest.Config
 	cloud *cloud.Controller
+	// grants are the permissions its API server granted its nodes'
+	// components, shared by their kubelets' checks.
+	grants *components.Grants
 }
 
 var _ arm.MachineRuntime = (*Runtime)(nil)
@@ -525,7 +529,7 @@ func (r *Runtime) ensureCloud(m *machine) error {
 	if err != nil {
 		return err
 	}
-	r.clusters[m.endpoint] = &workloadCluster{admin: m.cp.SuperAdmin, cloud: cloud.Start(cloud.Config{
+	r.clusters[m.endpoint] = &workloadCluster{admin: m.cp.SuperAdmin, grants: &components.Grants{TTL: 30 * time.Second}, cloud: cloud.Start(cloud.Config{
 		Client: admin, Images: ccmImage, Instances: machineInstances{r}, Network: r.opts.Cloud,
 		ReadNodeFile: r.nodeFiles(m.endpoint), PrivateIP: r.privateIP,
 		Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
