@@ -104,7 +104,9 @@ type World struct {
 	// SIGKILL finds the machines a clean stop would have left.
 	emuSaver, netSaver *writeBehind
 	// boots is when each machine began to boot, for bench.
-	boots   bootTimes
+	boots bootTimes
+	// nodes follows the workload cluster's nodes for Status.
+	nodes   nodeWatch
 	cancel  context.CancelFunc
 	mgrDone chan error
 }
@@ -327,6 +329,7 @@ func (w *World) Stop() {
 		case <-time.After(30 * time.Second):
 		}
 	}
+	w.nodes.close()
 	// Machines first, keeping their disks; then the emulator's resources
 	// and the address map are saved a last time for the next start.
 	if w.rt != nil {
