@@ -56,13 +56,22 @@ type Options struct {
 	Catalog *Catalog
 	// PublicIPPool is where public IPs come from; 127.1.0.0/16 when unset.
 	PublicIPPool netip.Prefix
+	// OnChange, when set, is called after what Save writes may have
+	// changed (a write request was served, an operation moved on), without
+	// the emulator's lock held. It must return at once: a caller that keeps
+	// the state on disk as it changes marks it dirty and saves later,
+	// coalescing the calls.
+	OnChange func()
 }
 
 // Server is a running emulator.
 type Server struct {
 	opts Options
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// saveMu orders Saves, so that an older snapshot never replaces a
+	// newer one on disk.
+	saveMu    sync.Mutex
 	groups    map[string]*resource // key: lower-case RG ID
 	resources map[string]*resource // key: lower-case resource ID
 	ops       map[string]*operation
@@ -189,6 +198,7 @@ func (s *Server) after(d time.Duration, fn func()) {
 		s.mu.Unlock()
 		if live {
 			fn()
+			s.changed()
 		}
 	})
 	s.timers[t] = struct{}{}
@@ -233,6 +243,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.route(w, r, body)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		s.changed()
+	}
+}
+
+func (s *Server) changed() {
+	if s.opts.OnChange != nil {
+		s.opts.OnChange()
+	}
 }
 
 // requestKind is the subscription and the resource kind of a path, for

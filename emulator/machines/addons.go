@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -81,7 +82,8 @@ func (r *Runtime) componentHooks(m *machine, host, os string) (kubelet.StartChec
 	if err != nil {
 		return nil, nil
 	}
-	checker := components.New(admin)
+	// One catalog for every node (it is read only) and the cluster's grants.
+	checker := &components.Checker{Client: admin, Components: catalog().Components, Grants: wc.grants}
 	node := components.Node{OS: os, ReadFile: readNodeFile(m)}
 	check := func(ctx context.Context, pod *corev1.Pod, c *corev1.Container) error {
 		f, err := checker.Check(ctx, node, pod, *c)
@@ -111,10 +113,16 @@ func (r *Runtime) componentHooks(m *machine, host, os string) (kubelet.StartChec
 	return check, started
 }
 
-// ccmImage says whether an image is Azure's cloud-controller-manager.
+// ccmImage says whether an image is Azure's cloud-controller-manager. The
+// cloud controller asks it for every pod each time a node changes: the
+// catalog is built once, not on every question.
 func ccmImage(image string) bool {
-	return (&components.Checker{Components: components.Catalog()}).HasEffect("linux", image, components.EffectCloudController)
+	return catalog().HasEffect("linux", image, components.EffectCloudController)
 }
+
+// catalog reads the component catalog only (no client): it is safe for
+// concurrent use.
+var catalog = sync.OnceValue(func() *components.Checker { return &components.Checker{Components: components.Catalog()} })
 
 // machineInstances finds VMs by provider ID among the machines the
 // emulator runs: azure:// and the VM's or scale-set instance's ARM ID.

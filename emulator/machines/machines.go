@@ -27,6 +27,7 @@ import (
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/emulator/machines/bootdata"
 	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/components"
 	"github.com/winkube/winkube/emulator/machines/controlplane"
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/machines/join"
@@ -102,6 +103,9 @@ type machine struct {
 type workloadCluster struct {
 	admin *rest.Config
 	cloud *cloud.Controller
+	// grants are the permissions its API server granted its nodes'
+	// components, shared by their kubelets' checks.
+	grants *components.Grants
 }
 
 var _ arm.MachineRuntime = (*Runtime)(nil)
@@ -525,7 +529,7 @@ func (r *Runtime) ensureCloud(m *machine) error {
 	if err != nil {
 		return err
 	}
-	r.clusters[m.endpoint] = &workloadCluster{admin: m.cp.SuperAdmin, cloud: cloud.Start(cloud.Config{
+	r.clusters[m.endpoint] = &workloadCluster{admin: m.cp.SuperAdmin, grants: &components.Grants{TTL: 30 * time.Second}, cloud: cloud.Start(cloud.Config{
 		Client: admin, Images: ccmImage, Instances: machineInstances{r}, Network: r.opts.Cloud,
 		ReadNodeFile: r.nodeFiles(m.endpoint), PrivateIP: r.privateIP,
 		Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
@@ -581,6 +585,8 @@ type Node struct {
 	Dir string
 	// Pids are a control plane's processes.
 	Pids map[string]int
+	// APIServer is a control plane's own kube-apiserver (host:port).
+	APIServer string
 }
 
 // Nodes lists the machines booted so far.
@@ -594,7 +600,7 @@ func (r *Runtime) Nodes() []Node {
 			n.Host, _ = r.opts.Network.HostAddress(m.arm.PrivateIPs[0])
 		}
 		if m.cp != nil {
-			n.Pids = m.cp.Pids()
+			n.Pids, n.APIServer = m.cp.Pids(), m.cp.APIServer
 		}
 		out = append(out, n)
 	}

@@ -45,10 +45,26 @@ func setupClusterAPI(ctx context.Context, mgr ctrl.Manager) error {
 	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: secrets,
 		Cache:        coresetup.ClusterCacheCacheOptions(),
-		Client:       coresetup.ClusterCacheClientOptions("winkube", 20, 30),
+		// Every request Cluster API's controllers make to a workload
+		// cluster (bootstrap tokens for each joining worker, each node's
+		// labels and annotations) shares this client's rate: Cluster
+		// API's default of 20 per second with bursts of 30 held the
+		// workers of a large cluster in a queue.
+		Client: coresetup.ClusterCacheClientOptions("winkube", 200, 400),
 	}, opts(4))
 	if err != nil {
 		return fmt.Errorf("cluster cache: %w", err)
+	}
+	// The cluster cache first tries to reach a workload cluster as soon as
+	// its infrastructure is provisioned, before the first control plane's
+	// API server runs, and after a failure waits 30 s (Cluster API's
+	// default, sized for clouds where a control plane takes minutes) before
+	// the next try: in the local world that wait was half of a small
+	// cluster's bring-up. Every controller that needs the workload cluster
+	// (the control plane's initialization, the CNI's ClusterResourceSet,
+	// the workers' join) waited for it.
+	if s, ok := cc.(interface{ SetConnectionCreationRetryInterval(time.Duration) }); ok {
+		s.SetConnectionCreationRetryInterval(2 * time.Second)
 	}
 	// The ClusterResourceSet controller watches Secrets by metadata only,
 	// from a cache of its own.

@@ -7,14 +7,19 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -128,13 +133,13 @@ func (w *World) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return st, err
 	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := w.nodes.list(ctx, cfg.Host, cs)
 	if err != nil {
 		st.Detail = "workload API server not answering yet"
 		return st, nil
 	}
 	var notReady []string
-	for _, n := range nodes.Items {
+	for _, n := range nodes {
 		ready := false
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
@@ -156,6 +161,61 @@ func (w *World) Status(ctx context.Context) (Status, error) {
 		st.Detail = "not Ready: " + strings.Join(notReady, ", ")
 	}
 	return st, nil
+}
+
+// nodeWatch keeps the workload cluster's nodes from one watch: following
+// a cluster of a thousand nodes lists them once, not every second.
+type nodeWatch struct {
+	mu     sync.Mutex
+	host   string
+	stop   chan struct{}
+	lister listersv1.NodeLister
+	synced cache.InformerSynced
+}
+
+// list is the nodes from the watch once it has synced; until then (and
+// for another API server) it lists them.
+func (nw *nodeWatch) list(ctx context.Context, host string, cs kubernetes.Interface) ([]*corev1.Node, error) {
+	nw.mu.Lock()
+	if nw.host != host {
+		nw.closeLocked()
+		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(func(o any) (any, error) {
+			if n, ok := o.(*corev1.Node); ok {
+				n.ManagedFields = nil
+			}
+			return o, nil
+		}))
+		inf := factory.Core().V1().Nodes()
+		nw.host, nw.stop, nw.lister, nw.synced = host, make(chan struct{}), inf.Lister(), inf.Informer().HasSynced
+		factory.Start(nw.stop)
+	}
+	lister, synced := nw.lister, nw.synced
+	nw.mu.Unlock()
+	if synced() {
+		return lister.List(labels.Everything())
+	}
+	l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Node, len(l.Items))
+	for i := range l.Items {
+		out[i] = &l.Items[i]
+	}
+	return out, nil
+}
+
+func (nw *nodeWatch) close() {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.closeLocked()
+}
+
+func (nw *nodeWatch) closeLocked() {
+	if nw.stop != nil {
+		close(nw.stop)
+		nw.stop, nw.host = nil, ""
+	}
 }
 
 func allReady(dss []appsv1.DaemonSet) bool {

@@ -99,8 +99,16 @@ type World struct {
 	rt       *machines.Runtime
 	block    *hostnet.Block
 	lock     *os.File
-	cancel   context.CancelFunc
-	mgrDone  chan error
+	// emuSaver and netSaver keep the emulator's resources and the host
+	// address map on disk as they change, so that the next start after a
+	// SIGKILL finds the machines a clean stop would have left.
+	emuSaver, netSaver *writeBehind
+	// boots is when each machine began to boot, for bench.
+	boots bootTimes
+	// nodes follows the workload cluster's nodes for Status.
+	nodes   nodeWatch
+	cancel  context.CancelFunc
+	mgrDone chan error
 }
 
 func (o *Options) progress(format string, args ...any) {
@@ -200,21 +208,29 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := w.net.Load(filepath.Join(o.StateDir, hostnetState)); err != nil {
 		return err
 	}
+	w.netSaver = newWriteBehind("host address map", func() error { return w.net.Save(filepath.Join(o.StateDir, hostnetState)) }, o.Log)
+	w.net.OnChange(w.netSaver.mark)
+	w.netSaver.start()
 	if err := w.startDirectory(); err != nil {
 		return err
 	}
+	// The directory changes only here: saved now, it survives a kill.
+	if err := w.saveDirectory(); err != nil {
+		return err
+	}
 	var armCfg endpoint.Config
+	emuSaver := newWriteBehind("Azure resources", func() error { return w.emu.Save(filepath.Join(o.StateDir, emulatorState)) }, o.Log)
 	w.rt, err = machines.New(machines.Options{
 		Bin: o.Bin, Dir: filepath.Join(o.StateDir, "machines"), Network: w.net, Images: w.reg,
 		Cloud:  machines.ARMNetwork(&armCfg),
-		Events: func(machine, msg string) { o.Log.V(1).Info(msg, "machine", machine) },
+		Events: func(machine, msg string) { w.boots.note(machine); o.Log.V(1).Info(msg, "machine", machine) },
 		Log:    o.Log.WithName("machines"),
 	})
 	if err != nil {
 		return err
 	}
 	if w.emu, err = arm.New(arm.Options{Directory: w.dir, PollInterval: 200 * time.Millisecond, Runtime: w.rt, PublicIPPool: w.block.Public,
-		BootDelayLinux: 500 * time.Millisecond, BootDelayWindows: 2 * time.Second}); err != nil {
+		BootDelayLinux: 500 * time.Millisecond, BootDelayWindows: 2 * time.Second, OnChange: emuSaver.mark}); err != nil {
 		return err
 	}
 	if err := w.emu.Start("127.0.0.1:0"); err != nil {
@@ -242,11 +258,19 @@ func (w *World) start(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	// Only now: a world that failed to load its state keeps the file.
+	w.emuSaver = emuSaver
+	w.emuSaver.start()
 
 	o.progress("controllers: Cluster API (core, kubeadm bootstrap, kubeadm control plane, ClusterResourceSet) and winkube")
 	wio := &w.env.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(w.Config, ctrl.Options{
 		Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: o.Log.WithName("controllers"),
+		// Cluster API's controllers read the objects they reference (the
+		// infrastructure and bootstrap of every Machine) as unstructured:
+		// from the cache, as Cluster API's own managers are set up, not
+		// with a GET to the API server each time.
+		Client:        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		WebhookServer: webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}),
 	})
 	if err != nil {
@@ -257,7 +281,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := setupClusterAPI(mctx, mgr); err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(mgmtCfg), Concurrency: 4, Requeue: time.Second, SkipNameValidation: true, TenantID: Tenant}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(mgmtCfg), Concurrency: 16, Requeue: time.Second, SkipNameValidation: true, TenantID: Tenant}); err != nil {
 		return err
 	}
 	if err := webhooks.SetupWithManager(mgr); err != nil {
@@ -305,15 +329,16 @@ func (w *World) Stop() {
 		case <-time.After(30 * time.Second):
 		}
 	}
+	w.nodes.close()
 	// Machines first, keeping their disks; then the emulator's resources
-	// and the address map are saved for the next start.
+	// and the address map are saved a last time for the next start.
 	if w.rt != nil {
 		w.rt.Close()
 	}
+	if w.emuSaver != nil {
+		w.emuSaver.close()
+	}
 	if w.emu != nil {
-		if err := w.emu.Save(filepath.Join(w.opts.StateDir, emulatorState)); err != nil {
-			w.opts.Log.Error(err, "saving the emulator's state")
-		}
 		_ = w.emu.Close()
 	}
 	if w.login != nil {
@@ -322,8 +347,10 @@ func (w *World) Stop() {
 	if err := w.saveDirectory(); err != nil {
 		w.opts.Log.Error(err, "saving the Entra ID's state")
 	}
+	if w.netSaver != nil {
+		w.netSaver.close()
+	}
 	if w.net != nil {
-		_ = w.net.Save(filepath.Join(w.opts.StateDir, hostnetState))
 		w.net.Close()
 	}
 	if w.reg != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -41,7 +42,9 @@ func VMName(m *infrav1.AzureMachine) string {
 	return naming.VMName(m.Name, m.Spec.OS() == infrav1.Windows)
 }
 
-func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine) field.ErrorList {
+// validate checks a machine; checkNames also looks for other machines of
+// its cluster claiming its VM name, which lists them all.
+func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine, checkNames bool) field.ErrorList {
 	p := field.NewPath("spec")
 	errs := validateVMSpec(&m.Spec.AzureVMSpec, p)
 	name := field.NewPath("metadata", "name")
@@ -54,7 +57,7 @@ func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine) fi
 		errs = append(errs, field.Invalid(name, m.Name, err.Error()))
 	}
 	errs = append(errs, validateCombination(&m.Spec.AzureVMSpec, ownerVersion(ctx, w.Reader, m), p)...)
-	if len(errs) == 0 {
+	if len(errs) == 0 && checkNames {
 		// Another machine of the cluster with the same VM name would be
 		// the same VM to Azure.
 		if err := nameConflict(ctx, w.Reader, &infrav1.AzureMachineList{}, m, vmName, func(o client.Object) string {
@@ -68,12 +71,18 @@ func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine) fi
 
 // ValidateCreate checks a new machine.
 func (w *AzureMachine) ValidateCreate(ctx context.Context, m *infrav1.AzureMachine) (admission.Warnings, error) {
-	return nil, invalid(m, w.validate(ctx, m))
+	return nil, invalid(m, w.validate(ctx, m, true))
 }
 
 // ValidateUpdate also refuses changes to what the VM cannot change.
 func (w *AzureMachine) ValidateUpdate(ctx context.Context, oldM, m *infrav1.AzureMachine) (admission.Warnings, error) {
-	errs := w.validate(ctx, m)
+	// The VM name was checked when the machine was created, and every
+	// machine created since was checked against it: only a new name or a
+	// move to another cluster can make a conflict. Checking on every update
+	// would list the cluster's machines for each status or finalizer
+	// change, a cost that grows with the square of the machine count.
+	recheck := VMName(oldM) != VMName(m) || oldM.Labels[clusterv1.ClusterNameLabel] != m.Labels[clusterv1.ClusterNameLabel]
+	errs := w.validate(ctx, m, recheck)
 	p := field.NewPath("spec")
 	errs = append(errs, immutableVMFields(&oldM.Spec.AzureVMSpec, &m.Spec.AzureVMSpec, p)...)
 	if oldM.Spec.ProviderID != "" && oldM.Spec.ProviderID != m.Spec.ProviderID {

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +48,51 @@ type Checker struct {
 	// discovery, and creates SubjectAccessReviews.
 	Client     kubernetes.Interface
 	Components []Component
+	// Grants, when set, remembers the permissions the API server granted,
+	// shared by the checkers of one cluster's nodes.
+	Grants *Grants
+}
+
+// Grants remembers for a while the permissions the API server granted:
+// the nodes of a cluster start the same components with the same service
+// accounts and ask the same questions, hundreds of times in a large
+// cluster. A denial is never remembered, so a component whose RBAC is
+// fixed starts at its next try; a grant withdrawn is seen within TTL.
+type Grants struct {
+	TTL time.Duration
+	mu  sync.Mutex
+	at  map[string]time.Time
+}
+
+func (g *Grants) granted(spec authorizationv1.SubjectAccessReviewSpec) bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.at[g.key(spec)]
+	return ok && time.Since(t) < g.TTL
+}
+
+func (g *Grants) grant(spec authorizationv1.SubjectAccessReviewSpec) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.at == nil {
+		g.at = map[string]time.Time{}
+	}
+	g.at[g.key(spec)] = time.Now()
+}
+
+// key is who asks for what.
+func (g *Grants) key(spec authorizationv1.SubjectAccessReviewSpec) string {
+	k := spec.User + "|" + strings.Join(spec.Groups, ",")
+	if a := spec.ResourceAttributes; a != nil {
+		k += "|" + strings.Join([]string{a.Verb, a.Group, a.Resource, a.Subresource, a.Namespace, a.Name}, "|")
+	}
+	return k
 }
 
 // New returns a checker of the upstream catalog.
@@ -347,11 +394,15 @@ func (c *Checker) checkPermission(ctx context.Context, pod *corev1.Pod, p Permis
 			Verb: p.Verb, Group: p.Group, Resource: p.Resource, Subresource: p.Subresource, Namespace: ns, Name: p.Name,
 		},
 	}}
+	if c.Grants.granted(sar.Spec) {
+		return "", "", nil
+	}
 	res, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 	if err != nil {
 		return "", "", fmt.Errorf("asking the API server whether %s may %s %s: %w", user, p.Verb, p.Resource, err)
 	}
 	if res.Status.Allowed {
+		c.Grants.grant(sar.Spec)
 		return "", "", nil
 	}
 	resource := p.Resource

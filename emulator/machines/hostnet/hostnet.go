@@ -29,6 +29,8 @@ type Network struct {
 	frontends map[string]*frontend
 	// rules are the load-balancing rules' frontends (lb.go).
 	rules map[string]*lbFrontend
+	// onChange is told when the address map gains an address.
+	onChange func()
 }
 
 // New hands out host addresses from pool (a loopback prefix).
@@ -55,9 +57,21 @@ func (n *Network) HostAddress(private string) (netip.Addr, error) {
 			continue
 		}
 		n.byPrivate[private], n.private[a] = a, private
+		if n.onChange != nil {
+			n.onChange()
+		}
 		return a, nil
 	}
 	return netip.Addr{}, fmt.Errorf("host address pool %s is exhausted", n.pool)
+}
+
+// OnChange sets fn to be called whenever the address map gains an
+// address, so that it can be saved as it changes. fn is called with the
+// network's lock held: it must return at once and not call the network.
+func (n *Network) OnChange(fn func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.onChange = fn
 }
 
 // Lookup is the host address of a private address the network has given
@@ -218,7 +232,12 @@ func (n *Network) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o600)
+	// By rename: a process killed while saving leaves the last map whole.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // Load reads a map Save wrote; a missing file is an empty map.

@@ -303,33 +303,24 @@ func mergeConditions(old []corev1.NodeCondition, now metav1.Time, ready bool, re
 	return want
 }
 
-// heartbeat renews the node lease and reposts status each minute and on
-// every readiness change.
+// statusReportInterval is how often the node's status is posted when
+// nothing in it changed: the kubelet's nodeStatusReportFrequency default.
+// The lease, renewed every HeartbeatInterval, is the heartbeat.
+const statusReportInterval = 5 * time.Minute
+
+// heartbeat renews the node lease and reposts status every
+// statusReportInterval and on every readiness change.
 func (k *Kubelet) heartbeat(ctx context.Context) {
-	leases := k.cfg.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	lastStatus := time.Now()
 	tick := time.NewTicker(k.cfg.HeartbeatInterval)
 	defer tick.Stop()
+	var lease *coordinationv1.Lease
 	for {
-		now := metav1.NewMicroTime(time.Now())
-		l, err := leases.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			node, nerr := k.cfg.Client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
-			if nerr == nil {
-				_, err = leases.Create(ctx, &coordinationv1.Lease{
-					ObjectMeta: metav1.ObjectMeta{Name: k.cfg.NodeName, OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}},
-					Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(k.cfg.NodeName), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &now},
-				}, metav1.CreateOptions{})
-			}
-		case err == nil:
-			l.Spec.RenewTime = &now
-			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
-		}
-		if err != nil && ctx.Err() == nil {
+		var err error
+		if lease, err = k.renewLease(ctx, lease); err != nil && ctx.Err() == nil {
 			k.cfg.Log.V(1).Info("renewing node lease", "error", err.Error())
 		}
-		if time.Since(lastStatus) > time.Minute {
+		if time.Since(lastStatus) > statusReportInterval {
 			if err := k.updateStatus(ctx, nil); err == nil {
 				lastStatus = time.Now()
 			}
@@ -340,6 +331,38 @@ func (k *Kubelet) heartbeat(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// renewLease renews the node's lease as the kubelet's lease controller
+// does: from the lease it last wrote, reading it again (or creating it)
+// only when that fails. It returns the lease to renew next time.
+func (k *Kubelet) renewLease(ctx context.Context, last *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	leases := k.cfg.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	now := metav1.NewMicroTime(time.Now())
+	if last != nil {
+		l := last.DeepCopy()
+		l.Spec.RenewTime = &now
+		if updated, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
+			return updated, nil
+		}
+		// Changed or deleted by someone else: read it again.
+	}
+	l, err := leases.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		node, err := k.cfg.Client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: k.cfg.NodeName, OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(k.cfg.NodeName), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &now},
+		}, metav1.CreateOptions{})
+	case err != nil:
+		return nil, err
+	}
+	l.Spec.RenewTime = &now
+	return leases.Update(ctx, l, metav1.UpdateOptions{})
 }
 
 // networkReady is the container runtime's network status: a CNI
