@@ -119,10 +119,13 @@ func (w *World) Timeline(ctx context.Context) (Timeline, error) {
 	for _, am := range ams.Items {
 		vmName[am.Name] = am.Status.VMName
 	}
-	byName := map[string]*corev1.Node{}
+	byName, byProvider := map[string]*corev1.Node{}, map[string]*corev1.Node{}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		byName[n.Name] = n
+		if n.Spec.ProviderID != "" {
+			byProvider[strings.ToLower(n.Spec.ProviderID)] = n
+		}
 		if t := readySince(n); !t.IsZero() {
 			tl.NodesReady = append(tl.NodesReady, t)
 		}
@@ -132,6 +135,11 @@ func (w *World) Timeline(ctx context.Context) (Timeline, error) {
 		var node *corev1.Node
 		if m.Status.NodeRef.IsDefined() {
 			node = byName[m.Status.NodeRef.Name]
+		} else if m.Spec.ProviderID != "" {
+			// Cluster API sets the node reference some time after the node
+			// is Ready (its cluster cache sees the Node first): the
+			// provider ID names the same Node.
+			node = byProvider[strings.ToLower(m.Spec.ProviderID)]
 		}
 		var provisioned, bootstrap time.Time
 		for _, c := range m.Status.Conditions {
