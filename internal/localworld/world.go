@@ -85,7 +85,9 @@ type World struct {
 	env    *envtest.Environment
 	Config *rest.Config
 	Client client.Client
-	reg    *registry.Registry
+	// cache is the controllers' cache, for reads repeated every second.
+	cache client.Reader
+	reg   *registry.Registry
 	// admissionDone closes when the in-process workload admission stops.
 	admissionDone chan struct{}
 	net           *hostnet.Network
@@ -287,6 +289,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := webhooks.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	w.cache = mgr.GetCache()
 	w.mgrDone = make(chan error, 1)
 	go func() { w.mgrDone <- mgr.Start(mctx) }()
 	w.admissionDone = make(chan struct{})

@@ -91,6 +91,15 @@ func Start(cfg Config) *Controller {
 	// installs it.
 	pf := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(metav1.NamespaceSystem))
 	pi := pf.Core().V1().Pods().Informer()
+	// kube-system holds a few pods per node (CNI, kube-proxy,
+	// cloud-node-manager): every node's sync looks for the CCM among
+	// the CCM pods only, not among thousands.
+	_ = pi.AddIndexers(cache.Indexers{ccmIndex: func(o any) ([]string, error) {
+		if p, ok := o.(*corev1.Pod); ok && c.isCCM(p) {
+			return []string{"true"}, nil
+		}
+		return nil, nil
+	}})
 	c.pods = pi.GetIndexer()
 	add := func(prefix string) cache.ResourceEventHandlerFuncs {
 		h := func(o any) {
@@ -195,7 +204,8 @@ func (c *Controller) Active() bool {
 func (c *Controller) activeCCM() (*corev1.Pod, corev1.Container) {
 	var best *corev1.Pod
 	var bc corev1.Container
-	for _, o := range c.pods.List() {
+	ccms, _ := c.pods.ByIndex(ccmIndex, "true")
+	for _, o := range ccms {
 		p := o.(*corev1.Pod)
 		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || !podReady(p) || c.cfg.Images == nil {
 			continue
@@ -209,6 +219,10 @@ func (c *Controller) activeCCM() (*corev1.Pod, corev1.Container) {
 	}
 	return best, bc
 }
+
+// ccmIndex indexes kube-system's pods by whether they run a
+// cloud-controller-manager.
+const ccmIndex = "ccm"
 
 // poolKey is the queue's key for the backend pools.
 const poolKey = "pool"
