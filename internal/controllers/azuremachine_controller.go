@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -60,7 +61,7 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		r.Identities = newIdentities(mgr, r.Cloud, "")
 	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachine{}).
-		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToAzureMachine)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToAzureMachine), builder.WithPredicates(machineChanged)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToObjects(r.Client, func() client.ObjectList { return &infrav1.AzureMachineList{} }))).
 		WithOptions(opts).Named("azuremachine").Complete(r)
 }
