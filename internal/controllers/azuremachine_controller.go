@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,7 +63,13 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachine{}).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToAzureMachine), builder.WithPredicates(machineChanged)).
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToObjects(r.Client, func() client.ObjectList { return &infrav1.AzureMachineList{} }))).
+		// Only the Cluster changes this controller waits for (paused or
+		// resumed, infrastructure provisioned), as Cluster API's and CAPZ's
+		// machine controllers do: Cluster API updates a Cluster's status
+		// for every machine that comes or goes, and each update would
+		// wake all of the cluster's machines.
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToObjects(r.Client, func() client.ObjectList { return &infrav1.AzureMachineList{} })),
+			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), mgr.GetLogger()))).
 		WithOptions(opts).Named("azuremachine").Complete(r)
 }
 
