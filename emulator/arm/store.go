@@ -24,7 +24,22 @@ type resource struct {
 	booted bool
 	// up is set once the runtime's Boot returned: the VM runs.
 	up bool
+	// rev moves (touch) whenever what Save writes of the resource may have
+	// changed: its body, secrets, etag or provisioning state. A resource
+	// replaced by a PUT is a new resource.
+	rev uint64
+	// saved is the resource's entry in the state file as of savedRev. Save
+	// alone reads and writes it, under the server's saveMu, so it is
+	// reused while rev stays the same.
+	saved    []byte
+	savedRev uint64
 }
+
+// touch records that what Save writes of r changed. Every change to a
+// stored resource's body, secrets or etag needs one, or a Save keeps the
+// older entry; the package's tests check after every change that no
+// entry is stale.
+func (r *resource) touch() { r.rev++ }
 
 func newETag() string {
 	var b [8]byte
@@ -45,7 +60,10 @@ func (r *resource) props() map[string]any { return obj(r.body, "properties") }
 
 func (r *resource) provisioningState() string { return str(r.props(), "provisioningState") }
 
-func (r *resource) setState(state string) { r.props()["provisioningState"] = state }
+func (r *resource) setState(state string) {
+	r.props()["provisioningState"] = state
+	r.touch()
+}
 
 // obj returns m[k] as a map, creating it when missing.
 func obj(m map[string]any, k string) map[string]any {
