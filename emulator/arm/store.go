@@ -98,12 +98,46 @@ func list(m map[string]any, path ...string) []any {
 	return l
 }
 
+// deepCopy copies a body as a JSON round trip would, without one: every
+// GET renders a copy, and encoding then decoding cost a read as much as
+// the request's own encoding.
 func deepCopy(m map[string]any) map[string]any {
 	if m == nil {
 		return nil
 	}
-	b, _ := json.Marshal(m)
-	var out map[string]any
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = copyValue(v)
+	}
+	return out
+}
+
+func copyValue(v any) any {
+	switch x := v.(type) {
+	case nil, string, float64, bool:
+		return x
+	case map[string]any:
+		if x == nil {
+			return nil
+		}
+		return deepCopy(x)
+	case []any:
+		if x == nil {
+			return nil
+		}
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = copyValue(e)
+		}
+		return out
+	}
+	// Anything else (an int, a []string) becomes what JSON makes of it,
+	// as it did when bodies were copied through JSON.
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var out any
 	_ = json.Unmarshal(b, &out)
 	return out
 }
