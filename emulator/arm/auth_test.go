@@ -20,6 +20,7 @@ import (
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/emulator/entra"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/poll"
 )
 
 const authTenant = "00000000-0000-4000-8000-0000000a0de0"
@@ -162,4 +163,39 @@ func TestEntraTokensThroughAzidentity(t *testing.T) {
 	if dir.TokenFailuresFor(p.ClientID) == 0 || dir.TokenRequestsFor(p.ClientID) < 2 {
 		t.Fatalf("token requests %d, failures %d", dir.TokenRequestsFor(p.ClientID), dir.TokenFailuresFor(p.ClientID))
 	}
+}
+
+// ARM remembers a token it verified (the same token comes with every
+// request of a caller), yet once the token expires it is refused as Azure
+// refuses any expired token.
+func TestARMRefusesAnAcceptedTokenOnceItExpires(t *testing.T) {
+	dir, srv, _, c := authWorld(t)
+	p, _, err := dir.CreateServicePrincipal(authTenant, "short-lived")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.AssignRole(p.ObjectID, "Reader", "/subscriptions/"+sub); err != nil {
+		t.Fatal(err)
+	}
+	rg := srv.URL() + "/subscriptions/" + sub + "/resourcegroups/rg1?api-version=2021-04-01"
+	// JWT expiries have whole seconds: two seconds from now is at least one.
+	tok, err := dir.IssueTokenForTest(p, srv.URL(), time.Now().Add(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if status, code, msg := armRequest(t, c, http.MethodGet, rg, "Bearer "+tok); status != 404 || code != "ResourceGroupNotFound" {
+			t.Fatalf("a valid token: %d %s %s", status, code, msg)
+		}
+	}
+	poll.Until(t, 10*time.Second, func() string {
+		status, code, msg := armRequest(t, c, http.MethodGet, rg, "Bearer "+tok)
+		if status == 404 {
+			return "the token is still accepted"
+		}
+		if status != 401 || code != "ExpiredAuthenticationToken" || !strings.Contains(msg, "is earlier than current UTC time") {
+			t.Fatalf("the expired token: %d %s %q, want 401 ExpiredAuthenticationToken", status, code, msg)
+		}
+		return ""
+	})
 }

@@ -273,6 +273,7 @@ func putVM(s *Server, r, old *resource) *armError {
 	for _, n := range nics {
 		nic := s.lookup(str(n.(map[string]any), "id"))
 		nic.props()["virtualMachine"] = map[string]any{"id": r.idStr}
+		nic.touch()
 	}
 	return nil
 }
@@ -454,6 +455,7 @@ func vmDeleted(s *Server, r *resource) []string {
 			continue
 		}
 		delete(nic.props(), "virtualMachine")
+		nic.touch()
 		if strings.EqualFold(str(nm, "properties", "deleteOption"), "Delete") {
 			delete(s.resources, key(nic.idStr))
 		}
@@ -465,6 +467,7 @@ func vmDeleted(s *Server, r *resource) []string {
 		} else {
 			delete(disk.body, "managedBy")
 			disk.props()["diskState"] = "Unattached"
+			disk.touch()
 		}
 	}
 	return nil
@@ -573,6 +576,7 @@ func putVMSS(s *Server, r, old *resource) *armError {
 		if modelOf(old) != modelOf(r) {
 			for _, inst := range s.children(r.id, "virtualMachines") {
 				inst.props()["latestModelApplied"] = false
+				inst.touch()
 			}
 		}
 	} else {
@@ -596,6 +600,7 @@ func (s *Server) scaleTo(vmss *resource, n int) *armError {
 	for len(insts) > n {
 		last := insts[len(insts)-1]
 		last.deleting = true
+		last.touch()
 		insts = insts[:len(insts)-1]
 		// Removed when the scale set's operation completes.
 	}
@@ -640,15 +645,23 @@ func computerNameSuffix(n int) string {
 func (s *Server) newInstance(vmss *resource) (*resource, *armError) {
 	next, _ := vmss.secrets["nextInstance"].(float64)
 	vmss.secrets["nextInstance"] = next + 1
+	vmss.touch()
 	n := int(next)
 	id := vmss.id.Child("virtualMachines", strconv.Itoa(n))
 	profile := obj(vmss.props(), "virtualMachineProfile")
 	osProfile := deepCopy(obj(profile, "osProfile"))
 	osProfile["computerName"] = str(osProfile, "computerNamePrefix") + computerNameSuffix(n)
 	delete(osProfile, "computerNamePrefix")
+	// An instance's SKU is its size, as Azure returns it: the scale set's
+	// capacity is not the instance's (and a map shared with the scale set
+	// would change the instance behind its back).
+	sku := map[string]any{"name": str(vmss.body, "sku", "name")}
+	if tier := str(vmss.body, "sku", "tier"); tier != "" {
+		sku["tier"] = tier
+	}
 	inst := newResource(id, kinds[strings.ToLower(kindInstance)], map[string]any{
 		"location": vmss.body["location"],
-		"sku":      vmss.body["sku"],
+		"sku":      sku,
 		"properties": map[string]any{
 			"latestModelApplied": true,
 			"vmId":               newUUID(),
@@ -727,6 +740,7 @@ func instanceDeleting(s *Server, r *resource) *armError {
 		sku := obj(vmss.body, "sku")
 		if c, _ := sku["capacity"].(float64); c > 0 {
 			sku["capacity"] = c - 1
+			vmss.touch()
 		}
 	}
 	return nil
@@ -774,6 +788,7 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resource
 		for _, t := range targets {
 			_ = instanceDeleting(s, t)
 			t.deleting = true
+			t.touch()
 		}
 	} else {
 		for _, t := range targets {

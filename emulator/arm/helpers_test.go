@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +48,8 @@ func newWorld(t testing.TB, mutate func(*arm.Options)) *world {
 	if mutate != nil {
 		mutate(&opts)
 	}
+	var srv *arm.Server
+	stale := checkSaveEntries(t, &opts, func() *arm.Server { return srv })
 	srv, err := arm.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +58,7 @@ func newWorld(t testing.TB, mutate func(*arm.Options)) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(stale)
 	cfg := endpoint.Config{
 		ResourceManagerEndpoint: srv.URL(), CACertPEM: srv.CACertPEM(), Credential: endpoint.StaticToken(token),
 		Retry: &policy.RetryOptions{MaxRetries: 6, RetryDelay: 5 * time.Millisecond, MaxRetryDelay: time.Second},
@@ -77,6 +81,52 @@ func newWorld(t testing.TB, mutate func(*arm.Options)) *world {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// checkSaveEntries makes every test of the package check, after each
+// change the emulator reports, that Save would write what it holds: a
+// change to a resource without touch would leave its kept entry stale, and
+// a world resumed from that file would differ from the one killed.
+// Benchmarks are left alone: the check encodes every resource each time.
+// The returned func reports what was found; it runs before the emulator
+// closes.
+func checkSaveEntries(t testing.TB, opts *arm.Options, srv func() *arm.Server) func() {
+	if _, bench := t.(*testing.B); bench {
+		return func() {}
+	}
+	var mu sync.Mutex
+	var problems []string
+	then := opts.OnChange
+	opts.OnChange = func() {
+		stale, err := srv().StaleSaveEntries()
+		mu.Lock()
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		for _, id := range stale {
+			problems = append(problems, "changed without touch: "+id)
+		}
+		mu.Unlock()
+		if then != nil {
+			then()
+		}
+	}
+	return func() {
+		// One last look: a change that reported nothing (a boot) may
+		// have come after the last report.
+		stale, err := srv().StaleSaveEntries()
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		for _, id := range stale {
+			problems = append(problems, "changed without touch: "+id)
+		}
+		for _, p := range problems {
+			t.Errorf("the state Save keeps is stale: %s", p)
+		}
+	}
 }
 
 // tt is the running test: helpers take calls' results directly, which Go

@@ -75,6 +75,7 @@ func (s *Server) servePower(w http.ResponseWriter, r *http.Request, id resourceI
 	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
 	for _, t := range targets {
 		t.secrets["power"] = powerActions[action]
+		t.touch()
 	}
 	delay := s.opts.OperationDelay
 	if action == "start" || action == "restart" {
@@ -99,15 +100,18 @@ func (s *Server) servePower(w http.ResponseWriter, r *http.Request, id resourceI
 			if final := powerDone[action]; final != "" {
 				t.up = false
 				t.secrets["power"] = final
+				t.touch()
 				continue
 			}
 			switch {
 			case action == "start" && t.up:
 				delete(t.secrets, "power") // already running: nothing to do
+				t.touch()
 				continue
 			case s.opts.Runtime == nil:
 				t.up = true
 				delete(t.secrets, "power")
+				t.touch()
 				continue
 			}
 			t.up = false

@@ -349,6 +349,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, id resourceID) {
 		}
 	}
 	res.deleting = true
+	res.touch()
 	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
 	s.after(s.opts.OperationDelay, func() {
 		s.mu.Lock()
@@ -422,6 +423,7 @@ func (s *Server) boot(m Machine) {
 	s.mu.Lock()
 	if res := s.lookup(m.ID); res != nil {
 		res.up = true
+		res.touch()
 		delete(res.secrets, "power")
 		if err != nil {
 			res.secrets["bootError"] = err.Error()

@@ -33,12 +33,7 @@ type savedState struct {
 func (s *Server) Save(path string) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
-	st, err := s.snapshot()
-	if err != nil {
-		return err
-	}
-	sort.Slice(st.Resources, func(i, j int) bool { return st.Resources[i].ID < st.Resources[j].ID })
-	data, err := json.Marshal(st)
+	data, err := s.encodeState()
 	if err != nil {
 		return err
 	}
@@ -57,52 +52,139 @@ func (s *Server) Save(path string) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// snapshot copies what Save writes. It holds the lock every request
-// needs, so it marshals each body once and leaves the rest for later.
-func (s *Server) snapshot() (savedState, error) {
+// encodeState is the state file: a savedState, resources sorted by ID,
+// byte for byte as encoding/json writes it. It is assembled from each
+// entry's own encoding, since json.Marshal of the whole would re-read
+// every resource's already encoded JSON.
+func (s *Server) encodeState() ([]byte, error) {
+	groups, resources, err := s.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	// Groups too are sorted (they used to come in map order), so that
+	// the same state is always the same file.
+	sort.Slice(groups, func(i, j int) bool { return groups[i].id < groups[j].id })
+	sort.Slice(resources, func(i, j int) bool { return resources[i].id < resources[j].id })
+	size := len(`{"groups":null,"resources":[]}`) + len(groups) + len(resources)
+	for _, g := range groups {
+		size += len(g.json)
+	}
+	for _, r := range resources {
+		size += len(r.json)
+	}
+	out := make([]byte, 0, size)
+	out = append(out, `{"groups":`...)
+	if groups == nil {
+		out = append(out, "null"...) // as encoding/json writes a nil slice
+	} else {
+		out = append(out, '[')
+		for i, g := range groups {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, g.json...)
+		}
+		out = append(out, ']')
+	}
+	out = append(out, `,"resources":[`...)
+	for i, r := range resources {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, r.json...)
+	}
+	return append(out, "]}"...), nil
+}
+
+// savedJSON is one resource's entry in the state file.
+type savedJSON struct {
+	id   string
+	json []byte
+}
+
+// snapshot encodes what Save writes. It holds the lock every request
+// needs only to copy the resources that changed since the last Save (their
+// version moved: touch) as the old code copied all of them; the rest keep
+// the entry a former Save encoded. Entries are encoded after the lock is
+// released; saveMu, held by the caller, guards them.
+func (s *Server) snapshot() (groups, resources []savedJSON, err error) {
+	type changed struct {
+		r     *resource
+		rev   uint64
+		entry savedResource
+		at    int
+	}
+	var fresh []changed
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	var st savedState
 	for _, g := range s.groups {
 		if g.deleting {
 			continue
 		}
+		// A handful of groups: not worth keeping.
 		b, err := json.Marshal(g.body)
 		if err != nil {
-			return st, err
+			s.mu.Unlock()
+			return nil, nil, err
 		}
-		st.Groups = append(st.Groups, savedResource{ID: g.idStr, Body: b})
+		e, err := json.Marshal(savedResource{ID: g.idStr, Body: b})
+		if err != nil {
+			s.mu.Unlock()
+			return nil, nil, err
+		}
+		groups = append(groups, savedJSON{id: g.idStr, json: e})
 	}
-	st.Resources = make([]savedResource, 0, len(s.resources))
+	resources = make([]savedJSON, 0, len(s.resources))
 	for _, r := range s.resources {
 		if r.deleting {
 			continue
 		}
-		b, err := json.Marshal(r.body)
-		if err != nil {
-			return st, err
+		if r.saved == nil || r.savedRev != r.rev {
+			sr, err := savedEntry(r)
+			if err != nil {
+				s.mu.Unlock()
+				return nil, nil, err
+			}
+			fresh = append(fresh, changed{r: r, rev: r.rev, entry: sr, at: len(resources)})
 		}
-		sr := savedResource{ID: r.idStr, Body: b, ETag: r.etag}
-		if ps := r.provisioningState(); ps == "Creating" || ps == "Updating" {
-			sr.ProvisioningState = "Succeeded"
-		}
-		// Secrets hold strings and numbers only: a shallow copy is theirs.
-		sr.Secrets = make(map[string]any, len(r.secrets))
-		for k, v := range r.secrets {
-			sr.Secrets[k] = v
-		}
-		// A power action under way is saved as done.
-		switch sr.Secrets["power"] {
-		case "stopping":
-			sr.Secrets["power"] = "stopped"
-		case "deallocating":
-			sr.Secrets["power"] = "deallocated"
-		case "starting":
-			delete(sr.Secrets, "power")
-		}
-		st.Resources = append(st.Resources, sr)
+		resources = append(resources, savedJSON{id: r.idStr, json: r.saved})
 	}
-	return st, nil
+	s.mu.Unlock()
+	for _, c := range fresh {
+		e, err := json.Marshal(c.entry)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.r.saved, c.r.savedRev = e, c.rev
+		resources[c.at].json = e
+	}
+	return groups, resources, nil
+}
+
+// savedEntry is a resource as the state file holds it.
+func savedEntry(r *resource) (savedResource, error) {
+	b, err := json.Marshal(r.body)
+	if err != nil {
+		return savedResource{}, err
+	}
+	sr := savedResource{ID: r.idStr, Body: b, ETag: r.etag}
+	if ps := r.provisioningState(); ps == "Creating" || ps == "Updating" {
+		sr.ProvisioningState = "Succeeded"
+	}
+	// Secrets hold strings and numbers only: a shallow copy is theirs.
+	sr.Secrets = make(map[string]any, len(r.secrets))
+	for k, v := range r.secrets {
+		sr.Secrets[k] = v
+	}
+	// A power action under way is saved as done.
+	switch sr.Secrets["power"] {
+	case "stopping":
+		sr.Secrets["power"] = "stopped"
+	case "deallocating":
+		sr.Secrets["power"] = "deallocated"
+	case "starting":
+		delete(sr.Secrets, "power")
+	}
+	return sr, nil
 }
 
 // Load replaces the emulator's resources with those saved at path and boots

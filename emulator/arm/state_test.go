@@ -1,10 +1,16 @@
 package arm_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/poll"
@@ -101,5 +107,70 @@ func TestOnChangeKeepsTheSavedStateCurrent(t *testing.T) {
 	ms := waitRunning(t, w2.rt, 1)
 	if string(ms[0].CustomData) != "#cloud-config\n" {
 		t.Fatalf("the loaded VM was booted with custom data %q", ms[0].CustomData)
+	}
+}
+
+// Save keeps each resource's entry until the resource changes, and writes
+// the file from those entries: the file must stay what encoding/json makes
+// of the whole state, through creates, updates, power actions, scale-set
+// changes and deletes, including what an operation under way saves.
+func TestSaveWritesWhatEncodingEveryResourceWrites(t *testing.T) {
+	w := newWorld(t, func(o *arm.Options) { o.OperationDelay = 0 })
+	path := filepath.Join(t.TempDir(), "state.json")
+	same := func(step string) {
+		t.Helper()
+		if err := w.srv.Save(path); err != nil {
+			t.Fatal(err)
+		}
+		kept, fresh, err := w.srv.EncodeStateBothWays()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(kept, fresh) {
+			t.Fatalf("%s: Save writes\n%s\nencoding every resource afresh writes\n%s", step, kept, fresh)
+		}
+		if !json.Valid(kept) {
+			t.Fatalf("%s: Save writes invalid JSON", step)
+		}
+	}
+	same("an empty emulator")
+	w.group("rg")
+	w.group("other")
+	subnetID := w.network("rg")
+	same("groups and a network")
+
+	vms := must(w.compute.NewVirtualMachinesClient(), nil)
+	nic := w.nic("rg", "nic", subnetID)
+	winNIC := w.nic("rg", "win-nic", subnetID)
+	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", linuxVM(*nic.ID, "#cloud-config\n"), nil))
+	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "win", windowsVM(*winNIC.ID, "win", "<powershell></powershell>"), nil))
+	sets := must(w.compute.NewVirtualMachineScaleSetsClient(), nil)
+	done(sets.BeginCreateOrUpdate(w.ctx, "rg", "pool", scaleSet(subnetID, "pool", "v1", 2), nil))
+	waitRunning(t, w.rt, 4)
+	same("VMs and a scale set")
+
+	done(vms.BeginUpdate(w.ctx, "rg", "vm", armcompute.VirtualMachineUpdate{Tags: map[string]*string{"k": to.Ptr("v")}}, nil))
+	same("a VM's tags updated")
+	done(vms.BeginDeallocate(w.ctx, "rg", "win", nil))
+	same("a VM deallocated")
+	done(sets.BeginCreateOrUpdate(w.ctx, "rg", "pool", scaleSet(subnetID, "pool", "v2", 3), nil))
+	same("a scale set's new model and capacity")
+	done(sets.BeginDeleteInstances(w.ctx, "rg", "pool", armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs{InstanceIDs: []*string{to.Ptr("0")}}, nil))
+	same("a scale-set instance deleted")
+	done(vms.BeginDelete(w.ctx, "rg", "vm", nil))
+	same("a VM deleted (its NIC detached)")
+
+	// An operation under way is saved as finished.
+	slow := newWorld(t, func(o *arm.Options) { o.BootDelayLinux = time.Hour })
+	slow.group("rg")
+	slowNIC := slow.nic("rg", "nic", slow.network("rg"))
+	slowVMs := must(slow.compute.NewVirtualMachinesClient(), nil)
+	if _, err := slowVMs.BeginCreateOrUpdate(slow.ctx, "rg", "vm", linuxVM(*slowNIC.ID, ""), nil); err != nil {
+		t.Fatal(err)
+	}
+	w = slow
+	same("a VM being created")
+	if !bytes.Contains(must(os.ReadFile(path)), []byte(`"provisioningState":"Succeeded"`)) {
+		t.Fatal("a VM being created is not saved as provisioned")
 	}
 }

@@ -24,7 +24,22 @@ type resource struct {
 	booted bool
 	// up is set once the runtime's Boot returned: the VM runs.
 	up bool
+	// rev moves (touch) whenever what Save writes of the resource may have
+	// changed: its body, secrets, etag or provisioning state. A resource
+	// replaced by a PUT is a new resource.
+	rev uint64
+	// saved is the resource's entry in the state file as of savedRev. Save
+	// alone reads and writes it, under the server's saveMu, so it is
+	// reused while rev stays the same.
+	saved    []byte
+	savedRev uint64
 }
+
+// touch records that what Save writes of r changed. Every change to a
+// stored resource's body, secrets or etag needs one, or a Save keeps the
+// older entry; the package's tests check after every change that no
+// entry is stale.
+func (r *resource) touch() { r.rev++ }
 
 func newETag() string {
 	var b [8]byte
@@ -45,7 +60,10 @@ func (r *resource) props() map[string]any { return obj(r.body, "properties") }
 
 func (r *resource) provisioningState() string { return str(r.props(), "provisioningState") }
 
-func (r *resource) setState(state string) { r.props()["provisioningState"] = state }
+func (r *resource) setState(state string) {
+	r.props()["provisioningState"] = state
+	r.touch()
+}
 
 // obj returns m[k] as a map, creating it when missing.
 func obj(m map[string]any, k string) map[string]any {
@@ -80,12 +98,46 @@ func list(m map[string]any, path ...string) []any {
 	return l
 }
 
+// deepCopy copies a body as a JSON round trip would, without one: every
+// GET renders a copy, and encoding then decoding cost a read as much as
+// the request's own encoding.
 func deepCopy(m map[string]any) map[string]any {
 	if m == nil {
 		return nil
 	}
-	b, _ := json.Marshal(m)
-	var out map[string]any
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = copyValue(v)
+	}
+	return out
+}
+
+func copyValue(v any) any {
+	switch x := v.(type) {
+	case nil, string, float64, bool:
+		return x
+	case map[string]any:
+		if x == nil {
+			return nil
+		}
+		return deepCopy(x)
+	case []any:
+		if x == nil {
+			return nil
+		}
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = copyValue(e)
+		}
+		return out
+	}
+	// Anything else (an int, a []string) becomes what JSON makes of it,
+	// as it did when bodies were copied through JSON.
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var out any
 	_ = json.Unmarshal(b, &out)
 	return out
 }

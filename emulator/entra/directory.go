@@ -117,6 +117,11 @@ type Directory struct {
 	failures    map[string]int64
 	issued      map[string][]string
 
+	// verified are the access tokens whose signature Authenticate checked
+	// (tokens.go); a lock of their own keeps ARM's requests off mu.
+	verifiedMu sync.Mutex
+	verified   map[string]verifiedToken
+
 	tokenRequests atomic.Int64
 }
 

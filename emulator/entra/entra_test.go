@@ -8,6 +8,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +26,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/winkube/winkube/emulator/entra"
+	"github.com/winkube/winkube/internal/poll"
 )
 
 const tenant = "00000000-0000-4000-8000-00000000e4a0"
@@ -196,3 +199,84 @@ func b64(b []byte) string {
 }
 
 func stdB64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// A verified token is remembered, and only its signature check is saved:
+// past its expiry it is refused as expired (and forgotten), a remembered
+// token is still refused for another audience or once the signing key
+// changed, and the directory remembers a bounded number of tokens.
+func TestRememberedTokensAreRefusedOnceExpired(t *testing.T) {
+	d, _ := entra.New(entra.Options{})
+	p, _, err := d.CreateServicePrincipal(tenant, "short-lived")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const arm = "https://arm.example"
+	// JWT expiries have whole seconds: two seconds from now is at least one.
+	exp := time.Now().Add(2 * time.Second).Truncate(time.Second)
+	tok, err := d.IssueTokenForTest(p, arm, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := d.Authenticate(tok, []string{arm}); err != nil || c.ObjectID != p.ObjectID {
+		t.Fatalf("a fresh token: %+v %v", c, err)
+	}
+	if n := d.VerifiedTokens(); n != 1 {
+		t.Fatalf("%d tokens remembered after one was verified, want 1", n)
+	}
+	reason := func(err error) string {
+		var te *entra.TokenError
+		if !errors.As(err, &te) {
+			return fmt.Sprintf("not a TokenError: %v", err)
+		}
+		return te.Reason
+	}
+	if _, err := d.Authenticate(tok, []string{"https://graph.example"}); reason(err) != entra.TokenWrongAudience {
+		t.Fatalf("a remembered token for another audience: %v, want %s", err, entra.TokenWrongAudience)
+	}
+	poll.Until(t, 10*time.Second, func() string {
+		_, err := d.Authenticate(tok, []string{arm})
+		if err == nil {
+			return "the token is still accepted"
+		}
+		var te *entra.TokenError
+		if !errors.As(err, &te) || te.Reason != entra.TokenExpired || !te.Expired.Equal(exp) {
+			t.Fatalf("the token past its expiry %s: %v, want %s at that time", exp, err, entra.TokenExpired)
+		}
+		return ""
+	})
+	if n := d.VerifiedTokens(); n != 0 {
+		t.Fatalf("%d tokens remembered after the only one expired, want 0", n)
+	}
+
+	// A new signing key (a directory's state applied) voids the old
+	// key's tokens, remembered or not.
+	long, _ := d.IssueTokenForTest(p, arm, time.Now().Add(time.Hour))
+	if _, err := d.Authenticate(long, []string{arm}); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := entra.New(entra.Options{})
+	st, err := other.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Apply(entra.Config{SigningKey: st.SigningKey}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Authenticate(long, []string{arm}); reason(err) != entra.TokenInvalid {
+		t.Fatalf("a remembered token of a replaced key: %v, want %s", err, entra.TokenInvalid)
+	}
+
+	// Distinct tokens (one expiry second each) past the bound.
+	for i := range entra.MaxVerifiedTokens + 10 {
+		tok, err := d.IssueTokenForTest(p, arm, time.Now().Add(time.Hour+time.Duration(i)*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Authenticate(tok, []string{arm}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := d.VerifiedTokens(); n > entra.MaxVerifiedTokens {
+		t.Fatalf("%d tokens remembered, more than the bound %d", n, entra.MaxVerifiedTokens)
+	}
+}

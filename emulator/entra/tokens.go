@@ -93,17 +93,25 @@ func (e *TokenError) Error() string { return e.Reason + ": " + fmt.Sprint(e.Err)
 // Authenticate verifies an access token the directory issued: its
 // signature, its lifetime, and that its audience is one of audiences
 // (compared as ARM does, with or without a trailing slash).
+//
+// ARM calls it for every request, and a caller presents the same token
+// for up to an hour: a token whose signature checked out is remembered
+// with its claims (verifiedClaims), so that only the claims are checked
+// again, every time, against the clock, the audiences and the principals.
 func (d *Directory) Authenticate(token string, audiences []string) (Caller, error) {
-	var c accessClaims
 	key, keyID := d.signer()
-	_, err := jwt.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
-		if kid, _ := t.Header["kid"].(string); kid != keyID {
-			return nil, errors.New("unknown signing key")
+	c, ok := d.verifiedClaims(token, keyID)
+	if !ok {
+		_, err := jwt.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+			if kid, _ := t.Header["kid"].(string); kid != keyID {
+				return nil, errors.New("unknown signing key")
+			}
+			return &key.PublicKey, nil
+		}, jwt.WithValidMethods([]string{"RS256"}), jwt.WithoutClaimsValidation())
+		if err != nil {
+			return Caller{}, &TokenError{Reason: TokenInvalid, Err: err}
 		}
-		return &key.PublicKey, nil
-	}, jwt.WithValidMethods([]string{"RS256"}), jwt.WithoutClaimsValidation())
-	if err != nil {
-		return Caller{}, &TokenError{Reason: TokenInvalid, Err: err}
+		d.rememberVerified(token, keyID, c)
 	}
 	if c.ExpiresAt == nil || !time.Now().Before(c.ExpiresAt.Time) {
 		var exp time.Time
@@ -115,15 +123,15 @@ func (d *Directory) Authenticate(token string, audiences []string) (Caller, erro
 	if c.NotBefore != nil && time.Now().Before(c.NotBefore.Time) {
 		return Caller{}, &TokenError{Reason: TokenInvalid, Err: errors.New("token not yet valid")}
 	}
-	ok := false
+	forUs := false
 	for _, a := range c.Audience {
 		for _, want := range audiences {
 			if strings.TrimRight(a, "/") == strings.TrimRight(want, "/") {
-				ok = true
+				forUs = true
 			}
 		}
 	}
-	if !ok {
+	if !forUs {
 		return Caller{}, &TokenError{Reason: TokenWrongAudience, Audience: strings.Join(c.Audience, ","), Err: errors.New("wrong audience")}
 	}
 	// A principal deleted since the token was issued no longer acts.
@@ -131,6 +139,69 @@ func (d *Directory) Authenticate(token string, audiences []string) (Caller, erro
 		return Caller{}, &TokenError{Reason: TokenInvalid, Err: errors.New("the principal no longer exists")}
 	}
 	return Caller{TenantID: c.TenantID, AppID: c.AppID, ObjectID: c.ObjectID}, nil
+}
+
+// maxVerifiedTokens bounds the tokens Authenticate remembers. Callers keep
+// a token until shortly before it expires (azidentity refreshes it five
+// minutes early), so a directory sees about one live token per principal
+// and audience; the bound only stops a flood of distinct tokens from
+// growing the directory.
+const maxVerifiedTokens = 1024
+
+// verifiedToken is a token whose signature the directory checked, with its
+// claims, under the signing key kid.
+type verifiedToken struct {
+	claims accessClaims
+	kid    string
+}
+
+// verifiedClaims returns the claims of a token already verified under the
+// current signing key kid. A token past its expiry is forgotten and
+// verified again, so that it is refused exactly as a token never seen
+// before; one signed with a key since replaced is forgotten likewise.
+func (d *Directory) verifiedClaims(token, kid string) (accessClaims, bool) {
+	d.verifiedMu.Lock()
+	defer d.verifiedMu.Unlock()
+	v, ok := d.verified[token]
+	if !ok {
+		return accessClaims{}, false
+	}
+	if v.kid != kid || !time.Now().Before(v.claims.ExpiresAt.Time) {
+		delete(d.verified, token)
+		return accessClaims{}, false
+	}
+	return v.claims, true
+}
+
+// rememberVerified keeps a verified token until its expiry. Tokens that
+// could not pass (no expiry, or already expired) are not kept. When the
+// bound is reached, expired tokens go first, then any, down to three
+// quarters of it, so that a flood of tokens pays for a sweep only now and
+// then: a token forgotten is only verified again.
+func (d *Directory) rememberVerified(token, kid string, c accessClaims) {
+	now := time.Now()
+	if c.ExpiresAt == nil || !now.Before(c.ExpiresAt.Time) {
+		return
+	}
+	d.verifiedMu.Lock()
+	defer d.verifiedMu.Unlock()
+	if d.verified == nil {
+		d.verified = map[string]verifiedToken{}
+	}
+	if len(d.verified) >= maxVerifiedTokens {
+		for t, v := range d.verified {
+			if !now.Before(v.claims.ExpiresAt.Time) {
+				delete(d.verified, t)
+			}
+		}
+		for t := range d.verified {
+			if len(d.verified) <= maxVerifiedTokens*3/4 {
+				break
+			}
+			delete(d.verified, t)
+		}
+	}
+	d.verified[token] = verifiedToken{claims: c, kid: kid}
 }
 
 // jwks is a set of public keys by key ID.

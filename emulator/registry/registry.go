@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -208,6 +210,29 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 // Canonical is the fully qualified form of a reference ("nginx" ->
 // "docker.io/library/nginx:latest"), as the kubelet reports images.
 func Canonical(ref string) string {
+	if c, ok := canonical.Load(ref); ok {
+		return c.(string)
+	}
+	c := parseCanonical(ref)
+	// A world uses a few dozen images, each asked for on every pod sync
+	// of every node; parsing one costs microseconds and allocations. The
+	// bound keeps a stream of distinct references from growing it.
+	if canonicalSize.Add(1) > maxCanonical {
+		canonical.Clear()
+		canonicalSize.Store(0)
+	}
+	canonical.Store(ref, c)
+	return c
+}
+
+var (
+	canonical     sync.Map
+	canonicalSize atomic.Int64
+)
+
+const maxCanonical = 4096
+
+func parseCanonical(ref string) string {
 	r, err := name.ParseReference(ref)
 	if err != nil {
 		return ref

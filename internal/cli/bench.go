@@ -180,8 +180,15 @@ type benchReport struct {
 		WinkubePeak  int `json:"winkubePeak"`
 		ControlPlane int `json:"controlPlane"`
 		Management   int `json:"management"`
+		// Where winkube's memory is once every node is Ready, after a
+		// collection: its resident set, the Go heap's live objects, and
+		// the goroutines' stacks (which no heap profile shows).
+		WinkubeAtReady int `json:"winkubeAtReady"`
+		GoHeapLive     int `json:"goHeapLive"`
+		GoStacks       int `json:"goStacks"`
 	} `json:"memoryMiB"`
-	Profiles []string `json:"profiles,omitempty"`
+	Goroutines int      `json:"goroutines"`
+	Profiles   []string `json:"profiles,omitempty"`
 }
 
 type percentiles struct {
@@ -268,6 +275,12 @@ func (o *benchOptions) run(ctx context.Context, errOut io.Writer, bin, size stri
 	if err := prof.heap(); err != nil {
 		return nil, err
 	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	r.MemoryMiB.GoHeapLive, r.MemoryMiB.GoStacks = int(ms.HeapAlloc>>20), int(ms.StackInuse>>20)
+	r.MemoryMiB.WinkubeAtReady = localworld.MemoryKB("VmRSS:", self) / 1024
+	r.Goroutines = runtime.NumGoroutine()
 
 	// What the bring-up cost.
 	mgmt, machines := w.Processes()
@@ -524,6 +537,8 @@ func (r *benchReport) writeTable(out io.Writer) {
 	fmt.Fprintf(t, "management plane\t%s\t%s\t-\n", g(r.CPUSeconds.Management.BringUp), g(r.CPUSeconds.Management.SteadyPerMinute))
 	fmt.Fprintf(t, "\nMEMORY MIB\t\n")
 	fmt.Fprintf(t, "winkube peak\t%d\n", r.MemoryMiB.WinkubePeak)
+	fmt.Fprintf(t, "winkube at Ready: resident / Go heap live / goroutine stacks\t%d / %d / %d (%d goroutines)\n",
+		r.MemoryMiB.WinkubeAtReady, r.MemoryMiB.GoHeapLive, r.MemoryMiB.GoStacks, r.Goroutines)
 	fmt.Fprintf(t, "workload control planes at Ready\t%d\n", r.MemoryMiB.ControlPlane)
 	fmt.Fprintf(t, "management plane at Ready\t%d\n", r.MemoryMiB.Management)
 	for _, p := range r.Profiles {

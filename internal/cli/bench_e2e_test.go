@@ -83,8 +83,14 @@ func TestBenchReports(t *testing.T) {
 	if r.CPUSeconds.Winkube.BringUp <= 0 || r.CPUSeconds.ControlPlane.BringUp <= 0 || r.CPUSeconds.Management.BringUp <= 0 {
 		t.Fatalf("CPU not read: %+v", r.CPUSeconds)
 	}
-	if r.MemoryMiB.WinkubePeak <= 0 || r.MemoryMiB.ControlPlane <= 0 || r.MemoryMiB.Management <= 0 {
+	if r.MemoryMiB.WinkubePeak <= 0 || r.MemoryMiB.ControlPlane <= 0 || r.MemoryMiB.Management <= 0 ||
+		r.MemoryMiB.WinkubeAtReady <= 0 || r.MemoryMiB.GoHeapLive <= 0 || r.MemoryMiB.GoStacks <= 0 || r.MemoryMiB.WinkubeAtReady > r.MemoryMiB.WinkubePeak {
 		t.Fatalf("memory not read: %+v", r.MemoryMiB)
+	}
+	// A world of two machines runs kubelets, informers and listeners:
+	// far more than the command's own few goroutines.
+	if r.Goroutines < 50 {
+		t.Fatalf("goroutines at Ready = %d, want the world's (at least 50)", r.Goroutines)
 	}
 	want := []string{"cpu-up-1+0+1.pprof", "heap-1+0+1.pprof", "cpu-steady-1+0+1.pprof", "cpu-delete-1+0+1.pprof"}
 	if len(r.Profiles) != len(want) {

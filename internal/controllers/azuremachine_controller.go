@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -60,8 +62,14 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		r.Identities = newIdentities(mgr, r.Cloud, "")
 	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachine{}).
-		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToAzureMachine)).
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToObjects(r.Client, func() client.ObjectList { return &infrav1.AzureMachineList{} }))).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToAzureMachine), builder.WithPredicates(machineChanged)).
+		// Only the Cluster changes this controller waits for (paused or
+		// resumed, infrastructure provisioned), as Cluster API's and CAPZ's
+		// machine controllers do: Cluster API updates a Cluster's status
+		// for every machine that comes or goes, and each update would
+		// wake all of the cluster's machines.
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToObjects(r.Client, func() client.ObjectList { return &infrav1.AzureMachineList{} })),
+			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), mgr.GetLogger()))).
 		WithOptions(opts).Named("azuremachine").Complete(r)
 }
 

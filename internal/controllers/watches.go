@@ -2,9 +2,12 @@ package controllers
 
 import (
 	"context"
+	"maps"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -18,6 +21,18 @@ func infraRefRequest(kind string, ref clusterv1.ContractVersionedObjectReference
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: namespace, Name: ref.Name}}}
 }
+
+// machineChanged passes the Machine updates an AzureMachine acts on: its
+// spec (bootstrap data, version, failure domain: a change bumps the
+// generation), labels, annotations and deletion. Cluster API patches a
+// Machine's status a dozen times while it comes up, and the AzureMachine
+// reads none of it; each patch used to wake it to read its VM, NIC and
+// identity again.
+var machineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	return o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetLabels(), n.GetLabels()) ||
+		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero()
+}}
 
 // machineToAzureMachine wakes an AzureMachine when its Machine changes (its
 // bootstrap data became ready).

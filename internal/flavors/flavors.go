@@ -171,6 +171,18 @@ func (b *builder) linuxKubelet() []bootstrapv1.Arg {
 	return args("cloud-provider", "external")
 }
 
+// controllerManagerArgs lifts kube-controller-manager's client limits from
+// its defaults (20 requests/s, bursts of 30) to those Kubernetes' own
+// 5,000-node scale tests run it with. At the defaults the DaemonSet
+// controller alone, creating a CNI, kube-proxy and cloud-node-manager pod
+// for each new node, needs minutes to place them on a few hundred nodes
+// joining at once, and the node IPAM and TTL controllers queue behind it;
+// the API server's priority and fairness, not the client, then decides
+// what waits.
+func controllerManagerArgs() []bootstrapv1.Arg {
+	return args("kube-api-qps", "100", "kube-api-burst", "100")
+}
+
 func (b *builder) controlPlane() []client.Object {
 	o, name := b.o, b.o.ClusterName
 	// The API server needs no cloud-provider flag (gone from it since the
@@ -188,12 +200,15 @@ func (b *builder) controlPlane() []client.Object {
 				InfrastructureRef: ref(infrav1.GroupVersion.Group, "AzureMachineTemplate", name+"-control-plane"),
 			}},
 			KubeadmConfigSpec: bootstrapv1.KubeadmConfigSpec{
-				ClusterConfiguration: bootstrapv1.ClusterConfiguration{APIServer: bootstrapv1.APIServer{ExtraArgs: apiServerArgs}},
-				InitConfiguration:    bootstrapv1.InitConfiguration{NodeRegistration: nodeReg},
-				JoinConfiguration:    bootstrapv1.JoinConfiguration{NodeRegistration: nodeReg},
-				Users:                b.users(),
-				PreKubeadmCommands:   b.linuxPreKubeadm(),
-				Files:                []bootstrapv1.File{azureJSONFile(name+"-control-plane", ControlPlaneAzureJSON, LinuxAzureJSONPath)},
+				ClusterConfiguration: bootstrapv1.ClusterConfiguration{
+					APIServer:         bootstrapv1.APIServer{ExtraArgs: apiServerArgs},
+					ControllerManager: bootstrapv1.ControllerManager{ExtraArgs: controllerManagerArgs()},
+				},
+				InitConfiguration:  bootstrapv1.InitConfiguration{NodeRegistration: nodeReg},
+				JoinConfiguration:  bootstrapv1.JoinConfiguration{NodeRegistration: nodeReg},
+				Users:              b.users(),
+				PreKubeadmCommands: b.linuxPreKubeadm(),
+				Files:              []bootstrapv1.File{azureJSONFile(name+"-control-plane", ControlPlaneAzureJSON, LinuxAzureJSONPath)},
 			},
 		},
 	}

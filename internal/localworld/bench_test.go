@@ -1,7 +1,9 @@
 package localworld
 
 import (
+	"math"
 	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -53,5 +55,25 @@ func TestCPUTimeAndMemoryOfThisProcess(t *testing.T) {
 	}
 	if CPUTime(1<<30) != 0 {
 		t.Fatal("a process that does not exist used CPU")
+	}
+}
+
+// A local world keeps its Go memory under MemoryLimit, unless the user set
+// GOMEMLIMIT, which wins.
+func TestMemoryLimit(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	t.Setenv("GOMEMLIMIT", "")
+	os.Unsetenv("GOMEMLIMIT")
+	debug.SetMemoryLimit(math.MaxInt64)
+	limitMemory()
+	if got := debug.SetMemoryLimit(-1); got != MemoryLimit {
+		t.Fatalf("memory limit = %d, want %d", got, MemoryLimit)
+	}
+	t.Setenv("GOMEMLIMIT", "3GiB")
+	debug.SetMemoryLimit(3 << 30)
+	limitMemory()
+	if got := debug.SetMemoryLimit(-1); got != 3<<30 {
+		t.Fatalf("memory limit = %d with GOMEMLIMIT=3GiB, want the user's %d", got, 3<<30)
 	}
 }

@@ -114,7 +114,13 @@ func (w *World) Status(ctx context.Context) (Status, error) {
 	o := w.opts
 	st := Status{NodesWant: int(o.ControlPlaneNodes + o.LinuxNodes + o.WindowsNodes)}
 	ms := &clusterv1.MachineList{}
-	if err := w.Client.List(ctx, ms, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: o.Name}); err != nil {
+	// From the controllers' cache: asked every second, a list from the API
+	// server would decode every Machine each time.
+	var r client.Reader = w.Client
+	if w.cache != nil {
+		r = w.cache
+	}
+	if err := r.List(ctx, ms, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: o.Name}); err != nil {
 		return st, err
 	}
 	for _, m := range ms.Items {

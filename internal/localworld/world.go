@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,7 +86,9 @@ type World struct {
 	env    *envtest.Environment
 	Config *rest.Config
 	Client client.Client
-	reg    *registry.Registry
+	// cache is the controllers' cache, for reads repeated every second.
+	cache client.Reader
+	reg   *registry.Registry
 	// admissionDone closes when the in-process workload admission stops.
 	admissionDone chan struct{}
 	net           *hostnet.Network
@@ -145,12 +148,28 @@ func Start(ctx context.Context, o Options) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
+	limitMemory()
 	w := &World{opts: o, lock: lock}
 	if err := w.start(ctx); err != nil {
 		w.Stop()
 		return nil, err
 	}
 	return w, nil
+}
+
+// MemoryLimit is the soft limit a local world's process keeps its Go
+// memory under unless GOMEMLIMIT says otherwise. Without one the heap may
+// grow to twice what is live before a collection, and the runtime returns
+// freed memory slowly: a thousand-node world, with about 600 MiB live,
+// held 2 GiB. Near the limit the collector runs more often (it never takes
+// more than half the CPU); a world whose live objects outgrow it still
+// runs, slower.
+const MemoryLimit = 896 << 20
+
+func limitMemory() {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(MemoryLimit)
+	}
 }
 
 // Tenant is the local world's Azure tenant, written to the nodes' cloud
@@ -287,6 +306,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := webhooks.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	w.cache = mgr.GetCache()
 	w.mgrDone = make(chan error, 1)
 	go func() { w.mgrDone <- mgr.Start(mctx) }()
 	w.admissionDone = make(chan struct{})

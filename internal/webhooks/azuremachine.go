@@ -2,7 +2,9 @@ package webhooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -20,6 +22,24 @@ import (
 // name rules and conflicts with the cluster's other machines.
 type AzureMachine struct {
 	Reader client.Reader
+	// Machines, when set, is a cache of AzureMachines indexed by
+	// VMNameIndex. The name check on create then reads only the machines
+	// that claim the same VM name; listing the cluster's machines for
+	// every new one costs the square of the machine count as a
+	// MachineDeployment grows. A machine created a moment ago may not be
+	// in the cache yet: the check is the early, clear refusal, and the
+	// controller still refuses to take over a VM that belongs to another
+	// machine (VMNameConflict).
+	Machines client.Reader
+}
+
+// VMNameIndex indexes AzureMachines by their VM name, lower-cased as Azure
+// compares names.
+const VMNameIndex = "winkube.dev/vm-name"
+
+// IndexVMName is VMNameIndex's function.
+func IndexVMName(o client.Object) []string {
+	return []string{strings.ToLower(VMName(o.(*infrav1.AzureMachine)))}
 }
 
 // Default fills in the OS disk, runtime, Windows release and, for Linux, an
@@ -60,9 +80,19 @@ func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine, ch
 	if len(errs) == 0 && checkNames {
 		// Another machine of the cluster with the same VM name would be
 		// the same VM to Azure.
-		if err := nameConflict(ctx, w.Reader, &infrav1.AzureMachineList{}, m, vmName, func(o client.Object) string {
-			return VMName(o.(*infrav1.AzureMachine))
-		}, false); err != nil {
+		nameOf := func(o client.Object) string { return VMName(o.(*infrav1.AzureMachine)) }
+		var err error
+		var conflict *naming.ConflictError
+		if w.Machines != nil {
+			err = nameConflict(ctx, w.Machines, &infrav1.AzureMachineList{}, m, vmName, nameOf, false, client.MatchingFields{VMNameIndex: strings.ToLower(vmName)})
+		}
+		if w.Machines == nil || (err != nil && !errors.As(err, &conflict)) {
+			// No cache, or one that does not hold this namespace (a
+			// manager started with --watch-namespace still admits
+			// every namespace's machines).
+			err = nameConflict(ctx, w.Reader, &infrav1.AzureMachineList{}, m, vmName, nameOf, false)
+		}
+		if err != nil {
 			errs = append(errs, field.Invalid(name, m.Name, err.Error()))
 		}
 	}

@@ -94,9 +94,9 @@ func decodeRaw(raw []byte, into any) error { return json.Unmarshal(raw, into) }
 func semanticEqual(a, b any) bool { return apiequality.Semantic.DeepEqual(a, b) }
 
 // nameConflict lists the objects of obj's kind in its cluster (same namespace
-// and cluster-name label) and reports one whose Azure name, as nameOf gives
-// it, equals claimed.
-func nameConflict(ctx context.Context, r client.Reader, list client.ObjectList, obj client.Object, claimed string, nameOf func(client.Object) string, prefix bool) error {
+// and cluster-name label), narrowed by only, and reports one whose Azure
+// name, as nameOf gives it, equals claimed.
+func nameConflict(ctx context.Context, r client.Reader, list client.ObjectList, obj client.Object, claimed string, nameOf func(client.Object) string, prefix bool, only ...client.ListOption) error {
 	if r == nil {
 		return nil
 	}
@@ -105,6 +105,7 @@ func nameConflict(ctx context.Context, r client.Reader, list client.ObjectList, 
 	if cluster != "" {
 		opts = append(opts, client.MatchingLabels{clusterv1.ClusterNameLabel: cluster})
 	}
+	opts = append(opts, only...)
 	kind := kindOf(obj)
 	if err := r.List(ctx, list, opts...); err != nil {
 		return fmt.Errorf("listing the cluster's %s objects to check for name conflicts: %w", kind, err)

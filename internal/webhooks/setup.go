@@ -1,6 +1,9 @@
 package webhooks
 
 import (
+	"context"
+	"fmt"
+
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -9,9 +12,13 @@ import (
 
 // SetupWithManager registers every winkube webhook with the manager's
 // webhook server. Checks that read other objects use the manager's API
-// reader, not its cache.
+// reader, not its cache, but for the AzureMachine name check, which reads
+// an index of the cache.
 func SetupWithManager(mgr ctrl.Manager) error {
 	r := mgr.GetAPIReader()
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &infrav1.AzureMachine{}, VMNameIndex, IndexVMName); err != nil {
+		return fmt.Errorf("indexing AzureMachines by VM name: %w", err)
+	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureCluster{}).
 		WithDefaulter(&AzureCluster{Reader: r}).WithValidator(&AzureCluster{Reader: r}).Complete(); err != nil {
 		return err
@@ -25,7 +32,7 @@ func SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureMachine{}).
-		WithDefaulter(&AzureMachine{Reader: r}).WithValidator(&AzureMachine{Reader: r}).Complete(); err != nil {
+		WithDefaulter(&AzureMachine{Reader: r}).WithValidator(&AzureMachine{Reader: r, Machines: mgr.GetCache()}).Complete(); err != nil {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureMachineTemplate{}).

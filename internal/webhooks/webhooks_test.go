@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/winkube/winkube/internal/scheme"
@@ -41,6 +43,12 @@ func TestMain(m *testing.M) {
 	}))
 }
 
+// webhookCache is the cache of the manager serving the webhooks.
+var webhookCache client.Reader
+
 func startWebhooks(e *testenv.Env) error {
-	return e.ServeWebhooks(webhooks.SetupWithManager)
+	return e.ServeWebhooks(func(m ctrl.Manager) error {
+		webhookCache = m.GetCache()
+		return webhooks.SetupWithManager(m)
+	})
 }

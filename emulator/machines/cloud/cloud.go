@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
 // UninitializedTaint is the taint a kubelet with an external cloud
@@ -84,13 +85,25 @@ func Start(cfg Config) *Controller {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Controller{cfg: cfg, cancel: cancel, done: make(chan struct{}), warned: map[string]string{},
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](250*time.Millisecond, 10*time.Second))}
-	f := informers.NewSharedInformerFactory(cfg.Client, 0)
+	// Without managed fields, which no decision here reads: kube-system
+	// alone holds a few pods per node.
+	strip := informers.WithTransform(crcache.TransformStripManagedFields())
+	f := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, strip)
 	ni, si := f.Core().V1().Nodes().Informer(), f.Core().V1().Services().Informer()
 	c.nodes, c.svcs = ni.GetIndexer(), si.GetIndexer()
 	// The cloud-controller-manager runs in kube-system, as its chart
 	// installs it.
-	pf := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(metav1.NamespaceSystem))
+	pf := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(metav1.NamespaceSystem), strip)
 	pi := pf.Core().V1().Pods().Informer()
+	// kube-system holds a few pods per node (CNI, kube-proxy,
+	// cloud-node-manager): every node's sync looks for the CCM among
+	// the CCM pods only, not among thousands.
+	_ = pi.AddIndexers(cache.Indexers{ccmIndex: func(o any) ([]string, error) {
+		if p, ok := o.(*corev1.Pod); ok && c.isCCM(p) {
+			return []string{"true"}, nil
+		}
+		return nil, nil
+	}})
 	c.pods = pi.GetIndexer()
 	add := func(prefix string) cache.ResourceEventHandlerFuncs {
 		h := func(o any) {
@@ -195,7 +208,8 @@ func (c *Controller) Active() bool {
 func (c *Controller) activeCCM() (*corev1.Pod, corev1.Container) {
 	var best *corev1.Pod
 	var bc corev1.Container
-	for _, o := range c.pods.List() {
+	ccms, _ := c.pods.ByIndex(ccmIndex, "true")
+	for _, o := range ccms {
 		p := o.(*corev1.Pod)
 		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || !podReady(p) || c.cfg.Images == nil {
 			continue
@@ -209,6 +223,10 @@ func (c *Controller) activeCCM() (*corev1.Pod, corev1.Container) {
 	}
 	return best, bc
 }
+
+// ccmIndex indexes kube-system's pods by whether they run a
+// cloud-controller-manager.
+const ccmIndex = "ccm"
 
 // poolKey is the queue's key for the backend pools.
 const poolKey = "pool"

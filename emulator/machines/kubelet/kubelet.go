@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
@@ -142,9 +143,12 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 		_ = srv.close()
 		return nil, err
 	}
+	// Managed fields are the API server's bookkeeping, which no kubelet
+	// decision reads; a thousand nodes' pods keep tens of MiB of them.
+	// An update that omits them leaves them as they are.
 	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
-	}))
+	}), informers.WithTransform(crcache.TransformStripManagedFields()))
 	inf := factory.Core().V1().Pods()
 	k.pods = inf.Lister()
 	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -36,6 +36,7 @@ import (
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
 // defaultAffinityTimeout is sessionAffinityConfig.clientIP.timeoutSeconds'
@@ -98,7 +99,7 @@ func NewCluster(client kubernetes.Interface, podAddr func(podIP string) (netip.A
 		queue:    workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 5*time.Second)),
 		services: map[string]*service{}, nodes: map[*Node]struct{}{},
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(crcache.TransformStripManagedFields()))
 	svcs := factory.Core().V1().Services()
 	slices := factory.Discovery().V1().EndpointSlices()
 	c.svcLister, c.sliceLister = svcs.Lister(), slices.Lister()
