@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/reconcilers/kubeadmconfig"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -70,12 +69,7 @@ func setupClusterAPI(ctx context.Context, mgr ctrl.Manager) error {
 	// from a cache of its own.
 	partial, err := ctrlcache.New(mgr.GetConfig(), ctrlcache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
-		DefaultTransform: func(in any) (any, error) {
-			if o, ok := in.(*metav1.PartialObjectMetadata); ok {
-				o.SetManagedFields(nil)
-			}
-			return in, nil
-		},
+		DefaultTransform: ctrlcache.TransformStripManagedFields(),
 	})
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/winkube/winkube/internal/flavors"
@@ -185,12 +186,7 @@ func (nw *nodeWatch) list(ctx context.Context, host string, cs kubernetes.Interf
 	nw.mu.Lock()
 	if nw.host != host {
 		nw.closeLocked()
-		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(func(o any) (any, error) {
-			if n, ok := o.(*corev1.Node); ok {
-				n.ManagedFields = nil
-			}
-			return o, nil
-		}))
+		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(crcache.TransformStripManagedFields()))
 		inf := factory.Core().V1().Nodes()
 		nw.host, nw.stop, nw.lister, nw.synced = host, make(chan struct{}), inf.Lister(), inf.Informer().HasSynced
 		factory.Start(nw.stop)

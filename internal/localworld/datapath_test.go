@@ -88,18 +88,16 @@ func checkDataPath(ctx context.Context, t *testing.T, w *localworld.World, cs ku
 	}
 	ip := externalIP(ctx, cs, "iis")
 	var first page
-	for i := 0; i < 30; i++ {
-		if _, err := curl(ip); err == nil {
-			break
-		}
-		if i == 29 {
-			diagnose(ctx, t, w, cs)
-		}
-		time.Sleep(2 * time.Second)
-	}
-	poll.Until(t, 2*time.Minute, func() string {
+	// A minute without an answer logs what the request goes through, once;
+	// the wait goes on.
+	diagnoseAt, diagnosed := time.Now().Add(time.Minute), false
+	poll.Until(t, 3*time.Minute, func() string {
 		p, err := curl(ip)
 		if err != nil {
+			if !diagnosed && time.Now().After(diagnoseAt) {
+				diagnose(ctx, t, w, cs)
+				diagnosed = true
+			}
 			return "curl " + ip + ": " + err.Error()
 		}
 		first = p
