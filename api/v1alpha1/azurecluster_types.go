@@ -9,6 +9,15 @@ const (
 	// ClusterFinalizer lets the AzureCluster controller delete what it created
 	// before the object goes away.
 	ClusterFinalizer = "azurecluster.infrastructure.winkube.dev"
+
+	// ServicesEndpointConfigMap is the workload cluster's
+	// kube-system ConfigMap with KUBERNETES_SERVICE_HOST and
+	// KUBERNETES_SERVICE_PORT: the API server's load-balanced address,
+	// for what runs on a Windows host before kube-proxy does (Calico).
+	// The provider publishes it, wrapped for a ClusterResourceSet, as
+	// the management ConfigMap <cluster>ServicesEndpointSuffix.
+	ServicesEndpointConfigMap = "kubernetes-services-endpoint"
+	ServicesEndpointSuffix    = "-" + ServicesEndpointConfigMap
 )
 
 // AzureClusterSpec is the desired Azure infrastructure of a cluster.

@@ -18,7 +18,9 @@ import (
 	"github.com/winkube/winkube/emulator/machines/cloud"
 	"github.com/winkube/winkube/emulator/machines/components"
 	"github.com/winkube/winkube/emulator/machines/kubelet"
+	"github.com/winkube/winkube/emulator/machines/process"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
+	"github.com/winkube/winkube/emulator/registry"
 )
 
 // writeBootFiles writes the custom data's write_files to the machine's disk,
@@ -70,7 +72,7 @@ func instance(m *machine, host string) cloud.Instance {
 // componentHooks hold the node's kubelet to what the system components it
 // runs need (checked against the cluster's API server as its
 // administrator), and carry out what a running cloud node manager does.
-func (r *Runtime) componentHooks(m *machine, host, os string) (kubelet.StartCheck, func(context.Context, *corev1.Pod)) {
+func (r *Runtime) componentHooks(m *machine, host, os string, pnode process.Node) (kubelet.StartCheck, func(context.Context, *corev1.Pod)) {
 	r.mu.Lock()
 	wc := r.clusters[m.endpoint]
 	r.mu.Unlock()
@@ -85,20 +87,23 @@ func (r *Runtime) componentHooks(m *machine, host, os string) (kubelet.StartChec
 	// One catalog for every node (it is read only) and the cluster's grants.
 	checker := &components.Checker{Client: admin, Components: catalog().Components, Grants: wc.grants}
 	node := components.Node{OS: os, ReadFile: readNodeFile(m)}
-	check := func(ctx context.Context, pod *corev1.Pod, c *corev1.Container) error {
+	check := func(ctx context.Context, pod *corev1.Pod, c *corev1.Container, img *kubelet.Pulled) error {
 		f, err := checker.Check(ctx, node, pod, *c)
 		if err != nil {
 			// The API server did not answer: the process would not get
 			// far either.
 			return err
 		}
-		if f == nil {
+		if f != nil {
+			if f.Component != "" {
+				m.logs.Write(vmdisk.Kubelet, "%s (%s) in pod %s/%s cannot start: missing %s", f.Component, c.Name, pod.Namespace, pod.Name, f.Missing)
+			}
+			return errors.New(f.Message)
+		}
+		if img == nil || img.Process == nil {
 			return nil
 		}
-		if f.Component != "" {
-			m.logs.Write(vmdisk.Kubelet, "%s (%s) in pod %s/%s cannot start: missing %s", f.Component, c.Name, pod.Namespace, pod.Name, f.Missing)
-		}
-		return errors.New(f.Message)
+		return startProcess(ctx, admin, m, pnode, pod, c, *img.Process)
 	}
 	started := func(ctx context.Context, pod *corev1.Pod) {
 		if checker.Effect(os, pod) != components.EffectInitializesNode {
@@ -111,6 +116,112 @@ func (r *Runtime) componentHooks(m *machine, host, os string) (kubelet.StartChec
 		m.logs.Write(vmdisk.Kubelet, "cloud-node-manager: initialized node %s (%s)", m.nodeName, m.providerID)
 	}
 	return check, started
+}
+
+// startProcess starts the container's process by the image's
+// configuration, as containerd would, and tells the kubelet what became
+// of it.
+func startProcess(ctx context.Context, admin kubernetes.Interface, m *machine, pnode process.Node, pod *corev1.Pod, c *corev1.Container, pr registry.Process) error {
+	env, err := process.Environment(ctx, admin, pod, *c)
+	if err != nil {
+		return err
+	}
+	mounts, err := process.Mounts(ctx, admin, pnode.Disk, pod, *c)
+	if err != nil {
+		return err
+	}
+	out := process.Start(ctx, pnode, process.Image{Entrypoint: pr.Entrypoint, Cmd: pr.Cmd, WorkingDir: pr.WorkingDir, Env: pr.Env, Files: pr.Files},
+		process.Container{ID: process.ContainerID(pod, c.Name), Pod: pod, Spec: *c, Env: env, Mounts: mounts})
+	who := fmt.Sprintf("%s/%s %s", pod.Namespace, pod.Name, c.Name)
+	for _, l := range out.Log {
+		m.logs.Write(vmdisk.Containerd, "%s: %s", who, l)
+	}
+	switch out.State {
+	case process.Exits:
+		m.logs.Write(vmdisk.Containerd, "%s exited with code %d: %s", who, out.Code, out.Message)
+		return &kubelet.Exited{Code: out.Code, Message: out.Message}
+	case process.Waits:
+		return &kubelet.Waiting{Message: out.Message}
+	case process.StartFails:
+		m.logs.Write(vmdisk.Containerd, "StartContainer for %s failed: %s", who, out.Message)
+		return &kubelet.StartFailure{Message: out.Message}
+	}
+	return nil
+}
+
+// machineHNS is the machine's Host Networking Service, kept by its
+// kubelet.
+type machineHNS struct {
+	r *Runtime
+	m *machine
+}
+
+func (h machineHNS) kubelet() *kubelet.Kubelet {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	return h.m.kubelet
+}
+
+func (h machineHNS) Network(name string) (string, bool) {
+	if k := h.kubelet(); k != nil {
+		return k.HNSNetwork(name)
+	}
+	return "", false
+}
+
+func (h machineHNS) CreateNetwork(name, typ string) {
+	if k := h.kubelet(); k != nil {
+		k.CreateHNSNetwork(context.Background(), name, typ)
+	}
+}
+
+// cniConfDir is where the node image's containerd reads CNI network
+// configurations, and cniBinDir where the plugins go: /etc/cni/net.d and
+// /opt/cni/bin on Linux, C:\etc\cni\net.d and C:\opt\cni\bin on
+// CAPZ's Windows images (kubernetes-sigs/image-builder's containerd
+// config.toml for Windows, ae63061e).
+func cniConfDir(m *machine) string {
+	if m.windows() {
+		return `C:\etc\cni\net.d`
+	}
+	return "/etc/cni/net.d"
+}
+
+func cniBinDir(m *machine) string {
+	if m.windows() {
+		return `C:\opt\cni\bin`
+	}
+	return "/opt/cni/bin"
+}
+
+// cniConfigured says whether the node's CNI configuration directory
+// holds a network configuration, as containerd's CNI loader looks for
+// one (*.conf, *.conflist, *.json). The node image ships both
+// directories, empty.
+func cniConfigured(m *machine) func() bool {
+	disk := m.disk("")
+	for _, d := range []string{cniConfDir(m), cniBinDir(m)} {
+		if hp, err := disk.HostPath(d); err == nil {
+			_ = os.MkdirAll(hp, 0o755)
+		}
+	}
+	return func() bool {
+		hp, err := disk.HostPath(cniConfDir(m))
+		if err != nil {
+			return false
+		}
+		entries, err := os.ReadDir(hp)
+		if err != nil {
+			return false
+		}
+		for _, e := range entries {
+			switch filepath.Ext(e.Name()) {
+			case ".conf", ".conflist", ".json":
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // ccmImage says whether an image is Azure's cloud-controller-manager. The

@@ -53,6 +53,7 @@ func (r *Runtime) ensureProxy(m *machine) {
 			return
 		}
 		sp = &sharedProxy{c: proxy.NewCluster(client, r.podAddress(m.endpoint), r.opts.Log.WithName("kube-proxy").WithValues("endpoint", m.endpoint))}
+		sp.c.SetAPIServer(m.endpoint)
 		r.proxies.all[m.endpoint] = sp
 	}
 	sp.nodes++

@@ -32,6 +32,7 @@ import (
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/machines/join"
 	"github.com/winkube/winkube/emulator/machines/kubelet"
+	"github.com/winkube/winkube/emulator/machines/process"
 	"github.com/winkube/winkube/emulator/machines/proxy"
 	"github.com/winkube/winkube/emulator/machines/sshd"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
@@ -359,7 +360,10 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		return err
 	}
 	r.event(m, fmt.Sprintf("kubelet registering node %s (%s, %s)", m.nodeName, h.OS, host))
-	check, started := r.componentHooks(m, host.String(), h.OS)
+	check, started := r.componentHooks(m, host.String(), h.OS, process.Node{
+		Name: m.nodeName, OS: h.OS, Build: h.Build, Containerd: strings.TrimPrefix(info.ContainerRuntimeVersion, "containerd://"),
+		Disk: m.disk(""), Dial: r.nodeDial(m), HNS: machineHNS{r, m},
+	})
 	r.mu.Lock()
 	m.proxyNode = &proxy.NodeConfig{NodeName: m.nodeName, Address: host, Windows: m.windows(), KernelVersion: info.KernelVersion, Logs: m.logs}
 	r.mu.Unlock()
@@ -368,6 +372,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		NodeName: m.nodeName, Client: client, Address: host, Host: h, Labels: labels, Taints: taints,
 		Capacity: capacity(am), NodeInfo: info, StaticPods: static, StaticProcesses: procs, Images: r.opts.Images, Logs: m.logs,
 		StartCheck: check, Started: started, PodAddress: r.podAddress(m.endpoint),
+		NetworkConfigured: cniConfigured(m),
 		Installed: func(what map[string]bool) { r.setInstalled(m, what) },
 		Log:       r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})

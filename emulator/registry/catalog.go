@@ -53,19 +53,21 @@ func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 		out = append(out, img)
 	}
 	out = append(out,
-		// CNI: Calico and Flannel, Linux and Windows.
-		Image{Ref: "docker.io/calico/node:v3.28.2", Platforms: linuxAll, Provides: "cni", Listens: []string{"9099/tcp"}}, // Felix's health port
-		Image{Ref: "docker.io/calico/cni:v3.28.2", Platforms: linuxAll},
-		Image{Ref: "docker.io/calico/kube-controllers:v3.28.2", Platforms: linuxAll},
+		// CNI: Calico (Linux and Windows) and flannel (Linux). No
+		// flannel image for Windows is published (sig-windows-tools
+		// removed its HostProcess flannel in 729ae7cd, 2025-04-11).
+		Image{Ref: "docker.io/calico/node:" + CalicoVersion, Platforms: linuxAll, Listens: []string{"9099/tcp"}}, // Felix's health port
+		Image{Ref: "docker.io/calico/cni:" + CalicoVersion, Platforms: linuxAll, Process: map[string]Process{"linux": calicoCNILinux}},
+		Image{Ref: "docker.io/calico/kube-controllers:" + CalicoVersion, Platforms: linuxAll},
 		Image{Ref: "docker.io/flannel/flannel-cni-plugin:v1.5.1-flannel2", Platforms: linuxAll},
-		Image{Ref: "docker.io/calico/cni-windows:v3.28.2", Platforms: windows(Build2019, Build2022), Provides: "cni"},
-		Image{Ref: "docker.io/calico/node-windows:v3.28.2", Platforms: windows(Build2019, Build2022)},
-		Image{Ref: "docker.io/flannel/flannel:v0.25.6", Platforms: linuxAll, Provides: "cni"},
-		Image{Ref: "docker.io/sigwindowstools/flannel:v0.25.6-hostprocess", Platforms: hostProcess, Provides: "cni"},
-		// kube-proxy for Windows, one per CNI.
-		Image{Ref: fmt.Sprintf("docker.io/sigwindowstools/kube-proxy:%s-calico-hostprocess", v), Platforms: hostProcess, Provides: "kube-proxy"},
-		Image{Ref: fmt.Sprintf("docker.io/sigwindowstools/kube-proxy:%s-flannel-hostprocess", v), Platforms: hostProcess, Provides: "kube-proxy"},
-		Image{Ref: "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", Platforms: hostProcess},
+		Image{Ref: "docker.io/calico/cni-windows:" + CalicoVersion, Platforms: windows(Build2019, Build2022), Process: map[string]Process{"windows": calicoCNIWindows}},
+		Image{Ref: "docker.io/calico/node-windows:" + CalicoVersion, Platforms: windows(Build2019, Build2022), Process: map[string]Process{"windows": calicoNodeWindows}},
+		Image{Ref: "docker.io/flannel/flannel:v0.25.6", Platforms: linuxAll, Process: map[string]Process{"linux": flannelLinux}},
+		// kube-proxy for Windows: only the Calico variant is built
+		// (sig-windows-tools a95c9b07 stopped the flannel one).
+		Image{Ref: fmt.Sprintf("docker.io/sigwindowstools/kube-proxy:%s-calico-hostprocess", v), Platforms: hostProcess, Provides: "kube-proxy",
+			Process: map[string]Process{"windows": kubeProxyWindows}},
+		Image{Ref: "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", Platforms: hostProcess, Process: map[string]Process{"windows": csiProxy}},
 		// Workloads: process-isolated Windows images exist per build.
 		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019", Platforms: windows(Build2019), Listens: web},
 		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022", Platforms: windows(Build2022), Listens: web},
@@ -91,7 +93,8 @@ func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 		}
 		out = append(out,
 			Image{Ref: repo + "/azure-cloud-controller-manager:" + v, Platforms: linuxAll},
-			Image{Ref: repo + "/azure-cloud-node-manager:" + v, Platforms: append(append([]v1.Platform(nil), linuxAll...), hostProcess...)})
+			Image{Ref: repo + "/azure-cloud-node-manager:" + v, Platforms: append(append([]v1.Platform(nil), linuxAll...), hostProcess...),
+				Process: map[string]Process{"windows": cloudNodeManagerWindows}})
 	}
 	return out
 }

@@ -35,6 +35,23 @@ import (
 // content; these small ones say it with a label.
 const ProvidesLabel = "dev.winkube.emulator.provides"
 
+// FilesLabel lists, one a line, the files of the image its process uses:
+// the small images published here have no layers to hold them.
+const FilesLabel = "dev.winkube.emulator.files"
+
+// Process is what an image's config says of the process it runs
+// (ENTRYPOINT, CMD, WORKDIR, ENV, as its Dockerfile sets them) and the
+// files it holds that the process uses, for one OS. Source cites the
+// Dockerfile.
+type Process struct {
+	Entrypoint []string
+	Cmd        []string
+	WorkingDir string
+	Env        []string
+	Files      []string
+	Source     string
+}
+
 // Registry is a running in-process registry.
 type Registry struct {
 	srv  *http.Server
@@ -94,6 +111,9 @@ type Image struct {
 	// ExposedPorts. Real images often EXPOSE fewer; the simulated kubelet
 	// answers probes on these and refuses the others.
 	Listens []string
+	// Process is the image's process by OS ("linux", "windows"), for
+	// the images whose start the machine runtime models.
+	Process map[string]Process
 }
 
 // Push publishes an image.
@@ -109,6 +129,15 @@ func (r *Registry) Push(ctx context.Context, img Image) error {
 		cfg := &v1.ConfigFile{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant, OSVersion: p.OSVersion, RootFS: v1.RootFS{Type: "layers"}}
 		if img.Provides != "" {
 			cfg.Config.Labels = map[string]string{ProvidesLabel: img.Provides}
+		}
+		if pr, ok := img.Process[p.OS]; ok {
+			cfg.Config.Entrypoint, cfg.Config.Cmd, cfg.Config.WorkingDir, cfg.Config.Env = pr.Entrypoint, pr.Cmd, pr.WorkingDir, pr.Env
+			if len(pr.Files) > 0 {
+				if cfg.Config.Labels == nil {
+					cfg.Config.Labels = map[string]string{}
+				}
+				cfg.Config.Labels[FilesLabel] = strings.Join(pr.Files, "\n")
+			}
 		}
 		for _, port := range img.Listens {
 			if cfg.Config.ExposedPorts == nil {
@@ -145,6 +174,8 @@ type Manifest struct {
 	Provides  string
 	// Listens are the ports the image's process serves ("8080/tcp").
 	Listens []string
+	// Process is the image's process by OS, from its config.
+	Process map[string]Process
 }
 
 // ErrNotFound reports an image the registry does not have.
@@ -166,6 +197,7 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 	}
 	m := &Manifest{Digest: desc.Digest.String()}
 	var first v1.Image
+	var all []v1.Image
 	if desc.MediaType.IsIndex() {
 		idx, err := desc.ImageIndex()
 		if err != nil {
@@ -179,6 +211,11 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 			if d.Platform != nil {
 				m.Platforms = append(m.Platforms, *d.Platform)
 			}
+			one, err := idx.Image(d.Digest)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, one)
 		}
 		if len(im.Manifests) > 0 {
 			if first, err = idx.Image(im.Manifests[0].Digest); err != nil {
@@ -189,6 +226,24 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 		if first, err = desc.Image(); err != nil {
 			return nil, err
 		}
+		all = append(all, first)
+	}
+	for _, img := range all {
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		if _, seen := m.Process[cfg.OS]; seen || (len(cfg.Config.Entrypoint) == 0 && len(cfg.Config.Cmd) == 0) {
+			continue
+		}
+		if m.Process == nil {
+			m.Process = map[string]Process{}
+		}
+		pr := Process{Entrypoint: cfg.Config.Entrypoint, Cmd: cfg.Config.Cmd, WorkingDir: cfg.Config.WorkingDir, Env: cfg.Config.Env}
+		if f := cfg.Config.Labels[FilesLabel]; f != "" {
+			pr.Files = strings.Split(f, "\n")
+		}
+		m.Process[cfg.OS] = pr
 	}
 	if first != nil {
 		cfg, err := first.ConfigFile()

@@ -38,12 +38,21 @@ func newGenerateClusterCommand() *cobra.Command {
 		Long: `Print the Cluster API manifests of a cluster of one of winkube's flavors:
 
   default              Linux control plane and Linux workers
-  windows              plus Windows workers (containerd), Calico VXLAN and
+  windows              plus Windows workers (containerd), Calico VXLAN (v3.30.7,
+                       as the tigera operator renders it for Windows) and
                        kube-proxy for Windows as HostProcess DaemonSets
   machinepool-windows  the same with the Windows workers in a scale set
   windows-flannel      Flannel VXLAN (VNI 4096, port 4789, MTU 1400/1350)
   windows-hostgw       Flannel host-gw (l2bridge) where routes can be set
   windows-dockershim   Docker EE on Windows, Kubernetes v1.23 and older only
+
+No flannel image for Windows is published any more (sig-windows-tools removed
+its HostProcess flannel in April 2025, and kube-proxy's -flannel-hostprocess
+tags are no longer built): the flannel flavors need the images you build,
+named with --flannel-windows-image and --kube-proxy-windows-image (in a
+clusterctl template, ${FLANNEL_WINDOWS_IMAGE} and ${KUBE_PROXY_WINDOWS_IMAGE}).
+Every image the other flavors use is published: the README's "Add-on images"
+table names each with the source that shows it.
 
 With --clusterctl-template the flavor is printed with ${VARIABLE}
 placeholders for 'clusterctl generate cluster', and the variables it needs.
@@ -116,6 +125,8 @@ as clusterctl requires.`,
 	f.StringVar(&o.SubscriptionID, "subscription-id", os.Getenv("AZURE_SUBSCRIPTION_ID"), "Azure subscription (required; default $AZURE_SUBSCRIPTION_ID)")
 	f.StringVar(&keyFile, "ssh-public-key", "", "OpenSSH public key file for user capi on every node (required)")
 	f.StringVar(&o.Namespace, "namespace", "default", "namespace of the objects")
+	f.StringVar(&o.FlannelWindowsImage, "flannel-windows-image", "", "flannel HostProcess image for Windows nodes you build (required by the flannel flavors: none is published)")
+	f.StringVar(&o.KubeProxyWindowsImage, "kube-proxy-windows-image", "", "kube-proxy HostProcess image for Windows nodes of flannel clusters you build (required by the flannel flavors)")
 	f.StringVar(&o.ControlPlaneVMSize, "control-plane-vm-size", "Standard_D2s_v3", "VM size of control-plane machines")
 	f.StringVar(&o.NodeVMSize, "node-vm-size", "Standard_D4s_v3", "VM size of workers")
 	f.BoolVar(&o.WindowsTaint, "windows-taint", false, "taint Windows nodes os=windows:NoSchedule (the add-ons tolerate it)")

@@ -10,9 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/cloud"
@@ -42,6 +45,7 @@ const APIServerPort = 6443
 
 // +kubebuilder:rbac:groups=infrastructure.winkube.dev,resources=azureclusters;azureclusters/status;azureclusters/finalizers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
 
 // AzureClusterReconciler provisions a cluster's network and API-server
 // load balancer.
@@ -263,6 +267,9 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 	}
 	if ac.Spec.ControlPlaneEndpoint.Host == "" {
 		ac.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: *ip.Properties.IPAddress, Port: APIServerPort}
+	}
+	if err := r.publishServicesEndpoint(ctx, ac, clusterName); err != nil {
+		return ctrl.Result{}, err
 	}
 	zones, err := svc.SKUs.Zones(ctx, loc)
 	if err != nil {
@@ -493,4 +500,38 @@ func (r *AzureClusterReconciler) reconcileDelete(ctx context.Context, ac *infrav
 	}
 	controllerutil.RemoveFinalizer(ac, infrav1.ClusterFinalizer)
 	return ctrl.Result{}, nil
+}
+
+// publishServicesEndpoint writes <cluster>-kubernetes-services-endpoint:
+// a ConfigMap holding the workload cluster's kube-system/
+// kubernetes-services-endpoint with the API server's load-balanced
+// address, which the Windows CNI's ClusterResourceSet applies. A Windows
+// host reaches the kubernetes Service's ClusterIP only once kube-proxy
+// has programmed it, and kube-proxy waits for the CNI's network, so
+// Calico for Windows must be told the API server's own address (the
+// tigera operator's kubernetesServiceEndpoint; CAPZ fills it from the
+// Cluster's controlPlaneEndpoint in its HelmChartProxy values). Owned by
+// the AzureCluster, it moves and goes with it.
+func (r *AzureClusterReconciler) publishServicesEndpoint(ctx context.Context, ac *infrav1.AzureCluster, clusterName string) error {
+	ep := ac.Spec.ControlPlaneEndpoint
+	inner := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: infrav1.ServicesEndpointConfigMap, Namespace: metav1.NamespaceSystem},
+		Data:       map[string]string{"KUBERNETES_SERVICE_HOST": ep.Host, "KUBERNETES_SERVICE_PORT": strconv.Itoa(int(ep.Port))},
+	}
+	doc, err := yaml.Marshal(inner)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: clusterName + infrav1.ServicesEndpointSuffix, Namespace: ac.Namespace,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
+		Data: map[string]string{infrav1.ServicesEndpointConfigMap + ".yaml": string(doc)},
+	}
+	if err := controllerutil.SetOwnerReference(ac, cm, r.Client.Scheme()); err != nil {
+		return err
+	}
+	// Applied, not read first: the manager caches no ConfigMaps.
+	return r.Client.Patch(ctx, cm, client.Apply, client.FieldOwner("winkube"), client.ForceOwnership) //nolint:staticcheck // client.Apply with typed objects is what controller-runtime offers here
 }

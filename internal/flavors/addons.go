@@ -11,12 +11,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 )
 
 const (
-	calicoVersion   = "v3.28.2"
+	calicoVersion   = "v3.30.7"
 	flannelVersion  = "v0.25.6"
 	csiProxyVersion = "v1.1.3"
 	addonNamespace  = "kube-system"
@@ -25,7 +28,6 @@ const (
 	systemNodeCrit  = "system-node-critical"
 	hostProcessUser = `NT AUTHORITY\system`
 	kubeProxyImage  = "docker.io/sigwindowstools/kube-proxy"
-	flannelWinImage = "docker.io/sigwindowstools/flannel"
 	calicoNodeWin   = "docker.io/calico/node-windows"
 	calicoCNIWin    = "docker.io/calico/cni-windows"
 	calicoNodeLinux = "docker.io/calico/node"
@@ -50,7 +52,14 @@ func (b *builder) addons() []client.Object {
 	if !b.windows {
 		return objs
 	}
-	objs = append(objs, b.crs(b.o.ClusterName+"-"+b.cni.name+"-windows", map[string]string{"cni-windows": b.cni.name}, b.configMap(b.cni.name+"-windows", b.windowsCNI()...))...)
+	windowsCNI := b.crs(b.o.ClusterName+"-"+b.cni.name+"-windows", map[string]string{"cni-windows": b.cni.name}, b.configMap(b.cni.name+"-windows", b.windowsCNI()...))
+	if b.cni.name == "calico" {
+		// The API server's address, which the provider publishes once
+		// its load balancer has one: the set applies when it exists.
+		set := windowsCNI[0].(*addonsv1.ClusterResourceSet)
+		set.Spec.Resources = append(set.Spec.Resources, addonsv1.ResourceRef{Kind: "ConfigMap", Name: b.o.ClusterName + infrav1.ServicesEndpointSuffix})
+	}
+	objs = append(objs, windowsCNI...)
 	objs = append(objs, b.crs(b.o.ClusterName+"-kube-proxy-windows", map[string]string{"windows": "enabled"}, b.configMap("kube-proxy-windows", b.kubeProxyWindows()))...)
 	objs = append(objs, b.crs(b.o.ClusterName+"-csi-proxy", map[string]string{"csi-proxy": "enabled"}, b.configMap("csi-proxy", b.csiProxy()))...)
 	return objs
@@ -125,27 +134,42 @@ func nodeNameEnv() corev1.EnvVar {
 	return corev1.EnvVar{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}
 }
 
-// kubeProxyWindows is kube-proxy as a HostProcess DaemonSet on Windows nodes.
+// kubeProxyWindows is kube-proxy as a HostProcess DaemonSet, as CAPZ's
+// Windows CI template has it (templates/addons/windows/calico/
+// kube-proxy-windows.yaml, 69ec3a40): the image's PowerShell entrypoint
+// runs start.ps1, which loads .\hns.psm1 from the working directory,
+// waits for Calico's HNS network and runs kube-proxy with the kubeconfig
+// of kubeadm's kube-proxy ConfigMap. The variable is NODENAME, which
+// start.ps1 reads (sig-windows-tools hostprocess/calico/kube-proxy/
+// kube-proxy.yml, 47ab892d); CAPZ's template sets NODE_NAME, which
+// start.ps1 never reads.
 func (b *builder) kubeProxyWindows() *appsv1.DaemonSet {
-	variant := "calico"
+	image := fmt.Sprintf("%s:%s-calico-hostprocess", kubeProxyImage, imageTag(b.o.KubernetesVersion))
 	if b.cni.name == "flannel" {
-		variant = "flannel"
+		image = b.o.KubeProxyWindowsImage
 	}
 	pod := corev1.PodSpec{
 		ServiceAccountName: "kube-proxy",
 		Containers: []corev1.Container{{
-			Name:    "kube-proxy",
-			Image:   fmt.Sprintf("%s:%s-%s-hostprocess", kubeProxyImage, imageTag(b.o.KubernetesVersion), variant),
-			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/kube-proxy/start.ps1"},
-			Env: append(env("KUBEPROXY_PATH", "%CONTAINER_SANDBOX_MOUNT_POINT%/kube-proxy/kube-proxy.exe", "KUBE_NETWORK", b.windowsNetworkName()),
-				nodeNameEnv(), corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}),
+			Name: "kube-proxy", Image: image,
+			Args:         []string{windowsSandbox + "/kube-proxy/start.ps1"},
+			WorkingDir:   windowsSandbox + "/kube-proxy/",
+			Env:          []corev1.EnvVar{fieldEnv("NODENAME", "spec.nodeName"), fieldEnv("POD_IP", "status.podIP")},
 			VolumeMounts: []corev1.VolumeMount{{Name: "kube-proxy", MountPath: "/var/lib/kube-proxy"}},
 		}},
 		// kubeadm's kube-proxy ConfigMap: config.conf and kubeconfig.conf.
 		Volumes: []corev1.Volume{configMapVolume("kube-proxy", "kube-proxy")},
 	}
+	if b.cni.name == "flannel" {
+		// The user's image: its own entrypoint, not Calico's start.ps1.
+		pod.Containers[0].Args, pod.Containers[0].WorkingDir = nil, ""
+		pod.Containers[0].Env = append(pod.Containers[0].Env, corev1.EnvVar{Name: "KUBE_NETWORK", Value: b.windowsNetworkName()})
+	}
 	hostProcess(&pod)
-	return daemonSet("kube-proxy-windows", windowsOSLabel, pod)
+	pod.Tolerations = append([]corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}}, pod.Tolerations...)
+	ds := daemonSet("kube-proxy-windows", windowsOSLabel, pod)
+	ds.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType}
+	return ds
 }
 
 func (b *builder) windowsNetworkName() string {
@@ -259,27 +283,35 @@ func (b *builder) flannelLinux() []runtime.Object {
 	return append(objs, config, daemonSet("kube-flannel-ds", linuxOSLabel, pod))
 }
 
-// flannelWindows is flannel on Windows as a HostProcess DaemonSet: the
-// win-overlay plugin for VXLAN, win-bridge (l2bridge) for host-gw.
+// flannelWindows is flannel on Windows as a HostProcess DaemonSet of the
+// user's image: no flannel image for Windows is published today
+// (sig-windows-tools removed its HostProcess flannel in 729ae7cd,
+// 2025-04-11, and never published v0.21.5-hostprocess), so the flavor
+// takes the image the user builds. The image's own entrypoint runs (the
+// removed sig-windows-tools image ran start.ps1, which installs flanneld,
+// the flannel and sdnoverlay/sdnbridge CNI plugins into C:\opt\cni\bin
+// and writes the CNI configuration with the node's ProviderAddress); the
+// ConfigMaps are mounted where that start.ps1 read them.
 func (b *builder) flannelWindows() []runtime.Object {
-	delegate := map[string]any{"type": "win-overlay", "policies": []any{
-		map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "OutBoundNAT", "ExceptionList": b.outboundNATExceptions()}},
+	delegate := map[string]any{"type": "sdnoverlay", "AdditionalArgs": []any{
+		map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "OutBoundNAT", "Settings": map[string]any{"Exceptions": b.outboundNATExceptions()}}},
+		map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "SDNROUTE", "Settings": map[string]any{"DestinationPrefix": ServiceCIDR, "NeedEncap": true}}},
+		map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "ProviderAddress", "Settings": map[string]any{"ProviderAddress": ""}}},
 	}}
 	if b.cni.backend == "host-gw" {
-		delegate = map[string]any{"type": "win-bridge", "policies": []any{
-			map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "OutBoundNAT", "ExceptionList": b.outboundNATExceptions()}},
-			map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "ROUTE", "DestinationPrefix": ServiceCIDR, "NeedEncap": true}},
+		delegate = map[string]any{"type": "sdnbridge", "AdditionalArgs": []any{
+			map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "OutBoundNAT", "Settings": map[string]any{"Exceptions": b.outboundNATExceptions()}}},
+			map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "SDNROUTE", "Settings": map[string]any{"DestinationPrefix": ServiceCIDR, "NeedEncap": true}}},
 		}}
 	}
 	config := b.flannelConfig("kube-flannel-windows-cfg", map[string]any{"name": b.windowsNetworkName(), "cniVersion": "0.2.0", "type": "flannel", "capabilities": map[string]any{"portMappings": true, "dns": true}, "delegate": delegate})
 	pod := corev1.PodSpec{
 		ServiceAccountName: "flannel",
 		Containers: []corev1.Container{{
-			Name: "kube-flannel", Image: flannelWinImage + ":" + flannelVersion + "-hostprocess",
-			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/mounts/kube-flannel/flanneld.exe", "--kube-subnet-mgr", "--kubeconfig-file", "%CONTAINER_SANDBOX_MOUNT_POINT%/mounts/kube-flannel/kubeconfig.conf"},
+			Name: "kube-flannel", Image: b.o.FlannelWindowsImage,
 			Env: []corev1.EnvVar{nodeNameEnv(), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace"),
-				{Name: "KUBE_NETWORK", Value: b.windowsNetworkName()}, {Name: "SERVICE_SUBNET", Value: ServiceCIDR}},
-			VolumeMounts: []corev1.VolumeMount{{Name: "flannel-cfg", MountPath: "/mounts/kube-flannel-windows/"}, {Name: "kube-proxy", MountPath: "/mounts/kube-proxy"}},
+				{Name: "KUBE_NETWORK", Value: b.windowsNetworkName()}, {Name: "SERVICE_SUBNET", Value: ServiceCIDR}, {Name: "CNI_BIN_PATH", Value: `C:\opt\cni\bin`}, {Name: "CNI_CONFIG_PATH", Value: `C:\etc\cni\net.d`}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "flannel-cfg", MountPath: "/mounts/kube-flannel/"}, {Name: "kube-proxy", MountPath: "/mounts/kube-proxy"}},
 		}},
 		Volumes: []corev1.Volume{configMapVolume("flannel-cfg", config.Name), configMapVolume("kube-proxy", "kube-proxy")},
 	}

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 )
 
 // Calico's manifest install in Kubernetes-datastore mode (no operator, no
@@ -273,81 +275,163 @@ func (b *builder) calicoKubeControllers() []runtime.Object {
 }
 
 // calicoResources are the Calico objects applied once the CRDs exist:
-// Windows' IPAM needs whole blocks per node (strictAffinity), and pods
-// must not reach Azure's wireserver.
+// Windows' IPAM needs whole blocks per node (strictAffinity; the tigera
+// operator refuses Windows without it, and CAPZ's
+// templates/addons/windows/calico/calico.yaml sets it, 69ec3a40).
+//
+// Pods are kept from Azure's wireserver on each OS's own data plane, not
+// by a Calico policy: Windows Felix does not support the Pass action such
+// a policy needs, and a Pass ahead of the default tier skips the cluster's
+// NetworkPolicies on Linux. Linux nodes drop forwarded traffic to it with
+// iptables (linuxPreKubeadm) and Windows nodes with Felix's static HNS
+// ACL (calicoStaticRules).
 func (b *builder) calicoResources() []runtime.Object {
 	ipam := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": calicoGroup + "/v1", "kind": "IPAMConfig",
 		"metadata": map[string]any{"name": "default"},
 		"spec":     map[string]any{"strictAffinity": true, "autoAllocateBlocks": true, "maxBlocksPerHost": int64(0)},
 	}}
-	wireserver := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": calicoGroup + "/v1", "kind": "GlobalNetworkPolicy",
-		"metadata": map[string]any{"name": "default.deny-azure-wireserver"},
-		"spec": map[string]any{
-			"order": float64(100), "selector": "all()", "types": []any{"Egress"},
-			"egress": []any{
-				map[string]any{"action": "Deny", "protocol": "TCP", "destination": map[string]any{"nets": []any{AzureWireserver}, "ports": []any{int64(80)}}},
-				map[string]any{"action": "Pass"},
-			},
-		},
-	}}
-	return []runtime.Object{ipam, wireserver}
+	return []runtime.Object{ipam}
 }
 
-// calicoWindows is Calico for Windows: HostProcess calico-node-windows with
-// install-cni, VXLAN with VNI 4096 on the HNS dataplane, MTU 1350, and the
-// OutBoundNAT exceptions in its CNI config.
-func (b *builder) calicoWindows() []runtime.Object {
-	cniConf := map[string]any{
-		"name": "Calico", "cniVersion": "0.3.1",
-		"plugins": []any{map[string]any{
-			"type": "calico", "mode": "vxlan", "vxlan_mac_prefix": "0E-2A", "vxlan_vni": VXLANVNI, "mtu": OverlayMTU,
-			"policy":                     map[string]any{"type": "k8s"},
-			"windows_use_single_network": true,
-			"ipam":                       map[string]any{"type": "calico-ipam", "subnet": "usePodCidr"},
-			"policies": []any{
-				map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "OutBoundNAT", "ExceptionList": b.outboundNATExceptions()}},
-				map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "SDNROUTE", "DestinationPrefix": ServiceCIDR, "NeedEncap": true}},
-			},
-		}},
+// Calico for Windows as tigera/operator v1.38.16 renders it for Calico
+// v3.30.7 (pkg/render/windows.go, 9cbd52a5; the operator's file
+// 4a3cc3d1), applied by a ClusterResourceSet rather than by the operator:
+// a ClusterResourceSet is how winkube delivers add-ons everywhere it runs
+// (CAPZ's tigera chart needs Cluster API's Helm add-on provider, which a
+// management cluster may not have). Differences from the operator's
+// objects, each because winkube installs Calico from manifests: the
+// namespace is kube-system (calico-node's ServiceAccount lives there), no
+// Typha (its FELIX_TYPHA* settings and certificates), CLUSTER_TYPE without
+// "operator".
+const (
+	calicoWindowsCNIConfig  = "cni-config-windows"
+	calicoStaticRulesName   = "calico-static-rules"
+	calicoCNIPluginType     = "Calico"
+	windowsSandbox          = "$env:CONTAINER_SANDBOX_MOUNT_POINT"
+	calicoWindowsWorkingDir = windowsSandbox + "/CalicoWindows/"
+)
+
+// servicesEndpointEnv is KUBERNETES_SERVICE_HOST and _PORT from the
+// ConfigMap the tigera operator reads them from (kubernetes-services-
+// endpoint; pkg/controller/utils/utils.go GetK8sServiceEndPoint), which
+// the provider publishes once the API server's load balancer has its
+// address: a Windows host reaches the kubernetes Service's ClusterIP only
+// once kube-proxy has programmed it, and kube-proxy waits for Calico's
+// HNS network.
+func servicesEndpointEnv() []corev1.EnvVar {
+	return []corev1.EnvVar{
+		cmKey("KUBERNETES_SERVICE_HOST", infrav1.ServicesEndpointConfigMap, "KUBERNETES_SERVICE_HOST"),
+		cmKey("KUBERNETES_SERVICE_PORT", infrav1.ServicesEndpointConfigMap, "KUBERNETES_SERVICE_PORT"),
 	}
-	config := &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "calico-windows-config", Namespace: addonNamespace},
-		Data: map[string]string{
-			"CALICO_NETWORKING_BACKEND": "vxlan",
-			"CALICO_DATASTORE_TYPE":     "kubernetes",
-			"VXLAN_VNI":                 fmt.Sprint(VXLANVNI),
-			"VXLAN_PORT":                fmt.Sprint(VXLANPort),
-			"VXLAN_MTU":                 fmt.Sprint(OverlayMTU),
-			"WINDOWS_DATAPLANE":         "HNS",
-			"KUBE_NETWORK":              b.windowsNetworkName(),
-			"K8S_SERVICE_CIDR":          ServiceCIDR,
-			"DNS_NAME_SERVERS":          clusterDNS,
-			"CNI_BIN_DIR":               `c:\opt\cni\bin`,
-			"CNI_CONF_DIR":              `c:\etc\cni\net.d`,
-			"FELIX_HEALTHENABLED":       "true",
-			"CNI_CONF":                  jsonString(cniConf),
+}
+
+func hostProcessContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(true), RunAsUserName: ptr.To(hostProcessUser)}}
+}
+
+func (b *builder) calicoWindowsCNIConfig() *corev1.ConfigMap {
+	plugin := map[string]any{
+		"type": "calico", "mode": "vxlan", "vxlan_mac_prefix": "0E-2A", "vxlan_vni": VXLANVNI, "mtu": OverlayMTU,
+		"policy": map[string]any{"type": "k8s"}, "log_level": "info", "log_file_path": "c:/var/log/calico/cni/cni.log",
+		"windows_loopback_DSR": "__DSR_SUPPORT__", "windows_use_single_network": true,
+		"nodename": "__KUBERNETES_NODE_NAME__", "nodename_file": "__NODENAME_FILE__", "datastore_type": "kubernetes",
+		"ipam":       map[string]any{"type": "calico-ipam", "subnet": "usePodCidr"},
+		"kubernetes": map[string]any{"kubeconfig": "__KUBECONFIG_FILEPATH__", "k8s_api_root": "https://__KUBERNETES_SERVICE_HOST__:__KUBERNETES_SERVICE_PORT__"},
+		"DNS":        map[string]any{"Nameservers": []string{clusterDNS}, "Search": []string{"svc.cluster.local"}},
+		"policies": []any{
+			map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "OutBoundNAT", "ExceptionList": []string{ServiceCIDR}}},
+			map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "SDNROUTE", "DestinationPrefix": ServiceCIDR, "NeedEncap": true}},
 		},
 	}
-	fromConfig := []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: config.Name}}}}
-	nodename := []corev1.EnvVar{fieldEnv("NODENAME", "spec.nodeName"), nodeNameEnv()}
-	pod := corev1.PodSpec{
-		ServiceAccountName: calicoNodeSA,
-		InitContainers: []corev1.Container{{
-			Name: "install-cni", Image: calicoCNIWin + ":" + calicoVersion,
-			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/opt/cni/bin/install.exe"}, EnvFrom: fromConfig, Env: nodename,
-		}},
-		Containers: []corev1.Container{{
-			Name: "calico-node-startup", Image: calicoNodeWin + ":" + calicoVersion,
-			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/CalicoWindows/node/node-service.ps1"}, EnvFrom: fromConfig,
-			Env: append(append([]corev1.EnvVar(nil), nodename...), env("CALICO_NODENAME_FILE", "C:/etc/nodename", "FELIX_VXLANVNI", fmt.Sprint(VXLANVNI), "FELIX_VXLANPORT", fmt.Sprint(VXLANPort))...),
-		}, {
-			Name: "calico-node-felix", Image: calicoNodeWin + ":" + calicoVersion,
-			Command: []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/CalicoWindows/felix/felix-service.ps1"}, EnvFrom: fromConfig, Env: nodename,
-		}},
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: calicoWindowsCNIConfig, Namespace: addonNamespace},
+		Data:       map[string]string{"config": jsonString(map[string]any{"name": "Calico", "cniVersion": "0.3.1", "plugins": []any{plugin}})},
 	}
-	hostProcess(&pod)
-	return []runtime.Object{config, daemonSet("calico-node-windows", windowsOSLabel, pod)}
+}
+
+// calicoStaticRules is the HNS ACL that keeps Windows pods from Azure's
+// wireserver, as CAPZ ships it (templates/addons/windows/calico/calico.yaml,
+// 69ec3a40); Felix reads static-rules.json beside its executable
+// (felix/dataplane/windows/policysets/static_rules.go, calico 87c15906).
+func calicoStaticRules() *corev1.ConfigMap {
+	rules := map[string]any{"Provider": "azure", "Version": "0.1", "Rules": []any{map[string]any{
+		"Name": "EndpointPolicy",
+		"Rule": map[string]any{"Id": "wireserver", "Type": "ACL", "Protocol": 6, "Action": "Block", "Direction": "Out",
+			"RemoteAddresses": AzureWireserver, "RemotePorts": "80", "Priority": 200, "RuleType": "Switch"},
+	}}}
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: calicoStaticRulesName, Namespace: addonNamespace, Labels: map[string]string{"tier": "node", "app": "calico"}},
+		Data:       map[string]string{"static-rules.json": jsonString(rules)},
+	}
+}
+
+// calicoWindows is calico-node-windows: uninstall-calico and install-cni
+// (Calico CNI) as init containers, then Felix and the node service, each
+// a HostProcess container of Calico's images started through the images'
+// PowerShell entrypoint from the scripts' directory.
+func (b *builder) calicoWindows() []runtime.Object {
+	dirOrCreate := ptr.To(corev1.HostPathDirectoryOrCreate)
+	hostVol := func(name, path string, t *corev1.HostPathType) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: t}}}
+	}
+	cniMounts := []corev1.VolumeMount{{Name: "cni-bin-dir", MountPath: "/host/opt/cni/bin"}, {Name: "cni-net-dir", MountPath: "/host/etc/cni/net.d"}}
+	nodeImage, cniImage := calicoNodeWin+":"+calicoVersion, calicoCNIWin+":"+calicoVersion
+	uninstall := corev1.Container{
+		Name: "uninstall-calico", Image: nodeImage, Args: []string{windowsSandbox + "/uninstall-calico.ps1"},
+		Env: env("SLEEP", "false", "CNI_PLUGIN_TYPE", calicoCNIPluginType, "CNI_BIN_DIR", "/host/opt/cni/bin",
+			"CNI_CONF_NAME", "10-calico.conflist", "CNI_NET_DIR", "/host/etc/cni/net.d"),
+		VolumeMounts: cniMounts, SecurityContext: hostProcessContext(),
+	}
+	installEnv := append(env("SLEEP", "false", "CNI_PLUGIN_TYPE", calicoCNIPluginType, "CNI_BIN_DIR", "/host/opt/cni/bin",
+		"CNI_CONF_NAME", "10-calico.conflist", "CNI_NET_DIR", "/etc/cni/net.d", "KUBERNETES_DNS_SERVERS", clusterDNS,
+		"KUBERNETES_SERVICE_CIDRS", ServiceCIDR, "VXLAN_VNI", fmt.Sprint(VXLANVNI)),
+		fieldEnv("KUBERNETES_NODE_NAME", "spec.nodeName"), cmKey("CNI_NETWORK_CONFIG", calicoWindowsCNIConfig, "config"))
+	install := corev1.Container{
+		Name: "install-cni", Image: cniImage, Command: []string{windowsSandbox + "/opt/cni/bin/install.exe"},
+		Env: append(installEnv, servicesEndpointEnv()...), VolumeMounts: cniMounts, SecurityContext: hostProcessContext(),
+	}
+	nodeEnv := append(env("CNI_PLUGIN_TYPE", calicoCNIPluginType, "DATASTORE_TYPE", "kubernetes", "WAIT_FOR_DATASTORE", "true",
+		"CLUSTER_TYPE", "k8s,windows", "CALICO_DISABLE_FILE_LOGGING", "false", "FELIX_DEFAULTENDPOINTTOHOSTACTION", "ACCEPT",
+		"FELIX_HEALTHENABLED", "true"), fieldEnv("NODENAME", "spec.nodeName"), fieldEnv("NAMESPACE", "metadata.namespace"))
+	nodeEnv = append(nodeEnv, env("VXLAN_VNI", fmt.Sprint(VXLANVNI), "VXLAN_ADAPTER", "", "CALICO_MANAGE_CNI", "true",
+		"KUBE_NETWORK", "Calico.*", "FELIX_VXLANMTU", fmt.Sprint(OverlayMTU), "CALICO_NETWORKING_BACKEND", "vxlan",
+		"IP", "autodetect", "IP_AUTODETECTION_METHOD", "first-found", "IP6", "none", "FELIX_IPV6SUPPORT", "false")...)
+	nodeEnv = append(nodeEnv, servicesEndpointEnv()...)
+	nodeMounts := []corev1.VolumeMount{
+		{Name: "var-run-calico", MountPath: "/var/run/calico"}, {Name: "var-lib-calico", MountPath: "/var/lib/calico"},
+		{Name: "cni-log-dir", MountPath: "/var/log/calico/cni"}, {Name: "cni-net-dir", MountPath: "/host/etc/cni/net.d"},
+	}
+	felixExe := windowsSandbox + "/CalicoWindows/calico-node.exe"
+	felix := corev1.Container{
+		Name: "felix", Image: nodeImage, Args: []string{windowsSandbox + "/CalicoWindows/felix-service.ps1"}, WorkingDir: calicoWindowsWorkingDir,
+		Env: nodeEnv, SecurityContext: hostProcessContext(),
+		VolumeMounts: append(append([]corev1.VolumeMount(nil), nodeMounts...), corev1.VolumeMount{Name: calicoStaticRulesName, MountPath: "/CalicoWindows/static-rules.json", SubPath: "static-rules.json"}),
+		LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{felixExe, "-felix-live"}}},
+			InitialDelaySeconds: 10, FailureThreshold: 6, TimeoutSeconds: 10, PeriodSeconds: 10},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{felixExe, "-felix-ready"}}},
+			TimeoutSeconds: 10, PeriodSeconds: 10},
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{felixExe, "-shutdown"}}}},
+	}
+	node := corev1.Container{
+		Name: "node", Image: nodeImage, Args: []string{windowsSandbox + "/CalicoWindows/node-service.ps1"}, WorkingDir: calicoWindowsWorkingDir,
+		Env: nodeEnv, VolumeMounts: nodeMounts, SecurityContext: hostProcessContext(),
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{felixExe, "-shutdown"}}}},
+	}
+	pod := corev1.PodSpec{
+		ServiceAccountName: calicoNodeSA, HostNetwork: true, Tolerations: tolerateAll(), TerminationGracePeriodSeconds: ptr.To[int64](5),
+		InitContainers: []corev1.Container{uninstall, install},
+		Containers:     []corev1.Container{felix, node},
+		Volumes: []corev1.Volume{
+			hostVol("var-run-calico", "/var/run/calico", dirOrCreate),
+			hostVol("var-lib-calico", "/var/lib/calico", dirOrCreate),
+			hostVol("cni-bin-dir", "/opt/cni/bin", dirOrCreate),
+			hostVol("cni-net-dir", "/etc/cni/net.d", nil),
+			hostVol("cni-log-dir", "/var/log/calico/cni", dirOrCreate),
+			configMapVolume(calicoStaticRulesName, calicoStaticRulesName),
+		},
+	}
+	return []runtime.Object{b.calicoWindowsCNIConfig(), calicoStaticRules(), daemonSet("calico-node-windows", windowsOSLabel, pod)}
 }

@@ -173,24 +173,53 @@ func (b *builder) cloudProviderAzure() []runtime.Object {
 	if !b.windows {
 		return objs
 	}
-	// The Windows node manager cannot reach the API server's Service
-	// address from the host: it takes the API server from kube-proxy's
-	// kubeconfig, as the chart's start script does.
+	// The Windows node manager in the chart's form
+	// (helm/cloud-provider-azure/templates/cloud-provider-azure.yaml,
+	// 260618b8): PowerShell runs a start script from a ConfigMap, which
+	// takes the API server from kube-proxy's kubeconfig (a Windows host
+	// reaches no Service address before kube-proxy runs) and rewrites its
+	// token and CA paths into the sandbox, where they are on every node
+	// (without the bind filter of containerd 1.7 on Windows Server 2022+
+	// they are nowhere else: kubernetes/kubernetes#104562).
+	scripts := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: cloudNodeManagerScripts, Namespace: addonNamespace},
+		Data:       map[string]string{"start.ps1": cloudNodeManagerStartScript},
+	}
 	win := corev1.PodSpec{
 		ServiceAccountName: cloudNodeManager,
 		Containers: []corev1.Container{{
 			Name: cloudNodeManager, Image: cnmImage,
-			Command:      []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/cloud-node-manager.exe"},
-			Args:         []string{"--node-name=$(NODE_NAME)", "--kubeconfig=%CONTAINER_SANDBOX_MOUNT_POINT%/var/lib/kube-proxy/kubeconfig.conf", "--v=2"},
-			Env:          []corev1.EnvVar{nodeNameEnv()},
-			VolumeMounts: []corev1.VolumeMount{{Name: "kube-proxy", MountPath: "/var/lib/kube-proxy"}},
+			Command: []string{"powershell.exe"},
+			Args:    []string{windowsSandbox + "/scripts/start.ps1"},
+			Env:     []corev1.EnvVar{nodeNameEnv()},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "kube-proxy", MountPath: "/var/lib/cpaw"},
+				{Name: cloudNodeManagerScripts, MountPath: "/scripts"},
+			},
 		}},
-		Volumes: []corev1.Volume{configMapVolume("kube-proxy", "kube-proxy")},
+		Volumes: []corev1.Volume{configMapVolume("kube-proxy", "kube-proxy"), configMapVolume(cloudNodeManagerScripts, cloudNodeManagerScripts)},
 	}
 	hostProcess(&win)
 	win.Tolerations = nodeTolerations
-	return append(objs, daemonSet(cloudNodeManager+"-windows", windowsOSLabel, win))
+	return append(objs, scripts, daemonSet(cloudNodeManager+"-windows", windowsOSLabel, win))
 }
+
+const cloudNodeManagerScripts = "cloud-provider-azure-scripts"
+
+// cloudNodeManagerStartScript does what the chart's start.ps1 does, in
+// winkube's words.
+const cloudNodeManagerStartScript = `# Point kube-proxy's kubeconfig at the token and CA inside this container's
+# sandbox, where a HostProcess container finds its volumes on every
+# Windows build, then run the node manager with it.
+$sandbox = $env:CONTAINER_SANDBOX_MOUNT_POINT
+$source = "$sandbox/var/lib/cpaw/kubeconfig.conf"
+$target = "$sandbox/var/lib/cpaw/kubeconfig-cnm.conf"
+(Get-Content -Raw $source) -replace '/var', "$sandbox/var" | Set-Content -Path $target
+$args = @("--node-name=$env:NODE_NAME", "--use-instance-metadata=true", "--kubeconfig=$target", "--v=2")
+& "$sandbox/cloud-node-manager.exe" @args
+exit $LASTEXITCODE
+`
 
 func configMapVolume(name, configMap string) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}}}}

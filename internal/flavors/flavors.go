@@ -154,13 +154,21 @@ func (b *builder) linuxTemplate(name, size string) *infrav1.AzureMachineTemplate
 	}}}
 }
 
-// linuxPreKubeadm sets the Azure MTU on Linux nodes of flannel clusters, so
-// that flannel derives the 1350-byte overlay from it.
+// linuxPreKubeadm keeps pods from Azure's wireserver and, on Linux nodes
+// of flannel clusters, sets the Azure MTU so that flannel derives the
+// 1350-byte overlay from it. The wireserver rules drop only forwarded
+// (pod) traffic, so the node's own agent still reaches it and no
+// NetworkPolicy is bypassed: AKS's rules (Azure/AgentBaker
+// parts/linux/cloud-init/artifacts/block_wireserver.sh, a1f3b9b9).
 func (b *builder) linuxPreKubeadm() []string {
-	if b.cni.name != "flannel" {
-		return nil
+	cmds := []string{
+		"iptables -I FORWARD -d 168.63.129.16 -p tcp --dport 80 -j DROP",
+		"iptables -I FORWARD -d 168.63.129.16 -p tcp --dport 32526 -j DROP",
 	}
-	return []string{fmt.Sprintf("ip link set dev eth0 mtu %d", AzureMTU)}
+	if b.cni.name != "flannel" {
+		return cmds
+	}
+	return append(cmds, fmt.Sprintf("ip link set dev eth0 mtu %d", AzureMTU))
 }
 
 func (b *builder) users() []bootstrapv1.User {

@@ -31,8 +31,15 @@ func opts(version string, win infrav1.WindowsServerVersion) flavors.Options {
 	return flavors.Options{
 		ClusterName: "golden", KubernetesVersion: version, WindowsVersion: win, LinuxNodes: 1, WindowsNodes: 2,
 		Location: "westeurope", SubscriptionID: "00000000-0000-0000-0000-000000000001", SSHPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh test",
+		FlannelWindowsImage: userFlannelImage, KubeProxyWindowsImage: userKubeProxyImage,
 	}
 }
+
+// The flannel flavors' Windows images, which the user builds.
+const (
+	userFlannelImage   = "registry.example.com/platform/flannel-windows:v0.25.6-hostprocess"
+	userKubeProxyImage = "registry.example.com/platform/kube-proxy-windows:v1.36.3-flannel-hostprocess"
+)
 
 // decodeStrict decodes a YAML stream strictly (unknown fields are errors)
 // with the Cluster API, winkube and Kubernetes schemes.
@@ -235,25 +242,49 @@ func TestSeedNumbers(t *testing.T) {
 		t.Fatalf("flannel net-conf with VNI 4096/port 4789: %v; Linux eth0 MTU 1400: %v", sawNetConf, sawMTU)
 	}
 
-	// Calico: VXLAN VNI 4096, MTU 1350, HNS, OutBoundNAT exceptions for the
-	// pod and service ranges.
+	// Calico for Windows: VXLAN VNI 4096, MTU 1350, the service range
+	// excepted from OutBoundNAT and routed through the overlay, as the
+	// tigera operator renders cni-config-windows.
 	top, addons, data := objectsOf(t, flavors.Windows, opts("v1.36.3", "2022"))
-	var calico *corev1.ConfigMap
+	var calico, static *corev1.ConfigMap
 	for _, obj := range addons {
-		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == "calico-windows-config" {
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == "cni-config-windows" {
 			calico = cm
 		}
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == "calico-static-rules" {
+			static = cm
+		}
 	}
-	if calico == nil || calico.Data["VXLAN_VNI"] != "4096" || calico.Data["VXLAN_MTU"] != "1350" || calico.Data["WINDOWS_DATAPLANE"] != "HNS" ||
-		!strings.Contains(calico.Data["CNI_CONF"], `"192.168.0.0/16"`) || !strings.Contains(calico.Data["CNI_CONF"], `"10.96.0.0/12"`) || !strings.Contains(calico.Data["CNI_CONF"], "OutBoundNAT") {
-		t.Fatalf("calico-windows-config %+v", calico)
+	if calico == nil {
+		t.Fatal("no cni-config-windows")
+	}
+	for _, want := range []string{`"vxlan_vni": 4096`, `"mtu": 1350`, `"OutBoundNAT"`, `"SDNROUTE"`, `"10.96.0.0/12"`, `"mode": "vxlan"`} {
+		if !strings.Contains(calico.Data["config"], want) {
+			t.Errorf("cni-config-windows lacks %s:\n%s", want, calico.Data["config"])
+		}
 	}
 	if !strings.Contains(data["calico-resources.yaml"], "strictAffinity: true") {
 		t.Fatal("Calico's IPAM is not strictAffinity")
 	}
-	// As CAPZ does, pods cannot reach Azure's wireserver on port 80.
-	if w := data["calico-resources.yaml"]; !strings.Contains(w, "kind: GlobalNetworkPolicy") || !strings.Contains(w, "168.63.129.16/32") || !strings.Contains(w, "- 80") {
-		t.Fatalf("no Calico policy keeping pods from the wireserver:\n%s", w)
+	// As CAPZ does, Windows pods cannot reach Azure's wireserver on port
+	// 80 (an HNS ACL), and Linux nodes drop forwarded traffic to it; no
+	// Calico policy with Pass stands before the cluster's NetworkPolicies.
+	if static == nil || !strings.Contains(static.Data["static-rules.json"], `"RemoteAddresses": "168.63.129.16/32"`) || !strings.Contains(static.Data["static-rules.json"], `"Action": "Block"`) {
+		t.Fatalf("no HNS ACL keeping Windows pods from the wireserver: %+v", static)
+	}
+	if strings.Contains(data["calico-resources.yaml"], "GlobalNetworkPolicy") {
+		t.Fatal("a Calico GlobalNetworkPolicy for the wireserver: Windows Felix does not support its Pass action")
+	}
+	var sawIPTables bool
+	for _, obj := range top {
+		if kct, ok := obj.(*bootstrapv1.KubeadmConfigTemplate); ok {
+			for _, c := range kct.Spec.Template.Spec.PreKubeadmCommands {
+				sawIPTables = sawIPTables || c == "iptables -I FORWARD -d 168.63.129.16 -p tcp --dport 80 -j DROP"
+			}
+		}
+	}
+	if !sawIPTables {
+		t.Fatal("Linux workers do not drop pods' traffic to the wireserver")
 	}
 
 	// Every DaemonSet is pinned to its OS; Windows ones are HostProcess.
@@ -269,12 +300,24 @@ func TestSeedNumbers(t *testing.T) {
 		}
 		if os == "windows" {
 			p := ds.Spec.Template.Spec
-			wo := p.SecurityContext.WindowsOptions
 			tolerates := false
 			for _, tt := range p.Tolerations {
 				tolerates = tolerates || (tt.Key == "" && tt.Operator == corev1.TolerationOpExists && (tt.Effect == "" || tt.Effect == corev1.TaintEffectNoSchedule))
 			}
-			if !p.HostNetwork || wo == nil || !*wo.HostProcess || *wo.RunAsUserName != `NT AUTHORITY\system` || p.PriorityClassName != "system-node-critical" || !tolerates {
+			// HostProcess for the pod, or for each container (the
+			// tigera operator's form).
+			hostProcess := true
+			for _, c := range append(append([]corev1.Container(nil), p.InitContainers...), p.Containers...) {
+				wo := (*corev1.WindowsSecurityContextOptions)(nil)
+				if p.SecurityContext != nil {
+					wo = p.SecurityContext.WindowsOptions
+				}
+				if c.SecurityContext != nil && c.SecurityContext.WindowsOptions != nil {
+					wo = c.SecurityContext.WindowsOptions
+				}
+				hostProcess = hostProcess && wo != nil && wo.HostProcess != nil && *wo.HostProcess && wo.RunAsUserName != nil && *wo.RunAsUserName == `NT AUTHORITY\system`
+			}
+			if !p.HostNetwork || !hostProcess || p.PriorityClassName != "system-node-critical" || !tolerates {
 				t.Errorf("Windows DaemonSet %s is not a node-critical HostProcess DaemonSet tolerating all taints", ds.Name)
 			}
 		}

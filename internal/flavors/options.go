@@ -52,6 +52,11 @@ type Options struct {
 	// WindowsTaint adds os=windows:NoSchedule to Windows nodes; the Windows
 	// add-ons tolerate it.
 	WindowsTaint bool
+	// FlannelWindowsImage and KubeProxyWindowsImage are the images the
+	// flannel flavors run on Windows nodes: none is published (see
+	// FlannelImagesMissing), so the user builds and names them.
+	FlannelWindowsImage   string
+	KubeProxyWindowsImage string
 	// IdentityName, when set, is the AzureClusterIdentity (in the
 	// cluster's namespace) the AzureCluster acts as.
 	IdentityName string
@@ -135,6 +140,9 @@ func check(flavor string, o Options) (images.Version, error) {
 	if flavor == Default {
 		return v, nil
 	}
+	if cniOf(flavor).name == "flannel" && !o.versionIsVariable && (o.FlannelWindowsImage == "" || o.KubeProxyWindowsImage == "") {
+		return v, fmt.Errorf("--flavor %s: %s", flavor, FlannelImagesMissing)
+	}
 	runtime := infrav1.Containerd
 	if flavor == WindowsDockershim {
 		runtime = infrav1.Dockershim
@@ -151,5 +159,13 @@ func check(flavor string, o Options) (images.Version, error) {
 	}
 	return v, nil
 }
+
+// FlannelImagesMissing says why the flannel flavors need the user's
+// images for Windows, and what to do.
+const FlannelImagesMissing = "no flannel image for Windows nodes is published: sig-windows-tools removed its HostProcess flannel " +
+	"(kubernetes-sigs/sig-windows-tools 729ae7cd, April 2025) and no longer builds kube-proxy's -flannel-hostprocess tags (a95c9b07). " +
+	"Build both images (flanneld.exe from flannel's release archive, the flannel and sdnoverlay/sdnbridge CNI plugins, and a start.ps1 " +
+	"that installs them into C:\\opt\\cni\\bin and reads /mounts/kube-flannel/ and /mounts/kube-proxy/), push them to your registry and pass " +
+	"--flannel-windows-image and --kube-proxy-windows-image; or use --flavor windows, whose Calico images are published"
 
 func windowsVersionOf(s string) infrav1.WindowsServerVersion { return infrav1.WindowsServerVersion(s) }

@@ -20,6 +20,8 @@ const (
 	sentinelCPSize     = "Standard_WKCPSENTINEL"
 	sentinelNodeSize   = "Standard_WKNODESENTINEL"
 	sentinelCPAVersion = "v1.99.0-wkcpasentinel"
+	sentinelFlannel    = "wkflannelsentinel.example/flannel:windows"
+	sentinelProxy      = "wkproxysentinel.example/kube-proxy:windows"
 	sentinelCP         = 771
 	sentinelLinux      = 772
 	sentinelWindows    = 773
@@ -38,6 +40,7 @@ func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTa
 		ControlPlaneVMSize: sentinelCPSize, NodeVMSize: sentinelNodeSize,
 		ControlPlaneNodes: sentinelCP, LinuxNodes: sentinelLinux, WindowsNodes: sentinelWindows,
 		WindowsTaint: windowsTaint, versionIsVariable: true,
+		FlannelWindowsImage: sentinelFlannel, KubeProxyWindowsImage: sentinelProxy,
 	}
 	if windowsVersion != "" {
 		o.WindowsVersion = windowsVersionOf(windowsVersion)
@@ -65,6 +68,8 @@ func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTa
 			vars[variable] = true
 		}
 	}
+	replace(sentinelFlannel, "FLANNEL_WINDOWS_IMAGE", "${FLANNEL_WINDOWS_IMAGE}")
+	replace(sentinelProxy, "KUBE_PROXY_WINDOWS_IMAGE", "${KUBE_PROXY_WINDOWS_IMAGE}")
 	replace(sentinelCPAVersion, "CLOUD_PROVIDER_AZURE_VERSION", "${CLOUD_PROVIDER_AZURE_VERSION}")
 	replace(sentinelVersion+"-", "KUBERNETES_VERSION", "${KUBERNETES_VERSION/+/_}-")
 	replace(sentinelVersion, "KUBERNETES_VERSION", "${KUBERNETES_VERSION}")

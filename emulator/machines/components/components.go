@@ -117,17 +117,15 @@ const (
 // Upstream sources.
 const (
 	calicoManifest     = "projectcalico/calico manifests/calico.yaml (v3.28)"
-	calicoWindows      = "projectcalico/calico manifests/calico-windows-vxlan.yaml (v3.28)"
+	calicoWindows      = "tigera/operator pkg/render/windows.go (v1.38.16, Calico v3.30.7)"
 	calicoCRDs         = "projectcalico/calico manifests/crds.yaml (v3.28), libcalico-go/lib/backend/k8s"
 	flannelManifest    = "flannel-io/flannel Documentation/kube-flannel.yml (v0.25)"
 	flannelSubnetMgr   = "flannel-io/flannel pkg/subnet/kube/kube.go"
-	sigWindowsFlannel  = "kubernetes-sigs/sig-windows-tools hostprocess/flannel/flanneld/flannel-overlay.yml"
-	sigWindowsProxy    = "kubernetes-sigs/sig-windows-tools hostprocess/flannel/kube-proxy/kube-proxy.yml"
+	sigWindowsProxy    = "kubernetes-sigs/cluster-api-provider-azure templates/addons/windows/calico/kube-proxy-windows.yaml (69ec3a40)"
 	kubeadmProxyRBAC   = "kubernetes/kubernetes cmd/kubeadm/app/phases/addons/proxy (system:node-proxier)"
 	ccmChart           = "kubernetes-sigs/cloud-provider-azure helm/cloud-provider-azure/templates/cloud-provider-azure.yaml"
 	ccmConfig          = "kubernetes-sigs/cloud-provider-azure pkg/provider/config/azure.go (Config), docs cloud-provider-config"
 	cloudProviderApp   = "kubernetes/cloud-provider app/controllermanager.go"
-	csiProxyManifest   = "kubernetes-sigs/sig-windows-tools hostprocess/csi-proxy; kubernetes-csi/csi-proxy README (HostProcess)"
 	kubeForbidden      = `%s` // the API server's Forbidden message, as the component prints it
 	crdMissing         = "the server could not find the requested resource (%s)"
 	calicoEtcdFallback = "DATASTORE_TYPE %s: calico defaults to the etcdv3 datastore at http://127.0.0.1:2379 and fails: context deadline exceeded"
@@ -230,12 +228,11 @@ func Catalog() []Component {
 			}, crds(calicoCRDs, "kubecontrollersconfigurations", "clusterinformations", "ipamblocks", "blockaffinities", "ipamhandles", "ippools", "hostendpoints", "ipreservations")),
 		},
 		{
-			Name: "calico-node-windows", Images: []string{"docker.io/calico/node-windows", "docker.io/calico/cni-windows", "docker.io/calico/windows"}, OS: "windows", Source: calicoWindows,
-			Needs: cat([]Need{
-				{HostProcess: true, Source: calicoWindows, Log: "calico-node-windows must run as a HostProcess pod: %s"},
-				{Env: "NODENAME", Source: calicoWindows, Log: "Unable to determine the node name: %s"},
-				{ConfigMap: &ConfigMap{Name: "calico-windows-config", Keys: []string{"CALICO_NETWORKING_BACKEND", "K8S_SERVICE_CIDR", "CNI_BIN_DIR", "CNI_CONF_DIR"}}, Source: calicoWindows, Log: "calico-node-windows: %s"},
-			}, calicoNodePerms(calicoWindows), crds(calicoCRDs, calicoFelixCRDs...)),
+			// How its processes start, and what they need of the node,
+			// is emulator/machines/process's: only what they ask of the
+			// API server is here.
+			Name: "calico-node-windows", Images: []string{"docker.io/calico/node-windows", "docker.io/calico/cni-windows"}, OS: "windows", Source: calicoWindows,
+			Needs: cat(calicoNodePerms(calicoWindows), crds(calicoCRDs, calicoFelixCRDs...)),
 		},
 		{
 			Name: "kube-flannel", Images: []string{"docker.io/flannel/flannel"}, Containers: []string{"kube-flannel"}, OS: "linux", Source: flannelManifest,
@@ -263,23 +260,8 @@ func Catalog() []Component {
 			Needs: []Need{mount("/opt/cni/bin", "/opt/cni/bin", flannelManifest, "cp: can't create '/opt/cni/bin/flannel': %s")},
 		},
 		{
-			Name: "flannel (Windows)", Images: []string{"docker.io/sigwindowstools/flannel"}, OS: "windows", Source: sigWindowsFlannel,
-			Needs: []Need{
-				{HostProcess: true, Source: sigWindowsFlannel, Log: "flanneld.exe must run as a HostProcess pod: %s"},
-				{Env: "POD_NAME", Source: flannelSubnetMgr, Log: "Failed to create SubnetManager: error retrieving pod spec: %s"},
-				{Env: "POD_NAMESPACE", Source: flannelSubnetMgr, Log: "Failed to create SubnetManager: error retrieving pod spec: %s"},
-				{ConfigMap: &ConfigMap{Name: "kube-flannel-windows-cfg", Keys: []string{"net-conf.json", "cni-conf.json"}}, Source: sigWindowsFlannel, Log: "failed to read net conf: %s"},
-				{ConfigMap: &ConfigMap{Name: "kube-proxy", Keys: []string{"kubeconfig.conf"}}, Source: sigWindowsFlannel, Log: "flanneld.exe: no kubeconfig: %s"},
-				perm("get", "", "pods", flannelManifest), perm("list", "", "nodes", flannelManifest), perm("patch", "", "nodes/status", flannelManifest),
-			},
-		},
-		{
 			Name: "kube-proxy (Windows)", Images: []string{"docker.io/sigwindowstools/kube-proxy"}, OS: "windows", Source: sigWindowsProxy,
 			Needs: []Need{
-				{HostProcess: true, Source: sigWindowsProxy, Log: "kube-proxy.exe must run as a HostProcess pod: %s"},
-				{Env: "KUBE_NETWORK", Source: sigWindowsProxy, Log: "kube-proxy: no HNS network to program: %s"},
-				{Env: "NODE_NAME", Source: sigWindowsProxy, Log: "kube-proxy: %s"},
-				{ConfigMap: &ConfigMap{Name: "kube-proxy", Keys: []string{"config.conf", "kubeconfig.conf"}}, Source: sigWindowsProxy, Log: "failed to load kube-proxy configuration: %s"},
 				perm("list", "", "services", kubeadmProxyRBAC), perm("watch", "", "services", kubeadmProxyRBAC),
 				perm("list", "discovery.k8s.io", "endpointslices", kubeadmProxyRBAC), perm("get", "", "nodes", kubeadmProxyRBAC),
 			},
@@ -312,15 +294,8 @@ func Catalog() []Component {
 			Name: "cloud-node-manager (Windows)", OS: "windows", Source: ccmChart, Effect: EffectInitializesNode,
 			Images: []string{"mcr.microsoft.com/oss/kubernetes/azure-cloud-node-manager", "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-node-manager"},
 			Needs: []Need{
-				{HostProcess: true, Source: ccmChart, Log: "cloud-node-manager.exe must run as a HostProcess pod: %s"},
-				{Env: "NODE_NAME", Source: ccmChart, Log: "cloud-node-manager: --node-name is empty: %s"},
-				{ConfigMap: &ConfigMap{Name: "kube-proxy", Keys: []string{"kubeconfig.conf"}}, Source: ccmChart + " (start.ps1 reads the API server from kube-proxy's kubeconfig)", Log: "cloud-node-manager: %s"},
 				perm("get", "", "nodes", ccmChart), perm("update", "", "nodes", ccmChart), perm("patch", "", "nodes", ccmChart), perm("patch", "", "nodes/status", ccmChart),
 			},
-		},
-		{
-			Name: "csi-proxy", Images: []string{"ghcr.io/kubernetes-sigs/sig-windows/csi-proxy", "mcr.microsoft.com/oss/kubernetes-csi/csi-proxy"}, OS: "windows", Source: csiProxyManifest,
-			Needs: []Need{{HostProcess: true, Source: csiProxyManifest, Log: "csi-proxy must run on the host to serve its named pipes: %s"}},
 		},
 	}
 }

@@ -37,8 +37,8 @@ func TestCatalogIsWellFormed(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"calico-node", "calico-node-windows", "calico-kube-controllers", "kube-flannel", "flannel (Windows)", "kube-proxy (Windows)",
-		"cloud-controller-manager", "cloud-node-manager", "cloud-node-manager (Windows)", "csi-proxy"} {
+	for _, want := range []string{"calico-node", "calico-node-windows", "calico-kube-controllers", "kube-flannel", "kube-proxy (Windows)",
+		"cloud-controller-manager", "cloud-node-manager", "cloud-node-manager (Windows)"} {
 		if !names[want] {
 			t.Errorf("no component %s", want)
 		}
@@ -52,13 +52,13 @@ func TestFindByImageOSAndContainer(t *testing.T) {
 	cases := []struct {
 		os, name, image, want string
 	}{
-		{"linux", "calico-node", "calico/node:v3.28.2", "calico-node"},
+		{"linux", "calico-node", "calico/node:v3.30.7", "calico-node"},
 		{"linux", "calico-node", "docker.io/calico/node@sha256:0123456789012345678901234567890123456789012345678901234567890123", "calico-node"},
 		{"linux", "kube-flannel", "docker.io/flannel/flannel:v0.25.6", "kube-flannel"},
 		{"linux", "install-cni", "docker.io/flannel/flannel:v0.25.6", "flannel install-cni"},
 		{"linux", "cloud-node-manager", "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-node-manager:v1.36.0", "cloud-node-manager"},
 		{"windows", "cloud-node-manager", "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-node-manager:v1.36.0", "cloud-node-manager (Windows)"},
-		{"windows", "calico-node", "calico/node:v3.28.2", ""},
+		{"windows", "calico-node", "calico/node:v3.30.7", ""},
 		{"linux", "nginx", "nginx:1.27", ""},
 	}
 	for _, tc := range cases {

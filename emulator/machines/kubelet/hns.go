@@ -6,8 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
 // HNSNetwork is a Windows node's pod network as the Host Networking
@@ -29,31 +28,36 @@ type HNSEndpoint struct {
 	State            string
 }
 
-// kubeNetwork is the HNS network a Windows CNI pod names in its
-// KUBE_NETWORK setting ("Calico.*", "flannel.4096", "cbr0"), from its env
-// or, as the kubelet resolves envFrom, from the ConfigMaps it names.
-func (k *Kubelet) kubeNetwork(ctx context.Context, pod *corev1.Pod) string {
-	for _, c := range allContainers(pod) {
-		for _, e := range c.Env {
-			if e.Name == "KUBE_NETWORK" && e.Value != "" {
-				return e.Value
-			}
-		}
-		for _, from := range c.EnvFrom {
-			if from.ConfigMapRef == nil {
-				continue
-			}
-			key, ok := strings.CutPrefix("KUBE_NETWORK", from.Prefix)
-			if !ok {
-				continue
-			}
-			cm, err := k.cfg.Client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, from.ConfigMapRef.Name, metav1.GetOptions{})
-			if err == nil && cm.Data[key] != "" {
-				return cm.Data[key]
-			}
-		}
+// CreateHNSNetwork is a Windows CNI creating its HNS network over the
+// node's pod CIDR.
+func (k *Kubelet) CreateHNSNetwork(ctx context.Context, name, typ string) {
+	k.mu.Lock()
+	if k.hnsNetworks == nil {
+		k.hnsNetworks = map[string]string{}
 	}
-	return ""
+	_, had := k.hnsNetworks[name]
+	k.hnsNetworks[name] = typ
+	k.mu.Unlock()
+	if had {
+		return
+	}
+	k.ipam.mu.Lock()
+	err := k.loadCIDR(ctx)
+	cidr := k.ipam.cidr
+	k.ipam.mu.Unlock()
+	if err != nil {
+		k.cfg.Logs.Write(vmdisk.CNI, "HNS network %s (%s): %v", name, typ, err)
+		return
+	}
+	k.cfg.Logs.Write(vmdisk.CNI, "HNS network %s (%s) over pod CIDR %s", name, typ, cidr)
+}
+
+// HNSNetwork says whether the HNS network exists, and its type.
+func (k *Kubelet) HNSNetwork(name string) (string, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	typ, ok := k.hnsNetworks[name]
+	return typ, ok
 }
 
 // HNS is what Get-HnsNetwork and Get-HnsEndpoint show on this node: the
@@ -65,18 +69,23 @@ func (k *Kubelet) HNS() ([]HNSNetwork, []HNSEndpoint) {
 		return nil, nil
 	}
 	k.mu.Lock()
-	name := k.hnsNetwork
+	var names []string
+	types := map[string]string{}
+	for n, t := range k.hnsNetworks {
+		names = append(names, n)
+		types[n] = t
+	}
 	k.mu.Unlock()
 	cidr := k.ipam.prefix()
-	if name == "" || !cidr.IsValid() {
+	if len(names) == 0 || !cidr.IsValid() {
 		return nil, nil
 	}
-	name = strings.TrimSuffix(name, ".*")
-	typ := "Overlay"
-	if name == "cbr0" {
-		typ = "L2Bridge"
+	sort.Strings(names)
+	var nets []HNSNetwork
+	for _, n := range names {
+		nets = append(nets, HNSNetwork{Name: n, Type: types[n], AddressPrefix: cidr.String(), ManagementIP: k.cfg.Address.String()})
 	}
-	nets := []HNSNetwork{{Name: name, Type: typ, AddressPrefix: cidr.String(), ManagementIP: k.cfg.Address.String()}}
+	name := names[0]
 	k.ipam.mu.Lock()
 	defer k.ipam.mu.Unlock()
 	var eps []HNSEndpoint

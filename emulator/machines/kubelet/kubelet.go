@@ -80,6 +80,11 @@ type Config struct {
 	// IP, is reached: its containers' servers listen there (serve.go).
 	// Pod IPs are not addresses of this machine; nil serves no pod ports.
 	PodAddress func(podIP string) (netip.Addr, error)
+	// NetworkConfigured, when set, says whether the node's CNI
+	// configuration directory holds a network configuration: what
+	// containerd's CRI reports as NetworkReady. Without it a running pod
+	// whose image provides "cni" counts.
+	NetworkConfigured func() bool
 	// Installed, when set, is told what the node's pods have installed
 	// ("cni", "kube-proxy") whenever that changes, so that the runtime can
 	// start what they would have set up (kube-proxy's Service rules).
@@ -104,8 +109,9 @@ type Kubelet struct {
 	reason  string
 	// sent remembers the events recorded, so repeats are not.
 	sent map[string]bool
-	// hnsNetwork is the HNS network a running Windows CNI pod created.
-	hnsNetwork string
+	// hnsNetworks are the HNS networks the Windows CNI created, by name,
+	// with their type.
+	hnsNetworks map[string]string
 	// runs are the pods' containers as the runtime knows them; static the
 	// static pods' by name.
 	runs   map[types.UID]*podRun
@@ -369,22 +375,23 @@ func (k *Kubelet) renewLease(ctx context.Context, last *coordinationv1.Lease) (*
 	return leases.Update(ctx, l, metav1.UpdateOptions{})
 }
 
-// networkReady is the container runtime's network status: a CNI
-// configuration written by a running CNI pod and, on Windows, the HNS
-// policies kube-proxy programs.
+// networkReady is the container runtime's network status: containerd
+// reports NetworkReady once a network configuration is in its CNI
+// configuration directory (internal/cri/server/status.go; the message is
+// the kubelet's, as a node shows it).
 func (k *Kubelet) networkReady() (bool, string) {
-	var cni, proxy bool
-	for _, provides := range k.running {
-		for _, p := range provides {
-			cni = cni || p == "cni"
-			proxy = proxy || p == "kube-proxy"
+	cni := false
+	if k.cfg.NetworkConfigured != nil {
+		cni = k.cfg.NetworkConfigured()
+	} else {
+		for _, provides := range k.running {
+			for _, p := range provides {
+				cni = cni || p == "cni"
+			}
 		}
 	}
 	if !cni {
 		return false, "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
-	}
-	if k.cfg.Host.OS == "windows" && !proxy {
-		return false, "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:kube-proxy is not running: no HNS load balancer policies for Services on this Windows node"
 	}
 	return true, ""
 }

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -16,7 +17,36 @@ import (
 // exit code 1, reason "Error" and the error's text as its message, and the
 // pod's restartPolicy and the crash-loop back-off apply, as when a real
 // process exits at once for want of what it needs.
-type StartCheck func(ctx context.Context, pod *corev1.Pod, c *corev1.Container) error
+//
+// Three errors say more of the process (see emulator/machines/process):
+// a *StartFailure is a process the runtime could not start (exit code
+// 128, reason StartError); an *Exited a process that ended at once with
+// its own exit code; a *Waiting a process that runs but waits for
+// something not there yet: the container is running, an init container
+// does not complete, what its image provides does not count, and the
+// check is asked again after WaitRecheck.
+type StartCheck func(ctx context.Context, pod *corev1.Pod, c *corev1.Container, img *Pulled) error
+
+// StartFailure is a process the container runtime could not start.
+type StartFailure struct{ Message string }
+
+func (e *StartFailure) Error() string { return e.Message }
+
+// Exited is a process that ended as it started, with Code.
+type Exited struct {
+	Code    int32
+	Message string
+}
+
+func (e *Exited) Error() string { return e.Message }
+
+// Waiting is a process that runs and waits.
+type Waiting struct{ Message string }
+
+func (e *Waiting) Error() string { return e.Message }
+
+// WaitRecheck is how often a waiting process is looked at again.
+const WaitRecheck = 3 * time.Second
 
 // What the simulation does with a container, which runs no process:
 //   - an init container completes (exit 0) as soon as it starts;
@@ -80,6 +110,10 @@ type ctrRun struct {
 	backoff   time.Duration
 	backoffAt time.Time
 	probes    probeSet
+	// waiting is what the running process waits for ("" when it does
+	// not); recheck when it is looked at again.
+	waiting string
+	recheck time.Time
 	// servers are the ports the running process listens on.
 	servers []ctrServer
 }
@@ -152,8 +186,24 @@ func (r *podRun) advance(now time.Time, env runEnv) time.Time {
 			soon(c.waitUntil)
 			return next
 		}
-		if !r.start(now, c, env) {
+		if c.running && c.waiting != "" {
+			if now.Before(c.recheck) {
+				soon(c.recheck)
+				return next
+			}
+			if !r.recheck(now, c, env) {
+				soon(c.waitUntil)
+				return next
+			}
+			if c.waiting != "" {
+				soon(c.recheck)
+				return next
+			}
+		} else if !r.start(now, c, env) {
 			soon(c.waitUntil)
+			return next
+		} else if c.waiting != "" {
+			soon(c.recheck)
 			return next
 		}
 		r.exit(now, c, 0, "Completed", "")
@@ -171,6 +221,14 @@ func (r *podRun) advance(now time.Time, env runEnv) time.Time {
 				if !r.start(now, c, env) {
 					continue // exited at once; restart at once or wait
 				}
+			}
+			if c.waiting != "" && !now.Before(c.recheck) {
+				if !r.recheck(now, c, env) {
+					continue
+				}
+			}
+			if c.waiting != "" {
+				soon(c.recheck)
 			}
 			if !c.exitAt.IsZero() && !now.Before(c.exitAt) {
 				reason := "Completed"
@@ -196,11 +254,16 @@ func (r *podRun) advance(now time.Time, env runEnv) time.Time {
 // start starts a container's process; false when it failed at once.
 func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 	c.waitUntil, c.waitMsg = time.Time{}, ""
+	c.waiting = ""
 	if env.check != nil {
-		if err := env.check(env.ctx, r.pod, &c.spec); err != nil {
+		err := env.check(env.ctx, r.pod, &c.spec, r.images[c.spec.Name])
+		var wait *Waiting
+		switch {
+		case errors.As(err, &wait):
+			c.waiting, c.recheck = wait.Message, now.Add(WaitRecheck)
+		case err != nil:
 			c.started = now
-			r.event(corev1.EventTypeWarning, "Failed", "Error: container %s: %v", c.spec.Name, err)
-			r.exit(now, c, 1, "Error", err.Error())
+			r.failStart(now, c, err)
 			return false
 		}
 	}
@@ -216,10 +279,44 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 	return true
 }
 
+// failStart records a process that did not get going: the runtime's
+// StartError (exit code 128) or the process's own exit.
+func (r *podRun) failStart(now time.Time, c *ctrRun, err error) {
+	var sf *StartFailure
+	var ex *Exited
+	switch {
+	case errors.As(err, &sf):
+		r.event(corev1.EventTypeWarning, "Failed", "Error: %s", sf.Message)
+		r.exit(now, c, 128, "StartError", sf.Message)
+	case errors.As(err, &ex):
+		r.event(corev1.EventTypeWarning, "Failed", "Error: container %s exited with code %d: %s", c.spec.Name, ex.Code, ex.Message)
+		r.exit(now, c, ex.Code, "Error", ex.Message)
+	default:
+		r.event(corev1.EventTypeWarning, "Failed", "Error: container %s: %v", c.spec.Name, err)
+		r.exit(now, c, 1, "Error", err.Error())
+	}
+}
+
+// recheck looks again at a waiting process: false when it ended.
+func (r *podRun) recheck(now time.Time, c *ctrRun, env runEnv) bool {
+	err := env.check(env.ctx, r.pod, &c.spec, r.images[c.spec.Name])
+	var wait *Waiting
+	switch {
+	case errors.As(err, &wait):
+		c.waiting, c.recheck = wait.Message, now.Add(WaitRecheck)
+		return true
+	case err != nil:
+		r.failStart(now, c, err)
+		return false
+	}
+	c.waiting = ""
+	return true
+}
+
 // exit ends a container's run and applies the restart policy.
 func (r *podRun) exit(now time.Time, c *ctrRun, code int32, reason, msg string) {
 	t := &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg, StartedAt: metav1.NewTime(c.started), FinishedAt: metav1.NewTime(now)}
-	c.running = false
+	c.running, c.waiting = false, ""
 	c.closePorts()
 	restart := false
 	switch r.policy() {

@@ -132,7 +132,7 @@ func TestOnFailureRestartsWithBackOff(t *testing.T) {
 func TestStartCheckFailureCrashLoops(t *testing.T) {
 	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{})
 	broken := true
-	e := runEnv{ctx: context.Background(), check: func(_ context.Context, _ *corev1.Pod, c *corev1.Container) error {
+	e := runEnv{ctx: context.Background(), check: func(_ context.Context, _ *corev1.Pod, c *corev1.Container, _ *Pulled) error {
 		if broken {
 			return errors.New("no azure.json: /etc/kubernetes/azure.json: no such file")
 		}
@@ -244,7 +244,7 @@ func TestInitContainersRunFirst(t *testing.T) {
 	r := lifecyclePod(t, corev1.RestartPolicyNever, nil, corev1.Container{})
 	r.pod.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
 	r.inits = []*ctrRun{{spec: r.pod.Spec.InitContainers[0], init: true}}
-	e := runEnv{ctx: context.Background(), check: func(_ context.Context, _ *corev1.Pod, c *corev1.Container) error {
+	e := runEnv{ctx: context.Background(), check: func(_ context.Context, _ *corev1.Pod, c *corev1.Container, _ *Pulled) error {
 		if c.Name == "setup" {
 			return errors.New("setup failed")
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -129,9 +128,6 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 			return err
 		}
 		images[c.Name] = p
-		if p.Provides != "" {
-			provides = append(provides, p.Provides)
-		}
 	}
 	setIPs(status, k.cfg.Address, ip)
 	if status.StartTime == nil {
@@ -156,6 +152,13 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	now := time.Now()
 	next := run.advance(now, runEnv{ctx: ctx, check: k.cfg.StartCheck})
 	run.fill(status)
+	// What the running processes serve on the node: a process still
+	// waiting for something serves nothing yet.
+	for _, c := range run.mains {
+		if p := images[c.spec.Name]; p != nil && p.Provides != "" && c.running && c.waiting == "" {
+			provides = append(provides, p.Provides)
+		}
+	}
 	events := run.events
 	run.events = nil
 	for _, e := range events {
@@ -183,11 +186,6 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		_, was := k.running[uid]
 		k.mu.Unlock()
 		if !was {
-			for _, p := range provides {
-				if p == "cni" {
-					k.cniStarted(ctx, key, pod)
-				}
-			}
 			if k.cfg.Started != nil {
 				k.cfg.Started(ctx, pod)
 			}
@@ -451,37 +449,6 @@ func (k *Kubelet) loadCIDR(ctx context.Context) error {
 	}
 	k.ipam.cidr = p.Masked()
 	return nil
-}
-
-// cniStarted records what a CNI pod sets up when it starts on the node:
-// its configuration and, on Windows, the HNS network over the pod CIDR.
-func (k *Kubelet) cniStarted(ctx context.Context, key string, pod *corev1.Pod) {
-	network := ""
-	if k.cfg.Host.OS == "windows" {
-		network = k.kubeNetwork(ctx, pod)
-	}
-	k.mu.Lock()
-	known := k.hnsNetwork
-	if network != "" {
-		k.hnsNetwork = network
-	}
-	k.mu.Unlock()
-	if network == "" {
-		k.cfg.Logs.Write(vmdisk.CNI, "CNI configuration written by %s", key)
-		return
-	}
-	if known == network {
-		return
-	}
-	k.ipam.mu.Lock()
-	err := k.loadCIDR(ctx)
-	cidr := k.ipam.cidr
-	k.ipam.mu.Unlock()
-	if err != nil {
-		k.cfg.Logs.Write(vmdisk.CNI, "HNS network %s by %s: %v", network, key, err)
-		return
-	}
-	k.cfg.Logs.Write(vmdisk.CNI, "CNI configuration written by %s; HNS network %s over pod CIDR %s", key, strings.TrimSuffix(network, ".*"), cidr)
 }
 
 func (i *ipam) prefix() netip.Prefix {

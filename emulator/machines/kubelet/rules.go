@@ -178,6 +178,9 @@ func (f *ContainerFailure) Error() string { return f.Reason + ": " + f.Message }
 type Pulled struct {
 	ImageID  string
 	Provides string
+	// Process is the image's process for the host's OS, when its
+	// configuration is known.
+	Process *registry.Process
 	// Listens are the ports the image's process serves ("80/tcp").
 	Listens []string
 }
@@ -206,12 +209,16 @@ func pull(ctx context.Context, images Images, h Host, ref string, hostProcess bo
 	if len(sameOS) == 0 {
 		return nil, noMatch
 	}
+	pulled := &Pulled{ImageID: id, Provides: m.Provides, Listens: m.Listens}
+	if pr, ok := m.Process[h.OS]; ok {
+		pulled.Process = &pr
+	}
 	if h.OS != "windows" || hostProcess {
-		return &Pulled{ImageID: id, Provides: m.Provides, Listens: m.Listens}, nil
+		return pulled, nil
 	}
 	for _, v := range sameOS {
 		if runsOn(v, h.Build) {
-			return &Pulled{ImageID: id, Provides: m.Provides, Listens: m.Listens}, nil
+			return pulled, nil
 		}
 	}
 	if len(m.Platforms) > 1 {

@@ -46,7 +46,7 @@ func TestPullFollowsContainerdPlatformRules(t *testing.T) {
 		provides    string
 	}{
 		{host: linux, image: "nginx:1.27"},
-		{host: linux, image: "docker.io/calico/node:v3.28.2", provides: "cni"},
+		{host: linux, image: "docker.io/calico/node:v3.30.7"},
 		{host: win2022, image: iis + "2022"},
 		{host: win2019, image: iis + "2019"},
 		{host: win2025, image: iis + "2025"},
@@ -57,7 +57,7 @@ func TestPullFollowsContainerdPlatformRules(t *testing.T) {
 		{host: win2022, image: "mcr.microsoft.com/windows/servercore/iis:latest"}, // index picks the build
 		{host: win2022, image: "nginx:1.27", reason: "ErrImagePull", msg: "no match for platform in manifest"},
 		{host: linux, image: iis + "2022", reason: "ErrImagePull", msg: "no match for platform in manifest"},
-		{host: win2025, image: "docker.io/calico/cni-windows:v3.28.2", provides: "cni"}, // its 2022 entry
+		{host: win2025, image: "docker.io/calico/cni-windows:v3.30.7"}, // its 2022 entry
 		{host: win2025, image: iis + "2019", reason: "CreateContainerError", msg: "does not match the host"},
 		{host: win2019, image: "docker.io/sigwindowstools/kube-proxy:v1.36.3-calico-hostprocess", hostProcess: true, provides: "kube-proxy"},
 		{host: linux, image: "docker.io/library/nginx:9.9", reason: "ErrImagePull", msg: `docker.io/library/nginx:9.9: not found`},
@@ -188,7 +188,7 @@ func TestHostProcessFollowsTheKubeletsFlags(t *testing.T) {
 // process serves, which probes are answered on.
 func TestImagesSayWhereTheyListen(t *testing.T) {
 	r := startRegistry(t)
-	for ref, port := range map[string]int32{"nginx:1.27": 80, "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022": 80, "docker.io/calico/node:v3.28.2": 9099} {
+	for ref, port := range map[string]int32{"nginx:1.27": 80, "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022": 80, "docker.io/calico/node:v3.30.7": 9099} {
 		h := linux
 		if strings.Contains(ref, "windows") {
 			h = win2022

@@ -64,6 +64,9 @@ func startServingNode(t *testing.T) *servingNode {
 		NodeName: n.node, Client: client, Address: n.addr, Host: linux, Images: startRegistry(t),
 		NodeInfo:   corev1.NodeSystemInfo{OSImage: "Ubuntu 24.04.1 LTS", KernelVersion: "6.8.0-1021-azure", OperatingSystem: "linux"},
 		PodAddress: n.podAddress, Log: logr.Discard(),
+		// The node's CNI configuration is in place (what the CNI's
+		// install step writes is the process model's, tested there).
+		NetworkConfigured: func() bool { return true },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +79,7 @@ func startServingNode(t *testing.T) *servingNode {
 	}
 	// A CNI pod makes the node's network ready.
 	n.run(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "calico-node", Namespace: "kube-system"},
-		Spec: corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "calico-node", Image: "docker.io/calico/node:v3.28.2"}}}})
+		Spec: corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "calico-node", Image: "docker.io/calico/node:v3.30.7"}}}})
 	return n
 }
 

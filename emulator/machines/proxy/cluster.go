@@ -58,6 +58,22 @@ type Cluster struct {
 	mu       sync.RWMutex
 	services map[string]*service // by namespace/name
 	nodes    map[*Node]struct{}
+	// apiServer is where the kubernetes Service's traffic goes while it
+	// has no endpoints (see SetAPIServer).
+	apiServer string
+}
+
+// SetAPIServer names the cluster's API server endpoint (host:port). The
+// local world's API servers advertise loopback addresses, which the API
+// server refuses as the kubernetes Service's endpoints ("may not be in
+// the loopback range"): on Azure they are the control-plane VMs' private
+// addresses. So that what a real node reaches through the Service's
+// ClusterIP is reached here too, the Service's traffic goes to the API
+// server's load-balanced endpoint while it has no endpoints of its own.
+func (c *Cluster) SetAPIServer(hostPort string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.apiServer = hostPort
 }
 
 // service is one Service's state as kube-proxy programs it; a snapshot,

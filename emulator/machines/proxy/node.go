@@ -260,6 +260,14 @@ func (n *Node) forward(conn net.Conn, l *listener) {
 // first, else in turn) and connects to it.
 func (n *Node) dialEndpoint(s *service, port string, local bool, client string) (net.Conn, error) {
 	cands := n.candidates(s, port, local)
+	if len(cands) == 0 && s.key == "default/kubernetes" {
+		n.c.mu.RLock()
+		api := n.c.apiServer
+		n.c.mu.RUnlock()
+		if api != "" {
+			return net.DialTimeout("tcp", api, 5*time.Second)
+		}
+	}
 	if len(cands) == 0 {
 		return nil, fmt.Errorf("service %s has no ready endpoints%s", s.key, map[bool]string{true: " on node " + n.cfg.NodeName}[local])
 	}

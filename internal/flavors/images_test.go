@@ -1,0 +1,78 @@
+package flavors_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/flavors"
+)
+
+var emittedImage = regexp.MustCompile(`(?m)^\s*-?\s*image:\s*"?([^\s"]+)`)
+
+// TestEveryEmittedImageIsPublished: every image any flavor's add-ons run
+// is in the table of published add-on images, with its source; only the
+// images the user names (flannel on Windows) are not.
+func TestEveryEmittedImageIsPublished(t *testing.T) {
+	seen := 0
+	for _, flavor := range flavors.Names() {
+		for _, version := range []string{"v1.36.3", "v1.33.5"} {
+			o := opts(version, infrav1.WindowsServer2022)
+			if flavor == flavors.WindowsDockershim {
+				o = opts("v1.23.17", infrav1.WindowsServer2019)
+			}
+			objs, err := flavors.Generate(flavor, o)
+			if err != nil {
+				t.Fatalf("%s %s: %v", flavor, version, err)
+			}
+			for _, obj := range objs {
+				cm, ok := obj.(*corev1.ConfigMap)
+				if !ok {
+					continue
+				}
+				for _, data := range cm.Data {
+					for _, m := range emittedImage.FindAllStringSubmatch(data, -1) {
+						ref := m[1]
+						seen++
+						if ref == userFlannelImage || ref == userKubeProxyImage || strings.HasPrefix(ref, flavors.AdmissionImageRepository+":") {
+							continue
+						}
+						if img, ok := flavors.PublishedAddonImage(ref); !ok || img.Source == "" {
+							t.Errorf("flavor %s (%s) emits %s, which the table of published add-on images does not have", flavor, version, ref)
+						}
+					}
+				}
+			}
+		}
+	}
+	if seen < 20 {
+		t.Fatalf("only %d image references found: the scan is broken", seen)
+	}
+	// What is known not to be published is refused by the table.
+	for _, ref := range []string{
+		"docker.io/sigwindowstools/flannel:v0.25.6-hostprocess",
+		"docker.io/sigwindowstools/kube-proxy:v1.36.3-flannel-hostprocess",
+		"docker.io/sigwindowstools/kube-proxy:v1.30.1-calico-hostprocess", // before the daily sync (1.33)
+		"docker.io/calico/node-windows:v3.28.2",
+	} {
+		if _, ok := flavors.PublishedAddonImage(ref); ok {
+			t.Errorf("%s is in the table of published images", ref)
+		}
+	}
+}
+
+// TestFlannelFlavorsNeedTheUsersImages: no flannel image for Windows is
+// published, so the flannel flavors say so and what to pass.
+func TestFlannelFlavorsNeedTheUsersImages(t *testing.T) {
+	for _, flavor := range []string{flavors.WindowsFlannel, flavors.WindowsHostGW} {
+		o := opts("v1.36.3", infrav1.WindowsServer2022)
+		o.FlannelWindowsImage = ""
+		_, err := flavors.Generate(flavor, o)
+		if err == nil || !strings.Contains(err.Error(), "--flannel-windows-image") || !strings.Contains(err.Error(), "no flannel image for Windows nodes is published") {
+			t.Errorf("%s without the user's flannel image: %v", flavor, err)
+		}
+	}
+}
