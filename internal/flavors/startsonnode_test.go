@@ -34,7 +34,7 @@ type testNode struct {
 }
 
 func (n *testNode) Network(name string) (string, bool) { t, ok := n.hns[name]; return t, ok }
-func (n *testNode) CreateNetwork(name, typ string)      { n.hns[name] = typ }
+func (n *testNode) CreateNetwork(name, typ string)     { n.hns[name] = typ }
 
 const (
 	apiServerLB = "10.0.0.100:6443"
