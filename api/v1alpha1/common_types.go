@@ -264,4 +264,11 @@ type AzureVMSpec struct {
 	// acceleratedNetworking on the NIC, where the VM size supports it.
 	// +optional
 	AcceleratedNetworking *bool `json:"acceleratedNetworking,omitempty"`
+	// enableIPForwarding lets the NIC receive and send traffic for
+	// addresses other than its own, which Azure drops otherwise: needed
+	// where the route table sends pod CIDRs to the node (host-gw, as
+	// cloud-provider-azure's route controller programs it). CAPZ's
+	// AzureMachineSpec has the same field.
+	// +optional
+	EnableIPForwarding bool `json:"enableIPForwarding,omitempty"`
 }

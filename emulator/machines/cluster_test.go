@@ -206,6 +206,12 @@ func TestMixedClusterBoots(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, m.cluster); err != nil {
 		t.Fatal(err)
 	}
+	// What the provider publishes once the API server has its address:
+	// Calico for Windows reaches it there, not through the Service's
+	// ClusterIP (which needs kube-proxy, which needs Calico's network).
+	ep := m.cluster.Spec.ControlPlaneEndpoint
+	applyYAML(t, ctx, m.wc, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: kube-system\ndata:\n  KUBERNETES_SERVICE_HOST: %q\n  KUBERNETES_SERVICE_PORT: \"%d\"\n",
+		infrav1.ServicesEndpointConfigMap, ep.Host, ep.Port))
 	for _, a := range []string{"calico-windows", "kube-proxy-windows", "csi-proxy"} {
 		applyYAML(t, ctx, m.wc, m.addons(a))
 	}

@@ -16,12 +16,17 @@ func TestGenerateCluster(t *testing.T) {
 	if err := os.WriteFile(key, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh me\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := run(t, "generate", "cluster", "demo", "--flavor", "windows-flannel", "--kubernetes-version", "v1.36.3", "--location", "westeurope",
-		"--subscription-id", "00000000-0000-0000-0000-000000000001", "--ssh-public-key", key, "--windows-version", "2025")
+	flannel := []string{"generate", "cluster", "demo", "--flavor", "windows-flannel", "--kubernetes-version", "v1.36.3", "--location", "westeurope",
+		"--subscription-id", "00000000-0000-0000-0000-000000000001", "--ssh-public-key", key, "--windows-version", "2025"}
+	// No flannel image for Windows is published: the user names theirs.
+	if _, err := run(t, flannel...); err == nil || !strings.Contains(err.Error(), "--flannel-windows-image and --kube-proxy-windows-image") {
+		t.Fatalf("flannel without the user's images: %v", err)
+	}
+	out, err := run(t, append(flannel, "--flannel-windows-image", "registry.example.com/flannel:w", "--kube-proxy-windows-image", "registry.example.com/kube-proxy:w")...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"kind: MachineDeployment", "name: demo-md-win", "windowsServerVersion: \"2025\"", `"VNI": 4096`, "ip link set dev eth0 mtu 1400"} {
+	for _, want := range []string{"kind: MachineDeployment", "name: demo-md-win", "windowsServerVersion: \"2025\"", `"VNI": 4096`, "ip link set dev eth0 mtu 1400", "image: registry.example.com/flannel:w"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %s", want)
 		}

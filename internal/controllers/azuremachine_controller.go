@@ -193,7 +193,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	nic := networkinterfaces.Spec{
 		ResourceGroup: n.rg, Name: vmName + "-nic", Location: ac.Spec.Location, Tags: owned,
 		SubnetID:    "/subscriptions/" + ac.Spec.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + subnet.Name,
-		Accelerated: ptr.Deref(am.Spec.AcceleratedNetworking, false),
+		Accelerated: ptr.Deref(am.Spec.AcceleratedNetworking, false), IPForwarding: am.Spec.EnableIPForwarding,
 	}
 	if isCP {
 		// SSH to control-plane VMs goes through a NAT rule of the API load

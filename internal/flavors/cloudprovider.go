@@ -129,9 +129,13 @@ func (b *builder) cloudProviderAzure() []runtime.Object {
 				Containers: []corev1.Container{{
 					Name: cloudControllerManager, Image: ccmImage, Command: []string{"cloud-controller-manager"},
 					Args: []string{
-						// The kube-controller-manager allocates pod CIDRs and
-						// the overlay CNIs need no Azure routes.
-						"--allocate-node-cidrs=false", "--configure-cloud-routes=false",
+						// The kube-controller-manager allocates pod CIDRs.
+						// The overlay CNIs need no Azure routes; host-gw
+						// needs the route controller to send each node's
+						// pod CIDR to the node through the route table
+						// azure.json names (cloud-provider-azure
+						// pkg/provider/azure_routes.go, 7b31c76c).
+						"--allocate-node-cidrs=false", "--configure-cloud-routes=" + fmt.Sprint(b.cni.backend == "host-gw"),
 						"--cloud-config=" + LinuxAzureJSONPath, "--cloud-provider=azure",
 						"--cluster-cidr=" + b.cni.podCIDR, "--cluster-name=" + b.o.ClusterName,
 						"--controllers=*,-cloud-node", "--leader-elect=true", "--route-reconciliation-period=10s",

@@ -150,6 +150,7 @@ func (b *builder) linuxTemplate(name, size string) *infrav1.AzureMachineTemplate
 	return &infrav1.AzureMachineTemplate{ObjectMeta: b.meta(name), Spec: infrav1.AzureMachineTemplateSpec{Template: infrav1.AzureMachineTemplateResource{
 		Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{
 			VMSize: size, OSDisk: infrav1.OSDisk{OSType: infrav1.Linux, DiskSizeGB: ptr.To[int32](128)}, SSHPublicKey: b.sshKeyB64(),
+			EnableIPForwarding: b.routed(),
 		}},
 	}}}
 }
@@ -307,9 +308,16 @@ func (b *builder) windowsTemplateSpec() infrav1.AzureVMSpec {
 	}
 	return infrav1.AzureVMSpec{
 		VMSize: b.o.NodeVMSize, OSDisk: infrav1.OSDisk{OSType: infrav1.Windows, DiskSizeGB: ptr.To[int32](128)},
-		WindowsServerVersion: b.o.WindowsVersion, ContainerRuntime: runtime,
+		WindowsServerVersion: b.o.WindowsVersion, ContainerRuntime: runtime, EnableIPForwarding: b.routed(),
 	}
 }
+
+// routed says whether pod addresses travel unencapsulated between nodes,
+// routed by the VNet's route table to the node that holds them (host-gw):
+// then every NIC must forward (Azure drops traffic for another address
+// at a NIC without IP forwarding: "Virtual network traffic routing",
+// learn.microsoft.com).
+func (b *builder) routed() bool { return b.cni.backend == "host-gw" }
 
 func (b *builder) windowsWorkers() []client.Object {
 	o := b.o

@@ -76,3 +76,34 @@ func TestFlannelFlavorsNeedTheUsersImages(t *testing.T) {
 		}
 	}
 }
+
+// TestHostGWRoutesPodsThroughAzure: host-gw carries pod addresses
+// unencapsulated, so the cloud controller programs a route per node's pod
+// CIDR and every NIC forwards; the overlay flavors need neither.
+func TestHostGWRoutesPodsThroughAzure(t *testing.T) {
+	for flavor, routed := range map[string]bool{flavors.WindowsHostGW: true, flavors.Windows: false, flavors.WindowsFlannel: false} {
+		objs, err := flavors.Generate(flavor, opts("v1.36.3", infrav1.WindowsServer2022))
+		if err != nil {
+			t.Fatal(err)
+		}
+		templates, ccm := 0, false
+		for _, o := range objs {
+			switch obj := o.(type) {
+			case *infrav1.AzureMachineTemplate:
+				templates++
+				if obj.Spec.Template.Spec.EnableIPForwarding != routed {
+					t.Errorf("%s: template %s enableIPForwarding %v", flavor, obj.Name, obj.Spec.Template.Spec.EnableIPForwarding)
+				}
+			case *corev1.ConfigMap:
+				for _, data := range obj.Data {
+					if strings.Contains(data, "--configure-cloud-routes="+map[bool]string{true: "true", false: "false"}[routed]) {
+						ccm = true
+					}
+				}
+			}
+		}
+		if templates < 2 || !ccm {
+			t.Errorf("%s: %d templates, cloud routes %v as expected: %v", flavor, templates, routed, ccm)
+		}
+	}
+}

@@ -140,9 +140,6 @@ func check(flavor string, o Options) (images.Version, error) {
 	if flavor == Default {
 		return v, nil
 	}
-	if cniOf(flavor).name == "flannel" && !o.versionIsVariable && (o.FlannelWindowsImage == "" || o.KubeProxyWindowsImage == "") {
-		return v, fmt.Errorf("--flavor %s: %s", flavor, FlannelImagesMissing)
-	}
 	runtime := infrav1.Containerd
 	if flavor == WindowsDockershim {
 		runtime = infrav1.Dockershim
@@ -156,6 +153,9 @@ func check(flavor string, o Options) (images.Version, error) {
 			return v, fmt.Errorf("--windows-version %s: %w", o.WindowsVersion, err)
 		}
 		return v, fmt.Errorf("--flavor %s: %w", flavor, err)
+	}
+	if cniOf(flavor).name == "flannel" && !o.versionIsVariable && (o.FlannelWindowsImage == "" || o.KubeProxyWindowsImage == "") {
+		return v, fmt.Errorf("--flavor %s: %s", flavor, FlannelImagesMissing)
 	}
 	return v, nil
 }

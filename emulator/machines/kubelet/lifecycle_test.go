@@ -278,3 +278,69 @@ func TestBindFailureIsAnEvent(t *testing.T) {
 		t.Errorf("servers %+v", r.mains[0].servers)
 	}
 }
+
+// TestProcessOutcomes: a process the runtime could not start ends with
+// StartError and exit code 128; one that exits at once with its own code;
+// a waiting main container runs but is looked at again, and a waiting
+// init container keeps the pod initializing until its wait ends.
+func TestProcessOutcomes(t *testing.T) {
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{})
+	e := runEnv{ctx: context.Background(), check: func(context.Context, *corev1.Pod, *corev1.Container, *Pulled) error {
+		return &StartFailure{Message: `failed to start containerd task "app": failed to start host process: failed to create process: %1 is not a valid Win32 application.: unknown`}
+	}}
+	r.advance(t0, e)
+	_, cs := statusOf(r)
+	if last := cs.LastTerminationState.Terminated; last == nil || last.ExitCode != 128 || last.Reason != "StartError" || !strings.Contains(last.Message, "not a valid Win32 application") {
+		t.Fatalf("start failure: %+v", cs)
+	}
+	if !hasEvent(r, "Failed", "Error: failed to start containerd task") {
+		t.Errorf("events %+v", r.events)
+	}
+
+	r = lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{})
+	e.check = func(context.Context, *corev1.Pod, *corev1.Container, *Pulled) error {
+		return &Exited{Code: 9009, Message: "'x' is not recognized as an internal or external command"}
+	}
+	r.advance(t0, e)
+	if _, cs := statusOf(r); cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 9009 || cs.State.Waiting == nil {
+		t.Fatalf("exit: %+v", cs)
+	}
+
+	// A main container that waits: running, looked at again, and then
+	// no longer waiting.
+	r = lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{})
+	waiting := true
+	e.check = func(context.Context, *corev1.Pod, *corev1.Container, *Pulled) error {
+		if waiting {
+			return &Waiting{Message: "Waiting for HNS network Calico to be created..."}
+		}
+		return nil
+	}
+	next := r.advance(t0, e)
+	if _, cs := statusOf(r); cs.State.Running == nil || r.mains[0].waiting == "" || next.Sub(t0) != WaitRecheck {
+		t.Fatalf("waiting main container: %+v waiting %q next in %s", cs.State, r.mains[0].waiting, next.Sub(t0))
+	}
+	waiting = false
+	r.advance(next, e)
+	if r.mains[0].waiting != "" || !r.mains[0].running {
+		t.Fatalf("after its wait: running %v waiting %q", r.mains[0].running, r.mains[0].waiting)
+	}
+
+	// An init container that waits keeps the pod Pending (Init:0/1).
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-2"},
+		Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: "install-cni"}}, Containers: []corev1.Container{{Name: "app"}}}}
+	r = newPodRun(pod)
+	waiting = true
+	next = r.advance(t0, e)
+	s := &corev1.PodStatus{}
+	r.fill(s)
+	if s.Phase != corev1.PodPending || s.InitContainerStatuses[0].State.Running == nil || r.mains[0].running {
+		t.Fatalf("waiting init container: phase %s init %+v", s.Phase, s.InitContainerStatuses[0].State)
+	}
+	waiting = false
+	r.advance(next, e)
+	r.fill(s)
+	if s.Phase != corev1.PodRunning || s.InitContainerStatuses[0].State.Terminated == nil || s.InitContainerStatuses[0].State.Terminated.ExitCode != 0 {
+		t.Fatalf("after the init container's wait: phase %s init %+v", s.Phase, s.InitContainerStatuses[0].State)
+	}
+}

@@ -108,7 +108,10 @@ func powershell(p *Proc) Outcome {
 		return Outcome{State: Runs} // a command, not a script: not modelled
 	}
 	full := p.View.norm(script, p.Cwd)
-	if !p.View.Exists(full, p.Cwd) {
+	// As a command (no -File), PowerShell runs a script only by a path:
+	// it does not look in the working directory for a bare name.
+	bare := !strings.ContainsAny(script, `\/`)
+	if !p.View.Exists(full, p.Cwd) || (bare && !file) {
 		if file {
 			return exits(1, "The argument '%s' to the -File parameter does not exist. Provide the path to an existing '.ps1' file as an argument to the -File parameter.", script)
 		}

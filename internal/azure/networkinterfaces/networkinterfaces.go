@@ -20,7 +20,9 @@ type Spec struct {
 	BackendPoolIDs []string
 	NatRuleIDs     []string
 	Accelerated    bool
-	Tags           map[string]*string
+	// IPForwarding lets the NIC carry other addresses' traffic.
+	IPForwarding bool
+	Tags         map[string]*string
 }
 
 // Service manages NICs.
@@ -62,6 +64,7 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (strin
 			Location: to.Ptr(spec.Location), Tags: spec.Tags,
 			Properties: &armnetwork.InterfacePropertiesFormat{
 				EnableAcceleratedNetworking: to.Ptr(spec.Accelerated),
+				EnableIPForwarding:          to.Ptr(spec.IPForwarding),
 				IPConfigurations:            []*armnetwork.InterfaceIPConfiguration{{Name: to.Ptr("ipconfig1"), Properties: ipc}},
 			},
 		}, &armnetwork.InterfacesClientBeginCreateOrUpdateOptions{ResumeToken: tok})

@@ -161,6 +161,10 @@ func model(spec Spec, create bool) armcompute.VirtualMachineScaleSet {
 					Name: to.Ptr(spec.Name + "-nic"),
 					Properties: &armcompute.VirtualMachineScaleSetNetworkConfigurationProperties{
 						Primary: to.Ptr(true),
+						// As CAPZ (azure/services/scalesets/spec.go,
+						// 69ec3a40): pods' addresses may be routed to
+						// a pool's nodes (host-gw, cloud routes).
+						EnableIPForwarding: to.Ptr(true),
 						IPConfigurations: []*armcompute.VirtualMachineScaleSetIPConfiguration{{
 							Name:       to.Ptr("ipconfig1"),
 							Properties: &armcompute.VirtualMachineScaleSetIPConfigurationProperties{Subnet: &armcompute.APIEntityReference{ID: to.Ptr(spec.SubnetID)}},
