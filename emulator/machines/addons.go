@@ -224,6 +224,12 @@ func cniConfigured(m *machine) func() bool {
 	}
 }
 
+// cniAdd is the CNI's ADD for a pod on the machine.
+func cniAdd(m *machine) func(context.Context, *corev1.Pod) error {
+	node := process.Node{OS: map[bool]string{true: "windows", false: "linux"}[m.windows()], Disk: m.disk("")}
+	return func(context.Context, *corev1.Pod) error { return process.CNIAdd(node, cniConfDir(m)) }
+}
+
 // ccmImage says whether an image is Azure's cloud-controller-manager. The
 // cloud controller asks it for every pod each time a node changes: the
 // catalog is built once, not on every question.

@@ -372,9 +372,9 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		NodeName: m.nodeName, Client: client, Address: host, Host: h, Labels: labels, Taints: taints,
 		Capacity: capacity(am), NodeInfo: info, StaticPods: static, StaticProcesses: procs, Images: r.opts.Images, Logs: m.logs,
 		StartCheck: check, Started: started, PodAddress: r.podAddress(m.endpoint),
-		NetworkConfigured: cniConfigured(m),
-		Installed:         func(what map[string]bool) { r.setInstalled(m, what) },
-		Log:               r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
+		NetworkConfigured: cniConfigured(m), SetUpNetwork: cniAdd(m),
+		Installed: func(what map[string]bool) { r.setInstalled(m, what) },
+		Log:       r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {
 		return err

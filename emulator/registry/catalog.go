@@ -56,7 +56,8 @@ func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 		// CNI: Calico (Linux and Windows) and flannel (Linux). No
 		// flannel image for Windows is published (sig-windows-tools
 		// removed its HostProcess flannel in 729ae7cd, 2025-04-11).
-		Image{Ref: "docker.io/calico/node:" + CalicoVersion, Platforms: linuxAll, Listens: []string{"9099/tcp"}}, // Felix's health port
+		Image{Ref: "docker.io/calico/node:" + CalicoVersion, Platforms: linuxAll, Listens: []string{"9099/tcp"}, // Felix's health port
+			Process: map[string]Process{"linux": calicoNodeLinux}},
 		Image{Ref: "docker.io/calico/cni:" + CalicoVersion, Platforms: linuxAll, Process: map[string]Process{"linux": calicoCNILinux}},
 		Image{Ref: "docker.io/calico/kube-controllers:" + CalicoVersion, Platforms: linuxAll},
 		Image{Ref: "docker.io/flannel/flannel-cni-plugin:v1.5.1-flannel2", Platforms: linuxAll},

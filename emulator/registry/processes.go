@@ -27,6 +27,13 @@ var (
 			"/CalicoWindows/libs/hns/hns.psm1", "/nssm.exe", "/uninstall-calico.ps1"},
 		Source: "projectcalico/calico node/Dockerfile-windows@v3.30.7",
 	}
+	// projectcalico/calico node/Dockerfile.amd64 at v3.30.7: runit
+	// starts calico-node's startup, then Felix; CMD ["start_runit"].
+	calicoNodeLinux = Process{
+		Cmd:    []string{"start_runit"},
+		Files:  []string{"/usr/sbin/start_runit", "/bin/calico-node"},
+		Source: "projectcalico/calico node/Dockerfile.amd64@v3.30.7",
+	}
 	// projectcalico/calico cni-plugin/Dockerfile-windows at v3.30.7: no
 	// ENTRYPOINT, CMD ["/opt/cni/bin/install.exe"], WORKDIR /opt/cni/bin.
 	calicoCNIWindows = Process{

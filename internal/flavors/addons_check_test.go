@@ -502,7 +502,9 @@ func TestAddonsMeetWhatTheirComponentsNeed(t *testing.T) {
 				want = "CrashLoopBackOff"
 			}
 			// Permissions and CRDs reach the API server's authorizer and
-			// discovery a moment after the change.
+			// discovery a moment after the change, and not all at once: a
+			// removed rule's later permissions may be refused while an
+			// earlier one is still granted. Wait for the named piece.
 			var got *components.Failure
 			poll.Until(t, 30*time.Second, func() string {
 				f, err := checker.Check(ctx, node(osOf(p)), p, c)
@@ -513,6 +515,9 @@ func TestAddonsMeetWhatTheirComponentsNeed(t *testing.T) {
 					return "the container still starts"
 				}
 				got = f
+				if !strings.Contains(f.Missing, tc.missing) {
+					return "the container fails for want of " + f.Missing + ", not yet " + tc.missing
+				}
 				return ""
 			})
 			log := tc.log

@@ -1,6 +1,8 @@
 package flavors
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -335,10 +337,11 @@ func (b *builder) calicoWindowsCNIConfig() *corev1.ConfigMap {
 		"type": "calico", "mode": "vxlan", "vxlan_mac_prefix": "0E-2A", "vxlan_vni": VXLANVNI, "mtu": OverlayMTU,
 		"policy": map[string]any{"type": "k8s"}, "log_level": "info", "log_file_path": "c:/var/log/calico/cni/cni.log",
 		"windows_loopback_DSR": "__DSR_SUPPORT__", "windows_use_single_network": true,
-		"nodename": "__KUBERNETES_NODE_NAME__", "nodename_file": "__NODENAME_FILE__", "datastore_type": "kubernetes",
-		"ipam":       map[string]any{"type": "calico-ipam", "subnet": "usePodCidr"},
-		"kubernetes": map[string]any{"kubeconfig": "__KUBECONFIG_FILEPATH__", "k8s_api_root": "https://__KUBERNETES_SERVICE_HOST__:__KUBERNETES_SERVICE_PORT__"},
-		"DNS":        map[string]any{"Nameservers": []string{clusterDNS}, "Search": []string{"svc.cluster.local"}},
+		"nodename": "__KUBERNETES_NODE_NAME__", "nodename_file": "__NODENAME_FILE__", "nodename_file_optional": true, "datastore_type": "kubernetes",
+		"capabilities": map[string]any{"dns": true},
+		"ipam":         map[string]any{"type": "calico-ipam", "subnet": "usePodCidr"},
+		"kubernetes":   map[string]any{"kubeconfig": "__KUBECONFIG_FILEPATH__", "k8s_api_root": "https://__KUBERNETES_SERVICE_HOST__:__KUBERNETES_SERVICE_PORT__"},
+		"DNS":          map[string]any{"Nameservers": []string{clusterDNS}, "Search": []string{"svc.cluster.local"}},
 		"policies": []any{
 			map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "OutBoundNAT", "ExceptionList": []string{ServiceCIDR}}},
 			map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "SDNROUTE", "DestinationPrefix": ServiceCIDR, "NeedEncap": true}},
@@ -418,7 +421,6 @@ func (b *builder) calicoWindows() []runtime.Object {
 	node := corev1.Container{
 		Name: "node", Image: nodeImage, Args: []string{windowsSandbox + "/CalicoWindows/node-service.ps1"}, WorkingDir: calicoWindowsWorkingDir,
 		Env: nodeEnv, VolumeMounts: nodeMounts, SecurityContext: hostProcessContext(),
-		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{felixExe, "-shutdown"}}}},
 	}
 	pod := corev1.PodSpec{
 		ServiceAccountName: calicoNodeSA, HostNetwork: true, Tolerations: tolerateAll(), TerminationGracePeriodSeconds: ptr.To[int64](5),
@@ -433,5 +435,12 @@ func (b *builder) calicoWindows() []runtime.Object {
 			configMapVolume(calicoStaticRulesName, calicoStaticRulesName),
 		},
 	}
-	return []runtime.Object{b.calicoWindowsCNIConfig(), calicoStaticRules(), daemonSet("calico-node-windows", windowsOSLabel, pod)}
+	cniConfig := b.calicoWindowsCNIConfig()
+	ds := daemonSet("calico-node-windows", windowsOSLabel, pod)
+	// As the operator does (hash.operator.tigera.io/cni-config): a
+	// changed CNI configuration rolls the pods, whose install-cni
+	// writes it.
+	sum := sha256.Sum256([]byte(cniConfig.Data["config"]))
+	ds.Spec.Template.Annotations = map[string]string{"hash.operator.tigera.io/cni-config": hex.EncodeToString(sum[:20])}
+	return []runtime.Object{cniConfig, calicoStaticRules(), ds}
 }

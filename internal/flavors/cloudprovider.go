@@ -171,6 +171,7 @@ func (b *builder) cloudProviderAzure() []runtime.Object {
 		Containers: []corev1.Container{{
 			Name: cloudNodeManager, Image: cnmImage, Command: []string{"cloud-node-manager"},
 			Args: []string{"--node-name=$(NODE_NAME)", "--v=2"}, Env: []corev1.EnvVar{nodeNameEnv()},
+			Resources: nodeManagerResources(),
 		}},
 	})
 	objs = append(objs, linux)
@@ -194,9 +195,10 @@ func (b *builder) cloudProviderAzure() []runtime.Object {
 		ServiceAccountName: cloudNodeManager,
 		Containers: []corev1.Container{{
 			Name: cloudNodeManager, Image: cnmImage,
-			Command: []string{"powershell.exe"},
-			Args:    []string{windowsSandbox + "/scripts/start.ps1"},
-			Env:     []corev1.EnvVar{nodeNameEnv()},
+			Command:   []string{"powershell.exe"},
+			Args:      []string{windowsSandbox + "/scripts/start.ps1"},
+			Env:       []corev1.EnvVar{nodeNameEnv()},
+			Resources: nodeManagerResources(),
 			VolumeMounts: []corev1.VolumeMount{
 				{Name: "kube-proxy", MountPath: "/var/lib/cpaw"},
 				{Name: cloudNodeManagerScripts, MountPath: "/scripts"},
@@ -211,6 +213,15 @@ func (b *builder) cloudProviderAzure() []runtime.Object {
 
 const cloudNodeManagerScripts = "cloud-provider-azure-scripts"
 
+// nodeManagerResources are the chart's defaults for both node managers
+// (values.yaml cloudNodeManager.requests/limits).
+func nodeManagerResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("50Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+	}
+}
+
 // cloudNodeManagerStartScript does what the chart's start.ps1 does, in
 // winkube's words.
 const cloudNodeManagerStartScript = `# Point kube-proxy's kubeconfig at the token and CA inside this container's
@@ -220,8 +231,8 @@ $sandbox = $env:CONTAINER_SANDBOX_MOUNT_POINT
 $source = "$sandbox/var/lib/cpaw/kubeconfig.conf"
 $target = "$sandbox/var/lib/cpaw/kubeconfig-cnm.conf"
 (Get-Content -Raw $source) -replace '/var', "$sandbox/var" | Set-Content -Path $target
-$args = @("--node-name=$env:NODE_NAME", "--use-instance-metadata=true", "--kubeconfig=$target", "--v=2")
-& "$sandbox/cloud-node-manager.exe" @args
+$cnmArgs = @("--node-name=$env:NODE_NAME", "--use-instance-metadata=true", "--kubeconfig=$target", "--v=2")
+& "$sandbox/cloud-node-manager.exe" @cnmArgs
 exit $LASTEXITCODE
 `
 

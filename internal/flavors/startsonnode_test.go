@@ -325,12 +325,47 @@ func TestWindowsAddonsStartAsOnANode(t *testing.T) {
 		if !node.cniConfigured(t) {
 			t.Fatal("install-cni did not configure the node's CNI")
 		}
+		// A pod's CNI ADD: the HostProcess node service writes its
+		// name in its sandbox, not at the nodename_file, which the
+		// configuration marks optional as the operator's does.
+		if err := process.CNIAdd(node.Node, `C:\etc\cni\net.d`); err != nil {
+			t.Fatalf("a pod's CNI ADD: %v", err)
+		}
 		expect(t, "felix before the node service", startIn(t, c, ns, node, ds, "felix", nil), process.Waits, "Waiting for Calico initialisation")
 		expect(t, "node", startIn(t, c, ns, node, ds, "node", nil), process.Runs, "")
 		if typ, ok := node.Network("Calico"); !ok || typ != "Overlay" {
 			t.Fatalf("Calico's HNS network: %q %v", typ, ok)
 		}
 		expect(t, "felix", startIn(t, c, ns, node, ds, "felix", nil), process.Runs, "")
+	})
+
+	t.Run("cni-config-windows without nodename_file_optional", func(t *testing.T) {
+		// What the flavors rendered before the operator's form: every
+		// pod's CNI ADD stats c:/var/run/calico/nodename, which nothing
+		// on a Windows node writes.
+		ctx := context.Background()
+		cm, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "cni-config-windows", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := cm.DeepCopy()
+		old.Name, old.ResourceVersion = "cni-config-windows-old", ""
+		old.Data["config"] = strings.Replace(old.Data["config"], `"nodename_file_optional": true,`, "", 1)
+		if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, old, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		node := newTestNode(t, "windows", build2022, "1.7.24")
+		expect(t, "install-cni", startIn(t, c, ns, node, dss["calico-node-windows"], "install-cni", func(_ *corev1.Pod, ct *corev1.Container) {
+			for i, e := range ct.Env {
+				if e.Name == "CNI_NETWORK_CONFIG" {
+					ct.Env[i].ValueFrom.ConfigMapKeyRef.Name = old.Name
+				}
+			}
+		}), process.Runs, "")
+		err = process.CNIAdd(node.Node, `C:\etc\cni\net.d`)
+		if err == nil || !strings.Contains(err.Error(), "stat c:/var/run/calico/nodename: The system cannot find the file specified.") {
+			t.Fatalf("a pod's CNI ADD without nodename_file_optional: %v", err)
+		}
 	})
 
 	t.Run("cloud-node-manager", func(t *testing.T) {
@@ -377,6 +412,14 @@ func TestLinuxCNIInstallWritesTheHost(t *testing.T) {
 	expect(t, "with kube-proxy", startIn(t, c, ns, node, dss["calico-node"], "install-cni", nil), process.Runs, "")
 	if !node.cniConfigured(t) {
 		t.Fatal("install-cni did not configure the node")
+	}
+	// Pods get no network until calico-node has written the node's name.
+	if err := process.CNIAdd(node.Node, "/etc/cni/net.d"); err == nil || !strings.Contains(err.Error(), "stat /var/lib/calico/nodename: no such file or directory") {
+		t.Fatalf("CNI ADD before calico-node: %v", err)
+	}
+	expect(t, "calico-node", startIn(t, c, ns, node, dss["calico-node"], "calico-node", nil), process.Runs, "")
+	if err := process.CNIAdd(node.Node, "/etc/cni/net.d"); err != nil {
+		t.Fatalf("CNI ADD after calico-node: %v", err)
 	}
 	// A command that is not in the image: runc's error.
 	expect(t, "no such program", startIn(t, c, ns, node, dss["calico-node"], "install-cni", func(_ *corev1.Pod, ct *corev1.Container) {

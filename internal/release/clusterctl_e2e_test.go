@@ -643,11 +643,6 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 
 	// clusterctl move --dry-run: its object graph must hold every winkube
 	// object of the namespace.
-	moved := &moveLog{created: map[string]bool{}}
-	clusterctllog.SetLogger(logr.New(moved))
-	if err := cc.Move(ctx, clusterctl.MoveOptions{FromKubeconfig: kubeconfig, Namespace: "default", DryRun: true}); err != nil {
-		t.Fatalf("clusterctl move --dry-run: %v", err)
-	}
 	var winkubeObjects []string
 	for _, list := range []client.ObjectList{&infrav1.AzureClusterList{}, &infrav1.AzureMachineList{}, &infrav1.AzureMachineTemplateList{},
 		&infrav1.AzureMachinePoolList{}, &infrav1.AzureMachinePoolMachineList{}, &infrav1.AzureClusterTemplateList{}} {
@@ -661,6 +656,19 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 			winkubeObjects = append(winkubeObjects, kind+"/default/"+o.GetName())
 		}
 	}
+	// Secrets winkube's controllers write (owned by winkube objects) move
+	// too. What is listed is what exists before the move reads the
+	// namespace: the MachineDeployment's other machines and their Secrets
+	// may still be coming, and a dry run cannot show what it never saw.
+	secrets := &corev1.SecretList{}
+	if err := c.List(ctx, secrets, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	moved := &moveLog{created: map[string]bool{}}
+	clusterctllog.SetLogger(logr.New(moved))
+	if err := cc.Move(ctx, clusterctl.MoveOptions{FromKubeconfig: kubeconfig, Namespace: "default", DryRun: true}); err != nil {
+		t.Fatalf("clusterctl move --dry-run: %v", err)
+	}
 	if len(winkubeObjects) < 5 {
 		t.Fatalf("only %d winkube objects: %v", len(winkubeObjects), winkubeObjects)
 	}
@@ -668,11 +676,6 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 		if !moved.created[o] {
 			t.Errorf("clusterctl move would leave %s behind", o)
 		}
-	}
-	// Secrets winkube's controllers write (owned by winkube objects) move too.
-	secrets := &corev1.SecretList{}
-	if err := c.List(ctx, secrets, client.InNamespace("default")); err != nil {
-		t.Fatal(err)
 	}
 	var ownedSecrets int
 	for _, sec := range secrets.Items {
@@ -686,7 +689,8 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 			}
 		}
 	}
-	for _, o := range []string{"Cluster/default/demo", "Machine/default/" + am.Name, "Secret/default/" + am.Name + "-bootstrap"} {
+	for _, o := range []string{"Cluster/default/demo", "Machine/default/" + am.Name, "Secret/default/" + am.Name + "-bootstrap",
+		"ConfigMap/default/demo" + infrav1.ServicesEndpointSuffix} {
 		if !moved.created[o] {
 			t.Errorf("clusterctl move would leave %s behind", o)
 		}

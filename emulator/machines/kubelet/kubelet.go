@@ -85,6 +85,10 @@ type Config struct {
 	// containerd's CRI reports as NetworkReady. Without it a running pod
 	// whose image provides "cni" counts.
 	NetworkConfigured func() bool
+	// SetUpNetwork, when set, is the CNI's ADD for a pod that is not in
+	// the host's network, run before its sandbox gets an address; its
+	// error fails the sandbox (FailedCreatePodSandBox), retried.
+	SetUpNetwork func(ctx context.Context, pod *corev1.Pod) error
 	// Installed, when set, is told what the node's pods have installed
 	// ("cni", "kube-proxy") whenever that changes, so that the runtime can
 	// start what they would have set up (kube-proxy's Service rules).

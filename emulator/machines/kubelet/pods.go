@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/winkube/winkube/emulator/machines/process"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
@@ -103,6 +104,16 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 			k.waiting(status, pod, "ContainerCreating", "")
 			k.event(ctx, pod, corev1.EventTypeWarning, "NetworkNotReady", "network is not ready: "+reason)
 			return k.writeStatus(ctx, pod, status)
+		}
+		if k.cfg.SetUpNetwork != nil && pod.Status.PodIP == "" {
+			if err := k.cfg.SetUpNetwork(ctx, pod); err != nil {
+				msg := fmt.Sprintf("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox %q: %v", process.ContainerID(pod, "sandbox"), err)
+				k.waiting(status, pod, "ContainerCreating", "")
+				k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", msg)
+				k.cfg.Logs.Write(vmdisk.CNI, "ADD %s failed: %v", key, err)
+				_ = k.writeStatus(ctx, pod, status)
+				return err
+			}
 		}
 		if ip, err = k.podIP(ctx, uid, key, pod.Status.PodIP); err != nil {
 			k.waiting(status, pod, "ContainerCreating", "")
@@ -264,8 +275,7 @@ func setIPs(s *corev1.PodStatus, host, pod netip.Addr) {
 }
 
 func containerID(pod *corev1.Pod, name string) string {
-	sum := sha256.Sum256([]byte(string(pod.UID) + "/" + name))
-	return "containerd://" + hex.EncodeToString(sum[:])
+	return "containerd://" + process.ContainerID(pod, name)
 }
 
 // containerStatuses fills in what the runtime reports: init containers

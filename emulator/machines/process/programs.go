@@ -43,6 +43,8 @@ func init() {
 		// program (helm/cloud-provider-azure/templates/cloud-provider-azure.yaml, 260618b8).
 		"/scripts/start.ps1":      cloudNodeManagerStart,
 		"/cloud-node-manager.exe": cloudNodeManager,
+		// calico/node on Linux: its startup, then Felix (node/pkg/lifecycle/startup).
+		"/usr/sbin/start_runit": calicoNodeLinux,
 		// busybox's cp in flannel's images (Documentation/kube-flannel.yml's install-cni steps).
 		"/bin/cp": cp,
 	}
@@ -424,6 +426,28 @@ func cloudNodeManager(p *Proc) Outcome {
 		return exits(1, "cloud-node-manager: failed to get node %s: %v", nodeName, err)
 	}
 	return Outcome{State: Runs, Effect: EffectInitializesNode}
+}
+
+// calicoNodeLinux is calico-node's startup under runit: it reads the
+// cluster from the API server (in-cluster, through the kubernetes
+// Service) and writes the node's name to /var/lib/calico/nodename, which
+// the Calico CNI plugin reads for every pod; then Felix runs.
+func calicoNodeLinux(p *Proc) Outcome {
+	name := p.Env["NODENAME"]
+	if name == "" {
+		return exits(1, "Unable to determine the node name: NODENAME is not set")
+	}
+	server, err := p.inClusterServer()
+	if err == nil {
+		err = p.dial(server)
+	}
+	if err != nil {
+		return exits(1, "calico-node startup: failed to query the Kubernetes API: %v", err)
+	}
+	if _, err := p.View.WriteFile("/var/lib/calico/nodename", p.Cwd, []byte(name)); err != nil {
+		return exits(1, "Unable to write to /var/lib/calico/nodename: %v", err)
+	}
+	return Outcome{State: Runs}
 }
 
 // cp is busybox's cp: each source to the destination.
