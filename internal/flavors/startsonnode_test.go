@@ -164,17 +164,7 @@ func startIn(t *testing.T, c kubernetes.Interface, ns string, node *testNode, ds
 	ctx := context.Background()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-x", Namespace: ns, UID: types.UID("uid-" + ds.Name)}, Spec: *ds.Spec.Template.Spec.DeepCopy()}
 	pod.Spec.NodeName = node.Name
-	var spec *corev1.Container
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == container {
-			spec = &pod.Spec.InitContainers[i]
-		}
-	}
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == container {
-			spec = &pod.Spec.Containers[i]
-		}
-	}
+	spec := containerNamed(pod, container)
 	if spec == nil {
 		t.Fatalf("%s has no container %s", ds.Name, container)
 	}
@@ -189,17 +179,7 @@ func startIn(t *testing.T, c kubernetes.Interface, ns string, node *testNode, ds
 	}
 	admitted.Spec.NodeName, admitted.UID = node.Name, pod.UID
 	pod = admitted
-	spec = nil
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == container {
-			spec = &pod.Spec.InitContainers[i]
-		}
-	}
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == container {
-			spec = &pod.Spec.Containers[i]
-		}
-	}
+	spec = containerNamed(pod, container)
 	img := imageProcess(t, spec.Image, node.OS)
 	envv, err := process.Environment(ctx, c, pod, *spec)
 	if err != nil {
@@ -210,6 +190,20 @@ func startIn(t *testing.T, c kubernetes.Interface, ns string, node *testNode, ds
 		t.Fatal(err)
 	}
 	return process.Start(ctx, node.Node, img, process.Container{ID: process.ContainerID(pod, spec.Name), Pod: pod, Spec: *spec, Env: envv, Mounts: mounts})
+}
+
+func containerNamed(pod *corev1.Pod, name string) *corev1.Container {
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	return nil
 }
 
 func imageProcess(t *testing.T, ref, os string) process.Image {
@@ -267,10 +261,7 @@ func TestWindowsAddonsStartAsOnANode(t *testing.T) {
 		node := newTestNode(t, "windows", build2022, "1.7.24")
 		expect(t, "before Calico", startIn(t, c, ns, node, ds, "kube-proxy", nil), process.Waits, "Waiting for HNS network Calico to be created")
 		node.CreateNetwork("Calico", "Overlay")
-		got := startIn(t, c, ns, node, ds, "kube-proxy", nil)
-		if got.State != process.Runs || len(got.Provides) != 1 || got.Provides[0] != "kube-proxy" {
-			t.Fatalf("with Calico's network: %+v", got)
-		}
+		expect(t, "with Calico's network", startIn(t, c, ns, node, ds, "kube-proxy", nil), process.Runs, "")
 		// containerd 1.6 on 2019 (sandbox C:\C\<id>) runs it too.
 		node = newTestNode(t, "windows", build2019, "1.6.36")
 		node.CreateNetwork("Calico", "Overlay")
@@ -381,10 +372,7 @@ func TestWindowsAddonsStartAsOnANode(t *testing.T) {
 			process.Exits, `/var/run/secrets/kubernetes.io/serviceaccount/token: The system cannot find the path specified.`)
 		expect(t, "old form on 2022", startIn(t, c, ns, newTestNode(t, "windows", build2022, "1.7.24"), ds, "cloud-node-manager", old), process.Runs, "")
 		for _, b := range []string{build2019, build2022} {
-			got := startIn(t, c, ns, newTestNode(t, "windows", b, "1.7.24"), ds, "cloud-node-manager", nil)
-			if got.State != process.Runs || got.Effect != process.EffectInitializesNode {
-				t.Errorf("chart form on %s: %+v", b, got)
-			}
+			expect(t, "chart form on "+b, startIn(t, c, ns, newTestNode(t, "windows", b, "1.7.24"), ds, "cloud-node-manager", nil), process.Runs, "")
 		}
 	})
 

@@ -113,12 +113,6 @@ type Outcome struct {
 	State   State
 	Code    int32
 	Message string
-	// Provides is what the running process serves on the node
-	// ("kube-proxy": Service VIPs are programmed).
-	Provides []string
-	// Effect is what the running process does that the machine runtime
-	// carries out for it ("initializes-node").
-	Effect string
 	// Log is what the process wrote to its output.
 	Log []string
 }

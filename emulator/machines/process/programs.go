@@ -11,11 +11,6 @@ import (
 	"time"
 )
 
-// EffectInitializesNode is what a running cloud node manager does: the
-// node's provider ID, cloud labels and addresses are set and the
-// uninitialized taint lifted.
-const EffectInitializesNode = "initializes-node"
-
 // systemPrograms are the host's own programs, by file name.
 var systemPrograms = map[string]func(*Proc) Outcome{
 	"powershell.exe": powershell,
@@ -169,7 +164,7 @@ func kubeProxyStart(p *Proc) Outcome {
 	if err := p.dial(server); err != nil {
 		return exits(1, "kube-proxy: failed to retrieve node info: Get \"https://%s/api/v1/nodes/%s\": %v", server, p.Node.Name, err)
 	}
-	return Outcome{State: Runs, Provides: []string{"kube-proxy"}}
+	return Outcome{State: Runs}
 }
 
 var (
@@ -425,7 +420,7 @@ func cloudNodeManager(p *Proc) Outcome {
 	if err := p.dial(server); err != nil {
 		return exits(1, "cloud-node-manager: failed to get node %s: %v", nodeName, err)
 	}
-	return Outcome{State: Runs, Effect: EffectInitializesNode}
+	return Outcome{State: Runs}
 }
 
 // calicoNodeLinux is calico-node's startup under runit: it reads the
