@@ -195,6 +195,9 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 		}
 		return nil, err
 	}
+	if cached, ok := manifests.Load(desc.Digest.String()); ok {
+		return cached.(*Manifest), nil
+	}
 	m := &Manifest{Digest: desc.Digest.String()}
 	var first v1.Image
 	var all []v1.Image
@@ -259,6 +262,13 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 		}
 		sort.Strings(m.Listens)
 	}
+	// A manifest's digest names its content: what it says never
+	// changes, so the configurations behind it are read once.
+	if manifestsSize.Add(1) > maxCanonical {
+		manifests.Clear()
+		manifestsSize.Store(0)
+	}
+	manifests.Store(m.Digest, m)
 	return m, nil
 }
 
@@ -283,6 +293,10 @@ func Canonical(ref string) string {
 var (
 	canonical     sync.Map
 	canonicalSize atomic.Int64
+	// manifests are what Lookup learned, by manifest digest; callers
+	// only read them.
+	manifests     sync.Map
+	manifestsSize atomic.Int64
 )
 
 const maxCanonical = 4096
