@@ -141,6 +141,14 @@ func (w *World) Timeline(ctx context.Context) (Timeline, error) {
 			// provider ID names the same Node.
 			node = byProvider[strings.ToLower(m.Spec.ProviderID)]
 		}
+		if node == nil {
+			// Before the cloud node manager has set the Node's provider
+			// ID (a node can be Ready first: its CNI configuration is
+			// all NetworkReady needs), the Node is the one the kubelet
+			// registered under the VM's computer name, which the
+			// instance metadata gives it as local_hostname.
+			node = byName[vmName[m.Spec.InfrastructureRef.Name]]
+		}
 		var provisioned, bootstrap time.Time
 		for _, c := range m.Status.Conditions {
 			if c.Status != metav1.ConditionTrue {
