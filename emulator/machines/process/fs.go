@@ -6,7 +6,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
@@ -269,14 +268,4 @@ func (v *View) writeHost(p string, data []byte) error {
 		return err
 	}
 	return os.WriteFile(hp, data, 0o644)
-}
-
-// ImageFiles lists the image's files, for messages.
-func (v *View) ImageFiles() []string {
-	out := make([]string, 0, len(v.image))
-	for f := range v.image {
-		out = append(out, f)
-	}
-	sort.Strings(out)
-	return out
 }

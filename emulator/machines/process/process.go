@@ -38,10 +38,6 @@ type Image struct {
 	Files      []string
 }
 
-// Known says whether the image's configuration is known, so that its
-// process can be started by these rules.
-func (i Image) Known() bool { return len(i.Entrypoint) > 0 || len(i.Cmd) > 0 }
-
 // Node is what a process sees of the machine it runs on.
 type Node struct {
 	Name string

@@ -206,10 +206,10 @@ func envBool(v string, def bool) bool {
 // the host's directories; with SLEEP (default true) it then watches the
 // etcd certificate and never ends.
 func calicoInstall(p *Proc) Outcome {
-	token := p.hostPath("/var/run/secrets/kubernetes.io/serviceaccount/token")
+	token := p.hostPath(ServiceAccountDir + "/token")
 	if p.View.Exists(token, p.Cwd) {
 		p.Logf("Running as a Kubernetes pod")
-		ns, _ := p.View.ReadFile(p.hostPath("/var/run/secrets/kubernetes.io/serviceaccount/namespace"), p.Cwd)
+		ns, _ := p.View.ReadFile(p.hostPath(ServiceAccountDir+"/namespace"), p.Cwd)
 		server, err := p.inClusterServer()
 		if err == nil {
 			if derr := p.dial(server); derr != nil {
@@ -392,7 +392,7 @@ func cloudNodeManager(p *Proc) Outcome {
 		notFound = "The system cannot find the path specified."
 	}
 	server := ""
-	files := []string{"/var/run/secrets/kubernetes.io/serviceaccount/token", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"}
+	files := []string{ServiceAccountDir + "/token", ServiceAccountDir + "/ca.crt"}
 	if kcPath != "" {
 		data, err := p.View.ReadFile(kcPath, p.Cwd)
 		if err != nil {
