@@ -95,3 +95,18 @@ func (s *Server) encodeFresh() ([]byte, error) {
 	sort.Slice(st.Groups, func(i, j int) bool { return st.Groups[i].ID < st.Groups[j].ID })
 	return json.Marshal(st)
 }
+
+// ServedOperation is what the conformance test reads of the served
+// operations registry.
+type ServedOperation struct {
+	ID, Method, Path string
+	APIVersions      []string
+}
+
+func ServedOperations() []ServedOperation {
+	out := make([]ServedOperation, 0, len(servedOperations))
+	for _, op := range servedOperations {
+		out = append(out, ServedOperation{ID: op.ID, Method: op.Method, Path: op.Path, APIVersions: apiVersions[op.Versions]})
+	}
+	return out
+}

@@ -78,7 +78,10 @@ func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request, sub, rg stri
 	case http.MethodDelete:
 		if g == nil {
 			s.mu.Unlock()
-			w.WriteHeader(http.StatusNoContent)
+			// Unlike a resource's, a missing group's delete is an error
+			// (the specification's ResourceGroups_Delete answers 200 or
+			// 202 only).
+			writeError(w, groupNotFound(rg))
 			return
 		}
 		g.deleting = true

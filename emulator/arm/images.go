@@ -249,7 +249,7 @@ func (s *Server) serveCommunityGallery(w http.ResponseWriter, location string, s
 	base := "/CommunityGalleries/" + defs[0].Gallery
 	image := func(g GalleryImage) map[string]any {
 		return map[string]any{
-			"name": g.Name, "location": location, "type": "Microsoft.Compute/locations/communityGalleries/images",
+			"name": g.Name, "location": location, "type": "Microsoft.Compute/locations/communityGalleryImage",
 			"identifier": map[string]any{"uniqueId": base + "/Images/" + g.Name},
 			"properties": map[string]any{
 				"osType": g.OS, "osState": "Generalized", "hyperVGeneration": "V1", "architecture": "x64",
@@ -259,7 +259,7 @@ func (s *Server) serveCommunityGallery(w http.ResponseWriter, location string, s
 	}
 	version := func(g GalleryImage, v string) map[string]any {
 		return map[string]any{
-			"name": v, "location": location, "type": "Microsoft.Compute/locations/communityGalleries/images/versions",
+			"name": v, "location": location, "type": "Microsoft.Compute/locations/communityGalleryImageVersion",
 			"identifier": map[string]any{"uniqueId": base + "/Images/" + g.Name + "/Versions/" + v},
 			"properties": map[string]any{
 				"excludeFromLatest": false,
@@ -269,7 +269,7 @@ func (s *Server) serveCommunityGallery(w http.ResponseWriter, location string, s
 	}
 	switch len(seg) {
 	case 1:
-		writeJSON(w, http.StatusOK, map[string]any{"name": defs[0].Gallery, "location": location, "type": "Microsoft.Compute/locations/communityGalleries",
+		writeJSON(w, http.StatusOK, map[string]any{"name": defs[0].Gallery, "location": location, "type": "Microsoft.Compute/locations/communityGallery",
 			"identifier": map[string]any{"uniqueId": base}})
 		return
 	case 2:
@@ -405,4 +405,24 @@ func putImage(_ *Server, r, _ *resource) *armError {
 		osDisk["diskSizeGB"] = imageDiskGB(str(osDisk, "osType"))
 	}
 	return nil
+}
+
+// servePublishers answers VirtualMachineImages_ListPublishers: every
+// publisher of the catalog, as a bare array like the rest of the images API.
+func (s *Server) servePublishers(w http.ResponseWriter, location string) {
+	if !knownLocation(location) {
+		writeError(w, errorf(http.StatusNotFound, "NoRegisteredProviderFound", "No registered resource provider found for location '%s'.", location))
+		return
+	}
+	seen := map[string]bool{}
+	items := []any{}
+	for _, im := range s.opts.Catalog.Marketplace {
+		if seen[strings.ToLower(im.Publisher)] {
+			continue
+		}
+		seen[strings.ToLower(im.Publisher)] = true
+		items = append(items, map[string]any{"name": im.Publisher, "location": location,
+			"id": "/Subscriptions/x/Providers/Microsoft.Compute/Locations/" + location + "/Publishers/" + im.Publisher})
+	}
+	writeJSON(w, http.StatusOK, items)
 }

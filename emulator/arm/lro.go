@@ -16,6 +16,9 @@ type operation struct {
 	started   time.Time
 	ended     time.Time
 	resultURL string
+	// method is the request's; resultID the resource a PUT or PATCH wrote,
+	// which the result URL answers with once the operation succeeds.
+	method, resultID string
 }
 
 var opSeq atomic.Int64
@@ -24,7 +27,7 @@ var opSeq atomic.Int64
 // caller completes it with finishOperation.
 func (s *Server) startOperation(w http.ResponseWriter, r *http.Request, sub, namespace, location string) *operation {
 	n := opSeq.Add(1)
-	op := &operation{id: strconv.FormatInt(n, 10) + "-" + newUUID()[:8], status: "InProgress", started: time.Now()}
+	op := &operation{id: strconv.FormatInt(n, 10) + "-" + newUUID()[:8], status: "InProgress", started: time.Now(), method: r.Method}
 	s.ops[op.id] = op
 	if location == "" {
 		location = "local"
@@ -52,9 +55,13 @@ func (s *Server) finishOperation(op *operation, err *armError) {
 func (s *Server) serveOperation(w http.ResponseWriter, id string, result bool) {
 	s.mu.Lock()
 	op, ok := s.ops[id]
-	var body map[string]any
-	status := ""
+	var body, final map[string]any
+	status, method := "", ""
 	if ok {
+		method = op.method
+		if res := s.lookup(op.resultID); res != nil && op.status == "Succeeded" && !res.deleting {
+			final = s.render(res)
+		}
 		status = op.status
 		body = map[string]any{"id": id, "name": id, "status": op.status, "startTime": op.started.UTC().Format(time.RFC3339Nano)}
 		if !op.ended.IsZero() {
@@ -77,7 +84,17 @@ func (s *Server) serveOperation(w http.ResponseWriter, id string, result bool) {
 		case "InProgress":
 			w.WriteHeader(http.StatusAccepted)
 		case "Succeeded":
-			w.WriteHeader(http.StatusNoContent)
+			// A PUT's or PATCH's result is the resource (the specification's
+			// final-state-via: location); an action's is an empty 200;
+			// a delete's, no content.
+			switch {
+			case final != nil:
+				writeJSON(w, http.StatusOK, final)
+			case method == http.MethodPost:
+				w.WriteHeader(http.StatusOK)
+			default:
+				w.WriteHeader(http.StatusNoContent)
+			}
 		default:
 			writeJSON(w, http.StatusOK, map[string]any{"error": body["error"]})
 		}

@@ -3,6 +3,7 @@ package arm
 import (
 	"net/http"
 	"net/netip"
+	"regexp"
 	"strings"
 )
 
@@ -70,6 +71,10 @@ func putVNet(s *Server, r, old *resource) *armError {
 	}
 	if len(space) == 0 {
 		return errorf(http.StatusBadRequest, "InvalidAddressSpace", "Virtual network %s must have at least one address prefix in addressSpace.", r.id.Name())
+	}
+	if _, ok := r.props()["virtualNetworkPeerings"]; !ok {
+		// Peerings are not emulated; GET shows that there are none.
+		r.props()["virtualNetworkPeerings"] = []any{}
 	}
 	return s.putEmbedded(r, old, "subnets", "subnets")
 }
@@ -334,11 +339,33 @@ func putPublicIP(s *Server, r, old *resource) *armError {
 		}
 		p["ipAddress"] = ip
 	}
+	// GET shows these defaults (specs' PublicIpAddressGet.json).
+	if str(p, "publicIPAddressVersion") == "" {
+		p["publicIPAddressVersion"] = "IPv4"
+	}
+	if _, ok := p["idleTimeoutInMinutes"]; !ok {
+		p["idleTimeoutInMinutes"] = 4
+	}
 	if label := str(p, "dnsSettings", "domainNameLabel"); label != "" {
-		obj(p, "dnsSettings")["fqdn"] = label + "." + str(r.body, "location") + ".cloudapp.azure.com"
+		if !dnsLabel.MatchString(label) {
+			// The code and text of Azure's answer, as quoted in
+			// deis/deis#4854 and JetBrains/teamcity-azure-agent#42.
+			return errorf(http.StatusBadRequest, "InvalidDomainNameLabel", "The domain name label %s is invalid. It must conform to the following regular expression: ^[a-z][a-z0-9-]{1,61}[a-z0-9]$.", label)
+		}
+		fqdn := label + "." + normalizeLocation(str(r.body, "location")) + ".cloudapp.azure.com"
+		// A label names a DNS record in the region, for all of Azure.
+		for _, other := range s.resources {
+			if other.kind.typ == kindPublicIP && !strings.EqualFold(other.idStr, r.idStr) && strings.EqualFold(str(other.props(), "dnsSettings", "fqdn"), fqdn) {
+				return errorf(http.StatusBadRequest, "DnsRecordInUse", "DNS record %s is already used by another public IP.", fqdn)
+			}
+		}
+		obj(p, "dnsSettings")["fqdn"] = fqdn
 	}
 	return nil
 }
+
+// dnsLabel is the rule Azure states in its InvalidDomainNameLabel answer.
+var dnsLabel = regexp.MustCompile(`^[a-z][a-z0-9-]{1,61}[a-z0-9]$`)
 
 func (s *Server) allocatePublicIP() (string, *armError) {
 	used := map[string]bool{}

@@ -69,6 +69,10 @@ func (s *Server) serveSubscriptionProvider(w http.ResponseWriter, r *http.Reques
 		s.serveOperation(w, seg[7], strings.EqualFold(seg[6], "operationResults"))
 		return
 	}
+	if len(seg) == 7 && strings.EqualFold(seg[4], "locations") && strings.EqualFold(seg[6], "publishers") {
+		s.servePublishers(w, seg[5])
+		return
+	}
 	if len(seg) >= 8 && strings.EqualFold(seg[4], "locations") && strings.EqualFold(seg[6], "publishers") {
 		s.serveImages(w, seg[5], seg[7:])
 		return
@@ -120,6 +124,10 @@ func (s *Server) groupExists(sub, rg string) bool {
 }
 
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, id resourceID, body map[string]any) {
+	if c, ok := inlineChildOf(id); ok {
+		s.serveInline(w, r, id, c, body)
+		return
+	}
 	if id.IsCollection() {
 		last := id.Types[len(id.Types)-1]
 		owner := id
@@ -151,11 +159,33 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, id resour
 		}
 		s.mu.Unlock()
 		if res == nil {
+			s.mu.Lock()
+			inGroup := s.groupExists(id.Subscription, id.ResourceGroup)
+			s.mu.Unlock()
+			if !inGroup {
+				writeError(w, groupNotFound(id.ResourceGroup))
+				return
+			}
 			writeError(w, notFound(id))
 			return
 		}
+		if strings.EqualFold(r.URL.Query().Get("$expand"), "instanceView") && (k.typ == kindVM || k.typ == kindInstance) {
+			s.mu.Lock()
+			obj(out, "properties")["instanceView"] = s.instanceView(res)
+			s.mu.Unlock()
+		}
 		writeJSON(w, http.StatusOK, out)
-	case http.MethodPut, http.MethodPatch:
+	case http.MethodPatch:
+		if operationOf(r).Sync {
+			s.updateTags(w, r, id, body)
+			return
+		}
+		s.put(w, r, id, k, body)
+	case http.MethodPut:
+		if k.typ == kindInstance {
+			s.updateInstance(w, r, id, body)
+			return
+		}
 		if k.readOnly {
 			writeError(w, errorf(http.StatusMethodNotAllowed, "OperationNotAllowed", "%s resources are managed by their parent and cannot be written directly.", id.Kind()))
 			return
@@ -227,37 +257,45 @@ func newResource(id resourceID, k *kindInfo, body map[string]any) *resource {
 
 func (s *Server) put(w http.ResponseWriter, r *http.Request, id resourceID, k *kindInfo, body map[string]any) {
 	s.mu.Lock()
-	if !s.groupExists(id.Subscription, id.ResourceGroup) {
+	res, created, e := s.putLocked(w, r, id, k, body)
+	if e != nil {
 		s.mu.Unlock()
-		writeError(w, groupNotFound(id.ResourceGroup))
+		writeError(w, e)
 		return
 	}
+	out := s.render(res)
+	s.mu.Unlock()
+	spec := operationOf(r)
+	status := spec.Updated
+	if created {
+		status = spec.Created
+	}
+	writeJSON(w, status, out)
+}
+
+// putLocked stores what a PUT or PATCH asks for and starts its operation,
+// whose polling headers it writes; the caller holds s.mu and writes the
+// body.
+func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID, k *kindInfo, body map[string]any) (*resource, bool, *armError) {
+	if !s.groupExists(id.Subscription, id.ResourceGroup) {
+		return nil, false, groupNotFound(id.ResourceGroup)
+	}
 	if parent, ok := id.Parent(); ok && s.lookup(parent.String()) == nil {
-		s.mu.Unlock()
-		writeError(w, notFound(parent))
-		return
+		return nil, false, notFound(parent)
 	}
 	old := s.lookup(id.String())
 	if old != nil && old.deleting {
-		s.mu.Unlock()
-		writeError(w, errorf(http.StatusConflict, "OperationNotAllowed", "The resource %s is being deleted.", id.Name()))
-		return
+		return nil, false, errorf(http.StatusConflict, "OperationNotAllowed", "The resource %s is being deleted.", id.Name())
 	}
 	if m := r.Header.Get("If-Match"); m != "" && m != "*" && (old == nil || old.etag != m) {
-		s.mu.Unlock()
-		writeError(w, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The condition '%s' in the If-Match header was not met.", m))
-		return
+		return nil, false, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The condition '%s' in the If-Match header was not met.", m)
 	}
 	if r.Header.Get("If-None-Match") == "*" && old != nil {
-		s.mu.Unlock()
-		writeError(w, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The resource %s already exists.", id.Name()))
-		return
+		return nil, false, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The resource %s already exists.", id.Name())
 	}
 	if r.Method == http.MethodPatch {
 		if old == nil {
-			s.mu.Unlock()
-			writeError(w, notFound(id))
-			return
+			return nil, false, notFound(id)
 		}
 		merged := s.render(old)
 		mergePatch(merged, body)
@@ -265,14 +303,10 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, id resourceID, k *k
 	}
 	res := newResource(id, k, body)
 	if k.topLevel && str(res.body, "location") == "" {
-		s.mu.Unlock()
-		writeError(w, errorf(http.StatusBadRequest, "LocationRequired", "The location property is required for this definition."))
-		return
+		return nil, false, errorf(http.StatusBadRequest, "LocationRequired", "The location property is required for this definition.")
 	}
 	if e := checkLocation(k, res, old); e != nil {
-		s.mu.Unlock()
-		writeError(w, e)
-		return
+		return nil, false, e
 	}
 	if old != nil {
 		for k, v := range old.secrets {
@@ -283,9 +317,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, id resourceID, k *k
 	}
 	if k.put != nil {
 		if e := k.put(s, res, old); e != nil {
-			s.mu.Unlock()
-			writeError(w, e)
-			return
+			return nil, false, e
 		}
 	}
 	res.etag = newETag()
@@ -297,18 +329,13 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, id resourceID, k *k
 	}
 	s.resources[key(res.idStr)] = res
 	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
+	op.resultID = res.idStr
 	delay := s.opts.OperationDelay
 	if k.delay != nil {
 		delay += k.delay(s, res)
 	}
 	s.after(delay, func() { s.completePut(op, res) })
-	out := s.render(res)
-	s.mu.Unlock()
-	status := http.StatusCreated
-	if old != nil {
-		status = http.StatusOK
-	}
-	writeJSON(w, status, out)
+	return res, old == nil, nil
 }
 
 func (s *Server) completePut(op *operation, res *resource) {
@@ -394,6 +421,16 @@ func (s *Server) removeResource(res *resource) []string {
 func (s *Server) bootMachines(ms []Machine) {
 	s.mu.Lock()
 	s.signalNetwork()
+	if s.opts.Runtime == nil {
+		// With no machine runtime nothing boots a guest, but Azure's power
+		// state is the hypervisor's: a VM that provisioned is running.
+		for _, m := range ms {
+			if res := s.lookup(m.ID); res != nil {
+				res.up = true
+				res.touch()
+			}
+		}
+	}
 	s.mu.Unlock()
 	if s.opts.Runtime == nil || len(ms) == 0 {
 		return

@@ -225,6 +225,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusBadRequest, "MissingApiVersionParameter", "The api-version query parameter (?api-version=) is required for all requests."))
 		return
 	}
+	if !isOperationURL(r.URL.Path) {
+		op := matchOperation(r.Method, r.URL.Path)
+		if op == nil {
+			writeError(w, unservedError(r.Method, r.URL.Path))
+			return
+		}
+		if e := checkAPIVersion(op, r.URL.Query().Get("api-version")); e != nil {
+			writeError(w, e)
+			return
+		}
+		r = withOperation(r, op)
+	}
 	if e := s.throttle(w, sub, r.Method); e != nil {
 		writeError(w, e)
 		return

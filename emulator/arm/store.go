@@ -216,5 +216,9 @@ func (s *Server) render(r *resource) map[string]any {
 		}
 		obj(out, "properties")[prop] = items
 	}
+	decorateInline(r, out)
+	if r.kind.typ == kindNSG {
+		obj(out, "properties")["defaultSecurityRules"] = nsgDefaultRules(r)
+	}
 	return out
 }

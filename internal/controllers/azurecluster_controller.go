@@ -239,7 +239,7 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 	}
 	actions = append(actions, []action{
 		{step{"publicips", n.apiIP}, func(tok string) (string, bool, error) {
-			return svc.PublicIPs.Reconcile(ctx, publicips.Spec{ResourceGroup: n.rg, Name: n.apiIP, Location: loc, DNSLabel: strings.ToLower(clusterName), Tags: owned("apiserver-ip")}, tok)
+			return svc.PublicIPs.Reconcile(ctx, publicips.Spec{ResourceGroup: n.rg, Name: n.apiIP, Location: loc, DNSLabel: apiServerDNSLabel(sub, n.rg, clusterName), Tags: owned("apiserver-ip")}, tok)
 		}},
 		{step{"loadbalancers", n.lb}, func(tok string) (string, bool, error) {
 			return svc.LBs.Reconcile(ctx, loadbalancers.Spec{ResourceGroup: n.rg, Name: n.lb, Location: loc, SubscriptionID: sub, PublicIPID: id(n.rg, "publicIPAddresses", n.apiIP), Port: APIServerPort, Tags: owned("apiserver-lb")}, tok)
