@@ -123,14 +123,14 @@ func (s *Server) writeParent(w http.ResponseWriter, r *http.Request, parent *res
 		writeError(w, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The condition '%s' in the If-Match header was not met.", m))
 		return
 	}
-	res, _, e := s.putLocked(w, put, parent.id, parent.kind, next)
+	res, op, _, e := s.putLocked(w, put, parent.id, parent.kind, next)
 	if e != nil {
-		w.Header().Del("Azure-AsyncOperation")
-		w.Header().Del("Location")
 		writeError(w, e)
 		return
 	}
 	if r.Method == http.MethodDelete {
+		// The operation is the child's delete: its result is no content.
+		op.method, op.resultID = http.MethodDelete, ""
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}

@@ -257,7 +257,7 @@ func newResource(id resourceID, k *kindInfo, body map[string]any) *resource {
 
 func (s *Server) put(w http.ResponseWriter, r *http.Request, id resourceID, k *kindInfo, body map[string]any) {
 	s.mu.Lock()
-	res, created, e := s.putLocked(w, r, id, k, body)
+	res, _, created, e := s.putLocked(w, r, id, k, body)
 	if e != nil {
 		s.mu.Unlock()
 		writeError(w, e)
@@ -276,26 +276,26 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, id resourceID, k *k
 // putLocked stores what a PUT or PATCH asks for and starts its operation,
 // whose polling headers it writes; the caller holds s.mu and writes the
 // body.
-func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID, k *kindInfo, body map[string]any) (*resource, bool, *armError) {
+func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID, k *kindInfo, body map[string]any) (*resource, *operation, bool, *armError) {
 	if !s.groupExists(id.Subscription, id.ResourceGroup) {
-		return nil, false, groupNotFound(id.ResourceGroup)
+		return nil, nil, false, groupNotFound(id.ResourceGroup)
 	}
 	if parent, ok := id.Parent(); ok && s.lookup(parent.String()) == nil {
-		return nil, false, notFound(parent)
+		return nil, nil, false, notFound(parent)
 	}
 	old := s.lookup(id.String())
 	if old != nil && old.deleting {
-		return nil, false, errorf(http.StatusConflict, "OperationNotAllowed", "The resource %s is being deleted.", id.Name())
+		return nil, nil, false, errorf(http.StatusConflict, "OperationNotAllowed", "The resource %s is being deleted.", id.Name())
 	}
 	if m := r.Header.Get("If-Match"); m != "" && m != "*" && (old == nil || old.etag != m) {
-		return nil, false, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The condition '%s' in the If-Match header was not met.", m)
+		return nil, nil, false, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The condition '%s' in the If-Match header was not met.", m)
 	}
 	if r.Header.Get("If-None-Match") == "*" && old != nil {
-		return nil, false, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The resource %s already exists.", id.Name())
+		return nil, nil, false, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The resource %s already exists.", id.Name())
 	}
 	if r.Method == http.MethodPatch {
 		if old == nil {
-			return nil, false, notFound(id)
+			return nil, nil, false, notFound(id)
 		}
 		merged := s.render(old)
 		mergePatch(merged, body)
@@ -303,10 +303,10 @@ func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID
 	}
 	res := newResource(id, k, body)
 	if k.topLevel && str(res.body, "location") == "" {
-		return nil, false, errorf(http.StatusBadRequest, "LocationRequired", "The location property is required for this definition.")
+		return nil, nil, false, errorf(http.StatusBadRequest, "LocationRequired", "The location property is required for this definition.")
 	}
 	if e := checkLocation(k, res, old); e != nil {
-		return nil, false, e
+		return nil, nil, false, e
 	}
 	if old != nil {
 		for k, v := range old.secrets {
@@ -317,10 +317,11 @@ func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID
 	}
 	if k.put != nil {
 		if e := k.put(s, res, old); e != nil {
-			return nil, false, e
+			return nil, nil, false, e
 		}
 	}
 	res.etag = newETag()
+	s.parentChanged(id, res.etag)
 	if old == nil {
 		res.setState("Creating")
 	} else {
@@ -335,7 +336,7 @@ func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID
 		delay += k.delay(s, res)
 	}
 	s.after(delay, func() { s.completePut(op, res) })
-	return res, old == nil, nil
+	return res, op, old == nil, nil
 }
 
 func (s *Server) completePut(op *operation, res *resource) {
@@ -377,6 +378,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, id resourceID) {
 	}
 	res.deleting = true
 	res.touch()
+	s.parentChanged(id, newETag())
 	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
 	s.after(s.opts.OperationDelay, func() {
 		s.mu.Lock()
@@ -496,4 +498,25 @@ func checkLocation(k *kindInfo, res, old *resource) *armError {
 			res.id.Name(), str(old.body, "location"), res.id.ResourceGroup, loc)
 	}
 	return nil
+}
+
+// parentChanged gives the parent of a child that Azure keeps in its body (a
+// subnet, a security rule, a route, an inbound NAT rule) a new ETag: the
+// child is part of the parent's state, so a write built from the parent as
+// read before the child changed must fail its If-Match.
+func (s *Server) parentChanged(id resourceID, etag string) {
+	parent, ok := id.Parent()
+	if !ok {
+		return
+	}
+	p := s.lookup(parent.String())
+	if p == nil {
+		return
+	}
+	for typ := range p.kind.embedded {
+		if strings.EqualFold(typ, id.Types[len(id.Types)-1]) {
+			p.etag = etag
+			p.touch()
+		}
+	}
 }

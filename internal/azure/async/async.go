@@ -12,6 +12,7 @@ import (
 	"net/http"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 )
 
@@ -131,4 +132,15 @@ func IsProvisioningFailure(code string) bool {
 		return true
 	}
 	return false
+}
+
+// IfMatch makes the requests made with the returned context conditional
+// on the resource's ETag, when there is one: a write built from a read then
+// fails with 412 PreconditionFailed, rather than overwriting what someone
+// else wrote in between (the next reconcile reads again).
+func IfMatch(ctx context.Context, etag *string) context.Context {
+	if etag == nil || *etag == "" {
+		return ctx
+	}
+	return policy.WithHTTPHeader(ctx, http.Header{"If-Match": []string{*etag}})
 }

@@ -39,9 +39,13 @@ func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.RouteTa
 }
 
 // Reconcile creates the route table when it is missing; routes in it are the
-// CNI's to manage, so an existing table is left alone. An existing table
-// that is not the cluster's is refused (*tags.NotOwnedError).
+// CNI's and the cloud provider's to manage, so a table that exists is
+// written again only when it is not Succeeded, and then with the routes and
+// settings Azure has for it and its ETag (If-Match), never an empty table.
+// An existing table that is not the cluster's is refused
+// (*tags.NotOwnedError).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
+	var existing *armnetwork.RouteTable
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
 		if err != nil {
@@ -50,11 +54,28 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (strin
 		if err := tags.CheckOwned("route table", spec.Name, spec.Tags, cur.Tags); err != nil {
 			return false, err
 		}
+		existing = &cur.RouteTable
 		return async.Succeeded(cur.Properties.ProvisioningState), nil
 	}, func(tok string) (*runtime.Poller[armnetwork.RouteTablesClientCreateOrUpdateResponse], error) {
-		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.Name, armnetwork.RouteTable{Location: to.Ptr(spec.Location), Tags: spec.Tags},
+		var etag *string
+		if existing != nil {
+			etag = existing.Etag
+		}
+		return s.c.BeginCreateOrUpdate(async.IfMatch(ctx, etag), spec.ResourceGroup, spec.Name, Parameters(spec, existing),
 			&armnetwork.RouteTablesClientBeginCreateOrUpdateOptions{ResumeToken: tok})
 	})
+}
+
+// Parameters is the PUT body for a spec given the table as Azure has it:
+// its routes and settings kept, the spec's location and tags.
+func Parameters(spec Spec, existing *armnetwork.RouteTable) armnetwork.RouteTable {
+	out := armnetwork.RouteTable{Location: to.Ptr(spec.Location), Tags: spec.Tags}
+	if existing != nil && existing.Properties != nil {
+		props := *existing.Properties
+		props.Subnets = nil
+		out.Properties = &props
+	}
+	return out
 }
 
 // Delete deletes the route table.

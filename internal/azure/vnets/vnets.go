@@ -52,21 +52,60 @@ func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.Virtual
 	return &cur.VirtualNetwork, nil
 }
 
-// Reconcile creates or updates the VNet and its subnets.
+// Reconcile creates or updates the VNet and its subnets. Subnets that are
+// not the spec's (added by a user or another tool) are kept, as is what
+// others set on the spec's subnets (service endpoints, delegations), and
+// the write carries the VNet's ETag (If-Match), so that a subnet added
+// between the read and the write is not dropped.
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
+	var existing *armnetwork.VirtualNetwork
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
 		cur, err := s.Get(ctx, spec.ResourceGroup, spec.Name)
+		existing = cur
 		return cur != nil && async.Succeeded(cur.Properties.ProvisioningState) && matches(cur, spec), err
 	}, func(tok string) (*runtime.Poller[armnetwork.VirtualNetworksClientCreateOrUpdateResponse], error) {
-		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.Name, Model(spec), &armnetwork.VirtualNetworksClientBeginCreateOrUpdateOptions{ResumeToken: tok})
+		var etag *string
+		if existing != nil {
+			etag = existing.Etag
+		}
+		return s.c.BeginCreateOrUpdate(async.IfMatch(ctx, etag), spec.ResourceGroup, spec.Name, Parameters(spec, existing), &armnetwork.VirtualNetworksClientBeginCreateOrUpdateOptions{ResumeToken: tok})
 	})
 }
 
-// Model is the SDK model of a spec.
-func Model(spec Spec) armnetwork.VirtualNetwork {
+// Parameters is the PUT body for a spec given the VNet as Azure has it
+// (nil when it does not exist). A VNet's PUT replaces its subnets, so the
+// subnets Azure has are sent back: the spec's with the spec's prefixes and
+// references over what else they carry, the others as they are.
+func Parameters(spec Spec, existing *armnetwork.VirtualNetwork) armnetwork.VirtualNetwork {
+	var have []*armnetwork.Subnet
+	if existing != nil && existing.Properties != nil {
+		have = existing.Properties.Subnets
+	}
+	byName := map[string]*armnetwork.Subnet{}
+	for _, sn := range have {
+		if sn.Name != nil {
+			byName[strings.ToLower(*sn.Name)] = sn
+		}
+	}
 	var subnets []*armnetwork.Subnet
+	taken := map[string]bool{}
 	for _, sn := range spec.Subnets {
-		subnets = append(subnets, &armnetwork.Subnet{Name: to.Ptr(sn.Name), Properties: SubnetProperties(sn)})
+		props := SubnetProperties(sn)
+		if cur := byName[strings.ToLower(sn.Name)]; cur != nil && cur.Properties != nil {
+			merged := *cur.Properties
+			merged.AddressPrefix, merged.AddressPrefixes = props.AddressPrefix, props.AddressPrefixes
+			merged.NetworkSecurityGroup, merged.RouteTable, merged.NatGateway = props.NetworkSecurityGroup, props.RouteTable, props.NatGateway
+			// Read-only lists that Azure computes are not sent.
+			merged.IPConfigurations, merged.IPConfigurationProfiles, merged.PrivateEndpoints = nil, nil, nil
+			props = &merged
+		}
+		taken[strings.ToLower(sn.Name)] = true
+		subnets = append(subnets, &armnetwork.Subnet{Name: to.Ptr(sn.Name), Properties: props})
+	}
+	for _, sn := range have {
+		if sn.Name != nil && !taken[strings.ToLower(*sn.Name)] {
+			subnets = append(subnets, sn)
+		}
 	}
 	return armnetwork.VirtualNetwork{
 		Location: to.Ptr(spec.Location), Tags: spec.Tags,
@@ -97,9 +136,6 @@ func SubnetProperties(sn Subnet) *armnetwork.SubnetPropertiesFormat {
 
 func matches(cur *armnetwork.VirtualNetwork, spec Spec) bool {
 	if strings.Join(sorted(cur.Properties.AddressSpace.AddressPrefixes), ",") != strings.Join(sortedS(spec.CIDRs), ",") {
-		return false
-	}
-	if len(cur.Properties.Subnets) != len(spec.Subnets) {
 		return false
 	}
 	have := map[string]*armnetwork.Subnet{}

@@ -1,0 +1,62 @@
+// Package azuretest starts the ARM emulator for the tests of the Azure
+// service packages: the real SDK, over HTTPS, against Azure's REST
+// contract as the emulator serves it.
+package azuretest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
+
+	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/azure/endpoint"
+)
+
+const (
+	Subscription = "00000000-0000-0000-0000-0000000000b1"
+	Location     = "westeurope"
+	token        = "azuretest"
+)
+
+// Start serves an emulator for the test, with a resource group rg, and
+// returns the configuration the services take.
+func Start(t testing.TB, rg string) endpoint.Config {
+	t.Helper()
+	srv, err := arm.New(arm.Options{Token: token, PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	cfg := endpoint.Config{ResourceManagerEndpoint: srv.URL(), CACertPEM: srv.CACertPEM(), Credential: endpoint.StaticToken(token),
+		Retry: &policy.RetryOptions{MaxRetries: 3, RetryDelay: 5 * time.Millisecond}}
+	groups, err := endpoint.NewClient(cfg, Subscription, armresources.NewResourceGroupsClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := groups.CreateOrUpdate(context.Background(), rg, armresources.ResourceGroup{Location: to.Ptr(Location)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// Drive runs a non-blocking reconcile step until it is done.
+func Drive(t testing.TB, step func(token string) (string, bool, error)) error {
+	t.Helper()
+	token := ""
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		next, done, err := step(token)
+		if err != nil || done {
+			return err
+		}
+		token = next
+	}
+	t.Fatal("the operation did not end")
+	return nil
+}
