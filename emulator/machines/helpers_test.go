@@ -31,6 +31,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/networkinterfaces"
 	"github.com/winkube/winkube/internal/azure/publicips"
 	"github.com/winkube/winkube/internal/azure/resourcegroups"
+	"github.com/winkube/winkube/internal/azure/securitygroups"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/azure/vnets"
 	"github.com/winkube/winkube/internal/poll"
@@ -95,12 +96,22 @@ func newAzure(t *testing.T, ctx context.Context, rg string) *azure {
 	if err := rgs.Reconcile(ctx, resourcegroups.Spec{Name: rg, Location: a.location}); err != nil {
 		t.Fatal(err)
 	}
+	// The node subnet's NSG, which azure.json names (cloudConfig): the
+	// cloud-controller-manager's rules let load-balanced traffic reach the
+	// workers through it.
+	sgs, err := securitygroups.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsg := securitygroups.Spec{ResourceGroup: rg, Name: rg + "-nsg", Location: a.location}
+	until(t, ctx, func(tok string) (string, bool, error) { return sgs.Reconcile(ctx, nsg, tok) })
 	vn, err := vnets.New(subscriptID, armCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	nsgID := "/subscriptions/" + subscriptID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/networkSecurityGroups/" + nsg.Name
 	spec := vnets.Spec{ResourceGroup: rg, Name: rg + "-vnet", Location: a.location, CIDRs: []string{"10.0.0.0/8"},
-		Subnets: []vnets.Subnet{{Name: "cp", CIDRs: []string{"10.0.0.0/16"}}, {Name: "node", CIDRs: []string{"10.1.0.0/16"}}}}
+		Subnets: []vnets.Subnet{{Name: "cp", CIDRs: []string{"10.0.0.0/16"}}, {Name: "node", CIDRs: []string{"10.1.0.0/16"}, NSGID: nsgID}}}
 	until(t, ctx, func(tok string) (string, bool, error) { return vn.Reconcile(ctx, spec, tok) })
 	base := "/subscriptions/" + subscriptID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/virtualNetworks/" + rg + "-vnet/subnets/"
 	a.cpSubnet, a.nodeSubnet = base+"cp", base+"node"
