@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/azure/loadbalancers"
 	"github.com/winkube/winkube/internal/azure/networkinterfaces"
 	"github.com/winkube/winkube/internal/azure/publicips"
@@ -296,5 +299,24 @@ func applyYAML(t *testing.T, ctx context.Context, c client.Client, stream string
 			}
 			return ""
 		})
+	}
+}
+
+// allowInbound adds an inbound allow rule to the node subnet's NSG.
+func (a *azure) allowInbound(t *testing.T, ctx context.Context, name string, priority int32, source, ports string) {
+	t.Helper()
+	rules, err := endpoint.NewClient(armCfg, subscriptID, armnetwork.NewSecurityRulesClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rules.BeginCreateOrUpdate(ctx, a.rg, a.rg+"-nsg", name, armnetwork.SecurityRule{Properties: &armnetwork.SecurityRulePropertiesFormat{
+		Priority: to.Ptr(priority), Access: to.Ptr(armnetwork.SecurityRuleAccessAllow), Direction: to.Ptr(armnetwork.SecurityRuleDirectionInbound),
+		Protocol: to.Ptr(armnetwork.SecurityRuleProtocolTCP), SourceAddressPrefix: to.Ptr(source), SourcePortRange: to.Ptr("*"),
+		DestinationAddressPrefix: to.Ptr("*"), DestinationPortRange: to.Ptr(ports)}}, nil)
+	if err == nil {
+		_, err = p.PollUntilDone(ctx, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
