@@ -350,6 +350,10 @@ type LBRule struct {
 	// Backends are the private IP addresses of the pool's members: the NIC
 	// IP configurations that joined it, or its IP addresses.
 	Backends []string
+	// Admission is, by backend address, what the NSGs of the backend's
+	// subnet and NIC let in (nsg.go); a flow reaches a backend only where
+	// Admits says so.
+	Admission map[string]*Inbound
 }
 
 // LBProbe is a health probe as the data plane runs it.
@@ -421,6 +425,7 @@ func (s *Server) rulesOf(lb *resource) []LBRule {
 		}
 		if pool := part("backendAddressPools", refID(rp, "backendAddressPool")); pool != nil {
 			rule.Backends = s.poolMembers(pool)
+			rule.Admission = s.admission(pool, rule)
 		}
 		out = append(out, rule)
 	}

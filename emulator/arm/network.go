@@ -85,46 +85,39 @@ func (s *Server) putEmbedded(r, old *resource, childType, prop string) *armError
 	items := list(r.props(), prop)
 	delete(r.props(), prop)
 	childKind := kinds[strings.ToLower(r.kind.typ+"/"+childType)]
-	// Children are validated against the new parent.
+	// Children are validated against the new parent and against each
+	// other, not against the children the PUT drops: a body that replaces
+	// a rule with another of the same priority is valid. On failure
+	// everything is put back as it was.
 	k := key(r.idStr)
+	prevParent := s.resources[k]
 	s.resources[k] = r
+	replaced := map[string]*resource{} // child key -> what it was (nil: new)
 	restore := func() {
-		if old != nil {
-			s.resources[k] = old
+		if prevParent != nil {
+			s.resources[k] = prevParent
 		} else {
 			delete(s.resources, k)
 		}
-	}
-	keep := map[string]bool{}
-	var built []*resource
-	for _, it := range items {
-		m, _ := it.(map[string]any)
-		name := str(m, "name")
-		if name == "" {
-			restore()
-			return invalidParameter(prop, "Each of %s needs a name.", prop)
-		}
-		c := newResource(r.id.Child(childType, name), childKind, m)
-		if prev := s.lookup(c.idStr); prev != nil {
-			c.etag = prev.etag
-		}
-		if childKind.put != nil {
-			if e := childKind.put(s, c, s.lookup(c.idStr)); e != nil {
-				restore()
-				return e
+		for ck, c := range replaced {
+			if c != nil {
+				s.resources[ck] = c
+			} else {
+				delete(s.resources, ck)
 			}
 		}
-		c.setState("Succeeded")
-		if c.etag == "" {
-			c.etag = newETag()
+	}
+	want := map[string]bool{}
+	for _, it := range items {
+		m, _ := it.(map[string]any)
+		if name := str(m, "name"); name != "" {
+			want[key(r.id.Child(childType, name).String())] = true
 		}
-		keep[key(c.idStr)] = true
-		built = append(built, c)
-		s.resources[key(c.idStr)] = c
 	}
 	if old != nil {
 		for _, c := range s.children(old.id, childType) {
-			if keep[key(c.idStr)] {
+			ck := key(c.idStr)
+			if want[ck] {
 				continue
 			}
 			if childKind.canDelete != nil {
@@ -133,8 +126,37 @@ func (s *Server) putEmbedded(r, old *resource, childType, prop string) *armError
 					return e
 				}
 			}
-			delete(s.resources, key(c.idStr))
+			replaced[ck] = c
+			delete(s.resources, ck)
 		}
+	}
+	for _, it := range items {
+		m, _ := it.(map[string]any)
+		name := str(m, "name")
+		if name == "" {
+			restore()
+			return invalidParameter(prop, "Each of %s needs a name.", prop)
+		}
+		c := newResource(r.id.Child(childType, name), childKind, m)
+		ck := key(c.idStr)
+		prev := s.lookup(c.idStr)
+		if prev != nil {
+			c.etag = prev.etag
+		}
+		if childKind.put != nil {
+			if e := childKind.put(s, c, prev); e != nil {
+				restore()
+				return e
+			}
+		}
+		c.setState("Succeeded")
+		if c.etag == "" {
+			c.etag = newETag()
+		}
+		if _, seen := replaced[ck]; !seen {
+			replaced[ck] = prev
+		}
+		s.resources[ck] = c
 	}
 	return nil
 }

@@ -2,60 +2,73 @@ package machines
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/winkube/winkube/emulator/machines/cloud"
-	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
-	"github.com/winkube/winkube/internal/azure/loadbalancers"
-	"github.com/winkube/winkube/internal/azure/publicips"
 )
 
-// ARMNetwork is the cloud controller's Azure: load balancers and public IPs
-// through ARM with the Azure SDK (here the emulator, whose public addresses
-// are loopback ones). cfg is read when the first call is made: the
-// emulator's endpoint is known only once it runs on the machine runtime.
+// ARMNetwork is the cloud controller's Azure: load balancers, public IPs
+// and network security groups through ARM with the Azure SDK's armnetwork
+// clients, as cloud-provider-azure calls them (here the emulator, whose
+// public addresses are loopback ones). cfg is read when the first call is
+// made: the emulator's endpoint is known only once it runs on the machine
+// runtime; only its endpoint, credential and client options are used.
 func ARMNetwork(cfg *endpoint.Config) cloud.Network {
-	return &armNetwork{cfg: cfg, lbs: map[string]*loadbalancers.Service{}, ips: map[string]*publicips.Service{}}
+	return &armNetwork{cfg: cfg, clients: map[string]*armnetwork.ClientFactory{}}
 }
 
 type armNetwork struct {
-	cfg *endpoint.Config
-	mu  sync.Mutex
-	lbs map[string]*loadbalancers.Service
-	ips map[string]*publicips.Service
+	cfg     *endpoint.Config
+	mu      sync.Mutex
+	clients map[string]*armnetwork.ClientFactory
 }
 
-func (a *armNetwork) lbService(sub string) (*loadbalancers.Service, error) {
+// client is the subscription's armnetwork client factory, made once.
+func (a *armNetwork) client(sub string) (*armnetwork.ClientFactory, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if s := a.lbs[sub]; s != nil {
-		return s, nil
+	if f := a.clients[sub]; f != nil {
+		return f, nil
 	}
-	s, err := loadbalancers.New(sub, *a.cfg)
+	opts, err := a.cfg.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	f, err := armnetwork.NewClientFactory(sub, a.cfg.Credential, opts)
 	if err == nil {
-		a.lbs[sub] = s
+		a.clients[sub] = f
 	}
-	return s, err
+	return f, err
 }
 
-func (a *armNetwork) ipService(sub string) (*publicips.Service, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if s := a.ips[sub]; s != nil {
-		return s, nil
+// pollEvery is how often a long-running ARM operation is polled.
+const pollEvery = 100 * time.Millisecond
+
+// wait drives a long-running operation to its end.
+func wait[T any](ctx context.Context, p *runtime.Poller[T], err error) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, err
 	}
-	s, err := publicips.New(sub, *a.cfg)
-	if err == nil {
-		a.ips[sub] = s
-	}
-	return s, err
+	return p.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: pollEvery})
+}
+
+func notFound(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
 }
 
 // azureError is Azure's answer in a line a Service's event can carry: what
@@ -64,76 +77,98 @@ func azureError(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if code := async.Code(err); code != "" {
-		return fmt.Errorf("%s: Azure answered %s: %s", what, code, async.Message(err))
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && re.ErrorCode != "" {
+		return fmt.Errorf("%s: Azure answered %s: %s", what, re.ErrorCode, azureMessage(re))
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// run drives a non-blocking ARM operation to its end.
-func run(ctx context.Context, step func(token string) (string, bool, error)) error {
-	token := ""
-	for {
-		next, done, err := step(token)
-		if err != nil || done {
-			return err
-		}
-		token = next
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+// azureMessage is the message of Azure's error body; the SDK's error text
+// (request, response dump) when there is none.
+func azureMessage(re *azcore.ResponseError) string {
+	if m := errorMessage(re); m != "" {
+		return m
 	}
+	return re.Error()
 }
 
 func (a *armNetwork) EnsurePublicIP(ctx context.Context, ref cloud.Ref, location string, tags map[string]string) (string, string, error) {
-	s, err := a.ipService(ref.SubscriptionID)
+	f, err := a.client(ref.SubscriptionID)
 	if err != nil {
 		return "", "", err
 	}
-	t := map[string]*string{}
-	for k, v := range tags {
-		t[k] = to.Ptr(v)
+	c := f.NewPublicIPAddressesClient()
+	cur, err := c.Get(ctx, ref.ResourceGroup, ref.Name, nil)
+	switch {
+	case notFound(err):
+		t := map[string]*string{}
+		for k, v := range tags {
+			t[k] = to.Ptr(v)
+		}
+		ip := armnetwork.PublicIPAddress{Location: to.Ptr(location), Tags: t,
+			SKU:        &armnetwork.PublicIPAddressSKU{Name: to.Ptr(armnetwork.PublicIPAddressSKUNameStandard)},
+			Properties: &armnetwork.PublicIPAddressPropertiesFormat{PublicIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodStatic)}}
+		p, perr := c.BeginCreateOrUpdate(ctx, ref.ResourceGroup, ref.Name, ip, nil)
+		if _, err := wait(ctx, p, perr); err != nil {
+			return "", "", azureError("creating public IP "+ref.Name, err)
+		}
+		if cur, err = c.Get(ctx, ref.ResourceGroup, ref.Name, nil); err != nil {
+			return "", "", azureError("reading public IP "+ref.Name, err)
+		}
+	case err != nil:
+		return "", "", azureError("reading public IP "+ref.Name, err)
 	}
-	spec := publicips.Spec{ResourceGroup: ref.ResourceGroup, Name: ref.Name, Location: location, Tags: t}
-	if err := run(ctx, func(tok string) (string, bool, error) { return s.Reconcile(ctx, spec, tok) }); err != nil {
-		return "", "", azureError("creating public IP "+ref.Name, err)
-	}
-	ip, err := s.Get(ctx, ref.ResourceGroup, ref.Name)
-	if err != nil {
-		return "", "", err
-	}
-	if ip == nil || ip.ID == nil || ip.Properties == nil || ip.Properties.IPAddress == nil {
+	if cur.ID == nil || cur.Properties == nil || cur.Properties.IPAddress == nil {
 		return "", "", fmt.Errorf("public IP %s has no address", ref.Name)
 	}
-	return *ip.ID, *ip.Properties.IPAddress, nil
+	return *cur.ID, *cur.Properties.IPAddress, nil
 }
 
 func (a *armNetwork) DeletePublicIP(ctx context.Context, ref cloud.Ref) error {
-	s, err := a.ipService(ref.SubscriptionID)
+	f, err := a.client(ref.SubscriptionID)
 	if err != nil {
 		return err
 	}
-	return azureError("deleting public IP "+ref.Name, run(ctx, func(tok string) (string, bool, error) { return s.Delete(ctx, ref.ResourceGroup, ref.Name, tok) }))
+	p, err := f.NewPublicIPAddressesClient().BeginDelete(ctx, ref.ResourceGroup, ref.Name, nil)
+	if _, err := wait(ctx, p, err); err != nil && !notFound(err) {
+		return azureError("deleting public IP "+ref.Name, err)
+	}
+	return nil
 }
 
 func (a *armNetwork) DeleteLoadBalancer(ctx context.Context, ref cloud.Ref) error {
-	s, err := a.lbService(ref.SubscriptionID)
+	f, err := a.client(ref.SubscriptionID)
 	if err != nil {
 		return err
 	}
-	return azureError("deleting load balancer "+ref.Name, run(ctx, func(tok string) (string, bool, error) { return s.Delete(ctx, ref.ResourceGroup, ref.Name, tok) }))
+	p, err := f.NewLoadBalancersClient().BeginDelete(ctx, ref.ResourceGroup, ref.Name, nil)
+	if _, err := wait(ctx, p, err); err != nil && !notFound(err) {
+		return azureError("deleting load balancer "+ref.Name, err)
+	}
+	return nil
 }
 
-func (a *armNetwork) LoadBalancer(ctx context.Context, ref cloud.Ref) (*cloud.LoadBalancer, error) {
-	s, err := a.lbService(ref.SubscriptionID)
+// getLB is the load balancer as ARM has it, nil when it does not exist.
+func (a *armNetwork) getLB(ctx context.Context, ref cloud.Ref) (*armnetwork.LoadBalancer, error) {
+	f, err := a.client(ref.SubscriptionID)
 	if err != nil {
 		return nil, err
 	}
-	lb, err := s.Get(ctx, ref.ResourceGroup, ref.Name)
-	if err != nil || lb == nil {
+	cur, err := f.NewLoadBalancersClient().Get(ctx, ref.ResourceGroup, ref.Name, nil)
+	if notFound(err) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, azureError("reading load balancer "+ref.Name, err)
+	}
+	return &cur.LoadBalancer, nil
+}
+
+func (a *armNetwork) LoadBalancer(ctx context.Context, ref cloud.Ref) (*cloud.LoadBalancer, error) {
+	lb, err := a.getLB(ctx, ref)
+	if err != nil || lb == nil {
+		return nil, err
 	}
 	return fromARM(ref, lb), nil
 }
@@ -142,16 +177,17 @@ func (a *armNetwork) LoadBalancer(ctx context.Context, ref cloud.Ref) (*cloud.Lo
 // whatever the model does not describe (inbound NAT and outbound rules,
 // tags, properties of parts it does not set) is put back unchanged.
 func (a *armNetwork) PutLoadBalancer(ctx context.Context, lb *cloud.LoadBalancer) error {
-	s, err := a.lbService(lb.SubscriptionID)
+	cur, err := a.getLB(ctx, lb.Ref)
 	if err != nil {
 		return err
 	}
-	cur, err := s.Get(ctx, lb.ResourceGroup, lb.Name)
+	f, err := a.client(lb.SubscriptionID)
 	if err != nil {
-		return azureError("reading load balancer "+lb.Name, err)
+		return err
 	}
-	m := toARM(lb, cur)
-	return azureError("putting load balancer "+lb.Name, run(ctx, func(tok string) (string, bool, error) { return s.Put(ctx, lb.ResourceGroup, lb.Name, m, tok) }))
+	p, err := f.NewLoadBalancersClient().BeginCreateOrUpdate(ctx, lb.ResourceGroup, lb.Name, toARM(lb, cur), nil)
+	_, err = wait(ctx, p, err)
+	return azureError("putting load balancer "+lb.Name, err)
 }
 
 func deref[T any](p *T) T {
@@ -332,4 +368,139 @@ func toARM(lb *cloud.LoadBalancer, cur *armnetwork.LoadBalancer) armnetwork.Load
 	}
 	p.ProvisioningState, p.ResourceGUID = nil, nil
 	return m
+}
+
+// errorMessage reads error.message of Azure's error body (of the request,
+// or of the operation's status when a long-running one failed).
+func errorMessage(re *azcore.ResponseError) string {
+	if re.RawResponse == nil || re.RawResponse.Body == nil {
+		return ""
+	}
+	b, err := io.ReadAll(re.RawResponse.Body)
+	if err != nil {
+		return ""
+	}
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &body) != nil {
+		return ""
+	}
+	return body.Error.Message
+}
+
+// SecurityGroup reads the NSG with the SDK's SecurityGroupsClient, as
+// cloud-provider-azure's nsgRepo does.
+func (a *armNetwork) SecurityGroup(ctx context.Context, ref cloud.Ref) (*cloud.SecurityGroup, error) {
+	sg, err := a.getNSG(ctx, ref)
+	if err != nil || sg == nil {
+		return nil, err
+	}
+	out := &cloud.SecurityGroup{Ref: ref}
+	if sg.Properties == nil {
+		return out, nil
+	}
+	for _, r := range sg.Properties.SecurityRules {
+		rule := cloud.SecurityRule{Name: deref(r.Name)}
+		if p := r.Properties; p != nil {
+			rule.Priority, rule.Protocol, rule.Access, rule.Direction = deref(p.Priority), string(deref(p.Protocol)), string(deref(p.Access)), string(deref(p.Direction))
+			rule.SourcePrefix, rule.SourcePrefixes, rule.SourcePortRange = deref(p.SourceAddressPrefix), strs(p.SourceAddressPrefixes), deref(p.SourcePortRange)
+			rule.DestinationPrefix, rule.DestinationPrefixes = deref(p.DestinationAddressPrefix), strs(p.DestinationAddressPrefixes)
+			rule.DestinationPortRange, rule.DestinationPortRanges = deref(p.DestinationPortRange), strs(p.DestinationPortRanges)
+			rule.DestinationASGs = len(p.DestinationApplicationSecurityGroups) > 0
+		}
+		out.Rules = append(out.Rules, rule)
+	}
+	return out, nil
+}
+
+func (a *armNetwork) getNSG(ctx context.Context, ref cloud.Ref) (*armnetwork.SecurityGroup, error) {
+	f, err := a.client(ref.SubscriptionID)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := f.NewSecurityGroupsClient().Get(ctx, ref.ResourceGroup, ref.Name, nil)
+	if notFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, azureError("reading network security group "+ref.Name, err)
+	}
+	return &cur.SecurityGroup, nil
+}
+
+// PutSecurityGroup writes the whole NSG with the SecurityGroupsClient, as
+// cloud-provider-azure's CreateOrUpdateSecurityGroup does: the NSG as ARM
+// has it, its rules replaced by sg's, each starting from the current rule
+// of the same name so that what the model does not carry (descriptions,
+// application security groups, source port ranges) is put back.
+func (a *armNetwork) PutSecurityGroup(ctx context.Context, sg *cloud.SecurityGroup) error {
+	cur, err := a.getNSG(ctx, sg.Ref)
+	if err != nil {
+		return err
+	}
+	if cur == nil {
+		return fmt.Errorf("network security group %s does not exist", sg.Name)
+	}
+	m := *cur
+	m.Etag, m.ID, m.Name, m.Type = nil, nil, nil, nil
+	props := armnetwork.SecurityGroupPropertiesFormat{}
+	if cur.Properties != nil {
+		props = *cur.Properties
+	}
+	old := byName(props.SecurityRules, func(r *armnetwork.SecurityRule) *string { return r.Name })
+	props.SecurityRules = nil
+	// What Azure computes or renders is not sent back.
+	props.DefaultSecurityRules, props.NetworkInterfaces, props.Subnets, props.FlowLogs, props.ProvisioningState, props.ResourceGUID = nil, nil, nil, nil, nil, nil
+	for _, r := range sg.Rules {
+		p := &armnetwork.SecurityRulePropertiesFormat{}
+		if o := old[strings.ToLower(r.Name)]; o != nil && o.Properties != nil {
+			cp := *o.Properties
+			p = &cp
+		}
+		p.ProvisioningState = nil
+		p.Priority = to.Ptr(r.Priority)
+		p.Protocol = to.Ptr(armnetwork.SecurityRuleProtocol(r.Protocol))
+		p.Access = to.Ptr(armnetwork.SecurityRuleAccess(r.Access))
+		p.Direction = to.Ptr(armnetwork.SecurityRuleDirection(r.Direction))
+		p.SourceAddressPrefix, p.SourceAddressPrefixes = optional(r.SourcePrefix), ptrs(r.SourcePrefixes)
+		p.SourcePortRange = optional(r.SourcePortRange)
+		p.DestinationAddressPrefix, p.DestinationAddressPrefixes = optional(r.DestinationPrefix), ptrs(r.DestinationPrefixes)
+		p.DestinationPortRange, p.DestinationPortRanges = optional(r.DestinationPortRange), ptrs(r.DestinationPortRanges)
+		props.SecurityRules = append(props.SecurityRules, &armnetwork.SecurityRule{Name: to.Ptr(r.Name), Properties: p})
+	}
+	m.Properties = &props
+	f, err := a.client(sg.SubscriptionID)
+	if err != nil {
+		return err
+	}
+	p, err := f.NewSecurityGroupsClient().BeginCreateOrUpdate(ctx, sg.ResourceGroup, sg.Name, m, nil)
+	_, err = wait(ctx, p, err)
+	return azureError("putting network security group "+sg.Name, err)
+}
+
+func strs(ps []*string) []string {
+	var out []string
+	for _, p := range ps {
+		if p != nil {
+			out = append(out, *p)
+		}
+	}
+	return out
+}
+
+func ptrs(vs []string) []*string {
+	if len(vs) == 0 {
+		return nil
+	}
+	return to.SliceOfPtrs(vs...)
+}
+
+func optional(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return to.Ptr(v)
 }

@@ -134,7 +134,7 @@ func TestMixedClusterBoots(t *testing.T) {
 	// The cloud provider config each machine template's Secret carries,
 	// as winkube's controller writes it.
 	cfg := azurejson.New(azurejson.Network{SubscriptionID: subscriptID, ResourceGroup: "mixed-rg", Location: "westeurope",
-		VnetName: "mixed-rg-vnet", VnetResourceGroup: "mixed-rg", SubnetName: "node", SecurityGroupName: "mixed-node-nsg", RouteTableName: "mixed-node-routetable"},
+		VnetName: "mixed-rg-vnet", VnetResourceGroup: "mixed-rg", SubnetName: "node", SecurityGroupName: "mixed-rg-nsg", RouteTableName: "mixed-node-routetable"},
 		azurejson.Credentials{TenantID: "6f7a1e2b-5c3d-4e8f-9a0b-1c2d3e4f5a6b"})
 	for _, owner := range []string{"mixed-control-plane", "mixed-md-0", "mixed-md-win"} {
 		sec, err := azurejson.Secret(owner, "default", "mixed", metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "mixed", UID: m.cluster.UID}, cfg, cfg)

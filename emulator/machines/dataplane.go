@@ -2,6 +2,7 @@ package machines
 
 import (
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -48,6 +49,8 @@ func (r *Runtime) ProgramLoadBalancers(rules []arm.LBRule) {
 			Distribution: hostnet.Distribution(lr.Distribution),
 			IdleTimeout:  lr.IdleTimeout,
 		}
+		// By host address, what the NSGs in front of each backend admit.
+		admission := map[netip.Addr]*arm.Inbound{}
 		for _, ip := range lr.Backends {
 			h, err := net.HostAddress(ip)
 			if err != nil {
@@ -55,15 +58,55 @@ func (r *Runtime) ProgramLoadBalancers(rules []arm.LBRule) {
 				continue
 			}
 			hr.Backends = append(hr.Backends, joinPort(h.String(), lr.BackendPort))
+			admission[h] = lr.Admission[ip]
 		}
 		if p := lr.Probe; p != nil {
 			hr.Probe = &hostnet.Probe{Protocol: p.Protocol, Port: p.Port, Path: p.Path, Interval: p.Interval, Threshold: p.Threshold}
 		}
+		hr.Admit, hr.ProbeAdmit = r.nsgFilters(lr, admission)
 		out = append(out, hr)
 	}
 	if err := net.SetRules(out); err != nil {
 		r.opts.Log.Error(err, "programming the load balancers' frontends")
 	}
+}
+
+// nsgFilters are a rule's admission decisions as the local network asks
+// them, by a backend's host address and port: a connection's source is the
+// client's address, for a public frontend as it is (a client of the
+// local world is outside every VNet: the Internet service tag), for an
+// internal frontend the VNet address of a machine whose host address it is
+// (on Azure an internal load balancer's clients reach it from inside the
+// VNet); a health probe comes from AzureLoadBalancer.
+func (r *Runtime) nsgFilters(lr arm.LBRule, admission map[netip.Addr]*arm.Inbound) (func(string, netip.Addr) bool, func(string) bool) {
+	hn := r.opts.Network
+	inbound := func(hostPort string) (*arm.Inbound, int, bool) {
+		ap, err := netip.ParseAddrPort(hostPort)
+		if err != nil {
+			return nil, 0, false
+		}
+		in, ok := admission[ap.Addr()]
+		return in, int(ap.Port()), ok
+	}
+	admit := func(backend string, src netip.Addr) bool {
+		in, port, ok := inbound(backend)
+		if !ok {
+			return false
+		}
+		if lr.FrontendPrivate {
+			if p, ok := hn.Private(src); ok {
+				if a, err := netip.ParseAddr(p); err == nil {
+					src = a
+				}
+			}
+		}
+		return in.Admits(src, port)
+	}
+	probe := func(target string) bool {
+		in, port, ok := inbound(target)
+		return ok && in.Admits(arm.AzureLoadBalancerIP, port)
+	}
+	return admit, probe
 }
 
 // skipRule says once per rule why it carries nothing.

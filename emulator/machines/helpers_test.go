@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,10 +29,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/azure/loadbalancers"
 	"github.com/winkube/winkube/internal/azure/networkinterfaces"
 	"github.com/winkube/winkube/internal/azure/publicips"
 	"github.com/winkube/winkube/internal/azure/resourcegroups"
+	"github.com/winkube/winkube/internal/azure/securitygroups"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/azure/vnets"
 	"github.com/winkube/winkube/internal/poll"
@@ -95,12 +99,22 @@ func newAzure(t *testing.T, ctx context.Context, rg string) *azure {
 	if err := rgs.Reconcile(ctx, resourcegroups.Spec{Name: rg, Location: a.location}); err != nil {
 		t.Fatal(err)
 	}
+	// The node subnet's NSG, which azure.json names (cloudConfig): the
+	// cloud-controller-manager's rules let load-balanced traffic reach the
+	// workers through it.
+	sgs, err := securitygroups.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsg := securitygroups.Spec{ResourceGroup: rg, Name: rg + "-nsg", Location: a.location}
+	until(t, ctx, func(tok string) (string, bool, error) { return sgs.Reconcile(ctx, nsg, tok) })
 	vn, err := vnets.New(subscriptID, armCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	nsgID := "/subscriptions/" + subscriptID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/networkSecurityGroups/" + nsg.Name
 	spec := vnets.Spec{ResourceGroup: rg, Name: rg + "-vnet", Location: a.location, CIDRs: []string{"10.0.0.0/8"},
-		Subnets: []vnets.Subnet{{Name: "cp", CIDRs: []string{"10.0.0.0/16"}}, {Name: "node", CIDRs: []string{"10.1.0.0/16"}}}}
+		Subnets: []vnets.Subnet{{Name: "cp", CIDRs: []string{"10.0.0.0/16"}}, {Name: "node", CIDRs: []string{"10.1.0.0/16"}, NSGID: nsgID}}}
 	until(t, ctx, func(tok string) (string, bool, error) { return vn.Reconcile(ctx, spec, tok) })
 	base := "/subscriptions/" + subscriptID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/virtualNetworks/" + rg + "-vnet/subnets/"
 	a.cpSubnet, a.nodeSubnet = base+"cp", base+"node"
@@ -285,5 +299,24 @@ func applyYAML(t *testing.T, ctx context.Context, c client.Client, stream string
 			}
 			return ""
 		})
+	}
+}
+
+// allowInbound adds an inbound allow rule to the node subnet's NSG.
+func (a *azure) allowInbound(t *testing.T, ctx context.Context, name string, priority int32, source, ports string) {
+	t.Helper()
+	rules, err := endpoint.NewClient(armCfg, subscriptID, armnetwork.NewSecurityRulesClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := rules.BeginCreateOrUpdate(ctx, a.rg, a.rg+"-nsg", name, armnetwork.SecurityRule{Properties: &armnetwork.SecurityRulePropertiesFormat{
+		Priority: to.Ptr(priority), Access: to.Ptr(armnetwork.SecurityRuleAccessAllow), Direction: to.Ptr(armnetwork.SecurityRuleDirectionInbound),
+		Protocol: to.Ptr(armnetwork.SecurityRuleProtocolTCP), SourceAddressPrefix: to.Ptr(source), SourcePortRange: to.Ptr("*"),
+		DestinationAddressPrefix: to.Ptr("*"), DestinationPortRange: to.Ptr(ports)}}, nil)
+	if err == nil {
+		_, err = p.PollUntilDone(ctx, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }

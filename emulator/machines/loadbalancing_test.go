@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
 	"testing"
 	"time"
 
@@ -75,6 +76,9 @@ func (m *mixed) loadBalancing(t *testing.T, ctx context.Context, node string) {
 	serveOn(t, net.JoinHostPort(host, "18181"), "hello from "+node)
 	stopHealth := serveOn(t, net.JoinHostPort(host, "18182"), "")
 
+	// The node's subnet has an NSG (as CAPZ's node subnet does): the
+	// Internet reaches the application only through a rule allowing it.
+	m.azure.allowInbound(t, ctx, "allow-web", 200, "Internet", strconv.Itoa(appPort))
 	pip := m.azure.publicIP(t, ctx, "mixed-web")
 	lbs, err := endpoint.NewClient(armCfg, subscriptID, armnetwork.NewLoadBalancersClient)
 	if err != nil {

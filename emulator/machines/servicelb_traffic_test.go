@@ -6,17 +6,24 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/winkube/winkube/emulator/machines"
 	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/poll"
 )
 
@@ -73,6 +80,7 @@ func TestServiceLoadBalancerCarriesTraffic(t *testing.T) {
 			t.Errorf("connection %d to %s reached %q, want worker 1 (the control plane is no backend, worker 2 fails its probe)", i, front, got)
 		}
 	}
+	nsgTraffic(t, ctx, cs, a, s, front)
 
 	// externalTrafficPolicy Local: the HTTP probe of the health check node
 	// port decides; worker 1 has no local endpoint (503), worker 2 has.
@@ -171,4 +179,160 @@ func healthz(t *testing.T, vnet string, port int32, code int) {
 	}), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
+}
+
+// nsgTraffic: the node subnet's NSG carries what reaches the workers. The
+// Service's rule (cloud-provider-azure's, written by the simulated
+// cloud-controller-manager) deleted through ARM, as a provider that wipes
+// the NSG's rules would, the Service's external IP answers nothing; the
+// controller re-adds it when it next syncs the Service (here a change of
+// the Service: like Kubernetes' service controller, it does not poll
+// Azure), and the Service answers again. A Service whose
+// loadBalancerSourceRanges leave the client out does not answer it.
+func nsgTraffic(t *testing.T, ctx context.Context, cs kubernetes.Interface, a *azure, s *corev1.Service, front string) {
+	t.Helper()
+	rules, err := endpoint.NewClient(armCfg, subscriptID, armnetwork.NewSecurityRulesClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsg := a.rg + "-nsg"
+	nodePort := strconv.Itoa(int(s.Spec.Ports[0].NodePort))
+	// The rule allowing the Internet to the Service's node port.
+	ruleFor := func(source, port string) *armnetwork.SecurityRule {
+		pager := rules.NewListPager(a.rg, nsg, nil)
+		for pager.More() {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page.Value {
+				p := r.Properties
+				src := strings.Join(append(ptrStrings(p.SourceAddressPrefix), derefAll(p.SourceAddressPrefixes)...), ",")
+				if strings.HasPrefix(*r.Name, "k8s-azure-lb_allow_IPv4_") && src == source && slices.Contains(derefAll(p.DestinationPortRanges), port) {
+					return r
+				}
+			}
+		}
+		return nil
+	}
+	r := ruleFor("Internet", nodePort)
+	if r == nil {
+		t.Fatalf("no rule of the cloud provider lets the Internet reach node port %s on %s", nodePort, nsg)
+	}
+	if p := r.Properties; *p.Priority < 500 || *p.Priority > 4096 || *p.Access != armnetwork.SecurityRuleAccessAllow ||
+		!reflect.DeepEqual(derefAll(p.DestinationAddressPrefixes), []string{"10.1.201.5", "10.1.201.6"}) {
+		t.Errorf("rule %s: priority %d, access %s, destinations %v; want an allow rule in 500..4096 to the workers' VNet addresses", *r.Name, *p.Priority, *p.Access, derefAll(p.DestinationAddressPrefixes))
+	}
+	del, err := rules.BeginDelete(ctx, a.rg, nsg, *r.Name, nil)
+	if err == nil {
+		_, err = del.PollUntilDone(ctx, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if got := answer(front); got != "" {
+			return fmt.Sprintf("with its NSG rule gone, %s still answers %q", front, got)
+		}
+		return ""
+	})
+	svcs := cs.CoreV1().Services(s.Namespace)
+	touch := func(name string, change func(*corev1.Service)) {
+		t.Helper()
+		// The controller writes the Service too (status, finalizer).
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := svcs.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			change(cur)
+			_, err = svcs.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touch(s.Name, func(s *corev1.Service) { s.Annotations = map[string]string{"example.com/resync": "1"} })
+	poll.Until(t, 2*time.Minute, func() string {
+		if got := answer(front); got != "worker 1" {
+			return fmt.Sprintf("after the controller's resync %s answers %q", front, got)
+		}
+		return ""
+	})
+	if ruleFor("Internet", nodePort) == nil {
+		t.Errorf("%s answers, but no rule for node port %s is back", front, nodePort)
+	}
+
+	// loadBalancerSourceRanges: first including this client (127.0.0.1:
+	// outside the VNet), then leaving it out.
+	ranged, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ranged"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 9090}},
+		LoadBalancerSourceRanges: []string{"127.0.0.0/8"},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svcs.Delete(context.Background(), "ranged", metav1.DeleteOptions{}) })
+	poll.Until(t, time.Minute, func() string {
+		if ranged, err = svcs.Get(ctx, "ranged", metav1.GetOptions{}); err != nil {
+			return err.Error()
+		}
+		if len(ranged.Status.LoadBalancer.Ingress) == 0 {
+			return "Service ranged is still <pending>" + warnings(ctx, cs, ranged)
+		}
+		return ""
+	})
+	rfront := net.JoinHostPort(ranged.Status.LoadBalancer.Ingress[0].IP, "9090")
+	serve(t, "10.1.201.5", ranged.Spec.Ports[0].NodePort, "ranged on worker 1")
+	poll.Until(t, 2*time.Minute, func() string {
+		if got := answer(rfront); got != "ranged on worker 1" {
+			return fmt.Sprintf("%s (source range 127.0.0.0/8) answers %q", rfront, got)
+		}
+		return ""
+	})
+	rPort := strconv.Itoa(int(ranged.Spec.Ports[0].NodePort))
+	if ruleFor("Internet", rPort) != nil || ruleFor("127.0.0.0/8", rPort) == nil {
+		t.Errorf("Service ranged: want a rule from 127.0.0.0/8 to node port %s and none from the Internet", rPort)
+	}
+	touch("ranged", func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24"} })
+	poll.Until(t, 2*time.Minute, func() string {
+		if got := answer(rfront); got != "" {
+			return fmt.Sprintf("%s answers %q to a client its source ranges leave out", rfront, got)
+		}
+		return ""
+	})
+	if ruleFor("192.0.2.0/24", rPort) == nil || ruleFor("127.0.0.0/8", rPort) != nil {
+		t.Errorf("Service ranged: want only a rule from 192.0.2.0/24 to node port %s", rPort)
+	}
+	// The probe still passes (AzureLoadBalancer is allowed by the default
+	// rule): the backend is in rotation, it is the NSG that refuses.
+	w1, err := hn.HostAddress("10.1.201.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hn.InRotation(rfront), []string{net.JoinHostPort(w1.String(), rPort)}; !reflect.DeepEqual(got, want) {
+		t.Errorf("backends of %s in rotation: %v, want %v (its probe passes)", rfront, got, want)
+	}
+	for i := 0; i < 3; i++ {
+		if got := answer(rfront); got != "" {
+			t.Errorf("connection %d from outside the source ranges reached %q", i, got)
+		}
+	}
+}
+
+func ptrStrings(p *string) []string {
+	if p == nil {
+		return nil
+	}
+	return []string{*p}
+}
+
+func derefAll(ps []*string) []string {
+	var out []string
+	for _, p := range ps {
+		if p != nil {
+			out = append(out, *p)
+		}
+	}
+	return out
 }

@@ -21,6 +21,12 @@ type Network interface {
 	EnsurePublicIP(ctx context.Context, ref Ref, location string, tags map[string]string) (id, address string, err error)
 	// DeletePublicIP deletes it; one already gone is no error.
 	DeletePublicIP(ctx context.Context, ref Ref) error
+	// SecurityGroup returns the NSG, or nil when it does not exist.
+	SecurityGroup(ctx context.Context, ref Ref) (*SecurityGroup, error)
+	// PutSecurityGroup replaces the NSG's rules with sg's, keeping what sg
+	// does not describe (its tags, and properties of rules it does not
+	// set); it returns once Azure has finished.
+	PutSecurityGroup(ctx context.Context, sg *SecurityGroup) error
 }
 
 // Ref names an ARM resource.
@@ -87,4 +93,29 @@ type Rule struct {
 	DisableOutboundSNAT       bool
 	LoadDistribution          string
 	IdleTimeoutMinutes        int32
+}
+
+// SecurityGroup is a network security group's rules, as ARM's REST API
+// shapes them (only the properties the cloud provider reads or writes).
+type SecurityGroup struct {
+	Ref
+	Rules []SecurityRule
+}
+
+// SecurityRule is one rule of an NSG. Single values go in the singular
+// properties, several in the plural ones, as cloud-provider-azure writes
+// them. DestinationASGs marks a rule whose destinations are application
+// security groups (kept even without destination prefixes).
+type SecurityRule struct {
+	Name                        string
+	Priority                    int32
+	Protocol, Access, Direction string
+	SourcePrefix                string
+	SourcePrefixes              []string
+	SourcePortRange             string
+	DestinationPrefix           string
+	DestinationPrefixes         []string
+	DestinationPortRange        string
+	DestinationPortRanges       []string
+	DestinationASGs             bool
 }

@@ -454,6 +454,13 @@ func (c *Controller) ensureLB(ctx context.Context, s *corev1.Service, st Setting
 			return err
 		}
 	}
+	// Then its NSG rules, as cloud-provider-azure's reconcileService does
+	// after the load balancer (reconcileSecurityGroup).
+	nsgChanged, err := c.reconcileNSG(ctx, s, st, backends, true)
+	if err != nil {
+		return err
+	}
+	changed = changed || nsgChanged
 	if in {
 		lb, err := c.cfg.Network.LoadBalancer(ctx, ref)
 		if err != nil {
@@ -492,6 +499,11 @@ func lbFrontends(lb *LoadBalancer) []Frontend {
 func (c *Controller) deleteLB(ctx context.Context, s *corev1.Service, key string, st Settings) error {
 	_ = c.event(ctx, s, corev1.EventTypeNormal, "DeletingLoadBalancer", "Deleting load balancer")
 	fe := frontendName(s)
+	// The Service's NSG rules go first (EnsureLoadBalancerDeleted).
+	if _, err := c.reconcileNSG(ctx, s, st, c.backends(st), false); err != nil {
+		c.warn(ctx, s, key, "DeleteLoadBalancerFailed", "Error deleting load balancer: "+err.Error())
+		return err
+	}
 	for _, in := range []bool{false, true} {
 		if _, err := c.removeFrom(ctx, st.lbRef(in), fe); err != nil {
 			c.warn(ctx, s, key, "DeleteLoadBalancerFailed", "Error deleting load balancer: "+err.Error())
@@ -554,6 +566,11 @@ func (c *Controller) syncPools(ctx context.Context) error {
 		for _, o := range c.svcs.List() {
 			s := o.(*corev1.Service)
 			if slices.ContainsFunc(want.Frontends, func(f Frontend) bool { return strings.EqualFold(f.Name, frontendName(s)) }) {
+				// The nodes are the rules' destinations: UpdateLoadBalancer
+				// reconciles the NSG too.
+				if _, err := c.reconcileNSG(ctx, s, st, backends, true); err != nil {
+					return err
+				}
 				typ, reason, msg := corev1.EventTypeNormal, "UpdatedLoadBalancer", "Updated load balancer with new hosts"
 				if len(backends) == 0 {
 					typ, reason, msg = corev1.EventTypeWarning, "UnAvailableLoadBalancer", "There are no available nodes for LoadBalancer"
@@ -574,4 +591,79 @@ func (c *Controller) warn(ctx context.Context, s *corev1.Service, key, reason, m
 	if c.event(ctx, s, corev1.EventTypeWarning, reason, msg) == nil {
 		c.warned[key] = msg
 	}
+}
+
+// reconcileNSG puts a Service's rules on the NSG azure.json names, or
+// takes them off (want false), as cloud-provider-azure's
+// reconcileSecurityGroup does (nsg.go); it says whether the NSG changed.
+// A missing NSG fails the Service, as it does there.
+func (c *Controller) reconcileNSG(ctx context.Context, s *corev1.Service, st Settings, backends []PoolAddress, want bool) (bool, error) {
+	ref := st.nsgRef()
+	if ref.Name == "" {
+		return false, fmt.Errorf("the cloud config %s on node %s has no securityGroupName: the NSG the rules of LoadBalancer Services go on", st.ConfigPath, st.Node)
+	}
+	sg, err := c.cfg.Network.SecurityGroup(ctx, ref)
+	if err != nil {
+		return false, err
+	}
+	if sg == nil {
+		return false, fmt.Errorf("network security group %s (securityGroupName in %s) does not exist in resource group %s", ref.Name, st.ConfigPath, ref.ResourceGroup)
+	}
+	ch := nsgChange{svc: s, want: want, retain: map[string][]int32{}}
+	for _, b := range backends {
+		if a, err := netip.ParseAddr(b.IP); err == nil {
+			ch.dsts = append(ch.dsts, a)
+		}
+	}
+	// Every Service's rules have the nodes as destinations (floating IP
+	// off): the other Services' node ports stay where the Service's go
+	// (listSharedIPPortMapping).
+	for _, o := range c.svcs.List() {
+		other := o.(*corev1.Service)
+		if other.Namespace == s.Namespace && other.Name == s.Name || other.Spec.Type != corev1.ServiceTypeLoadBalancer || other.Spec.LoadBalancerClass != nil {
+			continue
+		}
+		for _, p := range other.Spec.Ports {
+			if proto, err := nsgProtocol(p.Protocol); err == nil {
+				ch.retain[proto] = append(ch.retain[proto], p.NodePort)
+			}
+		}
+		for _, ing := range other.Status.LoadBalancer.Ingress {
+			if a, err := netip.ParseAddr(ing.IP); err == nil {
+				ch.managed = append(ch.managed, a)
+			}
+		}
+	}
+	// And every node's address (listAvailableSecurityGroupDestinations).
+	for _, o := range c.nodes.List() {
+		n := o.(*corev1.Node)
+		if v, ok := n.Labels[ManagedLabel]; ok && strings.EqualFold(v, "false") {
+			continue
+		}
+		for _, a := range n.Status.Addresses {
+			if a.Type != corev1.NodeInternalIP {
+				continue
+			}
+			ip := a.Address
+			if c.cfg.PrivateIP != nil {
+				if p, ok := c.cfg.PrivateIP(ip); ok {
+					ip = p
+				}
+			}
+			if addr, err := netip.ParseAddr(ip); err == nil {
+				ch.managed = append(ch.managed, addr)
+			}
+		}
+	}
+	for _, ing := range s.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(ing.IP); err == nil {
+			ch.managed = append(ch.managed, a)
+		}
+	}
+	rules, changed, err := reconcileRules(sg, ch)
+	if err != nil || !changed {
+		return false, err
+	}
+	sg.Rules = rules
+	return true, c.cfg.Network.PutSecurityGroup(ctx, sg)
 }

@@ -49,6 +49,10 @@ type AzureConfig struct {
 	LoadBalancerResourceGroup string `json:"loadBalancerResourceGroup"`
 	BackendPoolType           string `json:"loadBalancerBackendPoolConfigurationType"`
 	DisableOutboundSNAT       bool   `json:"disableOutboundSNAT"`
+	// SecurityGroupName is the NSG the service controller writes its
+	// rules on, in SecurityGroupResourceGroup (default ResourceGroup).
+	SecurityGroupName          string `json:"securityGroupName"`
+	SecurityGroupResourceGroup string `json:"securityGroupResourceGroup"`
 }
 
 // flag returns the value of a --name=value or --name value argument of the
@@ -136,6 +140,17 @@ func (s Settings) vnetID() string {
 		rg = s.Config.ResourceGroup
 	}
 	return Ref{SubscriptionID: s.Config.SubscriptionID, ResourceGroup: rg, Name: s.Config.VnetName}.ID("Microsoft.Network/virtualNetworks")
+}
+
+// nsgRef names the NSG the rules go on: securityGroupName in
+// securityGroupResourceGroup, else resourceGroup (cloud-provider-azure
+// v1.36.5 pkg/provider/azure.go).
+func (s Settings) nsgRef() Ref {
+	rg := s.Config.SecurityGroupResourceGroup
+	if rg == "" {
+		rg = s.Config.ResourceGroup
+	}
+	return Ref{SubscriptionID: s.Config.SubscriptionID, ResourceGroup: rg, Name: s.Config.SecurityGroupName}
 }
 
 // problem is what in the config keeps the service controller from

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"reflect"
 	"sort"
 	"strconv"
@@ -63,6 +64,17 @@ type Rule struct {
 	// IdleTimeout closes a connection without traffic either way for that
 	// long; zero means never.
 	IdleTimeout time.Duration
+	// Admit, when set, says whether a connection from src may reach
+	// backend (host:port): the network security groups in front of it. A
+	// connection it refuses is reset: Azure drops the flow's packets and
+	// the client times out; the local network has already accepted the
+	// connection, so it closes it at once with a reset, and the client
+	// never reaches an application either way.
+	Admit func(backend string, src netip.Addr) bool
+	// ProbeAdmit, when set, says whether the health probe of backend's
+	// probe target (host:port) gets through the same network security
+	// groups; a probe it refuses fails.
+	ProbeAdmit func(target string) bool
 }
 
 // lbFrontend is a rule's listener and its backends' health.
@@ -152,11 +164,21 @@ func (f *lbFrontend) update(r Rule) {
 				if err != nil {
 					continue
 				}
-				f.health[b] = startProber(net.JoinHostPort(host, strconv.Itoa(r.Probe.Port)), *r.Probe)
+				target := net.JoinHostPort(host, strconv.Itoa(r.Probe.Port))
+				f.health[b] = startProber(target, *r.Probe, func() bool { return f.probeAdmitted(target) })
 			}
 		}
 	}
 	f.rule = r
+}
+
+// probeAdmitted asks the rule as it is now whether a probe of target gets
+// through.
+func (f *lbFrontend) probeAdmitted(target string) bool {
+	f.mu.Lock()
+	admit := f.rule.ProbeAdmit
+	f.mu.Unlock()
+	return admit == nil || admit(target)
 }
 
 func (f *lbFrontend) close() {
@@ -193,13 +215,22 @@ func (f *lbFrontend) serve() { acceptLoop(f.ln, f.forward) }
 func (f *lbFrontend) forward(c net.Conn) {
 	backends := f.inRotation()
 	f.mu.Lock()
-	dist, idle := f.rule.Distribution, f.rule.IdleTimeout
+	dist, idle, admit := f.rule.Distribution, f.rule.IdleTimeout, f.rule.Admit
 	f.mu.Unlock()
 	if len(backends) == 0 {
 		reset(c)
 		return
 	}
 	b := backends[pick(dist, c.RemoteAddr(), c.LocalAddr(), len(backends))]
+	// The flow is hashed to its backend first; that backend's NSGs then
+	// decide, as on Azure, where a flow an NSG drops is not sent elsewhere.
+	if admit != nil {
+		src, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+		if !admit(b, src.Addr().Unmap()) {
+			reset(c)
+			return
+		}
+	}
 	up, err := Dial(b)
 	if err != nil {
 		reset(c)
@@ -285,7 +316,9 @@ type prober struct {
 	quit  chan struct{}
 }
 
-func startProber(target string, p Probe) *prober {
+// admitted, when set, is asked before each probe whether it gets through
+// to the backend; a probe it refuses fails.
+func startProber(target string, p Probe, admitted func() bool) *prober {
 	pr := &prober{quit: make(chan struct{})}
 	threshold := p.Threshold
 	if threshold < 1 {
@@ -299,7 +332,7 @@ func startProber(target string, p Probe) *prober {
 		t := time.NewTicker(p.Interval)
 		defer t.Stop()
 		for {
-			ok := check()
+			ok := (admitted == nil || admitted()) && check()
 			pr.mu.Lock()
 			if ok {
 				pr.up, pr.fails = true, 0

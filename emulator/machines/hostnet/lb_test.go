@@ -324,3 +324,58 @@ func mustAtoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// TestAdmitFiltersConnectionsAndProbes: a connection the rule's Admit
+// refuses for its source never reaches the backend (reset), one it admits
+// does, and the decision follows SetRules; a probe ProbeAdmit refuses
+// fails, taking the backend out of rotation.
+func TestAdmitFiltersConnectionsAndProbes(t *testing.T) {
+	n, _ := New(netip.MustParsePrefix("127.3.7.0/24"))
+	defer n.Close()
+	a := newBackend(t, "127.3.7.10", "a")
+	front := "127.3.7.1:18080"
+	allowed := netip.MustParseAddr("127.3.7.20")
+	var mu sync.Mutex
+	var asked []string
+	rule := Rule{Frontend: front, Backends: []string{a.appAddr()}, Admit: func(backend string, src netip.Addr) bool {
+		mu.Lock()
+		asked = append(asked, backend)
+		mu.Unlock()
+		return src == allowed
+	}}
+	if err := n.SetRules([]Rule{rule}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ask(t, front, "127.3.7.20"); got != "a" {
+		t.Errorf("an admitted source got %q, want a", got)
+	}
+	if got := ask(t, front, "127.3.7.21"); got != "" {
+		t.Errorf("a refused source got %q, want nothing", got)
+	}
+	mu.Lock()
+	if len(asked) != 2 || asked[0] != a.appAddr() {
+		t.Errorf("Admit was asked about %v, want the backend %s twice", asked, a.appAddr())
+	}
+	mu.Unlock()
+	// The rule changes: the new decision applies to new connections.
+	rule.Admit = func(string, netip.Addr) bool { return true }
+	if err := n.SetRules([]Rule{rule}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ask(t, front, "127.3.7.21"); got != "a" {
+		t.Errorf("after the rule changed, got %q, want a", got)
+	}
+
+	// Probes through ProbeAdmit.
+	probe := &Probe{Protocol: "Tcp", Port: mustAtoi(t, a.hport), Interval: 20 * time.Millisecond, Threshold: 1}
+	rule = Rule{Frontend: front, Backends: []string{a.appAddr()}, Probe: probe, ProbeAdmit: func(string) bool { return true }}
+	if err := n.SetRules([]Rule{rule}); err != nil {
+		t.Fatal(err)
+	}
+	waitRotation(t, n, front, a.appAddr())
+	rule.ProbeAdmit = func(target string) bool { return target != net.JoinHostPort("127.3.7.10", a.hport) }
+	if err := n.SetRules([]Rule{rule}); err != nil {
+		t.Fatal(err)
+	}
+	waitRotation(t, n, front)
+}
