@@ -425,7 +425,7 @@ func (s *Server) rulesOf(lb *resource) []LBRule {
 		}
 		if pool := part("backendAddressPools", refID(rp, "backendAddressPool")); pool != nil {
 			rule.Backends = s.poolMembers(pool)
-			rule.Admission = s.admission(pool, rule)
+			rule.Admission = s.admission(pool, rule, strings.EqualFold(lbSKU(lb), "Standard"))
 		}
 		out = append(out, rule)
 	}

@@ -17,7 +17,7 @@ import (
 // articles/virtual-network/network-security-group-how-it-works.md). In each
 // NSG the inbound rules are read in priority order, lowest number first; the
 // first rule the flow matches decides, and after the custom rules come the
-// default ones (defaultSecurityRules).
+// default ones (nsgDefaultRules).
 //
 // The destination the NSG sees is the load balancer's decision: with
 // floating IP disabled "Azure exposes the VM instances' IP address", with
@@ -29,61 +29,13 @@ import (
 // Not carried: source ports (every rule is taken to match any), rules
 // naming application security groups (they match nothing here), service
 // tags other than Internet, VirtualNetwork and AzureLoadBalancer (they match
-// nothing), and Standard load balancers' "closed to inbound connections
-// unless opened by Network Security Groups ... If you don't have an NSG on
-// a subnet or NIC ... traffic isn't allowed" (load-balancer-overview.md):
-// a backend with no NSG at either level takes every flow, as a level
-// without an NSG does.
+// nothing). A Standard load balancer's backend with no NSG at either level
+// takes no flow (Inbound.Closed); a Basic one's takes every flow.
 
 // AzureLoadBalancerIP is the address Azure's health probes come from, the
 // AzureLoadBalancer service tag ("the probe source for the load balancer
 // health probe": virtual-network/what-is-ip-address-168-63-129-16.md).
 var AzureLoadBalancerIP = netip.MustParseAddr("168.63.129.16")
-
-// defaultSecurityRules are the rules Azure puts at the end of every NSG,
-// as a GET of the NSG renders them under defaultSecurityRules (the az CLI's
-// `az network nsg show` output in Azure's docs): inbound from the VNet, from
-// the load balancer's probes, then nothing; outbound to the VNet, to the
-// Internet, then nothing.
-func defaultSecurityRules(nsg *resource) []any {
-	type def struct {
-		name, desc, dir, access, src, dst string
-		prio                              int
-	}
-	defs := []def{
-		{"AllowVnetInBound", "Allow inbound traffic from all VMs in VNET", "Inbound", "Allow", "VirtualNetwork", "VirtualNetwork", 65000},
-		{"AllowAzureLoadBalancerInBound", "Allow inbound traffic from azure load balancer", "Inbound", "Allow", "AzureLoadBalancer", "*", 65001},
-		{"DenyAllInBound", "Deny all inbound traffic", "Inbound", "Deny", "*", "*", 65500},
-		{"AllowVnetOutBound", "Allow outbound traffic from all VMs to all VMs in VNET", "Outbound", "Allow", "VirtualNetwork", "VirtualNetwork", 65000},
-		{"AllowInternetOutBound", "Allow outbound traffic from all VMs to Internet", "Outbound", "Allow", "*", "Internet", 65001},
-		{"DenyAllOutBound", "Deny all outbound traffic", "Outbound", "Deny", "*", "*", 65500},
-	}
-	out := make([]any, 0, len(defs))
-	for _, d := range defs {
-		out = append(out, map[string]any{
-			"id":   nsg.idStr + "/defaultSecurityRules/" + d.name,
-			"name": d.name,
-			"type": kindNSG + "/defaultSecurityRules",
-			"properties": map[string]any{
-				"provisioningState":          "Succeeded",
-				"description":                d.desc,
-				"protocol":                   "*",
-				"sourcePortRange":            "*",
-				"destinationPortRange":       "*",
-				"sourceAddressPrefix":        d.src,
-				"destinationAddressPrefix":   d.dst,
-				"sourceAddressPrefixes":      []any{},
-				"destinationAddressPrefixes": []any{},
-				"sourcePortRanges":           []any{},
-				"destinationPortRanges":      []any{},
-				"access":                     d.access,
-				"priority":                   float64(d.prio),
-				"direction":                  d.dir,
-			},
-		})
-	}
-	return out
-}
 
 // SecurityRule is one inbound rule as the data plane matches flows with
 // it. Addresses are CIDRs, single addresses, "*" or service tags; ports
@@ -120,6 +72,13 @@ type Inbound struct {
 	// VirtualNetwork is the address space of the backend's virtual
 	// network, what the VirtualNetwork service tag stands for.
 	VirtualNetwork []netip.Prefix
+	// Closed is a Standard load balancer's backend with no NSG on its
+	// subnet or NIC: "closed to inbound connections unless opened by
+	// Network Security Groups ... If you don't have an NSG on a subnet or
+	// NIC of your virtual machine resource, traffic isn't allowed to reach
+	// this resource" (load-balancer/load-balancer-overview.md). Its health
+	// probes, from the platform's address, still reach it.
+	Closed bool
 }
 
 // Admits says whether the NSGs let a flow from src to the backend's port
@@ -127,6 +86,9 @@ type Inbound struct {
 func (in *Inbound) Admits(src netip.Addr, port int) bool {
 	if in == nil {
 		return true
+	}
+	if in.Closed && len(in.Groups) == 0 && src != AzureLoadBalancerIP {
+		return false
 	}
 	for _, g := range in.Groups {
 		if !in.groupAdmits(g, src, port) {
@@ -264,7 +226,7 @@ func (s *Server) securityGroup(id string) *SecurityGroup {
 		}
 	}
 	sort.SliceStable(g.Rules, func(i, j int) bool { return g.Rules[i].Priority < g.Rules[j].Priority })
-	for _, d := range defaultSecurityRules(nsg) {
+	for _, d := range nsgDefaultRules(nsg) {
 		m := d.(map[string]any)
 		read(str(m, "name"), obj(m, "properties"))
 	}
@@ -274,7 +236,7 @@ func (s *Server) securityGroup(id string) *SecurityGroup {
 // admission is, for each backend of a load-balancing rule, what its NSGs
 // let in. pool is the rule's backend pool, rule has its frontend and
 // backends filled in.
-func (s *Server) admission(pool map[string]any, rule LBRule) map[string]*Inbound {
+func (s *Server) admission(pool map[string]any, rule LBRule, standard bool) map[string]*Inbound {
 	if len(rule.Backends) == 0 {
 		return nil
 	}
@@ -302,7 +264,7 @@ func (s *Server) admission(pool map[string]any, rule LBRule) map[string]*Inbound
 		if err != nil {
 			continue
 		}
-		in := &Inbound{Destination: addr, Protocol: rule.Protocol}
+		in := &Inbound{Destination: addr, Protocol: rule.Protocol, Closed: standard}
 		if rule.FloatingIP {
 			if fe, err := netip.ParseAddr(rule.FrontendIP); err == nil {
 				in.Destination = fe

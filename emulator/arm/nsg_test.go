@@ -103,7 +103,7 @@ func TestNSGsFilterLoadBalancedFlows(t *testing.T) {
 		flows        []flow
 		ipBasedFlows []flow
 	}{
-		{name: "no NSG at either level", flows: []flow{{client, 30080, true}}, ipBasedFlows: []flow{{client, 30443, true}}},
+		{name: "no NSG at either level: a Standard load balancer's backend is closed, its probes pass", flows: []flow{{client, 30080, false}, {"168.63.129.16", 31000, true}}, ipBasedFlows: []flow{{client, 30443, false}}},
 		{name: "default rules only: the Internet is denied, the VNet and the probe source allowed", subnetNSG: true,
 			flows: []flow{{client, 30080, false}, {"10.0.0.7", 30080, true}, {"168.63.129.16", 31000, true}}},
 		{name: "allow by service tag Internet on the backend port", subnetNSG: true,
@@ -139,10 +139,10 @@ func TestNSGsFilterLoadBalancedFlows(t *testing.T) {
 			subnet: []*armnetwork.SecurityRule{nsgRule("web", 500, allow, tcp, "Internet", "*", "30080")},
 			nic:    []*armnetwork.SecurityRule{nsgRule("web", 100, allow, tcp, "127.0.0.0/8", "VirtualNetwork", "*")},
 			flows:  []flow{{client, 30080, true}, {"192.0.2.1", 30080, false}}},
-		{name: "NIC NSG only: it alone decides", nicNSG: true,
+		{name: "NIC NSG only: it alone decides (an IP-based pool's address has no NIC, so no NSG)", nicNSG: true,
 			nic:          []*armnetwork.SecurityRule{nsgRule("web", 500, allow, tcp, "Internet", "*", "*")},
 			flows:        []flow{{client, 30080, true}, {"168.63.129.16", 31000, true}},
-			ipBasedFlows: []flow{{client, 30443, true}}},
+			ipBasedFlows: []flow{{client, 30443, false}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,7 +5,7 @@ package arm
 // examples/NetworkSecurityGroupGet.json @ac19a045: names, priorities,
 // prefixes and descriptions; the example's rules carry no type or etag).
 func nsgDefaultRules(nsg *resource) []any {
-	rule := func(name, desc, direction, access string, priority int, src, dst string) any {
+	rule := func(name, desc, direction, access string, priority float64, src, dst string) any {
 		return map[string]any{
 			"name": name,
 			"id":   nsg.idStr + "/defaultSecurityRules/" + name,
