@@ -237,6 +237,12 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		WindowsVersion: am.Spec.WindowsServerVersion, Runtime: am.Spec.ContainerRuntime,
 	})
 	if err != nil {
+		if fromAzure(err) {
+			// Listing the images failed (a 429, a 5xx, no answer): the
+			// request is retried with backoff, not parked.
+			setReady(am, metav1.ConditionFalse, azureReason(err), "choosing the image: "+err.Error())
+			return ctrl.Result{}, fmt.Errorf("choosing the image: %w", err)
+		}
 		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, "choosing the image: "+err.Error())
 		return ctrl.Result{}, nil
 	}

@@ -168,6 +168,12 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	img, err := pc.svc.Images.Resolve(ctx, t.Image, images.Request{Location: pc.ac.Spec.Location, KubernetesVersion: mp.Spec.Template.Spec.Version,
 		OS: t.OS(), WindowsVersion: t.WindowsServerVersion, Runtime: t.ContainerRuntime})
 	if err != nil {
+		if fromAzure(err) {
+			// Listing the images failed (a 429, a 5xx, no answer): the
+			// request is retried with backoff, not parked.
+			setReady(amp, metav1.ConditionFalse, azureReason(err), "choosing the image: "+err.Error())
+			return ctrl.Result{}, fmt.Errorf("choosing the image: %w", err)
+		}
 		setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, "choosing the image: "+err.Error())
 		return ctrl.Result{}, nil
 	}
