@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	events "k8s.io/client-go/tools/record"
 	"math/big"
 	"strings"
 	"time"
@@ -43,6 +44,7 @@ const AdminUsername = "capi"
 // +kubebuilder:rbac:groups=infrastructure.winkube.dev,resources=azuremachines;azuremachines/status;azuremachines/finalizers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // AzureMachineReconciler provisions the VM of a Machine.
 type AzureMachineReconciler struct {
@@ -51,12 +53,17 @@ type AzureMachineReconciler struct {
 	// Identities resolves the cluster's identity to its services.
 	Identities *Identities
 	Requeue    time.Duration
+	// Recorder records the machine's Events; the manager's when nil.
+	Recorder events.EventRecorder
 }
 
 // SetupWithManager registers the controller.
 func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.Requeue == 0 {
 		r.Requeue = 5 * time.Second
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorderFor("azuremachine-controller")
 	}
 	if r.Identities == nil {
 		r.Identities = newIdentities(mgr, r.Cloud, "")
@@ -143,7 +150,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		setReady(am, metav1.ConditionFalse, WaitingForBootstrapDataReason, "waiting for the bootstrap provider's data secret")
 		return ctrl.Result{}, nil
 	}
-	if cond := readyCondition(am); cond != nil && cond.Reason == VMProvisionFailedReason {
+	if cond := readyCondition(am); cond != nil && (cond.Reason == VMProvisionFailedReason || cond.Reason == VMDeletedReason) {
 		return ctrl.Result{}, nil // terminal: the Machine must be replaced
 	}
 	secret := &corev1.Secret{}
@@ -175,6 +182,16 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	// Azure would treat a second machine with this VM name as the first one's VM.
 	if existing, err := svc.VMs.Get(ctx, n.rg, vmName); err != nil {
 		return r.azureError(am, "reading VM", err)
+	} else if existing == nil && am.Spec.ProviderID != "" {
+		// The VM was made and is gone: deleted outside winkube. Making it
+		// again would boot it with bootstrap data whose join token has
+		// usually expired, and report a machine Ready that never joins.
+		// The machine fails instead, and a MachineHealthCheck replaces it
+		// (CAPZ does the same).
+		am.Status.VMState = "Deleted"
+		setReady(am, metav1.ConditionFalse, VMDeletedReason, fmt.Sprintf("VM %s was deleted outside winkube; this machine will not make it again: delete the Machine (a MachineHealthCheck does) to replace it", vmName))
+		r.event(am, corev1.EventTypeWarning, VMDeletedReason, "VM %s was deleted outside winkube", vmName)
+		return ctrl.Result{}, nil
 	} else if existing != nil && ptr.Deref(existing.Tags[tags.RoleKey], "") != role {
 		r.dropForeignClaims(ctx, svc, am, n.rg, vmName)
 		setReady(am, metav1.ConditionFalse, VMNameConflictReason, fmt.Sprintf("VM %s already exists and belongs to %s: rename this machine so that its Windows name differs", vmName, ptr.Deref(existing.Tags[tags.RoleKey], "something else")))
@@ -540,4 +557,10 @@ func (r *AzureMachineReconciler) stillMine(ctx context.Context, svc *cloud.Servi
 		return nic == nil || ptr.Deref(nic.Tags[tags.RoleKey], "") == role, err
 	}
 	return true, nil
+}
+
+func (r *AzureMachineReconciler) event(am *infrav1.AzureMachine, typ, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(am, typ, reason, format, args...)
+	}
 }

@@ -24,6 +24,9 @@ const (
 	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
 	VMProvisionFailedReason       = "VMProvisionFailed"
 	VMNameConflictReason          = "VMNameConflict"
+	// VMDeletedReason: the machine's VM was deleted outside winkube; the
+	// machine is failed for good and waits to be replaced.
+	VMDeletedReason = "VMDeleted"
 	InvalidConfigurationReason    = "InvalidConfiguration"
 	AzureErrorReason              = "AzureError"
 	// DeletionBlockedReason: deletion waits (finalizer kept) on an error

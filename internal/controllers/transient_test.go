@@ -51,3 +51,42 @@ func TestImageListingErrorsAreRetried(t *testing.T) {
 	r.heal()
 	f.waitMachinesProvisioned(time.Minute, "imgretry-md-0-aaaaa")
 }
+
+// A VM deleted outside winkube fails its machine for good: it is not made
+// again with the old bootstrap data (whose join token has usually expired)
+// and the machine says why, so that a MachineHealthCheck replaces it.
+func TestAVanishedVMFailsTheMachine(t *testing.T) {
+	r := newRig(t, arm.Options{})
+	f := r.cluster("vanish")
+	f.waitClusterProvisioned(time.Minute)
+	f.newMachine("vanish-md-0-aaaaa", false, false, "1")
+	am := f.waitMachinesProvisioned(time.Minute, "vanish-md-0-aaaaa")["vanish-md-0-aaaaa"]
+	rg := f.ns
+	p, err := r.az.vms.BeginDelete(context.Background(), rg, am.Status.VMName, nil)
+	done(t, p, err)
+	puts := r.emu.Counters()["PUT virtualMachines"]
+	// Any change to the machine is reconciled; make one now.
+	patch := client.MergeFrom(am.DeepCopy())
+	am.Annotations = map[string]string{"test.winkube.dev/poke": "1"}
+	if err := env.Client.Patch(context.Background(), am, patch); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(am), am); err != nil {
+			return err.Error()
+		}
+		if c := readyOf(am); c == nil || c.Reason != controllers.VMDeletedReason {
+			return "Ready is not VMDeleted"
+		}
+		return ""
+	})
+	if n := r.emu.Counters()["PUT virtualMachines"]; n != puts {
+		t.Errorf("the VM was written again (%d PUTs) after it was deleted", n-puts)
+	}
+	if _, err := r.az.vms.Get(context.Background(), rg, am.Status.VMName, nil); err == nil {
+		t.Error("the deleted VM exists again")
+	}
+	if am.Status.VMState != "Deleted" {
+		t.Errorf("VM state %q", am.Status.VMState)
+	}
+}
