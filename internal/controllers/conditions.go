@@ -26,9 +26,9 @@ const (
 	VMNameConflictReason          = "VMNameConflict"
 	// VMDeletedReason: the machine's VM was deleted outside winkube; the
 	// machine is failed for good and waits to be replaced.
-	VMDeletedReason = "VMDeleted"
-	InvalidConfigurationReason    = "InvalidConfiguration"
-	AzureErrorReason              = "AzureError"
+	VMDeletedReason            = "VMDeleted"
+	InvalidConfigurationReason = "InvalidConfiguration"
+	AzureErrorReason           = "AzureError"
 	// DeletionBlockedReason: deletion waits (finalizer kept) on an error
 	// other than NotFound; the message says which resource and why.
 	DeletionBlockedReason = "DeletionBlocked"
