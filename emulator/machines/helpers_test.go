@@ -108,13 +108,21 @@ func newAzure(t *testing.T, ctx context.Context, rg string) *azure {
 	}
 	nsg := securitygroups.Spec{ResourceGroup: rg, Name: rg + "-nsg", Location: a.location}
 	until(t, ctx, func(tok string) (string, bool, error) { return sgs.Reconcile(ctx, nsg, tok) })
+	// The control-plane subnet's, opening the API server and SSH as a
+	// cluster's does: a Standard load balancer's backend with no NSG
+	// takes no connection.
+	cpNSG := securitygroups.Spec{ResourceGroup: rg, Name: rg + "-cp-nsg", Location: a.location, Rules: []securitygroups.Rule{
+		{Name: "allow_apiserver", Protocol: "Tcp", Direction: "Inbound", Priority: 2200, DestinationPorts: "6443", Access: "Allow"},
+		{Name: "allow_ssh", Protocol: "Tcp", Direction: "Inbound", Priority: 2201, DestinationPorts: "22", Access: "Allow"},
+	}}
+	until(t, ctx, func(tok string) (string, bool, error) { return sgs.Reconcile(ctx, cpNSG, tok) })
 	vn, err := vnets.New(subscriptID, armCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nsgID := "/subscriptions/" + subscriptID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/networkSecurityGroups/" + nsg.Name
 	spec := vnets.Spec{ResourceGroup: rg, Name: rg + "-vnet", Location: a.location, CIDRs: []string{"10.0.0.0/8"},
-		Subnets: []vnets.Subnet{{Name: "cp", CIDRs: []string{"10.0.0.0/16"}}, {Name: "node", CIDRs: []string{"10.1.0.0/16"}, NSGID: nsgID}}}
+		Subnets: []vnets.Subnet{{Name: "cp", CIDRs: []string{"10.0.0.0/16"}, NSGID: nsgID[:len(nsgID)-len("-nsg")] + "-cp-nsg"}, {Name: "node", CIDRs: []string{"10.1.0.0/16"}, NSGID: nsgID}}}
 	until(t, ctx, func(tok string) (string, bool, error) { return vn.Reconcile(ctx, spec, tok) })
 	base := "/subscriptions/" + subscriptID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/virtualNetworks/" + rg + "-vnet/subnets/"
 	a.cpSubnet, a.nodeSubnet = base+"cp", base+"node"
