@@ -153,6 +153,16 @@ func TestMissingValuesAreListed(t *testing.T) {
 	}
 }
 
+// A name Azure's DNS labels cannot start with is refused before anything
+// is applied, not when the API server's public IP is made.
+func TestAClusterNameMustStartWithALetter(t *testing.T) {
+	o := opts("v1.36.3", "2022")
+	o.ClusterName = "12345"
+	if _, err := flavors.Generate(flavors.Windows, o); err == nil || !strings.Contains(err.Error(), "DNS label") {
+		t.Errorf("a cluster named 12345: %v", err)
+	}
+}
+
 func TestGoldenFiles(t *testing.T) {
 	for _, flavor := range []string{flavors.Windows, flavors.WindowsFlannel} {
 		objs, err := flavors.Generate(flavor, opts("v1.36.3", "2022"))

@@ -10,6 +10,7 @@ package flavors
 import (
 	"errors"
 	"fmt"
+	"github.com/winkube/winkube/internal/naming"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sort"
 	"strings"
@@ -108,6 +109,9 @@ func check(flavor string, o Options) (images.Version, error) {
 	}
 	if errs := validation.IsDNS1123Label(o.ClusterName); len(errs) > 0 {
 		return images.Version{}, fmt.Errorf("cluster NAME %q: %s (Cluster API and clusterctl need a DNS-1123 label, such as demo or team-a-win)", o.ClusterName, strings.Join(errs, "; "))
+	}
+	if problem := naming.ClusterNameProblem(o.ClusterName); problem != "" {
+		return images.Version{}, fmt.Errorf("cluster NAME %q %s", o.ClusterName, problem)
 	}
 	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
 		return images.Version{}, fmt.Errorf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))

@@ -138,3 +138,15 @@ func VMName(name string, windows bool) string {
 	}
 	return name
 }
+
+// ClusterNameProblem says why a cluster name cannot be a winkube cluster's
+// on Azure, or "" when it can. The API server's public IP gets the DNS label
+// <name>-<hash>, and Azure refuses a label that does not start with a
+// letter (InvalidDomainNameLabel: it must match
+// ^[a-z][a-z0-9-]{1,61}[a-z0-9]$).
+func ClusterNameProblem(name string) string {
+	if name == "" || name[0] < 'a' || name[0] > 'z' {
+		return "must start with a lower-case letter: the API server's public IP takes the DNS label <name>-<hash>, and Azure's DNS labels start with a letter"
+	}
+	return ""
+}

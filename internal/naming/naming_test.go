@@ -137,3 +137,11 @@ func FuzzWindowsName(f *testing.F) {
 		}
 	})
 }
+
+func TestClusterNameProblem(t *testing.T) {
+	for name, ok := range map[string]bool{"demo": true, "c": true, "team-a-win": true, "12345": false, "1demo": false, "": false} {
+		if got := ClusterNameProblem(name) == ""; got != ok {
+			t.Errorf("ClusterNameProblem(%q) accepts: %v, want %v", name, got, ok)
+		}
+	}
+}

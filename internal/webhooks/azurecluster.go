@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"github.com/winkube/winkube/internal/naming"
 	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -73,6 +74,13 @@ func validateClusterSpec(s *infrav1.AzureClusterSpec, p *field.Path) field.Error
 // ValidateCreate checks the spec and the owning Cluster's ranges.
 func (w *AzureCluster) ValidateCreate(ctx context.Context, c *infrav1.AzureCluster) (admission.Warnings, error) {
 	errs := validateClusterSpec(&c.Spec, field.NewPath("spec"))
+	if name := clusterName(c); naming.ClusterNameProblem(name) != "" {
+		path := field.NewPath("metadata", "name")
+		if c.GetLabels()[clusterv1.ClusterNameLabel] != "" {
+			path = field.NewPath("metadata", "labels").Key(clusterv1.ClusterNameLabel)
+		}
+		errs = append(errs, field.Invalid(path, name, "the cluster name "+naming.ClusterNameProblem(name)))
+	}
 	errs = append(errs, w.validateAgainstCluster(ctx, c)...)
 	return nil, invalid(c, errs)
 }
