@@ -224,7 +224,6 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		return ctrl.Result{}, err
 	}
 	replicas := int64(ptr.Deref(mp.Spec.Replicas, 1))
-	modelChanged := cur != nil && (cur.Tags[scalesets.ModelTag] == nil || *cur.Tags[scalesets.ModelTag] != scalesets.ModelDigest(spec))
 
 	// Instances on their way out no longer count; while any is, the scale
 	// set is left alone, so that its capacity only ever drops through the
@@ -241,7 +240,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	}
 	var outdated, current []scalesets.Instance
 	for _, in := range live {
-		if in.LatestModelApplied && !modelChanged {
+		if in.Current(spec) {
 			current = append(current, in)
 		} else {
 			outdated = append(outdated, in)
@@ -333,7 +332,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	settled := int64(len(instances)) == replicas
 	for _, in := range instances {
 		ids = append(ids, ProviderIDOf(in.ID))
-		settled = settled && in.LatestModelApplied && in.ProvisioningState == "Succeeded"
+		settled = settled && in.Current(spec) && in.ProvisioningState == "Succeeded"
 		if machines[in.InstanceID] == nil {
 			if err := r.createInstanceMachine(ctx, pc, in); err != nil {
 				return ctrl.Result{}, err
@@ -343,7 +342,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	amp.Spec.ProviderIDList = ids
 	amp.Status.Replicas = int32(len(instances))
 	amp.Status.Initialization.Provisioned = ptr.To(true)
-	if !settled || modelChanged {
+	if !settled {
 		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("%d instances, %d wanted, %d to replace", len(instances), replicas, len(outdated)))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}

@@ -109,9 +109,10 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 		if in.ProvisioningState == "Succeeded" {
 			m.Status.Initialization.Provisioned = ptr.To(true)
 			setReady(m, metav1.ConditionTrue, ProvisionedReason, "")
-			if !in.LatestModelApplied {
-				return ctrl.Result{RequeueAfter: r.Requeue}, nil
-			}
+			// Whether the instance must be replaced is the pool's to
+			// decide (Instance.Current): Azure's latestModelApplied stays
+			// false after a write of new custom data alone, and polling
+			// it would read every instance every few seconds forever.
 			return ctrl.Result{}, nil
 		}
 		setReady(m, metav1.ConditionFalse, ProvisioningReason, "instance is "+in.ProvisioningState)

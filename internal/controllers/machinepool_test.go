@@ -250,3 +250,76 @@ func TestWindowsMachinePool(t *testing.T) {
 		t.Fatalf("left: %v", inv)
 	}
 }
+
+// A new join token (Cluster API's bootstrap provider rewrites a pool's
+// custom data at half the token's lifetime) replaces no instance, even when
+// a scale-up then sends it to Azure; a new VM size replaces them all.
+func TestPoolRollsForItsModelNotForANewJoinToken(t *testing.T) {
+	stop := startControllers(t, armCfg)
+	defer stop()
+	az := newAzure(t, armCfg)
+	f := newCluster(t, "tokens")
+	f.waitClusterProvisioned(time.Minute)
+	mp, amp := f.newPool("tokens-pool-abcde", 2, true)
+	f.waitPool(amp, 2)
+	before := instanceIDs(az.instances(f.ns, amp.Name))
+	customData := func() string {
+		set, err := az.vmss.Get(f.ctx, f.ns, amp.Name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ptr.Deref(set.Tags["winkube.dev_customdata"], "")
+	}
+	first := customData()
+
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: *mp.Spec.Template.Spec.Bootstrap.DataSecretName}, secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["value"] = []byte("<powershell>kubeadm join --token abcdef.rotated</powershell>")
+	if err := env.Client.Update(f.ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(mp), mp); err != nil {
+			return err
+		}
+		mp.Spec.Replicas = ptr.To[int32](3)
+		return env.Client.Update(f.ctx, mp)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.waitPool(amp, 3)
+	after := instanceIDs(az.instances(f.ns, amp.Name))
+	if !strings.HasPrefix(after, before+",") {
+		t.Fatalf("instances %s after a new join token and a scale-up, before %s: some were replaced", after, before)
+	}
+	if customData() == first {
+		t.Error("the scale-up did not send the new custom data")
+	}
+
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err
+		}
+		amp.Spec.Template.VMSize = "Standard_D8s_v3"
+		return env.Client.Update(f.ctx, amp)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 3*time.Minute, func() string {
+		insts := az.instances(f.ns, amp.Name)
+		for _, in := range insts {
+			if strings.Contains(","+after+",", ","+in.id+",") {
+				return fmt.Sprintf("instance %s of the old size is still there: %s", in.id, instanceIDs(insts))
+			}
+		}
+		if len(insts) != 3 {
+			return fmt.Sprintf("%d instances", len(insts))
+		}
+		return ""
+	})
+	f.waitPool(amp, 3)
+}

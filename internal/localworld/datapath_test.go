@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/doctor"
 	"github.com/winkube/winkube/internal/localports"
 	"github.com/winkube/winkube/internal/localworld"
@@ -153,6 +154,7 @@ func checkDataPath(ctx context.Context, t *testing.T, w *localworld.World, cs ku
 		return ""
 	})
 	t.Logf("%6.1fs answers from the 3 replicas: %v", time.Since(start).Seconds(), seen)
+	checkNSGRulesSurvive(ctx, t, w, ip, start)
 
 	// A typo in the selector, and a targetPort nothing listens on: each
 	// Service gets its external IP, and nothing answers on it.
@@ -239,4 +241,57 @@ func keys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkNSGRulesSurvive changes the AzureCluster's node NSG (a rule of the
+// user's), which winkube writes to Azure, while the iis Service is live:
+// the cloud provider's allow rule for it, on the same NSG, stays, and curl
+// keeps answering. (A provider that PUT only its own rules took Services
+// dark until the cloud provider wrote them again, which it does only when a
+// Service or the nodes change: CAPZ #578, kubernetes #90611.)
+func checkNSGRulesSurvive(ctx context.Context, t *testing.T, w *localworld.World, ip string, start time.Time) {
+	t.Helper()
+	ruleIDs := func(suffix string) []string {
+		var out []string
+		for _, id := range w.Emulator().ResourceIDs() {
+			if strings.Contains(strings.ToLower(id), "/securityrules/"+strings.ToLower(suffix)) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	if len(ruleIDs("k8s-azure-lb_allow_")) == 0 {
+		t.Fatal("the cloud provider wrote no allow rule for the iis Service")
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ac := &infrav1.AzureCluster{}
+		if err := w.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "e2e"}, ac); err != nil {
+			return err
+		}
+		for i := range ac.Spec.NetworkSpec.Subnets {
+			if sn := &ac.Spec.NetworkSpec.Subnets[i]; sn.Role == infrav1.SubnetNode {
+				sn.SecurityGroup.SecurityRules = append(sn.SecurityGroup.SecurityRules, infrav1.SecurityRule{
+					Name: "allow_metrics", Protocol: "Tcp", Direction: "Inbound", Priority: 2300, DestinationPorts: "9100", Source: "VirtualNetwork"})
+			}
+		}
+		return w.Client.Update(ctx, ac)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 2*time.Minute, func() string {
+		if len(ruleIDs("allow_metrics")) == 0 {
+			return "winkube has not written the new rule yet"
+		}
+		return ""
+	})
+	if len(ruleIDs("k8s-azure-lb_allow_")) == 0 {
+		t.Fatal("writing the AzureCluster's node NSG removed the cloud provider's rule")
+	}
+	for i := range 5 {
+		if _, err := curl(ip); err != nil {
+			t.Fatalf("curl %s after winkube wrote the node NSG (try %d): %v", ip, i+1, err)
+		}
+	}
+	t.Logf("%6.1fs the node NSG written again: the cloud provider's rule stayed, curl %s answers", time.Since(start).Seconds(), ip)
 }

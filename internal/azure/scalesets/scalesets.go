@@ -4,6 +4,8 @@ package scalesets
 
 import (
 	"context"
+	"fmt"
+	"hash/fnv"
 	"encoding/base64"
 	"sort"
 	"strconv"
@@ -47,6 +49,28 @@ type Instance struct {
 	ProvisioningState  string
 	LatestModelApplied bool
 	PrivateIP          string
+	// What the instance runs as Azure reports it: its size, image, OS
+	// disk and zone.
+	Size         string
+	Image        virtualmachines.Image
+	OSDiskSizeGB int32
+	StorageType  string
+	Zone         string
+}
+
+// Current reports whether the instance runs the model's size, image, OS
+// disk and zones: what only a new instance can change. Azure's
+// latestModelApplied is not enough, because any write of the model, new
+// custom data included, clears it on every instance; new custom data, or
+// new tags, are no reason to replace a node that has joined.
+func (in Instance) Current(spec Spec) bool {
+	zoneOK := len(spec.Zones) == 0 || in.Zone == ""
+	for _, z := range spec.Zones {
+		zoneOK = zoneOK || z == in.Zone
+	}
+	storage := spec.StorageAccountType
+	return in.Size == spec.Size && in.Image == spec.Image && in.OSDiskSizeGB == spec.OSDiskSizeGB &&
+		(storage == "" || in.StorageType == "" || strings.EqualFold(in.StorageType, storage)) && zoneOK
 }
 
 // Service manages scale sets.
@@ -79,7 +103,12 @@ func (s *Service) Get(ctx context.Context, rg, name string) (*armcompute.Virtual
 	return &cur.VirtualMachineScaleSet, nil
 }
 
-// Reconcile creates the scale set or updates its model and capacity.
+// Reconcile creates the scale set or updates its model and capacity. New
+// custom data alone is no reason to write the scale set: Cluster API's
+// kubeadm bootstrap provider rewrites a pool's custom data whenever it
+// rotates the join token (at half the token's lifetime), and a new model
+// marks every instance out of date. It is sent with the next write the
+// model or the capacity needs, as CAPZ does.
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
 	var exists bool
 	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
@@ -95,23 +124,43 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (strin
 	})
 }
 
-// ModelTag records, on the scale set, a digest of what its model was built
-// from (image and custom data), since custom data is never returned by Azure.
-const ModelTag = "winkube.dev_model"
+// ModelTag records, on the scale set, a digest of its model's fields
+// (ModelDigest); CustomDataTag one of the custom data it was last sent,
+// which Azure never returns.
+const (
+	ModelTag      = "winkube.dev_model"
+	CustomDataTag = "winkube.dev_customdata"
+)
 
-// ModelDigest is the digest kept in ModelTag.
+// ModelDigest is a digest of every field of the model that the spec sets,
+// but the custom data and the capacity: what makes a write of the scale set
+// necessary.
 func ModelDigest(spec Spec) string {
 	img := spec.Image
-	return strconv.FormatUint(fnv(img.Publisher+"|"+img.Offer+"|"+img.SKU+"|"+img.Version+"|"+img.ID+"|"+img.CommunityGalleryImageID+"|"+string(spec.CustomData)), 36)
+	zones := append([]string(nil), spec.Zones...)
+	sort.Strings(zones)
+	var tags []string
+	for k, v := range spec.Tags {
+		if !strings.HasPrefix(k, "winkube.dev_") && v != nil {
+			tags = append(tags, k+"="+*v)
+		}
+	}
+	sort.Strings(tags)
+	return digest(spec.Size, img.Publisher, img.Offer, img.SKU, img.Version, img.ID, img.CommunityGalleryImageID,
+		strconv.Itoa(int(spec.OSDiskSizeGB)), spec.StorageAccountType, strconv.FormatBool(spec.Windows), spec.ComputerNamePrefix,
+		spec.AdminUsername, spec.SSHPublicKey, spec.SubnetID, strings.Join(zones, ","), strings.Join(tags, ","))
 }
 
-func fnv(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
+// CustomDataDigest is the digest kept in CustomDataTag.
+func CustomDataDigest(data []byte) string { return digest(string(data)) }
+
+func digest(fields ...string) string {
+	h := fnv.New64a()
+	for _, f := range fields {
+		// The length first, so that no two field lists write the same bytes.
+		_, _ = fmt.Fprintf(h, "%d:%s|", len(f), f)
 	}
-	return h
+	return strconv.FormatUint(h.Sum64(), 36)
 }
 
 func sameModel(cur *armcompute.VirtualMachineScaleSet, spec Spec) bool {
@@ -142,6 +191,7 @@ func model(spec Spec, create bool) armcompute.VirtualMachineScaleSet {
 		tags[k] = v
 	}
 	tags[ModelTag] = to.Ptr(ModelDigest(spec))
+	tags[CustomDataTag] = to.Ptr(CustomDataDigest(spec.CustomData))
 	set := armcompute.VirtualMachineScaleSet{
 		Location: to.Ptr(spec.Location), Tags: tags,
 		SKU: &armcompute.SKU{Name: to.Ptr(spec.Size), Capacity: to.Ptr(spec.Capacity)},
@@ -199,6 +249,27 @@ func (s *Service) Instances(ctx context.Context, rg, name string) ([]Instance, e
 					in.ProvisioningState = *p.ProvisioningState
 				}
 				in.LatestModelApplied = p.LatestModelApplied != nil && *p.LatestModelApplied
+				if p.HardwareProfile != nil && p.HardwareProfile.VMSize != nil {
+					in.Size = string(*p.HardwareProfile.VMSize)
+				}
+				if sp := p.StorageProfile; sp != nil {
+					if r := sp.ImageReference; r != nil {
+						in.Image = virtualmachines.Image{Publisher: deref(r.Publisher), Offer: deref(r.Offer), SKU: deref(r.SKU), Version: deref(r.Version),
+							ID: deref(r.ID), CommunityGalleryImageID: deref(r.CommunityGalleryImageID)}
+					}
+					if d := sp.OSDisk; d != nil {
+						in.OSDiskSizeGB = derefOr(d.DiskSizeGB)
+						if d.ManagedDisk != nil && d.ManagedDisk.StorageAccountType != nil {
+							in.StorageType = string(*d.ManagedDisk.StorageAccountType)
+						}
+					}
+				}
+			}
+			if v.SKU != nil && v.SKU.Name != nil && in.Size == "" {
+				in.Size = *v.SKU.Name
+			}
+			if len(v.Zones) > 0 && v.Zones[0] != nil {
+				in.Zone = *v.Zones[0]
 			}
 			out = append(out, in)
 		}
@@ -256,4 +327,18 @@ func (s *Service) InstanceIPs(ctx context.Context, rg, name string) (map[string]
 		}
 	}
 	return out, nil
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func derefOr(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

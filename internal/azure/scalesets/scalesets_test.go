@@ -1,0 +1,72 @@
+package scalesets_test
+
+import (
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+
+	"github.com/winkube/winkube/internal/azure/scalesets"
+	"github.com/winkube/winkube/internal/azure/virtualmachines"
+)
+
+func base() scalesets.Spec {
+	return scalesets.Spec{ResourceGroup: "rg", Name: "pool", Location: "westeurope", Size: "Standard_D4s_v3", Capacity: 2, Windows: true,
+		ComputerNamePrefix: "win-abcde", Image: virtualmachines.Image{CommunityGalleryImageID: "/CommunityGalleries/g/Images/capi-win-2022-containerd/Versions/1.36.3"},
+		OSDiskSizeGB: 128, StorageAccountType: "Premium_LRS", CustomData: []byte("join token A"), AdminUsername: "capi",
+		SubnetID: "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/node", Zones: []string{"1", "2"},
+		Tags: map[string]*string{"team": to.Ptr("a")}}
+}
+
+// Every field of the model the webhook lets change makes the scale set
+// worth writing; new custom data (a rotated join token), the capacity and
+// the order of zones do not.
+func TestModelDigestCoversTheModelNotTheCustomData(t *testing.T) {
+	want := scalesets.ModelDigest(base())
+	for _, c := range []struct {
+		name    string
+		change  func(*scalesets.Spec)
+		changes bool
+	}{
+		{"vmSize", func(s *scalesets.Spec) { s.Size = "Standard_D8s_v3" }, true},
+		{"image version", func(s *scalesets.Spec) { s.Image.CommunityGalleryImageID += "x" }, true},
+		{"marketplace image", func(s *scalesets.Spec) { s.Image = virtualmachines.Image{Publisher: "p", Offer: "o", SKU: "s", Version: "1"} }, true},
+		{"OS disk size", func(s *scalesets.Spec) { s.OSDiskSizeGB = 256 }, true},
+		{"OS disk storage type", func(s *scalesets.Spec) { s.StorageAccountType = "StandardSSD_LRS" }, true},
+		{"zones", func(s *scalesets.Spec) { s.Zones = []string{"1"} }, true},
+		{"a tag", func(s *scalesets.Spec) { s.Tags = map[string]*string{"team": to.Ptr("b")} }, true},
+		{"subnet", func(s *scalesets.Spec) { s.SubnetID += "2" }, true},
+		{"custom data (a new join token)", func(s *scalesets.Spec) { s.CustomData = []byte("join token B") }, false},
+		{"capacity", func(s *scalesets.Spec) { s.Capacity = 5 }, false},
+		{"zones in another order", func(s *scalesets.Spec) { s.Zones = []string{"2", "1"} }, false},
+		{"the admin password (sent at creation only)", func(s *scalesets.Spec) { s.AdminPassword = "x" }, false},
+	} {
+		s := base()
+		c.change(&s)
+		if got := scalesets.ModelDigest(s) != want; got != c.changes {
+			t.Errorf("%s: digest changed %v, want %v", c.name, got, c.changes)
+		}
+	}
+}
+
+// An instance is replaced when it runs another size, image, OS disk or
+// zone, never because Azure says its model is not the latest.
+func TestInstanceCurrent(t *testing.T) {
+	spec := base()
+	in := scalesets.Instance{Size: spec.Size, Image: spec.Image, OSDiskSizeGB: 128, StorageType: "Premium_LRS", Zone: "2", LatestModelApplied: false}
+	if !in.Current(spec) {
+		t.Error("an instance of the model's size, image, disk and zone, after a write of new custom data, is taken for outdated")
+	}
+	for name, change := range map[string]func(*scalesets.Instance){
+		"size":         func(i *scalesets.Instance) { i.Size = "Standard_D2s_v3" },
+		"image":        func(i *scalesets.Instance) { i.Image.CommunityGalleryImageID = "old" },
+		"disk size":    func(i *scalesets.Instance) { i.OSDiskSizeGB = 64 },
+		"storage type": func(i *scalesets.Instance) { i.StorageType = "Standard_LRS" },
+		"zone":         func(i *scalesets.Instance) { i.Zone = "3" },
+	} {
+		i := in
+		change(&i)
+		if i.Current(spec) {
+			t.Errorf("an instance of another %s is taken for current", name)
+		}
+	}
+}
