@@ -4,9 +4,9 @@ package scalesets
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"hash/fnv"
-	"encoding/base64"
 	"sort"
 	"strconv"
 	"strings"

@@ -29,7 +29,9 @@ func TestModelDigestCoversTheModelNotTheCustomData(t *testing.T) {
 	}{
 		{"vmSize", func(s *scalesets.Spec) { s.Size = "Standard_D8s_v3" }, true},
 		{"image version", func(s *scalesets.Spec) { s.Image.CommunityGalleryImageID += "x" }, true},
-		{"marketplace image", func(s *scalesets.Spec) { s.Image = virtualmachines.Image{Publisher: "p", Offer: "o", SKU: "s", Version: "1"} }, true},
+		{"marketplace image", func(s *scalesets.Spec) {
+			s.Image = virtualmachines.Image{Publisher: "p", Offer: "o", SKU: "s", Version: "1"}
+		}, true},
 		{"OS disk size", func(s *scalesets.Spec) { s.OSDiskSizeGB = 256 }, true},
 		{"OS disk storage type", func(s *scalesets.Spec) { s.StorageAccountType = "StandardSSD_LRS" }, true},
 		{"zones", func(s *scalesets.Spec) { s.Zones = []string{"1"} }, true},
