@@ -81,6 +81,7 @@ func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	defer patchOnReturn(ctx, helper, ac, &reterr)
+	restoreRecords(ac)
 	deleting := !ac.DeletionTimestamp.IsZero()
 	cluster, err := util.GetOwnerCluster(ctx, r.Client, ac.ObjectMeta)
 	switch {

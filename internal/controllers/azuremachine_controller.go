@@ -91,6 +91,7 @@ func (r *AzureMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	defer patchOnReturn(ctx, helper, am, &reterr)
+	restoreRecords(am)
 	deleting := !am.DeletionTimestamp.IsZero()
 	// Only NotFound means an object is gone. Any other error leaves the
 	// machine as it is (deletion included: its finalizer stays) and is
@@ -216,7 +217,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		// SSH to control-plane VMs goes through a NAT rule of the API load
 		// balancer; they are the jump hosts to the other nodes.
 		natStep := step{"inboundnatrules", vmName}
-		tok := token(am.Status.LongRunningOperationStates, natStep)
+		tok := token(am.Status.LongRunningOperationStates, natStep, "PUT")
 		used, err := svc.NatRules.Ports(ctx, n.rg, n.lb)
 		if err != nil {
 			return r.azureError(am, "listing NAT rules", err)
@@ -240,7 +241,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		nic.NatRuleIDs = []string{lb.ID() + "/inboundNatRules/" + vmName}
 	}
 	nicStep := step{"networkinterfaces", nic.Name}
-	next, done, err := svc.NICs.Reconcile(ctx, nic, token(am.Status.LongRunningOperationStates, nicStep))
+	next, done, err := svc.NICs.Reconcile(ctx, nic, token(am.Status.LongRunningOperationStates, nicStep, "PUT"))
 	record(&am.Status.LongRunningOperationStates, nicStep, n.rg, "PUT", next)
 	if err != nil {
 		return r.azureError(am, "NIC", err)
@@ -289,7 +290,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		spec.SSHPublicKey = strings.TrimSpace(string(key))
 	}
 	vmStep := step{"virtualmachines", vmName}
-	vm, next, err := svc.VMs.Reconcile(ctx, spec, token(am.Status.LongRunningOperationStates, vmStep))
+	vm, next, err := svc.VMs.Reconcile(ctx, spec, token(am.Status.LongRunningOperationStates, vmStep, "PUT"))
 	record(&am.Status.LongRunningOperationStates, vmStep, n.rg, "PUT", next)
 	var failed *virtualmachines.ProvisioningFailedError
 	if errors.As(err, &failed) {

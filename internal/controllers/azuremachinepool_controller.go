@@ -91,6 +91,7 @@ func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, err
 	}
 	defer patchOnReturn(ctx, helper, amp, &reterr)
+	restoreRecords(amp)
 	deleting := !amp.DeletionTimestamp.IsZero()
 	// Only NotFound means an object is gone; any other error is retried
 	// with backoff, and a pool being deleted keeps its finalizer meanwhile.
@@ -311,7 +312,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	}
 	spec.Capacity = capacity
 	s := step{"scalesets", amp.Name}
-	next, done, err := pc.svc.ScaleSets.Reconcile(ctx, spec, token(amp.Status.LongRunningOperationStates, s))
+	next, done, err := pc.svc.ScaleSets.Reconcile(ctx, spec, token(amp.Status.LongRunningOperationStates, s, "PUT"))
 	record(&amp.Status.LongRunningOperationStates, s, n.rg, "PUT", next)
 	if err != nil {
 		return r.azureError(amp, "scale set", err)

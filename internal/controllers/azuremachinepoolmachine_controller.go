@@ -53,6 +53,7 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 		return ctrl.Result{}, err
 	}
 	defer patchOnReturn(ctx, helper, m, &reterr)
+	restoreRecords(m)
 	deleting := !m.DeletionTimestamp.IsZero()
 	pool := &infrav1.AzureMachinePool{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Labels[infrav1.MachinePoolNameLabel]}, pool); {
@@ -156,7 +157,7 @@ func (r *AzureMachinePoolMachineReconciler) reconcileDelete(ctx context.Context,
 		return ctrl.Result{}, nil
 	}
 	s := step{"scalesetvms", instance}
-	next, done, err := svc.ScaleSets.DeleteInstance(ctx, rg, set, instance, token(m.Status.LongRunningOperationStates, s))
+	next, done, err := svc.ScaleSets.DeleteInstance(ctx, rg, set, instance, token(m.Status.LongRunningOperationStates, s, "DELETE"))
 	record(&m.Status.LongRunningOperationStates, s, rg, "DELETE", next)
 	if err != nil {
 		return ctrl.Result{}, blocked(m, "instance "+instance+" of scale set "+set, err)

@@ -45,6 +45,7 @@ func setReady(obj conditions.Setter, status metav1.ConditionStatus, reason, mess
 // and the spec fields the contract has the provider set) when a reconcile
 // returns, whichever way it returns; an object already gone is no error.
 func patchOnReturn(ctx context.Context, helper *patch.Helper, obj client.Object, reterr *error) {
+	saveRecords(obj)
 	if err := helper.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: []string{ReadyCondition}}); err != nil && !apierrors.IsNotFound(err) {
 		*reterr = errors.Join(*reterr, err)
 	}

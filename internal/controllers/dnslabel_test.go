@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,5 +25,23 @@ func TestAPIServerDNSLabelIsUniqueAndValid(t *testing.T) {
 	}
 	if l := apiServerDNSLabel("sub", "rg", "demo"); l == "demo" {
 		t.Error("the label is the bare cluster name")
+	}
+}
+
+// A resume token is resumed only by an operation of its own kind: a create
+// under way is not polled as if it were the delete.
+func TestTokenOfAnotherKindIsNotResumed(t *testing.T) {
+	var f infrav1.Futures
+	s := step{"virtualmachines", "vm-1"}
+	record(&f, s, "rg", "PUT", "create-token")
+	if got := token(f, s, "DELETE"); got != "" {
+		t.Errorf("the delete resumed %q, the create's token", got)
+	}
+	if got := token(f, s, "PUT"); got != "create-token" {
+		t.Errorf("the create's token: %q", got)
+	}
+	record(&f, s, "rg", "DELETE", "delete-token")
+	if got := token(f, s, "PUT"); got != "" || len(f) != 1 {
+		t.Errorf("after the delete started: PUT token %q, %d futures", got, len(f))
 	}
 }

@@ -11,9 +11,13 @@ type step struct {
 	service, name string
 }
 
-func token(f infrav1.Futures, s step) string {
+// token is the resume token of the operation of kind (PUT or DELETE) under
+// way for a step. A token of the other kind is not resumed: a pending
+// create handed to BeginDelete would poll the create, and report the
+// resource deleted when it was made.
+func token(f infrav1.Futures, s step, kind string) string {
 	for _, x := range f {
-		if x.ServiceName == s.service && x.Name == s.name {
+		if x.ServiceName == s.service && x.Name == s.name && x.Type == kind {
 			return x.Data
 		}
 	}
@@ -53,7 +57,7 @@ type action struct {
 func runActions(futures *infrav1.Futures, rg, kind string, actions []action) (pending *step, failed *step, err error) {
 	for i := range actions {
 		a := &actions[i]
-		next, done, err := a.run(token(*futures, a.s))
+		next, done, err := a.run(token(*futures, a.s, kind))
 		record(futures, a.s, rg, kind, next)
 		if err != nil {
 			return nil, &a.s, err

@@ -2,10 +2,14 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -88,5 +92,113 @@ func TestAVanishedVMFailsTheMachine(t *testing.T) {
 	}
 	if am.Status.VMState != "Deleted" {
 		t.Errorf("VM state %q", am.Status.VMState)
+	}
+}
+
+// clusterctl move creates the objects in the target cluster without their
+// status. A machine deleted there before any reconcile rebuilt it still
+// deletes what it made, from the records its annotations carry.
+func TestAMachineMovedWithoutItsStatusDeletesWhatItMade(t *testing.T) {
+	r := newRig(t, arm.Options{})
+	f := r.cluster("moved")
+	f.waitClusterProvisioned(time.Minute)
+	f.newMachine("moved-control-plane-aaaaa", true, false, "1")
+	am := f.waitMachinesProvisioned(time.Minute, "moved-control-plane-aaaaa")["moved-control-plane-aaaaa"]
+	vm := am.Status.VMName
+	if am.Annotations[controllers.CreatedResourcesAnnotation] == "" {
+		t.Fatal("the machine's records are not in its annotations")
+	}
+	// What the target cluster gets: the object, annotations included,
+	// without status; paused, as clusterctl move leaves it until the end.
+	cluster := f.cluster.DeepCopy()
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(cluster), cluster); err != nil {
+		t.Fatal(err)
+	}
+	pause := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Paused = ptr.To(true)
+	if err := env.Client.Patch(context.Background(), cluster, pause); err != nil {
+		t.Fatal(err)
+	}
+	wiped := am.DeepCopy()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(am), wiped); err != nil {
+			return err
+		}
+		wiped.Status = infrav1.AzureMachineStatus{}
+		return env.Client.Status().Update(context.Background(), wiped)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(context.Background(), wiped); err != nil {
+		t.Fatal(err)
+	}
+	unpause := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Paused = ptr.To(false)
+	if err := env.Client.Patch(context.Background(), cluster, unpause); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, wiped)
+	for typ, names := range r.az.inventory(f.ns) {
+		for _, n := range names {
+			if strings.HasPrefix(n, vm) {
+				t.Errorf("%s %s outlived its machine", typ, n)
+			}
+		}
+	}
+}
+
+// A cluster in a user's VNet, moved without its status, still knows the
+// subnets it added as its own: it neither refuses them (ResourceNotOwned)
+// nor leaves them behind when it is deleted.
+func TestAClusterMovedWithoutItsStatusKeepsItsSubnets(t *testing.T) {
+	r := newRig(t, arm.Options{})
+	ctx := context.Background()
+	const rg = "moved-user-rg"
+	_, _, vnets := userNetwork(t, r, rg, "user-vnet", "user-subnet", "10.4.0.0/24", "user-nsg")
+	f := r.cluster("movu", func(s *infrav1.AzureClusterSpec) {
+		s.ResourceGroup = rg
+		s.NetworkSpec.Vnet = infrav1.VnetSpec{Name: "user-vnet", CIDRBlocks: []string{"10.0.0.0/12"}}
+		s.NetworkSpec.Subnets = []infrav1.SubnetSpec{
+			{Name: "movu-cp", Role: infrav1.SubnetControlPlane, CIDRBlocks: []string{"10.0.0.0/16"}},
+			{Name: "movu-nodes", Role: infrav1.SubnetNode, CIDRBlocks: []string{"10.1.0.0/16"}},
+		}
+	})
+	f.waitClusterProvisioned(time.Minute)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ac := &infrav1.AzureCluster{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(f.ac), ac); err != nil {
+			return err
+		}
+		ac.Status = infrav1.AzureClusterStatus{}
+		return env.Client.Status().Update(ctx, ac)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		ac := &infrav1.AzureCluster{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(f.ac), ac); err != nil {
+			return err.Error()
+		}
+		c := readyOf(ac)
+		if c != nil && c.Reason == controllers.ResourceNotOwnedReason {
+			t.Fatalf("the moved cluster refuses its own subnets: %s", c.Message)
+		}
+		if c == nil || c.Status != metav1.ConditionTrue || len(ac.Status.CreatedResources) != 2 {
+			return fmt.Sprintf("not provisioned again: %+v, records %v", c, ac.Status.CreatedResources)
+		}
+		return ""
+	})
+	if err := env.Client.Delete(ctx, f.ac); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, f.ac)
+	v, err := vnets.Get(ctx, rg, "user-vnet", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Properties.Subnets) != 1 || *v.Properties.Subnets[0].Name != "user-subnet" {
+		t.Errorf("the user's VNet should hold only the user's subnet again: %s", mustJSON(t, v.Properties.Subnets))
 	}
 }
