@@ -184,15 +184,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	if existing, err := svc.VMs.Get(ctx, n.rg, vmName); err != nil {
 		return r.azureError(am, "reading VM", err)
 	} else if existing == nil && am.Spec.ProviderID != "" {
-		// The VM was made and is gone: deleted outside winkube. Making it
-		// again would boot it with bootstrap data whose join token has
-		// usually expired, and report a machine Ready that never joins.
-		// The machine fails instead, and a MachineHealthCheck replaces it
-		// (CAPZ does the same).
-		am.Status.VMState = "Deleted"
-		setReady(am, metav1.ConditionFalse, VMDeletedReason, fmt.Sprintf("VM %s was deleted outside winkube; this machine will not make it again: delete the Machine (a MachineHealthCheck does) to replace it", vmName))
-		r.event(am, corev1.EventTypeWarning, VMDeletedReason, "VM %s was deleted outside winkube", vmName)
-		return ctrl.Result{}, nil
+		return r.vanished(am, vmName)
 	} else if existing != nil && ptr.Deref(existing.Tags[tags.RoleKey], "") != role {
 		r.dropForeignClaims(ctx, svc, am, n.rg, vmName)
 		setReady(am, metav1.ConditionFalse, VMNameConflictReason, fmt.Sprintf("VM %s already exists and belongs to %s: rename this machine so that its Windows name differs", vmName, ptr.Deref(existing.Tags[tags.RoleKey], "something else")))
@@ -289,9 +281,13 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		}
 		spec.SSHPublicKey = strings.TrimSpace(string(key))
 	}
+	spec.Made = am.Spec.ProviderID != ""
 	vmStep := step{"virtualmachines", vmName}
 	vm, next, err := svc.VMs.Reconcile(ctx, spec, token(am.Status.LongRunningOperationStates, vmStep, "PUT"))
 	record(&am.Status.LongRunningOperationStates, vmStep, n.rg, "PUT", next)
+	if errors.Is(err, virtualmachines.ErrVanished) {
+		return r.vanished(am, vmName)
+	}
 	var failed *virtualmachines.ProvisioningFailedError
 	if errors.As(err, &failed) {
 		am.Status.VMState = "Failed"
@@ -564,4 +560,16 @@ func (r *AzureMachineReconciler) event(am *infrav1.AzureMachine, typ, reason, fo
 	if r.Recorder != nil {
 		r.Recorder.Eventf(am, typ, reason, format, args...)
 	}
+}
+
+// vanished fails a machine whose VM was made and is gone: deleted outside
+// winkube. Making it again would boot it with bootstrap data whose join
+// token has usually expired, and report a machine Ready that never joins.
+// The machine fails instead, and a MachineHealthCheck replaces it (CAPZ
+// does the same).
+func (r *AzureMachineReconciler) vanished(am *infrav1.AzureMachine, vmName string) (ctrl.Result, error) {
+	am.Status.VMState = "Deleted"
+	setReady(am, metav1.ConditionFalse, VMDeletedReason, fmt.Sprintf("VM %s was deleted outside winkube; this machine will not make it again: delete the Machine (a MachineHealthCheck does) to replace it", vmName))
+	r.event(am, corev1.EventTypeWarning, VMDeletedReason, "VM %s was deleted outside winkube", vmName)
+	return ctrl.Result{}, nil
 }

@@ -4,6 +4,7 @@ package virtualmachines
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -41,7 +42,14 @@ type Spec struct {
 	NICID        string
 	Zone         string
 	Tags         map[string]*string
+	// Made says the VM was made before: if it is missing it was deleted
+	// outside winkube, and Reconcile answers ErrVanished rather than
+	// making it again.
+	Made bool
 }
+
+// ErrVanished is Reconcile's answer for a VM that was made and is gone.
+var ErrVanished = errors.New("the VM was made and has been deleted since")
 
 // ProvisioningFailedError is a VM that Azure failed to provision.
 type ProvisioningFailedError struct {
@@ -84,6 +92,9 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (vm *a
 		cur, err := s.Get(ctx, spec.ResourceGroup, spec.Name)
 		if err != nil {
 			return nil, "", err
+		}
+		if cur == nil && spec.Made {
+			return nil, "", ErrVanished
 		}
 		if cur != nil {
 			state := ""
