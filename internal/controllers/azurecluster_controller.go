@@ -10,6 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	events "k8s.io/client-go/tools/record"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +24,6 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +50,7 @@ const APIServerPort = 6443
 // +kubebuilder:rbac:groups=infrastructure.winkube.dev,resources=azureclusters;azureclusters/status;azureclusters/finalizers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // AzureClusterReconciler provisions a cluster's network and API-server
 // load balancer.
@@ -56,6 +61,8 @@ type AzureClusterReconciler struct {
 	Identities *Identities
 	// Requeue is how soon to look again at an operation under way.
 	Requeue time.Duration
+	// Recorder records the cluster's Events; the manager's when nil.
+	Recorder events.EventRecorder
 }
 
 // SetupWithManager registers the controller.
@@ -66,8 +73,16 @@ func (r *AzureClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if r.Identities == nil {
 		r.Identities = newIdentities(mgr, r.Cloud, "")
 	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorderFor("azurecluster-controller")
+	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureCluster{}).
-		Watches(&infrav1.AzureClusterIdentity{}, clustersOfIdentity(mgr.GetClient())).WithOptions(opts).Named("azurecluster").Complete(r)
+		Watches(&infrav1.AzureClusterIdentity{}, clustersOfIdentity(mgr.GetClient())).
+		// The Cluster's pause and unpause (clusterctl move ends with one):
+		// without this watch an unpaused cluster waited for the resync.
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(context.Background(), infrav1.GroupVersion.WithKind("AzureCluster"), mgr.GetClient(), &infrav1.AzureCluster{})),
+			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), mgr.GetLogger()))).
+		WithOptions(opts).Named("azurecluster").Complete(r)
 }
 
 // Reconcile brings one AzureCluster's Azure resources to its spec.
@@ -96,8 +111,12 @@ func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		log.FromContext(ctx).Info("waiting for Cluster API to set the owning Cluster")
 		return ctrl.Result{}, nil
 	}
-	if cluster != nil && annotations.IsPaused(cluster, ac) {
-		return ctrl.Result{}, nil
+	// CAPI's contract: a paused Cluster (clusterctl move pauses it) or a
+	// paused object is not reconciled, and its Paused condition says so.
+	if cluster != nil {
+		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, ac); err != nil || isPaused || requeue {
+			return ctrl.Result{}, err
+		}
 	}
 	clusterName := clusterNameOf(ac)
 	if cluster != nil {
@@ -170,7 +189,7 @@ func namesOf(ac *infrav1.AzureCluster, clusterName string) (clusterNames, error)
 
 func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav1.AzureCluster, svc *cloud.Services, clusterName string) (ctrl.Result, error) {
 	if controllerutil.AddFinalizer(ac, infrav1.ClusterFinalizer) {
-		return ctrl.Result{Requeue: true}, nil // the finalizer is saved before anything is created
+		return ctrl.Result{RequeueAfter: persisted}, nil // the finalizer is saved before anything is created
 	}
 	n, err := namesOf(ac, clusterName)
 	if err != nil {
@@ -279,6 +298,9 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 	ac.Status.FailureDomains = nil
 	for _, z := range zones {
 		ac.Status.FailureDomains = append(ac.Status.FailureDomains, clusterv1.FailureDomain{Name: z, ControlPlane: ptr.To(true)})
+	}
+	if !ptr.Deref(ac.Status.Initialization.Provisioned, false) {
+		r.Recorder.Eventf(ac, corev1.EventTypeNormal, ProvisionedReason, "the cluster's network and API server load balancer are provisioned in %s", n.rg)
 	}
 	ac.Status.Initialization.Provisioned = ptr.To(true)
 	setReady(ac, metav1.ConditionTrue, ProvisionedReason, "")
@@ -499,6 +521,7 @@ func (r *AzureClusterReconciler) reconcileDelete(ctx context.Context, ac *infrav
 		setReady(ac, metav1.ConditionFalse, DeletingReason, fmt.Sprintf("deleting %s %s", pending.service, pending.name))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
+	r.Recorder.Eventf(ac, corev1.EventTypeNormal, "Deleted", "deleted the cluster's Azure resources")
 	controllerutil.RemoveFinalizer(ac, infrav1.ClusterFinalizer)
 	return ctrl.Result{}, nil
 }

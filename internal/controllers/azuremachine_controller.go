@@ -8,6 +8,7 @@ import (
 	"fmt"
 	events "k8s.io/client-go/tools/record"
 	"math/big"
+	"sigs.k8s.io/cluster-api/util/paused"
 	"strings"
 	"time"
 
@@ -16,7 +17,6 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -114,8 +114,12 @@ func (r *AzureMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	case err != nil:
 		return ctrl.Result{}, readBlocked(am, deleting, "the Cluster", err)
 	}
-	if cluster != nil && annotations.IsPaused(cluster, am) {
-		return ctrl.Result{}, nil
+	// CAPI's contract: a paused Cluster (clusterctl move pauses it) or a
+	// paused object is not reconciled, and its Paused condition says so.
+	if cluster != nil {
+		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, am); err != nil || isPaused || requeue {
+			return ctrl.Result{}, err
+		}
 	}
 	if deleting {
 		// What to delete is in the machine's own status: the AzureCluster
@@ -141,7 +145,7 @@ func machineRole(am *infrav1.AzureMachine) string { return "machine_" + am.Names
 
 func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav1.AzureMachine, ac *infrav1.AzureCluster, machine *clusterv1.Machine, cluster *clusterv1.Cluster) (ctrl.Result, error) {
 	if controllerutil.AddFinalizer(am, infrav1.MachineFinalizer) {
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: persisted}, nil
 	}
 	if cluster == nil || !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		setReady(am, metav1.ConditionFalse, WaitingForClusterInfraReason, "waiting for the cluster's infrastructure")
@@ -152,7 +156,12 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		return ctrl.Result{}, nil
 	}
 	if cond := readyCondition(am); cond != nil && (cond.Reason == VMProvisionFailedReason || cond.Reason == VMDeletedReason) {
-		return ctrl.Result{}, nil // terminal: the Machine must be replaced
+		// Terminal: the Machine must be replaced. The state goes with the
+		// condition, should the write that set the condition have lost it.
+		if cond.Reason == VMDeletedReason {
+			am.Status.VMState = "Deleted"
+		}
+		return ctrl.Result{}, nil
 	}
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: am.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, secret); err != nil {
@@ -295,6 +304,9 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		if cond := readyCondition(am); failed.Code == "" && cond != nil && cond.Reason == VMProvisionFailedReason {
 			msg = cond.Message
 		}
+		if cond := readyCondition(am); cond == nil || cond.Reason != VMProvisionFailedReason {
+			r.event(am, corev1.EventTypeWarning, VMProvisionFailedReason, "VM %s failed to provision: %s", vmName, msg)
+		}
 		setReady(am, metav1.ConditionFalse, VMProvisionFailedReason, msg)
 		return ctrl.Result{}, nil
 	}
@@ -306,6 +318,9 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		return r.provisioning(am, "creating the VM")
 	}
 	am.Status.VMState = ptr.Deref(vm.Properties.ProvisioningState, "")
+	if am.Spec.ProviderID == "" {
+		r.event(am, corev1.EventTypeNormal, "VMCreated", "VM %s created", vmName)
+	}
 	am.Spec.ProviderID = "azure://" + ptr.Deref(vm.ID, "")
 	nicObj, err := svc.NICs.Get(ctx, n.rg, nic.Name)
 	if err != nil || nicObj == nil {
@@ -456,7 +471,7 @@ func (r *AzureMachineReconciler) claimResources(ctx context.Context, svc *cloud.
 		added = claim(&am.Status.CreatedResources, natRule) || added
 	}
 	if added {
-		return ctrl.Result{Requeue: true}, false, nil
+		return ctrl.Result{RequeueAfter: persisted}, false, nil
 	}
 	return ctrl.Result{}, true, nil
 }
@@ -532,6 +547,7 @@ func (r *AzureMachineReconciler) reconcileDelete(ctx context.Context, am *infrav
 		setReady(am, metav1.ConditionFalse, DeletingReason, fmt.Sprintf("deleting %s %s", pending.service, pending.name))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
+	r.event(am, corev1.EventTypeNormal, "Deleted", "deleted the VM, its OS disk, NIC and NAT rule")
 	controllerutil.RemoveFinalizer(am, infrav1.MachineFinalizer)
 	return ctrl.Result{}, nil
 }

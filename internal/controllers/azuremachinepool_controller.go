@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"sigs.k8s.io/cluster-api/util/paused"
 	"strings"
 	"time"
 
@@ -15,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -112,8 +112,12 @@ func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	case err != nil:
 		return ctrl.Result{}, readBlocked(amp, deleting, "the Cluster", err)
 	}
-	if cluster != nil && annotations.IsPaused(cluster, amp) {
-		return ctrl.Result{}, nil
+	// CAPI's contract: a paused Cluster (clusterctl move pauses it) or a
+	// paused object is not reconciled, and its Paused condition says so.
+	if cluster != nil {
+		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, amp); err != nil || isPaused || requeue {
+			return ctrl.Result{}, err
+		}
 	}
 	pc := &poolContext{amp: amp, mp: mp, cluster: cluster, ac: &infrav1.AzureCluster{}}
 	if deleting {
@@ -144,7 +148,7 @@ func ProviderIDOf(instanceARMID string) string { return "azure://" + instanceARM
 func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *poolContext) (ctrl.Result, error) {
 	amp, mp := pc.amp, pc.mp
 	if controllerutil.AddFinalizer(amp, infrav1.MachinePoolFinalizer) {
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: persisted}, nil
 	}
 	if pc.cluster == nil || !ptr.Deref(pc.cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		setReady(amp, metav1.ConditionFalse, WaitingForClusterInfraReason, "waiting for the cluster's infrastructure")
@@ -214,7 +218,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		return ctrl.Result{}, nil
 	}
 	if claim(&amp.Status.CreatedResources, setID) {
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: persisted}, nil
 	}
 	instances, err := pc.svc.ScaleSets.Instances(ctx, n.rg, amp.Name)
 	if err != nil {

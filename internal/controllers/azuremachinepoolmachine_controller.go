@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sigs.k8s.io/cluster-api/util/paused"
 	"strings"
 	"time"
 
@@ -63,6 +65,13 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 		// Only NotFound says the pool is gone; the finalizer stays.
 		return ctrl.Result{}, readBlocked(m, deleting, "the AzureMachinePool", err)
 	}
+	if cluster, err := util.GetClusterFromMetadata(ctx, r.Client, m.ObjectMeta); err == nil {
+		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, m); err != nil || isPaused || requeue {
+			return ctrl.Result{}, err
+		}
+	} else if !gone(err) && !errors.Is(err, util.ErrNoCluster) {
+		return ctrl.Result{}, readBlocked(m, deleting, "the Cluster", err)
+	}
 	if deleting {
 		return r.reconcileDelete(ctx, m, pool)
 	}
@@ -83,7 +92,7 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 		n, _ = namesOf(ac, cluster.Name)
 	}
 	if controllerutil.AddFinalizer(m, infrav1.MachinePoolMachineFinalizer) {
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: persisted}, nil
 	}
 	if svc == nil || n.rg == "" {
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +37,11 @@ const (
 	// not winkube's; it is left as it is.
 	ResourceNotOwnedReason = "ResourceNotOwned"
 )
+
+// persisted continues a reconcile once what it just recorded (a finalizer,
+// a resource about to be created) is written: the deferred patch writes it,
+// then the request comes back at once.
+const persisted = time.Millisecond
 
 func setReady(obj conditions.Setter, status metav1.ConditionStatus, reason, message string) {
 	conditions.Set(obj, metav1.Condition{Type: ReadyCondition, Status: status, Reason: reason, Message: message})

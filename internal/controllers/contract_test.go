@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -79,8 +81,10 @@ func TestAVanishedVMFailsTheMachine(t *testing.T) {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(am), am); err != nil {
 			return err.Error()
 		}
-		if c := readyOf(am); c == nil || c.Reason != controllers.VMDeletedReason {
-			return "Ready is not VMDeleted"
+		// The patch writes the conditions and the rest of the status in
+		// two requests: both are waited for.
+		if c := readyOf(am); c == nil || c.Reason != controllers.VMDeletedReason || am.Status.VMState != "Deleted" {
+			return fmt.Sprintf("Ready is not VMDeleted, or the VM state %q is not Deleted", am.Status.VMState)
 		}
 		return ""
 	})
@@ -90,9 +94,23 @@ func TestAVanishedVMFailsTheMachine(t *testing.T) {
 	if _, err := r.az.vms.Get(context.Background(), rg, am.Status.VMName, nil); err == nil {
 		t.Error("the deleted VM exists again")
 	}
-	if am.Status.VMState != "Deleted" {
-		t.Errorf("VM state %q", am.Status.VMState)
-	}
+	// The machine's Events tell its story: made, then lost.
+	poll.Until(t, time.Minute, func() string {
+		evs := &corev1.EventList{}
+		if err := env.Client.List(context.Background(), evs, client.InNamespace(f.ns)); err != nil {
+			return err.Error()
+		}
+		seen := map[string]bool{}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == am.Name {
+				seen[e.Reason] = true
+			}
+		}
+		if !seen["VMCreated"] || !seen[controllers.VMDeletedReason] {
+			return fmt.Sprintf("events of the machine: %v", seen)
+		}
+		return ""
+	})
 }
 
 // clusterctl move creates the objects in the target cluster without their
@@ -201,4 +219,84 @@ func TestAClusterMovedWithoutItsStatusKeepsItsSubnets(t *testing.T) {
 	if len(v.Properties.Subnets) != 1 || *v.Properties.Subnets[0].Name != "user-subnet" {
 		t.Errorf("the user's VNet should hold only the user's subnet again: %s", mustJSON(t, v.Properties.Subnets))
 	}
+}
+
+// Cluster API's pause contract: a paused Cluster's objects say so with
+// their Paused condition and are left alone; unpausing (the end of
+// clusterctl move) resumes them at once, not at the next resync.
+func TestPauseAndUnpause(t *testing.T) {
+	r := newRig(t, arm.Options{})
+	ctx := context.Background()
+	f := r.cluster("pause")
+	f.waitClusterProvisioned(time.Minute)
+	f.newMachine("pause-md-0-aaaaa", false, false, "1")
+	f.waitMachinesProvisioned(time.Minute, "pause-md-0-aaaaa")
+	setPaused := func(p bool) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			c := &clusterv1.Cluster{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(f.cluster), c); err != nil {
+				return err
+			}
+			c.Spec.Paused = ptr.To(p)
+			return env.Client.Update(ctx, c)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	pausedOf := func(obj client.Object) metav1.ConditionStatus {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return ""
+		}
+		for _, c := range obj.(interface{ GetConditions() []metav1.Condition }).GetConditions() {
+			if c.Type == clusterv1.PausedCondition {
+				return c.Status
+			}
+		}
+		return ""
+	}
+	am := &infrav1.AzureMachine{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "pause-md-0-aaaaa"}}
+	setPaused(true)
+	poll.Until(t, time.Minute, func() string {
+		if a, m := pausedOf(f.ac), pausedOf(am); a != metav1.ConditionTrue || m != metav1.ConditionTrue {
+			return fmt.Sprintf("Paused: AzureCluster %q, AzureMachine %q", a, m)
+		}
+		return ""
+	})
+	// A change made while paused is applied once the Cluster is unpaused.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ac := &infrav1.AzureCluster{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(f.ac), ac); err != nil {
+			return err
+		}
+		for i := range ac.Spec.NetworkSpec.Subnets {
+			if sn := &ac.Spec.NetworkSpec.Subnets[i]; sn.Role == infrav1.SubnetNode {
+				sn.SecurityGroup.SecurityRules = append(sn.SecurityGroup.SecurityRules, infrav1.SecurityRule{
+					Name: "allow_while_paused", Protocol: "Tcp", Direction: "Inbound", Priority: 2400, DestinationPorts: "9999"})
+			}
+		}
+		return env.Client.Update(ctx, ac)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ruleWritten := func() bool {
+		for _, id := range r.emu.ResourceIDs() {
+			if strings.HasSuffix(strings.ToLower(id), "/securityrules/allow_while_paused") {
+				return true
+			}
+		}
+		return false
+	}
+	setPaused(false)
+	poll.Until(t, time.Minute, func() string {
+		if a, m := pausedOf(f.ac), pausedOf(am); a != metav1.ConditionFalse || m != metav1.ConditionFalse {
+			return fmt.Sprintf("Paused: AzureCluster %q, AzureMachine %q", a, m)
+		}
+		if !ruleWritten() {
+			return "the change made while paused is not in Azure"
+		}
+		return ""
+	})
 }
