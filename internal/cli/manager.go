@@ -222,6 +222,8 @@ func (o *managerOptions) managerOptions() ctrl.Options {
 	if o.watchNamespace != "" {
 		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.watchNamespace: {}}}
 	}
+	opts.Cache = controllers.SecretCache(opts.Cache)
+	opts.Client = controllers.ReadSecretsLive(opts.Client)
 	return opts
 }
 

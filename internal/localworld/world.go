@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"strconv"
 	"strings"
 	"syscall"
@@ -289,7 +290,8 @@ func (w *World) start(ctx context.Context) (err error) {
 		// infrastructure and bootstrap of every Machine) as unstructured:
 		// from the cache, as Cluster API's own managers are set up, not
 		// with a GET to the API server each time.
-		Client:        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Client:        controllers.ReadSecretsLive(client.Options{Cache: &client.CacheOptions{Unstructured: true}}),
+		Cache:         controllers.SecretCache(cache.Options{}),
 		WebhookServer: webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}),
 	})
 	if err != nil {
