@@ -12,26 +12,29 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/winkube/winkube/emulator/machines/cloud"
-	"github.com/winkube/winkube/internal/azure/endpoint"
 )
 
 // ARMNetwork is the cloud controller's Azure: load balancers, public IPs
 // and network security groups through ARM with the Azure SDK's armnetwork
 // clients, as cloud-provider-azure calls them (here the emulator, whose
-// public addresses are loopback ones). cfg is read when the first call is
-// made: the emulator's endpoint is known only once it runs on the machine
-// runtime; only its endpoint, credential and client options are used.
-func ARMNetwork(cfg *endpoint.Config) cloud.Network {
-	return &armNetwork{cfg: cfg, clients: map[string]*armnetwork.ClientFactory{}}
+// public addresses are loopback ones). connect is called when the first
+// call is made: the emulator's endpoint is known only once it runs on the
+// machine runtime.
+func ARMNetwork(connect ARMConnection) cloud.Network {
+	return &armNetwork{connect: connect, clients: map[string]*armnetwork.ClientFactory{}}
 }
 
+// ARMConnection gives the credential and the client options that reach ARM.
+type ARMConnection func() (azcore.TokenCredential, *arm.ClientOptions, error)
+
 type armNetwork struct {
-	cfg     *endpoint.Config
+	connect ARMConnection
 	mu      sync.Mutex
 	clients map[string]*armnetwork.ClientFactory
 }
@@ -43,11 +46,11 @@ func (a *armNetwork) client(sub string) (*armnetwork.ClientFactory, error) {
 	if f := a.clients[sub]; f != nil {
 		return f, nil
 	}
-	opts, err := a.cfg.ClientOptions()
+	cred, opts, err := a.connect()
 	if err != nil {
 		return nil, err
 	}
-	f, err := armnetwork.NewClientFactory(sub, a.cfg.Credential, opts)
+	f, err := armnetwork.NewClientFactory(sub, cred, opts)
 	if err == nil {
 		a.clients[sub] = f
 	}

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azarm "github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/winkube/winkube/emulator/machines"
 	"io"
 	"strings"
 	"testing"
@@ -326,5 +329,14 @@ func (a *azure) allowInbound(t *testing.T, ctx context.Context, name string, pri
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// connectARM reaches ARM as the configuration (filled in once the
+// emulator runs) says.
+func connectARM(cfg *endpoint.Config) machines.ARMConnection {
+	return func() (azcore.TokenCredential, *azarm.ClientOptions, error) {
+		opts, err := cfg.ClientOptions()
+		return cfg.Credential, opts, err
 	}
 }

@@ -115,7 +115,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	rt, err = machines.New(machines.Options{
 		Bin: bin, Dir: dir, Network: hn, Images: reg,
-		Cloud:  machines.ARMNetwork(&armCfg),
+		Cloud:  machines.ARMNetwork(connectARM(&armCfg)),
 		Log:    log.Log.WithName("machines"),
 		Events: bootLog.add,
 	})

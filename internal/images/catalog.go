@@ -5,7 +5,6 @@ import (
 	"sort"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
-	"github.com/winkube/winkube/emulator/arm"
 )
 
 // CatalogImage is one published image version.
@@ -44,16 +43,4 @@ func (c Catalog) ListVersions(_ context.Context, _ string, publisher, offer, sku
 	}
 	sort.Slice(out, func(i, j int) bool { return lessDotted(out[i], out[j]) })
 	return out, nil
-}
-
-// ReferenceCatalog is the marketplace part of the catalog the ARM emulator
-// publishes (its data files: the seeds' URNs and CAPZ's versions), for
-// callers with no ARM endpoint to list. Controllers resolve through ARM
-// (internal/azure/vmimages), which also lists the community gallery.
-func ReferenceCatalog() Catalog {
-	var c Catalog
-	for _, im := range arm.DefaultCatalog().Marketplace {
-		c = append(c, CatalogImage{Publisher: im.Publisher, Offer: im.Offer, SKU: im.SKU, Version: im.Version, OS: infrav1.OSType(im.OS)})
-	}
-	return c
 }

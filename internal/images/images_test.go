@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"errors"
+	"github.com/winkube/winkube/emulator/arm"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -232,4 +233,16 @@ func TestReferenceCatalogIsTheEmulatorsMarketplace(t *testing.T) {
 	if len(versions) != 1 || versions[0] != "2021.10.15" {
 		t.Errorf("versions of the seeds' containerd SKU %v, want [2021.10.15]", versions)
 	}
+}
+
+// ReferenceCatalog is the marketplace part of the catalog the ARM emulator
+// publishes, as a Lister: the tests' stand-in for an ARM endpoint. It lives
+// here so that the resolver the controllers run does not depend on the
+// emulator.
+func ReferenceCatalog() Catalog {
+	var c Catalog
+	for _, im := range arm.DefaultCatalog().Marketplace {
+		c = append(c, CatalogImage{Publisher: im.Publisher, Offer: im.Offer, SKU: im.SKU, Version: im.Version, OS: infrav1.OSType(im.OS)})
+	}
+	return c
 }

@@ -23,9 +23,9 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/doctor"
-	"github.com/winkube/winkube/internal/localports"
 	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/netlocal/localports"
 )
 
 // page is one answer of `curl http://<ip>/`.

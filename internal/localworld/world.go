@@ -12,6 +12,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azarm "github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -242,7 +244,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	emuSaver := newWriteBehind("Azure resources", func() error { return w.emu.Save(filepath.Join(o.StateDir, emulatorState)) }, o.Log)
 	w.rt, err = machines.New(machines.Options{
 		Bin: o.Bin, Dir: filepath.Join(o.StateDir, "machines"), Network: w.net, Images: w.reg,
-		Cloud:  machines.ARMNetwork(&armCfg),
+		Cloud:  machines.ARMNetwork(connectARM(&armCfg)),
 		Events: func(machine, msg string) { w.boots.note(machine); o.Log.V(1).Info(msg, "machine", machine) },
 		Log:    o.Log.WithName("machines"),
 	})
@@ -441,4 +443,13 @@ func sshKey(dir string) (string, error) {
 	}
 	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " winkube"
 	return line, os.WriteFile(path+".pub", []byte(line+"\n"), 0o600)
+}
+
+// connectARM reaches ARM as the configuration (filled in once the
+// emulator runs) says.
+func connectARM(cfg *endpoint.Config) machines.ARMConnection {
+	return func() (azcore.TokenCredential, *azarm.ClientOptions, error) {
+		opts, err := cfg.ClientOptions()
+		return cfg.Credential, opts, err
+	}
 }

@@ -20,8 +20,8 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/term"
 
-	"github.com/winkube/winkube/internal/localports"
 	"github.com/winkube/winkube/internal/nodeaccess"
+	"github.com/winkube/winkube/netlocal/localports"
 )
 
 // DefaultUser is the user CAPZ's images and bootstrap data create.

@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/winkube/winkube/internal/localports"
+	"github.com/winkube/winkube/netlocal/localports"
 )
 
 // Distribution is how a load-balancing rule picks a backend for a new

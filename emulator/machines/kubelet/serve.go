@@ -15,7 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/winkube/winkube/internal/localports"
+	"github.com/winkube/winkube/netlocal/localports"
 )
 
 // SimulatedHeader marks every answer of a simulated container, so that a

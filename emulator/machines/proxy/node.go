@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
-	"github.com/winkube/winkube/internal/localports"
+	"github.com/winkube/winkube/netlocal/localports"
 )
 
 // LogService is the node log kube-proxy writes (vmdisk.LogPath places it).

@@ -39,6 +39,9 @@ type Config struct {
 	Retry *policy.RetryOptions
 	// Transport, when set, carries every request (see Shared).
 	Transport policy.Transporter
+	// DisableRPRegistration turns off the SDK's registration of resource
+	// providers on MissingSubscriptionRegistration.
+	DisableRPRegistration bool
 }
 
 // ClientOptions returns SDK client options for the endpoint.
@@ -58,9 +61,11 @@ func (c Config) ClientOptions() (*arm.ClientOptions, error) {
 				cloud.ResourceManager: {Endpoint: c.ResourceManagerEndpoint, Audience: c.ResourceManagerEndpoint},
 			},
 		}
-		// The emulator has every resource provider registered already.
-		opts.DisableRPRegistration = true
 	}
+	// The SDK registers a resource provider when Azure answers 409
+	// MissingSubscriptionRegistration, in every cloud; a caller whose
+	// principal may not register providers turns it off.
+	opts.DisableRPRegistration = c.DisableRPRegistration
 	if c.Transport != nil {
 		opts.Transport = c.Transport
 	} else if len(c.CACertPEM) > 0 {

@@ -1,0 +1,50 @@
+package internal_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The data flows one way: the emulator knows Azure, not winkube, so nothing
+// under emulator/ imports winkube's own packages; and the provider runs on
+// real Azure without the simulation, so internal/ reaches emulator/ only
+// where it wires the local world (the CLI's up, emulator and images
+// commands, the local world, and the Azure services' test helper).
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/winkube/winkube/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "github.com/winkube/winkube/"
+	wiresTheLocalWorld := map[string]bool{
+		mod + "internal/cli":             true,
+		mod + "internal/localworld":      true,
+		mod + "internal/azure/azuretest": true,
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg, imports := f[0], f[1:]
+		checked++
+		for _, imp := range imports {
+			switch {
+			case strings.HasPrefix(pkg, mod+"emulator") && strings.HasPrefix(imp, mod+"internal/"):
+				t.Errorf("%s imports %s: the emulator must not know winkube's internals", pkg, imp)
+			case strings.HasPrefix(pkg, mod+"internal/") && strings.HasPrefix(imp, mod+"emulator") && !wiresTheLocalWorld[pkg]:
+				t.Errorf("%s imports %s: production code must not depend on the simulation", pkg, imp)
+			}
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("only %d packages listed", checked)
+	}
+	// The controllers, as they run in a management cluster.
+	deps, err := exec.Command("go", "list", "-deps", mod+"internal/controllers").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(deps), mod+"emulator") {
+		t.Error("the controllers depend on the emulator")
+	}
+}
