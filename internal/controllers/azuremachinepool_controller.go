@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"strings"
 	"time"
 
@@ -59,7 +60,10 @@ func (r *AzureMachinePoolReconciler) SetupWithManager(mgr ctrl.Manager, opts con
 		r.Identities = newIdentities(mgr, r.Cloud, "")
 	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePool{}).Owns(&infrav1.AzureMachinePoolMachine{}).
-		Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(machinePoolToAzureMachinePool)).
+		// A MachinePool's spec (replicas, version, bootstrap data) is what
+		// the pool follows; Cluster API rewrites its status as instances
+		// come and go, which would wake the pool for nothing each time.
+		Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(machinePoolToAzureMachinePool), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// Only the Cluster changes this controller waits for (paused or
 		// resumed, infrastructure provisioned), as Cluster API's and CAPZ's
 		// machine controllers do: Cluster API updates a Cluster's status
@@ -404,6 +408,10 @@ func (r *AzureMachinePoolReconciler) createInstanceMachine(ctx context.Context, 
 				clusterv1.ClusterNameLabel: pc.cluster.Name, infrav1.MachinePoolNameLabel: amp.Name,
 				clusterv1.MachinePoolNameLabel: pc.mp.Name,
 			},
+			// Born with its finalizer: the instance exists already, and a
+			// delete before the object's first reconcile must still
+			// delete it.
+			Finalizers: []string{infrav1.MachinePoolMachineFinalizer},
 		},
 		Spec: infrav1.AzureMachinePoolMachineSpec{ProviderID: ProviderIDOf(in.ID), InstanceID: in.InstanceID},
 	}

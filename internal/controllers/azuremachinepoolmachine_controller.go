@@ -97,24 +97,17 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 	if svc == nil || n.rg == "" {
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
-	instances, err := svc.ScaleSets.Instances(ctx, n.rg, pool.Name)
+	in, found, err := svc.ScaleSets.Instance(ctx, n.rg, pool.Name, m.Spec.InstanceID)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	for _, in := range instances {
-		if in.InstanceID != m.Spec.InstanceID {
-			continue
-		}
+	if found {
 		m.Status.ComputerName = in.ComputerName
 		m.Status.ProvisioningState = in.ProvisioningState
 		m.Status.LatestModelApplied = in.LatestModelApplied
-		ips, err := svc.ScaleSets.InstanceIPs(ctx, n.rg, pool.Name)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
 		m.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineHostName, Address: in.ComputerName}}
-		if ip := ips[in.InstanceID]; ip != "" {
-			m.Status.Addresses = append(m.Status.Addresses, clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: ip})
+		if in.PrivateIP != "" {
+			m.Status.Addresses = append(m.Status.Addresses, clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: in.PrivateIP})
 		}
 		if in.ProvisioningState == "Succeeded" {
 			m.Status.Initialization.Provisioned = ptr.To(true)
@@ -122,7 +115,7 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 			// Whether the instance must be replaced is the pool's to
 			// decide (Instance.Current): Azure's latestModelApplied stays
 			// false after a write of new custom data alone, and polling
-			// it would read every instance every few seconds forever.
+			// it would read the instance every few seconds forever.
 			return ctrl.Result{}, nil
 		}
 		setReady(m, metav1.ConditionFalse, ProvisioningReason, "instance is "+in.ProvisioningState)

@@ -240,37 +240,7 @@ func (s *Service) Instances(ctx context.Context, rg, name string) ([]Instance, e
 			return nil, async.IgnoreNotFound(err)
 		}
 		for _, v := range page.Value {
-			in := Instance{ID: *v.ID, InstanceID: *v.InstanceID}
-			if p := v.Properties; p != nil {
-				if p.OSProfile != nil && p.OSProfile.ComputerName != nil {
-					in.ComputerName = *p.OSProfile.ComputerName
-				}
-				if p.ProvisioningState != nil {
-					in.ProvisioningState = *p.ProvisioningState
-				}
-				in.LatestModelApplied = p.LatestModelApplied != nil && *p.LatestModelApplied
-				if p.HardwareProfile != nil && p.HardwareProfile.VMSize != nil {
-					in.Size = string(*p.HardwareProfile.VMSize)
-				}
-				if sp := p.StorageProfile; sp != nil {
-					if r := sp.ImageReference; r != nil {
-						in.Image = virtualmachines.Image{Publisher: deref(r.Publisher), Offer: deref(r.Offer), SKU: deref(r.SKU), Version: deref(r.Version),
-							ID: deref(r.ID), CommunityGalleryImageID: deref(r.CommunityGalleryImageID)}
-					}
-					if d := sp.OSDisk; d != nil {
-						in.OSDiskSizeGB = derefOr(d.DiskSizeGB)
-						if d.ManagedDisk != nil && d.ManagedDisk.StorageAccountType != nil {
-							in.StorageType = string(*d.ManagedDisk.StorageAccountType)
-						}
-					}
-				}
-			}
-			if v.SKU != nil && v.SKU.Name != nil && in.Size == "" {
-				in.Size = *v.SKU.Name
-			}
-			if len(v.Zones) > 0 && v.Zones[0] != nil {
-				in.Zone = *v.Zones[0]
-			}
+			in := instanceOf(v)
 			out = append(out, in)
 		}
 	}
@@ -341,4 +311,67 @@ func derefOr(p *int32) int32 {
 		return 0
 	}
 	return *p
+}
+
+// instanceOf reads what winkube needs of a scale-set VM.
+func instanceOf(v *armcompute.VirtualMachineScaleSetVM) Instance {
+	in := Instance{ID: *v.ID, InstanceID: *v.InstanceID}
+	if p := v.Properties; p != nil {
+		if p.OSProfile != nil && p.OSProfile.ComputerName != nil {
+			in.ComputerName = *p.OSProfile.ComputerName
+		}
+		if p.ProvisioningState != nil {
+			in.ProvisioningState = *p.ProvisioningState
+		}
+		in.LatestModelApplied = p.LatestModelApplied != nil && *p.LatestModelApplied
+		if p.HardwareProfile != nil && p.HardwareProfile.VMSize != nil {
+			in.Size = string(*p.HardwareProfile.VMSize)
+		}
+		if sp := p.StorageProfile; sp != nil {
+			if r := sp.ImageReference; r != nil {
+				in.Image = virtualmachines.Image{Publisher: deref(r.Publisher), Offer: deref(r.Offer), SKU: deref(r.SKU), Version: deref(r.Version),
+					ID: deref(r.ID), CommunityGalleryImageID: deref(r.CommunityGalleryImageID)}
+			}
+			if d := sp.OSDisk; d != nil {
+				in.OSDiskSizeGB = derefOr(d.DiskSizeGB)
+				if d.ManagedDisk != nil && d.ManagedDisk.StorageAccountType != nil {
+					in.StorageType = string(*d.ManagedDisk.StorageAccountType)
+				}
+			}
+		}
+	}
+	if v.SKU != nil && v.SKU.Name != nil && in.Size == "" {
+		in.Size = *v.SKU.Name
+	}
+	if len(v.Zones) > 0 && v.Zones[0] != nil {
+		in.Zone = *v.Zones[0]
+	}
+	return in
+}
+
+// Instance reads one instance and its private address: what a pool's
+// machine needs, without listing every instance and NIC of the scale set
+// (which, for each of N machines every few seconds, grew as N squared).
+// found is false when it does not exist.
+func (s *Service) Instance(ctx context.Context, rg, name, instanceID string) (in Instance, found bool, err error) {
+	v, err := s.vms.Get(ctx, rg, name, instanceID, nil)
+	if err != nil {
+		return Instance{}, false, async.IgnoreNotFound(err)
+	}
+	in = instanceOf(&v.VirtualMachineScaleSetVM)
+	p := s.nics.NewListVirtualMachineScaleSetVMNetworkInterfacesPager(rg, name, instanceID, nil)
+	for p.More() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return in, true, async.IgnoreNotFound(err)
+		}
+		for _, n := range page.Value {
+			if n.Properties != nil && len(n.Properties.IPConfigurations) > 0 && n.Properties.IPConfigurations[0].Properties != nil {
+				if ip := n.Properties.IPConfigurations[0].Properties.PrivateIPAddress; ip != nil && in.PrivateIP == "" {
+					in.PrivateIP = *ip
+				}
+			}
+		}
+	}
+	return in, true, nil
 }
