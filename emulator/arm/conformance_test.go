@@ -110,6 +110,12 @@ func (c *conformance) do(method, path, apiVersion string, body any, hdr map[stri
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
+	return c.send(req)
+}
+
+// send makes a request and reads the whole answer.
+func (c *conformance) send(req *http.Request) answer {
+	c.t.Helper()
 	resp, err := c.client.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
@@ -185,15 +191,7 @@ func (c *conformance) call(id string, params map[string]string, body any) answer
 func (c *conformance) get(url string) answer {
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := c.client.Do(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	a := answer{status: resp.StatusCode, header: resp.Header, raw: raw}
-	_ = json.Unmarshal(raw, &a.body)
-	return a
+	return c.send(req)
 }
 
 func (c *conformance) pollLocation(id, url string) answer {

@@ -9,15 +9,14 @@ import (
 // long-running, and the SDK's clients accept 200 only.
 func (s *Server) updateTags(w http.ResponseWriter, r *http.Request, id resourceID, body map[string]any) {
 	s.mu.Lock()
-	res, e := s.existing(id)
+	defer s.mu.Unlock()
+	res, e := s.existing(id, r.Header.Get("If-Match"))
 	if e != nil {
-		s.mu.Unlock()
 		writeError(w, e)
 		return
 	}
 	tags, ok := body["tags"].(map[string]any)
 	if _, present := body["tags"]; present && !ok && body["tags"] != nil {
-		s.mu.Unlock()
 		writeError(w, errorf(http.StatusBadRequest, "InvalidRequestFormat", "Cannot parse the request: tags must be an object of strings."))
 		return
 	}
@@ -27,14 +26,13 @@ func (s *Server) updateTags(w http.ResponseWriter, r *http.Request, id resourceI
 	res.body["tags"] = tags
 	res.etag = newETag()
 	res.touch()
-	out := s.render(res)
-	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, s.render(res))
 }
 
 // existing finds a resource that a write may change, with ARM's answers
-// when it cannot: the group or the resource missing, or being deleted.
-func (s *Server) existing(id resourceID) (*resource, *armError) {
+// when it cannot: the group or the resource missing, being deleted, or not
+// at the ETag the request's If-Match names.
+func (s *Server) existing(id resourceID, ifMatch string) (*resource, *armError) {
 	if !s.groupExists(id.Subscription, id.ResourceGroup) {
 		return nil, groupNotFound(id.ResourceGroup)
 	}
@@ -44,6 +42,9 @@ func (s *Server) existing(id resourceID) (*resource, *armError) {
 	}
 	if res.deleting {
 		return nil, errorf(http.StatusConflict, "OperationNotAllowed", "The resource %s is being deleted.", id.Name())
+	}
+	if ifMatch != "" && ifMatch != "*" && res.etag != ifMatch {
+		return nil, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The condition '%s' in the If-Match header was not met.", ifMatch)
 	}
 	return res, nil
 }
@@ -55,15 +56,10 @@ func (s *Server) existing(id resourceID) (*resource, *armError) {
 // kept as the scale set says. It is long-running: 202, then Succeeded.
 func (s *Server) updateInstance(w http.ResponseWriter, r *http.Request, id resourceID, body map[string]any) {
 	s.mu.Lock()
-	res, e := s.existing(id)
+	res, e := s.existing(id, r.Header.Get("If-Match"))
 	if e != nil {
 		s.mu.Unlock()
 		writeError(w, e)
-		return
-	}
-	if m := r.Header.Get("If-Match"); m != "" && m != "*" && res.etag != m {
-		s.mu.Unlock()
-		writeError(w, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The condition '%s' in the If-Match header was not met.", m))
 		return
 	}
 	if tags, ok := body["tags"].(map[string]any); ok {
