@@ -119,8 +119,8 @@ func (s *Server) writeParent(w http.ResponseWriter, r *http.Request, parent *res
 	put := r.Clone(r.Context())
 	put.Method = http.MethodPut
 	put.Header.Set("If-Match", "")
-	if m := r.Header.Get("If-Match"); m != "" && m != "*" && m != parent.etag {
-		writeError(w, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The condition '%s' in the If-Match header was not met.", m))
+	if e := ifMatchFails(r.Header.Get("If-Match"), parent); e != nil {
+		writeError(w, e)
 		return
 	}
 	res, op, _, e := s.putLocked(w, put, parent.id, parent.kind, next)

@@ -287,8 +287,8 @@ func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID
 	if old != nil && old.deleting {
 		return nil, nil, false, errorf(http.StatusConflict, "OperationNotAllowed", "The resource %s is being deleted.", id.Name())
 	}
-	if m := r.Header.Get("If-Match"); m != "" && m != "*" && (old == nil || old.etag != m) {
-		return nil, nil, false, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The condition '%s' in the If-Match header was not met.", m)
+	if e := ifMatchFails(r.Header.Get("If-Match"), old); e != nil {
+		return nil, nil, false, e
 	}
 	if r.Header.Get("If-None-Match") == "*" && old != nil {
 		return nil, nil, false, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The resource %s already exists.", id.Name())

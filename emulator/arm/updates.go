@@ -43,10 +43,20 @@ func (s *Server) existing(id resourceID, ifMatch string) (*resource, *armError) 
 	if res.deleting {
 		return nil, errorf(http.StatusConflict, "OperationNotAllowed", "The resource %s is being deleted.", id.Name())
 	}
-	if ifMatch != "" && ifMatch != "*" && res.etag != ifMatch {
-		return nil, errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The condition '%s' in the If-Match header was not met.", ifMatch)
+	if e := ifMatchFails(ifMatch, res); e != nil {
+		return nil, e
 	}
 	return res, nil
+}
+
+// ifMatchFails is ARM's answer to a write whose If-Match names another
+// ETag than the resource's (or a resource that does not exist); nil when
+// the condition holds or there is none.
+func ifMatchFails(ifMatch string, cur *resource) *armError {
+	if ifMatch == "" || ifMatch == "*" || (cur != nil && cur.etag == ifMatch) {
+		return nil
+	}
+	return errorf(http.StatusPreconditionFailed, "PreconditionFailed", "The condition '%s' in the If-Match header was not met.", ifMatch)
 }
 
 // updateInstance answers VirtualMachineScaleSetVMs_Update, a PUT of one
