@@ -169,8 +169,7 @@ func sameRule(a, b *armnetwork.SecurityRulePropertiesFormat) bool {
 		}
 		return strings.ToLower(*p)
 	}
-	e := func(p *string) string { return s(p) }
-	return a.Priority != nil && *a.Priority == *b.Priority && e(a.DestinationPortRange) == e(b.DestinationPortRange) &&
+	return a.Priority != nil && *a.Priority == *b.Priority && s(a.DestinationPortRange) == s(b.DestinationPortRange) &&
 		a.Protocol != nil && strings.EqualFold(string(*a.Protocol), string(*b.Protocol)) &&
 		a.Access != nil && strings.EqualFold(string(*a.Access), string(*b.Access)) &&
 		a.Direction != nil && strings.EqualFold(string(*a.Direction), string(*b.Direction)) &&
