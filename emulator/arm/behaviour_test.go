@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
@@ -155,6 +156,31 @@ func TestInjectedFaultsAndCounters(t *testing.T) {
 	if err != nil || r.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("no token: %v %v", r, err)
 	}
+}
+
+// A slow-operation fault makes the matching deletes take that long: the VM
+// answers Deleting meanwhile, and is gone once it is done.
+func TestSlowOperationFault(t *testing.T) {
+	w := newWorld(t, nil)
+	w.group("rg")
+	nic := w.nic("rg", "nic", w.network("rg"))
+	vms := must(w.compute.NewVirtualMachinesClient(), nil)
+	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", linuxVM(*nic.ID, "#cloud-config\n"), nil))
+	w.srv.SetFaults(arm.FaultConfig{Faults: []arm.Fault{{Method: "DELETE", Kind: "virtualMachines", OperationDelay: 400 * time.Millisecond}}})
+	p := must(vms.BeginDelete(w.ctx, "rg", "vm", nil))
+	time.Sleep(100 * time.Millisecond)
+	if _, err := p.Poll(w.ctx); err != nil || p.Done() {
+		t.Fatalf("the slowed delete is done after 100ms (%v)", err)
+	}
+	vm := must(vms.Get(w.ctx, "rg", "vm", nil))
+	if got := *vm.Properties.ProvisioningState; got != "Deleting" {
+		t.Fatalf("a VM being deleted reports %s", got)
+	}
+	if _, err := p.PollUntilDone(w.ctx, &runtime.PollUntilDoneOptions{Frequency: 20 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := vms.Get(w.ctx, "rg", "vm", nil)
+	azureCode(t, err, "ResourceNotFound")
 }
 
 func TestResourceSKUs(t *testing.T) {

@@ -84,6 +84,23 @@ type Fault struct {
 	Status int `json:"status"`
 	// Delay holds matching requests this long before answering normally.
 	Delay time.Duration `json:"delay,omitempty"`
+	// OperationDelay makes the long-running operations that matching PUTs
+	// and DELETEs start take this much longer: Azure's VM deletes take
+	// minutes, and what happens while one is under way (a crash, a
+	// clusterctl move) is what a test of it needs time for.
+	OperationDelay time.Duration `json:"operationDelay,omitempty"`
+}
+
+// slowerOperation is how much longer the operation a request of method on
+// kind starts takes, by the injected faults; the caller holds s.mu.
+func (s *Server) slowerOperation(method, kind string) time.Duration {
+	var d time.Duration
+	for _, f := range s.opts.Faults {
+		if (f.Method == "" || strings.EqualFold(f.Method, method)) && (f.Kind == "" || strings.EqualFold(f.Kind, kind)) {
+			d += f.OperationDelay
+		}
+	}
+	return d
 }
 
 // ProvisioningFailure fails the provisioning of VMs whose name contains

@@ -331,7 +331,7 @@ func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID
 	s.resources[key(res.idStr)] = res
 	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
 	op.resultID = res.idStr
-	delay := s.opts.OperationDelay
+	delay := s.opts.OperationDelay + s.slowerOperation(r.Method, id.Types[len(id.Types)-1])
 	if k.delay != nil {
 		delay += k.delay(s, res)
 	}
@@ -380,7 +380,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, id resourceID) {
 	res.touch()
 	s.parentChanged(id, newETag())
 	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
-	s.after(s.opts.OperationDelay, func() {
+	s.after(s.opts.OperationDelay+s.slowerOperation(r.Method, id.Types[len(id.Types)-1]), func() {
 		s.mu.Lock()
 		stop := s.removeResource(res)
 		s.finishOperation(op, nil)
