@@ -189,6 +189,9 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	role := machineRole(am)
 	isCP := util.IsControlPlaneMachine(machine)
 
+	if token(am.Status.LongRunningOperationStates, step{"virtualmachines", vmName}, "DELETE") != "" {
+		return r.deletionInterrupted(am, vmName)
+	}
 	// Azure would treat a second machine with this VM name as the first one's VM.
 	if existing, err := svc.VMs.Get(ctx, n.rg, vmName); err != nil {
 		return r.azureError(am, "reading VM", err)
@@ -576,6 +579,19 @@ func (r *AzureMachineReconciler) event(am *infrav1.AzureMachine, typ, reason, fo
 	if r.Recorder != nil {
 		r.Recorder.Eventf(am, typ, reason, format, args...)
 	}
+}
+
+// deletionInterrupted fails a machine that is not being deleted but whose
+// records hold the VM's delete under way: its deletion began, and the
+// object was then made again without it. clusterctl move does that: it
+// creates each object in the target without its deletionTimestamp. Azure
+// finishes the delete regardless, so the machine fails at once instead of
+// waiting to find its VM gone; deleting it resumes that same operation.
+func (r *AzureMachineReconciler) deletionInterrupted(am *infrav1.AzureMachine, vmName string) (ctrl.Result, error) {
+	am.Status.VMState = "Deleting"
+	setReady(am, metav1.ConditionFalse, VMDeletedReason, fmt.Sprintf("VM %s was being deleted when this machine was moved or re-created without its deletion (clusterctl move does not carry one); Azure is deleting it: delete the Machine again to finish", vmName))
+	r.event(am, corev1.EventTypeWarning, VMDeletedReason, "VM %s was being deleted before this machine was moved or re-created", vmName)
+	return ctrl.Result{}, nil
 }
 
 // vanished fails a machine whose VM was made and is gone: deleted outside

@@ -166,6 +166,81 @@ func TestAMachineMovedWithoutItsStatusDeletesWhatItMade(t *testing.T) {
 	}
 }
 
+// clusterctl move makes each object again in the target without its
+// deletionTimestamp. A machine moved while Azure was deleting its VM fails
+// at once, saying so, and never makes the VM again; deleted again, it
+// resumes that same delete and then deletes the rest of what it made.
+func TestAMachineMovedWhileBeingDeletedFails(t *testing.T) {
+	r := newRig(t, arm.Options{})
+	ctx := context.Background()
+	f := r.cluster("middel")
+	f.waitClusterProvisioned(time.Minute)
+	f.newMachine("middel-md-0-aaaaa", false, false, "1")
+	am := f.waitMachinesProvisioned(time.Minute, "middel-md-0-aaaaa")["middel-md-0-aaaaa"]
+	vm := am.Status.VMName
+	r.emu.SetFaults(arm.FaultConfig{Faults: []arm.Fault{{Method: "DELETE", Kind: "virtualMachines", OperationDelay: 5 * time.Second}}})
+	if err := env.Client.Delete(ctx, am); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(am), am); err != nil {
+			return err.Error()
+		}
+		if !strings.Contains(am.Annotations[controllers.OperationsAnnotation], `"type":"DELETE","serviceName":"virtualmachines"`) {
+			return "the VM's delete is not under way: " + am.Annotations[controllers.OperationsAnnotation]
+		}
+		return ""
+	})
+	// What clusterctl move does: pause, copy (metadata and spec, no status,
+	// no deletionTimestamp), drop the source's finalizers and delete it,
+	// unpause.
+	setClusterPaused(t, f.cluster, true)
+	moved := &infrav1.AzureMachine{ObjectMeta: metav1.ObjectMeta{Name: am.Name, Namespace: am.Namespace, Labels: am.Labels,
+		Annotations: am.Annotations, OwnerReferences: am.OwnerReferences, Finalizers: am.Finalizers}, Spec: am.Spec}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(am), am); err != nil {
+			return err
+		}
+		am.Finalizers = nil
+		return env.Client.Update(ctx, am)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, am)
+	if err := env.Client.Create(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	setClusterPaused(t, f.cluster, false)
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(moved), moved); err != nil {
+			return err.Error()
+		}
+		c := readyOf(moved)
+		if c == nil || c.Reason != controllers.VMDeletedReason {
+			return fmt.Sprintf("the moved machine: %+v", c)
+		}
+		return ""
+	})
+	if !strings.Contains(readyOf(moved).Message, "was being deleted when this machine was moved") {
+		t.Errorf("the moved machine's condition does not say why: %s", readyOf(moved).Message)
+	}
+	if err := env.Client.Delete(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, moved)
+	for typ, names := range r.az.inventory(f.ns) {
+		for _, n := range names {
+			if strings.HasPrefix(n, vm) {
+				t.Errorf("%s %s outlived its machine", typ, n)
+			}
+		}
+	}
+	if n := r.emu.Counters()["PUT virtualMachines"]; n != 1 {
+		t.Errorf("%d PUTs of VMs, want the one that made it", n)
+	}
+}
+
 // A cluster in a user's VNet, moved without its status, still knows the
 // subnets it added as its own: it neither refuses them (ResourceNotOwned)
 // nor leaves them behind when it is deleted.
@@ -231,20 +306,7 @@ func TestPauseAndUnpause(t *testing.T) {
 	f.waitClusterProvisioned(time.Minute)
 	f.newMachine("pause-md-0-aaaaa", false, false, "1")
 	f.waitMachinesProvisioned(time.Minute, "pause-md-0-aaaaa")
-	setPaused := func(p bool) {
-		t.Helper()
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			c := &clusterv1.Cluster{}
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(f.cluster), c); err != nil {
-				return err
-			}
-			c.Spec.Paused = ptr.To(p)
-			return env.Client.Update(ctx, c)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	setPaused := func(p bool) { t.Helper(); setClusterPaused(t, f.cluster, p) }
 	pausedOf := func(obj client.Object) metav1.ConditionStatus {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return ""
@@ -299,4 +361,20 @@ func TestPauseAndUnpause(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// setClusterPaused sets the Cluster's spec.paused, as clusterctl move does.
+func setClusterPaused(t *testing.T, cluster *clusterv1.Cluster, p bool) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c := &clusterv1.Cluster{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(cluster), c); err != nil {
+			return err
+		}
+		c.Spec.Paused = ptr.To(p)
+		return env.Client.Update(context.Background(), c)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -22,37 +23,37 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/crypto/ssh"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctl "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	clusterctllog "sigs.k8s.io/cluster-api/cmd/clusterctl/log"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
-	"github.com/winkube/winkube/emulator/entra"
+	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/flavors"
-	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/release"
 	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/testenv"
@@ -290,10 +291,16 @@ func winkubeBinary(t *testing.T) string {
 // nothing is downloaded), clusterctl generate cluster, the manager running in
 // its own process with the Deployment's arguments as the components'
 // ServiceAccount (so the shipped RBAC is what is tested) against the ARM
-// emulator, an AzureCluster and a Windows AzureMachine Ready, and clusterctl
-// move's object graph.
+// emulator, an AzureCluster in the team's own VNet and Windows AzureMachines
+// Ready, clusterctl move's object graph, and then the move itself, mid-life,
+// into a second management cluster while a machine is being deleted: the
+// cluster is deleted from there, and nothing is leaked, nothing of the
+// team's network changed and nothing refused.
 func TestClusterctlInstallsWinkube(t *testing.T) {
 	start := time.Now()
+	// envtest logs through controller-runtime's logger; the managers run
+	// in their own processes with their own.
+	ctrllog.SetLogger(logr.Discard())
 	root, err := testenv.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -302,17 +309,9 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 	if err := clusterctlv1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	env, err := testenv.Start(testenv.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := env.Client
 	dir := t.TempDir()
-	adminKubeconfig := filepath.Join(dir, "admin.kubeconfig")
-	kubeconfigFor(t, env.Config, adminKubeconfig, "")
 
 	// Local repositories: Cluster API's providers at the version winkube is
 	// built with, cert-manager, and winkube's own release as `make release`
@@ -360,22 +359,18 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := clusterctl.Kubeconfig{Path: adminKubeconfig}
 
 	// clusterctl init --infrastructure winkube:v0.1.0
-	installed, err := cc.Init(ctx, clusterctl.InitOptions{Kubeconfig: kubeconfig, InfrastructureProviders: []string{release.ProviderName + ":" + e2eVersion}})
-	if err != nil {
-		t.Fatalf("clusterctl init: %v", err)
-	}
+	src := newPlane(t, ctx, cc, s, dir, "source")
+	c, kubeconfig := src.c, src.kubeconfig
 	var names []string
-	for _, comp := range installed {
+	for _, comp := range src.installed {
 		names = append(names, comp.ManifestLabel()+"@"+comp.Version())
 	}
 	sort.Strings(names)
 	if want := "bootstrap-kubeadm@" + capi + " cluster-api@" + capi + " control-plane-kubeadm@" + capi + " infrastructure-winkube@" + e2eVersion; strings.Join(names, " ") != want {
 		t.Fatalf("clusterctl init installed %v, want %s", names, want)
 	}
-	t.Logf("clusterctl init: %s", time.Since(start).Round(time.Millisecond))
 	providers := &clusterctlv1.ProviderList{}
 	if err := c.List(ctx, providers); err != nil {
 		t.Fatal(err)
@@ -409,11 +404,7 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 			t.Errorf("%s %s lacks clusterctl's provider label: %v", gvk.Kind, o.GetName(), u.GetLabels())
 		}
 	}
-	deployment := &appsv1.Deployment{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: release.Namespace, Name: release.Deployment}, deployment); err != nil {
-		t.Fatal(err)
-	}
-	if img := deployment.Spec.Template.Spec.Containers[0].Image; img != image {
+	if img := src.deployment(t, ctx).Spec.Template.Spec.Containers[0].Image; img != image {
 		t.Fatalf("the installed Deployment runs %s, not %s", img, image)
 	}
 
@@ -446,12 +437,10 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 
 	// The shipped RBAC is what the manager gets: it acts as the components'
 	// ServiceAccount, which may not, say, list Pods.
-	sa := "system:serviceaccount:" + release.Namespace + ":" + release.ServiceAccount
-	saKubeconfig := filepath.Join(dir, "manager.kubeconfig")
-	kubeconfigFor(t, env.Config, saKubeconfig, sa, "system:serviceaccounts", "system:serviceaccounts:"+release.Namespace, "system:authenticated")
-	saRest := rest.CopyConfig(env.Config)
-	saRest.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
-	saClient, err := client.New(saRest, client.Options{Scheme: env.Scheme})
+	saRest := rest.CopyConfig(src.env.Config)
+	saRest.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + release.Namespace + ":" + release.ServiceAccount,
+		Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+	saClient, err := client.New(saRest, client.Options{Scheme: src.env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,119 +448,23 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 		t.Fatalf("the API server does not enforce RBAC on the ServiceAccount (listing Pods: %v)", err)
 	}
 
-	// cert-manager's part: the Certificate's Secret, and its CA in the
-	// webhook configurations that ask for it.
-	certObj := &unstructured.Unstructured{}
-	certObj.SetAPIVersion("cert-manager.io/v1")
-	certObj.SetKind("Certificate")
-	if err := c.Get(ctx, client.ObjectKey{Namespace: release.Namespace, Name: release.Certificate}, certObj); err != nil {
-		t.Fatalf("the components' Certificate: %v", err)
-	}
-	dnsNames, _, _ := unstructured.NestedStringSlice(certObj.Object, "spec", "dnsNames")
-	secretName, _, _ := unstructured.NestedString(certObj.Object, "spec", "secretName")
-	caPEM, certPEM, keyPEM := servingCert(t, dnsNames)
-	if err := c.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: release.Namespace, Name: secretName},
-		Type:       corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": caPEM},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// The kubelet would mount that Secret where the Deployment says.
-	certDir := filepath.Join(dir, "serving-certs")
-	_ = os.MkdirAll(certDir, 0o700)
-	_ = os.WriteFile(filepath.Join(certDir, "tls.crt"), certPEM, 0o600)
-	_ = os.WriteFile(filepath.Join(certDir, "tls.key"), keyPEM, 0o600)
-	webhookPort := freePort(t)
-	injectCA(t, ctx, c, caPEM, webhookPort)
-
 	// The manager with the Deployment's own arguments, as the ServiceAccount.
 	// Its own credential (the cluster names no identity) is a service
 	// principal of the emulator's Entra ID, from the environment.
-	directory, err := entra.New(entra.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	emu, err := arm.New(arm.Options{Directory: directory, PollInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := emu.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer emu.Close()
-	entraCert, err := emu.ServerCertificate("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	login, err := entra.Serve(directory, "127.0.0.1:0", entraCert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer login.Close()
-	sp, spSecret, err := directory.CreateServicePrincipal("00000000-0000-4000-8000-0000000c1c7e", "clusterctl-e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := directory.AssignRole(sp.ObjectID, "Contributor", "/"); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("AZURE_TENANT_ID", sp.TenantID)
-	t.Setenv("AZURE_CLIENT_ID", sp.ClientID)
-	t.Setenv("AZURE_CLIENT_SECRET", spSecret)
-	armCA := filepath.Join(dir, "arm-ca.pem")
-	_ = os.WriteFile(armCA, emu.CACertPEM(), 0o600)
-	healthPort := freePort(t)
-	args := []string{"manager"}
-	for _, a := range deployment.Spec.Template.Spec.Containers[0].Args {
-		switch {
-		case strings.HasPrefix(a, "--metrics-bind-address="), strings.HasPrefix(a, "--health-probe-bind-address="),
-			strings.HasPrefix(a, "--webhook-port="), strings.HasPrefix(a, "--webhook-cert-dir="):
-			// This process's own ports and the mounted Secret's folder.
-		default:
-			args = append(args, a)
-		}
-	}
-	args = append(args, "--kubeconfig", saKubeconfig, "--leader-election-namespace", release.Namespace,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort),
-		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-dir", certDir,
-		"--arm-endpoint", emu.URL(), "--arm-ca-file", armCA, "--entra-endpoint", login.URL(), "--requeue", "100ms")
-	// Its own process, the binary the image carries, as the Pod would run it.
-	managerLog := &lockedBuffer{}
-	manager := exec.Command(winkubeBinary(t), args...)
-	manager.Stdout, manager.Stderr = managerLog, managerLog
-	if err := manager.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- manager.Wait() }()
-	defer func() {
-		_ = manager.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("winkube manager did not exit cleanly on SIGTERM: %v", err)
-			}
-		case <-time.After(time.Minute):
-			_ = manager.Process.Kill()
-			t.Error("winkube manager did not stop on SIGTERM")
-		}
-	}()
-	poll.Until(t, 2*time.Minute, func() string {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
-		if err != nil {
-			return "manager not ready: " + err.Error()
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Sprintf("manager readyz %d", resp.StatusCode)
-		}
-		return ""
-	})
+	az := newAzureWorld(t, dir)
+	src.startManager(t, ctx, az, dir)
+
+	// The platform team's network, in a group of its own: the cluster adds
+	// its subnets to the team's VNet.
+	team := newTeamNetwork(t, ctx, az)
 
 	// kubectl apply of the rendered cluster, through winkube's webhooks.
 	objs := tmpl.Objs()
 	for i := range objs {
 		o := objs[i].DeepCopy()
+		if o.GetKind() == "AzureCluster" {
+			team.use(t, o)
+		}
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatalf("applying the rendered %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
@@ -602,40 +495,10 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 	if windowsTemplate == nil {
 		t.Fatal("the windows flavor has no Windows AzureMachineTemplate")
 	}
-	// A request the shipped RBAC refuses fails the test at once, naming it.
-	untilReady := func(cond func() string) {
-		t.Helper()
-		poll.Until(t, 3*time.Minute, func() string {
-			if f := managerLog.forbidden(); f != "" {
-				t.Fatalf("the components' RBAC refuses the manager a request:\n%s", f)
-			}
-			return cond()
-		})
-	}
-	untilReady(func() string {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(ac), ac); err != nil {
-			return err.Error()
-		}
-		if !ptr.Deref(ac.Status.Initialization.Provisioned, false) || !meta.IsStatusConditionTrue(ac.Status.Conditions, clusterv1.ReadyCondition) {
-			return fmt.Sprintf("AzureCluster not Ready: %+v", ac.Status.Conditions)
-		}
-		return ""
-	})
-	patch := client.MergeFrom(cluster.DeepCopy())
-	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
-	if err := c.Status().Patch(ctx, cluster, patch); err != nil {
-		t.Fatal(err)
-	}
+	src.until(t, 3*time.Minute, func() string { return clusterReady(ctx, c, ac) })
+	capiPart.infrastructureProvisioned()
 	am := capiPart.windowsMachine(windowsTemplate)
-	untilReady(func() string {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(am), am); err != nil {
-			return err.Error()
-		}
-		if !ptr.Deref(am.Status.Initialization.Provisioned, false) || !meta.IsStatusConditionTrue(am.Status.Conditions, clusterv1.ReadyCondition) {
-			return fmt.Sprintf("Windows AzureMachine not Ready: %+v", am.Status.Conditions)
-		}
-		return ""
-	})
+	src.until(t, 3*time.Minute, func() string { return machineReady(ctx, c, am) })
 	if !strings.Contains(am.Spec.ProviderID, "/virtualMachines/") {
 		t.Fatalf("the Windows AzureMachine has no provider ID: %v", am.Spec.ProviderID)
 	}
@@ -696,6 +559,197 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 		}
 	}
 	t.Logf("move graph: %d objects, %d of them winkube's and %d Secrets winkube's own; total %s", len(moved.created), len(winkubeObjects), ownedSecrets, time.Since(start).Round(time.Millisecond))
+	if t.Failed() {
+		return
+	}
+	moveMidLife(t, ctx, cc, s, dir, az, src, team, capiPart, windowsTemplate, am)
+	t.Logf("moved and deleted from the target: total %s", time.Since(start).Round(time.Millisecond))
+}
+
+// moveMidLife is the move itself: a second management cluster gets the
+// providers (clusterctl init) and its own manager; a second Windows machine
+// is made and then deleted, and while Azure is still deleting its VM the
+// cluster is moved. From the target the cluster becomes Ready again without
+// refusing anything of its own, and is deleted: what it made in Azure is
+// gone, and the team's network is as it was.
+func moveMidLife(t *testing.T, ctx context.Context, cc clusterctl.Client, s *runtime.Scheme, dir string, az *azureWorld,
+	src *plane, team *teamNetwork, capiPart *capiPart, windowsTemplate *infrav1.AzureMachineTemplate, am *infrav1.AzureMachine) {
+	t.Helper()
+	dst := newPlane(t, ctx, cc, s, dir, "target")
+	dst.startManager(t, ctx, az, dir)
+	c := src.c
+
+	leaving := capiPart.windowsMachine(windowsTemplate)
+	src.until(t, 3*time.Minute, func() string { return machineReady(ctx, c, leaving) })
+	vmOf := func(m *infrav1.AzureMachine) string {
+		return m.Spec.ProviderID[strings.LastIndex(m.Spec.ProviderID, "/")+1:]
+	}
+	keptVM, leavingVM := vmOf(am), vmOf(leaving)
+	// What Cluster API's controllers would have reported by now, which
+	// clusterctl move checks: the control plane initialized, each Machine
+	// a node.
+	capiPart.provisioned()
+
+	// Azure takes its time deleting a VM. The user deletes the second
+	// Machine; Cluster API's machine controller deletes its AzureMachine.
+	az.emu.SetFaults(arm.FaultConfig{Faults: []arm.Fault{{Method: http.MethodDelete, Kind: "virtualMachines", OperationDelay: 20 * time.Second}}})
+	capiPart.deleteMachine(leaving)
+	src.until(t, time.Minute, func() string {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(leaving), leaving); err != nil {
+			return err.Error()
+		}
+		var ops infrav1.Futures
+		_ = json.Unmarshal([]byte(leaving.Annotations[controllers.OperationsAnnotation]), &ops)
+		for _, op := range ops {
+			if op.Type == http.MethodDelete && op.ServiceName == "virtualmachines" {
+				return ""
+			}
+		}
+		return "the VM's delete is not under way yet: " + leaving.Annotations[controllers.OperationsAnnotation]
+	})
+
+	// clusterctl move --to-kubeconfig target.kubeconfig
+	before := time.Now()
+	moved := &moveLog{created: map[string]bool{}}
+	clusterctllog.SetLogger(logr.New(moved))
+	if err := cc.Move(ctx, clusterctl.MoveOptions{FromKubeconfig: src.kubeconfig, ToKubeconfig: dst.kubeconfig, Namespace: "default"}); err != nil {
+		t.Fatalf("clusterctl move: %v", err)
+	}
+	t.Logf("clusterctl move: %d objects in %s", len(moved.created), time.Since(before).Round(time.Millisecond))
+	for _, list := range []client.ObjectList{&infrav1.AzureClusterList{}, &infrav1.AzureMachineList{}, &clusterv1.ClusterList{}} {
+		if err := c.List(ctx, list, client.InNamespace("default")); err != nil {
+			t.Fatal(err)
+		}
+		if meta.LenList(list) != 0 {
+			t.Fatalf("clusterctl move left %T objects in the source", list)
+		}
+	}
+	if !az.hasVM(keptVM) {
+		t.Fatalf("VM %s did not survive the move: the source's manager deleted it when clusterctl removed its objects", keptVM)
+	}
+
+	// The target: Cluster API's part there reports the infrastructure as
+	// its Cluster controller would, once the AzureCluster says so.
+	dc := dst.c
+	cluster := &clusterv1.Cluster{}
+	if err := dc.Get(ctx, client.ObjectKeyFromObject(capiPart.cluster), cluster); err != nil {
+		t.Fatal(err)
+	}
+	if ptr.Deref(cluster.Spec.Paused, false) {
+		t.Fatal("clusterctl move left the target's Cluster paused")
+	}
+	target := newCAPIPart(t, ctx, dc, cluster)
+	ac := &infrav1.AzureCluster{}
+	if err := dc.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, ac); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(reason string) {
+		if reason == controllers.ResourceNotOwnedReason || reason == controllers.VMNameConflictReason {
+			t.Fatalf("the moved cluster refuses its own resources: %s", reason)
+		}
+	}
+	dst.until(t, 3*time.Minute, func() string {
+		msg := clusterReady(ctx, dc, ac)
+		if cond := meta.FindStatusCondition(ac.Status.Conditions, clusterv1.ReadyCondition); cond != nil {
+			refused(cond.Reason)
+		}
+		return msg
+	})
+	target.infrastructureProvisioned()
+	kept := &infrav1.AzureMachine{}
+	if err := dc.Get(ctx, client.ObjectKeyFromObject(am), kept); err != nil {
+		t.Fatal(err)
+	}
+	dst.until(t, 3*time.Minute, func() string {
+		msg := machineReady(ctx, dc, kept)
+		if cond := meta.FindStatusCondition(kept.Status.Conditions, clusterv1.ReadyCondition); cond != nil {
+			refused(cond.Reason)
+		}
+		return msg
+	})
+	if vmOf(kept) != keptVM {
+		t.Fatalf("the kept machine's VM is now %s, was %s", vmOf(kept), keptVM)
+	}
+	// The machine whose deletion the move interrupted: clusterctl makes it
+	// again without its deletionTimestamp, and Azure finishes deleting its
+	// VM. It must fail (for a MachineHealthCheck, or the user, to delete
+	// again), never make a VM with its stale bootstrap data.
+	interrupted := &infrav1.AzureMachine{}
+	if err := dc.Get(ctx, client.ObjectKeyFromObject(leaving), interrupted); err != nil {
+		t.Fatalf("clusterctl move did not carry the machine being deleted: %v", err)
+	}
+	dst.until(t, 2*time.Minute, func() string {
+		if err := dc.Get(ctx, client.ObjectKeyFromObject(interrupted), interrupted); err != nil {
+			return err.Error()
+		}
+		cond := meta.FindStatusCondition(interrupted.Status.Conditions, clusterv1.ReadyCondition)
+		if cond == nil || cond.Reason != controllers.VMDeletedReason || !strings.Contains(cond.Message, "was being deleted when this machine was moved") {
+			return fmt.Sprintf("the machine whose deletion was interrupted: %+v", cond)
+		}
+		return ""
+	})
+	az.emu.SetFaults(arm.FaultConfig{})
+	src.until(t, time.Minute, func() string {
+		if az.hasVM(leavingVM) {
+			return "Azure is still deleting VM " + leavingVM
+		}
+		return ""
+	})
+	if az.hasVM(leavingVM) {
+		t.Fatalf("VM %s was made again", leavingVM)
+	}
+
+	// Deleted from the target: the machines (as Cluster API deletes them
+	// before the cluster's infrastructure), then the AzureCluster.
+	for _, m := range []*infrav1.AzureMachine{interrupted, kept} {
+		if err := dc.Delete(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst.until(t, 3*time.Minute, func() string {
+		l := &infrav1.AzureMachineList{}
+		if err := dc.List(ctx, l, client.InNamespace(cluster.Namespace)); err != nil {
+			return err.Error()
+		}
+		if len(l.Items) > 0 {
+			return fmt.Sprintf("%d AzureMachines are still being deleted: %+v", len(l.Items), meta.FindStatusCondition(l.Items[0].Status.Conditions, clusterv1.ReadyCondition))
+		}
+		return ""
+	})
+	if err := dc.Delete(ctx, ac); err != nil {
+		t.Fatal(err)
+	}
+	dst.until(t, 3*time.Minute, func() string {
+		if err := dc.Get(ctx, client.ObjectKeyFromObject(ac), ac); err == nil {
+			return fmt.Sprintf("the AzureCluster is still being deleted: %+v", meta.FindStatusCondition(ac.Status.Conditions, clusterv1.ReadyCondition))
+		} else if !apierrors.IsNotFound(err) {
+			return err.Error()
+		}
+		return ""
+	})
+	team.unchanged(t, ctx, az)
+}
+
+// clusterReady is "" once the AzureCluster is provisioned and Ready.
+func clusterReady(ctx context.Context, c client.Client, ac *infrav1.AzureCluster) string {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(ac), ac); err != nil {
+		return err.Error()
+	}
+	if !ptr.Deref(ac.Status.Initialization.Provisioned, false) || !meta.IsStatusConditionTrue(ac.Status.Conditions, clusterv1.ReadyCondition) {
+		return fmt.Sprintf("AzureCluster not Ready: %+v", ac.Status.Conditions)
+	}
+	return ""
+}
+
+// machineReady is "" once the AzureMachine is provisioned and Ready.
+func machineReady(ctx context.Context, c client.Client, am *infrav1.AzureMachine) string {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(am), am); err != nil {
+		return err.Error()
+	}
+	if !ptr.Deref(am.Status.Initialization.Provisioned, false) || !meta.IsStatusConditionTrue(am.Status.Conditions, clusterv1.ReadyCondition) {
+		return fmt.Sprintf("AzureMachine %s not Ready: %+v", am.Name, am.Status.Conditions)
+	}
+	return ""
 }
 
 func apiutilGVK(o client.Object) (schema.GroupVersionKind, error) {
@@ -755,13 +809,16 @@ func injectCA(t *testing.T, ctx context.Context, c client.Client, caPEM []byte, 
 
 // capiPart plays what Cluster API's controllers (not running here: no
 // kubelet would run their Deployments) do around winkube's objects: owner
-// references, the MachineDeployment's MachineSet and Machine, and the
-// bootstrap provider's data Secret.
+// references, the MachineDeployment's MachineSet and Machines, the
+// bootstrap provider's data Secrets, and the Cluster's and Machines'
+// status.
 type capiPart struct {
-	t       *testing.T
-	ctx     context.Context
-	c       client.Client
-	cluster *clusterv1.Cluster
+	t        *testing.T
+	ctx      context.Context
+	c        client.Client
+	cluster  *clusterv1.Cluster
+	ms       *clusterv1.MachineSet
+	machines []*clusterv1.Machine
 }
 
 func newCAPIPart(t *testing.T, ctx context.Context, c client.Client, cluster *clusterv1.Cluster) *capiPart {
@@ -785,10 +842,73 @@ func (p *capiPart) own(o client.Object, owner client.Object) {
 	}
 }
 
+// patchClusterStatus changes the Cluster's status as Cluster API's Cluster
+// controller would.
+func (p *capiPart) patchClusterStatus(change func(*clusterv1.Cluster)) {
+	p.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := p.c.Get(p.ctx, client.ObjectKeyFromObject(p.cluster), p.cluster); err != nil {
+			return err
+		}
+		change(p.cluster)
+		return p.c.Status().Update(p.ctx, p.cluster)
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// infrastructureProvisioned is the Cluster controller's answer to a
+// provisioned AzureCluster.
+func (p *capiPart) infrastructureProvisioned() {
+	p.patchClusterStatus(func(c *clusterv1.Cluster) { c.Status.Initialization.InfrastructureProvisioned = ptr.To(true) })
+}
+
+// provisioned is what Cluster API reports once the control plane is
+// initialized and each Machine's node has joined; clusterctl move checks
+// it before moving anything.
+func (p *capiPart) provisioned() {
+	p.t.Helper()
+	p.patchClusterStatus(func(c *clusterv1.Cluster) {
+		c.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: clusterv1.ClusterControlPlaneInitializedCondition, Status: metav1.ConditionTrue,
+			Reason: clusterv1.ClusterControlPlaneInitializedReason, ObservedGeneration: c.Generation})
+	})
+	for _, m := range p.machines {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := p.c.Get(p.ctx, client.ObjectKeyFromObject(m), m); err != nil {
+				return err
+			}
+			m.Status.NodeRef = clusterv1.MachineNodeReference{Name: m.Name}
+			return p.c.Status().Update(p.ctx, m)
+		})
+		if err != nil {
+			p.t.Fatal(err)
+		}
+	}
+}
+
+// deleteMachine is a user's kubectl delete machine, and the machine
+// controller's part in it: the Machine waits on its finalizer while its
+// AzureMachine is deleted.
+func (p *capiPart) deleteMachine(am *infrav1.AzureMachine) {
+	p.t.Helper()
+	for _, m := range p.machines {
+		if m.Name == am.Name {
+			if err := p.c.Delete(p.ctx, m); err != nil {
+				p.t.Fatal(err)
+			}
+		}
+	}
+	if err := p.c.Delete(p.ctx, am); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
 // windowsMachine creates, for the Windows MachineDeployment, what its
 // MachineSet controller and the kubeadm bootstrap provider would: the
-// MachineSet, a Machine with its bootstrap data, and the AzureMachine
-// cloned from the template.
+// MachineSet (the first time), a Machine with its bootstrap data, and the
+// AzureMachine cloned from the template.
 func (p *capiPart) windowsMachine(tmpl *infrav1.AzureMachineTemplate) *infrav1.AzureMachine {
 	p.t.Helper()
 	mds := &clusterv1.MachineDeploymentList{}
@@ -804,24 +924,26 @@ func (p *capiPart) windowsMachine(tmpl *infrav1.AzureMachineTemplate) *infrav1.A
 	if md == nil {
 		p.t.Fatalf("no MachineDeployment uses %s", tmpl.Name)
 	}
-	p.own(md, p.cluster)
 	labels := map[string]string{clusterv1.ClusterNameLabel: p.cluster.Name, clusterv1.MachineDeploymentNameLabel: md.Name}
-	ms := &clusterv1.MachineSet{
-		ObjectMeta: metav1.ObjectMeta{Name: md.Name + "-7xk2p", Namespace: md.Namespace, Labels: labels},
-		Spec: clusterv1.MachineSetSpec{
-			ClusterName: p.cluster.Name, Replicas: ptr.To[int32](1),
-			Selector: metav1.LabelSelector{MatchLabels: labels}, Template: md.Spec.Template,
-		},
+	if p.ms == nil {
+		p.own(md, p.cluster)
+		p.ms = &clusterv1.MachineSet{
+			ObjectMeta: metav1.ObjectMeta{Name: md.Name + "-7xk2p", Namespace: md.Namespace, Labels: labels},
+			Spec: clusterv1.MachineSetSpec{
+				ClusterName: p.cluster.Name, Replicas: ptr.To[int32](1),
+				Selector: metav1.LabelSelector{MatchLabels: labels}, Template: md.Spec.Template,
+			},
+		}
+		p.ms.Spec.Template.Labels = labels
+		p.ms.OwnerReferences = []metav1.OwnerReference{ownerRef(clusterv1.GroupVersion.WithKind("MachineDeployment"), md)}
+		if err := p.c.Create(p.ctx, p.ms); err != nil {
+			p.t.Fatal(err)
+		}
 	}
-	ms.Spec.Template.Labels = labels
-	ms.OwnerReferences = []metav1.OwnerReference{ownerRef(clusterv1.GroupVersion.WithKind("MachineDeployment"), md)}
-	if err := p.c.Create(p.ctx, ms); err != nil {
-		p.t.Fatal(err)
-	}
-	name := ms.Name + "-q9z8w"
+	name := p.ms.Name + []string{"-q9z8w", "-k4m2t", "-b7r5d"}[len(p.machines)]
 	m := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: md.Namespace, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{ownerRef(clusterv1.GroupVersion.WithKind("MachineSet"), ms)}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: md.Namespace, Labels: labels, Finalizers: []string{clusterv1.MachineFinalizer},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(clusterv1.GroupVersion.WithKind("MachineSet"), p.ms)}},
 		Spec: md.Spec.Template.Spec,
 	}
 	m.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachine", Name: name}
@@ -830,6 +952,7 @@ func (p *capiPart) windowsMachine(tmpl *infrav1.AzureMachineTemplate) *infrav1.A
 	if err := p.c.Create(p.ctx, m); err != nil {
 		p.t.Fatal(err)
 	}
+	p.machines = append(p.machines, m)
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: md.Namespace, Labels: map[string]string{clusterv1.ClusterNameLabel: p.cluster.Name},
 			OwnerReferences: []metav1.OwnerReference{ownerRef(clusterv1.GroupVersion.WithKind("Machine"), m)}},
