@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/doctor"
@@ -294,4 +295,70 @@ func checkNSGRulesSurvive(ctx context.Context, t *testing.T, w *localworld.World
 		}
 	}
 	t.Logf("%6.1fs the node NSG written again: the cloud provider's rule stayed, curl %s answers", time.Since(start).Seconds(), ip)
+
+	// The controllers restart (a new manager Pod): every AzureCluster is
+	// reconciled again from what Azure holds. curl answers throughout, and
+	// the cloud provider's rule is still there after that reconcile.
+	before := reconciles(t, "azurecluster")
+	stop := make(chan struct{})
+	failed := make(chan error, 1)
+	go func() {
+		defer close(failed)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if _, err := curl(ip); err != nil {
+				failed <- err
+				return
+			}
+		}
+	}()
+	if err := w.RestartControllers(); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 2*time.Minute, func() string {
+		if reconciles(t, "azurecluster") <= before {
+			return "the restarted controllers have not reconciled the AzureCluster yet"
+		}
+		return ""
+	})
+	// A reconcile that dropped the rule would take effect on the next
+	// packet; a few more seconds of curl see it.
+	time.Sleep(3 * time.Second)
+	close(stop)
+	if err := <-failed; err != nil {
+		t.Fatalf("curl %s failed while the controllers restarted: %v", ip, err)
+	}
+	if len(ruleIDs("k8s-azure-lb_allow_")) == 0 {
+		t.Fatal("the restarted controllers removed the cloud provider's rule")
+	}
+	t.Logf("%6.1fs controllers restarted: the AzureCluster reconciled again, the cloud provider's rule stayed, curl %s answered throughout", time.Since(start).Seconds(), ip)
+}
+
+// reconciles is how many reconciles the named controller has finished in
+// this process, by controller-runtime's metric (every manager of the
+// process counts in the same registry).
+func reconciles(t *testing.T, controller string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/go-logr/logr"
 	"golang.org/x/crypto/ssh"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,6 +116,10 @@ type World struct {
 	nodes   nodeWatch
 	cancel  context.CancelFunc
 	mgrDone chan error
+	// scheme and mgmtCfg are what the controllers are started with, again
+	// on a restart.
+	scheme  *runtime.Scheme
+	mgmtCfg endpoint.Config
 }
 
 func (o *Options) progress(format string, args ...any) {
@@ -285,6 +290,15 @@ func (w *World) start(ctx context.Context) (err error) {
 	w.emuSaver.start()
 
 	o.progress("controllers: Cluster API (core, kubeadm bootstrap, kubeadm control plane, ClusterResourceSet) and winkube")
+	w.scheme, w.mgmtCfg = s, mgmtCfg
+	return w.startControllers()
+}
+
+// startControllers starts Cluster API's controllers and winkube's, with
+// winkube's webhooks, in one manager, and returns once their caches synced
+// and the webhooks answer.
+func (w *World) startControllers() error {
+	s, mgmtCfg, o := w.scheme, w.mgmtCfg, w.opts
 	wio := &w.env.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(w.Config, ctrl.Options{
 		Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: o.Log.WithName("controllers"),
@@ -339,20 +353,37 @@ func (w *World) start(ctx context.Context) (err error) {
 	return nil
 }
 
+// RestartControllers stops the manager and starts a new one, as a restart
+// of the controllers' Pod in a management cluster does: nothing of what
+// they held in memory survives, their caches are filled again from the API
+// server, and every object is reconciled again.
+func (w *World) RestartControllers() error {
+	w.stopControllers()
+	return w.startControllers()
+}
+
+// stopControllers stops the manager and the in-process admission, waiting
+// for both.
+func (w *World) stopControllers() {
+	if w.cancel == nil {
+		return
+	}
+	w.cancel()
+	w.cancel = nil
+	select {
+	case <-w.mgrDone:
+	case <-time.After(30 * time.Second):
+	}
+	select {
+	case <-w.admissionDone:
+	case <-time.After(30 * time.Second):
+	}
+}
+
 // Stop stops everything this process started; the state directory keeps
 // the management plane's data.
 func (w *World) Stop() {
-	if w.cancel != nil {
-		w.cancel()
-		select {
-		case <-w.mgrDone:
-		case <-time.After(30 * time.Second):
-		}
-		select {
-		case <-w.admissionDone:
-		case <-time.After(30 * time.Second):
-		}
-	}
+	w.stopControllers()
 	w.nodes.close()
 	// Machines first, keeping their disks; then the emulator's resources
 	// and the address map are saved a last time for the next start.
