@@ -13,39 +13,36 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 )
 
 // Step starts an operation with start("") or resumes it with start(token),
-// polls it once, and returns its result when done, or the token to resume it
+// polls it once, and reports it done, or returns the token to resume it
 // with next time. A token that no longer resumes (the operation is gone) is
-// dropped: the caller starts over, which is safe because ARM PUTs and DELETEs
-// are idempotent.
-func Step[T any](ctx context.Context, token string, start func(resumeToken string) (*runtime.Poller[T], error)) (result T, next string, done bool, err error) {
-	var zero T
+// dropped: the caller starts over, which is safe because ARM PUTs and
+// DELETEs are idempotent.
+func Step(ctx context.Context, token string, start func(resumeToken string) (Poller, error)) (next string, done bool, err error) {
 	p, err := start(token)
 	if err != nil {
-		return zero, "", false, err
+		return "", false, err
 	}
 	if !p.Done() {
 		if _, err := p.Poll(ctx); err != nil {
 			if token != "" && IsNotFound(err) {
-				return zero, "", false, nil
+				return "", false, nil
 			}
 			// The operation was accepted; resume it rather than start
 			// another.
 			if next, terr := p.ResumeToken(); terr == nil {
 				token = next
 			}
-			return zero, token, false, err
+			return token, false, err
 		}
 	}
 	if p.Done() {
-		v, err := p.Result(ctx)
-		return v, "", true, err
+		return "", true, p.Finish(ctx)
 	}
 	next, err = p.ResumeToken()
-	return zero, next, false, err
+	return next, false, err
 }
 
 // IsNotFound reports whether err is Azure's 404.
@@ -70,32 +67,6 @@ func Code(err error) string {
 		return re.ErrorCode
 	}
 	return ""
-}
-
-// Ensure makes a resource what its spec says without blocking: it resumes
-// the operation under way (token), or reads the resource and, unless it is
-// already as wanted, starts a create-or-update.
-func Ensure[T any](ctx context.Context, token string, upToDate func(context.Context) (bool, error), begin func(resumeToken string) (*runtime.Poller[T], error)) (next string, done bool, err error) {
-	if token == "" {
-		ok, err := upToDate(ctx)
-		if err != nil {
-			return "", false, err
-		}
-		if ok {
-			return "", true, nil
-		}
-	}
-	_, next, done, err = Step(ctx, token, begin)
-	return next, done, err
-}
-
-// Delete deletes a resource without blocking; a resource already gone is done.
-func Delete[T any](ctx context.Context, token string, begin func(resumeToken string) (*runtime.Poller[T], error)) (next string, done bool, err error) {
-	_, next, done, err = Step(ctx, token, begin)
-	if err != nil && IsNotFound(err) {
-		return "", true, nil
-	}
-	return next, done, err
 }
 
 // Succeeded reports whether a provisioning state is Succeeded.

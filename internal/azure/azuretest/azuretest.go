@@ -26,6 +26,14 @@ const (
 // returns the configuration the services take.
 func Start(t testing.TB, rg string) endpoint.Config {
 	t.Helper()
+	_, cfg := StartServer(t, rg)
+	return cfg
+}
+
+// StartServer is Start, also returning the emulator (for its request
+// counters).
+func StartServer(t testing.TB, rg string) (*arm.Server, endpoint.Config) {
+	t.Helper()
 	srv, err := arm.New(arm.Options{Token: token, PollInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +51,7 @@ func Start(t testing.TB, rg string) endpoint.Config {
 	if _, err := groups.CreateOrUpdate(context.Background(), rg, armresources.ResourceGroup{Location: to.Ptr(Location)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	return cfg
+	return srv, cfg
 }
 
 // Drive runs a non-blocking reconcile step until it is done.
@@ -59,4 +67,18 @@ func Drive(t testing.TB, step func(token string) (string, bool, error)) error {
 	}
 	t.Fatal("the operation did not end")
 	return nil
+}
+
+// Writes fails the test unless a spec's Parameters answered without an
+// error and with a body exactly when write says; it reports whether there
+// is a body to look at.
+func Writes[R any](t testing.TB, body *R, err error, write bool) bool {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (body != nil) != write {
+		t.Fatalf("Parameters writes %v, want %v: %+v", body != nil, write, body)
+	}
+	return body != nil
 }

@@ -4,7 +4,6 @@ package disks
 import (
 	"context"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 
 	"github.com/winkube/winkube/internal/azure/async"
@@ -12,26 +11,32 @@ import (
 )
 
 // Service manages disks.
-type Service struct{ c *armcompute.DisksClient }
+type Service struct{ kind *async.Kind[armcompute.Disk] }
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	c, err := endpoint.NewClient(cfg, subscription, armcompute.NewDisksClient)
-	return &Service{c: c}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Service{kind: &async.Kind[armcompute.Disk]{
+		Noun: "disk",
+		Get: func(ctx context.Context, r async.Ref) (*armcompute.Disk, error) {
+			cur, err := c.Get(ctx, r.ResourceGroup, r.Name, nil)
+			return &cur.Disk, err
+		},
+		Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginDelete(ctx, r.ResourceGroup, r.Name, &armcompute.DisksClientBeginDeleteOptions{ResumeToken: tok}))
+		},
+	}}, nil
 }
 
 // Get returns the disk, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, rg, name string) (*armcompute.Disk, error) {
-	cur, err := s.c.Get(ctx, rg, name, nil)
-	if err != nil {
-		return nil, async.IgnoreNotFound(err)
-	}
-	return &cur.Disk, nil
+	return s.kind.Read(ctx, async.Ref{ResourceGroup: rg, Name: name})
 }
 
 // Delete deletes the disk.
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
-	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armcompute.DisksClientDeleteResponse], error) {
-		return s.c.BeginDelete(ctx, rg, name, &armcompute.DisksClientBeginDeleteOptions{ResumeToken: tok})
-	})
+	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, token)
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
@@ -26,13 +25,30 @@ const (
 
 // Service manages a load balancer's inbound NAT rules.
 type Service struct {
-	c *armnetwork.InboundNatRulesClient
+	c    *armnetwork.InboundNatRulesClient
+	kind *async.Kind[armnetwork.InboundNatRule]
 }
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewInboundNatRulesClient)
-	return &Service{c: c}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Service{c: c, kind: &async.Kind[armnetwork.InboundNatRule]{
+		Noun: "inbound NAT rule",
+		Get: func(ctx context.Context, r async.Ref) (*armnetwork.InboundNatRule, error) {
+			cur, err := c.Get(ctx, r.ResourceGroup, r.Parent, r.Name, nil)
+			return &cur.InboundNatRule, err
+		},
+		Put: func(ctx context.Context, r async.Ref, body armnetwork.InboundNatRule, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Parent, r.Name, body, &armnetwork.InboundNatRulesClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
+		},
+		Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginDelete(ctx, r.ResourceGroup, r.Parent, r.Name, &armnetwork.InboundNatRulesClientBeginDeleteOptions{ResumeToken: tok}))
+		},
+		ETag: func(n *armnetwork.InboundNatRule) *string { return n.Etag },
+	}}, nil
 }
 
 // Ports lists the frontend ports in use, by rule name.
@@ -75,26 +91,32 @@ type Spec struct {
 	Port                              int32
 }
 
-// Reconcile creates the rule when it is missing; an existing rule keeps the
-// port it has, so that SSH to a VM keeps working.
+// ResourceRef makes a Spec an async.Spec.
+func (s Spec) ResourceRef() async.Ref {
+	return async.Ref{ResourceGroup: s.ResourceGroup, Parent: s.LoadBalancer, Name: s.Name}
+}
+
+// OwnerTags is nil: rules carry no tags; the load balancer is the cluster's.
+func (s Spec) OwnerTags() map[string]*string { return nil }
+
+// Parameters creates the rule when it is missing or not provisioned; an
+// existing rule keeps the port it has, so that SSH to a VM keeps working.
+func (s Spec) Parameters(existing *armnetwork.InboundNatRule) (*armnetwork.InboundNatRule, error) {
+	if existing != nil && existing.Properties != nil && async.Succeeded(existing.Properties.ProvisioningState) {
+		return nil, nil
+	}
+	return &armnetwork.InboundNatRule{Name: to.Ptr(s.Name), Properties: &armnetwork.InboundNatRulePropertiesFormat{
+		Protocol: to.Ptr(armnetwork.TransportProtocolTCP), FrontendPort: to.Ptr(s.Port), BackendPort: to.Ptr[int32](22),
+		FrontendIPConfiguration: &armnetwork.SubResource{ID: to.Ptr(s.FrontendID)},
+	}}, nil
+}
+
+// Reconcile creates the rule when it is missing (see Parameters).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
-	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
-		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.LoadBalancer, spec.Name, nil)
-		if err != nil {
-			return false, async.IgnoreNotFound(err)
-		}
-		return async.Succeeded(cur.Properties.ProvisioningState), nil
-	}, func(tok string) (*runtime.Poller[armnetwork.InboundNatRulesClientCreateOrUpdateResponse], error) {
-		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.LoadBalancer, spec.Name, armnetwork.InboundNatRule{Properties: &armnetwork.InboundNatRulePropertiesFormat{
-			Protocol: to.Ptr(armnetwork.TransportProtocolTCP), FrontendPort: to.Ptr(spec.Port), BackendPort: to.Ptr[int32](22),
-			FrontendIPConfiguration: &armnetwork.SubResource{ID: to.Ptr(spec.FrontendID)},
-		}}, &armnetwork.InboundNatRulesClientBeginCreateOrUpdateOptions{ResumeToken: tok})
-	})
+	return async.Reconcile(ctx, s.kind, spec, token)
 }
 
 // Delete deletes the rule.
 func (s *Service) Delete(ctx context.Context, rg, lb, name, token string) (string, bool, error) {
-	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armnetwork.InboundNatRulesClientDeleteResponse], error) {
-		return s.c.BeginDelete(ctx, rg, lb, name, &armnetwork.InboundNatRulesClientBeginDeleteOptions{ResumeToken: tok})
-	})
+	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Parent: lb, Name: name}, token)
 }

@@ -7,13 +7,11 @@ package loadbalancers
 import (
 	"context"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
-	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 const (
@@ -41,51 +39,70 @@ func (s Spec) ID() string {
 func (s Spec) FrontendID() string    { return s.ID() + "/frontendIPConfigurations/" + Frontend }
 func (s Spec) BackendPoolID() string { return s.ID() + "/backendAddressPools/" + Backend }
 
+// ResourceRef and OwnerTags make a Spec an async.Spec.
+func (s Spec) ResourceRef() async.Ref        { return async.Ref{ResourceGroup: s.ResourceGroup, Name: s.Name} }
+func (s Spec) OwnerTags() map[string]*string { return s.Tags }
+
+// Parameters creates the load balancer, or brings it back to the spec. Its
+// inbound NAT rules are managed one by one (inboundnatrules) and carried
+// over from the existing load balancer, since a PUT replaces them. Nil when
+// it is provisioned as the spec says.
+func (s Spec) Parameters(existing *armnetwork.LoadBalancer) (*armnetwork.LoadBalancer, error) {
+	m := model(s)
+	if existing != nil && existing.Properties != nil {
+		p := existing.Properties
+		if async.Succeeded(p.ProvisioningState) && len(p.FrontendIPConfigurations) == 1 && len(p.LoadBalancingRules) == 1 &&
+			p.FrontendIPConfigurations[0].Properties != nil && p.FrontendIPConfigurations[0].Properties.PublicIPAddress != nil &&
+			ptrEq(p.FrontendIPConfigurations[0].Properties.PublicIPAddress.ID, s.PublicIPID) &&
+			p.LoadBalancingRules[0].Properties != nil && p.LoadBalancingRules[0].Properties.FrontendPort != nil &&
+			*p.LoadBalancingRules[0].Properties.FrontendPort == s.Port {
+			return nil, nil
+		}
+		m.Properties.InboundNatRules = p.InboundNatRules
+	}
+	return &m, nil
+}
+
+func ptrEq(p *string, s string) bool { return p != nil && *p == s }
+
 // Service manages load balancers.
 type Service struct {
-	c *armnetwork.LoadBalancersClient
+	kind *async.Kind[armnetwork.LoadBalancer]
 }
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewLoadBalancersClient)
-	return &Service{c: c}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Service{kind: &async.Kind[armnetwork.LoadBalancer]{
+		Noun: "load balancer",
+		Get: func(ctx context.Context, r async.Ref) (*armnetwork.LoadBalancer, error) {
+			cur, err := c.Get(ctx, r.ResourceGroup, r.Name, nil)
+			return &cur.LoadBalancer, err
+		},
+		Put: func(ctx context.Context, r async.Ref, body armnetwork.LoadBalancer, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Name, body, &armnetwork.LoadBalancersClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
+		},
+		Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginDelete(ctx, r.ResourceGroup, r.Name, &armnetwork.LoadBalancersClientBeginDeleteOptions{ResumeToken: tok}))
+		},
+		ETag: func(lb *armnetwork.LoadBalancer) *string { return lb.Etag },
+		Tags: func(lb *armnetwork.LoadBalancer) map[string]*string { return lb.Tags },
+	}}, nil
 }
 
 // Get returns the load balancer, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.LoadBalancer, error) {
-	cur, err := s.c.Get(ctx, rg, name, nil)
-	if err != nil {
-		return nil, async.IgnoreNotFound(err)
-	}
-	return &cur.LoadBalancer, nil
+	return s.kind.Read(ctx, async.Ref{ResourceGroup: rg, Name: name})
 }
 
-// Reconcile creates the load balancer, or brings it back to the spec. Its
-// inbound NAT rules are managed one by one (inboundnatrules) and carried
-// over from the existing load balancer, since a PUT replaces them. A load
-// balancer that is not the cluster's is refused (*tags.NotOwnedError).
+// Reconcile creates the load balancer, or brings it back to the spec (see
+// Parameters). A load balancer that is not the cluster's is refused
+// (*tags.NotOwnedError).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
-	var natRules []*armnetwork.InboundNatRule
-	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
-		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
-		if err != nil {
-			return false, async.IgnoreNotFound(err)
-		}
-		if err := tags.CheckOwned("load balancer", spec.Name, spec.Tags, cur.Tags); err != nil {
-			return false, err
-		}
-		natRules = cur.Properties.InboundNatRules
-		p := cur.Properties
-		ok := async.Succeeded(p.ProvisioningState) && len(p.FrontendIPConfigurations) == 1 && len(p.LoadBalancingRules) == 1 &&
-			p.FrontendIPConfigurations[0].Properties.PublicIPAddress != nil && *p.FrontendIPConfigurations[0].Properties.PublicIPAddress.ID == spec.PublicIPID &&
-			*p.LoadBalancingRules[0].Properties.FrontendPort == spec.Port
-		return ok, nil
-	}, func(tok string) (*runtime.Poller[armnetwork.LoadBalancersClientCreateOrUpdateResponse], error) {
-		m := model(spec)
-		m.Properties.InboundNatRules = natRules
-		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.Name, m, &armnetwork.LoadBalancersClientBeginCreateOrUpdateOptions{ResumeToken: tok})
-	})
+	return async.Reconcile(ctx, s.kind, spec, token)
 }
 
 func model(spec Spec) armnetwork.LoadBalancer {
@@ -113,7 +130,5 @@ func model(spec Spec) armnetwork.LoadBalancer {
 
 // Delete deletes the load balancer.
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
-	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armnetwork.LoadBalancersClientDeleteResponse], error) {
-		return s.c.BeginDelete(ctx, rg, name, &armnetwork.LoadBalancersClientBeginDeleteOptions{ResumeToken: tok})
-	})
+	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, token)
 }

@@ -3,7 +3,6 @@ package loadbalancers
 import (
 	"context"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/winkube/winkube/internal/azure/async"
@@ -15,8 +14,7 @@ import (
 // per Service on the cluster's load balancer): the caller reads the load
 // balancer, changes its own parts and puts back the rest as it found it.
 func (s *Service) Put(ctx context.Context, rg, name string, lb armnetwork.LoadBalancer, token string) (string, bool, error) {
-	_, next, done, err := async.Step(ctx, token, func(tok string) (*runtime.Poller[armnetwork.LoadBalancersClientCreateOrUpdateResponse], error) {
-		return s.c.BeginCreateOrUpdate(ctx, rg, name, lb, &armnetwork.LoadBalancersClientBeginCreateOrUpdateOptions{ResumeToken: tok})
+	return async.Step(ctx, token, func(tok string) (async.Poller, error) {
+		return s.kind.Put(ctx, async.Ref{ResourceGroup: rg, Name: name}, lb, tok)
 	})
-	return next, done, err
 }

@@ -4,13 +4,11 @@ package natgateways
 import (
 	"context"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
-	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // Spec is a NAT gateway with one public IP.
@@ -20,49 +18,75 @@ type Spec struct {
 	Tags                          map[string]*string
 }
 
+// ResourceRef and OwnerTags make a Spec an async.Spec.
+func (s Spec) ResourceRef() async.Ref        { return async.Ref{ResourceGroup: s.ResourceGroup, Name: s.Name} }
+func (s Spec) OwnerTags() map[string]*string { return s.Tags }
+
+// Parameters is nil when the gateway exists with the spec's public IP;
+// otherwise the gateway with that IP, and with the idle timeout and zones
+// Azure has for it (what others may have set).
+func (s Spec) Parameters(existing *armnetwork.NatGateway) (*armnetwork.NatGateway, error) {
+	if existing != nil && existing.Properties != nil && async.Succeeded(existing.Properties.ProvisioningState) {
+		ips := existing.Properties.PublicIPAddresses
+		if len(ips) == 1 && ips[0].ID != nil && *ips[0].ID == s.PublicIPID {
+			return nil, nil
+		}
+	}
+	out := &armnetwork.NatGateway{
+		Location: to.Ptr(s.Location), Tags: s.Tags,
+		SKU:        &armnetwork.NatGatewaySKU{Name: to.Ptr(armnetwork.NatGatewaySKUNameStandard)},
+		Properties: &armnetwork.NatGatewayPropertiesFormat{},
+	}
+	if existing != nil {
+		out.Zones = existing.Zones
+		if existing.Properties != nil {
+			out.Properties.IdleTimeoutInMinutes = existing.Properties.IdleTimeoutInMinutes
+		}
+	}
+	out.Properties.PublicIPAddresses = []*armnetwork.SubResource{{ID: to.Ptr(s.PublicIPID)}}
+	return out, nil
+}
+
 // Service manages NAT gateways.
-type Service struct{ c *armnetwork.NatGatewaysClient }
+type Service struct {
+	kind *async.Kind[armnetwork.NatGateway]
+}
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewNatGatewaysClient)
-	return &Service{c: c}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Service{kind: &async.Kind[armnetwork.NatGateway]{
+		Noun: "NAT gateway",
+		Get: func(ctx context.Context, r async.Ref) (*armnetwork.NatGateway, error) {
+			cur, err := c.Get(ctx, r.ResourceGroup, r.Name, nil)
+			return &cur.NatGateway, err
+		},
+		Put: func(ctx context.Context, r async.Ref, body armnetwork.NatGateway, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Name, body, &armnetwork.NatGatewaysClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
+		},
+		Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginDelete(ctx, r.ResourceGroup, r.Name, &armnetwork.NatGatewaysClientBeginDeleteOptions{ResumeToken: tok}))
+		},
+		ETag: func(g *armnetwork.NatGateway) *string { return g.Etag },
+		Tags: func(g *armnetwork.NatGateway) map[string]*string { return g.Tags },
+	}}, nil
 }
 
 // Get returns the gateway, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.NatGateway, error) {
-	cur, err := s.c.Get(ctx, rg, name, nil)
-	if err != nil {
-		return nil, async.IgnoreNotFound(err)
-	}
-	return &cur.NatGateway, nil
+	return s.kind.Read(ctx, async.Ref{ResourceGroup: rg, Name: name})
 }
 
 // Reconcile creates or updates the gateway; one that is not the cluster's is
 // refused (*tags.NotOwnedError).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
-	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
-		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
-		if err != nil {
-			return false, async.IgnoreNotFound(err)
-		}
-		if err := tags.CheckOwned("NAT gateway", spec.Name, spec.Tags, cur.Tags); err != nil {
-			return false, err
-		}
-		ips := cur.Properties.PublicIPAddresses
-		return async.Succeeded(cur.Properties.ProvisioningState) && len(ips) == 1 && *ips[0].ID == spec.PublicIPID, nil
-	}, func(tok string) (*runtime.Poller[armnetwork.NatGatewaysClientCreateOrUpdateResponse], error) {
-		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.Name, armnetwork.NatGateway{
-			Location: to.Ptr(spec.Location), Tags: spec.Tags,
-			SKU:        &armnetwork.NatGatewaySKU{Name: to.Ptr(armnetwork.NatGatewaySKUNameStandard)},
-			Properties: &armnetwork.NatGatewayPropertiesFormat{PublicIPAddresses: []*armnetwork.SubResource{{ID: to.Ptr(spec.PublicIPID)}}},
-		}, &armnetwork.NatGatewaysClientBeginCreateOrUpdateOptions{ResumeToken: tok})
-	})
+	return async.Reconcile(ctx, s.kind, spec, token)
 }
 
 // Delete deletes the gateway.
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
-	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armnetwork.NatGatewaysClientDeleteResponse], error) {
-		return s.c.BeginDelete(ctx, rg, name, &armnetwork.NatGatewaysClientBeginDeleteOptions{ResumeToken: tok})
-	})
+	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, token)
 }

@@ -4,7 +4,6 @@ package networkinterfaces
 import (
 	"context"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
@@ -25,50 +24,76 @@ type Spec struct {
 	Tags         map[string]*string
 }
 
+// ResourceRef makes a Spec an async.Spec.
+func (s Spec) ResourceRef() async.Ref { return async.Ref{ResourceGroup: s.ResourceGroup, Name: s.Name} }
+
+// OwnerTags is nil: a machine claims its NIC's name before making it (the
+// controller's records), so the name alone decides.
+func (s Spec) OwnerTags() map[string]*string { return nil }
+
+// Parameters creates the NIC when it is missing or not provisioned; a
+// provisioned NIC is left as it is (its VM holds it).
+func (s Spec) Parameters(existing *armnetwork.Interface) (*armnetwork.Interface, error) {
+	if existing != nil && existing.Properties != nil && async.Succeeded(existing.Properties.ProvisioningState) {
+		return nil, nil
+	}
+	ipc := &armnetwork.InterfaceIPConfigurationPropertiesFormat{
+		Subnet:                    &armnetwork.Subnet{ID: to.Ptr(s.SubnetID)},
+		PrivateIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodDynamic),
+		Primary:                   to.Ptr(true),
+	}
+	for _, id := range s.BackendPoolIDs {
+		ipc.LoadBalancerBackendAddressPools = append(ipc.LoadBalancerBackendAddressPools, &armnetwork.BackendAddressPool{ID: to.Ptr(id)})
+	}
+	for _, id := range s.NatRuleIDs {
+		ipc.LoadBalancerInboundNatRules = append(ipc.LoadBalancerInboundNatRules, &armnetwork.InboundNatRule{ID: to.Ptr(id)})
+	}
+	return &armnetwork.Interface{
+		Location: to.Ptr(s.Location), Tags: s.Tags,
+		Properties: &armnetwork.InterfacePropertiesFormat{
+			EnableAcceleratedNetworking: to.Ptr(s.Accelerated),
+			EnableIPForwarding:          to.Ptr(s.IPForwarding),
+			IPConfigurations:            []*armnetwork.InterfaceIPConfiguration{{Name: to.Ptr("ipconfig1"), Properties: ipc}},
+		},
+	}, nil
+}
+
 // Service manages NICs.
-type Service struct{ c *armnetwork.InterfacesClient }
+type Service struct {
+	kind *async.Kind[armnetwork.Interface]
+}
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewInterfacesClient)
-	return &Service{c: c}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Service{kind: &async.Kind[armnetwork.Interface]{
+		Noun: "network interface",
+		Get: func(ctx context.Context, r async.Ref) (*armnetwork.Interface, error) {
+			cur, err := c.Get(ctx, r.ResourceGroup, r.Name, nil)
+			return &cur.Interface, err
+		},
+		Put: func(ctx context.Context, r async.Ref, body armnetwork.Interface, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Name, body, &armnetwork.InterfacesClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
+		},
+		Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginDelete(ctx, r.ResourceGroup, r.Name, &armnetwork.InterfacesClientBeginDeleteOptions{ResumeToken: tok}))
+		},
+		ETag: func(n *armnetwork.Interface) *string { return n.Etag },
+		Tags: func(n *armnetwork.Interface) map[string]*string { return n.Tags },
+	}}, nil
 }
 
 // Get returns the NIC, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.Interface, error) {
-	cur, err := s.c.Get(ctx, rg, name, nil)
-	if err != nil {
-		return nil, async.IgnoreNotFound(err)
-	}
-	return &cur.Interface, nil
+	return s.kind.Read(ctx, async.Ref{ResourceGroup: rg, Name: name})
 }
 
 // Reconcile creates the NIC when it is missing.
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
-	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
-		cur, err := s.Get(ctx, spec.ResourceGroup, spec.Name)
-		return cur != nil && async.Succeeded(cur.Properties.ProvisioningState), err
-	}, func(tok string) (*runtime.Poller[armnetwork.InterfacesClientCreateOrUpdateResponse], error) {
-		ipc := &armnetwork.InterfaceIPConfigurationPropertiesFormat{
-			Subnet:                    &armnetwork.Subnet{ID: to.Ptr(spec.SubnetID)},
-			PrivateIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodDynamic),
-			Primary:                   to.Ptr(true),
-		}
-		for _, id := range spec.BackendPoolIDs {
-			ipc.LoadBalancerBackendAddressPools = append(ipc.LoadBalancerBackendAddressPools, &armnetwork.BackendAddressPool{ID: to.Ptr(id)})
-		}
-		for _, id := range spec.NatRuleIDs {
-			ipc.LoadBalancerInboundNatRules = append(ipc.LoadBalancerInboundNatRules, &armnetwork.InboundNatRule{ID: to.Ptr(id)})
-		}
-		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.Name, armnetwork.Interface{
-			Location: to.Ptr(spec.Location), Tags: spec.Tags,
-			Properties: &armnetwork.InterfacePropertiesFormat{
-				EnableAcceleratedNetworking: to.Ptr(spec.Accelerated),
-				EnableIPForwarding:          to.Ptr(spec.IPForwarding),
-				IPConfigurations:            []*armnetwork.InterfaceIPConfiguration{{Name: to.Ptr("ipconfig1"), Properties: ipc}},
-			},
-		}, &armnetwork.InterfacesClientBeginCreateOrUpdateOptions{ResumeToken: tok})
-	})
+	return async.Reconcile(ctx, s.kind, spec, token)
 }
 
 // PrivateIP is the NIC's first private address.
@@ -83,7 +108,5 @@ func PrivateIP(nic *armnetwork.Interface) string {
 
 // Delete deletes the NIC.
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
-	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armnetwork.InterfacesClientDeleteResponse], error) {
-		return s.c.BeginDelete(ctx, rg, name, &armnetwork.InterfacesClientBeginDeleteOptions{ResumeToken: tok})
-	})
+	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, token)
 }

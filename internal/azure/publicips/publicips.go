@@ -4,13 +4,11 @@ package publicips
 import (
 	"context"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
-	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // Spec is a static Standard public IP.
@@ -21,55 +19,68 @@ type Spec struct {
 	Tags     map[string]*string
 }
 
+// ResourceRef and OwnerTags make a Spec an async.Spec.
+func (s Spec) ResourceRef() async.Ref        { return async.Ref{ResourceGroup: s.ResourceGroup, Name: s.Name} }
+func (s Spec) OwnerTags() map[string]*string { return s.Tags }
+
+// Parameters creates the address when it is missing or not provisioned;
+// a provisioned address is never changed, so that the endpoints built on
+// it stay valid.
+func (s Spec) Parameters(existing *armnetwork.PublicIPAddress) (*armnetwork.PublicIPAddress, error) {
+	if existing != nil && existing.Properties != nil && async.Succeeded(existing.Properties.ProvisioningState) {
+		return nil, nil
+	}
+	ip := &armnetwork.PublicIPAddress{
+		Location: to.Ptr(s.Location), Tags: s.Tags,
+		SKU:        &armnetwork.PublicIPAddressSKU{Name: to.Ptr(armnetwork.PublicIPAddressSKUNameStandard)},
+		Properties: &armnetwork.PublicIPAddressPropertiesFormat{PublicIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodStatic)},
+	}
+	if s.DNSLabel != "" {
+		ip.Properties.DNSSettings = &armnetwork.PublicIPAddressDNSSettings{DomainNameLabel: to.Ptr(s.DNSLabel)}
+	}
+	return ip, nil
+}
+
 // Service manages public IPs.
 type Service struct {
-	c *armnetwork.PublicIPAddressesClient
+	kind *async.Kind[armnetwork.PublicIPAddress]
 }
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewPublicIPAddressesClient)
-	return &Service{c: c}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Service{kind: &async.Kind[armnetwork.PublicIPAddress]{
+		Noun: "public IP address",
+		Get: func(ctx context.Context, r async.Ref) (*armnetwork.PublicIPAddress, error) {
+			cur, err := c.Get(ctx, r.ResourceGroup, r.Name, nil)
+			return &cur.PublicIPAddress, err
+		},
+		Put: func(ctx context.Context, r async.Ref, body armnetwork.PublicIPAddress, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Name, body, &armnetwork.PublicIPAddressesClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
+		},
+		Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginDelete(ctx, r.ResourceGroup, r.Name, &armnetwork.PublicIPAddressesClientBeginDeleteOptions{ResumeToken: tok}))
+		},
+		ETag: func(ip *armnetwork.PublicIPAddress) *string { return ip.Etag },
+		Tags: func(ip *armnetwork.PublicIPAddress) map[string]*string { return ip.Tags },
+	}}, nil
 }
 
 // Get returns the address, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.PublicIPAddress, error) {
-	cur, err := s.c.Get(ctx, rg, name, nil)
-	if err != nil {
-		return nil, async.IgnoreNotFound(err)
-	}
-	return &cur.PublicIPAddress, nil
+	return s.kind.Read(ctx, async.Ref{ResourceGroup: rg, Name: name})
 }
 
-// Reconcile creates the address when it is missing (an address is never
-// changed, so that endpoints built on it stay valid). An address that is not
+// Reconcile creates the address when it is missing. An address that is not
 // the cluster's is refused (*tags.NotOwnedError).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
-	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
-		cur, err := s.Get(ctx, spec.ResourceGroup, spec.Name)
-		if err != nil || cur == nil {
-			return false, err
-		}
-		if err := tags.CheckOwned("public IP address", spec.Name, spec.Tags, cur.Tags); err != nil {
-			return false, err
-		}
-		return async.Succeeded(cur.Properties.ProvisioningState), nil
-	}, func(tok string) (*runtime.Poller[armnetwork.PublicIPAddressesClientCreateOrUpdateResponse], error) {
-		ip := armnetwork.PublicIPAddress{
-			Location: to.Ptr(spec.Location), Tags: spec.Tags,
-			SKU:        &armnetwork.PublicIPAddressSKU{Name: to.Ptr(armnetwork.PublicIPAddressSKUNameStandard)},
-			Properties: &armnetwork.PublicIPAddressPropertiesFormat{PublicIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodStatic)},
-		}
-		if spec.DNSLabel != "" {
-			ip.Properties.DNSSettings = &armnetwork.PublicIPAddressDNSSettings{DomainNameLabel: to.Ptr(spec.DNSLabel)}
-		}
-		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.Name, ip, &armnetwork.PublicIPAddressesClientBeginCreateOrUpdateOptions{ResumeToken: tok})
-	})
+	return async.Reconcile(ctx, s.kind, spec, token)
 }
 
 // Delete deletes the address.
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
-	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armnetwork.PublicIPAddressesClientDeleteResponse], error) {
-		return s.c.BeginDelete(ctx, rg, name, &armnetwork.PublicIPAddressesClientBeginDeleteOptions{ResumeToken: tok})
-	})
+	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, token)
 }

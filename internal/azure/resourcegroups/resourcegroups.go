@@ -4,7 +4,6 @@ package resourcegroups
 import (
 	"context"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
 
@@ -21,8 +20,9 @@ type Spec struct {
 
 // Service manages resource groups of one subscription.
 type Service struct {
-	c   *armresources.ResourceGroupsClient
-	res *armresources.Client
+	c    *armresources.ResourceGroupsClient
+	res  *armresources.Client
+	kind *async.Kind[armresources.ResourceGroup]
 }
 
 // New returns a Service.
@@ -35,16 +35,22 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{c: c, res: res}, nil
+	return &Service{c: c, res: res, kind: &async.Kind[armresources.ResourceGroup]{
+		Noun: "resource group",
+		Get: func(ctx context.Context, r async.Ref) (*armresources.ResourceGroup, error) {
+			g, err := c.Get(ctx, r.Name, nil)
+			return &g.ResourceGroup, err
+		},
+		Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginDelete(ctx, r.Name, &armresources.ResourceGroupsClientBeginDeleteOptions{ResumeToken: tok}))
+		},
+		Tags: func(g *armresources.ResourceGroup) map[string]*string { return g.Tags },
+	}}, nil
 }
 
 // Get returns the group, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, name string) (*armresources.ResourceGroup, error) {
-	g, err := s.c.Get(ctx, name, nil)
-	if err != nil {
-		return nil, async.IgnoreNotFound(err)
-	}
-	return &g.ResourceGroup, nil
+	return s.kind.Read(ctx, async.Ref{Name: name})
 }
 
 // Reconcile creates the group if it is missing (a synchronous call in ARM).
@@ -60,9 +66,7 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec) error {
 
 // Delete deletes the group and everything in it.
 func (s *Service) Delete(ctx context.Context, name, token string) (string, bool, error) {
-	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armresources.ResourceGroupsClientDeleteResponse], error) {
-		return s.c.BeginDelete(ctx, name, &armresources.ResourceGroupsClientBeginDeleteOptions{ResumeToken: tok})
-	})
+	return async.Remove(ctx, s.kind, async.Ref{Name: name}, token)
 }
 
 // Resources lists the IDs of the group's resources.

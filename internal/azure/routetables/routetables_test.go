@@ -40,7 +40,7 @@ func TestParametersKeepTheRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := tables.BeginCreateOrUpdate(ctx, "rg", "rt", routetables.Parameters(spec, &cur.RouteTable), nil)
+	w, err := tables.BeginCreateOrUpdate(ctx, "rg", "rt", routetables.Merged(spec, &cur.RouteTable), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,5 +50,30 @@ func TestParametersKeepTheRoutes(t *testing.T) {
 	}
 	if n := len(after.Properties.Routes); n != 1 || *after.Properties.Routes[0].Name != "node-1" {
 		t.Errorf("the table written again has %d routes, want node-1", n)
+	}
+}
+
+func TestParameters(t *testing.T) {
+	spec := routetables.Spec{ResourceGroup: "rg", Name: "rt", Location: "westeurope"}
+	routes := []*armnetwork.Route{{Name: to.Ptr("pod-cidr"), Properties: &armnetwork.RoutePropertiesFormat{AddressPrefix: to.Ptr("192.168.1.0/24")}}}
+	table := func(state string) *armnetwork.RouteTable {
+		return &armnetwork.RouteTable{Properties: &armnetwork.RouteTablePropertiesFormat{ProvisioningState: to.Ptr(armnetwork.ProvisioningState(state)), Routes: routes}}
+	}
+	for _, tc := range []struct {
+		name     string
+		existing *armnetwork.RouteTable
+		write    bool
+		routes   int
+	}{
+		{"missing: an empty table", nil, true, 0},
+		{"provisioned: its routes are others' to manage", table("Succeeded"), false, 0},
+		{"failed: written again with its routes", table("Failed"), true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body, err := spec.Parameters(tc.existing)
+			if azuretest.Writes(t, body, err, tc.write) && tc.routes > 0 && (body.Properties == nil || len(body.Properties.Routes) != tc.routes) {
+				t.Fatalf("the routes were dropped: %+v", body.Properties)
+			}
+		})
 	}
 }

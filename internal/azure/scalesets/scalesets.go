@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
@@ -75,9 +74,11 @@ func (in Instance) Current(spec Spec) bool {
 
 // Service manages scale sets.
 type Service struct {
-	sets *armcompute.VirtualMachineScaleSetsClient
-	vms  *armcompute.VirtualMachineScaleSetVMsClient
-	nics *armnetwork.InterfacesClient
+	sets      *armcompute.VirtualMachineScaleSetsClient
+	vms       *armcompute.VirtualMachineScaleSetVMsClient
+	nics      *armnetwork.InterfacesClient
+	kind      *async.Kind[armcompute.VirtualMachineScaleSet]
+	instances *async.Kind[armcompute.VirtualMachineScaleSetVM]
 }
 
 // New returns a Service.
@@ -91,37 +92,75 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 		return nil, err
 	}
 	nics, err := endpoint.NewClient(cfg, subscription, armnetwork.NewInterfacesClient)
-	return &Service{sets: sets, vms: vms, nics: nics}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Service{sets: sets, vms: vms, nics: nics,
+		kind: &async.Kind[armcompute.VirtualMachineScaleSet]{
+			Noun: "virtual machine scale set",
+			Get: func(ctx context.Context, r async.Ref) (*armcompute.VirtualMachineScaleSet, error) {
+				cur, err := sets.Get(ctx, r.ResourceGroup, r.Name, nil)
+				return &cur.VirtualMachineScaleSet, err
+			},
+			Put: func(ctx context.Context, r async.Ref, body armcompute.VirtualMachineScaleSet, tok string) (async.Poller, error) {
+				return async.Wrap(sets.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Name, body, &armcompute.VirtualMachineScaleSetsClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
+			},
+			Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
+				return async.Wrap(sets.BeginDelete(ctx, r.ResourceGroup, r.Name, &armcompute.VirtualMachineScaleSetsClientBeginDeleteOptions{ResumeToken: tok}))
+			},
+			ETag: func(ss *armcompute.VirtualMachineScaleSet) *string { return ss.Etag },
+			Tags: func(ss *armcompute.VirtualMachineScaleSet) map[string]*string { return ss.Tags },
+		},
+		instances: &async.Kind[armcompute.VirtualMachineScaleSetVM]{
+			Noun: "scale set instance",
+			Get: func(ctx context.Context, r async.Ref) (*armcompute.VirtualMachineScaleSetVM, error) {
+				cur, err := vms.Get(ctx, r.ResourceGroup, r.Parent, r.Name, nil)
+				return &cur.VirtualMachineScaleSetVM, err
+			},
+			Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
+				return async.Wrap(vms.BeginDelete(ctx, r.ResourceGroup, r.Parent, r.Name, &armcompute.VirtualMachineScaleSetVMsClientBeginDeleteOptions{ResumeToken: tok}))
+			},
+		},
+	}, nil
 }
 
 // Get returns the scale set, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, rg, name string) (*armcompute.VirtualMachineScaleSet, error) {
-	cur, err := s.sets.Get(ctx, rg, name, nil)
-	if err != nil {
-		return nil, async.IgnoreNotFound(err)
-	}
-	return &cur.VirtualMachineScaleSet, nil
+	return s.kind.Read(ctx, async.Ref{ResourceGroup: rg, Name: name})
 }
 
-// Reconcile creates the scale set or updates its model and capacity. New
-// custom data alone is no reason to write the scale set: Cluster API's
-// kubeadm bootstrap provider rewrites a pool's custom data whenever it
-// rotates the join token (at half the token's lifetime), and a new model
-// marks every instance out of date. It is sent with the next write the
-// model or the capacity needs, as CAPZ does.
+// ResourceRef makes a Spec an async.Spec.
+func (spec Spec) ResourceRef() async.Ref {
+	return async.Ref{ResourceGroup: spec.ResourceGroup, Name: spec.Name}
+}
+
+// OwnerTags is nil: the pool controller names its scale set after itself.
+func (spec Spec) OwnerTags() map[string]*string { return nil }
+
+// Parameters creates the scale set or updates its model and capacity; nil
+// when Azure has both as the spec says. New custom data alone is no reason
+// to write the scale set: Cluster API's kubeadm bootstrap provider rewrites
+// a pool's custom data whenever it rotates the join token (at half the
+// token's lifetime), and a new model marks every instance out of date. It
+// is sent with the next write the model or the capacity needs, as CAPZ
+// does.
+func (spec Spec) Parameters(existing *armcompute.VirtualMachineScaleSet) (*armcompute.VirtualMachineScaleSet, error) {
+	if existing == nil {
+		m := model(spec, true)
+		return &m, nil
+	}
+	if existing.Properties != nil && async.Succeeded(existing.Properties.ProvisioningState) && existing.SKU != nil && existing.SKU.Capacity != nil &&
+		*existing.SKU.Capacity == spec.Capacity && sameModel(existing, spec) {
+		return nil, nil
+	}
+	m := model(spec, false)
+	return &m, nil
+}
+
+// Reconcile creates the scale set or updates its model and capacity (see
+// Parameters).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
-	var exists bool
-	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
-		cur, err := s.Get(ctx, spec.ResourceGroup, spec.Name)
-		if err != nil || cur == nil {
-			return false, err
-		}
-		exists = true
-		return async.Succeeded(cur.Properties.ProvisioningState) && cur.SKU != nil && cur.SKU.Capacity != nil && *cur.SKU.Capacity == spec.Capacity &&
-			sameModel(cur, spec), nil
-	}, func(tok string) (*runtime.Poller[armcompute.VirtualMachineScaleSetsClientCreateOrUpdateResponse], error) {
-		return s.sets.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.Name, model(spec, !exists), &armcompute.VirtualMachineScaleSetsClientBeginCreateOrUpdateOptions{ResumeToken: tok})
-	})
+	return async.Reconcile(ctx, s.kind, spec, token)
 }
 
 // ModelTag records, on the scale set, a digest of its model's fields
@@ -264,16 +303,12 @@ func (s *Service) InstanceExists(ctx context.Context, rg, name, instanceID strin
 
 // DeleteInstance deletes one instance (the scale set's capacity drops by one).
 func (s *Service) DeleteInstance(ctx context.Context, rg, name, instanceID, token string) (string, bool, error) {
-	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armcompute.VirtualMachineScaleSetVMsClientDeleteResponse], error) {
-		return s.vms.BeginDelete(ctx, rg, name, instanceID, &armcompute.VirtualMachineScaleSetVMsClientBeginDeleteOptions{ResumeToken: tok})
-	})
+	return async.Remove(ctx, s.instances, async.Ref{ResourceGroup: rg, Parent: name, Name: instanceID}, token)
 }
 
 // Delete deletes the scale set with all its instances.
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
-	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armcompute.VirtualMachineScaleSetsClientDeleteResponse], error) {
-		return s.sets.BeginDelete(ctx, rg, name, &armcompute.VirtualMachineScaleSetsClientBeginDeleteOptions{ResumeToken: tok})
-	})
+	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, token)
 }
 
 // InstanceIPs maps instance IDs to their primary private addresses.

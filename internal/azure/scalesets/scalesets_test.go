@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 
+	"github.com/winkube/winkube/internal/azure/azuretest"
 	"github.com/winkube/winkube/internal/azure/scalesets"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 )
@@ -70,5 +72,41 @@ func TestInstanceCurrent(t *testing.T) {
 		if i.Current(spec) {
 			t.Errorf("an instance of another %s is taken for current", name)
 		}
+	}
+}
+
+// A scale set is written when it is missing, when its model or capacity
+// differ, and not for new custom data alone; the admin password goes only
+// with the create.
+func TestParameters(t *testing.T) {
+	spec := base()
+	spec.AdminPassword = "p"
+	created, err := spec.Parameters(nil)
+	if err != nil || created == nil || created.Properties.VirtualMachineProfile.OSProfile.AdminPassword == nil {
+		t.Fatalf("a missing scale set is not created with its password: %v", err)
+	}
+	provisioned := func(change func(*scalesets.Spec)) *armcompute.VirtualMachineScaleSet {
+		s := base()
+		change(&s)
+		m, _ := s.Parameters(nil)
+		m.Properties.ProvisioningState = to.Ptr("Succeeded")
+		return m
+	}
+	for _, tc := range []struct {
+		name     string
+		existing *armcompute.VirtualMachineScaleSet
+		write    bool
+	}{
+		{"as wanted", provisioned(func(*scalesets.Spec) {}), false},
+		{"only the custom data differs (a rotated join token)", provisioned(func(s *scalesets.Spec) { s.CustomData = []byte("join token B") }), false},
+		{"another capacity", provisioned(func(s *scalesets.Spec) { s.Capacity = 3 }), true},
+		{"another size", provisioned(func(s *scalesets.Spec) { s.Size = "Standard_D8s_v3" }), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body, err := spec.Parameters(tc.existing)
+			if azuretest.Writes(t, body, err, tc.write) && body.Properties.VirtualMachineProfile.OSProfile.AdminPassword != nil {
+				t.Fatal("an update resends the admin password")
+			}
+		})
 	}
 }

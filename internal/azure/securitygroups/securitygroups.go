@@ -5,13 +5,11 @@ import (
 	"context"
 	"strings"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
-	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // Rule is one security rule.
@@ -32,50 +30,64 @@ type Spec struct {
 	Tags                          map[string]*string
 }
 
+// ResourceRef and OwnerTags make a Spec an async.Spec.
+func (s Spec) ResourceRef() async.Ref        { return async.Ref{ResourceGroup: s.ResourceGroup, Name: s.Name} }
+func (s Spec) OwnerTags() map[string]*string { return s.Tags }
+
+// Parameters makes the spec's rules part of the NSG. The NSG is shared:
+// cloud-provider-azure adds an allow rule per LoadBalancer Service port to
+// the NSG azure.json names, and users add their own. So the PUT is built
+// from what Azure has (Merged), keeping every rule that is not winkube's,
+// and the reconciler sends it with the NSG's ETag (If-Match), so that a
+// rule added between the read and the write is not lost. Nil when the NSG
+// is provisioned with the spec's rules as they are.
+func (s Spec) Parameters(existing *armnetwork.SecurityGroup) (*armnetwork.SecurityGroup, error) {
+	if existing != nil && existing.Properties != nil && async.Succeeded(existing.Properties.ProvisioningState) && RulesUpToDate(existing, s.Rules) {
+		return nil, nil
+	}
+	body := Merged(s, existing)
+	return &body, nil
+}
+
 // Service manages NSGs.
 type Service struct {
-	c *armnetwork.SecurityGroupsClient
+	kind *async.Kind[armnetwork.SecurityGroup]
 }
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewSecurityGroupsClient)
-	return &Service{c: c}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Service{kind: &async.Kind[armnetwork.SecurityGroup]{
+		Noun: "network security group",
+		Get: func(ctx context.Context, r async.Ref) (*armnetwork.SecurityGroup, error) {
+			cur, err := c.Get(ctx, r.ResourceGroup, r.Name, nil)
+			return &cur.SecurityGroup, err
+		},
+		Put: func(ctx context.Context, r async.Ref, body armnetwork.SecurityGroup, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Name, body, &armnetwork.SecurityGroupsClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
+		},
+		Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginDelete(ctx, r.ResourceGroup, r.Name, &armnetwork.SecurityGroupsClientBeginDeleteOptions{ResumeToken: tok}))
+		},
+		ETag: func(g *armnetwork.SecurityGroup) *string { return g.Etag },
+		Tags: func(g *armnetwork.SecurityGroup) map[string]*string { return g.Tags },
+	}}, nil
 }
 
 // Get returns the NSG, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.SecurityGroup, error) {
-	cur, err := s.c.Get(ctx, rg, name, nil)
-	if err != nil {
-		return nil, async.IgnoreNotFound(err)
-	}
-	return &cur.SecurityGroup, nil
+	return s.kind.Read(ctx, async.Ref{ResourceGroup: rg, Name: name})
 }
 
-// Reconcile makes the spec's rules part of the NSG. The NSG is shared:
-// cloud-provider-azure adds an allow rule per LoadBalancer Service port to
-// the NSG azure.json names, and users add their own. So the PUT is built
-// from what Azure has, keeping every rule that is not winkube's, and sent
-// with the NSG's ETag (If-Match), so that a rule added between the read
-// and the write is not lost: Azure answers 412 and the next reconcile reads
-// again. A rule winkube wrote before (its description says so) that the
-// spec no longer has is removed. An existing NSG without the ownership tags
-// of spec.Tags is refused with a *tags.NotOwnedError, never changed.
+// Reconcile makes the NSG what Parameters says. A rule winkube wrote before
+// (its description says so) that the spec no longer has is removed. An
+// existing NSG without the ownership tags of spec.Tags is refused with a
+// *tags.NotOwnedError, never changed.
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
-	var existing *armnetwork.SecurityGroup
-	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
-		cur, err := s.c.Get(ctx, spec.ResourceGroup, spec.Name, nil)
-		if err != nil {
-			return false, async.IgnoreNotFound(err)
-		}
-		if err := tags.CheckOwned("network security group", spec.Name, spec.Tags, cur.Tags); err != nil {
-			return false, err
-		}
-		existing = &cur.SecurityGroup
-		return async.Succeeded(cur.Properties.ProvisioningState) && RulesUpToDate(existing, spec.Rules), nil
-	}, func(tok string) (*runtime.Poller[armnetwork.SecurityGroupsClientCreateOrUpdateResponse], error) {
-		return s.c.BeginCreateOrUpdate(async.IfMatch(ctx, etag(existing)), spec.ResourceGroup, spec.Name, Parameters(spec, existing), &armnetwork.SecurityGroupsClientBeginCreateOrUpdateOptions{ResumeToken: tok})
-	})
+	return async.Reconcile(ctx, s.kind, spec, token)
 }
 
 // ManagedDescription marks the rules winkube wrote: Azure keeps a rule's
@@ -83,10 +95,10 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (strin
 // move, where a record in status would not.
 const ManagedDescription = "Managed by winkube."
 
-// Parameters is the PUT body for a spec given the NSG as Azure has it (nil
+// Merged is the PUT body for a spec given the NSG as Azure has it (nil
 // when it does not exist): its rules that are not winkube's, then the
 // spec's.
-func Parameters(spec Spec, existing *armnetwork.SecurityGroup) armnetwork.SecurityGroup {
+func Merged(spec Spec, existing *armnetwork.SecurityGroup) armnetwork.SecurityGroup {
 	want := map[string]bool{}
 	for _, r := range spec.Rules {
 		want[strings.ToLower(r.Name)] = true
@@ -178,14 +190,5 @@ func sameRule(a, b *armnetwork.SecurityRulePropertiesFormat) bool {
 
 // Delete deletes the NSG.
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
-	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armnetwork.SecurityGroupsClientDeleteResponse], error) {
-		return s.c.BeginDelete(ctx, rg, name, &armnetwork.SecurityGroupsClientBeginDeleteOptions{ResumeToken: tok})
-	})
-}
-
-func etag(nsg *armnetwork.SecurityGroup) *string {
-	if nsg == nil {
-		return nil
-	}
-	return nsg.Etag
+	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, token)
 }

@@ -123,7 +123,7 @@ func TestParametersAreWrittenOnlyOverWhatWasRead(t *testing.T) {
 	cloudProviderRule(rules, t) // lands between the read and the write
 	moved := ssh
 	moved.Priority = 2300
-	_, err = nsgs.BeginCreateOrUpdate(ctxIfMatch(ctx, read.Etag), "rg", "node-nsg", securitygroups.Parameters(spec(moved), &read.SecurityGroup), nil)
+	_, err = nsgs.BeginCreateOrUpdate(ctxIfMatch(ctx, read.Etag), "rg", "node-nsg", securitygroups.Merged(spec(moved), &read.SecurityGroup), nil)
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) || re.StatusCode != http.StatusPreconditionFailed {
 		t.Fatalf("a write over a stale read: %v, want 412", err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 
@@ -63,57 +62,78 @@ func (e *ProvisioningFailedError) Error() string {
 	return fmt.Sprintf("VM provisioning failed: %s: %s", e.Code, e.Message)
 }
 
+// ResourceRef makes a Spec an async.Spec.
+func (s Spec) ResourceRef() async.Ref { return async.Ref{ResourceGroup: s.ResourceGroup, Name: s.Name} }
+
+// OwnerTags is nil: the machine controller checks the VM's role tag itself,
+// to name the machine that holds the name.
+func (s Spec) OwnerTags() map[string]*string { return nil }
+
+// Parameters makes the VM once. A VM that exists is never sent again (its
+// model cannot change, and its password must not be resent), only read: a
+// provisioned one is done, a failed one a *ProvisioningFailedError, one
+// still being made async.ErrNotYet. A VM made before and missing now was
+// deleted outside winkube: ErrVanished.
+func (s Spec) Parameters(existing *armcompute.VirtualMachine) (*armcompute.VirtualMachine, error) {
+	if existing == nil {
+		if s.Made {
+			return nil, ErrVanished
+		}
+		vm := model(s)
+		return &vm, nil
+	}
+	state := ""
+	if existing.Properties != nil && existing.Properties.ProvisioningState != nil {
+		state = *existing.Properties.ProvisioningState
+	}
+	switch state {
+	case "Succeeded":
+		return nil, nil
+	case "Failed":
+		return nil, &ProvisioningFailedError{Message: "Azure reports the VM's provisioning state as Failed"}
+	default:
+		return nil, async.ErrNotYet
+	}
+}
+
 // Service manages VMs.
 type Service struct {
-	c *armcompute.VirtualMachinesClient
+	kind *async.Kind[armcompute.VirtualMachine]
 }
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	c, err := endpoint.NewClient(cfg, subscription, armcompute.NewVirtualMachinesClient)
-	return &Service{c: c}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Service{kind: &async.Kind[armcompute.VirtualMachine]{
+		Noun: "virtual machine",
+		Get: func(ctx context.Context, r async.Ref) (*armcompute.VirtualMachine, error) {
+			cur, err := c.Get(ctx, r.ResourceGroup, r.Name, nil)
+			return &cur.VirtualMachine, err
+		},
+		Put: func(ctx context.Context, r async.Ref, body armcompute.VirtualMachine, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Name, body, &armcompute.VirtualMachinesClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
+		},
+		Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginDelete(ctx, r.ResourceGroup, r.Name, &armcompute.VirtualMachinesClientBeginDeleteOptions{ResumeToken: tok}))
+		},
+		ETag: func(vm *armcompute.VirtualMachine) *string { return vm.Etag },
+		Tags: func(vm *armcompute.VirtualMachine) map[string]*string { return vm.Tags },
+	}}, nil
 }
 
 // Get returns the VM, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, rg, name string) (*armcompute.VirtualMachine, error) {
-	cur, err := s.c.Get(ctx, rg, name, nil)
-	if err != nil {
-		return nil, async.IgnoreNotFound(err)
-	}
-	return &cur.VirtualMachine, nil
+	return s.kind.Read(ctx, async.Ref{ResourceGroup: rg, Name: name})
 }
 
-// Reconcile creates the VM once. A VM that exists is never sent again (its
-// model cannot change, and its password must not be resent), only read. It
-// returns the VM once provisioned, a *ProvisioningFailedError when Azure
-// failed it, or the token of the creation under way.
+// Reconcile creates the VM once (see Parameters). It returns the VM once
+// provisioned, a *ProvisioningFailedError when Azure failed it, or the
+// token of the creation under way.
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (vm *armcompute.VirtualMachine, next string, err error) {
-	if token == "" {
-		cur, err := s.Get(ctx, spec.ResourceGroup, spec.Name)
-		if err != nil {
-			return nil, "", err
-		}
-		if cur == nil && spec.Made {
-			return nil, "", ErrVanished
-		}
-		if cur != nil {
-			state := ""
-			if cur.Properties != nil && cur.Properties.ProvisioningState != nil {
-				state = *cur.Properties.ProvisioningState
-			}
-			switch state {
-			case "Succeeded":
-				return cur, "", nil
-			case "Failed":
-				return nil, "", &ProvisioningFailedError{Message: "Azure reports the VM's provisioning state as Failed"}
-			default:
-				return nil, "", nil // still creating: read again later
-			}
-		}
-	}
-	_, next, done, err := async.Step(ctx, token, func(tok string) (*runtime.Poller[armcompute.VirtualMachinesClientCreateOrUpdateResponse], error) {
-		return s.c.BeginCreateOrUpdate(ctx, spec.ResourceGroup, spec.Name, model(spec), &armcompute.VirtualMachinesClientBeginCreateOrUpdateOptions{ResumeToken: tok})
-	})
+	next, done, err := async.Reconcile(ctx, s.kind, spec, token)
 	if err != nil {
 		if code := async.Code(err); code != "" && async.IsProvisioningFailure(code) {
 			return nil, "", &ProvisioningFailedError{Code: code, Message: async.Message(err)}
@@ -195,7 +215,5 @@ func OSDiskName(vm string) string { return vm + "_OSDisk" }
 
 // Delete deletes the VM (its disk and NIC stay, to be deleted after it).
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
-	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armcompute.VirtualMachinesClientDeleteResponse], error) {
-		return s.c.BeginDelete(ctx, rg, name, &armcompute.VirtualMachinesClientBeginDeleteOptions{ResumeToken: tok})
-	})
+	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, token)
 }

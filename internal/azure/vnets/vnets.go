@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
@@ -32,51 +31,70 @@ type Spec struct {
 	Tags                          map[string]*string
 }
 
+// ResourceRef makes a Spec an async.Spec.
+func (s Spec) ResourceRef() async.Ref { return async.Ref{ResourceGroup: s.ResourceGroup, Name: s.Name} }
+
+// OwnerTags is nil: the caller tells a user's VNet (never written; the
+// cluster adds its subnets one by one) from the cluster's.
+func (s Spec) OwnerTags() map[string]*string { return nil }
+
+// Parameters creates or updates the VNet and its subnets, merged with what
+// Azure has (Merged): subnets that are not the spec's (added by a user or
+// another tool) are kept, as is what others set on the spec's subnets
+// (service endpoints, delegations); the reconciler sends the VNet's ETag
+// (If-Match), so that a subnet added between the read and the write is
+// not dropped. Nil when the VNet is provisioned as the spec says.
+func (s Spec) Parameters(existing *armnetwork.VirtualNetwork) (*armnetwork.VirtualNetwork, error) {
+	if existing != nil && existing.Properties != nil && async.Succeeded(existing.Properties.ProvisioningState) && matches(existing, s) {
+		return nil, nil
+	}
+	body := Merged(s, existing)
+	return &body, nil
+}
+
 // Service manages VNets.
 type Service struct {
-	c *armnetwork.VirtualNetworksClient
+	kind *async.Kind[armnetwork.VirtualNetwork]
 }
 
 // New returns a Service.
 func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	c, err := endpoint.NewClient(cfg, subscription, armnetwork.NewVirtualNetworksClient)
-	return &Service{c: c}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Service{kind: &async.Kind[armnetwork.VirtualNetwork]{
+		Noun: "virtual network",
+		Get: func(ctx context.Context, r async.Ref) (*armnetwork.VirtualNetwork, error) {
+			cur, err := c.Get(ctx, r.ResourceGroup, r.Name, nil)
+			return &cur.VirtualNetwork, err
+		},
+		Put: func(ctx context.Context, r async.Ref, body armnetwork.VirtualNetwork, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Name, body, &armnetwork.VirtualNetworksClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
+		},
+		Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
+			return async.Wrap(c.BeginDelete(ctx, r.ResourceGroup, r.Name, &armnetwork.VirtualNetworksClientBeginDeleteOptions{ResumeToken: tok}))
+		},
+		ETag: func(v *armnetwork.VirtualNetwork) *string { return v.Etag },
+		Tags: func(v *armnetwork.VirtualNetwork) map[string]*string { return v.Tags },
+	}}, nil
 }
 
 // Get returns the VNet, or nil when it does not exist.
 func (s *Service) Get(ctx context.Context, rg, name string) (*armnetwork.VirtualNetwork, error) {
-	cur, err := s.c.Get(ctx, rg, name, nil)
-	if err != nil {
-		return nil, async.IgnoreNotFound(err)
-	}
-	return &cur.VirtualNetwork, nil
+	return s.kind.Read(ctx, async.Ref{ResourceGroup: rg, Name: name})
 }
 
-// Reconcile creates or updates the VNet and its subnets. Subnets that are
-// not the spec's (added by a user or another tool) are kept, as is what
-// others set on the spec's subnets (service endpoints, delegations), and
-// the write carries the VNet's ETag (If-Match), so that a subnet added
-// between the read and the write is not dropped.
+// Reconcile creates or updates the VNet and its subnets (see Parameters).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
-	var existing *armnetwork.VirtualNetwork
-	return async.Ensure(ctx, token, func(ctx context.Context) (bool, error) {
-		cur, err := s.Get(ctx, spec.ResourceGroup, spec.Name)
-		existing = cur
-		return cur != nil && async.Succeeded(cur.Properties.ProvisioningState) && matches(cur, spec), err
-	}, func(tok string) (*runtime.Poller[armnetwork.VirtualNetworksClientCreateOrUpdateResponse], error) {
-		var etag *string
-		if existing != nil {
-			etag = existing.Etag
-		}
-		return s.c.BeginCreateOrUpdate(async.IfMatch(ctx, etag), spec.ResourceGroup, spec.Name, Parameters(spec, existing), &armnetwork.VirtualNetworksClientBeginCreateOrUpdateOptions{ResumeToken: tok})
-	})
+	return async.Reconcile(ctx, s.kind, spec, token)
 }
 
-// Parameters is the PUT body for a spec given the VNet as Azure has it
+// Merged is the PUT body for a spec given the VNet as Azure has it
 // (nil when it does not exist). A VNet's PUT replaces its subnets, so the
 // subnets Azure has are sent back: the spec's with the spec's prefixes and
 // references over what else they carry, the others as they are.
-func Parameters(spec Spec, existing *armnetwork.VirtualNetwork) armnetwork.VirtualNetwork {
+func Merged(spec Spec, existing *armnetwork.VirtualNetwork) armnetwork.VirtualNetwork {
 	var have []*armnetwork.Subnet
 	if existing != nil && existing.Properties != nil {
 		have = existing.Properties.Subnets
@@ -90,14 +108,11 @@ func Parameters(spec Spec, existing *armnetwork.VirtualNetwork) armnetwork.Virtu
 	var subnets []*armnetwork.Subnet
 	taken := map[string]bool{}
 	for _, sn := range spec.Subnets {
-		props := SubnetProperties(sn)
-		if cur := byName[strings.ToLower(sn.Name)]; cur != nil && cur.Properties != nil {
-			merged := *cur.Properties
-			merged.AddressPrefix, merged.AddressPrefixes = props.AddressPrefix, props.AddressPrefixes
-			merged.NetworkSecurityGroup, merged.RouteTable, merged.NatGateway = props.NetworkSecurityGroup, props.RouteTable, props.NatGateway
-			// Read-only lists that Azure computes are not sent.
-			merged.IPConfigurations, merged.IPConfigurationProfiles, merged.PrivateEndpoints = nil, nil, nil
-			props = &merged
+		var props *armnetwork.SubnetPropertiesFormat
+		if cur := byName[strings.ToLower(sn.Name)]; cur != nil {
+			props = MergedSubnet(sn, cur.Properties)
+		} else {
+			props = SubnetProperties(sn)
 		}
 		taken[strings.ToLower(sn.Name)] = true
 		subnets = append(subnets, &armnetwork.Subnet{Name: to.Ptr(sn.Name), Properties: props})
@@ -114,6 +129,22 @@ func Parameters(spec Spec, existing *armnetwork.VirtualNetwork) armnetwork.Virtu
 			Subnets:      subnets,
 		},
 	}
+}
+
+// MergedSubnet is a subnet as the spec says, over what else Azure has for
+// it (nil when nothing): the spec's prefixes and references win, the rest
+// (service endpoints, delegations, policies others set) stays.
+func MergedSubnet(sn Subnet, cur *armnetwork.SubnetPropertiesFormat) *armnetwork.SubnetPropertiesFormat {
+	props := SubnetProperties(sn)
+	if cur == nil {
+		return props
+	}
+	merged := *cur
+	merged.AddressPrefix, merged.AddressPrefixes = props.AddressPrefix, props.AddressPrefixes
+	merged.NetworkSecurityGroup, merged.RouteTable, merged.NatGateway = props.NetworkSecurityGroup, props.RouteTable, props.NatGateway
+	// Read-only lists that Azure computes are not sent.
+	merged.IPConfigurations, merged.IPConfigurationProfiles, merged.PrivateEndpoints = nil, nil, nil
+	return &merged
 }
 
 // SubnetProperties is the SDK form of a subnet.
@@ -196,7 +227,5 @@ func sortedS(s []string) []string {
 
 // Delete deletes the VNet.
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
-	return async.Delete(ctx, token, func(tok string) (*runtime.Poller[armnetwork.VirtualNetworksClientDeleteResponse], error) {
-		return s.c.BeginDelete(ctx, rg, name, &armnetwork.VirtualNetworksClientBeginDeleteOptions{ResumeToken: tok})
-	})
+	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, token)
 }

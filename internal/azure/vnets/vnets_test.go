@@ -73,3 +73,40 @@ func keys[V any](m map[string]V) []string {
 	}
 	return out
 }
+
+func TestParameters(t *testing.T) {
+	spec := vnets.Spec{ResourceGroup: "rg", Name: "vnet", Location: "westeurope", CIDRs: []string{"10.0.0.0/12"},
+		Subnets: []vnets.Subnet{{Name: "cp", CIDRs: []string{"10.0.0.0/16"}, NSGID: "/nsg/cp"}}}
+	made, err := spec.Parameters(nil)
+	if err != nil || made == nil {
+		t.Fatalf("a missing VNet is not created: %v", err)
+	}
+	with := func(state string, change func(*armnetwork.VirtualNetwork)) *armnetwork.VirtualNetwork {
+		v := vnets.Merged(spec, nil)
+		v.Properties.ProvisioningState = to.Ptr(armnetwork.ProvisioningState(state))
+		change(&v)
+		return &v
+	}
+	for _, tc := range []struct {
+		name     string
+		existing *armnetwork.VirtualNetwork
+		write    bool
+	}{
+		{"as wanted", with("Succeeded", func(*armnetwork.VirtualNetwork) {}), false},
+		{"as wanted, with a subnet of someone else's", with("Succeeded", func(v *armnetwork.VirtualNetwork) {
+			v.Properties.Subnets = append(v.Properties.Subnets, &armnetwork.Subnet{Name: to.Ptr("theirs"), Properties: &armnetwork.SubnetPropertiesFormat{AddressPrefix: to.Ptr("10.9.0.0/24")}})
+		}), false},
+		{"another address space", with("Succeeded", func(v *armnetwork.VirtualNetwork) {
+			v.Properties.AddressSpace.AddressPrefixes = []*string{to.Ptr("10.0.0.0/16")}
+		}), true},
+		{"a subnet's NSG changed", with("Succeeded", func(v *armnetwork.VirtualNetwork) {
+			v.Properties.Subnets[0].Properties.NetworkSecurityGroup = nil
+		}), true},
+		{"not provisioned", with("Failed", func(*armnetwork.VirtualNetwork) {}), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body, err := spec.Parameters(tc.existing)
+			azuretest.Writes(t, body, err, tc.write)
+		})
+	}
+}

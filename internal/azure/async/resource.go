@@ -1,0 +1,151 @@
+package async
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+
+	"github.com/winkube/winkube/internal/azure/tags"
+)
+
+// Ref names one resource: its group, its parent (a subnet's VNet, a NAT
+// rule's load balancer) when it is a child, and its name.
+type Ref struct {
+	ResourceGroup, Parent, Name string
+}
+
+// Spec is one resource as a cluster wants it, in the shape CAPZ's service
+// layer has (its ResourceSpecGetter): the body of the PUT is built from
+// what Azure holds, so what others wrote into the resource (the cloud
+// provider's NSG rules, routes, a user's subnets) is kept.
+type Spec[R any] interface {
+	ResourceRef() Ref
+	// OwnerTags are the tags that make an existing resource the cluster's;
+	// an existing resource without them is refused (*tags.NotOwnedError)
+	// and never written. Nil when the caller decides ownership itself.
+	OwnerTags() map[string]*string
+	// Parameters is the PUT body given the resource as Azure holds it (nil
+	// when it does not exist), or nil when Azure already has what the spec
+	// wants.
+	Parameters(existing *R) (*R, error)
+}
+
+// ErrNotYet is a Parameters answer: the resource is on its way (being
+// made by an operation no longer tracked, say), so there is nothing to
+// send, and Reconcile reports it not done.
+var ErrNotYet = errors.New("the resource is not ready yet")
+
+// Poller is a started or resumed long-running operation.
+type Poller interface {
+	Done() bool
+	Poll(context.Context) (*http.Response, error)
+	ResumeToken() (string, error)
+	// Finish is the operation's outcome once Done: nil, or why it failed.
+	Finish(context.Context) error
+}
+
+// Wrap makes an SDK poller a Poller.
+func Wrap[T any](p *runtime.Poller[T], err error) (Poller, error) {
+	if err != nil {
+		return nil, err
+	}
+	return sdkPoller[T]{p}, nil
+}
+
+type sdkPoller[T any] struct{ *runtime.Poller[T] }
+
+func (p sdkPoller[T]) Finish(ctx context.Context) error {
+	_, err := p.Result(ctx)
+	return err
+}
+
+// Kind is what the generic reconciler needs of one resource type's SDK
+// client. Put and Delete resume the operation of a non-empty token.
+type Kind[R any] struct {
+	// Noun names the type in errors: "NAT gateway".
+	Noun   string
+	Get    func(ctx context.Context, ref Ref) (*R, error)
+	Put    func(ctx context.Context, ref Ref, body R, token string) (Poller, error)
+	Delete func(ctx context.Context, ref Ref, token string) (Poller, error)
+	// ETag and Tags read a resource's; nil when the type has none.
+	ETag func(*R) *string
+	Tags func(*R) map[string]*string
+}
+
+// Read returns the resource, or nil when it does not exist.
+func (k *Kind[R]) Read(ctx context.Context, ref Ref) (*R, error) {
+	r, err := k.Get(ctx, ref)
+	if err != nil {
+		return nil, IgnoreNotFound(err)
+	}
+	return r, nil
+}
+
+// Reconcile makes the resource what spec says without blocking. With a
+// token it resumes the operation under way; otherwise it reads the
+// resource, refuses it when it is not the cluster's, and asks the spec for
+// the PUT body. The PUT carries the ETag read (If-Match), so that what
+// someone else wrote between the read and the write is not overwritten:
+// Azure answers 412, and the next reconcile reads again. A spec that is
+// an ExclusiveCreate creates with If-None-Match: *, so that a resource
+// made meanwhile by someone else is not taken over.
+func Reconcile[R any](ctx context.Context, k *Kind[R], spec Spec[R], token string) (next string, done bool, err error) {
+	ref := spec.ResourceRef()
+	var body *R
+	putCtx := ctx
+	if token == "" {
+		existing, err := k.Read(ctx, ref)
+		if err != nil {
+			return "", false, err
+		}
+		if existing != nil && spec.OwnerTags() != nil && k.Tags != nil {
+			if err := tags.CheckOwned(k.Noun, ref.Name, spec.OwnerTags(), k.Tags(existing)); err != nil {
+				return "", false, err
+			}
+		}
+		if body, err = spec.Parameters(existing); errors.Is(err, ErrNotYet) {
+			return "", false, nil
+		} else if err != nil {
+			return "", false, err
+		}
+		if body == nil {
+			return "", true, nil
+		}
+		switch {
+		case existing != nil && k.ETag != nil:
+			putCtx = IfMatch(ctx, k.ETag(existing))
+		case existing == nil && isExclusive(spec):
+			putCtx = policy.WithHTTPHeader(ctx, http.Header{"If-None-Match": []string{"*"}})
+		}
+	}
+	return Step(ctx, token, func(tok string) (Poller, error) {
+		var b R
+		if body != nil {
+			b = *body
+		}
+		return k.Put(putCtx, ref, b, tok)
+	})
+}
+
+// Remove deletes the resource without blocking; one already gone is done.
+func Remove[R any](ctx context.Context, k *Kind[R], ref Ref, token string) (next string, done bool, err error) {
+	next, done, err = Step(ctx, token, func(tok string) (Poller, error) { return k.Delete(ctx, ref, tok) })
+	if err != nil && IsNotFound(err) {
+		return "", true, nil
+	}
+	return next, done, err
+}
+
+// ExclusiveCreate is a Spec whose resource, when missing, must be made by
+// this PUT and by no one else (what the caller then records as its own).
+type ExclusiveCreate interface {
+	ExclusiveCreate() bool
+}
+
+func isExclusive(spec any) bool {
+	e, ok := spec.(ExclusiveCreate)
+	return ok && e.ExclusiveCreate()
+}

@@ -1,0 +1,57 @@
+package loadbalancers_test
+
+import (
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
+
+	"github.com/winkube/winkube/internal/azure/azuretest"
+	"github.com/winkube/winkube/internal/azure/loadbalancers"
+)
+
+func TestParameters(t *testing.T) {
+	spec := loadbalancers.Spec{ResourceGroup: "rg", Name: "api-lb", Location: "westeurope", SubscriptionID: "s", PublicIPID: "/ip/api", Port: 6443}
+	made, err := spec.Parameters(nil)
+	if err != nil || made == nil {
+		t.Fatalf("a missing load balancer is not created: %v", err)
+	}
+	provisioned := func(port int32, ip string) *armnetwork.LoadBalancer {
+		lb := *made
+		props := *made.Properties
+		props.ProvisioningState = to.Ptr(armnetwork.ProvisioningStateSucceeded)
+		fe := *props.FrontendIPConfigurations[0]
+		feProps := *fe.Properties
+		feProps.PublicIPAddress = &armnetwork.PublicIPAddress{ID: to.Ptr(ip)}
+		fe.Properties = &feProps
+		props.FrontendIPConfigurations = []*armnetwork.FrontendIPConfiguration{&fe}
+		rule := *props.LoadBalancingRules[0]
+		ruleProps := *rule.Properties
+		ruleProps.FrontendPort = to.Ptr(port)
+		rule.Properties = &ruleProps
+		props.LoadBalancingRules = []*armnetwork.LoadBalancingRule{&rule}
+		props.InboundNatRules = []*armnetwork.InboundNatRule{{Name: to.Ptr("cp-0")}}
+		lb.Properties = &props
+		return &lb
+	}
+	for _, tc := range []struct {
+		name     string
+		existing *armnetwork.LoadBalancer
+		write    bool
+	}{
+		{"as wanted: no write", provisioned(6443, "/ip/api"), false},
+		{"another port: written, keeping its NAT rules", provisioned(443, "/ip/api"), true},
+		{"another frontend IP: written, keeping its NAT rules", provisioned(6443, "/ip/other"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body, err := spec.Parameters(tc.existing)
+			if !azuretest.Writes(t, body, err, tc.write) {
+				return
+			}
+			if len(body.Properties.InboundNatRules) != 1 || *body.Properties.LoadBalancingRules[0].Properties.FrontendPort != 6443 ||
+				*body.Properties.FrontendIPConfigurations[0].Properties.PublicIPAddress.ID != "/ip/api" {
+				t.Fatalf("body %+v", body.Properties)
+			}
+		})
+	}
+}

@@ -1,0 +1,49 @@
+package virtualmachines_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+
+	"github.com/winkube/winkube/internal/azure/async"
+	"github.com/winkube/winkube/internal/azure/virtualmachines"
+)
+
+func TestParameters(t *testing.T) {
+	vm := func(state string) *armcompute.VirtualMachine {
+		return &armcompute.VirtualMachine{Properties: &armcompute.VirtualMachineProperties{ProvisioningState: to.Ptr(state)}}
+	}
+	for _, tc := range []struct {
+		name     string
+		made     bool
+		existing *armcompute.VirtualMachine
+		write    bool
+		err      func(error) bool
+	}{
+		{"missing: created", false, nil, true, nil},
+		{"made before and missing: vanished, never made again", true, nil, false, func(err error) bool { return errors.Is(err, virtualmachines.ErrVanished) }},
+		{"provisioned: only read", true, vm("Succeeded"), false, nil},
+		{"being made: not yet", false, vm("Creating"), false, func(err error) bool { return errors.Is(err, async.ErrNotYet) }},
+		{"failed: a provisioning failure", true, vm("Failed"), false, func(err error) bool {
+			var pf *virtualmachines.ProvisioningFailedError
+			return errors.As(err, &pf)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := virtualmachines.Spec{ResourceGroup: "rg", Name: "win-abcde", Location: "westeurope", Size: "Standard_D4s_v3", Windows: true,
+				ComputerName: "win-abcde", AdminUsername: "capi", AdminPassword: "p", NICID: "/nic", Made: tc.made}
+			body, err := spec.Parameters(tc.existing)
+			if tc.err == nil && err != nil || tc.err != nil && !tc.err(err) {
+				t.Fatalf("error %v", err)
+			}
+			if (body != nil) != tc.write {
+				t.Fatalf("write %v, want %v", body != nil, tc.write)
+			}
+			if body != nil && (*body.Properties.OSProfile.AdminPassword != "p" || *body.Properties.StorageProfile.OSDisk.OSType != armcompute.OperatingSystemTypesWindows) {
+				t.Fatalf("body %+v", body.Properties.OSProfile)
+			}
+		})
+	}
+}
