@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -227,5 +228,72 @@ func TestSaveAndLoadKeepResources(t *testing.T) {
 	second := w2.nic("rg", "nic2", *nic.Properties.IPConfigurations[0].Properties.Subnet.ID)
 	if *second.Properties.IPConfigurations[0].Properties.PrivateIPAddress == *nic.Properties.IPConfigurations[0].Properties.PrivateIPAddress {
 		t.Fatal("a loaded NIC's address was handed out again")
+	}
+}
+
+// An OS disk's storage type must suit the size and be one Azure takes for
+// an OS disk; resource SKUs say which sizes take Premium SSD.
+func TestOSDiskStorageTypes(t *testing.T) {
+	w := newWorld(t, nil)
+	w.group("rg")
+	subnet := w.network("rg")
+	vms := must(w.compute.NewVirtualMachinesClient(), nil)
+	vm := func(name, size, storage string) armcompute.VirtualMachine {
+		v := linuxVM(*w.nic("rg", name+"-nic", subnet).ID, "#cloud-config\n")
+		v.Properties.HardwareProfile.VMSize = to.Ptr(armcompute.VirtualMachineSizeTypes(size))
+		v.Properties.StorageProfile.OSDisk.ManagedDisk = &armcompute.ManagedDiskParameters{StorageAccountType: to.Ptr(armcompute.StorageAccountTypes(storage))}
+		return v
+	}
+	azureCode(t, pollErr(vms.BeginCreateOrUpdate(w.ctx, "rg", "dv3", vm("dv3", "Standard_D2_v3", "Premium_LRS"), nil)), "InvalidParameter")
+	azureCode(t, pollErr(vms.BeginCreateOrUpdate(w.ctx, "rg", "ultra", vm("ultra", "Standard_D2s_v3", "UltraSSD_LRS"), nil)), "InvalidParameter")
+	azureCode(t, pollErr(vms.BeginCreateOrUpdate(w.ctx, "rg", "v2", vm("v2", "Standard_D2s_v3", "PremiumV2_LRS"), nil)), "InvalidParameter")
+	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "dv3ssd", vm("dv3ssd", "Standard_D2_v3", "StandardSSD_LRS"), nil))
+	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "dsv3", vm("dsv3", "Standard_D2s_v3", "Premium_LRS"), nil))
+
+	skus := must(w.compute.NewResourceSKUsClient(), nil)
+	premium := map[string]string{}
+	p := skus.NewListPager(&armcompute.ResourceSKUsClientListOptions{Filter: to.Ptr("location eq 'westeurope'")})
+	for p.More() {
+		for _, s := range must(p.NextPage(w.ctx)).Value {
+			for _, c := range s.Capabilities {
+				if *c.Name == "PremiumIO" {
+					premium[*s.Name] = *c.Value
+				}
+			}
+		}
+	}
+	if premium["Standard_D2_v3"] != "False" || premium["Standard_D2s_v3"] != "True" {
+		t.Fatalf("PremiumIO capabilities: %v", premium)
+	}
+}
+
+// Names past their type's limit and tags past ARM's are refused.
+func TestNameAndTagLimits(t *testing.T) {
+	w := newWorld(t, nil)
+	w.group("rg")
+	nsgs := must(w.net.NewSecurityGroupsClient(), nil)
+	nsg := armnetwork.SecurityGroup{Location: to.Ptr(location)}
+	azureCode(t, pollErr(nsgs.BeginCreateOrUpdate(w.ctx, "rg", strings.Repeat("n", 81), nsg, nil)), "InvalidResourceName")
+	done(nsgs.BeginCreateOrUpdate(w.ctx, "rg", strings.Repeat("n", 80), nsg, nil))
+	vnets := must(w.net.NewVirtualNetworksClient(), nil)
+	vnet := armnetwork.VirtualNetwork{Location: to.Ptr(location), Properties: &armnetwork.VirtualNetworkPropertiesFormat{
+		AddressSpace: &armnetwork.AddressSpace{AddressPrefixes: []*string{to.Ptr("10.0.0.0/16")}}}}
+	azureCode(t, pollErr(vnets.BeginCreateOrUpdate(w.ctx, "rg", strings.Repeat("v", 65), vnet, nil)), "InvalidResourceName")
+
+	many := map[string]*string{}
+	for i := range 51 {
+		many[fmt.Sprintf("t%d", i)] = to.Ptr("v")
+	}
+	for _, tc := range []struct {
+		tags map[string]*string
+		code string
+	}{
+		{many, "InvalidTagCount"},
+		{map[string]*string{"cost/center": to.Ptr("42")}, "InvalidTagNameCharacters"},
+		{map[string]*string{"k": to.Ptr(strings.Repeat("v", 257))}, "InvalidTagValueLength"},
+	} {
+		bad := nsg
+		bad.Tags = tc.tags
+		azureCode(t, pollErr(nsgs.BeginCreateOrUpdate(w.ctx, "rg", "tagged", bad, nil)), tc.code)
 	}
 }

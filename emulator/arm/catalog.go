@@ -12,16 +12,47 @@ type vmSize struct {
 	vCPUs    int
 	memoryGB float64
 	family   string
+	// premiumIO is the size's PremiumIO capability: it takes Premium SSD
+	// disks. The Dv3 series does not, its Dsv3 twin does
+	// (virtual-machines/dv3-dsv3-series.md: "Premium Storage: Not
+	// Supported" for Dv3).
+	premiumIO bool
 }
 
 // vmSizes are the sizes the emulator offers in every location; a VM of any
 // other size is refused as Azure refuses an unknown size.
 var vmSizes = map[string]vmSize{
-	"Standard_B1s": {1, 1, "standardBSFamily"}, "Standard_B2s": {2, 4, "standardBSFamily"}, "Standard_B2ms": {2, 8, "standardBSFamily"},
-	"Standard_D2s_v3": {2, 8, "standardDSv3Family"}, "Standard_D4s_v3": {4, 16, "standardDSv3Family"}, "Standard_D8s_v3": {8, 32, "standardDSv3Family"},
-	"Standard_D2_v3": {2, 8, "standardDv3Family"}, "Standard_D4_v3": {4, 16, "standardDv3Family"},
-	"Standard_D2s_v5": {2, 8, "standardDSv5Family"}, "Standard_D4s_v5": {4, 16, "standardDSv5Family"}, "Standard_D8s_v5": {8, 32, "standardDSv5Family"},
-	"Standard_DS2_v2": {2, 7, "standardDSv2Family"}, "Standard_F2s_v2": {2, 4, "standardFSv2Family"}, "Standard_E4s_v3": {4, 32, "standardESv3Family"},
+	"Standard_B1s": {1, 1, "standardBSFamily", true}, "Standard_B2s": {2, 4, "standardBSFamily", true}, "Standard_B2ms": {2, 8, "standardBSFamily", true},
+	"Standard_D2s_v3": {2, 8, "standardDSv3Family", true}, "Standard_D4s_v3": {4, 16, "standardDSv3Family", true}, "Standard_D8s_v3": {8, 32, "standardDSv3Family", true},
+	"Standard_D2_v3": {2, 8, "standardDv3Family", false}, "Standard_D4_v3": {4, 16, "standardDv3Family", false},
+	"Standard_D2s_v5": {2, 8, "standardDSv5Family", true}, "Standard_D4s_v5": {4, 16, "standardDSv5Family", true}, "Standard_D8s_v5": {8, 32, "standardDSv5Family", true},
+	"Standard_DS2_v2": {2, 7, "standardDSv2Family", true}, "Standard_F2s_v2": {2, 4, "standardFSv2Family", true}, "Standard_E4s_v3": {4, 32, "standardESv3Family", true},
+}
+
+// checkOSDiskStorage refuses an OS disk's storage type that the size or
+// the disk type cannot take, as Azure does, synchronously: Premium SSD on
+// a size without the PremiumIO capability (400 InvalidParameter, the
+// message as microsoft/lisa #689 quotes it), and Ultra Disks and Premium
+// SSD v2, which "can only be used as data disks"
+// (virtual-machines/disks-types.md; the message is the emulator's).
+func checkOSDiskStorage(size, storage, disk string) *armError {
+	switch storage {
+	case "UltraSSD_LRS", "PremiumV2_LRS":
+		e := invalidParameter("osDisk.managedDisk.storageAccountType", "Storage account type '%s' is supported for data disks only; it cannot be used for OS disk '%s'.", storage, disk)
+		return e
+	case "Premium_LRS", "Premium_ZRS":
+		if sz, ok := vmSizes[size]; ok && !sz.premiumIO {
+			return invalidParameter("osDisk.managedDisk.storageAccountType", "Requested operation cannot be performed because the VM size %s does not support the storage account type %s of disk '%s'. Consider updating the VM to a size that supports Premium storage.", size, storage, disk)
+		}
+	}
+	return nil
+}
+
+func capability(v bool) string {
+	if v {
+		return "True"
+	}
+	return "False"
 }
 
 func sizeNames() []string {
@@ -88,6 +119,7 @@ func (s *Server) serveResourceSKUs(w http.ResponseWriter, r *http.Request) {
 					map[string]any{"name": "MemoryGB", "value": strconv.FormatFloat(sz.memoryGB, 'f', -1, 64)},
 					map[string]any{"name": "AcceleratedNetworkingEnabled", "value": strconv.FormatBool(sz.vCPUs >= 2)},
 					map[string]any{"name": "HyperVGenerations", "value": "V1,V2"},
+					map[string]any{"name": "PremiumIO", "value": capability(sz.premiumIO)},
 				},
 				"restrictions": []any{},
 			})

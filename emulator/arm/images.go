@@ -21,6 +21,10 @@ type MarketplaceImage struct {
 	Publisher, Offer, SKU, Version string
 	// OS is the image's osDiskImage.operatingSystem: Linux or Windows.
 	OS string
+	// Plan says the image is sold through a purchase plan (its publisher
+	// is a third party): a VM or scale set made from it must name the
+	// plan (name = SKU, product = offer, publisher).
+	Plan bool
 }
 
 // URN is publisher:offer:sku:version, as az vm image list prints it.
@@ -58,10 +62,10 @@ func parseCatalog() (*Catalog, error) {
 	c := &Catalog{}
 	err := eachLine("catalog/marketplace.txt", func(f []string) error {
 		urn := strings.Split(f[0], ":")
-		if len(f) != 2 || len(urn) != 4 || !validOS(f[1]) {
-			return fmt.Errorf("want publisher:offer:sku:version and Linux or Windows")
+		if len(f) < 2 || len(f) > 3 || len(urn) != 4 || !validOS(f[1]) || (len(f) == 3 && f[2] != "plan") {
+			return fmt.Errorf("want publisher:offer:sku:version, Linux or Windows, and plan for an image with a purchase plan")
 		}
-		c.Marketplace = append(c.Marketplace, MarketplaceImage{Publisher: urn[0], Offer: urn[1], SKU: urn[2], Version: urn[3], OS: f[1]})
+		c.Marketplace = append(c.Marketplace, MarketplaceImage{Publisher: urn[0], Offer: urn[1], SKU: urn[2], Version: urn[3], OS: f[1], Plan: len(f) == 3})
 		return nil
 	})
 	if err != nil {
@@ -201,13 +205,17 @@ func (s *Server) serveImages(w http.ResponseWriter, location string, seg []strin
 	case 9: // one version
 		for _, im := range s.marketplace(pub, seg[4], seg[6]) {
 			if im.Version == seg[8] {
+				props := map[string]any{
+					"osDiskImage":      map[string]any{"operatingSystem": im.OS},
+					"hyperVGeneration": "V1", "architecture": "x64",
+				}
+				if im.Plan {
+					props["plan"] = map[string]any{"name": im.SKU, "product": im.Offer, "publisher": im.Publisher}
+				}
 				writeJSON(w, http.StatusOK, map[string]any{
 					"name": im.Version, "location": location,
-					"id": "/Subscriptions/x/Providers/Microsoft.Compute/Locations/" + location + "/Publishers/" + im.Publisher + "/ArtifactTypes/VMImage/Offers/" + im.Offer + "/Skus/" + im.SKU + "/Versions/" + im.Version,
-					"properties": map[string]any{
-						"osDiskImage":      map[string]any{"operatingSystem": im.OS},
-						"hyperVGeneration": "V1", "architecture": "x64",
-					},
+					"id":         "/Subscriptions/x/Providers/Microsoft.Compute/Locations/" + location + "/Publishers/" + im.Publisher + "/ArtifactTypes/VMImage/Offers/" + im.Offer + "/Skus/" + im.SKU + "/Versions/" + im.Version,
+					"properties": props,
 				})
 				return
 			}
@@ -425,4 +433,29 @@ func (s *Server) servePublishers(w http.ResponseWriter, location string) {
 			"id": "/Subscriptions/x/Providers/Microsoft.Compute/Locations/" + location + "/Publishers/" + im.Publisher})
 	}
 	writeJSON(w, http.StatusOK, items)
+}
+
+// planMissing is the failure of a VM or scale set made from a marketplace
+// image sold through a purchase plan without naming the plan: Azure
+// accepts the request and fails its provisioning with
+// VMMarketplaceInvalidInput (the message as azure-cli, Terraform and
+// Packer users report it, e.g. hashicorp/terraform-provider-azurerm
+// #28797, 2025). The plan's terms acceptance (MarketplaceAgreements) is
+// not emulated.
+func (s *Server) planMissing(r *resource, ref map[string]any) *armError {
+	pub, offer, sku, version := str(ref, "publisher"), str(ref, "offer"), str(ref, "sku"), str(ref, "version")
+	needs := false
+	for _, im := range s.marketplace(pub, offer, sku) {
+		if strings.EqualFold(version, "latest") || im.Version == version {
+			needs = im.Plan
+		}
+	}
+	if !needs {
+		return nil
+	}
+	plan, _ := r.body["plan"].(map[string]any)
+	if plan != nil && strings.EqualFold(str(plan, "name"), sku) && strings.EqualFold(str(plan, "product"), offer) && strings.EqualFold(str(plan, "publisher"), pub) {
+		return nil
+	}
+	return errorf(http.StatusBadRequest, "VMMarketplaceInvalidInput", "Creating a virtual machine from Marketplace image or a custom image sourced from a Marketplace image requires Plan information in the request. VM: '%s'.", r.idStr)
 }

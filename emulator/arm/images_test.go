@@ -191,3 +191,40 @@ func TestOSComesFromTheImage(t *testing.T) {
 		t.Fatalf("OS disk with no size asked is %d GB, want the image's 127", *defaulted.Properties.StorageProfile.OSDisk.DiskSizeGB)
 	}
 }
+
+// An image sold through a purchase plan says so in its metadata; a VM made
+// from it without naming the plan fails to provision, as on Azure, and one
+// that names it runs. A scale set likewise.
+func TestThirdPartyImagesNeedTheirPlan(t *testing.T) {
+	w := newWorld(t, nil)
+	imgs := must(w.compute.NewVirtualMachineImagesClient(), nil)
+	v := must(imgs.Get(w.ctx, location, "resf", "rockylinux-x86_64", "9-base", "9.8.20260525", nil))
+	if p := v.Properties.Plan; p == nil || *p.Name != "9-base" || *p.Product != "rockylinux-x86_64" || *p.Publisher != "resf" {
+		t.Fatalf("the image's plan: %+v", v.Properties.Plan)
+	}
+	w.group("rg")
+	subnet := w.network("rg")
+	vms := must(w.compute.NewVirtualMachinesClient(), nil)
+	rocky := func(name string, plan *armcompute.Plan) armcompute.VirtualMachine {
+		vm := linuxVM(*w.nic("rg", name+"-nic", subnet).ID, "#cloud-config\n")
+		vm.Properties.StorageProfile.ImageReference = &armcompute.ImageReference{Publisher: to.Ptr("resf"), Offer: to.Ptr("rockylinux-x86_64"), SKU: to.Ptr("9-base"), Version: to.Ptr("9.8.20260525")}
+		vm.Plan = plan
+		return vm
+	}
+	azureCode(t, pollErr(vms.BeginCreateOrUpdate(w.ctx, "rg", "noplan", rocky("noplan", nil), nil)), "VMMarketplaceInvalidInput")
+	if got := *must(vms.Get(w.ctx, "rg", "noplan", nil)).Properties.ProvisioningState; got != "Failed" {
+		t.Fatalf("a VM without its image's plan is %s", got)
+	}
+	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "withplan", rocky("withplan", &armcompute.Plan{Name: to.Ptr("9-base"), Product: to.Ptr("rockylinux-x86_64"), Publisher: to.Ptr("resf")}), nil))
+
+	sets := must(w.compute.NewVirtualMachineScaleSetsClient(), nil)
+	pool := scaleSet(subnet, "rocky", "", 1)
+	pool.Properties.VirtualMachineProfile.StorageProfile.ImageReference = &armcompute.ImageReference{Publisher: to.Ptr("resf"), Offer: to.Ptr("rockylinux-x86_64"), SKU: to.Ptr("9-base"), Version: to.Ptr("9.8.20260525")}
+	pool.Properties.VirtualMachineProfile.StorageProfile.OSDisk.OSType = to.Ptr(armcompute.OperatingSystemTypesLinux)
+	pool.Properties.VirtualMachineProfile.OSProfile.WindowsConfiguration = nil
+	pool.Properties.VirtualMachineProfile.OSProfile.AdminPassword = nil
+	pool.Properties.VirtualMachineProfile.OSProfile.LinuxConfiguration = linuxVM("", "").Properties.OSProfile.LinuxConfiguration
+	azureCode(t, pollErr(sets.BeginCreateOrUpdate(w.ctx, "rg", "rocky", pool, nil)), "VMMarketplaceInvalidInput")
+	pool.Plan = &armcompute.Plan{Name: to.Ptr("9-base"), Product: to.Ptr("rockylinux-x86_64"), Publisher: to.Ptr("resf")}
+	done(sets.BeginCreateOrUpdate(w.ctx, "rg", "rocky2", pool, nil))
+}

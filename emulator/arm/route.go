@@ -287,6 +287,12 @@ func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID
 	if old != nil && old.deleting {
 		return nil, nil, false, errorf(http.StatusConflict, "OperationNotAllowed", "The resource %s is being deleted.", id.Name())
 	}
+	if e := checkNameLength(id, k.typ); e != nil {
+		return nil, nil, false, e
+	}
+	if e := checkTags(body); e != nil {
+		return nil, nil, false, e
+	}
 	if e := ifMatchFails(r.Header.Get("If-Match"), old); e != nil {
 		return nil, nil, false, e
 	}

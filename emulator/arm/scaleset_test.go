@@ -4,9 +4,12 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+
+	"github.com/winkube/winkube/emulator/arm"
 )
 
 func scaleSet(subnetID, prefix, customData string, capacity int64) armcompute.VirtualMachineScaleSet {
@@ -16,6 +19,9 @@ func scaleSet(subnetID, prefix, customData string, capacity int64) armcompute.Vi
 		SKU:      &armcompute.SKU{Name: to.Ptr("Standard_D4s_v3"), Capacity: to.Ptr(capacity)},
 		Properties: &armcompute.VirtualMachineScaleSetProperties{
 			OrchestrationMode: to.Ptr(armcompute.OrchestrationModeUniform),
+			// As winkube and CAPZ send it; TestScaleSetOverprovisions has
+			// Azure's default.
+			Overprovision: to.Ptr(false),
 			VirtualMachineProfile: &armcompute.VirtualMachineScaleSetVMProfile{
 				StorageProfile: &armcompute.VirtualMachineScaleSetStorageProfile{
 					ImageReference: vm.Properties.StorageProfile.ImageReference,
@@ -165,4 +171,60 @@ func TestScaleSetInstances(t *testing.T) {
 	if n := len(w.rt.Running()); n != 0 {
 		t.Fatalf("%d machines running after deleting the scale set", n)
 	}
+}
+
+// A Uniform scale set over-provisions unless told not to, as Azure's do:
+// it makes and boots more instances than asked (their custom data runs),
+// then deletes the extras. With overprovision false it makes exactly what
+// is asked. A single placement group holds at most 100 VMs.
+func TestScaleSetOverprovisions(t *testing.T) {
+	w := newWorld(t, func(o *arm.Options) { o.BootDelayWindows = 100 * time.Millisecond })
+	w.group("rg")
+	subnetID := w.network("rg")
+	sets := must(w.compute.NewVirtualMachineScaleSetsClient(), nil)
+
+	azure := scaleSet(subnetID, "dflt", "v1", 5)
+	azure.Properties.Overprovision = nil
+	done(sets.BeginCreateOrUpdate(w.ctx, "rg", "dflt", azure, nil))
+	got := must(sets.Get(w.ctx, "rg", "dflt", nil))
+	if !*got.Properties.Overprovision || !*got.Properties.SinglePlacementGroup {
+		t.Fatalf("Azure's defaults: overprovision %v, singlePlacementGroup %v", *got.Properties.Overprovision, *got.Properties.SinglePlacementGroup)
+	}
+	if n := len(w.instances("rg", "dflt")); n != 6 {
+		t.Fatalf("%d instances right after the create, want 5 and one extra", n)
+	}
+	booted := func(prefix string) int {
+		n := 0
+		for _, m := range w.rt.Running() {
+			if strings.HasPrefix(m.ComputerName, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := booted("dflt"); n != 6 {
+		t.Fatalf("%d instances booted, want the extra one too", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(w.instances("rg", "dflt")) != 5 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := ids(w.instances("rg", "dflt")); got != "0,1,2,3,4" {
+		t.Fatalf("instances after over-provisioning: %s, want the five asked for", got)
+	}
+	if n := booted("dflt"); n != 5 {
+		t.Fatalf("%d instances run after the extra was deleted", n)
+	}
+
+	done(sets.BeginCreateOrUpdate(w.ctx, "rg", "exact", scaleSet(subnetID, "exact", "v1", 5), nil))
+	if n, b := len(w.instances("rg", "exact")), booted("exact"); n != 5 || b != 5 {
+		t.Fatalf("overprovision false: %d instances and %d booted, want 5", n, b)
+	}
+
+	big := scaleSet(subnetID, "big", "v1", 101)
+	big.Properties.SinglePlacementGroup = nil
+	azureCode(t, pollErr(sets.BeginCreateOrUpdate(w.ctx, "rg", "big", big, nil)), "InvalidParameter")
+	big.Properties.SinglePlacementGroup = to.Ptr(false)
+	big.SKU.Capacity = to.Ptr[int64](2)
+	done(sets.BeginCreateOrUpdate(w.ctx, "rg", "big", big, nil))
 }

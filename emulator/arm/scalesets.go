@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Scale sets: the model, its instances as the capacity asks, and the
@@ -26,6 +27,18 @@ func putVMSS(s *Server, r, old *resource) *armError {
 	if str(p, "orchestrationMode") == "" {
 		p["orchestrationMode"] = "Uniform"
 	}
+	if str(p, "orchestrationMode") == "Uniform" {
+		// Both default to true for a Uniform scale set, and Azure returns
+		// them so.
+		for _, f := range []string{"overprovision", "singlePlacementGroup"} {
+			if _, set := p[f].(bool); !set {
+				p[f] = true
+			}
+		}
+		if p["singlePlacementGroup"] == true && capacity > maxSinglePlacementGroup {
+			return invalidParameter("singlePlacementGroup", "A scale set in a single placement group holds at most %d VMs; %v were asked for: set singlePlacementGroup to false.", maxSinglePlacementGroup, capacity)
+		}
+	}
 	if str(p, "upgradePolicy", "mode") == "" {
 		obj(p, "upgradePolicy")["mode"] = "Manual"
 	}
@@ -36,6 +49,9 @@ func putVMSS(s *Server, r, old *resource) *armError {
 	// when upgraded.
 	os, e := s.checkProfile(r, nil, storage, osProfile, "computerNamePrefix", 9, 58)
 	if e != nil {
+		return e
+	}
+	if e := checkOSDiskStorage(str(sku, "name"), str(storage, "osDisk", "managedDisk", "storageAccountType"), r.id.Name()); e != nil {
 		return e
 	}
 	nicConfs := list(profile, "networkProfile", "networkInterfaceConfigurations")
@@ -91,8 +107,18 @@ func modelOf(r *resource) string {
 	return b + "|" + cd
 }
 
+// maxSinglePlacementGroup: "When true this limits the scale set to a
+// single placement group, of max size 100 virtual machines" (armcompute
+// v7 models.go, VirtualMachineScaleSetProperties.SinglePlacementGroup).
+const maxSinglePlacementGroup = 100
+
 // scaleTo adds instances (new IDs) or removes the highest-numbered ones
-// until the scale set has n.
+// until the scale set has n. An over-provisioning scale set makes more
+// than it adds: "With overprovisioning turned on, the scale set actually
+// spins up more VMs than you asked for, then deletes the extra VMs once
+// the requested number of VMs are successfully provisioned"
+// (virtual-machine-scale-sets-design-overview.md). How many more Azure
+// does not say; here one for every five added, at least one.
 func (s *Server) scaleTo(vmss *resource, n int) *armError {
 	insts := s.liveInstances(vmss)
 	for len(insts) > n {
@@ -102,20 +128,35 @@ func (s *Server) scaleTo(vmss *resource, n int) *armError {
 		insts = insts[:len(insts)-1]
 		// Removed when the scale set's operation completes.
 	}
+	added := 0
 	for len(insts) < n {
 		inst, e := s.newInstance(vmss)
 		if e != nil {
 			return e
 		}
 		insts = append(insts, inst)
+		added++
+	}
+	if added > 0 && get(vmss.props(), "overprovision") == true {
+		for range (added + 4) / 5 {
+			inst, e := s.newInstance(vmss)
+			if e != nil {
+				return e
+			}
+			inst.secrets[overprovisioned] = true
+		}
 	}
 	return nil
 }
 
+// overprovisioned marks (in an instance's secrets, which Save keeps) an
+// extra instance that the scale set deletes once the others run.
+const overprovisioned = "overprovisioned"
+
 func (s *Server) liveInstances(vmss *resource) []*resource {
 	var out []*resource
 	for _, inst := range s.children(vmss.id, "virtualMachines") {
-		if !inst.deleting {
+		if !inst.deleting && inst.secrets[overprovisioned] != true {
 			out = append(out, inst)
 		}
 	}
@@ -203,10 +244,39 @@ func (s *Server) newInstance(vmss *resource) (*resource, *armError) {
 }
 
 // vmssReady finishes the scale set's operation: instances being created are
-// provisioned and booted, instances scaled in are removed.
+// provisioned and booted, instances scaled in are removed. Extra instances
+// of an over-provisioning scale set boot too (their custom data runs, as
+// on Azure) and are deleted once the others have booted.
 func vmssReady(s *Server, r *resource) ([]Machine, *armError) {
 	var boot []Machine
+	var extra []*resource
+	defer func() {
+		if len(extra) == 0 {
+			return
+		}
+		s.after(bootDelay(s, r)+time.Second, func() {
+			s.mu.Lock()
+			var stop []string
+			for _, inst := range extra {
+				stop = append(stop, s.removeResource(inst)...)
+			}
+			s.mu.Unlock()
+			s.stopMachines(stop)
+		})
+	}()
+	ref, _ := obj(obj(r.props(), "virtualMachineProfile"), "storageProfile")["imageReference"].(map[string]any)
+	if e := s.planMissing(r, ref); ref != nil && e != nil {
+		for _, inst := range s.children(r.id, "virtualMachines") {
+			if inst.provisioningState() == "Creating" {
+				inst.setState("Failed")
+			}
+		}
+		return nil, e
+	}
 	for _, inst := range s.children(r.id, "virtualMachines") {
+		if inst.secrets[overprovisioned] == true && inst.provisioningState() == "Creating" {
+			extra = append(extra, inst)
+		}
 		if inst.deleting {
 			s.stopLater = append(s.stopLater, s.removeResource(inst)...)
 			continue

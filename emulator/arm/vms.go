@@ -27,6 +27,11 @@ func putVM(s *Server, r, old *resource) *armError {
 	if e != nil {
 		return e
 	}
+	if old == nil {
+		if e := checkOSDiskStorage(size, str(storage, "osDisk", "managedDisk", "storageAccountType"), str(storage, "osDisk", "name")); e != nil {
+			return e
+		}
+	}
 	if old != nil {
 		if e := unchangeable(old, r); e != nil {
 			return e
@@ -150,6 +155,11 @@ func vmReady(s *Server, r *resource) ([]Machine, *armError) {
 		return nil, f.asError(r.id.Name())
 	}
 	p := r.props()
+	if ref, _ := obj(p, "storageProfile")["imageReference"].(map[string]any); ref != nil {
+		if e := s.planMissing(r, ref); e != nil {
+			return nil, e
+		}
+	}
 	return []Machine{s.machineOf(r, str(r.body, "location"), obj(p, "storageProfile"), obj(p, "osProfile"), list(p, "networkProfile", "networkInterfaces"), r.secrets, "", "")}, nil
 }
 

@@ -42,10 +42,11 @@ import (
 	"github.com/winkube/winkube/internal/azure/subnets"
 	"github.com/winkube/winkube/internal/azure/tags"
 	"github.com/winkube/winkube/internal/azure/vnets"
+	"github.com/winkube/winkube/internal/nsgrules"
 )
 
 // APIServerPort is the port of the API server behind the load balancer.
-const APIServerPort = 6443
+const APIServerPort = nsgrules.APIServerPort
 
 // +kubebuilder:rbac:groups=infrastructure.winkube.dev,resources=azureclusters;azureclusters/status;azureclusters/finalizers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
@@ -219,20 +220,11 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 	actions := []action{
 		{step{"securitygroups", n.cpSubnet.SecurityGroup.Name}, func(tok string) (string, bool, error) {
 			return svc.NSGs.Reconcile(ctx, securitygroups.Spec{ResourceGroup: n.rg, Name: n.cpSubnet.SecurityGroup.Name, Location: loc, Tags: owned("controlplane-nsg"),
-				Rules: append([]securitygroups.Rule{
-					{Name: "allow_apiserver", Protocol: "Tcp", Direction: "Inbound", Priority: 2200, DestinationPorts: fmt.Sprint(APIServerPort), Access: "Allow"},
-					{Name: "allow_ssh", Protocol: "Tcp", Direction: "Inbound", Priority: 2201, DestinationPorts: "22", Access: "Allow"},
-					{Name: "allow_vxlan", Protocol: "Udp", Direction: "Inbound", Priority: 2202, Source: "VirtualNetwork", DestinationPorts: "4789", Access: "Allow"},
-				}, userRules(n.cpSubnet)...)}, tok)
+				Rules: append(nsgrules.ControlPlane(), userRules(n.cpSubnet)...)}, tok)
 		}},
 		{step{"securitygroups", n.nodeSubnet.SecurityGroup.Name}, func(tok string) (string, bool, error) {
 			return svc.NSGs.Reconcile(ctx, securitygroups.Spec{ResourceGroup: n.rg, Name: n.nodeSubnet.SecurityGroup.Name, Location: loc, Tags: owned("node-nsg"),
-				Rules: append([]securitygroups.Rule{
-					{Name: "allow_vxlan", Protocol: "Udp", Direction: "Inbound", Priority: 2200, Source: "VirtualNetwork", DestinationPorts: "4789", Access: "Allow"},
-					{Name: "allow_kubelet", Protocol: "Tcp", Direction: "Inbound", Priority: 2201, Source: cpSource, DestinationPorts: "10250", Access: "Allow"},
-					{Name: "allow_ssh_from_controlplane", Protocol: "Tcp", Direction: "Inbound", Priority: 2202, Source: cpSource, DestinationPorts: "22", Access: "Allow"},
-					{Name: "allow_rdp_in_vnet", Protocol: "Tcp", Direction: "Inbound", Priority: 2203, Source: "VirtualNetwork", DestinationPorts: "3389", Access: "Allow"},
-				}, userRules(n.nodeSubnet)...)}, tok)
+				Rules: append(nsgrules.Node(cpSource), userRules(n.nodeSubnet)...)}, tok)
 		}},
 		{step{"routetables", n.routeTable}, func(tok string) (string, bool, error) {
 			return svc.RouteTables.Reconcile(ctx, routetables.Spec{ResourceGroup: n.rg, Name: n.routeTable, Location: loc, Tags: owned("node-routetable")}, tok)
@@ -307,6 +299,8 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 	return ctrl.Result{}, nil
 }
 
+// userRules are the subnet's rules as the user wrote them: every field is
+// sent, and what is left out is Azure's "*" (any), never narrower or wider.
 func userRules(s infrav1.SubnetSpec) []securitygroups.Rule {
 	var out []securitygroups.Rule
 	for _, r := range s.SecurityGroup.SecurityRules {
@@ -314,11 +308,9 @@ func userRules(s infrav1.SubnetSpec) []securitygroups.Rule {
 		if access == "" {
 			access = "Allow"
 		}
-		ports := r.DestinationPorts
-		if ports == "" {
-			ports = "*"
-		}
-		out = append(out, securitygroups.Rule{Name: r.Name, Protocol: r.Protocol, Direction: r.Direction, Priority: r.Priority, Source: r.Source, DestinationPorts: ports, Access: access})
+		out = append(out, securitygroups.Rule{Name: r.Name, Protocol: r.Protocol, Direction: r.Direction, Priority: r.Priority,
+			Source: r.Source, SourcePorts: r.SourcePorts, Destination: r.Destination, DestinationPorts: r.DestinationPorts,
+			Access: access, Description: r.Description})
 	}
 	return out
 }

@@ -141,7 +141,9 @@ func vmNameOf(am *infrav1.AzureMachine) string {
 
 // machineRole tags a VM with the object it belongs to, so that a VM of the
 // same name made for another machine is recognised as a conflict.
-func machineRole(am *infrav1.AzureMachine) string { return "machine_" + am.Namespace + "_" + am.Name }
+func machineRole(am *infrav1.AzureMachine) string {
+	return tags.ObjectRole("machine", am.Namespace, am.Name)
+}
 
 func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav1.AzureMachine, ac *infrav1.AzureCluster, machine *clusterv1.Machine, cluster *clusterv1.Cluster) (ctrl.Result, error) {
 	if controllerutil.AddFinalizer(am, infrav1.MachineFinalizer) {
@@ -370,7 +372,7 @@ func vmImage(img *infrav1.Image) virtualmachines.Image {
 		return virtualmachines.Image{CommunityGalleryImageID: fmt.Sprintf("/CommunityGalleries/%s/Images/%s/Versions/%s", g.Gallery, g.Name, g.Version)}
 	default:
 		m := img.Marketplace
-		return virtualmachines.Image{Publisher: m.Publisher, Offer: m.Offer, SKU: m.SKU, Version: m.Version}
+		return virtualmachines.Image{Publisher: m.Publisher, Offer: m.Offer, SKU: m.SKU, Version: m.Version, ThirdParty: m.ThirdPartyImage}
 	}
 }
 

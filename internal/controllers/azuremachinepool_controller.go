@@ -448,7 +448,7 @@ func (r *AzureMachinePoolReconciler) azureError(amp *infrav1.AzureMachinePool, w
 
 // poolRole tags a scale set with the pool it belongs to.
 func poolRole(amp *infrav1.AzureMachinePool) string {
-	return "machinepool_" + amp.Namespace + "_" + amp.Name
+	return tags.ObjectRole("machinepool", amp.Namespace, amp.Name)
 }
 
 // reconcileDelete deletes the scale set the pool recorded (while it still

@@ -68,6 +68,7 @@ func validateClusterSpec(s *infrav1.AzureClusterSpec, p *field.Path) field.Error
 		errs = append(errs, field.Invalid(p.Child("resourceGroup"), s.ResourceGroup, "a resource group name is 1 to 90 letters, digits, '.', '_', '-' or '(' ')', and must not end with '.'"))
 	}
 	errs = append(errs, validateClusterIdentity(s, p)...)
+	errs = append(errs, validateTags(s.AdditionalTags, p.Child("additionalTags"))...)
 	return append(errs, validateNetwork(&s.NetworkSpec, p.Child("networkSpec"))...)
 }
 
@@ -81,6 +82,7 @@ func (w *AzureCluster) ValidateCreate(ctx context.Context, c *infrav1.AzureClust
 		}
 		errs = append(errs, field.Invalid(path, name, "the cluster name "+naming.ClusterNameProblem(name)))
 	}
+	errs = append(errs, validateClusterNames(clusterName(c), &c.Spec, field.NewPath("spec"))...)
 	errs = append(errs, w.validateAgainstCluster(ctx, c)...)
 	return nil, invalid(c, errs)
 }

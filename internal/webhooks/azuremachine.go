@@ -67,6 +67,7 @@ func VMName(m *infrav1.AzureMachine) string {
 func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine, checkNames bool) field.ErrorList {
 	p := field.NewPath("spec")
 	errs := validateVMSpec(&m.Spec.AzureVMSpec, p)
+	errs = append(errs, validateTags(m.Spec.AdditionalTags, p.Child("additionalTags"))...)
 	name := field.NewPath("metadata", "name")
 	vmName := VMName(m)
 	if m.Spec.OS() == infrav1.Windows {
@@ -142,6 +143,7 @@ func (AzureMachineTemplate) Default(_ context.Context, t *infrav1.AzureMachineTe
 func (AzureMachineTemplate) validate(t *infrav1.AzureMachineTemplate) field.ErrorList {
 	p := field.NewPath("spec", "template", "spec")
 	errs := validateVMSpec(&t.Spec.Template.Spec.AzureVMSpec, p)
+	errs = append(errs, validateTags(t.Spec.Template.Spec.AdditionalTags, p.Child("additionalTags"))...)
 	if t.Spec.Template.Spec.ProviderID != "" {
 		errs = append(errs, field.Forbidden(p.Child("providerID"), "a template cannot name a VM: leave providerID out"))
 	}

@@ -55,7 +55,14 @@ func ComputerNamePrefix(mp *infrav1.AzureMachinePool) string {
 func (w *AzureMachinePool) validate(ctx context.Context, mp *infrav1.AzureMachinePool) field.ErrorList {
 	p := field.NewPath("spec", "template")
 	errs := validateVMSpec(&mp.Spec.Template, p)
+	errs = append(errs, validateTags(mp.Spec.AdditionalTags, field.NewPath("spec", "additionalTags"))...)
 	name := field.NewPath("metadata", "name")
+	// The scale set is named after the pool: a scale set's name has at
+	// most 64 characters (resource-name-rules.md, Microsoft.Compute
+	// virtualMachineScaleSets), whatever its computer-name prefix.
+	if len(mp.Name) > maxScaleSetName {
+		errs = append(errs, field.TooLong(name, mp.Name, maxScaleSetName))
+	}
 	prefix := ComputerNamePrefix(mp)
 	if mp.Spec.Template.OS() == infrav1.Windows {
 		if err := naming.ValidateWindowsComputerName(prefix); err != nil {

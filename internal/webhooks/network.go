@@ -3,10 +3,12 @@ package webhooks
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/nsgrules"
 )
 
 // The default network keeps clear of the service CIDR kubeadm and winkube's
@@ -127,14 +129,7 @@ func validateNetwork(n *infrav1.NetworkSpec, p *field.Path) field.ErrorList {
 			}
 			subnets = append(subnets, b)
 		}
-		priorities := map[int32]string{}
-		for j, r := range s.SecurityGroup.SecurityRules {
-			if prev, ok := priorities[r.Priority]; ok {
-				errs = append(errs, field.Duplicate(sp.Child("securityGroup", "securityRules").Index(j).Child("priority"),
-					fmt.Sprintf("%d (already used by rule %s; NSG rule priorities must be unique)", r.Priority, prev)))
-			}
-			priorities[r.Priority] = r.Name
-		}
+		errs = append(errs, validateRules(s, sp.Child("securityGroup", "securityRules"))...)
 	}
 	if len(n.Subnets) > 0 {
 		if roles[infrav1.SubnetControlPlane] != 1 {
@@ -183,6 +178,41 @@ func validateClusterNetworkAgainstVnet(vnetBlocks []string, kind string, ranges 
 			if err == nil && vp.Overlaps(pfx.Masked()) {
 				errs = append(errs, field.Invalid(p.Index(i), r, fmt.Sprintf("the %s CIDR overlaps the VNet address space %s: choose a %s range outside it (for example 192.168.0.0/16 for pods, 10.96.0.0/12 for services)", kind, v, kind)))
 			}
+		}
+	}
+	return errs
+}
+
+// validateRules refuses what Azure would refuse for the whole NSG, so
+// that none of the cluster's rules would be written: two rules of one
+// direction and priority (SecurityRuleConflict), two of one name, a rule
+// that takes the name or the priority of one of winkube's own, and a
+// description longer than Azure keeps with winkube's mark before it.
+func validateRules(s infrav1.SubnetSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	builtin := nsgrules.Node("")
+	if s.Role == infrav1.SubnetControlPlane {
+		builtin = nsgrules.ControlPlane()
+	}
+	priorities := map[string]string{}
+	names := map[string]bool{}
+	for j, r := range s.SecurityGroup.SecurityRules {
+		rp := p.Index(j)
+		key := strings.ToLower(r.Direction) + "/" + fmt.Sprint(r.Priority)
+		if prev, ok := priorities[key]; ok {
+			errs = append(errs, field.Duplicate(rp.Child("priority"),
+				fmt.Sprintf("%d %s (already used by rule %s; Azure refuses two rules of one direction and priority)", r.Priority, r.Direction, prev)))
+		}
+		priorities[key] = r.Name
+		if names[strings.ToLower(r.Name)] {
+			errs = append(errs, field.Duplicate(rp.Child("name"), r.Name))
+		}
+		names[strings.ToLower(r.Name)] = true
+		if why := nsgrules.Conflict(builtin, r.Name, r.Direction, r.Priority); why != "" {
+			errs = append(errs, field.Invalid(rp, r.Name, why))
+		}
+		if len(r.Description) > nsgrules.MaxDescription {
+			errs = append(errs, field.TooLong(rp.Child("description"), r.Description, nsgrules.MaxDescription))
 		}
 	}
 	return errs

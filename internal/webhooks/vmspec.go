@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"golang.org/x/crypto/ssh"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -47,6 +48,9 @@ func defaultVMSpec(s *infrav1.AzureVMSpec, generateSSHKey bool) error {
 	}
 	if s.OSDisk.ManagedDisk.StorageAccountType == "" {
 		s.OSDisk.ManagedDisk.StorageAccountType = defaultStorageAccountType
+		if !premiumStorageCapable(s.VMSize) {
+			s.OSDisk.ManagedDisk.StorageAccountType = "StandardSSD_LRS"
+		}
 	}
 	if s.ContainerRuntime == "" {
 		s.ContainerRuntime = infrav1.Containerd
@@ -94,6 +98,9 @@ func validateVMSpec(s *infrav1.AzureVMSpec, p *field.Path) field.ErrorList {
 	if s.Image == nil && s.OSDisk.OSType == infrav1.Windows && s.OSDisk.DiskSizeGB != nil && *s.OSDisk.DiskSizeGB < windowsImageDiskGB {
 		errs = append(errs, field.Invalid(p.Child("osDisk", "diskSizeGB"), *s.OSDisk.DiskSizeGB,
 			fmt.Sprintf("the Windows reference images' OS disk is %d GB and Azure refuses a smaller disk: set %d or more, or leave it out", windowsImageDiskGB, windowsImageDiskGB)))
+	}
+	if md := s.OSDisk.ManagedDisk; md != nil {
+		errs = append(errs, validateOSDiskStorage(s.VMSize, md.StorageAccountType, p.Child("osDisk", "managedDisk", "storageAccountType"))...)
 	}
 	if s.WindowsServerVersion != "" && s.OSDisk.OSType != infrav1.Windows {
 		errs = append(errs, field.Invalid(p.Child("windowsServerVersion"), s.WindowsServerVersion,
@@ -192,4 +199,40 @@ func immutableVMFields(oldS, newS *infrav1.AzureVMSpec, p *field.Path) field.Err
 	check("windowsServerVersion", oldS.WindowsServerVersion != newS.WindowsServerVersion)
 	check("containerRuntime", oldS.ContainerRuntime != newS.ContainerRuntime)
 	return errs
+}
+
+// vmSizeNameRE splits a size's name as Azure's VM naming conventions do
+// (virtual-machines/vm-naming-conventions.md): family, vCPUs, an optional
+// constrained-vCPU count, additive features in lower case, then the
+// accelerator and version parts.
+var vmSizeNameRE = regexp.MustCompile(`^(?:Standard|Basic)_([A-Z]+)([0-9]+)(?:-[0-9]+)?([a-z]*)(?:_.*)?$`)
+
+// premiumStorageCapable says whether a size can take Premium SSD disks:
+// the naming conventions mark it with the additive feature "s" ("Premium
+// Storage capable"), older series with an S in the family (DS, GS). A name
+// the rule cannot read is given the benefit of the doubt.
+func premiumStorageCapable(size string) bool {
+	m := vmSizeNameRE.FindStringSubmatch(size)
+	if m == nil {
+		return true
+	}
+	return strings.Contains(m[3], "s") || (len(m[1]) > 1 && strings.HasSuffix(m[1], "S"))
+}
+
+// validateOSDiskStorage refuses OS-disk storage types Azure refuses:
+// Ultra Disks and Premium SSD v2 "can only be used as data disks"
+// (virtual-machines/disks-types.md), and Premium SSD needs a size that
+// supports it ("Requested operation cannot be performed because the VM
+// size ... does not support the storage account type Premium_LRS", 400
+// InvalidParameter).
+func validateOSDiskStorage(size, storage string, p *field.Path) field.ErrorList {
+	switch storage {
+	case "UltraSSD_LRS", "PremiumV2_LRS":
+		return field.ErrorList{field.Invalid(p, storage, "Azure takes Ultra Disks and Premium SSD v2 as data disks only, not as an OS disk: use Premium_LRS, StandardSSD_LRS or Standard_LRS")}
+	case "Premium_LRS", "Premium_ZRS":
+		if size != "" && !premiumStorageCapable(size) {
+			return field.ErrorList{field.Invalid(p, storage, fmt.Sprintf("VM size %s does not support Premium SSD (its name has no \"s\" feature): use StandardSSD_LRS, or a premium-capable size such as the same series with an s (Standard_D2s_v3 for Standard_D2_v3)", size))}
+		}
+	}
+	return nil
 }

@@ -185,9 +185,16 @@ func ModelDigest(spec Spec) string {
 		}
 	}
 	sort.Strings(tags)
-	return digest(spec.Size, img.Publisher, img.Offer, img.SKU, img.Version, img.ID, img.CommunityGalleryImageID,
+	fields := []string{spec.Size, img.Publisher, img.Offer, img.SKU, img.Version, img.ID, img.CommunityGalleryImageID,
 		strconv.Itoa(int(spec.OSDiskSizeGB)), spec.StorageAccountType, strconv.FormatBool(spec.Windows), spec.ComputerNamePrefix,
-		spec.AdminUsername, spec.SSHPublicKey, spec.SubnetID, strings.Join(zones, ","), strings.Join(tags, ","))
+		spec.AdminUsername, spec.SSHPublicKey, spec.SubnetID, strings.Join(zones, ","), strings.Join(tags, ",")}
+	// Fields added later count only when set, so that the digest of a
+	// scale set written before them stays the same and nothing rolls for
+	// an upgrade of winkube alone.
+	if img.ThirdParty {
+		fields = append(fields, "plan")
+	}
+	return digest(fields...)
 }
 
 // CustomDataDigest is the digest kept in CustomDataTag.
@@ -232,12 +239,19 @@ func model(spec Spec, create bool) armcompute.VirtualMachineScaleSet {
 	tags[ModelTag] = to.Ptr(ModelDigest(spec))
 	tags[CustomDataTag] = to.Ptr(CustomDataDigest(spec.CustomData))
 	set := armcompute.VirtualMachineScaleSet{
-		Location: to.Ptr(spec.Location), Tags: tags,
+		Location: to.Ptr(spec.Location), Tags: tags, Plan: spec.Image.Plan(),
 		SKU: &armcompute.SKU{Name: to.Ptr(spec.Size), Capacity: to.Ptr(spec.Capacity)},
 		Properties: &armcompute.VirtualMachineScaleSetProperties{
 			OrchestrationMode: to.Ptr(armcompute.OrchestrationModeUniform),
 			UpgradePolicy:     &armcompute.UpgradePolicy{Mode: to.Ptr(armcompute.UpgradeModeManual)},
+			// A Uniform scale set over-provisions by default: extra VMs boot,
+			// run the join data, become nodes and are deleted again. One
+			// placement group holds at most 100 VMs. CAPZ turns both off
+			// (azure/services/scalesets/spec.go @69ec3a40, lines 208 and 231).
+			Overprovision:        to.Ptr(false),
+			SinglePlacementGroup: to.Ptr(false),
 			VirtualMachineProfile: &armcompute.VirtualMachineScaleSetVMProfile{
+				DiagnosticsProfile: virtualmachines.BootDiagnostics(),
 				StorageProfile: &armcompute.VirtualMachineScaleSetStorageProfile{
 					ImageReference: img,
 					OSDisk: &armcompute.VirtualMachineScaleSetOSDisk{

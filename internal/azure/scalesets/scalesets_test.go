@@ -85,6 +85,9 @@ func TestParameters(t *testing.T) {
 	if err != nil || created == nil || created.Properties.VirtualMachineProfile.OSProfile.AdminPassword == nil {
 		t.Fatalf("a missing scale set is not created with its password: %v", err)
 	}
+	if p := created.Properties; p.Overprovision == nil || *p.Overprovision || p.SinglePlacementGroup == nil || *p.SinglePlacementGroup {
+		t.Fatal("the scale set would over-provision (extra VMs join and vanish) or be held to one placement group of 100 VMs")
+	}
 	provisioned := func(change func(*scalesets.Spec)) *armcompute.VirtualMachineScaleSet {
 		s := base()
 		change(&s)
@@ -108,5 +111,24 @@ func TestParameters(t *testing.T) {
 				t.Fatal("an update resends the admin password")
 			}
 		})
+	}
+}
+
+// Naming a third-party image's plan changes the model; the scale set of a
+// marketplace image then names the plan.
+func TestThirdPartyImagePlan(t *testing.T) {
+	s := base()
+	s.Image = virtualmachines.Image{Publisher: "resf", Offer: "rockylinux-x86_64", SKU: "9-base", Version: "9.8.20260525"}
+	plain := scalesets.ModelDigest(s)
+	s.Image.ThirdParty = true
+	if scalesets.ModelDigest(s) == plain {
+		t.Fatal("the plan does not change the model digest")
+	}
+	body, err := s.Parameters(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := body.Plan; p == nil || *p.Name != "9-base" || *p.Product != "rockylinux-x86_64" || *p.Publisher != "resf" {
+		t.Fatalf("plan %+v", body.Plan)
 	}
 }

@@ -12,15 +12,19 @@ import (
 	"github.com/winkube/winkube/internal/azure/endpoint"
 )
 
-// Rule is one security rule.
+// Rule is one security rule; an empty address or port range is "*".
 type Rule struct {
 	Name             string
 	Protocol         string // Tcp, Udp, *
 	Direction        string // Inbound, Outbound
 	Priority         int32
 	Source           string
+	SourcePorts      string
+	Destination      string
 	DestinationPorts string
 	Access           string // Allow, Deny
+	// Description is the user's, after winkube's mark.
+	Description string
 }
 
 // Spec is an NSG.
@@ -128,20 +132,30 @@ func Merged(spec Spec, existing *armnetwork.SecurityGroup) armnetwork.SecurityGr
 }
 
 func managed(r *armnetwork.SecurityRule) bool {
-	return r.Properties != nil && r.Properties.Description != nil && *r.Properties.Description == ManagedDescription
+	if r.Properties == nil || r.Properties.Description == nil {
+		return false
+	}
+	d := *r.Properties.Description
+	return d == ManagedDescription || strings.HasPrefix(d, ManagedDescription+" ")
 }
 
 func ruleProperties(r Rule) *armnetwork.SecurityRulePropertiesFormat {
-	src := r.Source
-	if src == "" {
-		src = "*"
+	orAny := func(v string) *string {
+		if v == "" {
+			v = "*"
+		}
+		return to.Ptr(v)
+	}
+	desc := ManagedDescription
+	if r.Description != "" {
+		desc += " " + r.Description
 	}
 	return &armnetwork.SecurityRulePropertiesFormat{
-		Description: to.Ptr(ManagedDescription),
+		Description: to.Ptr(desc),
 		Protocol:    to.Ptr(armnetwork.SecurityRuleProtocol(r.Protocol)), Direction: to.Ptr(armnetwork.SecurityRuleDirection(r.Direction)),
 		Access: to.Ptr(armnetwork.SecurityRuleAccess(r.Access)), Priority: to.Ptr(r.Priority),
-		SourceAddressPrefix: to.Ptr(src), SourcePortRange: to.Ptr("*"),
-		DestinationAddressPrefix: to.Ptr("*"), DestinationPortRange: to.Ptr(r.DestinationPorts),
+		SourceAddressPrefix: orAny(r.Source), SourcePortRange: orAny(r.SourcePorts),
+		DestinationAddressPrefix: orAny(r.Destination), DestinationPortRange: orAny(r.DestinationPorts),
 	}
 }
 
@@ -185,10 +199,18 @@ func sameRule(a, b *armnetwork.SecurityRulePropertiesFormat) bool {
 		a.Protocol != nil && strings.EqualFold(string(*a.Protocol), string(*b.Protocol)) &&
 		a.Access != nil && strings.EqualFold(string(*a.Access), string(*b.Access)) &&
 		a.Direction != nil && strings.EqualFold(string(*a.Direction), string(*b.Direction)) &&
-		s(a.SourceAddressPrefix) == s(b.SourceAddressPrefix) && s(a.Description) == s(b.Description)
+		s(a.SourceAddressPrefix) == s(b.SourceAddressPrefix) && s(a.SourcePortRange) == s(b.SourcePortRange) &&
+		s(a.DestinationAddressPrefix) == s(b.DestinationAddressPrefix) && ptrString(a.Description) == ptrString(b.Description)
 }
 
 // Delete deletes the NSG.
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
 	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, token)
+}
+
+func ptrString(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

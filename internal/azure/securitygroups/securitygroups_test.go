@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -131,4 +132,68 @@ func TestParametersAreWrittenOnlyOverWhatWasRead(t *testing.T) {
 	if got := names(t, nsgs); got["a1b2c3-TCP-80-Internet"] != 500 {
 		t.Errorf("the rule added in between is gone: %v", got)
 	}
+}
+
+// A user's rule reaches Azure as written: its source ports, destination
+// and description too (they were sent as "*" and dropped, so an allow rule
+// was broader than asked), and a change of any of them is written.
+func TestUserRulesAreSentAsWritten(t *testing.T) {
+	cfg := azuretest.Start(t, "rg")
+	ctx := context.Background()
+	svc, err := securitygroups.New(azuretest.Subscription, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsgs, err := endpoint.NewClient(cfg, azuretest.Subscription, armnetwork.NewSecurityGroupsClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := securitygroups.Rule{Name: "allow_metrics", Protocol: "Tcp", Direction: "Inbound", Priority: 2300, Access: "Allow",
+		Source: "10.0.0.0/16", SourcePorts: "1024-65535", Destination: "10.1.0.0/16", DestinationPorts: "9100", Description: "node exporter, from the control plane"}
+	read := func() *armnetwork.SecurityRulePropertiesFormat {
+		t.Helper()
+		nsg, err := nsgs.Get(ctx, "rg", "node-nsg", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range nsg.Properties.SecurityRules {
+			if *r.Name == "allow_metrics" {
+				return r.Properties
+			}
+		}
+		t.Fatal("the user's rule is not in the NSG")
+		return nil
+	}
+	if err := azuretest.Drive(t, func(tok string) (string, bool, error) { return svc.Reconcile(ctx, spec(ssh, metrics), tok) }); err != nil {
+		t.Fatal(err)
+	}
+	got := read()
+	if *got.SourcePortRange != "1024-65535" || *got.DestinationAddressPrefix != "10.1.0.0/16" || *got.SourceAddressPrefix != "10.0.0.0/16" ||
+		*got.Description != securitygroups.ManagedDescription+" node exporter, from the control plane" {
+		t.Fatalf("the rule in Azure is not the one written: source ports %s, destination %s, description %q",
+			*got.SourcePortRange, *got.DestinationAddressPrefix, *got.Description)
+	}
+	for _, change := range []func(*securitygroups.Rule){
+		func(r *securitygroups.Rule) { r.Destination = "10.2.0.0/16" },
+		func(r *securitygroups.Rule) { r.SourcePorts = "*" },
+		func(r *securitygroups.Rule) { r.Access = "Deny" },
+		func(r *securitygroups.Rule) { r.Description = "" },
+	} {
+		change(&metrics)
+		if err := azuretest.Drive(t, func(tok string) (string, bool, error) { return svc.Reconcile(ctx, spec(ssh, metrics), tok) }); err != nil {
+			t.Fatal(err)
+		}
+		got := read()
+		if *got.DestinationAddressPrefix != "10.2.0.0/16" || *got.SourcePortRange != metricsOr(metrics.SourcePorts) || string(*got.Access) != metrics.Access ||
+			*got.Description != strings.TrimSpace(securitygroups.ManagedDescription+" "+metrics.Description) {
+			t.Fatalf("an edit of the rule did not reach Azure: %+v", got)
+		}
+	}
+}
+
+func metricsOr(v string) string {
+	if v == "" {
+		return "*"
+	}
+	return v
 }

@@ -12,6 +12,8 @@ package tags
 
 import (
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
@@ -27,6 +29,31 @@ const Owned = "owned"
 
 // RoleKey records what a resource is for (a machine's name, "apiserver", ...).
 const RoleKey = "winkube.dev_role"
+
+// Azure's tag limits (azure-resource-manager/management/tag-resources.md):
+// at most 50 tags on a resource, a name of at most 512 characters without
+// <, >, %, &, \, ? or /, a value of at most 256.
+const (
+	MaxTags        = 50
+	MaxNameLength  = 512
+	MaxValueLength = 256
+	ReservedChars  = `<>%&\?/`
+)
+
+// ObjectRole is the role value of a resource of one Kubernetes object:
+// kind_namespace_name, which fits a tag's 256 characters for any name up
+// to some 240 characters; a longer one keeps its start and a hash of the
+// whole, so that two objects never share a role.
+func ObjectRole(kind, namespace, name string) string {
+	role := kind + "_" + namespace + "_" + name
+	if len(role) <= MaxValueLength {
+		return role
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(role))
+	sum := strconv.FormatUint(h.Sum64(), 36)
+	return role[:MaxValueLength-len(sum)-1] + "_" + sum
+}
 
 // Build returns the tags of a resource owned by cluster, with extra added.
 func Build(cluster, role string, extra map[string]string) map[string]*string {

@@ -18,8 +18,23 @@ import (
 // (community or private) gallery image version.
 type Image struct {
 	Publisher, Offer, SKU, Version string
-	ID                             string
-	CommunityGalleryImageID        string
+	// ThirdParty says the marketplace image is sold through a purchase
+	// plan, which every VM made from it must name (Plan).
+	ThirdParty              bool
+	ID                      string
+	CommunityGalleryImageID string
+}
+
+// Plan is the purchase plan a VM or scale set made from the image names:
+// for a third-party marketplace image its SKU, offer and publisher (as
+// CAPZ's ImageToPlan does, azure/converters/image.go @69ec3a40); nil for
+// any other image. Azure fails the provisioning of a VM without it
+// (VMMarketplaceInvalidInput).
+func (i Image) Plan() *armcompute.Plan {
+	if !i.ThirdParty || i.Publisher == "" {
+		return nil
+	}
+	return &armcompute.Plan{Name: to.Ptr(i.SKU), Product: to.Ptr(i.Offer), Publisher: to.Ptr(i.Publisher)}
 }
 
 // Spec is a VM.
@@ -165,7 +180,7 @@ func model(spec Spec) armcompute.VirtualMachine {
 		osProfile.LinuxConfiguration = LinuxConfiguration(spec.AdminUsername, spec.SSHPublicKey)
 	}
 	vm := armcompute.VirtualMachine{
-		Location: to.Ptr(spec.Location), Tags: spec.Tags,
+		Location: to.Ptr(spec.Location), Tags: spec.Tags, Plan: spec.Image.Plan(),
 		Properties: &armcompute.VirtualMachineProperties{
 			HardwareProfile: &armcompute.HardwareProfile{VMSize: to.Ptr(armcompute.VirtualMachineSizeTypes(spec.Size))},
 			StorageProfile: &armcompute.StorageProfile{
@@ -176,8 +191,9 @@ func model(spec Spec) armcompute.VirtualMachine {
 					ManagedDisk: &armcompute.ManagedDiskParameters{StorageAccountType: to.Ptr(armcompute.StorageAccountTypes(spec.StorageAccountType))},
 				},
 			},
-			OSProfile:      osProfile,
-			NetworkProfile: &armcompute.NetworkProfile{NetworkInterfaces: []*armcompute.NetworkInterfaceReference{{ID: to.Ptr(spec.NICID), Properties: &armcompute.NetworkInterfaceReferenceProperties{Primary: to.Ptr(true)}}}},
+			OSProfile:          osProfile,
+			NetworkProfile:     &armcompute.NetworkProfile{NetworkInterfaces: []*armcompute.NetworkInterfaceReference{{ID: to.Ptr(spec.NICID), Properties: &armcompute.NetworkInterfaceReferenceProperties{Primary: to.Ptr(true)}}}},
+			DiagnosticsProfile: BootDiagnostics(),
 		},
 	}
 	if spec.Zone != "" {
@@ -216,4 +232,14 @@ func OSDiskName(vm string) string { return vm + "_OSDisk" }
 // Delete deletes the VM (its disk and NIC stay, to be deleted after it).
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
 	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, token)
+}
+
+// BootDiagnostics turns on boot diagnostics with Azure's managed storage
+// (no storage account of the cluster's): the serial console's log and a
+// screenshot, readable through the API when a node never joins. CAPZ
+// defaults every machine to it (internal/api/v1beta1/azuremachine_default.go
+// @69ec3a40, setDefaultAzureMachineSpecDiagnostics; Managed is
+// BootDiagnostics{Enabled: true} in azure/converters/diagnostics.go).
+func BootDiagnostics() *armcompute.DiagnosticsProfile {
+	return &armcompute.DiagnosticsProfile{BootDiagnostics: &armcompute.BootDiagnostics{Enabled: to.Ptr(true)}}
 }

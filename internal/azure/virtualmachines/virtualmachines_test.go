@@ -47,3 +47,24 @@ func TestParameters(t *testing.T) {
 		})
 	}
 }
+
+// A VM of a third-party marketplace image names the image's plan; any
+// other image names none.
+func TestPlan(t *testing.T) {
+	spec := virtualmachines.Spec{ResourceGroup: "rg", Name: "rocky", Location: "westeurope", Size: "Standard_D2s_v3", AdminUsername: "capi", SSHPublicKey: "ssh-ed25519 AAAA", NICID: "/nic",
+		Image: virtualmachines.Image{Publisher: "resf", Offer: "rockylinux-x86_64", SKU: "9-base", Version: "9.8.20260525", ThirdParty: true}}
+	body, err := spec.Parameters(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := body.Plan; p == nil || *p.Name != "9-base" || *p.Product != "rockylinux-x86_64" || *p.Publisher != "resf" {
+		t.Fatalf("plan %+v", body.Plan)
+	}
+	if d := body.Properties.DiagnosticsProfile; d == nil || d.BootDiagnostics == nil || !*d.BootDiagnostics.Enabled || d.BootDiagnostics.StorageURI != nil {
+		t.Fatal("boot diagnostics are not on with managed storage")
+	}
+	spec.Image.ThirdParty = false
+	if body, _ := spec.Parameters(nil); body.Plan != nil {
+		t.Fatalf("a first-party image with a plan: %+v", body.Plan)
+	}
+}
