@@ -108,6 +108,9 @@ func (s *Server) validateLBParts(r *resource, frontends, pools, probes map[strin
 			return e
 		}
 	}
+	if e := s.validateOutboundRules(r, frontends, pools); e != nil {
+		return e
+	}
 	type ruleKey struct{ fe, proto string }
 	type backKey struct{ pool, proto string }
 	type seenRule struct {
@@ -542,4 +545,49 @@ func (s *Server) attachDataPlane() {
 
 func (r LBRule) String() string {
 	return fmt.Sprintf("%s %s:%d -> %v:%d", r.Protocol, r.FrontendIP, r.FrontendPort, r.Backends, r.BackendPort)
+}
+
+// validateOutboundRules checks a Standard load balancer's outbound rules:
+// their frontends and pool exist, and a load-balancing rule on a frontend
+// an outbound rule uses turns its own SNAT off, since a backend's
+// outbound connections may come from one of the two only
+// (load-balancer/outbound-rules.md, "Limitations"; the code is Azure's,
+// the message the emulator's).
+func (s *Server) validateOutboundRules(r *resource, frontends, pools map[string]bool) *armError {
+	p := r.props()
+	outFronts := map[string]string{}
+	for _, it := range list(p, "outboundRules") {
+		m := it.(map[string]any)
+		name := str(m, "name")
+		rp := obj(m, "properties")
+		if _, e := oneOf(rp, "protocol", "Outbound rule "+name, "", "Tcp", "Udp", "All"); e != nil {
+			return e
+		}
+		ref := refID(rp, "backendAddressPool")
+		if n, ok := subRefName(r, ref, "backendAddressPools"); !ok || !pools[n] {
+			return invalidReference(r.idStr+"/outboundRules/"+name, ref)
+		}
+		fes := list(rp, "frontendIPConfigurations")
+		if len(fes) == 0 {
+			return invalidParameter("frontendIPConfigurations", "Outbound rule %s needs at least one frontend IP configuration.", name)
+		}
+		for _, fe := range fes {
+			ref := str(fe.(map[string]any), "id")
+			n, ok := subRefName(r, ref, "frontendIPConfigurations")
+			if !ok || !frontends[n] {
+				return invalidReference(r.idStr+"/outboundRules/"+name, ref)
+			}
+			outFronts[strings.ToLower(n)] = name
+		}
+	}
+	for _, it := range list(p, "loadBalancingRules") {
+		m := it.(map[string]any)
+		rp := obj(m, "properties")
+		fe, _ := subRefName(r, refID(rp, "frontendIPConfiguration"), "frontendIPConfigurations")
+		if out, ok := outFronts[strings.ToLower(fe)]; ok && get(rp, "disableOutboundSnat") != true {
+			return errorf(http.StatusBadRequest, "LoadBalancingRuleMustDisableSNATSinceSameFrontendIPConfigurationIsReferencedByOutboundRule",
+				"Load balancing rule %s/loadBalancingRules/%s must disable SNAT (disableOutboundSnat) since frontend IP configuration %s is also used by outbound rule %s.", r.idStr, str(m, "name"), fe, out)
+		}
+	}
+	return nil
 }

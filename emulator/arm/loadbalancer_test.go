@@ -97,6 +97,17 @@ func TestLoadBalancerPartsValidatedAsAzure(t *testing.T) {
 		{"two rules without floating IP on one pool, protocol and backend port", "RulesUseSameBackendPortProtocolAndPool", func(lb *armnetwork.LoadBalancer) {
 			rule(lb, 1).BackendPort, rule(lb, 1).BackendAddressPool = to.Ptr[int32](30080), lbRef("backendAddressPools", "nics")
 		}},
+		{"an outbound rule on a rule's frontend while the rule keeps its SNAT", "LoadBalancingRuleMustDisableSNATSinceSameFrontendIPConfigurationIsReferencedByOutboundRule", func(lb *armnetwork.LoadBalancer) {
+			props(lb).OutboundRules = []*armnetwork.OutboundRule{{Name: to.Ptr("out"), Properties: &armnetwork.OutboundRulePropertiesFormat{
+				Protocol: to.Ptr(armnetwork.LoadBalancerOutboundRuleProtocolAll), BackendAddressPool: lbRef("backendAddressPools", "nics"),
+				FrontendIPConfigurations: []*armnetwork.SubResource{lbRef("frontendIPConfigurations", "fe")}}}}
+		}},
+		{"an outbound rule's pool that does not exist", "InvalidResourceReference", func(lb *armnetwork.LoadBalancer) {
+			rule(lb, 0).DisableOutboundSnat, rule(lb, 1).DisableOutboundSnat = to.Ptr(true), to.Ptr(true)
+			props(lb).OutboundRules = []*armnetwork.OutboundRule{{Name: to.Ptr("out"), Properties: &armnetwork.OutboundRulePropertiesFormat{
+				Protocol: to.Ptr(armnetwork.LoadBalancerOutboundRuleProtocolAll), BackendAddressPool: lbRef("backendAddressPools", "nope"),
+				FrontendIPConfigurations: []*armnetwork.SubResource{lbRef("frontendIPConfigurations", "fe")}}}}
+		}},
 		{"a probe's protocol", "InvalidParameter", func(lb *armnetwork.LoadBalancer) { probe(lb, 1).Protocol = to.Ptr(armnetwork.ProbeProtocol("Icmp")) }},
 		{"a probe's port 0", "InvalidParameter", func(lb *armnetwork.LoadBalancer) { probe(lb, 1).Port = to.Ptr[int32](0) }},
 		{"a probe's port above 65535", "InvalidParameter", func(lb *armnetwork.LoadBalancer) { probe(lb, 1).Port = to.Ptr[int32](65536) }},

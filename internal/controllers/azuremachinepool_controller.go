@@ -196,6 +196,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	if md := t.OSDisk.ManagedDisk; md != nil {
 		spec.StorageAccountType = md.StorageAccountType
 	}
+	spec.Caching, spec.Accelerated = t.OSDisk.CachingType, ptr.Deref(t.AcceleratedNetworking, false)
 	if windows {
 		if spec.AdminPassword, err = randomPassword(); err != nil {
 			return ctrl.Result{}, err

@@ -19,6 +19,11 @@ const (
 	Frontend = "frontend"
 	Backend  = "backend"
 	Probe    = "apiserver"
+	// ProbePath is the API server's readiness endpoint, which it serves
+	// to anonymous clients.
+	ProbePath = "/readyz"
+	// OutboundRule gives the backends outbound connections.
+	OutboundRule = "OutboundNATAllProtocols"
 )
 
 // Spec is the API server's load balancer.
@@ -55,7 +60,7 @@ func (s Spec) Parameters(existing *armnetwork.LoadBalancer) (*armnetwork.LoadBal
 			p.FrontendIPConfigurations[0].Properties != nil && p.FrontendIPConfigurations[0].Properties.PublicIPAddress != nil &&
 			ptrEq(p.FrontendIPConfigurations[0].Properties.PublicIPAddress.ID, s.PublicIPID) &&
 			p.LoadBalancingRules[0].Properties != nil && p.LoadBalancingRules[0].Properties.FrontendPort != nil &&
-			*p.LoadBalancingRules[0].Properties.FrontendPort == s.Port {
+			*p.LoadBalancingRules[0].Properties.FrontendPort == s.Port && current(p) {
 			return nil, nil
 		}
 		m.Properties.InboundNatRules = p.InboundNatRules
@@ -64,6 +69,18 @@ func (s Spec) Parameters(existing *armnetwork.LoadBalancer) (*armnetwork.LoadBal
 }
 
 func ptrEq(p *string, s string) bool { return p != nil && *p == s }
+
+// current says whether a load balancer made by an earlier winkube already
+// has what later ones add: the HTTPS readiness probe, no SNAT on the rule
+// and the outbound rule.
+func current(p *armnetwork.LoadBalancerPropertiesFormat) bool {
+	r := p.LoadBalancingRules[0].Properties
+	if r.DisableOutboundSnat == nil || !*r.DisableOutboundSnat || len(p.OutboundRules) != 1 || len(p.Probes) != 1 || p.Probes[0].Properties == nil {
+		return false
+	}
+	pr := p.Probes[0].Properties
+	return pr.Protocol != nil && *pr.Protocol == armnetwork.ProbeProtocolHTTPS && ptrEq(pr.RequestPath, ProbePath)
+}
 
 // Service manages load balancers.
 type Service struct {
@@ -114,15 +131,31 @@ func model(spec Spec) armnetwork.LoadBalancer {
 				PublicIPAddress: &armnetwork.PublicIPAddress{ID: to.Ptr(spec.PublicIPID)},
 			}}},
 			BackendAddressPools: []*armnetwork.BackendAddressPool{{Name: to.Ptr(Backend)}},
+			// The API server is healthy when its /readyz says so, not as soon
+			// as its port accepts connections (which it does during a
+			// rollout and while etcd is down); one failure takes it out.
+			// CAPZ probes the same (azure/services/loadbalancers/spec.go
+			// @69ec3a40, getProbes).
 			Probes: []*armnetwork.Probe{{Name: to.Ptr(Probe), Properties: &armnetwork.ProbePropertiesFormat{
-				Protocol: to.Ptr(armnetwork.ProbeProtocolTCP), Port: to.Ptr(spec.Port), IntervalInSeconds: to.Ptr[int32](15), NumberOfProbes: to.Ptr[int32](4),
+				Protocol: to.Ptr(armnetwork.ProbeProtocolHTTPS), Port: to.Ptr(spec.Port), RequestPath: to.Ptr(ProbePath),
+				IntervalInSeconds: to.Ptr[int32](15), ProbeThreshold: to.Ptr[int32](1),
 			}}},
+			// The rule's implicit SNAT would give the control-plane VMs TCP
+			// only, from default port allocation; it is off, and an outbound
+			// rule gives them every protocol (CAPZ's getLoadBalancingRules
+			// and getOutboundRules, same file; load-balancer-outbound-connections.md).
 			LoadBalancingRules: []*armnetwork.LoadBalancingRule{{Name: to.Ptr("apiserver"), Properties: &armnetwork.LoadBalancingRulePropertiesFormat{
 				Protocol: to.Ptr(armnetwork.TransportProtocolTCP), FrontendPort: to.Ptr(spec.Port), BackendPort: to.Ptr(spec.Port),
-				IdleTimeoutInMinutes: to.Ptr[int32](4), EnableFloatingIP: to.Ptr(false),
+				IdleTimeoutInMinutes: to.Ptr[int32](4), EnableFloatingIP: to.Ptr(false), DisableOutboundSnat: to.Ptr(true),
+				LoadDistribution:        to.Ptr(armnetwork.LoadDistributionDefault),
 				FrontendIPConfiguration: &armnetwork.SubResource{ID: to.Ptr(spec.FrontendID())},
 				BackendAddressPool:      &armnetwork.SubResource{ID: to.Ptr(spec.BackendPoolID())},
 				Probe:                   &armnetwork.SubResource{ID: to.Ptr(spec.ID() + "/probes/" + Probe)},
+			}}},
+			OutboundRules: []*armnetwork.OutboundRule{{Name: to.Ptr(OutboundRule), Properties: &armnetwork.OutboundRulePropertiesFormat{
+				Protocol: to.Ptr(armnetwork.LoadBalancerOutboundRuleProtocolAll), IdleTimeoutInMinutes: to.Ptr[int32](4),
+				FrontendIPConfigurations: []*armnetwork.SubResource{{ID: to.Ptr(spec.FrontendID())}},
+				BackendAddressPool:       &armnetwork.SubResource{ID: to.Ptr(spec.BackendPoolID())},
 			}}},
 		},
 	}

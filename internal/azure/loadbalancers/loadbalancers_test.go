@@ -16,6 +16,11 @@ func TestParameters(t *testing.T) {
 	if err != nil || made == nil {
 		t.Fatalf("a missing load balancer is not created: %v", err)
 	}
+	probe := made.Properties.Probes[0].Properties
+	if *probe.Protocol != armnetwork.ProbeProtocolHTTPS || *probe.RequestPath != "/readyz" || *made.Properties.LoadBalancingRules[0].Properties.DisableOutboundSnat != true ||
+		len(made.Properties.OutboundRules) != 1 || *made.Properties.OutboundRules[0].Properties.Protocol != armnetwork.LoadBalancerOutboundRuleProtocolAll {
+		t.Fatalf("the API server's load balancer probes %s %v and has outbound rules %v", *probe.Protocol, probe.RequestPath, made.Properties.OutboundRules)
+	}
 	provisioned := func(port int32, ip string) *armnetwork.LoadBalancer {
 		lb := *made
 		props := *made.Properties
@@ -42,6 +47,14 @@ func TestParameters(t *testing.T) {
 		{"as wanted: no write", provisioned(6443, "/ip/api"), false},
 		{"another port: written, keeping its NAT rules", provisioned(443, "/ip/api"), true},
 		{"another frontend IP: written, keeping its NAT rules", provisioned(6443, "/ip/other"), true},
+		{"as an earlier winkube made it (TCP probe, the rule's SNAT, no outbound rule)", func() *armnetwork.LoadBalancer {
+			lb := provisioned(6443, "/ip/api")
+			props := *lb.Properties
+			props.Probes = []*armnetwork.Probe{{Name: to.Ptr("apiserver"), Properties: &armnetwork.ProbePropertiesFormat{Protocol: to.Ptr(armnetwork.ProbeProtocolTCP), Port: to.Ptr[int32](6443)}}}
+			props.OutboundRules = nil
+			lb.Properties = &props
+			return lb
+		}(), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body, err := spec.Parameters(tc.existing)

@@ -30,8 +30,13 @@ type Spec struct {
 	Image                         virtualmachines.Image
 	OSDiskSizeGB                  int32
 	StorageAccountType            string
-	CustomData                    []byte
-	AdminUsername                 string
+	// Caching is the OS disk's host caching (ReadWrite, ReadOnly, None);
+	// Azure's default when empty.
+	Caching string
+	// Accelerated turns accelerated networking on for the instances' NICs.
+	Accelerated   bool
+	CustomData    []byte
+	AdminUsername string
 	// AdminPassword is sent only when the scale set is created.
 	AdminPassword string
 	SSHPublicKey  string
@@ -194,6 +199,12 @@ func ModelDigest(spec Spec) string {
 	if img.ThirdParty {
 		fields = append(fields, "plan")
 	}
+	if spec.Caching != "" && spec.Caching != "ReadWrite" {
+		fields = append(fields, "caching="+spec.Caching)
+	}
+	if spec.Accelerated {
+		fields = append(fields, "accelerated")
+	}
 	return digest(fields...)
 }
 
@@ -256,6 +267,7 @@ func model(spec Spec, create bool) armcompute.VirtualMachineScaleSet {
 					ImageReference: img,
 					OSDisk: &armcompute.VirtualMachineScaleSetOSDisk{
 						CreateOption: to.Ptr(armcompute.DiskCreateOptionTypesFromImage), OSType: to.Ptr(osType), DiskSizeGB: to.Ptr(spec.OSDiskSizeGB),
+						Caching:     caching(spec.Caching),
 						ManagedDisk: &armcompute.VirtualMachineScaleSetManagedDiskParameters{StorageAccountType: to.Ptr(armcompute.StorageAccountTypes(spec.StorageAccountType))},
 					},
 				},
@@ -263,7 +275,8 @@ func model(spec Spec, create bool) armcompute.VirtualMachineScaleSet {
 				NetworkProfile: &armcompute.VirtualMachineScaleSetNetworkProfile{NetworkInterfaceConfigurations: []*armcompute.VirtualMachineScaleSetNetworkConfiguration{{
 					Name: to.Ptr(spec.Name + "-nic"),
 					Properties: &armcompute.VirtualMachineScaleSetNetworkConfigurationProperties{
-						Primary: to.Ptr(true),
+						Primary:                     to.Ptr(true),
+						EnableAcceleratedNetworking: to.Ptr(spec.Accelerated),
 						// As CAPZ (azure/services/scalesets/spec.go,
 						// 69ec3a40): pods' addresses may be routed to
 						// a pool's nodes (host-gw, cloud routes).
@@ -423,4 +436,11 @@ func (s *Service) Instance(ctx context.Context, rg, name, instanceID string) (in
 		}
 	}
 	return in, true, nil
+}
+
+func caching(c string) *armcompute.CachingTypes {
+	if c == "" {
+		return nil
+	}
+	return to.Ptr(armcompute.CachingTypes(c))
 }
