@@ -27,9 +27,15 @@ const (
 func validateClusterNames(cluster string, s *infrav1.AzureClusterSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	check := func(path *field.Path, name string, max int) {
-		if len(name) > max {
-			errs = append(errs, field.TooLong(path, name, max))
+		if len(name) <= max {
+			return
 		}
+		msg := fmt.Sprintf("is %d characters; Azure takes at most %d: set a shorter name", len(name), max)
+		if strings.HasPrefix(name, cluster+"-") {
+			// Most likely the default, made from the cluster's name.
+			msg += fmt.Sprintf(", or give the cluster a name of at most %d characters", max-(len(name)-len(cluster)))
+		}
+		errs = append(errs, field.Invalid(path, name, msg))
 	}
 	np := p.Child("networkSpec")
 	check(np.Child("vnet", "name"), s.NetworkSpec.Vnet.Name, maxVNetName)
