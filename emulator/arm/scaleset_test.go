@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/poll"
 )
 
 func scaleSet(subnetID, prefix, customData string, capacity int64) armcompute.VirtualMachineScaleSet {
@@ -205,13 +206,12 @@ func TestScaleSetOverprovisions(t *testing.T) {
 	if n := booted("dflt"); n != 6 {
 		t.Fatalf("%d instances booted, want the extra one too", n)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(w.instances("rg", "dflt")) != 5 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if got := ids(w.instances("rg", "dflt")); got != "0,1,2,3,4" {
-		t.Fatalf("instances after over-provisioning: %s, want the five asked for", got)
-	}
+	poll.Until(t, 10*time.Second, func() string {
+		if got := ids(w.instances("rg", "dflt")); got != "0,1,2,3,4" {
+			return "instances after over-provisioning: " + got + ", want the five asked for"
+		}
+		return ""
+	})
 	if n := booted("dflt"); n != 5 {
 		t.Fatalf("%d instances run after the extra was deleted", n)
 	}

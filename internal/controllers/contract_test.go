@@ -128,15 +128,7 @@ func TestAMachineMovedWithoutItsStatusDeletesWhatItMade(t *testing.T) {
 	}
 	// What the target cluster gets: the object, annotations included,
 	// without status; paused, as clusterctl move leaves it until the end.
-	cluster := f.cluster.DeepCopy()
-	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(cluster), cluster); err != nil {
-		t.Fatal(err)
-	}
-	pause := client.MergeFrom(cluster.DeepCopy())
-	cluster.Spec.Paused = ptr.To(true)
-	if err := env.Client.Patch(context.Background(), cluster, pause); err != nil {
-		t.Fatal(err)
-	}
+	setClusterPaused(t, f.cluster, true)
 	wiped := am.DeepCopy()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(am), wiped); err != nil {
@@ -151,19 +143,9 @@ func TestAMachineMovedWithoutItsStatusDeletesWhatItMade(t *testing.T) {
 	if err := env.Client.Delete(context.Background(), wiped); err != nil {
 		t.Fatal(err)
 	}
-	unpause := client.MergeFrom(cluster.DeepCopy())
-	cluster.Spec.Paused = ptr.To(false)
-	if err := env.Client.Patch(context.Background(), cluster, unpause); err != nil {
-		t.Fatal(err)
-	}
+	setClusterPaused(t, f.cluster, false)
 	waitGone(t, wiped)
-	for typ, names := range r.az.inventory(f.ns) {
-		for _, n := range names {
-			if strings.HasPrefix(n, vm) {
-				t.Errorf("%s %s outlived its machine", typ, n)
-			}
-		}
-	}
+	r.noneLeftOf(f.ns, vm)
 }
 
 // clusterctl move makes each object again in the target without its
@@ -229,13 +211,7 @@ func TestAMachineMovedWhileBeingDeletedFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, moved)
-	for typ, names := range r.az.inventory(f.ns) {
-		for _, n := range names {
-			if strings.HasPrefix(n, vm) {
-				t.Errorf("%s %s outlived its machine", typ, n)
-			}
-		}
-	}
+	r.noneLeftOf(f.ns, vm)
 	if n := r.emu.Counters()["PUT virtualMachines"]; n != 1 {
 		t.Errorf("%d PUTs of VMs, want the one that made it", n)
 	}

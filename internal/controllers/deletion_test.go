@@ -352,14 +352,7 @@ func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 	r.api.set("AzureCluster")
 	waitGone(t, am)
 	r.heal()
-	inv := r.az.inventory(f.ns)
-	for typ, names := range inv {
-		for _, n := range names {
-			if strings.HasPrefix(n, vm) {
-				t.Errorf("%s %s outlived its machine", typ, n)
-			}
-		}
-	}
+	r.noneLeftOf(f.ns, vm)
 	lb, err := r.az.lbs.Get(f.ctx, f.ns, f.ac.Spec.NetworkSpec.APIServerLB.Name, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -791,5 +784,18 @@ func TestOwnedVNetInUsersGroup(t *testing.T) {
 	waitGone(t, f.ac)
 	if after := r.az.everything(); !reflect.DeepEqual(after, before) {
 		t.Fatalf("the subscription holds %v after the cluster went, want the user's empty group: %v", after, before)
+	}
+}
+
+// noneLeftOf fails the test for each resource of the group whose name
+// starts with the VM's (its disk, NIC, NAT rule): it outlived its machine.
+func (r *rig) noneLeftOf(rg, vm string) {
+	r.t.Helper()
+	for typ, names := range r.az.inventory(rg) {
+		for _, n := range names {
+			if strings.HasPrefix(n, vm) {
+				r.t.Errorf("%s %s outlived its machine", typ, n)
+			}
+		}
 	}
 }

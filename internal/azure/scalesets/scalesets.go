@@ -79,7 +79,6 @@ func (in Instance) Current(spec Spec) bool {
 
 // Service manages scale sets.
 type Service struct {
-	sets      *armcompute.VirtualMachineScaleSetsClient
 	vms       *armcompute.VirtualMachineScaleSetVMsClient
 	nics      *armnetwork.InterfacesClient
 	kind      *async.Kind[armcompute.VirtualMachineScaleSet]
@@ -100,7 +99,7 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{sets: sets, vms: vms, nics: nics,
+	return &Service{vms: vms, nics: nics,
 		kind: &async.Kind[armcompute.VirtualMachineScaleSet]{
 			Noun: "virtual machine scale set",
 			Get: func(ctx context.Context, r async.Ref) (*armcompute.VirtualMachineScaleSet, error) {
