@@ -267,7 +267,7 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 		"publicIpAddressName": "pip", "loadBalancerName": "lb", "inboundNatRuleName": "ssh", "backendAddressPoolName": "pool2",
 		"frontendIPConfigurationName": "fe", "probeName": "probe", "loadBalancingRuleName": "https",
 		"networkInterfaceName": "nic", "vmName": "vm", "vmScaleSetName": "ss", "virtualMachineScaleSetName": "ss",
-		"instanceId": "0", "virtualmachineIndex": "0", "diskName": "disk", "imageName": "img",
+		"instanceId": "0", "virtualmachineIndex": "0", "diskName": "disk", "imageName": "img", "availabilitySetName": "as",
 		"publisherName": "cncf-upstream", "offer": "capi", "skus": "ubuntu-2204-gen1", "version": "127.14.20240517",
 		"publicGalleryName": "ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019", "galleryImageName": "capi-ubun2-2404", "galleryImageVersionName": "1.31.1",
 	}
@@ -336,7 +336,8 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 	}
 	c.call("Interfaces_CreateOrUpdate", p, with(loc, "properties", map[string]any{"ipConfigurations": []any{map[string]any{"name": "ipconfig1", "properties": map[string]any{
 		"subnet": subnetRef, "loadBalancerBackendAddressPools": []any{map[string]any{"id": lbID + "/backendAddressPools/pool"}}}}}}))
-	c.call("VirtualMachines_CreateOrUpdate", p, with(loc, "properties", vmProps(id("Microsoft.Network/networkInterfaces", "nic"))))
+	c.call("AvailabilitySets_CreateOrUpdate", p, with(loc, "sku", map[string]any{"name": "Aligned"}, "properties", map[string]any{"platformFaultDomainCount": 2}))
+	c.call("VirtualMachines_CreateOrUpdate", p, with(loc, "properties", with(vmProps(id("Microsoft.Network/networkInterfaces", "nic")), "availabilitySet", id("Microsoft.Compute/availabilitySets", "as"))))
 	c.call("Disks_CreateOrUpdate", p, with(loc, "sku", map[string]any{"name": "Premium_LRS"}, "properties", map[string]any{"creationData": map[string]any{"createOption": "Empty"}, "diskSizeGB": 32}))
 	c.call("Images_CreateOrUpdate", p, with(loc, "properties", map[string]any{"storageProfile": map[string]any{"osDisk": map[string]any{"osType": "Linux", "osState": "Generalized", "diskSizeGB": 30}}}))
 	ssProfile := vmProps(nil)
@@ -352,7 +353,7 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 	// Reads.
 	for _, op := range []string{"SecurityGroups", "SecurityRules", "RouteTables", "Routes", "NatGateways", "PublicIPAddresses", "VirtualNetworks", "Subnets",
 		"LoadBalancers", "InboundNatRules", "LoadBalancerBackendAddressPools", "LoadBalancerFrontendIPConfigurations", "LoadBalancerProbes",
-		"LoadBalancerLoadBalancingRules", "DefaultSecurityRules", "Interfaces", "VirtualMachines", "VirtualMachineScaleSets", "Disks", "Images"} {
+		"LoadBalancerLoadBalancingRules", "DefaultSecurityRules", "Interfaces", "VirtualMachines", "VirtualMachineScaleSets", "Disks", "Images", "AvailabilitySets"} {
 		c.call(op+"_Get", p, nil)
 	}
 	for _, op := range []string{"SecurityGroups_List", "SecurityGroups_ListAll", "SecurityRules_List", "DefaultSecurityRules_List", "RouteTables_List", "RouteTables_ListAll",
@@ -364,7 +365,8 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 		"Images_List", "Images_ListByResourceGroup", "Resources_ListByResourceGroup", "Interfaces_ListVirtualMachineScaleSetNetworkInterfaces",
 		"Interfaces_ListVirtualMachineScaleSetVMNetworkInterfaces", "VirtualMachineImages_ListPublishers", "VirtualMachineImages_ListOffers",
 		"VirtualMachineImages_ListSKUs", "VirtualMachineImages_List", "VirtualMachineImages_Get", "CommunityGalleries_Get", "CommunityGalleryImages_List",
-		"CommunityGalleryImages_Get", "CommunityGalleryImageVersions_List", "CommunityGalleryImageVersions_Get", "ResourceSKUs_List"} {
+		"CommunityGalleryImages_Get", "CommunityGalleryImageVersions_List", "CommunityGalleryImageVersions_Get", "ResourceSKUs_List",
+		"AvailabilitySets_List", "AvailabilitySets_ListBySubscription"} {
 		c.call(op, p, nil)
 	}
 	pools := c.call("LoadBalancerBackendAddressPools_List", p, nil)
@@ -403,7 +405,8 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 	// missing group.
 	for _, op := range []string{"SecurityGroups", "SecurityRules", "RouteTables", "Routes", "NatGateways", "PublicIPAddresses", "VirtualNetworks", "Subnets",
 		"LoadBalancers", "InboundNatRules", "LoadBalancerBackendAddressPools", "LoadBalancerFrontendIPConfigurations", "LoadBalancerProbes",
-		"LoadBalancerLoadBalancingRules", "DefaultSecurityRules", "Interfaces", "VirtualMachines", "VirtualMachineScaleSets", "VirtualMachineScaleSetVMs", "Disks", "Images"} {
+		"LoadBalancerLoadBalancingRules", "DefaultSecurityRules", "Interfaces", "VirtualMachines", "VirtualMachineScaleSets", "VirtualMachineScaleSetVMs", "Disks", "Images",
+		"AvailabilitySets"} {
 		c.notFound(op+"_Get", p, false, "ResourceNotFound")
 		c.notFound(op+"_Get", p, true, "ResourceGroupNotFound")
 	}
@@ -462,7 +465,7 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 	c.call("VirtualMachineScaleSets_CreateOrUpdate", p, with(loc, "sku", map[string]any{"name": "Standard_D2s_v3", "capacity": 2},
 		"properties", map[string]any{"upgradePolicy": map[string]any{"mode": "Manual"}, "virtualMachineProfile": ssProfile}))
 	c.call("VirtualMachineScaleSets_DeleteInstances", p, map[string]any{"instanceIds": []any{"1"}})
-	for _, op := range []string{"VirtualMachineScaleSetVMs_Delete", "VirtualMachineScaleSets_Delete", "VirtualMachines_Delete", "Disks_Delete", "Images_Delete",
+	for _, op := range []string{"VirtualMachineScaleSetVMs_Delete", "VirtualMachineScaleSets_Delete", "VirtualMachines_Delete", "AvailabilitySets_Delete", "Disks_Delete", "Images_Delete",
 		"Interfaces_Delete", "InboundNatRules_Delete", "LoadBalancerBackendAddressPools_Delete", "LoadBalancers_Delete", "Subnets_Delete", "VirtualNetworks_Delete",
 		"NatGateways_Delete", "PublicIPAddresses_Delete", "Routes_Delete", "RouteTables_Delete", "SecurityRules_Delete", "SecurityGroups_Delete"} {
 		c.call(op, p, nil)

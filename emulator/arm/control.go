@@ -10,6 +10,10 @@ import (
 type FaultConfig struct {
 	Faults               []Fault               `json:"faults"`
 	ProvisioningFailures []ProvisioningFailure `json:"provisioningFailures"`
+	// SKURestrictions are not faults but the subscription's state; they
+	// are set here so that a test or a user can give the emulator a
+	// subscription with restricted sizes.
+	SKURestrictions []SKURestriction `json:"skuRestrictions,omitempty"`
 }
 
 // SetFaults replaces the injected faults.
@@ -17,6 +21,7 @@ func (s *Server) SetFaults(c FaultConfig) {
 	s.mu.Lock()
 	s.opts.Faults = c.Faults
 	s.opts.ProvisioningFailures = c.ProvisioningFailures
+	s.opts.SKURestrictions = c.SKURestrictions
 	s.mu.Unlock()
 }
 
@@ -42,7 +47,7 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodGet:
 			s.mu.Lock()
-			c := FaultConfig{Faults: s.opts.Faults, ProvisioningFailures: s.opts.ProvisioningFailures}
+			c := FaultConfig{Faults: s.opts.Faults, ProvisioningFailures: s.opts.ProvisioningFailures, SKURestrictions: s.opts.SKURestrictions}
 			s.mu.Unlock()
 			writeJSON(w, http.StatusOK, c)
 		case http.MethodPut:

@@ -25,6 +25,16 @@ type MarketplaceImage struct {
 	// is a third party): a VM or scale set made from it must name the
 	// plan (name = SKU, product = offer, publisher).
 	Plan bool
+	// Generation is the image's hyperVGeneration: V1 (BIOS) or V2 (UEFI).
+	// A VM boots it only on a size whose HyperVGenerations include it.
+	Generation string
+}
+
+func (m MarketplaceImage) generation() string {
+	if m.Generation == "" {
+		return "V1"
+	}
+	return m.Generation
 }
 
 // URN is publisher:offer:sku:version, as az vm image list prints it.
@@ -62,10 +72,21 @@ func parseCatalog() (*Catalog, error) {
 	c := &Catalog{}
 	err := eachLine("catalog/marketplace.txt", func(f []string) error {
 		urn := strings.Split(f[0], ":")
-		if len(f) < 2 || len(f) > 3 || len(urn) != 4 || !validOS(f[1]) || (len(f) == 3 && f[2] != "plan") {
-			return fmt.Errorf("want publisher:offer:sku:version, Linux or Windows, and plan for an image with a purchase plan")
+		if len(f) < 2 || len(urn) != 4 || !validOS(f[1]) {
+			return fmt.Errorf("want publisher:offer:sku:version, Linux or Windows, then plan for an image with a purchase plan and V2 for a generation 2 image")
 		}
-		c.Marketplace = append(c.Marketplace, MarketplaceImage{Publisher: urn[0], Offer: urn[1], SKU: urn[2], Version: urn[3], OS: f[1], Plan: len(f) == 3})
+		im := MarketplaceImage{Publisher: urn[0], Offer: urn[1], SKU: urn[2], Version: urn[3], OS: f[1], Generation: "V1"}
+		for _, flag := range f[2:] {
+			switch flag {
+			case "plan":
+				im.Plan = true
+			case "V2":
+				im.Generation = "V2"
+			default:
+				return fmt.Errorf("unknown flag %q: want plan or V2", flag)
+			}
+		}
+		c.Marketplace = append(c.Marketplace, im)
 		return nil
 	})
 	if err != nil {
@@ -207,7 +228,7 @@ func (s *Server) serveImages(w http.ResponseWriter, location string, seg []strin
 			if im.Version == seg[8] {
 				props := map[string]any{
 					"osDiskImage":      map[string]any{"operatingSystem": im.OS},
-					"hyperVGeneration": "V1", "architecture": "x64",
+					"hyperVGeneration": im.generation(), "architecture": "x64",
 				}
 				if im.Plan {
 					props["plan"] = map[string]any{"name": im.SKU, "product": im.Offer, "publisher": im.Publisher}

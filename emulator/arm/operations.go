@@ -104,6 +104,15 @@ var servedOperations = func() []operationSpec {
 		add(operationSpec{ID: "VirtualMachines_" + a, Method: http.MethodPost, Path: vm + "/" + lowerFirst(a), Versions: "compute"})
 	}
 
+	// Availability sets: written and deleted within the request (the spec
+	// answers 200 to a PUT that creates, and 200 or 204 to a DELETE).
+	as := compute + "availabilitySets/{availabilitySetName}"
+	add(operationSpec{ID: "AvailabilitySets_Get", Method: http.MethodGet, Path: as, Versions: "compute"})
+	add(operationSpec{ID: "AvailabilitySets_CreateOrUpdate", Method: http.MethodPut, Path: as, Versions: "compute", Created: http.StatusOK})
+	add(operationSpec{ID: "AvailabilitySets_Delete", Method: http.MethodDelete, Path: as, Versions: "compute"})
+	add(operationSpec{ID: "AvailabilitySets_List", Method: http.MethodGet, Path: compute + "availabilitySets", Versions: "compute"})
+	add(operationSpec{ID: "AvailabilitySets_ListBySubscription", Method: http.MethodGet, Path: "/subscriptions/{subscriptionId}/providers/Microsoft.Compute/availabilitySets", Versions: "compute"})
+
 	// Scale sets and their instances.
 	ss := compute + "virtualMachineScaleSets/{vmScaleSetName}"
 	crud("VirtualMachineScaleSets", "compute", ss, true, false)

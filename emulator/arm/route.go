@@ -16,6 +16,10 @@ type kindInfo struct {
 	embedded map[string]string
 	// readOnly kinds are created by the emulator itself (scale-set instances).
 	readOnly bool
+	// sync kinds are written and deleted within the request, as their
+	// resource provider does (availability sets: neither operation is
+	// x-ms-long-running-operation in the Compute spec).
+	sync bool
 	// topLevel kinds need a location.
 	topLevel bool
 	// put validates a new (old == nil) or replaced resource and applies its
@@ -335,6 +339,10 @@ func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID
 		res.booted, res.up = old.booted, old.up
 	}
 	s.resources[key(res.idStr)] = res
+	if k.sync {
+		res.touch()
+		return res, nil, old == nil, nil
+	}
 	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
 	op.resultID = res.idStr
 	delay := s.opts.OperationDelay + s.slowerOperation(r.Method, id.Types[len(id.Types)-1])
@@ -381,6 +389,13 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, id resourceID) {
 			writeError(w, e)
 			return
 		}
+	}
+	if res.kind.sync {
+		stop := s.removeResource(res)
+		s.mu.Unlock()
+		s.stopMachines(stop)
+		w.WriteHeader(http.StatusOK)
+		return
 	}
 	res.deleting = true
 	res.touch()

@@ -54,11 +54,20 @@ func putVMSS(s *Server, r, old *resource) *armError {
 	if e := checkOSDiskStorage(str(sku, "name"), str(storage, "osDisk", "managedDisk", "storageAccountType"), r.id.Name()); e != nil {
 		return e
 	}
+	if e := checkGeneration(str(sku, "name"), s.imageGeneration(obj(storage, "imageReference"))); e != nil {
+		return e
+	}
+	if e := s.checkSKUAvailable(r, str(sku, "name"), list(r.body, "zones")); e != nil {
+		return e
+	}
 	nicConfs := list(profile, "networkProfile", "networkInterfaceConfigurations")
 	if len(nicConfs) == 0 {
 		return invalidParameter("networkInterfaceConfigurations", "At least one network interface configuration is required.")
 	}
 	for _, nc := range nicConfs {
+		if e := checkAcceleratedNetworking(r, str(sku, "name"), get(nc.(map[string]any), "properties", "enableAcceleratedNetworking") == true, true); e != nil {
+			return e
+		}
 		for _, ipc := range list(nc.(map[string]any), "properties", "ipConfigurations") {
 			ip := obj(ipc.(map[string]any), "properties")
 			if e := s.requireRef(r, refID(ip, "subnet"), kindSubnet); e != nil {

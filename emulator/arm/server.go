@@ -48,6 +48,9 @@ type Options struct {
 	Faults []Fault
 	// ProvisioningFailures fail the provisioning of matching VMs.
 	ProvisioningFailures []ProvisioningFailure
+	// SKURestrictions are the sizes this subscription may not deploy in
+	// some locations or zones, as real subscriptions have them.
+	SKURestrictions []SKURestriction
 	// Seed makes fault injection repeatable.
 	Seed int64
 	// Runtime boots provisioned machines; nil means none.

@@ -202,7 +202,9 @@ func sortResources(rs []*resource) {
 // render is the resource as GET returns it, with embedded children.
 func (s *Server) render(r *resource) map[string]any {
 	out := deepCopy(r.body)
-	out["etag"] = r.etag
+	if !r.kind.sync { // sync kinds (availability sets) have no ETag
+		out["etag"] = r.etag
+	}
 	if r.deleting {
 		obj(out, "properties")["provisioningState"] = "Deleting"
 	}

@@ -31,11 +31,22 @@ func putVM(s *Server, r, old *resource) *armError {
 		if e := checkOSDiskStorage(size, str(storage, "osDisk", "managedDisk", "storageAccountType"), str(storage, "osDisk", "name")); e != nil {
 			return e
 		}
+		if e := checkGeneration(size, s.imageGeneration(obj(storage, "imageReference"))); e != nil {
+			return e
+		}
+	}
+	if old == nil || !strings.EqualFold(size, str(old.props(), "hardwareProfile", "vmSize")) {
+		if e := s.checkSKUAvailable(r, size, list(r.body, "zones")); e != nil {
+			return e
+		}
 	}
 	if old != nil {
 		if e := unchangeable(old, r); e != nil {
 			return e
 		}
+	}
+	if e := s.joinAvailabilitySet(r, old); e != nil {
+		return e
 	}
 	nics := list(p, "networkProfile", "networkInterfaces")
 	if len(nics) == 0 {
@@ -49,6 +60,9 @@ func putVM(s *Server, r, old *resource) *armError {
 		if vm := refID(s.lookup(id).props(), "virtualMachine"); vm != "" && !strings.EqualFold(vm, r.idStr) && s.lookup(vm) != nil {
 			return errorf(http.StatusBadRequest, "NicInUse", "Network interface %s is already attached to virtual machine %s.", id, vm)
 		}
+		if e := checkAcceleratedNetworking(r, size, get(s.lookup(id).props(), "enableAcceleratedNetworking") == true, false); e != nil {
+			return e
+		}
 	}
 	// Effects, now that everything is valid.
 	if old != nil {
@@ -58,6 +72,7 @@ func putVM(s *Server, r, old *resource) *armError {
 	} else {
 		p["vmId"] = newUUID()
 		s.createOSDisk(r, obj(storage, "osDisk"), os)
+		s.addToAvailabilitySet(r)
 	}
 	for _, n := range nics {
 		nic := s.lookup(str(n.(map[string]any), "id"))
@@ -241,6 +256,7 @@ func (s *Server) natRule(id string) (NATRule, bool) {
 // vmDeleted detaches (or, with deleteOption Delete, deletes) the VM's NICs
 // and OS disk, as Azure does when a VM goes.
 func vmDeleted(s *Server, r *resource) []string {
+	s.leaveAvailabilitySet(r)
 	p := r.props()
 	for _, n := range list(p, "networkProfile", "networkInterfaces") {
 		nm := n.(map[string]any)
@@ -293,5 +309,7 @@ func (s *Server) instanceView(r *resource) map[string]any {
 		statuses = append(statuses, map[string]any{"code": "BootStatus/failed", "level": "Error", "displayStatus": "Boot failed", "message": msg})
 	}
 	osProfile := obj(r.props(), "osProfile")
-	return map[string]any{"computerName": str(osProfile, "computerName"), "osName": osOf(obj(r.props(), "storageProfile")), "statuses": statuses}
+	view := domainsOf(r)
+	view["computerName"], view["osName"], view["statuses"] = str(osProfile, "computerName"), osOf(obj(r.props(), "storageProfile")), statuses
+	return view
 }
