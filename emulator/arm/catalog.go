@@ -108,7 +108,7 @@ func (s *Server) restricted(size, location, zone string) bool {
 
 // checkSKUAvailable refuses a VM or scale set of a size restricted where
 // it asks to run: 409 SkuNotAvailable with the message Microsoft's
-// "error-sku-not-available" troubleshooting page gives (zones '' for a
+// "error-sku-not-available" troubleshooting page gives (zones ” for a
 // request without zones).
 func (s *Server) checkSKUAvailable(r *resource, size string, zones []any) *armError {
 	loc := str(r.body, "location")
