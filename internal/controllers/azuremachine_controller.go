@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/availabilitysets"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/inboundnatrules"
 	"github.com/winkube/winkube/internal/azure/loadbalancers"
@@ -195,7 +196,8 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		return r.deletionInterrupted(am, vmName)
 	}
 	// Azure would treat a second machine with this VM name as the first one's VM.
-	if existing, err := svc.VMs.Get(ctx, n.rg, vmName); err != nil {
+	existing, err := svc.VMs.Get(ctx, n.rg, vmName)
+	if err != nil {
 		return r.azureError(am, "reading VM", err)
 	} else if existing == nil && am.Spec.ProviderID != "" {
 		return r.vanished(am, vmName)
@@ -204,8 +206,71 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		setReady(am, metav1.ConditionFalse, VMNameConflictReason, fmt.Sprintf("VM %s already exists and belongs to %s: rename this machine so that its Windows name differs", vmName, ptr.Deref(existing.Tags[tags.RoleKey], "something else")))
 		return ctrl.Result{}, nil
 	}
-	if res, ok, err := r.claimResources(ctx, svc, am, ac.Spec.SubscriptionID, n, vmName, isCP); !ok {
+	avSetGroup := availabilitySetGroup(ac, machine)
+	avSet := ""
+	if avSetGroup != "" {
+		avSet = availabilitysets.Name(cluster.Name, avSetGroup)
+	}
+	if res, ok, err := r.claimResources(ctx, svc, am, ac.Spec.SubscriptionID, n, vmName, isCP, avSet); !ok {
 		return res, err
+	}
+
+	img, err := svc.Images.Resolve(ctx, am.Spec.Image, images.Request{
+		Location: ac.Spec.Location, KubernetesVersion: machine.Spec.Version, OS: am.Spec.OS(),
+		WindowsVersion: am.Spec.WindowsServerVersion, Runtime: am.Spec.ContainerRuntime,
+	})
+	if err != nil {
+		if fromAzure(err) {
+			// Listing the images failed (a 429, a 5xx, no answer): the
+			// request is retried with backoff, not parked.
+			setReady(am, metav1.ConditionFalse, azureReason(err), "choosing the image: "+err.Error())
+			return ctrl.Result{}, fmt.Errorf("choosing the image: %w", err)
+		}
+		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, "choosing the image: "+err.Error())
+		return ctrl.Result{}, nil
+	}
+	size, offered, err := svc.SKUs.VMSize(ctx, ac.Spec.Location, am.Spec.VMSize)
+	if err != nil {
+		return r.azureError(am, "reading the VM size's capabilities", err)
+	}
+	if !offered {
+		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, fmt.Sprintf("VM size %s is not offered in %s: choose one that `az vm list-skus --location %s --resource-type virtualMachines` lists", am.Spec.VMSize, ac.Spec.Location, ac.Spec.Location))
+		return ctrl.Result{}, nil
+	}
+	if existing == nil {
+		// Checked before anything is made for the VM; a VM that runs
+		// keeps running whatever its size's offer becomes.
+		reason, msg, err := placementProblem(ctx, svc, ac.Spec.Location, size, machine.Spec.FailureDomain, vmImage(img), am.Spec.AcceleratedNetworking)
+		if err != nil {
+			return r.azureError(am, "reading the image's generation", err)
+		}
+		if reason != "" {
+			if cond := readyCondition(am); cond == nil || cond.Message != msg {
+				r.event(am, corev1.EventTypeWarning, reason, "%s", msg)
+			}
+			setReady(am, metav1.ConditionFalse, reason, msg)
+			if reason == SizeNotAvailableReason {
+				return ctrl.Result{RequeueAfter: restrictionRecheck}, nil
+			}
+			return ctrl.Result{}, nil
+		}
+	}
+	avSetID := ""
+	if avSet != "" {
+		most, err := svc.SKUs.MaxFaultDomains(ctx, ac.Spec.Location)
+		if err != nil {
+			return r.azureError(am, "reading the location's fault domains", err)
+		}
+		err = svc.AvSets.Reconcile(ctx, availabilitysets.Spec{ResourceGroup: n.rg, Name: avSet, Location: ac.Spec.Location, FaultDomains: most,
+			Tags: tags.Build(cluster.Name, "availability-set/"+avSetGroup, ac.Spec.AdditionalTags)})
+		if nerr := (*tags.NotOwnedError)(nil); errors.As(err, &nerr) {
+			setReady(am, metav1.ConditionFalse, ResourceNotOwnedReason, err.Error())
+			return ctrl.Result{}, nil
+		}
+		if err != nil {
+			return r.azureError(am, "availability set", err)
+		}
+		avSetID = armID(ac.Spec.SubscriptionID, n.rg, "Microsoft.Compute", "availabilitySets", avSet)
 	}
 
 	owned := tags.Build(cluster.Name, role, mergeTags(ac.Spec.AdditionalTags, am.Spec.AdditionalTags))
@@ -217,7 +282,8 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	nic := networkinterfaces.Spec{
 		ResourceGroup: n.rg, Name: vmName + "-nic", Location: ac.Spec.Location, Tags: owned,
 		SubnetID:    "/subscriptions/" + ac.Spec.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + subnet.Name,
-		Accelerated: ptr.Deref(am.Spec.AcceleratedNetworking, false), IPForwarding: am.Spec.EnableIPForwarding,
+		// Unset follows the size, as CAPZ (networkinterfaces/spec.go @69ec3a40).
+		Accelerated: ptr.Deref(am.Spec.AcceleratedNetworking, size.AcceleratedNetworking), IPForwarding: am.Spec.EnableIPForwarding,
 	}
 	if isCP {
 		// SSH to control-plane VMs goes through a NAT rule of the API load
@@ -256,26 +322,12 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		return r.provisioning(am, "creating the NIC")
 	}
 
-	img, err := svc.Images.Resolve(ctx, am.Spec.Image, images.Request{
-		Location: ac.Spec.Location, KubernetesVersion: machine.Spec.Version, OS: am.Spec.OS(),
-		WindowsVersion: am.Spec.WindowsServerVersion, Runtime: am.Spec.ContainerRuntime,
-	})
-	if err != nil {
-		if fromAzure(err) {
-			// Listing the images failed (a 429, a 5xx, no answer): the
-			// request is retried with backoff, not parked.
-			setReady(am, metav1.ConditionFalse, azureReason(err), "choosing the image: "+err.Error())
-			return ctrl.Result{}, fmt.Errorf("choosing the image: %w", err)
-		}
-		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, "choosing the image: "+err.Error())
-		return ctrl.Result{}, nil
-	}
 	spec := virtualmachines.Spec{
 		ResourceGroup: n.rg, Name: vmName, Location: ac.Spec.Location, Size: am.Spec.VMSize,
 		Windows: am.Spec.OS() == infrav1.Windows, ComputerName: vmName, Image: vmImage(img),
 		OSDiskSizeGB: ptr.Deref(am.Spec.OSDisk.DiskSizeGB, 128), CustomData: customData, AdminUsername: AdminUsername,
 		NICID: "/subscriptions/" + ac.Spec.SubscriptionID + "/resourceGroups/" + n.rg + "/providers/Microsoft.Network/networkInterfaces/" + nic.Name,
-		Zone:  machine.Spec.FailureDomain, Tags: owned,
+		Zone:  machine.Spec.FailureDomain, Tags: owned, AvailabilitySetID: avSetID,
 	}
 	if md := am.Spec.OSDisk.ManagedDisk; md != nil {
 		spec.StorageAccountType = md.StorageAccountType
@@ -439,7 +491,7 @@ func machineResources(sub, rg, lb, vmName string, controlPlane bool) (natRule, n
 // someone else's. ok is false when the reconcile must stop here: either
 // something was refused (a condition says what), or new records must be
 // saved first (requeued).
-func (r *AzureMachineReconciler) claimResources(ctx context.Context, svc *cloud.Services, am *infrav1.AzureMachine, sub string, n clusterNames, vmName string, controlPlane bool) (ctrl.Result, bool, error) {
+func (r *AzureMachineReconciler) claimResources(ctx context.Context, svc *cloud.Services, am *infrav1.AzureMachine, sub string, n clusterNames, vmName string, controlPlane bool, avSet string) (ctrl.Result, bool, error) {
 	natRule, nicID, vmID, diskID := machineResources(sub, n.rg, n.lb, vmName, controlPlane)
 	role := machineRole(am)
 	added := false
@@ -474,6 +526,11 @@ func (r *AzureMachineReconciler) claimResources(ctx context.Context, svc *cloud.
 	added = claim(&am.Status.CreatedResources, vmID) || added
 	if natRule != "" {
 		added = claim(&am.Status.CreatedResources, natRule) || added
+	}
+	if avSet != "" {
+		// Shared by the group's machines: whichever goes last deletes it
+		// (availabilitysets.DeleteIfEmpty).
+		added = claim(&am.Status.CreatedResources, armID(sub, n.rg, "Microsoft.Compute", "availabilitySets", avSet)) || added
 	}
 	if added {
 		return ctrl.Result{RequeueAfter: persisted}, false, nil
@@ -536,6 +593,14 @@ func (r *AzureMachineReconciler) reconcileDelete(ctx context.Context, am *infrav
 					unclaim(&am.Status.CreatedResources, id)
 					return "", true, nil
 				}
+			}
+			if k, rid, err := kindOf(id); err == nil && strings.EqualFold(k, "availabilitySets") {
+				// The group's set: deleted by the last of its machines.
+				done, err := svc.AvSets.DeleteIfEmpty(ctx, rid.ResourceGroupName, rid.Name, availabilitysets.ClusterOf(rid.Name))
+				if done {
+					unclaim(&am.Status.CreatedResources, id)
+				}
+				return "", done, err
 			}
 			next, done, err := deleteByID(ctx, svc, id, tok)
 			if done {

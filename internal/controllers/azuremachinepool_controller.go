@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"slices"
 	"strings"
 	"time"
 
@@ -186,17 +187,61 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, "choosing the image: "+err.Error())
 		return ctrl.Result{}, nil
 	}
+	size, offered, err := pc.svc.SKUs.VMSize(ctx, pc.ac.Spec.Location, t.VMSize)
+	if err != nil {
+		return r.azureError(amp, "reading the VM size's capabilities", err)
+	}
+	if !offered {
+		setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, fmt.Sprintf("VM size %s is not offered in %s", t.VMSize, pc.ac.Spec.Location))
+		return ctrl.Result{}, nil
+	}
 	n := pc.names
+	cur, err := pc.svc.ScaleSets.Get(ctx, n.rg, amp.Name)
+	if err != nil {
+		return r.azureError(amp, "reading the scale set", err)
+	}
+	// The scale set runs only in the zones the subscription may use this
+	// size in (CAPZ's GetZonesWithVMSize); one made before keeps the zones
+	// it has, which Azure never takes away from a scale set.
+	zones := scalesets.Zones(cur)
+	for _, z := range mp.Spec.FailureDomains {
+		if size.InZone(z) && !slices.Contains(zones, z) {
+			zones = append(zones, z)
+		}
+	}
+	if cur == nil {
+		// Nor is it made of an image the size cannot boot.
+		asked := ""
+		if len(mp.Spec.FailureDomains) > 0 && len(zones) == 0 {
+			asked = mp.Spec.FailureDomains[0]
+		}
+		reason, msg, err := placementProblem(ctx, pc.svc, pc.ac.Spec.Location, size, asked, vmImage(img), t.AcceleratedNetworking)
+		if err != nil {
+			return r.azureError(amp, "reading the image's generation", err)
+		}
+		if reason != "" {
+			setReady(amp, metav1.ConditionFalse, reason, msg)
+			if reason == SizeNotAvailableReason {
+				return ctrl.Result{RequeueAfter: restrictionRecheck}, nil
+			}
+			return ctrl.Result{}, nil
+		}
+	}
 	spec := scalesets.Spec{
 		ResourceGroup: n.rg, Name: amp.Name, Location: pc.ac.Spec.Location, Size: t.VMSize, Windows: windows, ComputerNamePrefix: prefix,
 		Image: vmImage(img), OSDiskSizeGB: ptr.Deref(t.OSDisk.DiskSizeGB, 128), CustomData: secret.Data["value"], AdminUsername: AdminUsername,
 		SubnetID: "/subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + n.nodeSubnet.Name,
-		Zones:    mp.Spec.FailureDomains, Tags: tags.Build(pc.cluster.Name, poolRole(amp), mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)),
+		Zones:    zones, Tags: tags.Build(pc.cluster.Name, poolRole(amp), mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)),
 	}
 	if md := t.OSDisk.ManagedDisk; md != nil {
 		spec.StorageAccountType = md.StorageAccountType
 	}
-	spec.Caching, spec.Accelerated = t.OSDisk.CachingType, ptr.Deref(t.AcceleratedNetworking, false)
+	// Unset follows the size, as CAPZ (scalesets/spec.go @69ec3a40); a
+	// scale set made before keeps what it has, so that it does not roll.
+	spec.Caching, spec.Accelerated = t.OSDisk.CachingType, ptr.Deref(t.AcceleratedNetworking, size.AcceleratedNetworking)
+	if t.AcceleratedNetworking == nil && cur != nil {
+		spec.Accelerated = scalesets.AcceleratedNetworking(cur)
+	}
 	if windows {
 		if spec.AdminPassword, err = randomPassword(); err != nil {
 			return ctrl.Result{}, err
@@ -210,10 +255,6 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		spec.SSHPublicKey = strings.TrimSpace(string(key))
 	}
 
-	cur, err := pc.svc.ScaleSets.Get(ctx, n.rg, amp.Name)
-	if err != nil {
-		return r.azureError(amp, "reading the scale set", err)
-	}
 	// The scale set is recorded before it is created; one that exists
 	// without this pool's role tag is someone else's, and left alone.
 	setID := armID(pc.ac.Spec.SubscriptionID, n.rg, "Microsoft.Compute", "virtualMachineScaleSets", amp.Name)

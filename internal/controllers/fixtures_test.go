@@ -94,6 +94,13 @@ func (f *fixture) waitClusterProvisioned(timeout time.Duration) {
 // newMachine creates a Machine with its bootstrap data and its AzureMachine.
 func (f *fixture) newMachine(name string, controlPlane, windows bool, failureDomain string) *infrav1.AzureMachine {
 	f.t.Helper()
+	return f.newMachineWith(name, controlPlane, windows, failureDomain, nil, nil)
+}
+
+// newMachineWith is newMachine with the Machine's extra labels (a
+// MachineDeployment's) and a change to the AzureMachine's spec.
+func (f *fixture) newMachineWith(name string, controlPlane, windows bool, failureDomain string, extra map[string]string, mutate func(*infrav1.AzureMachineSpec)) *infrav1.AzureMachine {
+	f.t.Helper()
 	data := "#cloud-config\nruncmd: [kubeadm join " + name + "]\n"
 	if windows {
 		data = "<powershell>kubeadm join " + name + "</powershell>"
@@ -102,6 +109,9 @@ func (f *fixture) newMachine(name string, controlPlane, windows bool, failureDom
 	labels := map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name}
 	if controlPlane {
 		labels[clusterv1.MachineControlPlaneLabel] = ""
+	}
+	for k, v := range extra {
+		labels[k] = v
 	}
 	m := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: labels},
@@ -125,6 +135,9 @@ func (f *fixture) newMachine(name string, controlPlane, windows bool, failureDom
 	}
 	if windows {
 		am.Spec.OSDisk.OSType = infrav1.Windows
+	}
+	if mutate != nil {
+		mutate(&am.Spec)
 	}
 	if err := env.Client.Create(f.ctx, am); err != nil {
 		f.t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 	"github.com/winkube/winkube/internal/poll"
 )
 
-func (f *fixture) newPool(name string, replicas int32, windows bool) (*clusterv1.MachinePool, *infrav1.AzureMachinePool) {
+func (f *fixture) newPool(name string, replicas int32, windows bool, mutate ...func(*clusterv1.MachinePool)) (*clusterv1.MachinePool, *infrav1.AzureMachinePool) {
 	f.t.Helper()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: f.ns}, Data: map[string][]byte{"value": []byte("<powershell>kubeadm join</powershell>")}}
 	mp := &clusterv1.MachinePool{
@@ -32,6 +32,9 @@ func (f *fixture) newPool(name string, replicas int32, windows bool) (*clusterv1
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachinePool", Name: name},
 			}},
 		},
+	}
+	for _, m := range mutate {
+		m(mp)
 	}
 	for _, o := range []client.Object{secret, mp} {
 		if err := env.Client.Create(f.ctx, o); err != nil {

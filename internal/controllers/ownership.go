@@ -84,10 +84,11 @@ func kindOf(id string) (string, *arm.ResourceID, error) {
 
 // deleteOrder is the order Azure lets a machine's resources go: the VM
 // before its disk and NIC, the NIC before the NAT rule it uses, the scale
-// set, and subnets (which NICs use) last.
+// set, subnets (which NICs use), and availability sets (empty only once
+// their VMs are gone) last.
 var deleteOrder = map[string]int{
 	"virtualmachines": 0, "virtualmachinescalesets": 0, "disks": 1, "networkinterfaces": 2,
-	"loadbalancers/inboundnatrules": 3, "virtualnetworks/subnets": 4,
+	"loadbalancers/inboundnatrules": 3, "virtualnetworks/subnets": 4, "availabilitysets": 5,
 }
 
 // sortForDeletion orders recorded IDs for deletion.

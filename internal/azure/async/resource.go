@@ -149,3 +149,20 @@ func isExclusive(spec any) bool {
 	e, ok := spec.(ExclusiveCreate)
 	return ok && e.ExclusiveCreate()
 }
+
+// Sync is the Poller of an operation its resource provider completes
+// within the request (an availability set's PUT and DELETE): done at once,
+// failed with err.
+func Sync(err error) (Poller, error) {
+	if err != nil {
+		return nil, err
+	}
+	return finished{}, nil
+}
+
+type finished struct{}
+
+func (finished) Done() bool                                   { return true }
+func (finished) Poll(context.Context) (*http.Response, error) { return nil, nil }
+func (finished) ResumeToken() (string, error)                 { return "", nil }
+func (finished) Finish(context.Context) error                 { return nil }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
+	"github.com/winkube/winkube/internal/azure/availabilitysets"
 	"github.com/winkube/winkube/internal/azure/disks"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/azure/inboundnatrules"
@@ -42,10 +43,14 @@ type Services struct {
 	NatRules     *inboundnatrules.Service
 	NICs         *networkinterfaces.Service
 	VMs          *virtualmachines.Service
+	AvSets       *availabilitysets.Service
 	ScaleSets    *scalesets.Service
 	Disks        *disks.Service
 	SKUs         *resourceskus.Service
 	Images       *images.Resolver
+	// ImageFacts reads what the resolver does not need: an image's
+	// Hyper-V generation.
+	ImageFacts *vmimages.Lister
 }
 
 // Cloud hands out Services by identity and subscription.
@@ -156,9 +161,10 @@ func (c *Cloud) ForIdentity(id *Identity, subscription string) (*Services, error
 	set(func() (e error) { s.Disks, e = disks.New(subscription, cfg); return })
 	set(func() (e error) { s.ScaleSets, e = scalesets.New(subscription, cfg); return })
 	set(func() (e error) { s.SKUs, e = resourceskus.New(subscription, cfg); return })
+	set(func() (e error) { s.AvSets, e = availabilitysets.New(subscription, cfg); return })
 	set(func() error {
 		l, e := vmimages.New(subscription, cfg)
-		s.Images = images.NewResolver(l, time.Hour)
+		s.Images, s.ImageFacts = images.NewResolver(l, time.Hour), l
 		return e
 	})
 	if err != nil {

@@ -443,3 +443,30 @@ func caching(c string) *armcompute.CachingTypes {
 	}
 	return to.Ptr(armcompute.CachingTypes(c))
 }
+
+// AcceleratedNetworking is whether a scale set's model gives its
+// instances accelerated networking.
+func AcceleratedNetworking(set *armcompute.VirtualMachineScaleSet) bool {
+	if set == nil || set.Properties == nil || set.Properties.VirtualMachineProfile == nil || set.Properties.VirtualMachineProfile.NetworkProfile == nil {
+		return false
+	}
+	for _, c := range set.Properties.VirtualMachineProfile.NetworkProfile.NetworkInterfaceConfigurations {
+		if c.Properties != nil && c.Properties.EnableAcceleratedNetworking != nil && *c.Properties.EnableAcceleratedNetworking {
+			return true
+		}
+	}
+	return false
+}
+
+// Zones are the zones a scale set runs in; none for nil.
+func Zones(set *armcompute.VirtualMachineScaleSet) []string {
+	var out []string
+	if set != nil {
+		for _, z := range set.Zones {
+			if z != nil {
+				out = append(out, *z)
+			}
+		}
+	}
+	return out
+}

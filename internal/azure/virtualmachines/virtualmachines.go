@@ -55,7 +55,9 @@ type Spec struct {
 	SSHPublicKey string
 	NICID        string
 	Zone         string
-	Tags         map[string]*string
+	// AvailabilitySetID places the VM in a set, where there are no zones.
+	AvailabilitySetID string
+	Tags              map[string]*string
 	// Made says the VM was made before: if it is missing it was deleted
 	// outside winkube, and Reconcile answers ErrVanished rather than
 	// making it again.
@@ -198,6 +200,9 @@ func model(spec Spec) armcompute.VirtualMachine {
 	}
 	if spec.Zone != "" {
 		vm.Zones = []*string{to.Ptr(spec.Zone)}
+	}
+	if spec.AvailabilitySetID != "" {
+		vm.Properties.AvailabilitySet = &armcompute.SubResource{ID: to.Ptr(spec.AvailabilitySetID)}
 	}
 	return vm
 }

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
@@ -18,8 +21,9 @@ import (
 // Lister reads one subscription's view of the catalog: the marketplace
 // and the community galleries.
 type Lister struct {
-	client  *armcompute.VirtualMachineImagesClient
-	gallery *armcompute.CommunityGalleryImageVersionsClient
+	client   *armcompute.VirtualMachineImagesClient
+	gallery  *armcompute.CommunityGalleryImageVersionsClient
+	galleryD *armcompute.CommunityGalleryImagesClient
 }
 
 // New returns a Lister for the subscription at the endpoint.
@@ -32,7 +36,58 @@ func New(subscriptionID string, cfg endpoint.Config) (*Lister, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vmimages: %w", err)
 	}
-	return &Lister{client: c, gallery: g}, nil
+	d, err := endpoint.NewClient(cfg, subscriptionID, armcompute.NewCommunityGalleryImagesClient)
+	if err != nil {
+		return nil, fmt.Errorf("vmimages: %w", err)
+	}
+	return &Lister{client: c, gallery: g, galleryD: d}, nil
+}
+
+// MarketplaceGeneration is the Hyper-V generation ("V1", "V2") of a
+// marketplace image version ("latest" reads the newest).
+func (l *Lister) MarketplaceGeneration(ctx context.Context, location, publisher, offer, sku, version string) (string, error) {
+	if strings.EqualFold(version, "latest") {
+		versions, err := l.ListVersions(ctx, location, publisher, offer, sku)
+		if err != nil || len(versions) == 0 {
+			return "", err
+		}
+		sort.Slice(versions, func(i, j int) bool { return lessDotted(versions[i], versions[j]) })
+		version = versions[len(versions)-1]
+	}
+	resp, err := l.client.Get(ctx, location, publisher, offer, sku, version, nil)
+	if err != nil || resp.Properties == nil || resp.Properties.HyperVGeneration == nil {
+		return "", err
+	}
+	return string(*resp.Properties.HyperVGeneration), nil
+}
+
+// GalleryGeneration is the Hyper-V generation of a community gallery's
+// image definition.
+func (l *Lister) GalleryGeneration(ctx context.Context, location, gallery, image string) (string, error) {
+	resp, err := l.galleryD.Get(ctx, location, gallery, image, nil)
+	if err != nil || resp.Properties == nil || resp.Properties.HyperVGeneration == nil {
+		return "", err
+	}
+	return string(*resp.Properties.HyperVGeneration), nil
+}
+
+// lessDotted orders versions by their numeric parts (1.9 < 1.10).
+func lessDotted(a, b string) bool {
+	x, y := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(x) && i < len(y); i++ {
+		m, errm := strconv.Atoi(x[i])
+		n, errn := strconv.Atoi(y[i])
+		if errm != nil || errn != nil {
+			if x[i] != y[i] {
+				return x[i] < y[i]
+			}
+			continue
+		}
+		if m != n {
+			return m < n
+		}
+	}
+	return len(x) < len(y)
 }
 
 // ListSKUs lists the SKUs of an offer in a location.
