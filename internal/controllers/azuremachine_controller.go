@@ -281,7 +281,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	lb := loadbalancers.Spec{ResourceGroup: n.rg, Name: n.lb, SubscriptionID: ac.Spec.SubscriptionID}
 	nic := networkinterfaces.Spec{
 		ResourceGroup: n.rg, Name: vmName + "-nic", Location: ac.Spec.Location, Tags: owned,
-		SubnetID:    "/subscriptions/" + ac.Spec.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + subnet.Name,
+		SubnetID: "/subscriptions/" + ac.Spec.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + subnet.Name,
 		// Unset follows the size, as CAPZ (networkinterfaces/spec.go @69ec3a40).
 		Accelerated: ptr.Deref(am.Spec.AcceleratedNetworking, size.AcceleratedNetworking), IPForwarding: am.Spec.EnableIPForwarding,
 	}
