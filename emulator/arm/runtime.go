@@ -36,6 +36,11 @@ type Machine struct {
 	// ScaleSet and InstanceID are set for scale-set instances.
 	ScaleSet   string
 	InstanceID string
+	// Outbound is the machine's way to the internet for a protocol (Tcp or
+	// Udp), asked of the emulator's resources as they are when it is
+	// called: a NAT gateway attached after boot counts (outbound.go). Nil
+	// for machines not made by the emulator.
+	Outbound func(protocol string) (Egress, error)
 }
 
 // NATRule forwards a load balancer's frontend port to a machine's port.

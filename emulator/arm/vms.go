@@ -186,6 +186,8 @@ func (s *Server) machineOf(r *resource, location string, storage, osProfile map[
 		VMSize: str(r.props(), "hardwareProfile", "vmSize"), AdminUsername: str(osProfile, "adminUsername"),
 		ScaleSet: scaleSet, InstanceID: instance,
 	}
+	id := r.idStr
+	m.Outbound = func(protocol string) (Egress, error) { return s.Outbound(id, protocol) }
 	if sz, ok := vmSizes[m.VMSize]; ok {
 		m.VCPUs, m.MemoryGB = sz.vCPUs, sz.memoryGB
 	}

@@ -320,6 +320,7 @@ func TestMixedClusterBoots(t *testing.T) {
 	m.killedScheduler(t, ctx, cpNode)
 	m.brokenComponent(t, ctx, linuxName)
 	m.powerCycle(t, ctx, linuxName, linuxName)
+	m.privateSubnet(t, ctx)
 	m.stop(t, ctx, cpNode, winName)
 }
 

@@ -34,6 +34,7 @@ import (
 
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/azure/loadbalancers"
+	"github.com/winkube/winkube/internal/azure/natgateways"
 	"github.com/winkube/winkube/internal/azure/networkinterfaces"
 	"github.com/winkube/winkube/internal/azure/publicips"
 	"github.com/winkube/winkube/internal/azure/resourcegroups"
@@ -82,11 +83,18 @@ func startBootstrapProvider(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// azure is a resource group with a VNet of two subnets, as a cluster has.
+// azure is a resource group with a VNet of two subnets, as a cluster has,
+// and a third, private one. As winkube's clusters do, the node subnet goes
+// out through a NAT gateway and control-plane VMs through the API server
+// load balancer's outbound rule (apiServerLB); the private subnet has no
+// way to the internet until a test attaches the NAT gateway (attachNAT).
 type azure struct {
-	rg, location string
-	cpSubnet     string
-	nodeSubnet   string
+	rg, location  string
+	cpSubnet      string
+	nodeSubnet    string
+	privateSubnet string
+	natGateway    string
+	vnet          vnets.Spec
 	// apiPool is the API server load balancer's backend pool, which the
 	// control-plane NICs join.
 	apiPool string
@@ -124,12 +132,43 @@ func newAzure(t *testing.T, ctx context.Context, rg string) *azure {
 		t.Fatal(err)
 	}
 	nsgID := "/subscriptions/" + subscriptID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/networkSecurityGroups/" + nsg.Name
-	spec := vnets.Spec{ResourceGroup: rg, Name: rg + "-vnet", Location: a.location, CIDRs: []string{"10.0.0.0/8"},
-		Subnets: []vnets.Subnet{{Name: "cp", CIDRs: []string{"10.0.0.0/16"}, NSGID: nsgID[:len(nsgID)-len("-nsg")] + "-cp-nsg"}, {Name: "node", CIDRs: []string{"10.1.0.0/16"}, NSGID: nsgID}}}
-	until(t, ctx, func(tok string) (string, bool, error) { return vn.Reconcile(ctx, spec, tok) })
+	// The node subnet's NAT gateway, as winkube's AzureCluster controller
+	// makes it: the emulator gives a VM no other way to the registries its
+	// images come from.
+	a.publicIP(t, ctx, rg+"-natgw-ip")
+	nats, err := natgateways.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nat := natgateways.Spec{ResourceGroup: rg, Name: rg + "-natgw", Location: a.location,
+		PublicIPID: "/subscriptions/" + subscriptID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/publicIPAddresses/" + rg + "-natgw-ip"}
+	until(t, ctx, func(tok string) (string, bool, error) { return nats.Reconcile(ctx, nat, tok) })
+	a.natGateway = "/subscriptions/" + subscriptID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/natGateways/" + nat.Name
+	a.vnet = vnets.Spec{ResourceGroup: rg, Name: rg + "-vnet", Location: a.location, CIDRs: []string{"10.0.0.0/8"},
+		Subnets: []vnets.Subnet{
+			{Name: "cp", CIDRs: []string{"10.0.0.0/16"}, NSGID: nsgID[:len(nsgID)-len("-nsg")] + "-cp-nsg"},
+			{Name: "node", CIDRs: []string{"10.1.0.0/16"}, NSGID: nsgID, NatGatewayID: a.natGateway},
+			{Name: "private", CIDRs: []string{"10.2.0.0/16"}, NSGID: nsgID},
+		}}
+	until(t, ctx, func(tok string) (string, bool, error) { return vn.Reconcile(ctx, a.vnet, tok) })
 	base := "/subscriptions/" + subscriptID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/virtualNetworks/" + rg + "-vnet/subnets/"
-	a.cpSubnet, a.nodeSubnet = base+"cp", base+"node"
+	a.cpSubnet, a.nodeSubnet, a.privateSubnet = base+"cp", base+"node", base+"private"
 	return a
+}
+
+// attachNAT attaches the NAT gateway to a subnet ("private").
+func (a *azure) attachNAT(t *testing.T, ctx context.Context, subnet string) {
+	t.Helper()
+	vn, err := vnets.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range a.vnet.Subnets {
+		if a.vnet.Subnets[i].Name == subnet {
+			a.vnet.Subnets[i].NatGatewayID = a.natGateway
+		}
+	}
+	until(t, ctx, func(tok string) (string, bool, error) { return vn.Reconcile(ctx, a.vnet, tok) })
 }
 
 // until drives a non-blocking ARM operation to its end, resuming it from

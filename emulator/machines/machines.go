@@ -374,6 +374,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		StartCheck: check, Started: started, PodAddress: r.podAddress(m.endpoint),
 		NetworkConfigured: cniConfigured(m), SetUpNetwork: cniAdd(m),
 		Installed: func(what map[string]bool) { r.setInstalled(m, what) },
+		Egress:    egress(am),
 		Log:       r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {
@@ -383,6 +384,25 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	m.kubelet, m.kubeletVersion = k, info.KubeletVersion
 	r.mu.Unlock()
 	return nil
+}
+
+// egress is the machine's way to the internet, asked of the emulator each
+// time (a NAT gateway may be attached to its subnet after it booted); a
+// machine the emulator gave no Outbound reaches everything.
+func egress(am arm.Machine) func(protocol string) error {
+	if am.Outbound == nil {
+		return nil
+	}
+	return func(protocol string) error {
+		e, err := am.Outbound(protocol)
+		if err != nil {
+			return err
+		}
+		if e.None() {
+			return fmt.Errorf("%s has no outbound connectivity for %s", am.Name, protocol)
+		}
+		return nil
+	}
 }
 
 // podAddress is where the pods of the cluster at endpoint are reached on

@@ -93,6 +93,11 @@ type Config struct {
 	// ("cni", "kube-proxy") whenever that changes, so that the runtime can
 	// start what they would have set up (kube-proxy's Service rules).
 	Installed func(what map[string]bool)
+	// Egress, when set, says whether the machine reaches the internet
+	// for a protocol ("Tcp"): nil when it does. Images come from public
+	// registries, so a pull of an image the node does not have needs Tcp.
+	// Nil reaches everything.
+	Egress func(protocol string) error
 }
 
 // Kubelet is a running simulated kubelet.
@@ -122,6 +127,9 @@ type Kubelet struct {
 	static map[string]*podRun
 	// installed is what Config.Installed was last told.
 	installed map[string]bool
+	// images are the images on the node's disk (canonical references): a
+	// container of one starts without asking its registry.
+	images map[string]bool
 	// kick asks for the mirror pods' status to be posted now.
 	kick chan struct{}
 }
@@ -138,6 +146,7 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 		ipam:    &ipam{byUID: map[string]netip.Addr{}, pods: map[string]string{}},
 		running: map[string][]string{},
 		runs:    map[types.UID]*podRun{},
+		images:  map[string]bool{},
 		static:  map[string]*podRun{},
 		kick:    make(chan struct{}, 1),
 	}

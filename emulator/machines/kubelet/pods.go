@@ -20,6 +20,7 @@ import (
 
 	"github.com/winkube/winkube/emulator/machines/process"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
+	"github.com/winkube/winkube/emulator/registry"
 )
 
 func resourceMustParse(s string) resource.Quantity { return resource.MustParse(s) }
@@ -126,7 +127,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	var failed map[string]*ContainerFailure
 	var provides []string
 	for _, c := range allContainers(pod) {
-		p, err := pull(ctx, k.cfg.Images, k.cfg.Host, c.Image, hp)
+		p, err := k.pull(ctx, c.Image, hp)
 		if f, ok := err.(*ContainerFailure); ok {
 			k.cfg.Logs.Write(vmdisk.Containerd, "PullImage %q for %s container %s failed: %s: %s", c.Image, key, c.Name, f.Reason, f.Message)
 			if failed == nil {
@@ -588,4 +589,26 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// pull is the runtime's pull of a container's image: an image already on
+// the node needs no registry; any other is fetched from its public
+// registry, which needs the machine's way to the internet for Tcp.
+func (k *Kubelet) pull(ctx context.Context, ref string, hostProcess bool) (*Pulled, error) {
+	canon := registry.Canonical(ref)
+	k.mu.Lock()
+	have := k.images[canon]
+	k.mu.Unlock()
+	if !have && k.cfg.Egress != nil {
+		if err := k.cfg.Egress("Tcp"); err != nil {
+			return nil, unreachableRegistry(ref)
+		}
+	}
+	p, err := pull(ctx, k.cfg.Images, k.cfg.Host, ref, hostProcess)
+	if err == nil {
+		k.mu.Lock()
+		k.images[canon] = true
+		k.mu.Unlock()
+	}
+	return p, err
 }

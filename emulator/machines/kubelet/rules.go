@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -244,4 +245,49 @@ func buildOf(v string) string {
 		parts = parts[:3]
 	}
 	return strings.Join(parts, ".")
+}
+
+// unreachableRegistry is the failure of a pull when the machine has no way
+// to the internet: name resolution works (Azure DNS needs none) but the
+// connection to the registry's port 443 never completes, and containerd
+// reports the dial timeout. The message is put together as containerd
+// v1.7 does: the CRI plugin's PullImage (pkg/cri/server/image_pull.go)
+// wraps the client's pull in "failed to pull and unpack image %q", whose
+// fetch (pull.go) wraps the resolver's error in "failed to resolve
+// reference %q"; the resolver (remotes/docker/resolver.go, request.do)
+// wraps the HTTP client's error in "failed to do request", and Go's
+// url.Error gives `Head "<url>": dial tcp <ip>:443: i/o timeout`.
+func unreachableRegistry(ref string) *ContainerFailure {
+	canon := registry.Canonical(ref)
+	host, repo, object := splitCanonical(canon)
+	u := "https://" + host + "/v2/" + repo + "/manifests/" + object
+	return &ContainerFailure{"ErrImagePull", fmt.Sprintf("failed to pull and unpack image %q: failed to resolve reference %q: failed to do request: Head %q: dial tcp %s:443: i/o timeout", canon, canon, u, publicAddress(host))}
+}
+
+// splitCanonical splits "registry.k8s.io/pause:3.10" into the host
+// containerd connects to, the repository and the tag or digest. Docker
+// Hub's references name docker.io, whose registry containerd reaches at
+// registry-1.docker.io (remotes/docker/config/hosts.go, v1.7).
+func splitCanonical(canon string) (host, repo, object string) {
+	host, rest, _ := strings.Cut(canon, "/")
+	if host == "docker.io" {
+		host = "registry-1.docker.io"
+	}
+	if i := strings.Index(rest, "@"); i >= 0 {
+		return host, rest[:i], rest[i+1:]
+	}
+	if i := strings.LastIndex(rest, ":"); i >= 0 {
+		return host, rest[:i], rest[i+1:]
+	}
+	return host, rest, "latest"
+}
+
+// publicAddress stands for the address Azure DNS gives a registry's name.
+// The local world has no public DNS, so the address is one of the
+// documentation range 203.0.113.0/24 (RFC 5737), the same for a name
+// every time.
+func publicAddress(host string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(host))
+	return "203.0.113." + strconv.Itoa(1+int(h.Sum32()%254))
 }

@@ -206,3 +206,22 @@ func TestImagesSayWhereTheyListen(t *testing.T) {
 		t.Errorf("busybox listens on %v (%v)", p, err)
 	}
 }
+
+// TestUnreachableRegistry: without a way to the internet a pull fails as
+// containerd's does when the registry's port never answers.
+func TestUnreachableRegistry(t *testing.T) {
+	for ref, want := range map[string]string{
+		"nginx": `failed to pull and unpack image "docker.io/library/nginx:latest": failed to resolve reference "docker.io/library/nginx:latest": ` +
+			`failed to do request: Head "https://registry-1.docker.io/v2/library/nginx/manifests/latest": dial tcp ` + publicAddress("registry-1.docker.io") + `:443: i/o timeout`,
+		"registry.k8s.io/pause:3.10": `failed to pull and unpack image "registry.k8s.io/pause:3.10": failed to resolve reference "registry.k8s.io/pause:3.10": ` +
+			`failed to do request: Head "https://registry.k8s.io/v2/pause/manifests/3.10": dial tcp ` + publicAddress("registry.k8s.io") + `:443: i/o timeout`,
+	} {
+		f := unreachableRegistry(ref)
+		if f.Reason != "ErrImagePull" || f.Message != want {
+			t.Errorf("%s: %s: %s\nwant ErrImagePull: %s", ref, f.Reason, f.Message, want)
+		}
+	}
+	if a := publicAddress("mcr.microsoft.com"); !strings.HasPrefix(a, "203.0.113.") || a != publicAddress("mcr.microsoft.com") {
+		t.Errorf("publicAddress = %s, want a stable address in 203.0.113.0/24", a)
+	}
+}
