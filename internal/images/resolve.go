@@ -235,7 +235,7 @@ func (r *Resolver) marketplaceImage(ctx context.Context, v Version, req Request)
 			if set.newStyle {
 				versions = withPrefix(versions, VersionPrefix(v))
 			}
-			if latest, ok := newest(versions); ok {
+			if latest, ok := Newest(versions); ok {
 				return &infrav1.Image{Marketplace: &infrav1.MarketplaceImage{
 					Publisher: Publisher, Offer: offer, SKU: sku, Version: latest,
 				}}, nil
@@ -297,7 +297,8 @@ func withPrefix(versions []string, prefix string) []string {
 }
 
 // newest returns the highest dotted-numeric version.
-func newest(versions []string) (string, bool) {
+// Newest is the highest of dotted versions (1.10 above 1.9).
+func Newest(versions []string) (string, bool) {
 	if len(versions) == 0 {
 		return "", false
 	}

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -16,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/images"
 )
 
 // Lister reads one subscription's view of the catalog: the marketplace
@@ -48,11 +47,11 @@ func New(subscriptionID string, cfg endpoint.Config) (*Lister, error) {
 func (l *Lister) MarketplaceGeneration(ctx context.Context, location, publisher, offer, sku, version string) (string, error) {
 	if strings.EqualFold(version, "latest") {
 		versions, err := l.ListVersions(ctx, location, publisher, offer, sku)
-		if err != nil || len(versions) == 0 {
+		latest, ok := images.Newest(versions)
+		if err != nil || !ok {
 			return "", err
 		}
-		sort.Slice(versions, func(i, j int) bool { return lessDotted(versions[i], versions[j]) })
-		version = versions[len(versions)-1]
+		version = latest
 	}
 	resp, err := l.client.Get(ctx, location, publisher, offer, sku, version, nil)
 	if err != nil || resp.Properties == nil || resp.Properties.HyperVGeneration == nil {
@@ -69,25 +68,6 @@ func (l *Lister) GalleryGeneration(ctx context.Context, location, gallery, image
 		return "", err
 	}
 	return string(*resp.Properties.HyperVGeneration), nil
-}
-
-// lessDotted orders versions by their numeric parts (1.9 < 1.10).
-func lessDotted(a, b string) bool {
-	x, y := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(x) && i < len(y); i++ {
-		m, errm := strconv.Atoi(x[i])
-		n, errn := strconv.Atoi(y[i])
-		if errm != nil || errn != nil {
-			if x[i] != y[i] {
-				return x[i] < y[i]
-			}
-			continue
-		}
-		if m != n {
-			return m < n
-		}
-	}
-	return len(x) < len(y)
 }
 
 // ListSKUs lists the SKUs of an offer in a location.
