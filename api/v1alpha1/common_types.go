@@ -261,9 +261,28 @@ type AzureVMSpec struct {
 	// the bootstrap data's users[].sshAuthorizedKeys instead.
 	// +optional
 	SSHPublicKey string `json:"sshPublicKey,omitempty"`
-	// acceleratedNetworking on the NIC, where the VM size supports it.
+	// acceleratedNetworking on the NIC; unset follows the VM size (on where
+	// the size supports it).
 	// +optional
 	AcceleratedNetworking *bool `json:"acceleratedNetworking,omitempty"`
+	// identity is the VM's managed identity, as CAPZ has it: None,
+	// SystemAssigned (made with the VM; winkube grants it
+	// systemAssignedIdentityRole) or UserAssigned (userAssignedIdentities,
+	// made by you). The cloud provider on the node authenticates with it
+	// when set: azure.json's useManagedIdentityExtension.
+	// +kubebuilder:validation:Enum=None;SystemAssigned;UserAssigned
+	// +optional
+	Identity VMIdentity `json:"identity,omitempty"`
+	// userAssignedIdentities are the identities attached to the VM with
+	// identity UserAssigned; the first is the cloud provider's.
+	// +optional
+	// +listType=atomic
+	UserAssignedIdentities []UserAssignedIdentity `json:"userAssignedIdentities,omitempty"`
+	// systemAssignedIdentityRole is the role assignment winkube makes for
+	// a SystemAssigned identity; by default Contributor on the cluster's
+	// resource group, which is what the cloud provider changes.
+	// +optional
+	SystemAssignedIdentityRole *SystemAssignedIdentityRole `json:"systemAssignedIdentityRole,omitempty"`
 	// enableIPForwarding lets the NIC receive and send traffic for
 	// addresses other than its own, which Azure drops otherwise: needed
 	// where the route table sends pod CIDRs to the node (host-gw, as
@@ -271,4 +290,40 @@ type AzureVMSpec struct {
 	// AzureMachineSpec has the same field.
 	// +optional
 	EnableIPForwarding bool `json:"enableIPForwarding,omitempty"`
+}
+
+// VMIdentity is the kind of a VM's managed identity.
+type VMIdentity string
+
+// VM identities, CAPZ's names.
+const (
+	VMIdentityNone           VMIdentity = "None"
+	VMIdentitySystemAssigned VMIdentity = "SystemAssigned"
+	VMIdentityUserAssigned   VMIdentity = "UserAssigned"
+)
+
+// UserAssignedIdentity is a user-assigned managed identity made outside
+// winkube.
+type UserAssignedIdentity struct {
+	// providerID is the identity's ARM ID, with or without CAPZ's azure://
+	// prefix: /subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.ManagedIdentity/userAssignedIdentities/<name>.
+	// +kubebuilder:validation:MinLength=1
+	ProviderID string `json:"providerID"`
+}
+
+// SystemAssignedIdentityRole is the role assignment of a system-assigned
+// identity.
+type SystemAssignedIdentityRole struct {
+	// name of the role assignment, a GUID; by default one derived from the
+	// VM and the role, the same on every reconcile.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// definitionID is the role definition's ID or its GUID; Contributor
+	// (b24988ac-6180-42a0-ab88-20f7382dd24c) by default.
+	// +optional
+	DefinitionID string `json:"definitionID,omitempty"`
+	// scope is where the role applies; the cluster's resource group by
+	// default.
+	// +optional
+	Scope string `json:"scope,omitempty"`
 }

@@ -39,6 +39,9 @@ type AzureJSONReconciler struct {
 	// identity, nodes use their managed identity in tenant TenantID.
 	Credentials func(ctx context.Context, ac *infrav1.AzureCluster) (azurejson.Credentials, error)
 	TenantID    string
+	// IdentityClientID reads a user-assigned identity's client ID in the
+	// cluster's Azure; nil leaves UserAssigned machines without one.
+	IdentityClientID func(ctx context.Context, ac *infrav1.AzureCluster, providerID string) (string, error)
 }
 
 // clonedFromAnnotation marks an object Cluster API made from a template.
@@ -166,6 +169,9 @@ func (r *AzureJSONReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if creds, err = r.machineIdentity(ctx, ac, vmSpecOf(obj), creds); err != nil {
+		return ctrl.Result{}, err
+	}
 	// Both roles use the node subnet and its security group: those are
 	// where the cloud provider puts Services' load-balancer rules.
 	cfg := azurejson.New(azurejson.Network{
@@ -231,4 +237,41 @@ func (r *AzureJSONReconciler) credentials(ctx context.Context, ac *infrav1.Azure
 		return azurejson.Credentials{}, fmt.Errorf("no Azure tenant for the cloud provider config of cluster %s: set AZURE_TENANT_ID for the manager", ac.Name)
 	}
 	return azurejson.Credentials{TenantID: tenant}, nil
+}
+
+// vmSpecOf is the VM spec of an AzureMachineTemplate, AzureMachinePool or
+// AzureMachine.
+func vmSpecOf(o client.Object) *infrav1.AzureVMSpec {
+	switch t := o.(type) {
+	case *infrav1.AzureMachineTemplate:
+		return &t.Spec.Template.Spec.AzureVMSpec
+	case *infrav1.AzureMachinePool:
+		return &t.Spec.Template
+	case *infrav1.AzureMachine:
+		return &t.Spec.AzureVMSpec
+	}
+	return &infrav1.AzureVMSpec{}
+}
+
+// machineIdentity is CAPZ's rule for the cloud provider's credentials
+// (controllers/helpers.go GetCloudProviderSecret @69ec3a40): a machine
+// with an identity authenticates as it, through the VM's Instance Metadata
+// Service (useManagedIdentityExtension), whatever the cluster's identity;
+// a user-assigned one is named by its client ID, the first of the list.
+// Without one the cluster's identity's credentials stay.
+func (r *AzureJSONReconciler) machineIdentity(ctx context.Context, ac *infrav1.AzureCluster, vm *infrav1.AzureVMSpec, c azurejson.Credentials) (azurejson.Credentials, error) {
+	switch vm.Identity {
+	case infrav1.VMIdentitySystemAssigned:
+		return azurejson.Credentials{TenantID: c.TenantID}, nil
+	case infrav1.VMIdentityUserAssigned:
+		if len(vm.UserAssignedIdentities) == 0 || r.IdentityClientID == nil {
+			return c, nil
+		}
+		id, err := r.IdentityClientID(ctx, ac, vm.UserAssignedIdentities[0].ProviderID)
+		if err != nil {
+			return c, fmt.Errorf("reading the client ID of user-assigned identity %s: %w", vm.UserAssignedIdentities[0].ProviderID, err)
+		}
+		return azurejson.Credentials{TenantID: c.TenantID, UserAssignedIdentityID: id}, nil
+	}
+	return c, nil
 }

@@ -187,6 +187,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())
 		return ctrl.Result{}, nil
 	}
+	checkCloudProviderCredentials(ctx, r.Identities, am, &am.Spec.AzureVMSpec, ac)
 	vmName := vmNameOf(am)
 	am.Status.VMName = vmName
 	role := machineRole(am)
@@ -347,6 +348,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		}
 		spec.SSHPublicKey = strings.TrimSpace(string(key))
 	}
+	spec.Identity, spec.UserAssigned = vmIdentity(&am.Spec.AzureVMSpec)
 	spec.Made = am.Spec.ProviderID != ""
 	vmStep := step{"virtualmachines", vmName}
 	vm, next, err := svc.VMs.Reconcile(ctx, spec, token(am.Status.LongRunningOperationStates, vmStep, "PUT"))
@@ -388,6 +390,21 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		{Type: clusterv1.MachineInternalIP, Address: networkinterfaces.PrivateIP(nicObj)},
 	}
 	am.Status.FailureDomain = machine.Spec.FailureDomain
+	if am.Spec.Identity == infrav1.VMIdentitySystemAssigned {
+		// The cloud provider on the node acts as this identity: the
+		// machine is not done until the identity may.
+		g, err := grantRole(ctx, svc, &am.Status.CreatedResources, &am.Spec.AzureVMSpec, ac.Spec.SubscriptionID, n.rg, virtualmachines.PrincipalID(vm))
+		if err != nil {
+			return r.azureError(am, "role assignment", err)
+		}
+		if !g.done {
+			if cond := readyCondition(am); g.reason == RoleAssignmentFailedReason && (cond == nil || cond.Message != g.msg) {
+				r.event(am, corev1.EventTypeWarning, g.reason, "%s", g.msg)
+			}
+			setReady(am, metav1.ConditionFalse, g.reason, g.msg)
+			return ctrl.Result{RequeueAfter: g.after}, nil
+		}
+	}
 	am.Status.Initialization.Provisioned = ptr.To(true)
 	setReady(am, metav1.ConditionTrue, ProvisionedReason, "")
 	return ctrl.Result{}, nil

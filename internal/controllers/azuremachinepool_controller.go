@@ -168,6 +168,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		return ctrl.Result{}, fmt.Errorf("reading the bootstrap data: %w", err)
 	}
 	t := &amp.Spec.Template
+	checkCloudProviderCredentials(ctx, r.Identities, amp, t, pc.ac)
 	windows := t.OS() == infrav1.Windows
 	prefix := amp.Name
 	if windows {
@@ -239,6 +240,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	// Unset follows the size, as CAPZ (scalesets/spec.go @69ec3a40); a
 	// scale set made before keeps what it has, so that it does not roll.
 	spec.Caching, spec.Accelerated = t.OSDisk.CachingType, ptr.Deref(t.AcceleratedNetworking, size.AcceleratedNetworking)
+	spec.Identity, spec.UserAssigned = vmIdentity(t)
 	if t.AcceleratedNetworking == nil && cur != nil {
 		spec.Accelerated = scalesets.AcceleratedNetworking(cur)
 	}
@@ -372,6 +374,20 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	amp.Spec.ProviderID = "azure:///subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.rg + "/providers/Microsoft.Compute/virtualMachineScaleSets/" + amp.Name
+	if t.Identity == infrav1.VMIdentitySystemAssigned {
+		set, err := pc.svc.ScaleSets.Get(ctx, n.rg, amp.Name)
+		if err != nil {
+			return r.azureError(amp, "reading the scale set", err)
+		}
+		g, err := grantRole(ctx, pc.svc, &amp.Status.CreatedResources, t, pc.ac.Spec.SubscriptionID, n.rg, scalesets.PrincipalID(set))
+		if err != nil {
+			return r.azureError(amp, "role assignment", err)
+		}
+		if !g.done {
+			setReady(amp, metav1.ConditionFalse, g.reason, g.msg)
+			return ctrl.Result{RequeueAfter: g.after}, nil
+		}
+	}
 
 	// One AzureMachinePoolMachine per instance, so Cluster API can track
 	// each as a Machine.

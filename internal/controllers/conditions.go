@@ -16,6 +16,10 @@ import (
 // and is what Cluster API mirrors.
 const (
 	ReadyCondition = "Ready"
+	// CloudProviderCredentialsCondition says whether the cloud provider on
+	// a machine's node has credentials Azure would accept: false for a
+	// managed-identity azure.json on a VM without an identity.
+	CloudProviderCredentialsCondition = "CloudProviderCredentials"
 
 	// Reasons.
 	ProvisionedReason             = "Provisioned"
@@ -52,7 +56,7 @@ func setReady(obj conditions.Setter, status metav1.ConditionStatus, reason, mess
 // returns, whichever way it returns; an object already gone is no error.
 func patchOnReturn(ctx context.Context, helper *patch.Helper, obj client.Object, reterr *error) {
 	saveRecords(obj)
-	if err := helper.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: []string{ReadyCondition}}); err != nil && !apierrors.IsNotFound(err) {
+	if err := helper.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: []string{ReadyCondition, CloudProviderCredentialsCondition}}); err != nil && !apierrors.IsNotFound(err) {
 		*reterr = errors.Join(*reterr, err)
 	}
 }

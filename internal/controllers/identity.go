@@ -420,3 +420,13 @@ func clustersOfIdentity(c client.Client) handler.EventHandler {
 		return out
 	})
 }
+
+// userAssignedClientID reads a user-assigned identity's client ID as the
+// cluster's identity sees it.
+func (i *Identities) userAssignedClientID(ctx context.Context, ac *infrav1.AzureCluster, providerID string) (string, error) {
+	svc, err := i.Services(ctx, ac)
+	if err != nil {
+		return "", err
+	}
+	return svc.Identities.ClientID(ctx, providerID)
+}

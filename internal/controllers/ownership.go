@@ -88,7 +88,7 @@ func kindOf(id string) (string, *arm.ResourceID, error) {
 // their VMs are gone) last.
 var deleteOrder = map[string]int{
 	"virtualmachines": 0, "virtualmachinescalesets": 0, "disks": 1, "networkinterfaces": 2,
-	"loadbalancers/inboundnatrules": 3, "virtualnetworks/subnets": 4, "availabilitysets": 5,
+	"loadbalancers/inboundnatrules": 3, "virtualnetworks/subnets": 4, "availabilitysets": 5, "roleassignments": 6,
 }
 
 // sortForDeletion orders recorded IDs for deletion.
@@ -147,6 +147,10 @@ func deleteByID(ctx context.Context, svc *cloud.Services, id, token string) (str
 		return svc.Subnets.Delete(ctx, rg, r.Parent.Name, r.Name, token)
 	case "virtualmachinescalesets":
 		return svc.ScaleSets.Delete(ctx, rg, r.Name, token)
+	case "roleassignments":
+		// Synchronous: done once the DELETE answers.
+		err := svc.Roles.Delete(ctx, id)
+		return "", err == nil, err
 	}
 	return "", false, fmt.Errorf("winkube does not know how to delete recorded resource %s", id)
 }

@@ -111,8 +111,54 @@ func validateVMSpec(s *infrav1.AzureVMSpec, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("sshPublicKey"), "(key)", err.Error()))
 		}
 	}
+	return append(errs, validateVMIdentity(s, p)...)
+}
+
+// validateVMIdentity refuses what Azure would (a UserAssigned VM with no
+// identity, an identity ID that is not one, a role assignment name that is
+// not a GUID) and what would be silently ignored (identities or a role for
+// another kind of identity).
+func validateVMIdentity(s *infrav1.AzureVMSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch s.Identity {
+	case infrav1.VMIdentityUserAssigned:
+		if len(s.UserAssignedIdentities) == 0 {
+			errs = append(errs, field.Required(p.Child("userAssignedIdentities"), "identity UserAssigned needs at least one identity: the first is the one the cloud provider authenticates as"))
+		}
+	default:
+		if len(s.UserAssignedIdentities) > 0 {
+			errs = append(errs, field.Forbidden(p.Child("userAssignedIdentities"), "set identity: UserAssigned to attach these identities"))
+		}
+	}
+	for i, id := range s.UserAssignedIdentities {
+		if !userAssignedIdentityRE.MatchString(id.ProviderID) {
+			errs = append(errs, field.Invalid(p.Child("userAssignedIdentities").Index(i).Child("providerID"), id.ProviderID,
+				"want /subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.ManagedIdentity/userAssignedIdentities/<name> (an azure:// prefix is allowed)"))
+		}
+	}
+	if r := s.SystemAssignedIdentityRole; r != nil {
+		rp := p.Child("systemAssignedIdentityRole")
+		if s.Identity != infrav1.VMIdentitySystemAssigned {
+			errs = append(errs, field.Forbidden(rp, "applies to identity SystemAssigned only"))
+		}
+		if r.Name != "" && !guidRE.MatchString(r.Name) {
+			errs = append(errs, field.Invalid(rp.Child("name"), r.Name, "Azure names role assignments with a GUID"))
+		}
+		if d := r.DefinitionID; d != "" && !guidRE.MatchString(d) && !roleDefinitionRE.MatchString(d) {
+			errs = append(errs, field.Invalid(rp.Child("definitionID"), d, "want a role definition's GUID (Contributor is b24988ac-6180-42a0-ab88-20f7382dd24c) or its ID .../providers/Microsoft.Authorization/roleDefinitions/<GUID>"))
+		}
+		if r.Scope != "" && !strings.HasPrefix(strings.ToLower(r.Scope), "/subscriptions/") {
+			errs = append(errs, field.Invalid(rp.Child("scope"), r.Scope, "want an ARM ID such as /subscriptions/<id>/resourceGroups/<group>"))
+		}
+	}
 	return errs
 }
+
+var (
+	guidRE                 = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	roleDefinitionRE       = regexp.MustCompile(`(?i)^(/subscriptions/[^/]+)?/providers/Microsoft\.Authorization/roleDefinitions/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	userAssignedIdentityRE = regexp.MustCompile(`(?i)^(azure://)?/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.ManagedIdentity/userAssignedIdentities/[^/]+$`)
+)
 
 func validateImage(img *infrav1.Image, p *field.Path) field.ErrorList {
 	if img == nil {
@@ -198,6 +244,11 @@ func immutableVMFields(oldS, newS *infrav1.AzureVMSpec, p *field.Path) field.Err
 	check("vmSize", oldS.VMSize != newS.VMSize)
 	check("windowsServerVersion", oldS.WindowsServerVersion != newS.WindowsServerVersion)
 	check("containerRuntime", oldS.ContainerRuntime != newS.ContainerRuntime)
+	// Azure would take a new identity on the VM, but winkube sends a VM
+	// once: an edit here would be silently ignored.
+	check("identity", oldS.Identity != newS.Identity)
+	check("userAssignedIdentities", !apiequality.Semantic.DeepEqual(oldS.UserAssignedIdentities, newS.UserAssignedIdentities))
+	check("systemAssignedIdentityRole", !apiequality.Semantic.DeepEqual(oldS.SystemAssignedIdentityRole, newS.SystemAssignedIdentityRole))
 	return errs
 }
 

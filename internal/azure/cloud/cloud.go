@@ -12,6 +12,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/availabilitysets"
 	"github.com/winkube/winkube/internal/azure/disks"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/identities"
 	"github.com/winkube/winkube/internal/azure/inboundnatrules"
 	"github.com/winkube/winkube/internal/azure/loadbalancers"
 	"github.com/winkube/winkube/internal/azure/natgateways"
@@ -19,6 +20,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/publicips"
 	"github.com/winkube/winkube/internal/azure/resourcegroups"
 	"github.com/winkube/winkube/internal/azure/resourceskus"
+	"github.com/winkube/winkube/internal/azure/roleassignments"
 	"github.com/winkube/winkube/internal/azure/routetables"
 	"github.com/winkube/winkube/internal/azure/scalesets"
 	"github.com/winkube/winkube/internal/azure/securitygroups"
@@ -47,6 +49,8 @@ type Services struct {
 	ScaleSets    *scalesets.Service
 	Disks        *disks.Service
 	SKUs         *resourceskus.Service
+	Roles        *roleassignments.Service
+	Identities   *identities.Service
 	Images       *images.Resolver
 	// ImageFacts reads what the resolver does not need: an image's
 	// Hyper-V generation.
@@ -162,6 +166,8 @@ func (c *Cloud) ForIdentity(id *Identity, subscription string) (*Services, error
 	set(func() (e error) { s.ScaleSets, e = scalesets.New(subscription, cfg); return })
 	set(func() (e error) { s.SKUs, e = resourceskus.New(subscription, cfg); return })
 	set(func() (e error) { s.AvSets, e = availabilitysets.New(subscription, cfg); return })
+	set(func() (e error) { s.Roles, e = roleassignments.New(subscription, cfg); return })
+	s.Identities = identities.New(cfg)
 	set(func() error {
 		l, e := vmimages.New(subscription, cfg)
 		s.Images, s.ImageFacts = images.NewResolver(l, time.Hour), l

@@ -34,7 +34,11 @@ type Spec struct {
 	// Azure's default when empty.
 	Caching string
 	// Accelerated turns accelerated networking on for the instances' NICs.
-	Accelerated   bool
+	Accelerated bool
+	// Identity is "", SystemAssigned or UserAssigned (UserAssigned's ARM
+	// IDs), the instances' managed identity.
+	Identity      string
+	UserAssigned  []string
 	CustomData    []byte
 	AdminUsername string
 	// AdminPassword is sent only when the scale set is created.
@@ -204,6 +208,9 @@ func ModelDigest(spec Spec) string {
 	if spec.Accelerated {
 		fields = append(fields, "accelerated")
 	}
+	if spec.Identity != "" {
+		fields = append(fields, "identity="+spec.Identity+":"+strings.Join(spec.UserAssigned, ","))
+	}
 	return digest(fields...)
 }
 
@@ -291,6 +298,12 @@ func model(spec Spec, create bool) armcompute.VirtualMachineScaleSet {
 	}
 	for _, z := range spec.Zones {
 		set.Zones = append(set.Zones, to.Ptr(z))
+	}
+	switch spec.Identity {
+	case "SystemAssigned":
+		set.Identity = &armcompute.VirtualMachineScaleSetIdentity{Type: to.Ptr(armcompute.ResourceIdentityTypeSystemAssigned)}
+	case "UserAssigned":
+		set.Identity = &armcompute.VirtualMachineScaleSetIdentity{Type: to.Ptr(armcompute.ResourceIdentityTypeUserAssigned), UserAssignedIdentities: virtualmachines.UserAssignedMap(spec.UserAssigned)}
 	}
 	return set
 }
@@ -469,4 +482,12 @@ func Zones(set *armcompute.VirtualMachineScaleSet) []string {
 		}
 	}
 	return out
+}
+
+// PrincipalID is the scale set's system-assigned identity's principal.
+func PrincipalID(set *armcompute.VirtualMachineScaleSet) string {
+	if set == nil || set.Identity == nil || set.Identity.PrincipalID == nil {
+		return ""
+	}
+	return *set.Identity.PrincipalID
 }

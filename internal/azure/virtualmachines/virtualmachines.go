@@ -57,7 +57,11 @@ type Spec struct {
 	Zone         string
 	// AvailabilitySetID places the VM in a set, where there are no zones.
 	AvailabilitySetID string
-	Tags              map[string]*string
+	// Identity is "", SystemAssigned or UserAssigned; UserAssigned names
+	// the identities' ARM IDs.
+	Identity     string
+	UserAssigned []string
+	Tags         map[string]*string
 	// Made says the VM was made before: if it is missing it was deleted
 	// outside winkube, and Reconcile answers ErrVanished rather than
 	// making it again.
@@ -204,6 +208,12 @@ func model(spec Spec) armcompute.VirtualMachine {
 	if spec.AvailabilitySetID != "" {
 		vm.Properties.AvailabilitySet = &armcompute.SubResource{ID: to.Ptr(spec.AvailabilitySetID)}
 	}
+	switch spec.Identity {
+	case "SystemAssigned":
+		vm.Identity = &armcompute.VirtualMachineIdentity{Type: to.Ptr(armcompute.ResourceIdentityTypeSystemAssigned)}
+	case "UserAssigned":
+		vm.Identity = &armcompute.VirtualMachineIdentity{Type: to.Ptr(armcompute.ResourceIdentityTypeUserAssigned), UserAssignedIdentities: UserAssignedMap(spec.UserAssigned)}
+	}
 	return vm
 }
 
@@ -247,4 +257,23 @@ func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, b
 // BootDiagnostics{Enabled: true} in azure/converters/diagnostics.go).
 func BootDiagnostics() *armcompute.DiagnosticsProfile {
 	return &armcompute.DiagnosticsProfile{BootDiagnostics: &armcompute.BootDiagnostics{Enabled: to.Ptr(true)}}
+}
+
+// UserAssignedMap is the identity block's map of user-assigned identities,
+// keyed by ARM ID with empty values (Azure fills them in).
+func UserAssignedMap(ids []string) map[string]*armcompute.UserAssignedIdentitiesValue {
+	out := map[string]*armcompute.UserAssignedIdentitiesValue{}
+	for _, id := range ids {
+		out[id] = &armcompute.UserAssignedIdentitiesValue{}
+	}
+	return out
+}
+
+// PrincipalID is the VM's system-assigned identity's principal, once Azure
+// made it.
+func PrincipalID(vm *armcompute.VirtualMachine) string {
+	if vm == nil || vm.Identity == nil || vm.Identity.PrincipalID == nil {
+		return ""
+	}
+	return *vm.Identity.PrincipalID
 }

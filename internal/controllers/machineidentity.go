@@ -1,0 +1,126 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/cloud"
+	"github.com/winkube/winkube/internal/azure/identities"
+	"github.com/winkube/winkube/internal/azure/roleassignments"
+)
+
+// RoleAssignmentFailedReason: the machine's system-assigned identity could
+// not be given its role; the message says what the manager lacks.
+const RoleAssignmentFailedReason = "RoleAssignmentFailed"
+
+// principalReplication is how soon a role assignment Azure refused for a
+// principal it does not know yet is tried again: a new identity takes
+// seconds to a few minutes to reach every replica of the directory.
+const principalReplication = 15 * time.Second
+
+// vmIdentity is the identity block a VM spec sends: the kind and the
+// user-assigned identities' ARM IDs.
+func vmIdentity(s *infrav1.AzureVMSpec) (string, []string) {
+	switch s.Identity {
+	case infrav1.VMIdentitySystemAssigned:
+		return string(s.Identity), nil
+	case infrav1.VMIdentityUserAssigned:
+		var ids []string
+		for _, u := range s.UserAssignedIdentities {
+			ids = append(ids, identities.ARMID(u.ProviderID))
+		}
+		return string(s.Identity), ids
+	}
+	return "", nil
+}
+
+// roleOf is a system-assigned identity's role assignment as the spec
+// asks: by default Contributor on the cluster's resource group, the
+// narrowest scope where the cloud provider's load balancers, public IPs,
+// security group and routes are.
+func roleOf(s *infrav1.AzureVMSpec, subscription, rg, principal string) roleassignments.Spec {
+	r := infrav1.SystemAssignedIdentityRole{}
+	if s.SystemAssignedIdentityRole != nil {
+		r = *s.SystemAssignedIdentityRole
+	}
+	if r.Scope == "" {
+		r.Scope = "/subscriptions/" + subscription + "/resourceGroups/" + rg
+	}
+	if r.DefinitionID == "" {
+		r.DefinitionID = roleassignments.ContributorRole
+	}
+	def := roleassignments.DefinitionID(subscription, r.DefinitionID)
+	if r.Name == "" {
+		r.Name = roleassignments.Name(principal, def, r.Scope)
+	}
+	return roleassignments.Spec{Scope: r.Scope, Name: r.Name, DefinitionID: def, PrincipalID: principal}
+}
+
+// roleGrant is how far granting an identity its role got.
+type roleGrant struct {
+	// done: the role is granted.
+	done bool
+	// after, with reason and msg: the reconcile stops and comes back then.
+	after       time.Duration
+	reason, msg string
+}
+
+// grantRole gives a VM's or scale set's system-assigned identity its role,
+// recording the assignment in created before it is made, so that it goes
+// with its owner. An error is Azure's, for the caller's azureError.
+func grantRole(ctx context.Context, svc *cloud.Services, created *[]string, vm *infrav1.AzureVMSpec, subscription, rg, principal string) (roleGrant, error) {
+	if principal == "" {
+		return roleGrant{after: 5 * time.Second, reason: ProvisioningReason, msg: "waiting for Azure to make the system-assigned identity"}, nil
+	}
+	spec := roleOf(vm, subscription, rg, principal)
+	if claim(created, roleassignments.ID(spec.Scope, spec.Name)) {
+		return roleGrant{after: persisted, reason: ProvisioningReason, msg: "recording the identity's role assignment"}, nil
+	}
+	err := svc.Roles.Reconcile(ctx, spec)
+	var re *azcore.ResponseError
+	switch {
+	case err == nil:
+		return roleGrant{done: true}, nil
+	case errors.As(err, &re) && re.ErrorCode == "PrincipalNotFound":
+		return roleGrant{after: principalReplication, reason: ProvisioningReason, msg: "waiting for the new identity to reach Azure's directory before granting it its role"}, nil
+	case errors.As(err, &re) && (re.StatusCode == http.StatusForbidden || re.ErrorCode == "AuthorizationFailed"):
+		return roleGrant{after: restrictionRecheck, reason: RoleAssignmentFailedReason, msg: fmt.Sprintf(
+			"the manager may not grant the identity its role at %s (Azure: %s): give the manager's identity User Access Administrator or Owner there, "+
+				"or use identity: UserAssigned with an identity you granted the role yourself", spec.Scope, re.ErrorCode)}, nil
+	}
+	return roleGrant{}, err
+}
+
+// NoCloudProviderCredentialsReason: azure.json would have the cloud
+// provider use the VM's managed identity, and the VM has none.
+const NoCloudProviderCredentialsReason = "NoManagedIdentity"
+
+// checkCloudProviderCredentials sets CloudProviderCredentials: on Azure,
+// cloud-provider-azure with useManagedIdentityExtension asks the VM's
+// Instance Metadata Service for a token, which a VM without an identity
+// does not get, and every load balancer and route it manages fails.
+func checkCloudProviderCredentials(ctx context.Context, ids *Identities, obj conditions.Setter, vm *infrav1.AzureVMSpec, ac *infrav1.AzureCluster) {
+	if vm.Identity == infrav1.VMIdentitySystemAssigned || vm.Identity == infrav1.VMIdentityUserAssigned {
+		conditions.Set(obj, metav1.Condition{Type: CloudProviderCredentialsCondition, Status: metav1.ConditionTrue, Reason: "ManagedIdentity"})
+		return
+	}
+	_, ok, err := ids.cloudProviderCredentials(ctx, ac)
+	if err != nil {
+		return // the identity's own condition says what is wrong
+	}
+	if ok {
+		conditions.Set(obj, metav1.Condition{Type: CloudProviderCredentialsCondition, Status: metav1.ConditionTrue, Reason: "ClusterIdentity"})
+		return
+	}
+	conditions.Set(obj, metav1.Condition{Type: CloudProviderCredentialsCondition, Status: metav1.ConditionFalse, Reason: NoCloudProviderCredentialsReason,
+		Message: "the cloud provider on this node would authenticate as the VM's managed identity, and the VM has none: on Azure its load balancers and routes would fail. " +
+			"Set identity: SystemAssigned (winkube grants it Contributor on the cluster's resource group) or UserAssigned, or give the AzureCluster an identityRef of type ServicePrincipal or UserAssignedMSI"})
+}
