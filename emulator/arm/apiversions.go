@@ -49,6 +49,16 @@ var apiVersions = map[string][]string{
 	// Community galleries exist from 2022-03-03 on.
 	"galleries": {"2022-03-03", "2022-08-03", "2023-07-03", "2024-03-03", "2025-03-03"},
 	"skus":      {"2017-09-01", "2019-04-01", "2021-07-01"},
+	// Microsoft.ManagedIdentity's stable versions: the folders 2018-11-30
+	// and 2023-01-31 of specification/msi/resource-manager and 2024-11-30,
+	// which armmsi v1.3.0 is generated from (previews left out).
+	"msi": {"2018-11-30", "2023-01-31", "2024-11-30"},
+	// Microsoft.Authorization's roleAssignments and roleDefinitions:
+	// specification/authorization/resource-manager/Microsoft.Authorization/
+	// stable/2015-07-01, 2022-03-01 and 2022-04-01 (authorization-
+	// RoleAssignmentsCalls.json, authorization-RoleDefinitionsCalls.json);
+	// armauthorization/v2 v2.2.0 calls 2022-04-01.
+	"authorization": {"2015-07-01", "2022-03-01", "2022-04-01"},
 }
 
 // checkAPIVersion refuses a version the operation's type does not take,

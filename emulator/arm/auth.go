@@ -1,6 +1,7 @@
 package arm
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"net/http"
@@ -60,6 +61,18 @@ func (s *Server) authenticate(r *http.Request) (caller, *armError) {
 	return caller{Caller: c}, nil
 }
 
+type callerKey struct{}
+
+func withCaller(r *http.Request, c caller) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+}
+
+// callerOf is who the request acts as.
+func callerOf(r *http.Request) caller {
+	c, _ := r.Context().Value(callerKey{}).(caller)
+	return c
+}
+
 // authorize checks Azure RBAC: the caller needs a role assignment at the
 // request's scope, or above it, that permits the request's action.
 func (s *Server) authorize(c caller, r *http.Request) *armError {
@@ -86,7 +99,10 @@ func requestAction(method, path string) string {
 	seg := strings.Split(strings.Trim(path, "/"), "/")
 	var ns string
 	var types []string
-	for i := 0; i < len(seg); i++ {
+	// The last provider names the action: a role assignment on a VM,
+	// .../virtualMachines/vm/providers/Microsoft.Authorization/
+	// roleAssignments/x, is Microsoft.Authorization/roleAssignments/write.
+	for i := len(seg) - 1; i >= 0; i-- {
 		if strings.EqualFold(seg[i], "providers") && i+1 < len(seg) {
 			ns = seg[i+1]
 			types = nil

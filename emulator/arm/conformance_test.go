@@ -27,6 +27,8 @@ func sdkOperations(t *testing.T) map[string]sdkops.Operation {
 		"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7",
 		"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7",
 		"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources",
+		"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/msi/armmsi",
+		"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/authorization/armauthorization/v2",
 	} {
 		dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
 		if err != nil {
@@ -85,6 +87,15 @@ type conformance struct {
 	sdk    map[string]sdkops.Operation
 	// tried counts the served operations exercised.
 	tried map[string]int
+	// bearer is the token presented; the static test token when empty.
+	bearer string
+}
+
+func (c *conformance) token() string {
+	if c.bearer != "" {
+		return c.bearer
+	}
+	return token
 }
 
 type answer struct {
@@ -105,7 +116,7 @@ func (c *conformance) do(method, path, apiVersion string, body any, hdr map[stri
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+c.token())
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
 		req.Header.Set(k, v)
@@ -190,7 +201,7 @@ func (c *conformance) call(id string, params map[string]string, body any) answer
 
 func (c *conformance) get(url string) answer {
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+c.token())
 	return c.send(req)
 }
 
@@ -270,6 +281,8 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 		"instanceId": "0", "virtualmachineIndex": "0", "diskName": "disk", "imageName": "img", "availabilitySetName": "as",
 		"publisherName": "cncf-upstream", "offer": "capi", "skus": "ubuntu-2204-gen1", "version": "127.14.20240517",
 		"publicGalleryName": "ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019", "galleryImageName": "capi-ubun2-2404", "galleryImageVersionName": "1.31.1",
+		"resourceName": "uai", "scope": "subscriptions/" + sub + "/resourceGroups/conf", "roleAssignmentName": "7a51ce93-af62-4b80-8d34-cf1fab928374",
+		"roleDefinitionId": "b24988ac-6180-42a0-ab88-20f7382dd24c",
 	}
 	id := func(typ, name string) map[string]any {
 		return map[string]any{"id": "/subscriptions/" + sub + "/resourceGroups/conf/providers/" + typ + "/" + name}
@@ -472,9 +485,13 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 	}
 	c.call("ResourceGroups_Delete", p, nil)
 
+	// Identities and RBAC, in an emulator with a directory (role
+	// assignments name its principals).
+	ic := conformIdentity(t, c, p)
+
 	// Served but not exercised is a gap in this test.
 	for _, op := range arm.ServedOperations() {
-		if c.tried[op.ID] == 0 {
+		if c.tried[op.ID] == 0 && ic.tried[op.ID] == 0 {
 			t.Errorf("%s is served but this test never calls it", op.ID)
 		}
 	}
@@ -498,4 +515,44 @@ func with2(m map[string]string, k, v string) map[string]string {
 func obj(m map[string]any, k string) map[string]any {
 	v, _ := m[k].(map[string]any)
 	return v
+}
+
+// conformIdentity runs the identity and authorization operations against
+// an emulator whose Entra directory knows an Owner, as whom it calls them.
+func conformIdentity(t *testing.T, base *conformance, p map[string]string) *conformance {
+	w := newIDWorld(t)
+	ic := &conformance{t: t, base: w.srv.URL(), sdk: base.sdk, tried: map[string]int{}, client: base.client, bearer: w.ownerToken}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(w.srv.CACertPEM())
+	ic.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	ic.call("ResourceGroups_CreateOrUpdate", p, map[string]any{"location": location})
+	created := ic.call("UserAssignedIdentities_CreateOrUpdate", p, map[string]any{"location": location})
+	if created.status != http.StatusCreated {
+		t.Errorf("a new identity: %d %s", created.status, created.raw)
+	}
+	ic.call("UserAssignedIdentities_CreateOrUpdate", p, map[string]any{"location": location})
+	ic.call("UserAssignedIdentities_Get", p, nil)
+	ic.call("UserAssignedIdentities_ListByResourceGroup", p, nil)
+	principal, _ := obj(created.body, "properties")["principalId"].(string)
+	ra := map[string]any{"properties": map[string]any{"principalId": principal,
+		"roleDefinitionId": "/subscriptions/" + sub + "/providers/Microsoft.Authorization/roleDefinitions/b24988ac-6180-42a0-ab88-20f7382dd24c"}}
+	if a := ic.call("RoleAssignments_Create", p, ra); a.status != http.StatusCreated {
+		t.Errorf("a new role assignment: %d %s", a.status, a.raw)
+	}
+	ic.call("RoleAssignments_Get", p, nil)
+	ic.call("RoleAssignments_ListForScope", p, nil)
+	ic.call("RoleDefinitions_Get", p, nil)
+	ic.call("RoleDefinitions_List", p, nil)
+	ic.notFound("UserAssignedIdentities_Get", p, false, "ResourceNotFound")
+	ic.notFound("UserAssignedIdentities_Get", p, true, "ResourceGroupNotFound")
+	ic.notFound("RoleAssignments_Get", p, false, "RoleAssignmentNotFound")
+	ic.notFound("RoleDefinitions_Get", p, false, "RoleDefinitionDoesNotExist")
+	ic.notFound("UserAssignedIdentities_Delete", p, false, "")
+	ic.notFound("RoleAssignments_Delete", p, false, "")
+	ic.call("RoleAssignments_Delete", p, nil)
+	ic.call("UserAssignedIdentities_Delete", p, nil)
+	// A resource's scope takes role assignments too.
+	vmScope := with2(p, "scope", p["scope"]+"/providers/Microsoft.Compute/virtualMachines/vm")
+	ic.call("RoleAssignments_ListForScope", vmScope, nil)
+	return ic
 }

@@ -165,6 +165,26 @@ var servedOperations = func() []operationSpec {
 	add(operationSpec{ID: "CommunityGalleryImageVersions_Get", Method: http.MethodGet, Path: cg + "/images/{galleryImageName}/versions/{galleryImageVersionName}", Versions: "galleries"})
 	add(operationSpec{ID: "ResourceSKUs_List", Method: http.MethodGet, Path: "/subscriptions/{subscriptionId}/providers/Microsoft.Compute/skus", Versions: "skus"})
 
+	// Microsoft.ManagedIdentity: user-assigned identities, written and
+	// deleted within the request (armmsi v1.3.0: CreateOrUpdate 200/201,
+	// Delete 200/204, neither long-running).
+	uai := subRG + "/providers/Microsoft.ManagedIdentity/userAssignedIdentities"
+	add(operationSpec{ID: "UserAssignedIdentities_Get", Method: http.MethodGet, Path: uai + "/{resourceName}", Versions: "msi"})
+	add(operationSpec{ID: "UserAssignedIdentities_CreateOrUpdate", Method: http.MethodPut, Path: uai + "/{resourceName}", Versions: "msi"})
+	add(operationSpec{ID: "UserAssignedIdentities_Delete", Method: http.MethodDelete, Path: uai + "/{resourceName}", Versions: "msi"})
+	add(operationSpec{ID: "UserAssignedIdentities_ListByResourceGroup", Method: http.MethodGet, Path: uai, Versions: "msi"})
+
+	// Microsoft.Authorization at any scope (armauthorization/v2 v2.2.0):
+	// {scope} stands for a subscription, a resource group or a resource.
+	ra := "/{scope}/providers/Microsoft.Authorization/roleAssignments"
+	add(operationSpec{ID: "RoleAssignments_Create", Method: http.MethodPut, Path: ra + "/{roleAssignmentName}", Versions: "authorization"})
+	add(operationSpec{ID: "RoleAssignments_Get", Method: http.MethodGet, Path: ra + "/{roleAssignmentName}", Versions: "authorization"})
+	add(operationSpec{ID: "RoleAssignments_Delete", Method: http.MethodDelete, Path: ra + "/{roleAssignmentName}", Versions: "authorization"})
+	add(operationSpec{ID: "RoleAssignments_ListForScope", Method: http.MethodGet, Path: ra, Versions: "authorization"})
+	rd := "/{scope}/providers/Microsoft.Authorization/roleDefinitions"
+	add(operationSpec{ID: "RoleDefinitions_Get", Method: http.MethodGet, Path: rd + "/{roleDefinitionId}", Versions: "authorization"})
+	add(operationSpec{ID: "RoleDefinitions_List", Method: http.MethodGet, Path: rd, Versions: "authorization"})
+
 	for i := range ops {
 		ops[i].seg = strings.Split(strings.Trim(ops[i].Path, "/"), "/")
 		if ops[i].Created == 0 {
@@ -179,21 +199,53 @@ var servedOperations = func() []operationSpec {
 
 func lowerFirst(s string) string { return strings.ToLower(s[:1]) + s[1:] }
 
+// isScope reports whether segments name an RBAC scope: subscriptions/S,
+// with resourceGroups/G, with providers/NS/type/name... after it.
+func isScope(seg []string) bool {
+	switch {
+	case len(seg) < 2 || !strings.EqualFold(seg[0], "subscriptions") || seg[1] == "":
+		return false
+	case len(seg) == 2:
+		return true
+	case len(seg) < 4 || !strings.EqualFold(seg[2], "resourceGroups") || seg[3] == "":
+		return false
+	case len(seg) == 4:
+		return true
+	}
+	// providers/NS/type/name[/type/name...], never the Authorization
+	// provider's own collections.
+	rest := seg[4:]
+	return len(rest) >= 4 && len(rest)%2 == 0 && strings.EqualFold(rest[0], "providers") && !strings.EqualFold(rest[1], "Microsoft.Authorization")
+}
+
 // matchOperation finds the served operation for a request. The literal
-// segments compare without case, as ARM's routing does.
+// segments compare without case, as ARM's routing does. A leading {scope}
+// takes any number of segments that name a scope: a subscription, a
+// resource group, or a resource in one.
 func matchOperation(method, path string) *operationSpec {
 	seg := strings.Split(strings.Trim(path, "/"), "/")
 	for i := range servedOperations {
 		op := &servedOperations[i]
-		if op.Method != method || len(op.seg) != len(seg) {
+		if op.Method != method {
+			continue
+		}
+		opSeg, pathSeg := op.seg, seg
+		if op.seg[0] == "{scope}" {
+			n := len(seg) - (len(op.seg) - 1)
+			if n < 2 || !isScope(seg[:n]) {
+				continue
+			}
+			opSeg, pathSeg = op.seg[1:], seg[n:]
+		}
+		if len(opSeg) != len(pathSeg) {
 			continue
 		}
 		ok := true
-		for j, t := range op.seg {
+		for j, t := range opSeg {
 			if strings.HasPrefix(t, "{") {
-				ok = seg[j] != ""
+				ok = pathSeg[j] != ""
 			} else {
-				ok = strings.EqualFold(t, seg[j])
+				ok = strings.EqualFold(t, pathSeg[j])
 			}
 			if !ok {
 				break

@@ -312,6 +312,7 @@ func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID
 		body = merged
 	}
 	res := newResource(id, k, body)
+	res.tenant = callerOf(r).TenantID
 	if k.topLevel && str(res.body, "location") == "" {
 		return nil, nil, false, errorf(http.StatusBadRequest, "LocationRequired", "The location property is required for this definition.")
 	}

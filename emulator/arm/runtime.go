@@ -41,6 +41,11 @@ type Machine struct {
 	// called: a NAT gateway attached after boot counts (outbound.go). Nil
 	// for machines not made by the emulator.
 	Outbound func(protocol string) (Egress, error)
+	// IMDS is the base URL of the machine's Instance Metadata Service
+	// (imds.go): what http://169.254.169.254 is on Azure, with an
+	// unguessable path of this machine's own. Its token endpoint is IMDS +
+	// "/metadata/identity/oauth2/token". Empty without an Entra directory.
+	IMDS string
 }
 
 // NATRule forwards a load balancer's frontend port to a machine's port.

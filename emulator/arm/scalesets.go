@@ -23,6 +23,9 @@ func putVMSS(s *Server, r, old *resource) *armError {
 	if e := s.validateZones(r); e != nil {
 		return e
 	}
+	if e := s.checkIdentity(r); e != nil {
+		return e
+	}
 	p := r.props()
 	if str(p, "orchestrationMode") == "" {
 		p["orchestrationMode"] = "Uniform"
@@ -104,6 +107,9 @@ func putVMSS(s *Server, r, old *resource) *armError {
 		}
 	} else {
 		p["uniqueId"] = newUUID()
+	}
+	if e := s.applyIdentity(r, old); e != nil {
+		return e
 	}
 	// The new model is stored before instances are made from it.
 	s.resources[key(r.idStr)] = r

@@ -93,6 +93,7 @@ type Server struct {
 	netDone    chan struct{}
 
 	ca       *certAuthority
+	imds     *imdsServer
 	listener net.Listener
 	http     *http.Server
 	wg       sync.WaitGroup
@@ -146,6 +147,10 @@ func (s *Server) Start(addr string) error {
 		return fmt.Errorf("arm: %w", err)
 	}
 	s.listener = ln
+	if err := s.startIMDS(host); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("arm: IMDS: %w", err)
+	}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -186,6 +191,9 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		err = s.http.Shutdown(ctx)
+		if s.imds != nil {
+			_ = s.imds.http.Shutdown(ctx)
+		}
 		s.wg.Wait()
 	}
 	return err
@@ -214,6 +222,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	r = withCaller(r, who)
 	if strings.HasPrefix(r.URL.Path, "/emulator/") {
 		s.serveControl(w, r)
 		return
@@ -240,6 +249,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = withOperation(r, op)
 	}
+	op := operationOf(r)
 	if e := s.throttle(w, sub, r.Method); e != nil {
 		writeError(w, e)
 		return
@@ -257,7 +267,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	s.route(w, r, body)
+	if strings.HasPrefix(op.ID, "RoleAssignments_") || strings.HasPrefix(op.ID, "RoleDefinitions_") {
+		s.serveAuthorization(w, r, op, body)
+	} else {
+		s.route(w, r, body)
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		s.changed()
 	}

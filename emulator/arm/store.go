@@ -33,6 +33,9 @@ type resource struct {
 	// reused while rev stays the same.
 	saved    []byte
 	savedRev uint64
+	// tenant is, while a PUT's hooks run, the tenant of its caller: where
+	// the managed identities it creates live (identities.go).
+	tenant string
 }
 
 // touch records that what Save writes of r changed. Every change to a

@@ -21,6 +21,9 @@ func putVM(s *Server, r, old *resource) *armError {
 	if e := s.validateZones(r); e != nil {
 		return e
 	}
+	if e := s.checkIdentity(r); e != nil {
+		return e
+	}
 	storage := obj(p, "storageProfile")
 	osProfile := obj(p, "osProfile")
 	os, e := s.checkProfile(r, old, storage, osProfile, "computerName", 15, 64)
@@ -65,6 +68,9 @@ func putVM(s *Server, r, old *resource) *armError {
 		}
 	}
 	// Effects, now that everything is valid.
+	if e := s.applyIdentity(r, old); e != nil {
+		return e
+	}
 	if old != nil {
 		p["vmId"] = old.props()["vmId"]
 		obj(storage, "osDisk")["managedDisk"] = get(old.props(), "storageProfile", "osDisk", "managedDisk")
@@ -188,6 +194,7 @@ func (s *Server) machineOf(r *resource, location string, storage, osProfile map[
 	}
 	id := r.idStr
 	m.Outbound = func(protocol string) (Egress, error) { return s.Outbound(id, protocol) }
+	m.IMDS = s.imdsURL(id)
 	if sz, ok := vmSizes[m.VMSize]; ok {
 		m.VCPUs, m.MemoryGB = sz.vCPUs, sz.memoryGB
 	}
@@ -258,6 +265,7 @@ func (s *Server) natRule(id string) (NATRule, bool) {
 // vmDeleted detaches (or, with deleteOption Delete, deletes) the VM's NICs
 // and OS disk, as Azure does when a VM goes.
 func vmDeleted(s *Server, r *resource) []string {
+	s.dropIdentity(r)
 	s.leaveAvailabilitySet(r)
 	p := r.props()
 	for _, n := range list(p, "networkProfile", "networkInterfaces") {

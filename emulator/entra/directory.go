@@ -65,12 +65,17 @@ type FederatedCredential struct {
 // tokens unless a credential says otherwise.
 const DefaultFederatedAudience = "api://AzureADTokenExchange"
 
-// RoleAssignment grants a built-in role (Owner, Contributor, Reader) to a
-// principal's object ID at a scope (a subscription, a resource group, ...).
+// RoleAssignment grants a built-in role (Owner, Contributor, Reader, ...)
+// to a principal's object ID at a scope (a subscription, a resource group,
+// a resource). Name is the assignment's GUID, as ARM's roleAssignments
+// name it; one is made up when empty.
 type RoleAssignment struct {
-	PrincipalID string `json:"principalID"`
-	Role        string `json:"role"`
-	Scope       string `json:"scope"`
+	Name        string    `json:"name,omitempty"`
+	PrincipalID string    `json:"principalID"`
+	Role        string    `json:"role"`
+	Scope       string    `json:"scope"`
+	CreatedOn   time.Time `json:"createdOn,omitzero"`
+	CreatedBy   string    `json:"createdBy,omitempty"`
 }
 
 // TrustedIssuer is an external OIDC issuer and its signing keys (a JWKS);
@@ -191,7 +196,7 @@ func (d *Directory) Apply(c Config) error {
 		}
 	}
 	for _, a := range c.RoleAssignments {
-		if err := d.AssignRole(a.PrincipalID, a.Role, a.Scope); err != nil {
+		if err := d.addAssignment(a); err != nil {
 			return err
 		}
 	}
@@ -383,22 +388,35 @@ func (d *Directory) TrustIssuer(issuer string, keys []byte) error {
 	return nil
 }
 
-// AssignRole grants a built-in role to a principal's object ID at a scope.
+// AssignRole grants a built-in role to a principal's object ID at a scope;
+// granting it again changes nothing.
 func (d *Directory) AssignRole(principalID, role, scope string) error {
-	if _, ok := roleByName(role); !ok {
-		return fmt.Errorf("role %q is not one of %s", role, strings.Join(roleNames(), ", "))
+	return d.addAssignment(RoleAssignment{PrincipalID: principalID, Role: role, Scope: scope})
+}
+
+func (d *Directory) addAssignment(a RoleAssignment) error {
+	r, ok := RoleByName(a.Role)
+	if !ok {
+		return fmt.Errorf("role %q is not one of %s", a.Role, strings.Join(roleNames(), ", "))
 	}
-	if !strings.HasPrefix(scope, "/") {
-		return fmt.Errorf("scope %q is not a resource ID such as /subscriptions/<id>", scope)
+	if !strings.HasPrefix(a.Scope, "/") {
+		return fmt.Errorf("scope %q is not a resource ID such as /subscriptions/<id>", a.Scope)
+	}
+	a.Role = r.Name
+	if a.Name == "" {
+		a.Name = NewGUID()
+	}
+	if a.CreatedOn.IsZero() {
+		a.CreatedOn = time.Now().UTC()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, a := range d.assignments {
-		if strings.EqualFold(a.PrincipalID, principalID) && strings.EqualFold(a.Role, role) && strings.EqualFold(a.Scope, scope) {
+	for _, x := range d.assignments {
+		if sameGrant(x, a) {
 			return nil
 		}
 	}
-	d.assignments = append(d.assignments, RoleAssignment{PrincipalID: principalID, Role: role, Scope: scope})
+	d.assignments = append(d.assignments, a)
 	return nil
 }
 
