@@ -195,7 +195,8 @@ func (s *Server) identitiesOf(machineID string) []machineIdentity {
 		out = append(out, machineIdentity{clientID: c, objectID: str(id, "principalId"), system: true})
 	}
 	refs := make([]string, 0)
-	for ref := range obj(id, "userAssignedIdentities") {
+	users, _ := id["userAssignedIdentities"].(map[string]any) // a VM without an identity has no block
+	for ref := range users {
 		refs = append(refs, ref)
 	}
 	sort.Strings(refs)

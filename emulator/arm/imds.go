@@ -114,9 +114,11 @@ func (s *Server) serveIMDS(w http.ResponseWriter, r *http.Request) {
 		imdsError(w, http.StatusBadRequest, "invalid_request", "Required query variable 'resource' is missing")
 		return
 	}
-	s.mu.Lock()
-	ids := s.identitiesOf(machineID)
-	s.mu.Unlock()
+	ids := func() []machineIdentity {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.identitiesOf(machineID)
+	}()
 	clientID, objectID, resID := q.Get("client_id"), q.Get("object_id"), q.Get("msi_res_id")
 	if resID == "" {
 		resID = q.Get("mi_res_id")

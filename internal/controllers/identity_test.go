@@ -41,6 +41,7 @@ type entraWorld struct {
 	dir   *entra.Directory
 	emu   *arm.Server
 	login *entra.Server
+	rt    *arm.RecordingRuntime
 	// cfg is the controllers' endpoint: no credential of their own.
 	cfg endpoint.Config
 }
@@ -51,7 +52,8 @@ func newEntraWorld(t *testing.T) *entraWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	emu, err := arm.New(arm.Options{Directory: dir, PollInterval: 10 * time.Millisecond, Runtime: &arm.RecordingRuntime{}})
+	rt := &arm.RecordingRuntime{}
+	emu, err := arm.New(arm.Options{Directory: dir, PollInterval: 10 * time.Millisecond, Runtime: rt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func newEntraWorld(t *testing.T) *entraWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = login.Close() })
-	return &entraWorld{dir: dir, emu: emu, login: login, cfg: endpoint.Config{
+	return &entraWorld{dir: dir, emu: emu, login: login, rt: rt, cfg: endpoint.Config{
 		ResourceManagerEndpoint: emu.URL(), AuthorityHost: login.URL(), CACertPEM: emu.CACertPEM(),
 		Retry: &policy.RetryOptions{MaxRetries: 3, RetryDelay: 10 * time.Millisecond, MaxRetryDelay: time.Second},
 	}}

@@ -26,6 +26,10 @@ const RoleAssignmentFailedReason = "RoleAssignmentFailed"
 // seconds to a few minutes to reach every replica of the directory.
 const principalReplication = 15 * time.Second
 
+// roleRecheck is when a role assignment Azure refused the manager is
+// tried again: granting the manager the right role sends no event.
+const roleRecheck = time.Minute
+
 // vmIdentity is the identity block a VM spec sends: the kind and the
 // user-assigned identities' ARM IDs.
 func vmIdentity(s *infrav1.AzureVMSpec) (string, []string) {
@@ -92,7 +96,7 @@ func grantRole(ctx context.Context, svc *cloud.Services, created *[]string, vm *
 	case errors.As(err, &re) && re.ErrorCode == "PrincipalNotFound":
 		return roleGrant{after: principalReplication, reason: ProvisioningReason, msg: "waiting for the new identity to reach Azure's directory before granting it its role"}, nil
 	case errors.As(err, &re) && (re.StatusCode == http.StatusForbidden || re.ErrorCode == "AuthorizationFailed"):
-		return roleGrant{after: restrictionRecheck, reason: RoleAssignmentFailedReason, msg: fmt.Sprintf(
+		return roleGrant{after: roleRecheck, reason: RoleAssignmentFailedReason, msg: fmt.Sprintf(
 			"the manager may not grant the identity its role at %s (Azure: %s): give the manager's identity User Access Administrator or Owner there, "+
 				"or use identity: UserAssigned with an identity you granted the role yourself", spec.Scope, re.ErrorCode)}, nil
 	}
