@@ -81,6 +81,21 @@ func (s *Server) authorize(c caller, r *http.Request) *armError {
 	}
 	scope := strings.TrimRight(r.URL.Path, "/")
 	action := requestAction(r.Method, scope)
+	if isOperationURL(scope) {
+		// The status URLs a write returns are subscription-level
+		// (/subscriptions/S/providers/NS/locations/L/operations/ID), and
+		// principals whose roles are on one resource group poll them: the
+		// CAPZ manager and cloud-provider-azure, each scoped to its
+		// cluster's group, do on every write. They are checked as reads
+		// of the resource the operation acts on.
+		s.mu.Lock()
+		op := s.ops[scope[strings.LastIndex(scope, "/")+1:]]
+		s.mu.Unlock()
+		if op == nil || op.scope == "" {
+			return nil // unknown: OperationNotFound says so
+		}
+		scope, action = op.scope, requestAction(http.MethodGet, op.scope)
+	}
 	if s.opts.Directory.Authorized(c.ObjectID, action, scope) {
 		return nil
 	}

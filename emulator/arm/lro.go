@@ -3,6 +3,7 @@ package arm
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -19,6 +20,9 @@ type operation struct {
 	// method is the request's; resultID the resource a PUT or PATCH wrote,
 	// which the result URL answers with once the operation succeeds.
 	method, resultID string
+	// scope is the resource the operation acts on, whose read permission
+	// polling it needs.
+	scope string
 }
 
 var opSeq atomic.Int64
@@ -27,7 +31,12 @@ var opSeq atomic.Int64
 // caller completes it with finishOperation.
 func (s *Server) startOperation(w http.ResponseWriter, r *http.Request, sub, namespace, location string) *operation {
 	n := opSeq.Add(1)
-	op := &operation{id: strconv.FormatInt(n, 10) + "-" + newUUID()[:8], status: "InProgress", started: time.Now(), method: r.Method}
+	op := &operation{id: strconv.FormatInt(n, 10) + "-" + newUUID()[:8], status: "InProgress", started: time.Now(), method: r.Method,
+		scope: strings.TrimRight(r.URL.Path, "/")}
+	if r.Method == http.MethodPost {
+		// .../virtualMachines/vm/start acts on the VM.
+		op.scope = op.scope[:max(strings.LastIndex(op.scope, "/"), 0)]
+	}
 	s.ops[op.id] = op
 	if location == "" {
 		location = "local"
