@@ -277,6 +277,21 @@ func (r *Runtime) nodeFiles(endpoint string) func(node, path string) ([]byte, er
 	}
 }
 
+// nodeIMDS is the Instance Metadata Service of the VM a node of the
+// cluster at endpoint runs on.
+func (r *Runtime) nodeIMDS(endpoint string) func(node string) string {
+	return func(node string) string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, m := range r.machines {
+			if m.endpoint == endpoint && m.nodeName == node {
+				return m.arm.IMDS
+			}
+		}
+		return ""
+	}
+}
+
 // privateIP is the VNet address of a machine's host address: a node's
 // InternalIP in the local world.
 func (r *Runtime) privateIP(internalIP string) (string, bool) {

@@ -28,7 +28,7 @@ func TestCloudActsOnlyWhileACCMRuns(t *testing.T) {
 	c := cloud.Start(cloud.Config{
 		Client: cs, Log: logr.Discard(),
 		Images:  func(image string) bool { return catalog.HasEffect("linux", image, components.EffectCloudController) },
-		Network: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "cp", nil), PrivateIP: privateIP,
+		Connect: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "cp", nil), PrivateIP: privateIP,
 	})
 	t.Cleanup(c.Stop)
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -15,26 +16,95 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/winkube/winkube/emulator/machines/cloud"
 )
 
-// ARMNetwork is the cloud controller's Azure: load balancers, public IPs
+// ARMNetwork is the cloud controllers' Azure: load balancers, public IPs
 // and network security groups through ARM with the Azure SDK's armnetwork
 // clients, as cloud-provider-azure calls them (here the emulator, whose
-// public addresses are loopback ones). connect is called when the first
-// call is made: the emulator's endpoint is known only once it runs on the
-// machine runtime.
-func ARMNetwork(connect ARMConnection) cloud.Network {
-	return &armNetwork{connect: connect, clients: map[string]*armnetwork.ClientFactory{}}
+// public addresses are loopback ones), authenticated with the credential
+// each cluster's cloud config names, as cloud-provider-azure v1.36.5 builds
+// it (pkg/azclient/auth_func.go, commit 9da1599): a client secret through
+// Entra ID, a managed identity through the IMDS of the VM the controller
+// manager runs on. connect is called when the first call is made: the
+// emulator's endpoint is known only once it runs on the machine runtime.
+func ARMNetwork(connect ARMConnection) func(cloud.Credentials) (cloud.Network, error) {
+	var mu sync.Mutex
+	nets := map[string]*armNetwork{}
+	return func(cr cloud.Credentials) (cloud.Network, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if n := nets[cr.Key()]; n != nil {
+			return n, nil
+		}
+		cred, opts, err := connect()
+		if err != nil {
+			return nil, err
+		}
+		if cred == nil {
+			if cred, err = cloudConfigCredential(cr, opts); err != nil {
+				return nil, err
+			}
+		}
+		n := &armNetwork{cred: cred, opts: opts, clients: map[string]*armnetwork.ClientFactory{}}
+		nets[cr.Key()] = n
+		return n, nil
+	}
 }
 
-// ARMConnection gives the credential and the client options that reach ARM.
+// ARMConnection gives the client options that reach ARM (its endpoint,
+// Entra ID's authority host, the transport that trusts them) and, for an
+// emulator that takes one static token (tests not about identity), the
+// credential every cloud controller then uses whatever its cloud config
+// says; nil means each cloud config's own.
 type ARMConnection func() (azcore.TokenCredential, *arm.ClientOptions, error)
 
+// cloudConfigCredential is the credential cr names.
+func cloudConfigCredential(cr cloud.Credentials, opts *arm.ClientOptions) (azcore.TokenCredential, error) {
+	if cr.ManagedIdentity {
+		if cr.IMDS == "" {
+			return nil, fmt.Errorf("the cloud config %s on node %s asks for a managed identity, and this world has no Instance Metadata Service to issue one (it runs without an Entra ID)", cr.ConfigPath, cr.Node)
+		}
+		return &imdsCredential{route: imdsRoute{base: cr.IMDS}, id: cr.UserAssignedID}, nil
+	}
+	var co azcore.ClientOptions
+	if opts != nil {
+		co = opts.ClientOptions
+	}
+	// The emulated Entra ID serves no instance discovery: the authority is
+	// the one in the client options.
+	return azidentity.NewClientSecretCredential(cr.TenantID, cr.ClientID, cr.ClientSecret,
+		&azidentity.ClientSecretCredentialOptions{ClientOptions: co, DisableInstanceDiscovery: true})
+}
+
+// imdsAddress is where a VM reaches its Instance Metadata Service.
+const imdsAddress = "169.254.169.254"
+
+// imdsRoute takes a request to IMDS's link-local address to the IMDS of
+// the VM the process runs on: what the VM's network does on Azure. The
+// emulator gives each machine its own base URL (arm.Machine.IMDS).
+type imdsRoute struct{ base string }
+
+func (r imdsRoute) Do(req *http.Request) (*http.Response, error) {
+	if req.URL.Hostname() != imdsAddress {
+		return nil, fmt.Errorf("dial tcp %s: the managed-identity client reached for an address other than IMDS's", req.URL.Host)
+	}
+	u, err := url.Parse(r.base + req.URL.Path)
+	if err != nil {
+		return nil, err
+	}
+	u.RawQuery = req.URL.RawQuery
+	out := req.Clone(req.Context())
+	out.URL, out.Host = u, u.Host
+	return http.DefaultClient.Do(out)
+}
+
 type armNetwork struct {
-	connect ARMConnection
+	cred    azcore.TokenCredential
+	opts    *arm.ClientOptions
 	mu      sync.Mutex
 	clients map[string]*armnetwork.ClientFactory
 }
@@ -46,11 +116,7 @@ func (a *armNetwork) client(sub string) (*armnetwork.ClientFactory, error) {
 	if f := a.clients[sub]; f != nil {
 		return f, nil
 	}
-	cred, opts, err := a.connect()
-	if err != nil {
-		return nil, err
-	}
-	f, err := armnetwork.NewClientFactory(sub, cred, opts)
+	f, err := armnetwork.NewClientFactory(sub, a.cred, a.opts)
 	if err == nil {
 		a.clients[sub] = f
 	}

@@ -49,10 +49,11 @@ type Options struct {
 	Network *hostnet.Network
 	// Images is the registry pods pull from.
 	Images kubelet.Images
-	// Cloud, when set, is the Azure network where the clusters' cloud
-	// controllers program load balancers for LoadBalancer Services;
-	// ARMNetwork makes one that calls the emulator.
-	Cloud cloud.Network
+	// Cloud, when set, reaches the Azure network where the clusters' cloud
+	// controllers program load balancers for LoadBalancer Services, with
+	// the credential each cluster's cloud config names; ARMNetwork makes
+	// one that calls the emulator.
+	Cloud func(cloud.Credentials) (cloud.Network, error)
 	// JoinTimeout bounds a worker's wait for its control plane (10m).
 	JoinTimeout time.Duration
 	// Events receives a line per boot step, for progress displays.
@@ -555,7 +556,7 @@ func (r *Runtime) ensureCloud(m *machine) error {
 		return err
 	}
 	r.clusters[m.endpoint] = &workloadCluster{admin: m.cp.SuperAdmin, grants: &components.Grants{TTL: 30 * time.Second}, cloud: cloud.Start(cloud.Config{
-		Client: admin, Images: ccmImage, Instances: machineInstances{r}, Network: r.opts.Cloud,
+		Client: admin, Images: ccmImage, Instances: machineInstances{r}, Connect: r.opts.Cloud, IMDS: r.nodeIMDS(m.endpoint),
 		ReadNodeFile: r.nodeFiles(m.endpoint), PrivateIP: r.privateIP,
 		Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
 	})}

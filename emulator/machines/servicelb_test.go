@@ -181,7 +181,7 @@ func TestServiceLoadBalancer(t *testing.T) {
 	a := newAzure(t, ctx, "svclb-rg")
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	c := cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
-		Network: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svclb-cp", nil), PrivateIP: privateIP})
+		Connect: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svclb-cp", nil), PrivateIP: privateIP})
 	t.Cleanup(c.Stop)
 	lbs, err := loadbalancers.New(subscriptID, armCfg)
 	if err != nil {
@@ -488,7 +488,7 @@ func TestServiceLoadBalancerSaysWhatToChange(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	nicBased := func(c *azurejson.Config) { c.LoadBalancerBackendPoolConfigurationType = "" }
 	c := cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
-		Network: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svcnic-cp", nicBased), PrivateIP: privateIP})
+		Connect: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svcnic-cp", nicBased), PrivateIP: privateIP})
 	t.Cleanup(c.Stop)
 	runCCM(t, ctx, cs, "cloud-controller-manager-svcnic", "svcnic-cp", "--cloud-provider=azure", "--cluster-name=svcnic")
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "svcnic"}}, metav1.CreateOptions{}); err != nil {
@@ -547,7 +547,7 @@ func TestServiceLoadBalancerResumesAfterRestart(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	start := func() *cloud.Controller {
 		return cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
-			Network: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svcrst-cp", nil), PrivateIP: privateIP})
+			Connect: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svcrst-cp", nil), PrivateIP: privateIP})
 	}
 	addNode(t, ctx, cs, "svcrst-w1", "10.1.202.5", nil)
 	runCCM(t, ctx, cs, "cloud-controller-manager-svcrst", "svcrst-cp", "--cloud-provider=azure", "--cluster-name=svcrst")
@@ -623,7 +623,7 @@ func TestServiceLoadBalancerReportsAzure(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	noVNet := func(c *azurejson.Config) { c.VnetName = "no-such-vnet" }
 	c := cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
-		Network: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svcbad-cp", noVNet), PrivateIP: privateIP})
+		Connect: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svcbad-cp", noVNet), PrivateIP: privateIP})
 	t.Cleanup(c.Stop)
 	addNode(t, ctx, cs, "svcbad-w1", "10.1.203.5", nil)
 	runCCM(t, ctx, cs, "cloud-controller-manager-svcbad", "svcbad-cp", "--cloud-provider=azure", "--cluster-name=svcbad")

@@ -38,7 +38,7 @@ func TestServiceLoadBalancerCarriesTraffic(t *testing.T) {
 	a := newAzure(t, ctx, "svcflow-rg")
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	c := cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
-		Network: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svcflow-cp", nil), PrivateIP: privateIP})
+		Connect: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svcflow-cp", nil), PrivateIP: privateIP})
 	t.Cleanup(c.Stop)
 	addNode(t, ctx, cs, "svcflow-cp", "10.1.201.4", map[string]string{"node-role.kubernetes.io/control-plane": "", cloud.ExcludeLabel: ""})
 	addNode(t, ctx, cs, "svcflow-w1", "10.1.201.5", nil)

@@ -6,16 +6,12 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	azurecloud "github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/entra"
-	"github.com/winkube/winkube/internal/azure/endpoint"
 )
 
 const (
@@ -71,16 +67,6 @@ func (w *World) serveDirectory() error {
 	}
 	w.login, err = entra.Serve(w.dir, "127.0.0.1:0", cert)
 	return err
-}
-
-// servicePrincipalCredential is the world's service principal as the
-// machine runtime's cloud controller authenticates (azure.json's
-// aadClientId and aadClientSecret).
-func (w *World) servicePrincipalCredential(cfg endpoint.Config) (azcore.TokenCredential, error) {
-	return azidentity.NewClientSecretCredential(w.sp.TenantID, w.sp.ClientID, w.spSecret, &azidentity.ClientSecretCredentialOptions{
-		ClientOptions:            azcore.ClientOptions{Cloud: azurecloud.Configuration{ActiveDirectoryAuthorityHost: w.login.URL()}, Transport: cfg.Transport},
-		DisableInstanceDiscovery: true,
-	})
 }
 
 // Directory is the world's Entra ID, for tests and diagnosis.

@@ -273,10 +273,9 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	// The clusters' cloud controllers authenticate as their cloud
+	// configs say, through this Entra ID or their VMs' IMDS.
 	armCfg = mgmtCfg
-	if armCfg.Credential, err = w.servicePrincipalCredential(mgmtCfg); err != nil {
-		return err
-	}
 	if _, err := os.Stat(filepath.Join(o.StateDir, emulatorState)); err == nil {
 		// A world stopped earlier: its resources come back and its
 		// machines boot again from their disks.
@@ -476,11 +475,12 @@ func sshKey(dir string) (string, error) {
 	return line, os.WriteFile(path+".pub", []byte(line+"\n"), 0o600)
 }
 
-// connectARM reaches ARM as the configuration (filled in once the
-// emulator runs) says.
+// connectARM reaches ARM and Entra ID at the endpoints of the
+// configuration (filled in once the emulator runs), with no credential of
+// its own: each cluster's cloud controller uses its cloud config's.
 func connectARM(cfg *endpoint.Config) machines.ARMConnection {
 	return func() (azcore.TokenCredential, *azarm.ClientOptions, error) {
 		opts, err := cfg.ClientOptions()
-		return cfg.Credential, opts, err
+		return nil, opts, err
 	}
 }

@@ -52,10 +52,15 @@ type Config struct {
 	Images func(image string) bool
 	// Instances may be nil: Nodes are then never deleted.
 	Instances Instances
-	// Network is Azure's, where the service controller programs load
-	// balancers. It may be nil: LoadBalancer Services then stay pending,
-	// with an event saying why.
-	Network Network
+	// Connect gives Azure's network, where the service controller
+	// programs load balancers, reached with the credential the cloud
+	// config names (Credentials). It may be nil: LoadBalancer Services
+	// then stay pending, with an event saying why.
+	Connect func(Credentials) (Network, error)
+	// IMDS gives the base URL of the Instance Metadata Service of the VM
+	// a node runs on: where a managed identity's token comes from. Nil or
+	// "" when the node's VM has none (no Entra ID in this world).
+	IMDS func(node string) string
 	// ReadNodeFile reads a file on a node's disk: the cloud config the
 	// cloud-controller-manager reads on the node it runs on.
 	ReadNodeFile func(node, path string) ([]byte, error)

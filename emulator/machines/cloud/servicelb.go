@@ -307,8 +307,8 @@ func clone(lb *LoadBalancer) *LoadBalancer {
 
 // removeFrom takes a Service's parts off a load balancer, deleting the load
 // balancer when no frontend is left, as cloud-provider-azure does.
-func (c *Controller) removeFrom(ctx context.Context, ref Ref, fe string) (bool, error) {
-	lb, err := c.cfg.Network.LoadBalancer(ctx, ref)
+func (c *Controller) removeFrom(ctx context.Context, st Settings, ref Ref, fe string) (bool, error) {
+	lb, err := st.net.LoadBalancer(ctx, ref)
 	if err != nil || lb == nil {
 		return false, err
 	}
@@ -316,9 +316,9 @@ func (c *Controller) removeFrom(ctx context.Context, ref Ref, fe string) (bool, 
 		return false, nil
 	}
 	if len(lb.Frontends) == 0 {
-		return true, c.cfg.Network.DeleteLoadBalancer(ctx, ref)
+		return true, st.net.DeleteLoadBalancer(ctx, ref)
 	}
-	return true, c.cfg.Network.PutLoadBalancer(ctx, lb)
+	return true, st.net.PutLoadBalancer(ctx, lb)
 }
 
 // syncService is the service controller's work for one Service. Every step
@@ -349,13 +349,13 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	if err == nil && !st.runsServiceController() {
 		return nil
 	}
-	if err == nil && c.cfg.Network == nil {
-		err = fmt.Errorf("no cloud to program: the machine runtime was started without an ARM endpoint")
-	}
 	if err == nil {
 		if p := st.problem(); p != "" {
 			err = &specError{p}
 		}
+	}
+	if err == nil {
+		err = c.connect(&st)
 	}
 	if err != nil {
 		c.warn(ctx, s, key, "SyncLoadBalancerFailed", "Error syncing load balancer: "+err.Error())
@@ -399,18 +399,18 @@ func (c *Controller) ensureLB(ctx context.Context, s *corev1.Service, st Setting
 	}
 	// A Service that switched between public and internal leaves the
 	// other load balancer (and its public IP) first.
-	moved, err := c.removeFrom(ctx, st.lbRef(!in), fe)
+	moved, err := c.removeFrom(ctx, st, st.lbRef(!in), fe)
 	if err != nil {
 		return err
 	}
 	if in {
-		if err := c.cfg.Network.DeletePublicIP(ctx, pipRef); err != nil {
+		if err := st.net.DeletePublicIP(ctx, pipRef); err != nil {
 			return err
 		}
 	}
 	address := ""
 	if !in {
-		id, addr, err := c.cfg.Network.EnsurePublicIP(ctx, pipRef, st.Config.Location,
+		id, addr, err := st.net.EnsurePublicIP(ctx, pipRef, st.Config.Location,
 			map[string]string{serviceTag: s.Namespace + "/" + s.Name, clusterTag: st.ClusterName})
 		if err != nil {
 			return err
@@ -418,7 +418,7 @@ func (c *Controller) ensureLB(ctx context.Context, s *corev1.Service, st Setting
 		frontend.PublicIPID, address = id, addr
 	}
 	ref := st.lbRef(in)
-	cur, err := c.cfg.Network.LoadBalancer(ctx, ref)
+	cur, err := st.net.LoadBalancer(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -450,7 +450,7 @@ func (c *Controller) ensureLB(ctx context.Context, s *corev1.Service, st Setting
 		if len(backends) == 0 {
 			_ = c.event(ctx, s, corev1.EventTypeWarning, "UnAvailableLoadBalancer", "There are no available nodes for LoadBalancer")
 		}
-		if err := c.cfg.Network.PutLoadBalancer(ctx, want); err != nil {
+		if err := st.net.PutLoadBalancer(ctx, want); err != nil {
 			return err
 		}
 	}
@@ -462,7 +462,7 @@ func (c *Controller) ensureLB(ctx context.Context, s *corev1.Service, st Setting
 	}
 	changed = changed || nsgChanged
 	if in {
-		lb, err := c.cfg.Network.LoadBalancer(ctx, ref)
+		lb, err := st.net.LoadBalancer(ctx, ref)
 		if err != nil {
 			return err
 		}
@@ -505,12 +505,12 @@ func (c *Controller) deleteLB(ctx context.Context, s *corev1.Service, key string
 		return err
 	}
 	for _, in := range []bool{false, true} {
-		if _, err := c.removeFrom(ctx, st.lbRef(in), fe); err != nil {
+		if _, err := c.removeFrom(ctx, st, st.lbRef(in), fe); err != nil {
 			c.warn(ctx, s, key, "DeleteLoadBalancerFailed", "Error deleting load balancer: "+err.Error())
 			return err
 		}
 	}
-	if err := c.cfg.Network.DeletePublicIP(ctx, Ref{SubscriptionID: st.Config.SubscriptionID, ResourceGroup: st.Config.ResourceGroup, Name: publicIPName(st.ClusterName, s)}); err != nil {
+	if err := st.net.DeletePublicIP(ctx, Ref{SubscriptionID: st.Config.SubscriptionID, ResourceGroup: st.Config.ResourceGroup, Name: publicIPName(st.ClusterName, s)}); err != nil {
 		c.warn(ctx, s, key, "DeleteLoadBalancerFailed", "Error deleting load balancer: "+err.Error())
 		return err
 	}
@@ -532,7 +532,7 @@ func (c *Controller) deleteLB(ctx context.Context, s *corev1.Service, key string
 // with the nodes, as the service controller does when nodes come and go.
 func (c *Controller) syncPools(ctx context.Context) error {
 	pod, ct := c.activeCCM()
-	if pod == nil || c.cfg.Network == nil {
+	if pod == nil {
 		return nil
 	}
 	// Only the Services this controller programmed (they carry its
@@ -542,13 +542,13 @@ func (c *Controller) syncPools(ctx context.Context) error {
 		return nil
 	}
 	st, err := settings(pod, ct, c.cfg.ReadNodeFile)
-	if err != nil || !st.runsServiceController() || st.problem() != "" {
+	if err != nil || !st.runsServiceController() || st.problem() != "" || c.connect(&st) != nil {
 		return nil // the Services say why
 	}
 	backends := c.backends(st)
 	for _, in := range []bool{false, true} {
 		ref := st.lbRef(in)
-		cur, err := c.cfg.Network.LoadBalancer(ctx, ref)
+		cur, err := st.net.LoadBalancer(ctx, ref)
 		if err != nil {
 			return err
 		}
@@ -560,7 +560,7 @@ func (c *Controller) syncPools(ctx context.Context) error {
 		if same(cur, want) {
 			continue
 		}
-		if err := c.cfg.Network.PutLoadBalancer(ctx, want); err != nil {
+		if err := st.net.PutLoadBalancer(ctx, want); err != nil {
 			return err
 		}
 		for _, o := range c.svcs.List() {
@@ -602,7 +602,7 @@ func (c *Controller) reconcileNSG(ctx context.Context, s *corev1.Service, st Set
 	if ref.Name == "" {
 		return false, fmt.Errorf("the cloud config %s on node %s has no securityGroupName: the NSG the rules of LoadBalancer Services go on", st.ConfigPath, st.Node)
 	}
-	sg, err := c.cfg.Network.SecurityGroup(ctx, ref)
+	sg, err := st.net.SecurityGroup(ctx, ref)
 	if err != nil {
 		return false, err
 	}
@@ -665,5 +665,5 @@ func (c *Controller) reconcileNSG(ctx context.Context, s *corev1.Service, st Set
 		return false, err
 	}
 	sg.Rules = rules
-	return true, c.cfg.Network.PutSecurityGroup(ctx, sg)
+	return true, st.net.PutSecurityGroup(ctx, sg)
 }

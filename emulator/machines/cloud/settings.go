@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,6 +34,9 @@ type Settings struct {
 	// Controllers is --controllers (nil: all).
 	Controllers []string
 	Config      AzureConfig
+	// net is Azure's network as the controller manager reaches it with
+	// Config's credential, once connected.
+	net Network
 }
 
 // AzureConfig holds the fields of azure.json the service controller uses,
@@ -53,6 +57,88 @@ type AzureConfig struct {
 	// rules on, in SecurityGroupResourceGroup (default ResourceGroup).
 	SecurityGroupName          string `json:"securityGroupName"`
 	SecurityGroupResourceGroup string `json:"securityGroupResourceGroup"`
+	// The credential fields, named as cloud-provider-azure v1.36.5 names
+	// them (pkg/azclient/auth_conf.go and arm_conf.go, commit 9da1599).
+	TenantID                    string `json:"tenantId"`
+	AADClientID                 string `json:"aadClientId"`
+	AADClientSecret             string `json:"aadClientSecret"`
+	AADClientCertPath           string `json:"aadClientCertPath"`
+	UseManagedIdentityExtension bool   `json:"useManagedIdentityExtension"`
+	UserAssignedIdentityID      string `json:"userAssignedIdentityID"`
+	AADFederatedTokenFile       string `json:"aadFederatedTokenFile"`
+	UseFederatedWorkload        bool   `json:"useFederatedWorkloadIdentityExtension"`
+}
+
+// Credentials are what the cloud config says the controller manager
+// authenticates to ARM with, and where its managed identity would come
+// from: exactly one of a client secret, a managed identity (the VM's
+// Instance Metadata Service) or none.
+type Credentials struct {
+	// Node is the node the controller manager runs on, ConfigPath the
+	// cloud config it read there.
+	Node, ConfigPath string
+	TenantID         string
+	// ClientID and ClientSecret are a service principal's (aadClientId,
+	// aadClientSecret).
+	ClientID, ClientSecret string
+	// ManagedIdentity is useManagedIdentityExtension; UserAssignedID is
+	// userAssignedIdentityID: a client ID, or a resource ID when it holds
+	// /subscriptions/.
+	ManagedIdentity bool
+	UserAssignedID  string
+	// IMDS is the base URL of the node's VM's Instance Metadata Service.
+	IMDS string
+}
+
+// Key tells credentials apart, so that clients made for one are kept for it.
+func (c Credentials) Key() string {
+	return strings.Join([]string{c.Node, c.TenantID, c.ClientID, c.ClientSecret, fmt.Sprint(c.ManagedIdentity), c.UserAssignedID, c.IMDS}, "\x00")
+}
+
+// ErrNoAuth is cloud-provider-azure's error for a cloud config with no
+// credential (v1.36.5 pkg/provider/config/azure_auth.go ErrorNoAuth). With
+// useInstanceMetadata the process starts anyway, without an ARM
+// credential, and its ARM calls cannot be authorized.
+var ErrNoAuth = errors.New("no credentials provided for Azure cloud provider")
+
+// credentials picks the credential as cloud-provider-azure v1.36.5 does
+// (pkg/azclient/auth.go NewAuthProvider, commit 9da1599): workload
+// identity, then the managed identity, then a client secret, then a
+// client certificate; none of them is ErrNoAuth. Workload identity and
+// certificates are files the local world does not put on nodes: they are
+// refused with what to use instead.
+func (s Settings) credentials(imds func(node string) string) (Credentials, error) {
+	c := s.Config
+	cr := Credentials{Node: s.Node, ConfigPath: s.ConfigPath, TenantID: c.TenantID}
+	switch {
+	case c.UseFederatedWorkload || c.AADFederatedTokenFile != "":
+		return cr, fmt.Errorf("the cloud config %s asks for workload identity: the local world has no workload-identity webhook; use a managed identity or a client secret", s.ConfigPath)
+	case c.UseManagedIdentityExtension:
+		cr.ManagedIdentity, cr.UserAssignedID = true, c.UserAssignedIdentityID
+		if imds != nil {
+			cr.IMDS = imds(s.Node)
+		}
+	case c.AADClientSecret != "":
+		cr.ClientID, cr.ClientSecret = c.AADClientID, c.AADClientSecret
+	case c.AADClientCertPath != "":
+		return cr, fmt.Errorf("the cloud config %s names a client certificate (%s): the local world's Entra ID takes client secrets only; use aadClientSecret or a managed identity", s.ConfigPath, c.AADClientCertPath)
+	default:
+		return cr, ErrNoAuth
+	}
+	return cr, nil
+}
+
+// connect reaches Azure's network as the cloud config's credential.
+func (c *Controller) connect(st *Settings) error {
+	if c.cfg.Connect == nil {
+		return fmt.Errorf("no cloud to program: the machine runtime was started without an ARM endpoint")
+	}
+	cr, err := st.credentials(c.cfg.IMDS)
+	if err != nil {
+		return err
+	}
+	st.net, err = c.cfg.Connect(cr)
+	return err
 }
 
 // flag returns the value of a --name=value or --name value argument of the

@@ -1,0 +1,103 @@
+package machines
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+)
+
+// imdsCredential is a managed identity's token from the IMDS of the VM a
+// process runs on, asked as azidentity's ManagedIdentityCredential asks
+// (v1.15.0, managed_identity_client.go: api-version 2018-02-01, the scope
+// less /.default as the resource, client_id or msi_res_id naming a
+// user-assigned identity), and failing with its words.
+//
+// azidentity itself cannot serve here: its tokens are cached by MSAL for
+// the whole process (microsoft-authentication-library-for-go
+// apps/managedidentity, the package-level cacheManager), keyed by the
+// identity's client ID or "system assigned" and the resource. A real
+// process runs on one VM, so that cache is one VM's; the local world runs
+// every VM's cloud controller in one process, where it would hand one VM's
+// system-assigned token to another.
+type imdsCredential struct {
+	route imdsRoute
+	// id is azure.json's userAssignedIdentityID: a client ID, or a
+	// resource ID when it holds /subscriptions/ (cloud-provider-azure
+	// v1.36.5 pkg/azclient/auth_func.go).
+	id string
+
+	mu     sync.Mutex
+	tokens map[string]azcore.AccessToken // by resource
+}
+
+// imdsAPIVersion is the version azidentity asks IMDS for.
+const imdsAPIVersion = "2018-02-01"
+
+func (c *imdsCredential) GetToken(ctx context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	if len(o.Scopes) != 1 {
+		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential: expected exactly one scope per token request, got %d", len(o.Scopes))
+	}
+	resource := strings.TrimSuffix(o.Scopes[0], "/.default")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Refreshed five minutes before it expires, as the SDK's bearer
+	// token policy does.
+	if t, ok := c.tokens[resource]; ok && time.Until(t.ExpiresOn) > 5*time.Minute {
+		return t, nil
+	}
+	q := url.Values{"api-version": {imdsAPIVersion}, "resource": {resource}}
+	if c.id != "" {
+		if strings.Contains(strings.ToUpper(c.id), "/SUBSCRIPTIONS/") {
+			q.Set("msi_res_id", c.id)
+		} else {
+			q.Set("client_id", c.id)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+imdsAddress+"/metadata/identity/oauth2/token?"+q.Encode(), nil)
+	if err != nil {
+		return azcore.AccessToken{}, err
+	}
+	req.Header.Set("Metadata", "true")
+	resp, err := c.route.Do(req)
+	if err != nil {
+		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential authentication failed. %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch {
+	case resp.StatusCode == http.StatusBadRequest && c.id != "":
+		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential authentication failed. the requested identity isn't assigned to this resource\n%s %s\nRESPONSE %s\n%s",
+			req.Method, req.URL.Redacted(), resp.Status, body)
+	case resp.StatusCode == http.StatusBadRequest:
+		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential: failed to authenticate a system assigned identity. The endpoint responded with %s", body)
+	case resp.StatusCode != http.StatusOK:
+		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential authentication failed.\n%s %s\nRESPONSE %s\n%s", req.Method, req.URL.Redacted(), resp.Status, body)
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+		ExpiresOn   string `json:"expires_on"`
+	}
+	if err := json.Unmarshal(body, &tok); err != nil || tok.AccessToken == "" {
+		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential authentication failed. IMDS answered no token: %s", body)
+	}
+	secs, err := strconv.ParseInt(tok.ExpiresOn, 10, 64)
+	if err != nil {
+		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential authentication failed. expires_on %q: %w", tok.ExpiresOn, err)
+	}
+	t := azcore.AccessToken{Token: tok.AccessToken, ExpiresOn: time.Unix(secs, 0)}
+	if c.tokens == nil {
+		c.tokens = map[string]azcore.AccessToken{}
+	}
+	c.tokens[resource] = t
+	return t, nil
+}
