@@ -11,17 +11,20 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/entra"
+	"github.com/winkube/winkube/internal/controllers"
 )
 
 // TestIdentityKinds: a certificate service principal, a workload identity
@@ -122,7 +125,7 @@ func TestIdentityKinds(t *testing.T) {
 			return infrav1.AzureClusterIdentitySpec{Type: infrav1.WorkloadIdentity, TenantID: tenant, ClientID: wi.ClientID}, nil
 		}},
 		{"msi", msi, func(string) (infrav1.AzureClusterIdentitySpec, *corev1.Secret) {
-			return infrav1.AzureClusterIdentitySpec{Type: infrav1.UserAssignedMSI, ClientID: msi.ClientID}, nil
+			return infrav1.AzureClusterIdentitySpec{Type: infrav1.UserAssignedMSI, TenantID: tenant, ClientID: msi.ClientID}, nil
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -140,6 +143,16 @@ func TestIdentityKinds(t *testing.T) {
 			f.waitClusterProvisioned(2 * time.Minute)
 			if n, bad := w.dir.TokenRequestsFor(tc.p.ClientID), w.dir.TokenFailuresFor(tc.p.ClientID); n == 0 || bad != 0 {
 				t.Fatalf("%d token requests, %d refused", n, bad)
+			}
+			if spec.Type != infrav1.UserAssignedMSI {
+				return
+			}
+			// azure.json names the cluster's identity, and a machine
+			// without it could not get its token from IMDS.
+			f.newMachine("msi-md-none-aaaaa", false, false, "1")
+			am := f.waitMachinesProvisioned(2*time.Minute, "msi-md-none-aaaaa")["msi-md-none-aaaaa"]
+			if c := meta.FindStatusCondition(am.Status.Conditions, controllers.CloudProviderCredentialsCondition); c == nil || c.Reason != controllers.IdentityNotAttachedReason || !strings.Contains(c.Message, msi.ClientID) {
+				t.Errorf("a machine without the cluster's user-assigned identity: CloudProviderCredentials %+v", c)
 			}
 		})
 	}

@@ -107,6 +107,10 @@ func grantRole(ctx context.Context, svc *cloud.Services, created *[]string, vm *
 // provider use the VM's managed identity, and the VM has none.
 const NoCloudProviderCredentialsReason = "NoManagedIdentity"
 
+// IdentityNotAttachedReason: azure.json names the cluster's user-assigned
+// identity, and the VM does not have it.
+const IdentityNotAttachedReason = "UserAssignedIdentityNotAttached"
+
 // checkCloudProviderCredentials sets CloudProviderCredentials: on Azure,
 // cloud-provider-azure with useManagedIdentityExtension asks the VM's
 // Instance Metadata Service for a token, which a VM without an identity
@@ -116,9 +120,17 @@ func checkCloudProviderCredentials(ctx context.Context, ids *Identities, obj con
 		conditions.Set(obj, metav1.Condition{Type: CloudProviderCredentialsCondition, Status: metav1.ConditionTrue, Reason: "ManagedIdentity"})
 		return
 	}
-	_, ok, err := ids.cloudProviderCredentials(ctx, ac)
+	creds, ok, err := ids.cloudProviderCredentials(ctx, ac)
 	if err != nil {
 		return // the identity's own condition says what is wrong
+	}
+	if ok && creds.ClientSecret == "" && creds.UserAssignedIdentityID != "" {
+		// IMDS issues tokens only for identities on the VM; this one has
+		// none ("Identity not found").
+		conditions.Set(obj, metav1.Condition{Type: CloudProviderCredentialsCondition, Status: metav1.ConditionFalse, Reason: IdentityNotAttachedReason,
+			Message: fmt.Sprintf("the cloud provider on this node would authenticate as user-assigned identity %s (the cluster's AzureClusterIdentity), which is not attached to this VM: its Instance Metadata Service would refuse the token. "+
+				"Set identity: UserAssigned with userAssignedIdentities naming that identity, or identity: SystemAssigned", creds.UserAssignedIdentityID)})
+		return
 	}
 	if ok {
 		conditions.Set(obj, metav1.Condition{Type: CloudProviderCredentialsCondition, Status: metav1.ConditionTrue, Reason: "ClusterIdentity"})

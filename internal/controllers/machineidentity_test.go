@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/emulator/machines/cloud"
 	"github.com/winkube/winkube/internal/azure/roleassignments"
 	"github.com/winkube/winkube/internal/azurejson"
 	"github.com/winkube/winkube/internal/controllers"
@@ -49,6 +50,11 @@ func TestMachineIdentitiesAsAzureGivesThem(t *testing.T) {
 	if !strings.Contains(msg, "User Access Administrator") || !strings.Contains(msg, rgScope) || !strings.Contains(msg, "AuthorizationFailed") {
 		t.Errorf("refused role assignment: %q", msg)
 	}
+
+	// The refused machine's VM has its identity, with no role: its cloud
+	// provider gets a token from IMDS, and ARM refuses what it asks.
+	refusedIMDS := machineIMDS(t, w, "ids-md-refused-aaaaa")
+	expectWarning(t, "system-assigned without its role", runCCM(t, w, f.ns, "ids-md-refused-aaaaa", refusedIMDS, machineAzureJSON(t, f, "ids-md-refused-aaaaa")), "no role", "AuthorizationFailed", "Microsoft.Network/")
 
 	// Granted the right to, the manager gives a new machine's identity its role.
 	if err := w.dir.AssignRole(mgr.ObjectID, "User Access Administrator", "/subscriptions/"+subscription); err != nil {
@@ -126,6 +132,35 @@ func TestMachineIdentitiesAsAzureGivesThem(t *testing.T) {
 	if code, body := imdsToken(t, imds["ids-md-none-ddddd"], ""); code != http.StatusBadRequest || !strings.Contains(body, "Identity not found") {
 		t.Errorf("IMDS of a VM without an identity: %d %s", code, body)
 	}
+	// Each machine's cloud provider, as its azure.json says.
+	spJSON := editJSON(t, machineAzureJSON(t, f, "ids-md-none-ddddd"), func(c *azurejson.Config) {
+		c.UseManagedIdentityExtension, c.TenantID, c.AADClientID, c.AADClientSecret = false, mgr.TenantID, mgr.ClientID, secret
+	})
+	if got := runCCM(t, w, f.ns, "ids-md-none-ddddd", imds["ids-md-none-ddddd"], spJSON); got.ip == "" {
+		t.Errorf("service principal: the Service stayed <pending>: %s", got.warning)
+	}
+	badSecret := editJSON(t, spJSON, func(c *azurejson.Config) { c.AADClientSecret = "not-" + secret })
+	expectWarning(t, "service principal with a wrong secret", runCCM(t, w, f.ns, "ids-md-none-ddddd", imds["ids-md-none-ddddd"], badSecret), "refused the service principal's secret", "AADSTS7000215")
+	if got := runCCM(t, w, f.ns, "ids-md-system-bbbbb", imds["ids-md-system-bbbbb"], machineAzureJSON(t, f, "ids-md-system-bbbbb")); got.ip == "" {
+		t.Errorf("system-assigned with its role: the Service stayed <pending>: %s", got.warning)
+	}
+	// A user-assigned identity has the roles its owner gives it.
+	if err := w.dir.AssignRole(*ccm.Properties.PrincipalID, "Contributor", rgScope); err != nil {
+		t.Fatal(err)
+	}
+	if got := runCCM(t, w, f.ns, "ids-md-user-ccccc", imds["ids-md-user-ccccc"], machineAzureJSON(t, f, "ids-md-user-ccccc")); got.ip == "" {
+		t.Errorf("user-assigned, attached: the Service stayed <pending>: %s", got.warning)
+	}
+	// What CAPZ writes for a UserAssignedMSI cluster identity on machines
+	// with none: the identity is not on the VM.
+	notAttached := editJSON(t, machineAzureJSON(t, f, "ids-md-none-ddddd"), func(c *azurejson.Config) { c.UserAssignedIdentityID = *ccm.Properties.ClientID })
+	expectWarning(t, "user-assigned, not attached", runCCM(t, w, f.ns, "ids-md-none-ddddd", imds["ids-md-none-ddddd"], notAttached), "not attached to the VM",
+		"the requested identity isn't assigned to this resource", "Identity not found")
+	expectWarning(t, "no identity", runCCM(t, w, f.ns, "ids-md-none-ddddd", imds["ids-md-none-ddddd"], machineAzureJSON(t, f, "ids-md-none-ddddd")), "has none",
+		"failed to authenticate a system assigned identity", "Identity not found")
+	noCredential := editJSON(t, machineAzureJSON(t, f, "ids-md-none-ddddd"), func(c *azurejson.Config) { c.UseManagedIdentityExtension = false })
+	expectWarning(t, "no credential", runCCM(t, w, f.ns, "ids-md-none-ddddd", imds["ids-md-none-ddddd"], noCredential), "holds no credential", cloud.ErrNoAuth.Error())
+
 	none := ams["ids-md-none-ddddd"]
 	if c := meta.FindStatusCondition(none.Status.Conditions, controllers.CloudProviderCredentialsCondition); c == nil || c.Reason != controllers.NoCloudProviderCredentialsReason || !strings.Contains(c.Message, "identity: SystemAssigned") {
 		t.Errorf("the machine without an identity: CloudProviderCredentials %+v", c)
@@ -139,6 +174,22 @@ func TestMachineIdentitiesAsAzureGivesThem(t *testing.T) {
 	if _, err := roles.Get(f.ctx, rgScope, name, nil); err == nil {
 		t.Error("the role assignment outlived its machine")
 	}
+}
+
+// machineIMDS is the IMDS of a machine's VM, once it runs.
+func machineIMDS(t *testing.T, w *entraWorld, name string) string {
+	t.Helper()
+	var url string
+	poll.Until(t, time.Minute, func() string {
+		for _, m := range w.rt.Running() {
+			if m.Name == name && m.IMDS != "" {
+				url = m.IMDS
+				return ""
+			}
+		}
+		return name + "'s VM does not run"
+	})
+	return url
 }
 
 // imdsToken asks a machine's Instance Metadata Service for an ARM token,

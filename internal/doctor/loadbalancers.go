@@ -118,9 +118,16 @@ func LoadBalancers(s *State) []Finding {
 					Message: fmt.Sprintf("LoadBalancer Service %s has no external IP: the cloud-controller-manager in kube-system is not Running and Ready", key),
 					Fix:     "kubectl -n kube-system describe pods -l component=cloud-controller-manager (its azure.json and credentials are the usual causes)"})
 			case f != nil:
+				why, fix := ExplainLoadBalancerFailure(f.Message)
+				if why != "" {
+					why = " " + why + "."
+				}
+				if fix == "" {
+					fix = "fix what the message names; kubectl describe service " + svc.Name + " -n " + svc.Namespace + " shows the newest attempt"
+				}
 				out = append(out, Finding{Check: "load-balancers", Severity: Error, Object: obj,
-					Message: fmt.Sprintf("LoadBalancer Service %s has no external IP: the cloud provider failed to program its load balancer: %s", key, f.Message),
-					Fix:     "fix what the message names; kubectl describe service " + svc.Name + " -n " + svc.Namespace + " shows the newest attempt"})
+					Message: fmt.Sprintf("LoadBalancer Service %s has no external IP: the cloud provider failed to program its load balancer.%s Its last attempt: %s", key, why, firstLines(f.Message, 3)),
+					Fix:     fix})
 			default:
 				out = append(out, Finding{Check: "load-balancers", Severity: Info, Object: obj,
 					Message: fmt.Sprintf("LoadBalancer Service %s is waiting for its external IP (the cloud-controller-manager runs; Azure takes a minute or so)", key)})
@@ -161,4 +168,43 @@ func ingressOf(svc *corev1.Service) string {
 		}
 	}
 	return strings.Join(ips, ", ")
+}
+
+// firstLines keeps the first n lines of an SDK error, whose request and
+// response dumps follow its message.
+func firstLines(msg string, n int) string {
+	lines := strings.SplitN(msg, "\n", n+1)
+	if len(lines) > n {
+		lines = append(lines[:n], "...")
+	}
+	return strings.Join(lines, " ")
+}
+
+// ExplainLoadBalancerFailure says which credential of the cloud provider
+// failed, and what to change, from the service controller's message: the
+// words Entra ID (its AADSTS codes), the Instance Metadata Service (as
+// azidentity v1.15.0 reports it, managed_identity_client.go) and ARM
+// (AuthorizationFailed) use. Both are "" for other failures.
+func ExplainLoadBalancerFailure(msg string) (why, fix string) {
+	switch {
+	case strings.Contains(msg, "AADSTS7000215"), strings.Contains(msg, "AADSTS7000222"):
+		return "Entra ID refused the service principal's secret in azure.json (aadClientSecret): it is wrong or has expired",
+			"put the service principal's current secret in the Secret its AzureClusterIdentity names (az ad sp credential reset --id <aadClientId> makes a new one); winkube rewrites the <machine>-azure-json Secrets from it, and new nodes get it: replace the control-plane machines (or edit /etc/kubernetes/azure.json on them) and restart the cloud-controller-manager pods"
+	case strings.Contains(msg, "AADSTS700016"), strings.Contains(msg, "AADSTS90002"):
+		return "Entra ID knows no such service principal in that tenant (azure.json's aadClientId or tenantId)",
+			"check the AzureClusterIdentity's clientID and tenantID against az ad sp show --id <aadClientId>"
+	case strings.Contains(msg, "the requested identity isn't assigned to this resource"):
+		return "azure.json names a user-assigned managed identity (userAssignedIdentityID) that is not attached to the VM the cloud-controller-manager runs on",
+			"attach it to the control-plane machines (identity: UserAssigned with userAssignedIdentities in their AzureMachineTemplate; a new template rolls the control plane), or give the cluster an identity its nodes have"
+	case strings.Contains(msg, "failed to authenticate a system assigned identity"):
+		return "azure.json asks for the VM's managed identity (useManagedIdentityExtension) and the VM the cloud-controller-manager runs on has none",
+			"set identity: SystemAssigned on the control plane's AzureMachineTemplate (winkube then grants it Contributor on the cluster's resource group, for which the manager needs User Access Administrator or Owner), or reference an AzureClusterIdentity of type ServicePrincipal from the AzureCluster"
+	case strings.Contains(msg, "AuthorizationFailed"):
+		return "the cloud provider's identity authenticated, and ARM refused it the action: it has no role on the cluster's resource group",
+			"grant it Contributor on the cluster's resource group (az role assignment create --assignee-object-id <the object id in the message> --assignee-principal-type ServicePrincipal --role Contributor --scope <the resource group's ID>); for a machine's system-assigned identity, systemAssignedIdentityRole says which role winkube grants"
+	case strings.Contains(msg, "no credentials provided for Azure cloud provider"):
+		return "azure.json holds no credential: neither aadClientSecret nor useManagedIdentityExtension",
+			"reference an AzureClusterIdentity from the AzureCluster, or give the control-plane machines an identity (identity: SystemAssigned)"
+	}
+	return "", ""
 }
