@@ -52,9 +52,13 @@ Beside ARM it serves an Entra ID (--entra-listen): OIDC discovery, the
 token endpoint for client secrets, certificate assertions and federated
 (workload identity) tokens, and App Service's managed-identity endpoint.
 ARM accepts only its tokens and enforces its role assignments (Owner,
-Contributor, Reader) as Azure does. --directory loads principals, role
+Contributor, Reader, Network Contributor, User Access Administrator) as
+Azure does; each VM's Instance Metadata Service issues tokens for the
+managed identities attached to it. --directory loads principals, role
 assignments and trusted issuers from a JSON file; without it, a service
-principal with Contributor on every subscription is made and printed.
+principal with Contributor and User Access Administrator on every
+subscription is made and printed (the flavors' machines get system-assigned
+identities, whose roles the manager assigns).
 
 With --state the resources survive a restart: they are loaded at start and
 saved on exit (and every --save-every), the directory beside them.`,
@@ -118,6 +122,11 @@ func runEmulator(ctx context.Context, cmd *cobra.Command, o *emulatorOptions) er
 			return err
 		}
 		if err := dir.AssignRole(p.ObjectID, "Contributor", "/"); err != nil {
+			return err
+		}
+		// A manager acting as it gives the flavors' machines'
+		// system-assigned identities their roles, as an Owner would.
+		if err := dir.AssignRole(p.ObjectID, "User Access Administrator", "/"); err != nil {
 			return err
 		}
 		bootstrap, bootstrapSecret = &p, secret

@@ -40,5 +40,10 @@ func emulatorWithEntra(t *testing.T) (emu *arm.Server, login *entra.Server, env 
 	if err := dir.AssignRole(sp.ObjectID, "Contributor", "/"); err != nil {
 		t.Fatal(err)
 	}
+	// The flavors' machines get system-assigned identities, whose roles
+	// the manager assigns.
+	if err := dir.AssignRole(sp.ObjectID, "User Access Administrator", "/"); err != nil {
+		t.Fatal(err)
+	}
 	return emu, login, map[string]string{"AZURE_TENANT_ID": sp.TenantID, "AZURE_CLIENT_ID": sp.ClientID, "AZURE_CLIENT_SECRET": secret}
 }

@@ -54,6 +54,14 @@ clusterctl template, ${FLANNEL_WINDOWS_IMAGE} and ${KUBE_PROXY_WINDOWS_IMAGE}).
 Every image the other flavors use is published: the README's "Add-on images"
 table names each with the source that shows it.
 
+Every machine template says identity: SystemAssigned: the cloud provider on
+the nodes (azure.json's useManagedIdentityExtension) authenticates as the VM's
+managed identity, which winkube grants Contributor on the cluster's resource
+group. For that the manager's principal needs User Access Administrator (or
+Owner) on that group besides Contributor; without it the machines say
+RoleAssignmentFailed. A cluster with an AzureClusterIdentity of type
+ServicePrincipal (as 'winkube up' makes) uses its secret instead.
+
 With --clusterctl-template the flavor is printed with ${VARIABLE}
 placeholders for 'clusterctl generate cluster', and the variables it needs.
 

@@ -86,6 +86,11 @@ func TestManagerCommandProvisionsAgainstTheEmulator(t *testing.T) {
 	if err := dir.AssignRole(sp.ObjectID, "Contributor", "/subscriptions/00000000-0000-0000-0000-0000000000e2"); err != nil {
 		t.Fatal(err)
 	}
+	// The flavors' machines get system-assigned identities, whose roles
+	// the manager assigns.
+	if err := dir.AssignRole(sp.ObjectID, "User Access Administrator", "/subscriptions/00000000-0000-0000-0000-0000000000e2"); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("AZURE_TENANT_ID", sp.TenantID)
 	t.Setenv("AZURE_CLIENT_ID", sp.ClientID)
 	t.Setenv("AZURE_CLIENT_SECRET", secret)

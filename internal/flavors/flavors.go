@@ -150,9 +150,25 @@ func (b *builder) linuxTemplate(name, size string) *infrav1.AzureMachineTemplate
 	return &infrav1.AzureMachineTemplate{ObjectMeta: b.meta(name), Spec: infrav1.AzureMachineTemplateSpec{Template: infrav1.AzureMachineTemplateResource{
 		Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{
 			VMSize: size, OSDisk: infrav1.OSDisk{OSType: infrav1.Linux, DiskSizeGB: ptr.To[int32](128)}, SSHPublicKey: b.sshKeyB64(),
-			EnableIPForwarding: b.routed(),
+			EnableIPForwarding: b.routed(), Identity: b.vmIdentity(),
 		}},
 	}}}
+}
+
+// vmIdentity is the machines' managed identity: the one their cloud
+// provider authenticates with when the cluster has no AzureClusterIdentity
+// (azure.json then says useManagedIdentityExtension, by CAPZ's rule). A
+// system-assigned identity needs nothing made beforehand; winkube grants
+// it Contributor on the cluster's resource group, for which the manager's
+// principal needs User Access Administrator or Owner. CAPZ's Windows
+// template gives its control plane and Windows workers an identity too,
+// a user-assigned one its CI makes beforehand
+// (templates/cluster-template-windows.yaml, commit 69ec3a4).
+func (b *builder) vmIdentity() infrav1.VMIdentity {
+	if b.o.IdentityName != "" {
+		return "" // the webhooks' default, None
+	}
+	return infrav1.VMIdentitySystemAssigned
 }
 
 // linuxPreKubeadm keeps pods from Azure's wireserver and, on Linux nodes
@@ -308,7 +324,7 @@ func (b *builder) windowsTemplateSpec() infrav1.AzureVMSpec {
 	}
 	return infrav1.AzureVMSpec{
 		VMSize: b.o.NodeVMSize, OSDisk: infrav1.OSDisk{OSType: infrav1.Windows, DiskSizeGB: ptr.To[int32](128)},
-		WindowsServerVersion: b.o.WindowsVersion, ContainerRuntime: runtime, EnableIPForwarding: b.routed(),
+		WindowsServerVersion: b.o.WindowsVersion, ContainerRuntime: runtime, EnableIPForwarding: b.routed(), Identity: b.vmIdentity(),
 	}
 }
 

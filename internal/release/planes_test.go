@@ -76,6 +76,11 @@ func newAzureWorld(t *testing.T, dir string) *azureWorld {
 	if err := directory.AssignRole(sp.ObjectID, "Contributor", "/"); err != nil {
 		t.Fatal(err)
 	}
+	// The flavors' machines get system-assigned identities, whose roles
+	// the manager assigns.
+	if err := directory.AssignRole(sp.ObjectID, "User Access Administrator", "/"); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("AZURE_TENANT_ID", sp.TenantID)
 	t.Setenv("AZURE_CLIENT_ID", sp.ClientID)
 	t.Setenv("AZURE_CLIENT_SECRET", spSecret)
