@@ -1,8 +1,10 @@
 package machines
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,9 +20,13 @@ import (
 
 // imdsCredential is a managed identity's token from the IMDS of the VM a
 // process runs on, asked as azidentity's ManagedIdentityCredential asks
-// (v1.15.0, managed_identity_client.go: api-version 2018-02-01, the scope
-// less /.default as the resource, client_id or msi_res_id naming a
-// user-assigned identity), and failing with its words.
+// (v1.14.0, which cloud-provider-azure v1.36.5 builds with, and v1.15.0
+// alike; managed_identity_client.go and MSAL's apps/managedidentity:
+// api-version 2018-02-01, the scope less /.default as the resource,
+// client_id or msi_res_id naming a user-assigned identity), and failing
+// with its words. It does not retry: the controller manager's clients
+// retry 5xx three times (pkg/azclient/utils/options.go), and the
+// emulator's IMDS answers none.
 //
 // azidentity itself cannot serve here: its tokens are cached by MSAL for
 // the whole process (microsoft-authentication-library-for-go
@@ -45,7 +51,7 @@ const imdsAPIVersion = "2018-02-01"
 
 func (c *imdsCredential) GetToken(ctx context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
 	if len(o.Scopes) != 1 {
-		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential: expected exactly one scope per token request, got %d", len(o.Scopes))
+		return azcore.AccessToken{}, errors.New(miCredential + ".GetToken() requires exactly one scope")
 	}
 	resource := strings.TrimSuffix(o.Scopes[0], "/.default")
 	c.mu.Lock()
@@ -70,29 +76,34 @@ func (c *imdsCredential) GetToken(ctx context.Context, o policy.TokenRequestOpti
 	req.Header.Set("Metadata", "true")
 	resp, err := c.route.Do(req)
 	if err != nil {
-		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential authentication failed. %w", err)
+		return azcore.AccessToken{}, fmt.Errorf("%s: %v. %s", miCredential, err, troubleshoot)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	switch {
 	case resp.StatusCode == http.StatusBadRequest && c.id != "":
-		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential authentication failed. the requested identity isn't assigned to this resource\n%s %s\nRESPONSE %s\n%s",
-			req.Method, req.URL.Redacted(), resp.Status, body)
+		return azcore.AccessToken{}, authFailed("the requested identity isn't assigned to this resource", req, resp, body)
 	case resp.StatusCode == http.StatusBadRequest:
-		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential: failed to authenticate a system assigned identity. The endpoint responded with %s", body)
+		msg := miCredential + ": failed to authenticate a system assigned identity"
+		if len(body) > 0 {
+			msg += ". The endpoint responded with " + string(body)
+		}
+		return azcore.AccessToken{}, errors.New(msg)
+	case resp.StatusCode == http.StatusForbidden && strings.Contains(string(body), "unreachable"):
+		return azcore.AccessToken{}, fmt.Errorf("%s: unexpected response %q", miCredential, string(body))
 	case resp.StatusCode != http.StatusOK:
-		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential authentication failed.\n%s %s\nRESPONSE %s\n%s", req.Method, req.URL.Redacted(), resp.Status, body)
+		return azcore.AccessToken{}, authFailed("", req, resp, body)
 	}
 	var tok struct {
 		AccessToken string `json:"access_token"`
 		ExpiresOn   string `json:"expires_on"`
 	}
-	if err := json.Unmarshal(body, &tok); err != nil || tok.AccessToken == "" {
-		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential authentication failed. IMDS answered no token: %s", body)
+	if err := json.Unmarshal(body, &tok); err != nil {
+		return azcore.AccessToken{}, fmt.Errorf("%s: error parsing the json error: %v. %s", miCredential, err, troubleshoot)
 	}
 	secs, err := strconv.ParseInt(tok.ExpiresOn, 10, 64)
-	if err != nil {
-		return azcore.AccessToken{}, fmt.Errorf("ManagedIdentityCredential authentication failed. expires_on %q: %w", tok.ExpiresOn, err)
+	if err != nil || tok.AccessToken == "" {
+		return azcore.AccessToken{}, fmt.Errorf("%s: expires_in and expires_on are both missing or invalid. %s", miCredential, troubleshoot)
 	}
 	t := azcore.AccessToken{Token: tok.AccessToken, ExpiresOn: time.Unix(secs, 0)}
 	if c.tokens == nil {
@@ -100,4 +111,30 @@ func (c *imdsCredential) GetToken(ctx context.Context, o policy.TokenRequestOpti
 	}
 	c.tokens[resource] = t
 	return t, nil
+}
+
+const (
+	miCredential = "ManagedIdentityCredential"
+	troubleshoot = "To troubleshoot, visit https://aka.ms/azsdk/go/identity/troubleshoot#managed-id"
+	dashes       = "--------------------------------------------------------------------------------"
+)
+
+// authFailed lays the failure out as azidentity's AuthenticationFailedError
+// does (errors.go): the message, the request without its query, the
+// status and the indented body between dashed lines, the link.
+func authFailed(msg string, req *http.Request, resp *http.Response, body []byte) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s authentication failed. %s\n%s %s://%s%s\n%s\nRESPONSE %d: %s\n%s\n", miCredential, msg,
+		req.Method, req.URL.Scheme, req.URL.Host, req.URL.Path, dashes, resp.StatusCode, resp.Status, dashes)
+	var indented bytes.Buffer
+	switch {
+	case len(body) == 0:
+		b.WriteString("Response contained no body")
+	case json.Indent(&indented, body, "", "  ") == nil:
+		b.Write(indented.Bytes())
+	default:
+		b.Write(body)
+	}
+	b.WriteString("\n" + dashes + "\n" + troubleshoot)
+	return errors.New(b.String())
 }

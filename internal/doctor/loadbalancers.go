@@ -188,23 +188,26 @@ func firstLines(msg string, n int) string {
 func ExplainLoadBalancerFailure(msg string) (why, fix string) {
 	switch {
 	case strings.Contains(msg, "AADSTS7000215"), strings.Contains(msg, "AADSTS7000222"):
-		return "Entra ID refused the service principal's secret in azure.json (aadClientSecret): it is wrong or has expired",
-			"put the service principal's current secret in the Secret its AzureClusterIdentity names (az ad sp credential reset --id <aadClientId> makes a new one); winkube rewrites the <machine>-azure-json Secrets from it, and new nodes get it: replace the control-plane machines (or edit /etc/kubernetes/azure.json on them) and restart the cloud-controller-manager pods"
-	case strings.Contains(msg, "AADSTS700016"), strings.Contains(msg, "AADSTS90002"):
-		return "Entra ID knows no such service principal in that tenant (azure.json's aadClientId or tenantId)",
-			"check the AzureClusterIdentity's clientID and tenantID against az ad sp show --id <aadClientId>"
+		return "Entra ID refused the service principal's secret in azure.json (aadClientSecret): it is wrong (often the secret's ID pasted for its value) or has expired",
+			"put the service principal's current secret value in the Secret its AzureClusterIdentity names (az ad sp credential reset --id <aadClientId> --append adds one without revoking the others); winkube rewrites the <machine>-azure-json Secrets from it, and new nodes get it: replace the control-plane machines (or edit /etc/kubernetes/azure.json on them) and restart the cloud-controller-manager pods"
+	case strings.Contains(msg, "AADSTS90002"):
+		return "Entra ID knows no such tenant (azure.json's tenantId)",
+			"set the AzureClusterIdentity's tenantID to the directory the service principal is in (az account show --query tenantId)"
+	case strings.Contains(msg, "AADSTS700016"):
+		return "Entra ID knows no such application in that tenant (azure.json's aadClientId)",
+			"check the AzureClusterIdentity's clientID against az ad sp show --id <aadClientId>, and that its tenantID is that service principal's"
 	case strings.Contains(msg, "the requested identity isn't assigned to this resource"):
 		return "azure.json names a user-assigned managed identity (userAssignedIdentityID) that is not attached to the VM the cloud-controller-manager runs on",
 			"attach it to the control-plane machines (identity: UserAssigned with userAssignedIdentities in their AzureMachineTemplate; a new template rolls the control plane), or give the cluster an identity its nodes have"
 	case strings.Contains(msg, "failed to authenticate a system assigned identity"):
 		return "azure.json asks for the VM's managed identity (useManagedIdentityExtension) and the VM the cloud-controller-manager runs on has none",
 			"set identity: SystemAssigned on the control plane's AzureMachineTemplate (winkube then grants it Contributor on the cluster's resource group, for which the manager needs User Access Administrator or Owner), or reference an AzureClusterIdentity of type ServicePrincipal from the AzureCluster"
+	case strings.Contains(msg, "LinkedAuthorizationFailed"):
+		return "the cloud provider's identity may act on the load balancer but not on a resource it links to (a subnet or public IP in another resource group, such as the VNet's in vnetResourceGroup)",
+			"grant the identity Network Contributor on the resource group the message names (az role assignment create --assignee-object-id <the object id in the message> --assignee-principal-type ServicePrincipal --role \"Network Contributor\" --scope <that group's ID>)"
 	case strings.Contains(msg, "AuthorizationFailed"):
 		return "the cloud provider's identity authenticated, and ARM refused it the action: it has no role on the cluster's resource group",
 			"grant it Contributor on the cluster's resource group (az role assignment create --assignee-object-id <the object id in the message> --assignee-principal-type ServicePrincipal --role Contributor --scope <the resource group's ID>); for a machine's system-assigned identity, systemAssignedIdentityRole says which role winkube grants"
-	case strings.Contains(msg, "no credentials provided for Azure cloud provider"):
-		return "azure.json holds no credential: neither aadClientSecret nor useManagedIdentityExtension",
-			"reference an AzureClusterIdentity from the AzureCluster, or give the control-plane machines an identity (identity: SystemAssigned)"
 	}
 	return "", ""
 }

@@ -34,6 +34,9 @@ type Settings struct {
 	// Controllers is --controllers (nil: all).
 	Controllers []string
 	Config      AzureConfig
+	// Env is the container's environment (literal values): the Azure SDK's
+	// AZURE_* variables override the file's credential.
+	Env map[string]string
 	// net is Azure's network as the controller manager reaches it with
 	// Config's credential, once connected.
 	net Network
@@ -67,6 +70,7 @@ type AzureConfig struct {
 	UserAssignedIdentityID      string `json:"userAssignedIdentityID"`
 	AADFederatedTokenFile       string `json:"aadFederatedTokenFile"`
 	UseFederatedWorkload        bool   `json:"useFederatedWorkloadIdentityExtension"`
+	AADMSIDataPlaneIdentityPath string `json:"aadMSIDataPlaneIdentityPath"`
 }
 
 // Credentials are what the cloud config says the controller manager
@@ -104,24 +108,39 @@ var ErrNoAuth = errors.New("no credentials provided for Azure cloud provider")
 // credentials picks the credential as cloud-provider-azure v1.36.5 does
 // (pkg/azclient/auth.go NewAuthProvider, commit 9da1599): workload
 // identity, then the managed identity, then a client secret, then a
-// client certificate; none of them is ErrNoAuth. Workload identity and
-// certificates are files the local world does not put on nodes: they are
-// refused with what to use instead.
+// client certificate, then the MSI data-plane identity. The container's
+// AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET and
+// AZURE_FEDERATED_TOKEN_FILE win over the file (auth_conf.go, arm_conf.go).
+// Workload identity, certificates and the data-plane identity are files
+// the local world does not put on nodes: they are refused with what to use
+// instead. With none, the real process starts without a credential (with
+// useInstanceMetadata) and cannot call ARM: ErrNoAuth. The simulated
+// kubelet does not let such a controller manager become Ready (see
+// components' CloudConfig check), so only a controller fed a Ready pod by
+// hand gets here.
 func (s Settings) credentials(imds func(node string) string) (Credentials, error) {
 	c := s.Config
-	cr := Credentials{Node: s.Node, ConfigPath: s.ConfigPath, TenantID: c.TenantID}
+	env := func(name, file string) string {
+		if v := s.Env[name]; v != "" {
+			return v
+		}
+		return file
+	}
+	cr := Credentials{Node: s.Node, ConfigPath: s.ConfigPath, TenantID: env("AZURE_TENANT_ID", c.TenantID)}
 	switch {
-	case c.UseFederatedWorkload || c.AADFederatedTokenFile != "":
+	case c.UseFederatedWorkload || s.Env["AZURE_FEDERATED_TOKEN_FILE"] != "":
 		return cr, fmt.Errorf("the cloud config %s asks for workload identity: the local world has no workload-identity webhook; use a managed identity or a client secret", s.ConfigPath)
 	case c.UseManagedIdentityExtension:
 		cr.ManagedIdentity, cr.UserAssignedID = true, c.UserAssignedIdentityID
 		if imds != nil {
 			cr.IMDS = imds(s.Node)
 		}
-	case c.AADClientSecret != "":
-		cr.ClientID, cr.ClientSecret = c.AADClientID, c.AADClientSecret
+	case env("AZURE_CLIENT_SECRET", c.AADClientSecret) != "":
+		cr.ClientID, cr.ClientSecret = env("AZURE_CLIENT_ID", c.AADClientID), env("AZURE_CLIENT_SECRET", c.AADClientSecret)
 	case c.AADClientCertPath != "":
 		return cr, fmt.Errorf("the cloud config %s names a client certificate (%s): the local world's Entra ID takes client secrets only; use aadClientSecret or a managed identity", s.ConfigPath, c.AADClientCertPath)
+	case c.AADMSIDataPlaneIdentityPath != "":
+		return cr, fmt.Errorf("the cloud config %s names an MSI data-plane identity (%s): the local world has none; use a managed identity or a client secret", s.ConfigPath, c.AADMSIDataPlaneIdentityPath)
 	default:
 		return cr, ErrNoAuth
 	}
@@ -168,6 +187,14 @@ func settings(pod *corev1.Pod, c corev1.Container, read func(node, path string) 
 	}
 	if v, ok := flag(c, "--controllers"); ok {
 		s.Controllers = strings.Split(v, ",")
+	}
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, "AZURE_") && e.Value != "" {
+			if s.Env == nil {
+				s.Env = map[string]string{}
+			}
+			s.Env[e.Name] = e.Value
+		}
 	}
 	if read == nil {
 		return s, fmt.Errorf("the cloud config %s on node %s cannot be read here", s.ConfigPath, s.Node)

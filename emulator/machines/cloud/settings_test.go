@@ -25,6 +25,8 @@ func TestCredentialsFollowTheCloudConfig(t *testing.T) {
 		{"a client ID alone is no credential", AzureConfig{TenantID: "t", AADClientID: "c"}, Credentials{}, ErrNoAuth.Error()},
 		{"certificate", AzureConfig{AADClientID: "c", AADClientCertPath: "/etc/kubernetes/sp.pfx"}, Credentials{}, "client secrets only"},
 		{"workload identity", AzureConfig{UseFederatedWorkload: true, AADClientID: "c"}, Credentials{}, "workload-identity webhook"},
+		{"a token file alone is no workload identity", AzureConfig{AADFederatedTokenFile: "/var/run/token", AADClientID: "c", AADClientSecret: "s"}, Credentials{ClientID: "c", ClientSecret: "s"}, ""},
+		{"data-plane identity", AzureConfig{AADMSIDataPlaneIdentityPath: "/etc/msi.json"}, Credentials{}, "MSI data-plane identity"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Settings{Node: "n1", ConfigPath: DefaultCloudConfig, Config: tc.config}.credentials(imds)
@@ -45,5 +47,20 @@ func TestCredentialsFollowTheCloudConfig(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// The container's AZURE_* variables win over the file, as the SDK's
+// variables do for cloud-provider-azure.
+func TestCredentialsFromTheEnvironmentWin(t *testing.T) {
+	st := Settings{Node: "n1", Config: AzureConfig{TenantID: "file-t", AADClientID: "file-c", AADClientSecret: "file-s"},
+		Env: map[string]string{"AZURE_TENANT_ID": "env-t", "AZURE_CLIENT_SECRET": "env-s"}}
+	got, err := st.credentials(nil)
+	if err != nil || got.TenantID != "env-t" || got.ClientID != "file-c" || got.ClientSecret != "env-s" {
+		t.Errorf("got %+v %v", got, err)
+	}
+	st = Settings{Node: "n1", Config: AzureConfig{AADClientID: "c", AADClientSecret: "s"}, Env: map[string]string{"AZURE_FEDERATED_TOKEN_FILE": "/var/run/secrets/azure/tokens/azure-identity-token"}}
+	if _, err := st.credentials(nil); err == nil || !strings.Contains(err.Error(), "workload identity") {
+		t.Errorf("a token file from the environment: %v", err)
 	}
 }

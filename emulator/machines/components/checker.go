@@ -470,17 +470,37 @@ func (c *Checker) checkCloudConfig(node Node, container corev1.Container, cc Clo
 			missing = append(missing, f)
 		}
 	}
-	if cc.Credentials {
-		msi, _ := cfg["useManagedIdentityExtension"].(bool)
-		id, _ := cfg["aadClientId"].(string)
-		secret, _ := cfg["aadClientSecret"].(string)
-		if !msi && (id == "" || secret == "") {
-			missing = append(missing, "aadClientId/aadClientSecret or useManagedIdentityExtension")
+	if cc.Credentials && !hasCredential(cfg, container) {
+		// cloud-provider-azure v1.36.5 (pkg/provider/azure.go, commit
+		// 9da1599): with no credential a file-only config without
+		// useInstanceMetadata fails to initialize; otherwise the process
+		// starts without one, its client factory substitutes a zero
+		// DefaultAzureCredential (pkg/azclient/factory_gen.go), and the
+		// first ARM call dereferences its nil chain.
+		imds, _ := cfg["useInstanceMetadata"].(bool)
+		if t, _ := cfg["cloudConfigType"].(string); t == "file" && !imds {
+			return "azure.json credentials", "useInstanceMetadata must be enabled without Azure credentials", nil
 		}
+		return "azure.json credentials", fmt.Sprintf("the cloud config %s holds no credential (aadClientSecret, useManagedIdentityExtension, aadClientCertPath or workload identity): the process starts without one and its first ARM call fails with panic: runtime error: invalid memory address or nil pointer dereference", path), nil
 	}
 	if len(missing) == 0 {
 		return "", "", nil
 	}
 	sort.Strings(missing)
 	return "azure.json " + missing[0], fmt.Sprintf("the cloud config %s lacks %s", path, strings.Join(missing, ", ")), nil
+}
+
+// hasCredential says whether cloud-provider-azure v1.36.5 finds an ARM
+// credential (pkg/azclient/auth.go NewAuthProvider), the container's
+// AZURE_* variables winning over the file.
+func hasCredential(cfg map[string]any, c corev1.Container) bool {
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	str := func(k string) string { v, _ := cfg[k].(string); return v }
+	on := func(k string) bool { v, _ := cfg[k].(bool); return v }
+	return on("useFederatedWorkloadIdentityExtension") || env["AZURE_FEDERATED_TOKEN_FILE"] != "" ||
+		on("useManagedIdentityExtension") || str("aadClientSecret") != "" || env["AZURE_CLIENT_SECRET"] != "" ||
+		str("aadClientCertPath") != "" || str("aadMSIDataPlaneIdentityPath") != ""
 }

@@ -76,7 +76,7 @@ func TestFindByImageOSAndContainer(t *testing.T) {
 }
 
 // TestCloudConfigFields: azure.json needs every field, and credentials of
-// one kind or the other.
+// one kind or another; without, it fails as cloud-provider-azure does.
 func TestCloudConfigFields(t *testing.T) {
 	c := &Checker{}
 	full := `{"cloud":"AzurePublicCloud","tenantId":"t","subscriptionId":"s","resourceGroup":"rg","location":"westeurope","vmType":"vmss",
@@ -86,7 +86,8 @@ func TestCloudConfigFields(t *testing.T) {
 	for body, want := range map[string]string{
 		full + `,"useManagedIdentityExtension":true}`:                                                        "",
 		full + `,"aadClientId":"id","aadClientSecret":"secret"}`:                                             "",
-		full + `,"aadClientId":"id"}`:                                                                        "aadClientId/aadClientSecret",
+		full + `,"aadClientId":"id"}`:                                                                        "nil pointer dereference",
+		full + `,"aadClientId":"id","cloudConfigType":"file","useInstanceMetadata":false}`:                   "useInstanceMetadata must be enabled without Azure credentials",
 		strings.Replace(full, `"tenantId":"t"`, `"tenantId":""`, 1) + `,"useManagedIdentityExtension":true}`: "tenantId",
 		`not json`: "failed to parse",
 	} {
