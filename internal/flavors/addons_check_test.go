@@ -452,7 +452,7 @@ func TestAddonsMeetWhatTheirComponentsNeed(t *testing.T) {
 			nodeFile: func(m map[string]any) { delete(m, "subscriptionId") }},
 		{name: "cloud-controller-manager without vnetName", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "vnetName",
 			nodeFile: func(m map[string]any) { m["vnetName"] = "" }},
-		{name: "cloud-controller-manager without credentials", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "aadClientId",
+		{name: "cloud-controller-manager without credentials", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "azure.json credentials", log: "nil pointer dereference",
 			nodeFile: func(m map[string]any) { m["useManagedIdentityExtension"] = false }},
 		{name: "cloud-controller-manager without azure.json", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "/etc/kubernetes/azure.json", removeNodeFile: true},
 		{name: "cloud-controller-manager without --cloud-provider", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "--cloud-provider=azure", pod: dropArg("cloud-controller-manager", "--cloud-provider")},
