@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -68,7 +67,7 @@ func cloudConfigCredential(cr cloud.Credentials, opts *arm.ClientOptions) (azcor
 		if cr.IMDS == "" {
 			return nil, fmt.Errorf("the cloud config %s on node %s asks for a managed identity, and this world has no Instance Metadata Service to issue one (it runs without an Entra ID)", cr.ConfigPath, cr.Node)
 		}
-		return &imdsCredential{route: imdsRoute{base: cr.IMDS}, id: cr.UserAssignedID}, nil
+		return &imdsCredential{base: cr.IMDS, id: cr.UserAssignedID}, nil
 	}
 	var co azcore.ClientOptions
 	if opts != nil {
@@ -78,28 +77,6 @@ func cloudConfigCredential(cr cloud.Credentials, opts *arm.ClientOptions) (azcor
 	// the one in the client options.
 	return azidentity.NewClientSecretCredential(cr.TenantID, cr.ClientID, cr.ClientSecret,
 		&azidentity.ClientSecretCredentialOptions{ClientOptions: co, DisableInstanceDiscovery: true})
-}
-
-// imdsAddress is where a VM reaches its Instance Metadata Service.
-const imdsAddress = "169.254.169.254"
-
-// imdsRoute takes a request to IMDS's link-local address to the IMDS of
-// the VM the process runs on: what the VM's network does on Azure. The
-// emulator gives each machine its own base URL (arm.Machine.IMDS).
-type imdsRoute struct{ base string }
-
-func (r imdsRoute) Do(req *http.Request) (*http.Response, error) {
-	if req.URL.Hostname() != imdsAddress {
-		return nil, fmt.Errorf("dial tcp %s: the managed-identity client reached for an address other than IMDS's", req.URL.Host)
-	}
-	u, err := url.Parse(r.base + req.URL.Path)
-	if err != nil {
-		return nil, err
-	}
-	u.RawQuery = req.URL.RawQuery
-	out := req.Clone(req.Context())
-	out.URL, out.Host = u, u.Host
-	return http.DefaultClient.Do(out)
 }
 
 type armNetwork struct {

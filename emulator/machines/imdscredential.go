@@ -36,7 +36,9 @@ import (
 // every VM's cloud controller in one process, where it would hand one VM's
 // system-assigned token to another.
 type imdsCredential struct {
-	route imdsRoute
+	// base is the IMDS of the VM the process runs on (arm.Machine.IMDS):
+	// where the VM's network takes requests to IMDS's link-local address.
+	base string
 	// id is azure.json's userAssignedIdentityID: a client ID, or a
 	// resource ID when it holds /subscriptions/ (cloud-provider-azure
 	// v1.36.5 pkg/azclient/auth_func.go).
@@ -46,8 +48,11 @@ type imdsCredential struct {
 	tokens map[string]azcore.AccessToken // by resource
 }
 
-// imdsAPIVersion is the version azidentity asks IMDS for.
-const imdsAPIVersion = "2018-02-01"
+// imdsAPIVersion is the version azidentity asks IMDS for, at imdsAddress.
+const (
+	imdsAPIVersion = "2018-02-01"
+	imdsAddress    = "169.254.169.254"
+)
 
 func (c *imdsCredential) GetToken(ctx context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
 	if len(o.Scopes) != 1 {
@@ -74,7 +79,7 @@ func (c *imdsCredential) GetToken(ctx context.Context, o policy.TokenRequestOpti
 		return azcore.AccessToken{}, err
 	}
 	req.Header.Set("Metadata", "true")
-	resp, err := c.route.Do(req)
+	resp, err := c.send(req)
 	if err != nil {
 		return azcore.AccessToken{}, fmt.Errorf("%s: %v. %s", miCredential, err, troubleshoot)
 	}
@@ -111,6 +116,20 @@ func (c *imdsCredential) GetToken(ctx context.Context, o policy.TokenRequestOpti
 	}
 	c.tokens[resource] = t
 	return t, nil
+}
+
+// send takes the request, made for IMDS's link-local address as the SDK
+// makes it, to this VM's IMDS, as the VM's network does on Azure: the
+// emulator gives each machine its own base URL.
+func (c *imdsCredential) send(req *http.Request) (*http.Response, error) {
+	u, err := url.Parse(c.base + req.URL.Path)
+	if err != nil {
+		return nil, err
+	}
+	u.RawQuery = req.URL.RawQuery
+	out := req.Clone(req.Context())
+	out.URL, out.Host = u, u.Host
+	return http.DefaultClient.Do(out)
 }
 
 const (

@@ -147,6 +147,28 @@ func (s Settings) credentials(imds func(node string) string) (Credentials, error
 	return cr, nil
 }
 
+// AzureEnv is a container's AZURE_* variables with literal values, which
+// win over the cloud config's credential.
+func AzureEnv(c corev1.Container) map[string]string {
+	var env map[string]string
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, "AZURE_") && e.Value != "" {
+			if env == nil {
+				env = map[string]string{}
+			}
+			env[e.Name] = e.Value
+		}
+	}
+	return env
+}
+
+// HasCredential says whether cloud-provider-azure finds an ARM credential
+// in the cloud config and the container's AZURE_* variables.
+func HasCredential(c AzureConfig, env map[string]string) bool {
+	_, err := Settings{Config: c, Env: env}.credentials(nil)
+	return !errors.Is(err, ErrNoAuth)
+}
+
 // connect reaches Azure's network as the cloud config's credential.
 func (c *Controller) connect(st *Settings) error {
 	if c.cfg.Connect == nil {
@@ -188,14 +210,7 @@ func settings(pod *corev1.Pod, c corev1.Container, read func(node, path string) 
 	if v, ok := flag(c, "--controllers"); ok {
 		s.Controllers = strings.Split(v, ",")
 	}
-	for _, e := range c.Env {
-		if strings.HasPrefix(e.Name, "AZURE_") && e.Value != "" {
-			if s.Env == nil {
-				s.Env = map[string]string{}
-			}
-			s.Env[e.Name] = e.Value
-		}
-	}
+	s.Env = AzureEnv(c)
 	if read == nil {
 		return s, fmt.Errorf("the cloud config %s on node %s cannot be read here", s.ConfigPath, s.Node)
 	}

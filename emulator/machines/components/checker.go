@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/winkube/winkube/emulator/machines/cloud"
 	"github.com/winkube/winkube/emulator/registry"
 )
 
@@ -470,7 +471,7 @@ func (c *Checker) checkCloudConfig(node Node, container corev1.Container, cc Clo
 			missing = append(missing, f)
 		}
 	}
-	if cc.Credentials && !hasCredential(cfg, container) {
+	if cc.Credentials && !hasCredential(data, container) {
 		// cloud-provider-azure v1.36.5 (pkg/provider/azure.go, commit
 		// 9da1599): with no credential a file-only config without
 		// useInstanceMetadata fails to initialize; otherwise the process
@@ -492,15 +493,10 @@ func (c *Checker) checkCloudConfig(node Node, container corev1.Container, cc Clo
 
 // hasCredential says whether cloud-provider-azure v1.36.5 finds an ARM
 // credential (pkg/azclient/auth.go NewAuthProvider), the container's
-// AZURE_* variables winning over the file.
-func hasCredential(cfg map[string]any, c corev1.Container) bool {
-	env := map[string]string{}
-	for _, e := range c.Env {
-		env[e.Name] = e.Value
-	}
-	str := func(k string) string { v, _ := cfg[k].(string); return v }
-	on := func(k string) bool { v, _ := cfg[k].(bool); return v }
-	return on("useFederatedWorkloadIdentityExtension") || env["AZURE_FEDERATED_TOKEN_FILE"] != "" ||
-		on("useManagedIdentityExtension") || str("aadClientSecret") != "" || env["AZURE_CLIENT_SECRET"] != "" ||
-		str("aadClientCertPath") != "" || str("aadMSIDataPlaneIdentityPath") != ""
+// AZURE_* variables winning over the file. A field of the wrong type is
+// left empty; the others still count.
+func hasCredential(data []byte, c corev1.Container) bool {
+	var cfg cloud.AzureConfig
+	_ = json.Unmarshal(data, &cfg)
+	return cloud.HasCredential(cfg, cloud.AzureEnv(c))
 }
