@@ -61,6 +61,15 @@ type AzureMachinePoolInitializationStatus struct {
 type AzureMachinePoolStatus struct {
 	// +optional
 	Initialization AzureMachinePoolInitializationStatus `json:"initialization,omitempty,omitzero"`
+	// ready is initialization.provisioned in the deprecated v1beta1
+	// contract's field. Cluster API v1.14.2's MachinePool controller still
+	// reads only this one (core/reconcilers/machinepool,
+	// reconcileInfrastructure, through controllers/external IsReady),
+	// although its contract page names initialization.provisioned; without
+	// it a pool never gets its nodes. Kept until Cluster API drops the
+	// v1beta1 contract (announced for April 2027).
+	// +optional
+	Ready bool `json:"ready,omitempty"`
 	// replicas is the number of instances last observed.
 	// +optional
 	Replicas int32 `json:"replicas"`

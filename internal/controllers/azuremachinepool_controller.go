@@ -60,7 +60,10 @@ func (r *AzureMachinePoolReconciler) SetupWithManager(mgr ctrl.Manager, opts con
 	if r.Identities == nil {
 		r.Identities = newIdentities(mgr, r.Cloud, "")
 	}
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePool{}).Owns(&infrav1.AzureMachinePoolMachine{}).
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePool{}).
+		// The pool owns its instances' machines without controlling them
+		// (the Machines Cluster API makes for them do).
+		Owns(&infrav1.AzureMachinePoolMachine{}, builder.MatchEveryOwner).
 		// A MachinePool's spec (replicas, version, bootstrap data) is what
 		// the pool follows; Cluster API rewrites its status as instances
 		// come and go, which would wake the pool for nothing each time.
@@ -404,11 +407,14 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 			if err := r.createInstanceMachine(ctx, pc, in); err != nil {
 				return ctrl.Result{}, err
 			}
+		} else if err := r.yieldController(ctx, amp, machines[in.InstanceID]); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 	amp.Spec.ProviderIDList = ids
 	amp.Status.Replicas = int32(len(instances))
 	amp.Status.Initialization.Provisioned = ptr.To(true)
+	amp.Status.Ready = true
 	if !settled {
 		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("%d instances, %d wanted, %d to replace", len(instances), replicas, len(outdated)))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
@@ -473,13 +479,40 @@ func (r *AzureMachinePoolReconciler) createInstanceMachine(ctx context.Context, 
 		},
 		Spec: infrav1.AzureMachinePoolMachineSpec{ProviderID: ProviderIDOf(in.ID), InstanceID: in.InstanceID},
 	}
-	if err := controllerutil.SetControllerReference(amp, m, r.Client.Scheme()); err != nil {
+	// Owned by the pool but not controlled by it: Cluster API's Machine
+	// controller makes the Machine it creates for the instance the
+	// controller of the instance's infrastructure machine, and refuses one
+	// that another controller holds ("already owned by another ...
+	// controller"), leaving the pool without nodes. CAPZ's AzureMachinePool
+	// gives the same owner reference (azure/scope/machinepool.go
+	// createMachine, CAPZ 69ec3a40).
+	if err := controllerutil.SetOwnerReference(amp, m, r.Client.Scheme(), controllerutil.WithBlockOwnerDeletion(true)); err != nil {
 		return err
 	}
 	if err := r.Client.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	return nil
+}
+
+// yieldController leaves the control of an instance's machine, made by an
+// earlier winkube as the pool's controlled object, to the Machine Cluster
+// API makes for it.
+func (r *AzureMachinePoolReconciler) yieldController(ctx context.Context, amp *infrav1.AzureMachinePool, m *infrav1.AzureMachinePoolMachine) error {
+	refs := append([]metav1.OwnerReference(nil), m.OwnerReferences...)
+	changed := false
+	for i := range refs {
+		if refs[i].UID == amp.UID && ptr.Deref(refs[i].Controller, false) {
+			refs[i].Controller = nil
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	m.OwnerReferences = refs
+	return client.IgnoreNotFound(r.Client.Patch(ctx, m, patch))
 }
 
 // deleteInstanceMachine removes an instance: through its Machine when
@@ -556,8 +589,12 @@ func (r *AzureMachinePoolReconciler) reconcileDelete(ctx context.Context, pc *po
 	if err != nil {
 		return ctrl.Result{}, readBlocked(amp, true, "the pool's AzureMachinePoolMachines", err)
 	}
+	// Through their Machines, as CAPZ does (azure/scope/machinepool.go
+	// DeleteMachine, 69ec3a40): a Machine whose infrastructure machine
+	// went first is left failed, and nothing else deletes it where no
+	// garbage collector runs for the MachinePool's Machines.
 	for _, m := range machines {
-		if err := client.IgnoreNotFound(r.Client.Delete(ctx, m)); err != nil {
+		if err := r.deleteInstanceMachine(ctx, m); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

@@ -142,8 +142,23 @@ func TestWindowsMachinePool(t *testing.T) {
 			t.Fatalf("instance image version %q, want the community gallery's v1.36.3 Windows image", in.imageVersion)
 		}
 	}
-	if n := len(f.poolMachines(amp.Name)); n != 3 {
+	pms := f.poolMachines(amp.Name)
+	if n := len(pms); n != 3 {
 		t.Fatalf("%d AzureMachinePoolMachines for 3 instances", n)
+	}
+	// Cluster API's MachinePool controller reads the deprecated ready
+	// field, and its Machine controller must be able to take control of
+	// each instance's machine.
+	if !amp.Status.Ready {
+		t.Error("a provisioned pool does not say status.ready, which Cluster API v1.14's MachinePool controller reads")
+	}
+	for _, pm := range pms {
+		if ref := metav1.GetControllerOf(&pm); ref != nil {
+			t.Errorf("%s is controlled by %s %s: the Machine Cluster API makes for it could not take control", pm.Name, ref.Kind, ref.Name)
+		}
+		if len(pm.OwnerReferences) != 1 || pm.OwnerReferences[0].UID != amp.UID {
+			t.Errorf("%s is not owned by its pool: %+v", pm.Name, pm.OwnerReferences)
+		}
 	}
 	if amp.Status.InfrastructureMachineKind != "AzureMachinePoolMachine" {
 		t.Fatal("the pool does not opt in to MachinePool Machines")

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/cluster-api/core/reconcilers/clusterresourcesetbinding"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machinehealthcheck"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machinepool"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
 	coresetup "sigs.k8s.io/cluster-api/core/setup"
 	"sigs.k8s.io/cluster-api/util/index"
@@ -25,8 +27,17 @@ import (
 
 // setupClusterAPI registers Cluster API's own controllers, as its three
 // provider binaries (core, kubeadm bootstrap, kubeadm control plane) set
-// them up, in winkube's manager.
-func setupClusterAPI(ctx context.Context, mgr ctrl.Manager) error {
+// them up, in winkube's manager: the core's MachinePool controller as its
+// MachinePool feature gate (on by default since v1.7) does, and its
+// MachineHealthCheck controller. tokenTTL is the lifetime of the
+// bootstrap tokens the kubeadm bootstrap controller makes (its
+// --bootstrap-token-ttl, 15 minutes by default); it refreshes a token at
+// a third of it and rotates a MachinePool's at half (kubeadmconfig's
+// token.go, v1.14.2).
+func setupClusterAPI(ctx context.Context, mgr ctrl.Manager, tokenTTL time.Duration) error {
+	if tokenTTL == 0 {
+		tokenTTL = kubeadmconfig.DefaultTokenTTL
+	}
 	opts := func(n int) controller.Options {
 		// Names are not checked for uniqueness: a process may start a world
 		// again after stopping one (tests, resuming).
@@ -93,6 +104,12 @@ func setupClusterAPI(ctx context.Context, mgr ctrl.Manager) error {
 		{"MachineDeployment", func() error {
 			return (&machinedeployment.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr, opts(4))
 		}},
+		{"MachinePool", func() error {
+			return (&machinepool.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc}).SetupWithManager(ctx, mgr, opts(4))
+		}},
+		{"MachineHealthCheck", func() error {
+			return (&machinehealthcheck.Reconciler{Client: mgr.GetClient(), ClusterCache: cc}).SetupWithManager(ctx, mgr, opts(4))
+		}},
 		{"ClusterResourceSet", func() error {
 			return (&clusterresourceset.Reconciler{Client: mgr.GetClient(), ClusterCache: cc}).SetupWithManager(ctx, mgr, opts(2), partial)
 		}},
@@ -100,7 +117,7 @@ func setupClusterAPI(ctx context.Context, mgr ctrl.Manager) error {
 			return (&clusterresourcesetbinding.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts(2))
 		}},
 		{"KubeadmConfig", func() error {
-			return (&kubeadmconfig.Reconciler{Client: mgr.GetClient(), SecretCachingClient: secrets, APIReader: mgr.GetAPIReader(), ClusterCache: cc, TokenTTL: 15 * time.Minute}).SetupWithManager(ctx, mgr, opts(8))
+			return (&kubeadmconfig.Reconciler{Client: mgr.GetClient(), SecretCachingClient: secrets, APIReader: mgr.GetAPIReader(), ClusterCache: cc, TokenTTL: tokenTTL}).SetupWithManager(ctx, mgr, opts(8))
 		}},
 		{"KubeadmControlPlane", func() error {
 			return (&kubeadmcontrolplane.Reconciler{

@@ -12,6 +12,8 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/entra"
+	"github.com/winkube/winkube/internal/azure/credentials"
+	"github.com/winkube/winkube/internal/azure/endpoint"
 )
 
 const (
@@ -108,4 +110,18 @@ func (w *World) saveDirectory() error {
 		return nil
 	}
 	return w.dir.Save(filepath.Join(w.opts.StateDir, entraState))
+}
+
+// AsServicePrincipal is the world's Azure as its clusters' service
+// principal reaches it, as `az login --service-principal` would: for
+// acting on the world's resources outside winkube (tests, diagnosis).
+func (w *World) AsServicePrincipal() (endpoint.Config, error) {
+	opts, err := w.mgmtCfg.ClientOptions()
+	if err != nil {
+		return endpoint.Config{}, err
+	}
+	cfg := w.mgmtCfg
+	cfg.Credential, err = credentials.New(credentials.Spec{Kind: credentials.ClientSecret, TenantID: w.sp.TenantID, ClientID: w.sp.ClientID,
+		Secret: w.spSecret, AuthorityHost: w.login.URL(), Transport: opts.Transport})
+	return cfg, err
 }

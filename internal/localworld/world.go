@@ -12,24 +12,24 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	azarm "github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azarm "github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/go-logr/logr"
 	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -79,6 +79,10 @@ type Options struct {
 	StateDir string
 	// Bin holds the binaries hack/tools builds.
 	Bin string
+	// JoinTokenTTL is the lifetime of the kubeadm bootstrap tokens Cluster
+	// API makes for joining nodes; zero is Cluster API's default (15
+	// minutes). A MachinePool's token is rotated at half of it.
+	JoinTokenTTL time.Duration
 	// Progress receives a line per change; nil discards.
 	Progress func(string)
 	Log      logr.Logger
@@ -288,7 +292,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	w.emuSaver = emuSaver
 	w.emuSaver.start()
 
-	o.progress("controllers: Cluster API (core, kubeadm bootstrap, kubeadm control plane, ClusterResourceSet) and winkube")
+	o.progress("controllers: Cluster API (core with MachinePools and MachineHealthChecks, kubeadm bootstrap, kubeadm control plane, ClusterResourceSet) and winkube")
 	w.scheme, w.mgmtCfg = s, mgmtCfg
 	return w.startControllers()
 }
@@ -314,7 +318,7 @@ func (w *World) startControllers() error {
 	}
 	mctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
-	if err := setupClusterAPI(mctx, mgr); err != nil {
+	if err := setupClusterAPI(mctx, mgr, o.JoinTokenTTL); err != nil {
 		return err
 	}
 	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(mgmtCfg), Concurrency: 16, Requeue: time.Second, SkipNameValidation: true, TenantID: Tenant}); err != nil {

@@ -82,8 +82,12 @@ func TestUpAndDown(t *testing.T) {
 	o := localworld.Options{
 		Name: "e2e", Flavor: flavors.Windows, KubernetesVersion: "v1.36.3", ControlPlaneNodes: 1, LinuxNodes: 1, WindowsNodes: 2,
 		WindowsVersion: infrav1.WindowsServer2022, StateDir: state, Bin: bin,
-		Progress: func(s string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), s) },
-		Log:      log.Log,
+		// Short enough that Cluster API rotates the MachinePool's join
+		// token within the test (at half of it), long enough that a
+		// worker joins on its first token.
+		JoinTokenTTL: 90 * time.Second,
+		Progress:     func(s string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), s) },
+		Log:          log.Log,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
@@ -274,6 +278,7 @@ func TestUpAndDown(t *testing.T) {
 			t.Errorf("node %s was not replaced by the rollout", n)
 		}
 	}
+	checkPoolAndReplacement(ctx, t, w, o, cs, start)
 
 	// Down: Cluster API deletes everything; then nothing runs and the
 	// state directory is free.
