@@ -7,10 +7,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"math/big"
 	"net"
 	"time"
+
+	certutil "k8s.io/client-go/util/cert"
 )
 
 // certAuthority is the emulator's own CA: the SDK clients trust it and
@@ -27,26 +28,21 @@ func newCertAuthority() (*certAuthority, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "winkube ARM emulator CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	// Valid from an hour back, for clients whose clock is a little behind.
+	cert, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: "winkube ARM emulator CA", NotBefore: time.Now().Add(-time.Hour)}, key)
 	if err != nil {
 		return nil, err
 	}
-	cert, err := x509.ParseCertificate(der)
+	certPEM, err := certutil.EncodeCertificates(cert)
 	if err != nil {
 		return nil, err
 	}
-	return &certAuthority{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+	return &certAuthority{cert: cert, key: key, certPEM: certPEM}, nil
 }
 
+// serverCert signs a serving certificate for host. client-go has no helper
+// that signs with a CA of one's own (Cluster API's certs.Config does, but
+// the emulator does not depend on Cluster API), hence the template.
 func (ca *certAuthority) serverCert(host string) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/emulator/arm/internal/sdkops"
+	"github.com/winkube/winkube/internal/poll"
 )
 
 // sdkOperations are the operations the Azure SDK for Go modules of go.mod
@@ -206,28 +207,28 @@ func (c *conformance) get(url string) answer {
 }
 
 func (c *conformance) pollLocation(id, url string) answer {
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		a := c.get(url)
-		if a.status != http.StatusAccepted {
-			return a
+	var a answer
+	poll.Until(c.t, 20*time.Second, func() string {
+		if a = c.get(url); a.status == http.StatusAccepted {
+			return id + ": its operation did not end"
 		}
-	}
-	c.t.Fatalf("%s: its operation did not end", id)
-	return answer{}
+		return ""
+	})
+	return a
 }
 
 func (c *conformance) pollAsync(id, url string) {
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	poll.Until(c.t, 20*time.Second, func() string {
 		a := c.get(url)
 		switch a.body["status"] {
 		case "Succeeded":
-			return
 		case "Failed", "Canceled":
 			c.t.Errorf("%s: its operation ended %v: %s", id, a.body["status"], a.raw)
-			return
+		default:
+			return id + ": its operation did not end"
 		}
-	}
-	c.t.Fatalf("%s: its operation did not end", id)
+		return ""
+	})
 }
 
 // notFound checks the answer for a resource that does not exist: 404 with

@@ -1,6 +1,7 @@
 package arm_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/poll"
 )
 
 // What the Go SDK's clients could not do against the emulator before it
@@ -143,8 +145,7 @@ func TestAVMRunsWithoutARuntime(t *testing.T) {
 	nic := w.nic("rg", "nic", w.network("rg"))
 	vms := must(w.compute.NewVirtualMachinesClient(), nil)
 	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", linuxVM(*nic.ID, "#cloud-config"), nil))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(t, 5*time.Second, func() string {
 		iv := must(vms.InstanceView(w.ctx, "rg", "vm", nil))
 		power := ""
 		for _, s := range iv.Statuses {
@@ -152,12 +153,9 @@ func TestAVMRunsWithoutARuntime(t *testing.T) {
 				power = *s.Code
 			}
 		}
-		if power == "PowerState/running" {
-			return
+		if power != "PowerState/running" {
+			return fmt.Sprintf("power state %q after create, want PowerState/running", power)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("power state %q after create, want PowerState/running", power)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
 }

@@ -25,6 +25,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
 // Kinds of principals.
@@ -209,11 +212,7 @@ func (d *Directory) Apply(c Config) error {
 }
 
 func (d *Directory) setKey(pemBytes []byte) error {
-	block, _ := pem.Decode(pemBytes)
-	if block == nil {
-		return errors.New("signingKey is not PEM")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	k, err := keyutil.ParsePrivateKeyPEM(pemBytes)
 	if err != nil {
 		return fmt.Errorf("signingKey: %w", err)
 	}
@@ -491,15 +490,12 @@ func (d *Directory) recordIssued(clientID, token string) {
 	d.issued[k] = l
 }
 
+// parseCert is the first certificate of a PEM bundle, the one a
+// principal's key signs with.
 func parseCert(b []byte) (*x509.Certificate, error) {
-	for {
-		var block *pem.Block
-		block, b = pem.Decode(b)
-		if block == nil {
-			return nil, errors.New("no PEM certificate")
-		}
-		if block.Type == "CERTIFICATE" {
-			return x509.ParseCertificate(block.Bytes)
-		}
+	certs, err := certutil.ParseCertsPEM(b)
+	if err != nil {
+		return nil, err
 	}
+	return certs[0], nil
 }

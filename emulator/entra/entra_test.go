@@ -5,12 +5,9 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/golang-jwt/jwt/v5"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/winkube/winkube/emulator/entra"
 	"github.com/winkube/winkube/internal/poll"
@@ -104,13 +102,12 @@ func TestStateKeepsPrincipalsAndSigningKey(t *testing.T) {
 func selfSigned(t *testing.T) (*x509.Certificate, *rsa.PrivateKey, []byte) {
 	t.Helper()
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "app"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	cert, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: "app"}, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, _ := x509.ParseCertificate(der)
-	return cert, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	certPEM, _ := certutil.EncodeCertificates(cert)
+	return cert, key, certPEM
 }
 
 func TestCertificateAssertions(t *testing.T) {

@@ -7,12 +7,9 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
@@ -32,6 +29,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg/etcd"
 	"sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg/proxy"
+	"sigs.k8s.io/cluster-api/util/certs"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/winkube/winkube/emulator/machines/join"
@@ -360,23 +358,16 @@ func (m *mixed) etcdThroughPortForward(t *testing.T, ctx context.Context, cpNode
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: m.cluster.Namespace, Name: m.cluster.Name + "-etcd"}, s); err != nil {
 		t.Fatal(err)
 	}
-	caBlock, _ := pem.Decode(s.Data["tls.crt"])
-	keyBlock, _ := pem.Decode(s.Data["tls.key"])
-	if caBlock == nil || keyBlock == nil {
-		t.Fatal("etcd CA secret holds no PEM")
-	}
-	ca, err := x509.ParseCertificate(caBlock.Bytes)
+	ca, err := certs.DecodeCertPEM(s.Data["tls.crt"])
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("etcd CA secret: %v", err)
 	}
-	caKey, err := parseKey(keyBlock.Bytes)
+	caKey, err := certs.DecodePrivateKeyPEM(s.Data["tls.key"])
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("etcd CA secret: %v", err)
 	}
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "capi-test-etcd-client"},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	leaf, err := (&certs.Config{CommonName: "capi-test-etcd-client", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}).NewSignedCert(key, ca, caKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +376,7 @@ func (m *mixed) etcdThroughPortForward(t *testing.T, ctx context.Context, cpNode
 	// As Cluster API does: the pod name it dials is in no certificate, so
 	// the chain is checked without the host name.
 	tlsCfg := &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12,
+		Certificates: []tls.Certificate{{Certificate: [][]byte{leaf.Raw}, PrivateKey: key}}, MinVersion: tls.VersionTLS12,
 		InsecureSkipVerify: true, //nolint:gosec // verified below, as Cluster API does
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {
@@ -414,16 +405,6 @@ func (m *mixed) etcdThroughPortForward(t *testing.T, ctx context.Context, cpNode
 	if len(members) != 1 || members[0].Name != cpNode {
 		t.Errorf("etcd members %+v, want the one member %s", members, cpNode)
 	}
-}
-
-func parseKey(der []byte) (any, error) {
-	if k, err := x509.ParsePKCS1PrivateKey(der); err == nil {
-		return k, nil
-	}
-	if k, err := x509.ParseECPrivateKey(der); err == nil {
-		return k, nil
-	}
-	return x509.ParsePKCS8PrivateKey(der)
 }
 
 // alive reports whether a process still runs.

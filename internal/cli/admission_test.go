@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/testenv"
 )
@@ -45,43 +46,35 @@ func TestAdmissionReplicasShareTheCA(t *testing.T) {
 	}
 	// Wait until both serve, and the configurations carry a caBundle.
 	pool := x509.NewCertPool()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.Until(t, time.Minute, func() string {
+		select {
+		case err := <-done:
+			t.Fatalf("an admission server stopped: %v", err)
+		default:
+		}
 		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		errM := env.Client.Get(ctx, client.ObjectKey{Name: "winkube-workload-placement"}, m)
 		errV := env.Client.Get(ctx, client.ObjectKey{Name: "winkube-workload-validation"}, v)
-		if errM == nil && errV == nil && len(m.Webhooks[0].ClientConfig.CABundle) > 0 && len(v.Webhooks[1].ClientConfig.CABundle) > 0 {
-			pool.AppendCertsFromPEM(m.Webhooks[0].ClientConfig.CABundle)
-			break
+		if errM != nil || errV != nil || len(m.Webhooks[0].ClientConfig.CABundle) == 0 || len(v.Webhooks[1].ClientConfig.CABundle) == 0 {
+			return fmt.Sprintf("webhook configurations without a caBundle: %v %v", errM, errV)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("webhook configurations without a caBundle: %v %v", errM, errV)
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("an admission server stopped: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		pool.AppendCertsFromPEM(m.Webhooks[0].ClientConfig.CABundle)
+		return ""
+	})
 	secret := &corev1.Secret{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "winkube-system", Name: "winkube-admission-ca"}, secret); err != nil {
 		t.Fatalf("the shared CA Secret: %v", err)
 	}
 	for _, port := range ports {
-		var err error
-		for time.Now().Before(deadline) {
-			var conn *tls.Conn
-			conn, err = tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{RootCAs: pool, ServerName: "winkube-admission.winkube-system.svc"})
-			if err == nil {
-				conn.Close()
-				break
+		poll.Until(t, time.Minute, func() string {
+			conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{RootCAs: pool, ServerName: "winkube-admission.winkube-system.svc"})
+			if err != nil {
+				return fmt.Sprintf("replica on port %d is not trusted by the configurations' caBundle: %v", port, err)
 			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatalf("replica on port %d is not trusted by the configurations' caBundle: %v", port, err)
-		}
+			conn.Close()
+			return ""
+		})
 	}
 	// Admission fails open: a pod is admitted though the Service the
 	// configurations name does not exist in this cluster.

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/term"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -327,12 +328,10 @@ func down(ctx context.Context, wo localworld.Options) error {
 		if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
 			return err
 		}
-		for runningPid(wo.StateDir) == pid {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(500 * time.Millisecond):
-			}
+		if err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(context.Context) (bool, error) {
+			return runningPid(wo.StateDir) != pid, nil
+		}); err != nil {
+			return err
 		}
 	} else {
 		w, err := localworld.Start(ctx, wo)

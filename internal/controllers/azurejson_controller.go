@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -183,8 +182,7 @@ func (r *AzureJSONReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	owner := metav1.OwnerReference{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: obj.GetName(), UID: obj.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
-	want, err := azurejson.Secret(obj.GetName(), obj.GetNamespace(), name, owner, cfg, cfg)
+	want, err := azurejson.Secret(obj.GetName(), obj.GetNamespace(), name, *metav1.NewControllerRef(obj, gvk), cfg, cfg)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -158,7 +159,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		setReady(am, metav1.ConditionFalse, WaitingForBootstrapDataReason, "waiting for the bootstrap provider's data secret")
 		return ctrl.Result{}, nil
 	}
-	if cond := readyCondition(am); cond != nil && (cond.Reason == VMProvisionFailedReason || cond.Reason == VMDeletedReason) {
+	if cond := conditions.Get(am, ReadyCondition); cond != nil && (cond.Reason == VMProvisionFailedReason || cond.Reason == VMDeletedReason) {
 		// Terminal: the Machine must be replaced. The state goes with the
 		// condition, should the write that set the condition have lost it.
 		if cond.Reason == VMDeletedReason {
@@ -246,7 +247,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 			return r.azureError(am, "reading the image's generation", err)
 		}
 		if reason != "" {
-			if cond := readyCondition(am); cond == nil || cond.Message != msg {
+			if cond := conditions.Get(am, ReadyCondition); cond == nil || cond.Message != msg {
 				r.event(am, corev1.EventTypeWarning, reason, "%s", msg)
 			}
 			setReady(am, metav1.ConditionFalse, reason, msg)
@@ -360,10 +361,10 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	if errors.As(err, &failed) {
 		am.Status.VMState = "Failed"
 		msg := failed.Error()
-		if cond := readyCondition(am); failed.Code == "" && cond != nil && cond.Reason == VMProvisionFailedReason {
+		if cond := conditions.Get(am, ReadyCondition); failed.Code == "" && cond != nil && cond.Reason == VMProvisionFailedReason {
 			msg = cond.Message
 		}
-		if cond := readyCondition(am); cond == nil || cond.Reason != VMProvisionFailedReason {
+		if cond := conditions.Get(am, ReadyCondition); cond == nil || cond.Reason != VMProvisionFailedReason {
 			r.event(am, corev1.EventTypeWarning, VMProvisionFailedReason, "VM %s failed to provision: %s", vmName, msg)
 		}
 		setReady(am, metav1.ConditionFalse, VMProvisionFailedReason, msg)
@@ -398,7 +399,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 			return r.azureError(am, "role assignment", err)
 		}
 		if !g.done {
-			if cond := readyCondition(am); g.reason == RoleAssignmentFailedReason && (cond == nil || cond.Message != g.msg) {
+			if cond := conditions.Get(am, ReadyCondition); g.reason == RoleAssignmentFailedReason && (cond == nil || cond.Message != g.msg) {
 				r.event(am, corev1.EventTypeWarning, g.reason, "%s", g.msg)
 			}
 			setReady(am, metav1.ConditionFalse, g.reason, g.msg)
@@ -418,15 +419,6 @@ func (r *AzureMachineReconciler) provisioning(am *infrav1.AzureMachine, what str
 func (r *AzureMachineReconciler) azureError(am *infrav1.AzureMachine, what string, err error) (ctrl.Result, error) {
 	setReady(am, metav1.ConditionFalse, azureReason(err), fmt.Sprintf("%s: %v", what, err))
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
-}
-
-func readyCondition(am *infrav1.AzureMachine) *metav1.Condition {
-	for i := range am.Status.Conditions {
-		if am.Status.Conditions[i].Type == ReadyCondition {
-			return &am.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 func vmImage(img *infrav1.Image) virtualmachines.Image {

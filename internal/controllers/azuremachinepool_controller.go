@@ -521,13 +521,8 @@ func (r *AzureMachinePoolReconciler) deleteInstanceMachine(ctx context.Context, 
 	if m == nil || !m.DeletionTimestamp.IsZero() {
 		return nil
 	}
-	for _, ref := range m.OwnerReferences {
-		if ref.Kind == "Machine" && ref.APIVersion == clusterv1.GroupVersion.String() {
-			machine := &clusterv1.Machine{}
-			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, machine); err == nil {
-				return client.IgnoreNotFound(r.Client.Delete(ctx, machine))
-			}
-		}
+	if machine, err := util.GetOwnerMachine(ctx, r.Client, m.ObjectMeta); err == nil && machine != nil {
+		return client.IgnoreNotFound(r.Client.Delete(ctx, machine))
 	}
 	return client.IgnoreNotFound(r.Client.Delete(ctx, m))
 }

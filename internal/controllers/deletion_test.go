@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -201,16 +202,11 @@ func (r *rig) heal() {
 }
 
 func readyOf(obj client.Object) *metav1.Condition {
-	g, ok := obj.(interface{ GetConditions() []metav1.Condition })
+	g, ok := obj.(conditions.Getter)
 	if !ok {
 		return nil
 	}
-	for _, c := range g.GetConditions() {
-		if c.Type == "Ready" {
-			return &c
-		}
-	}
-	return nil
+	return conditions.Get(g, "Ready")
 }
 
 // expectBlocked waits until obj's deletion is blocked by the fault in place:

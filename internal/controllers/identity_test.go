@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -190,11 +191,9 @@ func (f *fixture) waitReadyReason(reason string) metav1.Condition {
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
 			return err.Error()
 		}
-		for _, c := range f.ac.Status.Conditions {
-			if c.Type == controllers.ReadyCondition && c.Reason == reason {
-				got = c
-				return ""
-			}
+		if c := conditions.Get(f.ac, controllers.ReadyCondition); c != nil && c.Reason == reason {
+			got = *c
+			return ""
 		}
 		return "waiting for Ready reason " + reason + ": " + strings.TrimSpace(strings.Join(conditionLines(f.ac.Status.Conditions), "; "))
 	})

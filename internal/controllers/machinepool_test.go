@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -102,11 +103,7 @@ func (f *fixture) waitPool(amp *infrav1.AzureMachinePool, n int32) {
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
 			return err.Error()
 		}
-		ready := false
-		for _, c := range amp.Status.Conditions {
-			ready = ready || c.Type == "Ready" && c.Status == metav1.ConditionTrue
-		}
-		if !ready || amp.Status.Replicas != n || len(amp.Spec.ProviderIDList) != int(n) {
+		if !conditions.IsTrue(amp, "Ready") || amp.Status.Replicas != n || len(amp.Spec.ProviderIDList) != int(n) {
 			return fmt.Sprintf("pool: replicas %d, %d provider IDs, conditions %+v; want %d and Ready", amp.Status.Replicas, len(amp.Spec.ProviderIDList), amp.Status.Conditions, n)
 		}
 		return ""

@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -162,11 +163,9 @@ func waitMachineReason(t *testing.T, f *fixture, name, reason string) string {
 		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, am); err != nil {
 			return err.Error()
 		}
-		for _, c := range am.Status.Conditions {
-			if c.Type == controllers.ReadyCondition && c.Reason == reason {
-				msg = c.Message
-				return ""
-			}
+		if c := conditions.Get(am, controllers.ReadyCondition); c != nil && c.Reason == reason {
+			msg = c.Message
+			return ""
 		}
 		return fmt.Sprintf("%s: no Ready reason %s yet: %+v", name, reason, am.Status.Conditions)
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/winkube/winkube/emulator/arm"
@@ -172,11 +173,9 @@ func TestVMProvisioningFailureIsACondition(t *testing.T) {
 		}
 		// Cluster API's patch helper writes conditions and the rest of the
 		// status in two requests: wait for both halves.
-		for _, c := range am.Status.Conditions {
-			if c.Type == "Ready" && c.Reason == "VMProvisionFailed" && am.Status.VMState != "" {
-				cond = c.Message
-				return ""
-			}
+		if c := conditions.Get(am, "Ready"); c != nil && c.Reason == "VMProvisionFailed" && am.Status.VMState != "" {
+			cond = c.Message
+			return ""
 		}
 		return fmt.Sprintf("no VMProvisionFailed condition and vmState yet: %q %+v", am.Status.VMState, am.Status.Conditions)
 	})

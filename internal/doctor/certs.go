@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"net/url"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/cluster-api/util/certs"
 )
 
 // Certificates reports the workload API server's serving certificate (read
@@ -56,7 +56,9 @@ func judge(what, object string, c *x509.Certificate, now time.Time, warnWithin t
 
 // servingCertificate reads the leaf certificate a TLS server presents.
 // It does not verify it: expiry is what is asked, and an expired
-// certificate would fail verification.
+// certificate would fail verification. client-go's
+// cert.GetServingCertificates does the same without a context or a dial
+// timeout, so a doctor run against an unreachable host would hang.
 func servingCertificate(ctx context.Context, host string) (*x509.Certificate, error) {
 	u, err := url.Parse(host)
 	if err != nil {
@@ -75,11 +77,11 @@ func servingCertificate(ctx context.Context, host string) (*x509.Certificate, er
 		return nil, err
 	}
 	defer conn.Close()
-	certs := conn.(*tls.Conn).ConnectionState().PeerCertificates
-	if len(certs) == 0 {
+	peer := conn.(*tls.Conn).ConnectionState().PeerCertificates
+	if len(peer) == 0 {
 		return nil, fmt.Errorf("%s presented no certificate", addr)
 	}
-	return certs[0], nil
+	return peer[0], nil
 }
 
 func clientCertificate(cfg *rest.Config) (*x509.Certificate, error) {
@@ -93,9 +95,5 @@ func clientCertificate(cfg *rest.Config) (*x509.Certificate, error) {
 	if len(data) == 0 {
 		return nil, nil // token or exec credentials
 	}
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return nil, fmt.Errorf("no PEM certificate")
-	}
-	return x509.ParseCertificate(block.Bytes)
+	return certs.DecodeCertPEM(data)
 }

@@ -5,10 +5,12 @@ import (
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/cluster-api/util"
 
 	"github.com/winkube/winkube/internal/webhooks/workload"
 )
@@ -159,7 +161,7 @@ func DaemonSetsOnWindows(s *State) []Finding {
 		var failing []string
 		for j := range s.Pods {
 			p := &s.Pods[j]
-			if win[p.Spec.NodeName] == nil || !ownedBy(p, "DaemonSet", ds.Name) || p.Namespace != ds.Namespace || podReady(p) {
+			if win[p.Spec.NodeName] == nil || !util.IsOwnedByObject(p, ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet").GroupKind()) || p.Namespace != ds.Namespace || podReady(p) {
 				continue
 			}
 			failing = append(failing, fmt.Sprintf("%s on %s (%s)", p.Name, p.Spec.NodeName, notReadyReason(p)))
@@ -172,15 +174,6 @@ func DaemonSetsOnWindows(s *State) []Finding {
 		}
 	}
 	return out
-}
-
-func ownedBy(p *corev1.Pod, kind, name string) bool {
-	for _, o := range p.OwnerReferences {
-		if o.Kind == kind && o.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -149,18 +150,13 @@ func (w *World) Timeline(ctx context.Context) (Timeline, error) {
 			// instance metadata gives it as local_hostname.
 			node = byName[vmName[m.Spec.InfrastructureRef.Name]]
 		}
-		var provisioned, bootstrap time.Time
-		for _, c := range m.Status.Conditions {
-			if c.Status != metav1.ConditionTrue {
-				continue
+		trueSince := func(condition string) time.Time {
+			if c := conditions.Get(&m, condition); c != nil && c.Status == metav1.ConditionTrue {
+				return c.LastTransitionTime.Time
 			}
-			switch c.Type {
-			case clusterv1.MachineInfrastructureReadyCondition:
-				provisioned = c.LastTransitionTime.Time
-			case clusterv1.MachineBootstrapConfigReadyCondition:
-				bootstrap = c.LastTransitionTime.Time
-			}
+			return time.Time{}
 		}
+		provisioned, bootstrap := trueSince(clusterv1.MachineInfrastructureReadyCondition), trueSince(clusterv1.MachineBootstrapConfigReadyCondition)
 		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp {
 			if !provisioned.IsZero() && (tl.ControlPlaneProvisioned.IsZero() || provisioned.Before(tl.ControlPlaneProvisioned)) {
 				tl.ControlPlaneProvisioned = provisioned

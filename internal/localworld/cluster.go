@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -147,13 +149,7 @@ func (w *World) Status(ctx context.Context) (Status, error) {
 	}
 	var notReady []string
 	for _, n := range nodes {
-		ready := false
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				ready = true
-			}
-		}
-		if ready {
+		if util.IsNodeReady(n) {
 			st.NodesReady++
 		} else {
 			notReady = append(notReady, n.Name)
@@ -237,32 +233,30 @@ func allReady(dss []appsv1.DaemonSet) bool {
 func (w *World) WaitReady(ctx context.Context) error {
 	last := ""
 	lastMachines := map[string]bool{}
-	for {
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		st, err := w.Status(ctx)
-		if err == nil {
-			for _, m := range st.Machines {
-				if !lastMachines[m] {
-					w.opts.progress("machine %s", m)
-				}
-			}
-			lastMachines = map[string]bool{}
-			for _, m := range st.Machines {
-				lastMachines[m] = true
-			}
-			if line := st.String(); line != last {
-				w.opts.progress("%s", line)
-				last = line
-			}
-			if st.Done() {
-				return nil
+		if err != nil {
+			return false, nil
+		}
+		for _, m := range st.Machines {
+			if !lastMachines[m] {
+				w.opts.progress("machine %s", m)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster %s not ready: %s: %w", w.opts.Name, last, ctx.Err())
-		case <-time.After(time.Second):
+		lastMachines = map[string]bool{}
+		for _, m := range st.Machines {
+			lastMachines[m] = true
 		}
+		if line := st.String(); line != last {
+			w.opts.progress("%s", line)
+			last = line
+		}
+		return st.Done(), nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster %s not ready: %s: %w", w.opts.Name, last, err)
 	}
+	return nil
 }
 
 // WriteKubeconfigs writes the management and the workload kubeconfig into
@@ -301,23 +295,21 @@ func (w *World) DeleteCluster(ctx context.Context) error {
 		return err
 	}
 	last := ""
-	for {
-		err := w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: w.opts.Name}, c)
-		if apierrors.IsNotFound(err) {
-			w.opts.progress("cluster %s deleted", w.opts.Name)
-			return nil
+	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		if apierrors.IsNotFound(w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: w.opts.Name}, c)) {
+			return true, nil
 		}
 		ms := &clusterv1.MachineList{}
 		_ = w.Client.List(ctx, ms, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: w.opts.Name})
-		line := fmt.Sprintf("deleting: %d machines left", len(ms.Items))
-		if line != last {
+		if line := fmt.Sprintf("deleting: %d machines left", len(ms.Items)); line != last {
 			w.opts.progress("%s", line)
 			last = line
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster %s not deleted: %s: %w", w.opts.Name, last, ctx.Err())
-		case <-time.After(time.Second):
-		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster %s not deleted: %s: %w", w.opts.Name, last, err)
 	}
+	w.opts.progress("cluster %s deleted", w.opts.Name)
+	return nil
 }

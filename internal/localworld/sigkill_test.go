@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
 
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/localworld"
@@ -262,7 +262,7 @@ func TestKilledWinkubeLeavesNothing(t *testing.T) {
 			if n.Status.NodeInfo.BootID == before {
 				return "node " + n.Name + " has not booted again"
 			}
-			if !nodeReady(n) {
+			if !util.IsNodeReady(&n) {
 				return "node " + n.Name + " is not Ready"
 			}
 		}
@@ -278,13 +278,4 @@ func TestKilledWinkubeLeavesNothing(t *testing.T) {
 	if err := w.Client.List(ctx, ms); err != nil || len(ms.Items) != 2 {
 		t.Fatalf("machines after the restart: %d (%v), want the 2 of before", len(ms.Items), err)
 	}
-}
-
-func nodeReady(n corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

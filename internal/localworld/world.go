@@ -27,6 +27,7 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -347,11 +348,10 @@ func (w *World) startControllers() error {
 	// AzureCluster and AzureMachine: the cluster is created only once they
 	// answer, not merely once the caches synced.
 	started := mgr.GetWebhookServer().StartedChecker()
-	for deadline := time.Now().Add(30 * time.Second); started(nil) != nil; {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("controllers: winkube's webhook server did not start: %w", started(nil))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(mctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return started(nil) == nil, nil
+	}); err != nil {
+		return fmt.Errorf("controllers: winkube's webhook server did not start: %w", started(nil))
 	}
 	return nil
 }

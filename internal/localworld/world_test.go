@@ -22,6 +22,8 @@ import (
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -41,10 +43,8 @@ func windowsNodes(ctx context.Context, cs kubernetes.Interface) (map[string]stri
 	}
 	out := map[string]string{}
 	for _, n := range nodes.Items {
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				out[n.Name] = n.Status.NodeInfo.KubeletVersion
-			}
+		if util.IsNodeReady(&n) {
+			out[n.Name] = n.Status.NodeInfo.KubeletVersion
 		}
 	}
 	return out, nil
@@ -366,10 +366,8 @@ func TestThreeControlPlanes(t *testing.T) {
 		if err := w.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "ha-control-plane"}, kcp); err != nil {
 			return err.Error()
 		}
-		for _, c := range kcp.Status.Conditions {
-			if c.Type == controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition && c.Status == metav1.ConditionTrue && ptr.Deref(kcp.Status.ReadyReplicas, 0) == 3 {
-				return ""
-			}
+		if conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition) && ptr.Deref(kcp.Status.ReadyReplicas, 0) == 3 {
+			return ""
 		}
 		return fmt.Sprintf("KubeadmControlPlane: %d ready, conditions %+v", ptr.Deref(kcp.Status.ReadyReplicas, 0), kcp.Status.Conditions)
 	})

@@ -4,28 +4,27 @@
 package poll
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Interval is how often a condition is looked at.
 const Interval = 20 * time.Millisecond
 
 // Until calls cond until it returns "" or timeout passes, then fails the
-// test with cond's last word on what it still waits for.
+// test with cond's last word on what it still waits for: a test failing on
+// a timeout alone would not say what it was waiting for.
 func Until(t testing.TB, timeout time.Duration, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(Interval)
-	defer tick.Stop()
-	for {
-		waiting := cond()
-		if waiting == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, waiting)
-		}
-		<-tick.C
+	waiting := ""
+	err := wait.PollUntilContextTimeout(context.Background(), Interval, timeout, true, func(context.Context) (bool, error) {
+		waiting = cond()
+		return waiting == "", nil
+	})
+	if err != nil {
+		t.Fatalf("after %s: %s", timeout, waiting)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -171,15 +172,17 @@ func (e *Env) ServeWebhooks(register func(ctrl.Manager) error) error {
 		}
 	}()
 	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var dialErr error
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a readiness probe of our own test server
-		if err == nil {
-			return conn.Close()
+		if err != nil {
+			dialErr = err
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("testenv: webhook server on %s did not come up: %w", addr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return true, conn.Close()
+	})
+	if wait.Interrupted(err) {
+		return fmt.Errorf("testenv: webhook server on %s did not come up: %w", addr, dialErr)
 	}
+	return err
 }

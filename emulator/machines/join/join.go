@@ -13,7 +13,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -30,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/cluster-bootstrap/token/jws"
@@ -131,17 +131,12 @@ func verify(cm *corev1.ConfigMap, id, secret string, d Discovery) (*Cluster, err
 // pinned checks that some certificate in caPEM has a public key whose
 // SHA-256 is one of the pins.
 func pinned(caPEM []byte, pins []string) error {
+	certs, err := certutil.ParseCertsPEM(caPEM)
+	if err != nil {
+		return fmt.Errorf("cluster CA: %w", err)
+	}
 	var got []string
-	for rest := caPEM; ; {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		cert, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return fmt.Errorf("cluster CA: %w", err)
-		}
+	for _, cert := range certs {
 		h := PublicKeyHash(cert)
 		for _, p := range pins {
 			if strings.EqualFold(p, h) {
@@ -187,11 +182,10 @@ func Bootstrap(ctx context.Context, cl *Cluster, token, nodeName string) (*Crede
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}}}, key)
+	reqPEM, err := certutil.MakeCSR(key, &pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}}, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	reqPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 	usages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
 	name, uid, err := csr.RequestCertificateWithContext(ctx, client, reqPEM, "", certificatesv1.KubeAPIServerClientKubeletSignerName, nil, usages, key)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/azure/endpoint"
@@ -57,16 +58,19 @@ func StartServer(t testing.TB, rg string) (*arm.Server, endpoint.Config) {
 // Drive runs a non-blocking reconcile step until it is done.
 func Drive(t testing.TB, step func(token string) (string, bool, error)) error {
 	t.Helper()
-	token := ""
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	token, stepErr := "", error(nil)
+	// The step's own error ends the wait too; kept apart from the wait's,
+	// so that a step failing with a timeout of its own is returned, not
+	// taken for the operation never ending.
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		next, done, err := step(token)
-		if err != nil || done {
-			return err
-		}
-		token = next
+		token, stepErr = next, err
+		return done || err != nil, nil
+	})
+	if err != nil {
+		t.Fatal("the operation did not end")
 	}
-	t.Fatal("the operation did not end")
-	return nil
+	return stepErr
 }
 
 // Writes fails the test unless a spec's Parameters answered without an

@@ -3,8 +3,6 @@ package workload_test
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	certutil "k8s.io/client-go/util/cert"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -155,17 +154,9 @@ func TestReplicasShareOneCA(t *testing.T) {
 
 func readCert(t *testing.T, path string) *x509.Certificate {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	certs, err := certutil.CertsFromFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := pem.Decode(data)
-	if b == nil {
-		t.Fatalf("%s is not PEM", path)
-	}
-	c, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return certs[0]
 }

@@ -1,13 +1,12 @@
 package workload
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"sigs.k8s.io/cluster-api/util/certs"
 )
 
 // Cert files in the certificate folder; controller-runtime's webhook server
@@ -59,7 +60,7 @@ func sameNames(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
-func loadPair(certPath, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
+func loadPair(certPath, keyPath string) (*x509.Certificate, crypto.Signer, []byte, error) {
 	certPEM, err := os.ReadFile(certPath)
 	if err != nil {
 		return nil, nil, nil, err
@@ -72,17 +73,12 @@ func loadPair(certPath, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, [
 	return cert, key, certPEM, err
 }
 
-func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	cb, _ := pem.Decode(certPEM)
-	kb, _ := pem.Decode(keyPEM)
-	if cb == nil || kb == nil {
-		return nil, nil, errors.New("not PEM")
-	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
+func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, crypto.Signer, error) {
+	cert, err := certs.DecodeCertPEM(certPEM)
 	if err != nil {
 		return nil, nil, err
 	}
-	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	key, err := certs.DecodePrivateKeyPEM(keyPEM)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -91,7 +87,7 @@ func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, *ecdsa.PrivateKey, er
 
 // newCert makes a certificate (a CA when parent is nil) and writes it and
 // its key, the key readable by the owner only.
-func newCert(dir, certFile, keyFile string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, dnsNames []string, now time.Time, validity time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
+func newCert(dir, certFile, keyFile string, parent *x509.Certificate, parentKey crypto.Signer, cn string, dnsNames []string, now time.Time, validity time.Duration) (*x509.Certificate, crypto.Signer, []byte, error) {
 	cert, key, certPEM, keyPEM, err := makeCert(parent, parentKey, cn, dnsNames, now, validity)
 	if err != nil {
 		return nil, nil, nil, err
@@ -105,10 +101,12 @@ func newCert(dir, certFile, keyFile string, parent *x509.Certificate, parentKey 
 	return cert, key, certPEM, nil
 }
 
-// makeCert makes a certificate, a CA when parent is nil, in memory.
-func makeCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, dnsNames []string, now time.Time, validity time.Duration) (cert *x509.Certificate, key *ecdsa.PrivateKey, certPEM, keyPEM []byte, err error) {
-	key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
+// makeCert makes a certificate, a CA when parent is nil, in memory. The
+// libraries' CA and signing helpers read the clock and fix the validity
+// (client-go's CA ten years, Cluster API's leaves one); rotation needs both
+// from the caller, so the template is made here.
+func makeCert(parent *x509.Certificate, parentKey crypto.Signer, cn string, dnsNames []string, now time.Time, validity time.Duration) (cert *x509.Certificate, key crypto.Signer, certPEM, keyPEM []byte, err error) {
+	if key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
 		return nil, nil, nil, nil, err
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
@@ -128,16 +126,15 @@ func makeCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, 
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		signer, signerKey = parent, parentKey
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signerKey)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, key.Public(), signerKey)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
 	if cert, err = x509.ParseCertificate(der); err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("parsing a certificate just made: %w", err)
 	}
-	return cert, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+	if keyPEM, err = certs.EncodePrivateKeyPEMFromSigner(key); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return cert, key, certs.EncodeCertPEM(cert), keyPEM, nil
 }

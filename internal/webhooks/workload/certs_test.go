@@ -3,7 +3,6 @@ package workload_test
 import (
 	"bytes"
 	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,18 +20,7 @@ func TestCertificatesAreMadeKeptAndRotated(t *testing.T) {
 	if err != nil || !rotated {
 		t.Fatalf("first run: %v rotated=%v", err, rotated)
 	}
-	leaf := func() *x509.Certificate {
-		data, err := os.ReadFile(filepath.Join(dir, "tls.crt"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := pem.Decode(data)
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	leaf := func() *x509.Certificate { return readCert(t, filepath.Join(dir, "tls.crt")) }
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca1)
 	if _, err := leaf().Verify(x509.VerifyOptions{Roots: pool, DNSName: names[0], CurrentTime: now}); err != nil {

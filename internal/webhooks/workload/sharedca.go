@@ -2,9 +2,8 @@ package workload
 
 import (
 	"context"
-	"crypto/ecdsa"
+	"crypto"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/cluster-api/util/certs"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -29,69 +30,72 @@ const (
 // with, and the bundle the webhook configurations trust.
 type SharedCA struct {
 	Cert   *x509.Certificate
-	Key    *ecdsa.PrivateKey
+	Key    crypto.Signer
 	Bundle []byte
 }
 
 // EnsureSharedCA reads the CA from the Secret key, creating it when absent
 // and rotating it when it expires within renewBefore. Replicas race
 // safely: a create that finds the Secret made by another replica, or an
-// update that finds it changed, reads and uses the winner's CA instead.
+// update that finds it changed, is tried again, and reads and uses the
+// winner's CA instead.
 func EnsureSharedCA(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time, validity, renewBefore time.Duration) (*SharedCA, error) {
-	for attempt := 0; attempt < 5; attempt++ {
-		s := &corev1.Secret{}
-		err := c.Get(ctx, key, s)
-		if apierrors.IsNotFound(err) {
-			cert, caKey, certPEM, keyPEM, err := makeCert(nil, nil, "winkube admission CA", nil, now, validity)
-			if err != nil {
-				return nil, err
-			}
-			s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Type: corev1.SecretTypeOpaque,
-				Data: map[string][]byte{caSecretCert: certPEM, caSecretKey: keyPEM}}
-			err = c.Create(ctx, s)
-			if apierrors.IsAlreadyExists(err) {
-				continue // another replica made it first: use theirs
-			}
-			if err != nil {
-				return nil, fmt.Errorf("creating the admission CA Secret %s: %w", key, err)
-			}
-			return &SharedCA{Cert: cert, Key: caKey, Bundle: certPEM}, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading the admission CA Secret %s: %w", key, err)
-		}
-		cert, caKey, perr := parsePair(s.Data[caSecretCert], s.Data[caSecretKey])
-		if perr == nil && now.Add(renewBefore).Before(cert.NotAfter) {
-			return &SharedCA{Cert: cert, Key: caKey, Bundle: bundle(s.Data[caSecretCert], s.Data[caSecretPrevious], now)}, nil
-		}
-		// Expiring, or unreadable: rotate, keeping the old CA trusted.
-		newCert, newKey, certPEM, keyPEM, err := makeCert(nil, nil, "winkube admission CA", nil, now, validity)
+	var ca *SharedCA
+	err := retry.OnError(retry.DefaultRetry, lostRace, func() (err error) {
+		ca, err = ensureSharedCA(ctx, c, key, now, validity, renewBefore)
+		return err
+	})
+	if lostRace(err) {
+		return nil, fmt.Errorf("the admission CA Secret %s keeps changing under this replica: check what else writes it", key)
+	}
+	return ca, err
+}
+
+// lostRace: another replica created or rotated the CA first.
+func lostRace(err error) bool { return apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) }
+
+func ensureSharedCA(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time, validity, renewBefore time.Duration) (*SharedCA, error) {
+	s := &corev1.Secret{}
+	err := c.Get(ctx, key, s)
+	if apierrors.IsNotFound(err) {
+		cert, caKey, certPEM, keyPEM, err := makeCert(nil, nil, "winkube admission CA", nil, now, validity)
 		if err != nil {
 			return nil, err
 		}
-		previous := []byte(nil)
-		if perr == nil {
-			previous = s.Data[caSecretCert]
+		s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Type: corev1.SecretTypeOpaque,
+			Data: map[string][]byte{caSecretCert: certPEM, caSecretKey: keyPEM}}
+		if err := c.Create(ctx, s); err != nil {
+			return nil, fmt.Errorf("creating the admission CA Secret %s: %w", key, err)
 		}
-		s.Data = map[string][]byte{caSecretCert: certPEM, caSecretKey: keyPEM, caSecretPrevious: previous}
-		err = c.Update(ctx, s)
-		if apierrors.IsConflict(err) {
-			continue // another replica rotated it: read theirs
-		}
-		if err != nil {
-			return nil, fmt.Errorf("rotating the admission CA in %s: %w", key, err)
-		}
-		return &SharedCA{Cert: newCert, Key: newKey, Bundle: bundle(certPEM, previous, now)}, nil
+		return &SharedCA{Cert: cert, Key: caKey, Bundle: certPEM}, nil
 	}
-	return nil, fmt.Errorf("the admission CA Secret %s keeps changing under this replica: check what else writes it", key)
+	if err != nil {
+		return nil, fmt.Errorf("reading the admission CA Secret %s: %w", key, err)
+	}
+	cert, caKey, perr := parsePair(s.Data[caSecretCert], s.Data[caSecretKey])
+	if perr == nil && now.Add(renewBefore).Before(cert.NotAfter) {
+		return &SharedCA{Cert: cert, Key: caKey, Bundle: bundle(s.Data[caSecretCert], s.Data[caSecretPrevious], now)}, nil
+	}
+	// Expiring, or unreadable: rotate, keeping the old CA trusted.
+	newCert, newKey, certPEM, keyPEM, err := makeCert(nil, nil, "winkube admission CA", nil, now, validity)
+	if err != nil {
+		return nil, err
+	}
+	previous := []byte(nil)
+	if perr == nil {
+		previous = s.Data[caSecretCert]
+	}
+	s.Data = map[string][]byte{caSecretCert: certPEM, caSecretKey: keyPEM, caSecretPrevious: previous}
+	if err := c.Update(ctx, s); err != nil {
+		return nil, fmt.Errorf("rotating the admission CA in %s: %w", key, err)
+	}
+	return &SharedCA{Cert: newCert, Key: newKey, Bundle: bundle(certPEM, previous, now)}, nil
 }
 
 // bundle is the current CA, and the previous one while it is still valid.
 func bundle(current, previous []byte, now time.Time) []byte {
-	if b, _ := pem.Decode(previous); b != nil {
-		if old, err := x509.ParseCertificate(b.Bytes); err == nil && now.Before(old.NotAfter) {
-			return append(append([]byte{}, current...), previous...)
-		}
+	if old, err := certs.DecodeCertPEM(previous); err == nil && now.Before(old.NotAfter) {
+		return append(append([]byte{}, current...), previous...)
 	}
 	return current
 }
