@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/winkube/winkube/internal/images"
 )
 
 const (
@@ -21,12 +23,7 @@ const (
 // hostsFor lists the host builds that run an image of a Windows build:
 // process isolation needs the same build, except that Windows Server 2025
 // hosts also run 2022 images.
-func hostsFor(imageBuild string) []string {
-	if imageBuild == build2022 {
-		return []string{build2022, build2025}
-	}
-	return []string{imageBuild}
-}
+func hostsFor(imageBuild string) []string { return images.HostsRunning(imageBuild) }
 
 // Placement is what the images of a pod say about where it can run.
 type Placement struct {
