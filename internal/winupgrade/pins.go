@@ -165,7 +165,7 @@ func (pl *planner) services() {
 		}
 		pl.add(Finding{Check: CheckServices, Severity: doctor.Warning, Object: "Service/" + svc.Namespace + "/" + svc.Name,
 			Message: fmt.Sprintf("Service %s/%s sets sessionAffinity ClientIP and has backends on Windows Server 2019 nodes, whose kube-proxy ignores it: on Windows Server %s it applies, so clients stick to one backend (and sessionAffinityConfig.clientIP.timeoutSeconds is ignored)", svc.Namespace, svc.Name, pl.o.Target),
-			Fix: "if the application relied on requests spreading, set sessionAffinity: None before the move"})
+			Fix:     "if the application relied on requests spreading, set sessionAffinity: None before the move"})
 	}
 }
 

@@ -290,7 +290,6 @@ type fixResult struct {
 
 func (pl *planner) add(f Finding) { pl.p.Findings = append(pl.p.Findings, f) }
 
-
 func (pl *planner) leavingNode(name string) bool {
 	for _, nodes := range pl.p.Leaving {
 		for _, n := range nodes {
