@@ -11,13 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/discovery"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/images"
 	"github.com/winkube/winkube/internal/localworld"
-	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/webhooks/workload"
 	"github.com/winkube/winkube/internal/winupgrade"
 )
@@ -93,14 +91,7 @@ Exit status: 0 when nothing breaks, 1 with warnings, 2 with errors (as doctor).`
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.to, "to", "", "the Windows Server release to move to: 2022 or 2025 (required)")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the workload cluster (default: the management cluster's <cluster>-kubeconfig Secret when a management cluster is given, else $KUBECONFIG or ~/.kube/config)")
-	f.StringVar(&o.context, "context", "", "context of the workload kubeconfig")
-	f.StringVar(&o.mgmtKubeconfig, "management-kubeconfig", "", "kubeconfig of the management cluster, to write the new pools from the cluster's MachineDeployments and MachinePools")
-	f.StringVar(&o.mgmtContext, "management-context", "", "context of the management kubeconfig")
-	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of the cluster's objects in the management cluster")
-	f.StringVar(&o.name, "cluster", "", "the Cluster in the management cluster (default: the only one in the namespace)")
-	f.StringVar(&o.local, "local", "", "plan for the local world NAME made by 'winkube up NAME' (its state in ~/.winkube/NAME); images are read from its registry")
-	f.StringVar(&o.stateDir, "state-dir", "", "plan for the local world whose state is in this directory (as --local)")
+	o.clusterFlags(cmd, "to write the new pools from the cluster's MachineDeployments and MachinePools", "plan for")
 	f.StringVar(&o.writeTo, "write-to", "", "write each new pool to DIR/<new pool>.yaml (the directory is created), or print them with -")
 	f.StringVar(&o.mirror, "registry-mirror", "", "read every image from this registry (host:port, plain HTTP) under <mirror>/<registry>/<repository>, as a containerd mirror serves them")
 	f.StringSliceVar(&o.insecure, "insecure-registry", nil, "registries reached over plain HTTP (host:port)")
@@ -140,30 +131,12 @@ func runPlan(ctx context.Context, o *planOptions, out io.Writer) error {
 		r.Mirror = strings.TrimSpace(string(host))
 	}
 	opts := winupgrade.Options{Namespace: o.namespace, ClusterName: o.name, Target: target, Resolver: r}
-	if o.mgmtKubeconfig != "" {
-		cfg, err := loadConfig(o.mgmtKubeconfig, o.mgmtContext)
-		if err != nil {
-			return fmt.Errorf("management cluster: %w", err)
-		}
-		if opts.Management, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
-			return err
-		}
-		if opts.ClusterName == "" {
-			if opts.ClusterName, err = onlyCluster(ctx, opts.Management, o.namespace); err != nil {
-				return err
-			}
-		}
-	}
-	cfg, err := loadConfig(o.kubeconfig, o.context)
-	if o.kubeconfig == "" && opts.Management != nil {
-		cfg, err = workloadConfig(ctx, opts.Management, o.namespace, opts.ClusterName)
-	}
+	c, err := o.connect(ctx)
 	if err != nil {
-		return fmt.Errorf("workload cluster: %w", err)
-	}
-	if opts.Workload, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
 		return err
 	}
+	opts.Management, opts.ClusterName, opts.Workload = c.management, c.cluster, c.workload
+	cfg := c.workloadConfig
 	if dc, err := discovery.NewDiscoveryClientForConfig(cfg); err == nil {
 		if info, err := dc.ServerVersion(); err == nil {
 			opts.Version, _ = images.ParseVersion(info.GitVersion)

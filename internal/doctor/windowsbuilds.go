@@ -18,23 +18,7 @@ func pinnedBuilds(spec *corev1.PodSpec) []string {
 	if b := spec.NodeSelector[workload.WindowsBuildLabel]; b != "" {
 		return []string{b}
 	}
-	a := spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return nil
-	}
-	var out []string
-	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-		for _, e := range t.MatchExpressions {
-			if e.Key == workload.WindowsBuildLabel && e.Operator == corev1.NodeSelectorOpIn {
-				for _, v := range e.Values {
-					if !contains(out, v) {
-						out = append(out, v)
-					}
-				}
-			}
-		}
-	}
-	return out
+	return workload.RequiredValues(spec, workload.WindowsBuildLabel)
 }
 
 func contains(list []string, s string) bool {

@@ -84,27 +84,7 @@ func (pl *planner) pins(w workloadRef) {
 	}
 }
 
-// requiredValues are the values a required node affinity allows for key
-// (In expressions, over every term); nil when none names key.
-func requiredValues(spec *corev1.PodSpec, key string) []string {
-	a := spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return nil
-	}
-	var out []string
-	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-		for _, e := range t.MatchExpressions {
-			if e.Key == key && e.Operator == corev1.NodeSelectorOpIn {
-				for _, v := range e.Values {
-					if !contains(out, v) {
-						out = append(out, v)
-					}
-				}
-			}
-		}
-	}
-	return out
-}
+var requiredValues = workload.RequiredValues
 
 func contains(list []string, s string) bool {
 	for _, x := range list {

@@ -55,16 +55,7 @@ func (p *Plan) WriteText(w io.Writer) error {
 		b.WriteString("No workload runs Windows images.\n\n")
 	}
 	r := doctor.Report{Findings: p.Findings}
-	for _, f := range p.Findings {
-		fmt.Fprintf(&b, "%-7s %s", strings.ToUpper(string(f.Severity)), f.Check)
-		if f.Object != "" {
-			fmt.Fprintf(&b, "  %s", f.Object)
-		}
-		fmt.Fprintf(&b, "\n        %s\n", f.Message)
-		if f.Fix != "" {
-			fmt.Fprintf(&b, "        fix: %s\n", f.Fix)
-		}
-	}
+	doctor.WriteFindings(&b, p.Findings)
 	for _, pool := range p.Pools {
 		fmt.Fprintf(&b, "NEW POOL %s %s (%d replicas, Windows Server %s) replaces %s (Windows Server %s)\n", pool.Kind, pool.NewName, pool.Replicas, p.Target, pool.Name, pool.From)
 	}

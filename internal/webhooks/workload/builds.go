@@ -140,7 +140,11 @@ func (r *BuildReporter) record(ctx context.Context, pod *corev1.Pod, msg string)
 
 // requiredBuilds are the Windows builds a pod's required node affinity
 // allows (those placement wrote), nil when it does not restrict them.
-func requiredBuilds(spec *corev1.PodSpec) []string {
+func requiredBuilds(spec *corev1.PodSpec) []string { return RequiredValues(spec, WindowsBuildLabel) }
+
+// RequiredValues are the values a pod's required node affinity allows for
+// a node label (its In expressions, over every term), nil when none names it.
+func RequiredValues(spec *corev1.PodSpec, key string) []string {
 	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil || spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 		return nil
 	}
@@ -148,7 +152,7 @@ func requiredBuilds(spec *corev1.PodSpec) []string {
 	var out []string
 	for _, t := range spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
 		for _, e := range t.MatchExpressions {
-			if e.Key != WindowsBuildLabel || e.Operator != corev1.NodeSelectorOpIn {
+			if e.Key != key || e.Operator != corev1.NodeSelectorOpIn {
 				continue
 			}
 			for _, v := range e.Values {
