@@ -124,7 +124,7 @@ func WindowsBuildPins(s *State) []Finding {
 		sort.Strings(why)
 		out = append(out, Finding{Check: "windows-build-pins", Severity: Warning, Object: ref(w.kind, w.namespace, w.name),
 			Message: fmt.Sprintf("%s %s/%s runs only on Windows build %s: %s", w.kind, w.namespace, w.name, strings.Join(builds, ", "), strings.Join(why, "; ")),
-			Fix:     "move it before its nodes go: 'winkube plan windows-upgrade --to 2022' (or 2025) names the image tag that runs on the new nodes; change the image and drop the windows-build selector or affinity (winkube admission writes it anew)"})
+			Fix:     "move it before its nodes go: 'winkube plan windows-upgrade --to 2022' (or 2025) names the image tag that runs on the new nodes; change the image (winkube admission writes anew the windows-build affinity it wrote, the one its annotation winkube.dev/windows-builds names) and drop a windows-build selector or affinity of your own"})
 	}
 	return out
 }

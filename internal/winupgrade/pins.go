@@ -29,6 +29,9 @@ func (pl *planner) pins(w workloadRef) {
 	if builds := requiredValues(spec, workload.WindowsBuildLabel); builds != nil && !contains(builds, pl.p.TargetBuild) {
 		why = append(why, fmt.Sprintf("a required node affinity on %s allows only %s", workload.WindowsBuildLabel, strings.Join(builds, ", ")))
 		fix = fmt.Sprintf("remove the %s expression with the image change (winkube admission writes it anew from the new image)", workload.WindowsBuildLabel)
+		if workload.WroteBuildAffinity(w.marks, spec) {
+			fix = fmt.Sprintf("change the image: the %s expression is winkube admission's (annotation %s), which it writes anew from the new image", workload.WindowsBuildLabel, workload.BuildsAnnotation)
+		}
 	}
 	if name := spec.NodeName; name != "" && pl.leavingNode(name) {
 		why = append(why, "spec.nodeName "+name+", a node that goes")

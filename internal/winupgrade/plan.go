@@ -103,6 +103,9 @@ func (p *Plan) ExitCode() int { return doctor.Report{Findings: p.Findings}.ExitC
 type workloadRef struct {
 	kind, namespace, name string
 	spec                  *corev1.PodSpec
+	// marks are the pod template's annotations (where admission marks the
+	// windows-build affinity it wrote).
+	marks map[string]string
 	// selector chooses its pods (nil for a bare pod: the pod itself).
 	selector labels.Selector
 }
@@ -230,33 +233,33 @@ func (s *state) workloads() []workloadRef {
 	}
 	for i := range s.deployments {
 		d := &s.deployments[i]
-		out = append(out, workloadRef{"Deployment", d.Namespace, d.Name, &d.Spec.Template.Spec, sel(d.Spec.Selector)})
+		out = append(out, workloadRef{"Deployment", d.Namespace, d.Name, &d.Spec.Template.Spec, d.Spec.Template.Annotations, sel(d.Spec.Selector)})
 	}
 	for i := range s.statefulSets {
 		d := &s.statefulSets[i]
-		out = append(out, workloadRef{"StatefulSet", d.Namespace, d.Name, &d.Spec.Template.Spec, sel(d.Spec.Selector)})
+		out = append(out, workloadRef{"StatefulSet", d.Namespace, d.Name, &d.Spec.Template.Spec, d.Spec.Template.Annotations, sel(d.Spec.Selector)})
 	}
 	for i := range s.daemonSets {
 		d := &s.daemonSets[i]
-		out = append(out, workloadRef{"DaemonSet", d.Namespace, d.Name, &d.Spec.Template.Spec, sel(d.Spec.Selector)})
+		out = append(out, workloadRef{"DaemonSet", d.Namespace, d.Name, &d.Spec.Template.Spec, d.Spec.Template.Annotations, sel(d.Spec.Selector)})
 	}
 	for i := range s.cronJobs {
 		c := &s.cronJobs[i]
-		out = append(out, workloadRef{"CronJob", c.Namespace, c.Name, &c.Spec.JobTemplate.Spec.Template.Spec, labels.Nothing()})
+		out = append(out, workloadRef{"CronJob", c.Namespace, c.Name, &c.Spec.JobTemplate.Spec.Template.Spec, c.Spec.JobTemplate.Spec.Template.Annotations, labels.Nothing()})
 	}
 	for i := range s.jobs {
 		j := &s.jobs[i]
 		if owner := metav1.GetControllerOf(j); owner != nil && owner.Kind == "CronJob" {
 			continue
 		}
-		out = append(out, workloadRef{"Job", j.Namespace, j.Name, &j.Spec.Template.Spec, sel(j.Spec.Selector)})
+		out = append(out, workloadRef{"Job", j.Namespace, j.Name, &j.Spec.Template.Spec, j.Spec.Template.Annotations, sel(j.Spec.Selector)})
 	}
 	for i := range s.pods {
 		p := &s.pods[i]
 		if metav1.GetControllerOf(p) != nil {
 			continue
 		}
-		out = append(out, workloadRef{"Pod", p.Namespace, p.Name, &p.Spec, labels.Nothing()})
+		out = append(out, workloadRef{"Pod", p.Namespace, p.Name, &p.Spec, p.Annotations, labels.Nothing()})
 	}
 	return out
 }

@@ -259,21 +259,6 @@ func TestPlanRefusesATargetPastItsSupport(t *testing.T) {
 	}
 }
 
-func TestCandidatesSwapTheReleaseMarkerFirst(t *testing.T) {
-	tags := []string{"latest", "ltsc2022", "nanoserver-ltsc2022", "windowsservercore-ltsc2019", "windowsservercore-ltsc2022", "windowsservercore-ltsc2025"}
-	got := candidates("windowsservercore-ltsc2019", tags, infrav1.WindowsServer2022)
-	if len(got) != 3 || got[0] != "windowsservercore-ltsc2022" || got[1] != "nanoserver-ltsc2022" {
-		t.Errorf("2022 candidates %v", got)
-	}
-	got = candidates("1809", []string{"1809", "ltsc2022", "ltsc2025"}, infrav1.WindowsServer2025)
-	if strings.Join(got, ",") != "ltsc2025,ltsc2022" {
-		t.Errorf("2025 candidates %v, want ltsc2025 then ltsc2022", got)
-	}
-	if got := candidates("v1", []string{"v1", "v2"}, infrav1.WindowsServer2022); len(got) != 0 {
-		t.Errorf("tags naming no release: %v", got)
-	}
-}
-
 func TestNewPoolNames(t *testing.T) {
 	for _, c := range []struct{ old, want, prefix string }{
 		{"demo-md-win", "demo-md-win-ws2022", "win-s2022"},
