@@ -61,14 +61,7 @@ Exit status: 0 when clean, 1 with warnings, 2 with errors.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the workload cluster (default: the management cluster's <cluster>-kubeconfig Secret when a management cluster is given, else $KUBECONFIG or ~/.kube/config)")
-	f.StringVar(&o.context, "context", "", "context of the workload kubeconfig")
-	f.StringVar(&o.mgmtKubeconfig, "management-kubeconfig", "", "kubeconfig of the management cluster, to check the cluster's AzureMachines and AzureMachinePools")
-	f.StringVar(&o.mgmtContext, "management-context", "", "context of the management kubeconfig")
-	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of the cluster's objects in the management cluster")
-	f.StringVar(&o.name, "cluster", "", "the Cluster in the management cluster (default: the only one in the namespace)")
-	f.StringVar(&o.local, "local", "", "diagnose the local world NAME made by 'winkube up NAME' (its state in ~/.winkube/NAME)")
-	f.StringVar(&o.stateDir, "state-dir", "", "diagnose the local world whose state is in this directory (as --local)")
+	o.clusterFlags(cmd, "to check the cluster's AzureMachines and AzureMachinePools", "diagnose")
 	outputFlag(cmd, &o.output, "text", "text", "json")
 	f.DurationVar(&o.certWarning, "cert-warning", 30*24*time.Hour, "report certificates that expire within this time")
 	f.BoolVar(&o.azure, "azure", true, "the cluster's network is Azure's (VNet MTU 1400, so the overlay MTU must be 1350 or less); the local world behaves as Azure")
@@ -86,33 +79,11 @@ func runDoctor(ctx context.Context, o *doctorOptions, out io.Writer) error {
 		return err
 	}
 	opts := doctor.Options{Namespace: o.namespace, ClusterName: o.name, CertWarning: o.certWarning, Azure: o.azure}
-	if o.mgmtKubeconfig != "" {
-		cfg, err := loadConfig(o.mgmtKubeconfig, o.mgmtContext)
-		if err != nil {
-			return fmt.Errorf("management cluster: %w", err)
-		}
-		if opts.Management, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
-			return err
-		}
-		if opts.ClusterName == "" {
-			if opts.ClusterName, err = onlyCluster(ctx, opts.Management, o.namespace); err != nil {
-				return err
-			}
-		}
-	}
-	var err error
-	switch {
-	case o.kubeconfig != "" || opts.Management == nil:
-		opts.WorkloadConfig, err = loadConfig(o.kubeconfig, o.context)
-	default:
-		opts.WorkloadConfig, err = workloadConfig(ctx, opts.Management, o.namespace, opts.ClusterName)
-	}
+	c, err := o.connect(ctx)
 	if err != nil {
-		return fmt.Errorf("workload cluster: %w", err)
-	}
-	if opts.Workload, err = client.New(opts.WorkloadConfig, client.Options{Scheme: scheme.New()}); err != nil {
 		return err
 	}
+	opts.Management, opts.ClusterName, opts.Workload, opts.WorkloadConfig = c.management, c.cluster, c.workload, c.workloadConfig
 	report, err := doctor.Run(ctx, opts)
 	if err != nil {
 		if o.stateDir != "" {
@@ -137,6 +108,62 @@ func runDoctor(ctx context.Context, o *doctorOptions, out io.Writer) error {
 		return ExitStatus(code)
 	}
 	return nil
+}
+
+// clusterFlags are the ways to reach a workload cluster, shared by the
+// commands that read one: what the management cluster is for, and the verb
+// for a local world ("diagnose").
+func (o *doctorOptions) clusterFlags(cmd *cobra.Command, management, verb string) {
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the workload cluster (default: the management cluster's <cluster>-kubeconfig Secret when a management cluster is given, else $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.context, "context", "", "context of the workload kubeconfig")
+	f.StringVar(&o.mgmtKubeconfig, "management-kubeconfig", "", "kubeconfig of the management cluster, "+management)
+	f.StringVar(&o.mgmtContext, "management-context", "", "context of the management kubeconfig")
+	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of the cluster's objects in the management cluster")
+	f.StringVar(&o.name, "cluster", "", "the Cluster in the management cluster (default: the only one in the namespace)")
+	f.StringVar(&o.local, "local", "", verb+" the local world NAME made by 'winkube up NAME' (its state in ~/.winkube/NAME)")
+	f.StringVar(&o.stateDir, "state-dir", "", verb+" the local world whose state is in this directory (as --local)")
+}
+
+// connection is what connect reaches.
+type connection struct {
+	management     client.Client // nil without --management-kubeconfig
+	cluster        string
+	workload       client.Client
+	workloadConfig *rest.Config
+}
+
+// connect reaches the management cluster when one is given (and names its
+// Cluster), then the workload cluster: --kubeconfig, or the Cluster's
+// kubeconfig Secret.
+func (o *doctorOptions) connect(ctx context.Context) (connection, error) {
+	c := connection{cluster: o.name}
+	if o.mgmtKubeconfig != "" {
+		cfg, err := loadConfig(o.mgmtKubeconfig, o.mgmtContext)
+		if err != nil {
+			return c, fmt.Errorf("management cluster: %w", err)
+		}
+		if c.management, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
+			return c, err
+		}
+		if c.cluster == "" {
+			if c.cluster, err = onlyCluster(ctx, c.management, o.namespace); err != nil {
+				return c, err
+			}
+		}
+	}
+	var err error
+	switch {
+	case o.kubeconfig != "" || c.management == nil:
+		c.workloadConfig, err = loadConfig(o.kubeconfig, o.context)
+	default:
+		c.workloadConfig, err = workloadConfig(ctx, c.management, o.namespace, c.cluster)
+	}
+	if err != nil {
+		return c, fmt.Errorf("workload cluster: %w", err)
+	}
+	c.workload, err = client.New(c.workloadConfig, client.Options{Scheme: scheme.New()})
+	return c, err
 }
 
 // resolveLocal points a local world's name or state directory at its

@@ -41,7 +41,7 @@ func NewRootCommandFor(arg0 string) *cobra.Command {
 // pluginWords are the commands whose names in help texts and examples
 // become 'kubectl winkube ...' when run as kubectl's plugin; 'winkube up' and
 // the like stay, as those are the winkube binary's.
-var pluginWords = regexp.MustCompile(`\bwinkube (ssh|rdp|logs|generate|version|doctor|images)\b`)
+var pluginWords = regexp.MustCompile(`\bwinkube (ssh|rdp|logs|generate|version|doctor|plan|images)\b`)
 
 func speakAsPlugin(c *cobra.Command) {
 	fix := func(s string) string {
@@ -87,6 +87,6 @@ Shell completion (flavors, versions, local worlds, machines and nodes):
 	}
 	root.AddCommand(forPlugin(newVersionCommand()), newEmulatorCommand(), newManagerCommand(), forPlugin(newGenerateCommand()), newAdmissionCommand(),
 		newUpCommand(), newDownCommand(), newBenchCommand(), forPlugin(newSSHCommand()), forPlugin(newRDPCommand()), forPlugin(newLogsCommand()),
-		forPlugin(newDoctorCommand()), forPlugin(newImagesCommand()))
+		forPlugin(newDoctorCommand()), forPlugin(newPlanCommand()), forPlugin(newImagesCommand()))
 	return root
 }

@@ -109,6 +109,7 @@ type Check struct {
 var Checks = []Check{
 	{"windows-nodes", WindowsNodes},
 	{"platform-mismatch", PlatformMismatch},
+	{"windows-build-pins", WindowsBuildPins},
 	{"os-selection", UnselectedWorkloads},
 	{"daemonsets-on-windows", DaemonSetsOnWindows},
 	{"windows-networking-pods", WindowsNetworkingPods},

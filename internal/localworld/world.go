@@ -61,6 +61,10 @@ const (
 	// world: the management cluster, and the private key its machines let in.
 	ManagementKubeconfig = "management.kubeconfig"
 	SSHKeyFile           = "id_ed25519"
+	// RegistryFile holds the running world's image registry (host:port),
+	// which stands in for every public registry: 'winkube plan' reads the
+	// images' manifest lists there, as the nodes pull them.
+	RegistryFile = "registry"
 )
 
 // Subscription is the local world's one Azure subscription.
@@ -222,6 +226,9 @@ func (w *World) start(ctx context.Context) (err error) {
 
 	o.progress("local world: image registry, Azure emulator, machine runtime")
 	if w.reg, err = registry.Start("127.0.0.1:0"); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.StateDir, RegistryFile), []byte(w.reg.Host()+"\n"), 0o600); err != nil {
 		return err
 	}
 	out, err := exec.CommandContext(ctx, filepath.Join(o.Bin, "kubeadm"), "config", "images", "list", "--kubernetes-version", o.KubernetesVersion).Output()

@@ -158,7 +158,12 @@ func (w AzureMachineTemplate) ValidateCreate(_ context.Context, t *infrav1.Azure
 // ValidateUpdate refuses any change of the spec.
 func (w AzureMachineTemplate) ValidateUpdate(ctx context.Context, oldT, t *infrav1.AzureMachineTemplate) (admission.Warnings, error) {
 	errs := w.validate(t)
-	if !isTopologyDryRun(ctx, t) && !semanticEqual(oldT.Spec, t.Spec) {
+	oldS, newS := &oldT.Spec.Template.Spec.AzureVMSpec, &t.Spec.Template.Spec.AzureVMSpec
+	switch {
+	case isTopologyDryRun(ctx, t) || semanticEqual(oldT.Spec, t.Spec):
+	case windowsRelease(oldS) != "" && windowsRelease(newS) != "" && windowsRelease(oldS) != windowsRelease(newS):
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "template", "spec", "windowsServerVersion"), windowsReleaseChange(oldS, newS, "template")))
+	default:
 		errs = append(errs, field.Forbidden(field.NewPath("spec"),
 			"AzureMachineTemplate is immutable: create a new template and point the MachineDeployment or KubeadmControlPlane at it"))
 	}

@@ -101,12 +101,16 @@ func (w *AzureMachinePool) ValidateCreate(ctx context.Context, mp *infrav1.Azure
 }
 
 // ValidateUpdate allows model changes (they roll the instances) but not a
-// change of operating system or SSH key.
+// change of operating system or SSH key, nor of the Windows release while
+// the pool has instances.
 func (w *AzureMachinePool) ValidateUpdate(ctx context.Context, oldMP, mp *infrav1.AzureMachinePool) (admission.Warnings, error) {
 	errs := w.validate(ctx, mp)
 	p := field.NewPath("spec", "template")
 	if oldMP.Spec.Template.OS() != mp.Spec.Template.OS() {
 		errs = append(errs, field.Forbidden(p.Child("osDisk", "osType"), "a scale set cannot change its operating system: create a new pool"))
+	}
+	if o, n := windowsRelease(&oldMP.Spec.Template), windowsRelease(&mp.Spec.Template); inUse(oldMP) && o != "" && n != "" && o != n {
+		errs = append(errs, field.Forbidden(p.Child("windowsServerVersion"), windowsReleaseChange(&oldMP.Spec.Template, &mp.Spec.Template, "pool")))
 	}
 	if oldMP.Spec.Template.SSHPublicKey != mp.Spec.Template.SSHPublicKey {
 		errs = append(errs, field.Forbidden(p.Child("sshPublicKey"), "cannot change on an existing scale set"))
@@ -145,4 +149,30 @@ func (AzureMachinePoolMachine) ValidateUpdate(_ context.Context, oldM, m *infrav
 // ValidateDelete allows deletion.
 func (AzureMachinePoolMachine) ValidateDelete(context.Context, *infrav1.AzureMachinePoolMachine) (admission.Warnings, error) {
 	return nil, nil
+}
+
+// inUse reports whether a pool has instances (or had, as far as its status
+// and provider IDs say).
+func inUse(mp *infrav1.AzureMachinePool) bool {
+	return mp.Status.Replicas > 0 || len(mp.Spec.ProviderIDList) > 0
+}
+
+// windowsRelease is a Windows VM spec's release, the default (2022) when
+// unset; "" for Linux.
+func windowsRelease(s *infrav1.AzureVMSpec) infrav1.WindowsServerVersion {
+	if s.OS() != infrav1.Windows {
+		return ""
+	}
+	if s.WindowsServerVersion == "" {
+		return infrav1.WindowsServer2022
+	}
+	return s.WindowsServerVersion
+}
+
+// windowsReleaseChange says why a Windows release cannot change in place
+// and how to move instead.
+func windowsReleaseChange(oldS, newS *infrav1.AzureVMSpec, what string) string {
+	return fmt.Sprintf("cannot change from %q to %q on a %s in use: no platform upgrades a Windows node's OS in place, and process-isolated containers run only on a host of their own build, so every workload built for Windows Server %s would break as its nodes are replaced. "+
+		"Create a new pool beside this one instead ('winkube plan windows-upgrade --to %s' names what breaks and writes the new AzureMachineTemplate and MachineDeployment, or AzureMachinePool and MachinePool), move the workloads, then scale this one to 0",
+		windowsRelease(oldS), windowsRelease(newS), what, windowsRelease(oldS), windowsRelease(newS))
 }

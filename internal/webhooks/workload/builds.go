@@ -5,16 +5,21 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // MissingBuildReason is the reason of the event on a pod that waits for a
@@ -23,29 +28,86 @@ const MissingBuildReason = "NoWindowsNodeOfBuild"
 
 var releaseOf = map[string]string{build2019: "2019", build2022: "2022", build2025: "2025"}
 
-// BuildReporter explains pods that placement sent to a Windows build the
-// cluster has no node of: the scheduler only says that no node matched
-// the affinity, not which build the image needs nor how to get one.
+// BuildReporter explains pods that placement sent to a Windows build no
+// schedulable node of the cluster has: the scheduler only says that no node
+// matched the affinity, not which build the image needs nor which tag of
+// it runs on the nodes there are.
 type BuildReporter struct {
 	Client client.Client
+	// Resolver, when set, finds the tag of each image's repository that
+	// runs on the remaining nodes, for the event to name it.
+	Resolver *Resolver
+
+	mu    sync.Mutex
+	fixes map[string]fixEntry
 }
 
-// SetupWithManager watches pods that are not yet scheduled.
+type fixEntry struct {
+	use string
+	at  time.Time
+}
+
+// fixTTL is how long a tag found for an image is trusted: the replicas of
+// one workload wait together, and the scheduler's status updates bring
+// each back several times.
+const fixTTL = time.Minute
+
+// SetupWithManager watches pods that are not yet scheduled, and Windows
+// nodes: a node cordoned or removed (a pool being drained) can leave the
+// pods waiting for it with nowhere to go.
 func (r *BuildReporter) SetupWithManager(mgr ctrl.Manager) error {
 	unscheduled := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		p, ok := o.(*corev1.Pod)
 		return ok && p.Spec.NodeName == "" && len(requiredBuilds(&p.Spec)) > 0
 	})
+	noDelete := predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }}
+	windows := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[corev1.LabelOSStable] == "windows" })
 	// One process may serve several clusters' admission (the local world):
 	// the name repeats across their managers.
-	return ctrl.NewControllerManagedBy(mgr).Named("windows-build-reporter").For(&corev1.Pod{}).
+	return ctrl.NewControllerManagedBy(mgr).Named("windows-build-reporter").
+		For(&corev1.Pod{}, builder.WithPredicates(unscheduled, noDelete)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.waitingPods), builder.WithPredicates(windows, placementChanged)).
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
-		WithEventFilter(predicate.And(unscheduled, predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }})).
 		Complete(r)
 }
 
-// Reconcile records an event on the pod when no Windows node has one of
-// the builds its affinity requires.
+// waitingPods are the unscheduled pods whose affinity requires a Windows
+// build.
+func (r *BuildReporter) waitingPods(ctx context.Context, _ client.Object) []reconcile.Request {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName == "" && len(requiredBuilds(&p.Spec)) > 0 {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		}
+	}
+	return out
+}
+
+// placementChanged passes a Windows node's changes that move what the
+// reporter counts: its build, its cordon, its deletion.
+var placementChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*corev1.Node)
+	n, okNew := e.ObjectNew.(*corev1.Node)
+	return okOld && okNew && (o.Spec.Unschedulable != n.Spec.Unschedulable ||
+		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+		o.Labels[WindowsBuildLabel] != n.Labels[WindowsBuildLabel])
+}}
+
+// Reconcile records an event on the pod when no schedulable Windows node
+// has one of the builds its affinity requires.
+//
+// Cordoned nodes (spec.unschedulable) and nodes being deleted do not count
+// as remaining: 'kubectl drain', and Cluster API before it deletes a
+// Machine, cordon a node first, so during a move off a Windows release the
+// old nodes are cordoned while their pods are evicted, and the scheduler
+// places no new pod on them (kubernetes v1.31
+// pkg/scheduler/framework/plugins/nodeunschedulable). A pod that only they
+// would run waits for good, which is what the event must say.
 func (r *BuildReporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := &corev1.Pod{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pod); err != nil {
@@ -59,9 +121,14 @@ func (r *BuildReporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err := r.Client.List(ctx, nodes, client.MatchingLabels{corev1.LabelOSStable: "windows"}); err != nil {
 		return ctrl.Result{}, err
 	}
-	have := map[string]bool{}
+	have, leaving := map[string]bool{}, map[string]bool{}
 	for _, n := range nodes.Items {
-		if b := n.Labels[WindowsBuildLabel]; b != "" {
+		b := n.Labels[WindowsBuildLabel]
+		switch {
+		case b == "":
+		case n.Spec.Unschedulable || n.DeletionTimestamp != nil:
+			leaving[b] = true
+		default:
 			have[b] = true
 		}
 	}
@@ -70,10 +137,78 @@ func (r *BuildReporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			return ctrl.Result{}, nil // the scheduler will find it a node
 		}
 	}
-	return ctrl.Result{}, r.record(ctx, pod, missingBuildMessage(pod, need, have))
+	for b := range have {
+		delete(leaving, b)
+	}
+	return ctrl.Result{}, r.record(ctx, pod, missingBuildMessage(pod, need, have, leaving, r.fixTags(ctx, pod, have)))
 }
 
-func missingBuildMessage(pod *corev1.Pod, need []string, have map[string]bool) string {
+// fixTags finds, for each image of the pod that runs on none of the host
+// builds, the tag of its repository that does.
+func (r *BuildReporter) fixTags(ctx context.Context, pod *corev1.Pod, have map[string]bool) map[string]string {
+	if r.Resolver == nil || len(have) == 0 {
+		return nil
+	}
+	hosts := make([]string, 0, len(have))
+	for b := range have {
+		hosts = append(hosts, b)
+	}
+	sort.Strings(hosts)
+	out := map[string]string{}
+	for _, c := range containersOf(&pod.Spec) {
+		if _, done := out[c.image]; done {
+			continue
+		}
+		plats, err := r.Resolver.Platforms(ctx, c.image)
+		if err != nil || len(WindowsBuilds(plats)) == 0 {
+			continue
+		}
+		runs := false
+		for _, h := range hosts {
+			runs = runs || RunsOn(plats, h)
+		}
+		if runs {
+			continue
+		}
+		if use := r.fixTag(ctx, c.image, hosts); use != "" {
+			out[c.image] = use
+		}
+	}
+	return out
+}
+
+func (r *BuildReporter) fixTag(ctx context.Context, image string, hosts []string) string {
+	key := image + " " + strings.Join(hosts, ",")
+	r.mu.Lock()
+	if e, ok := r.fixes[key]; ok && time.Since(e.at) < fixTTL {
+		r.mu.Unlock()
+		return e.use
+	}
+	r.mu.Unlock()
+	use, err := r.Resolver.FixTag(ctx, image, hosts, 0)
+	if err != nil {
+		return ""
+	}
+	r.mu.Lock()
+	if r.fixes == nil {
+		r.fixes = map[string]fixEntry{}
+	}
+	now := time.Now()
+	for k, e := range r.fixes {
+		if now.Sub(e.at) >= fixTTL {
+			delete(r.fixes, k)
+		}
+	}
+	r.fixes[key] = fixEntry{use: use, at: now}
+	r.mu.Unlock()
+	return use
+}
+
+// missingBuildMessage says which build the pod's images need, which builds
+// the schedulable Windows nodes have (and which the cordoned or removed
+// ones), and what to change: the tags found for the images (fixes), or a
+// pool of the build.
+func missingBuildMessage(pod *corev1.Pod, need []string, have, leaving map[string]bool, fixes map[string]string) string {
 	var images []string
 	for _, c := range pod.Spec.Containers {
 		images = append(images, c.Image)
@@ -82,29 +217,74 @@ func missingBuildMessage(pod *corev1.Pod, need []string, have map[string]bool) s
 	for _, b := range need {
 		wanted = append(wanted, describeBuild(b))
 	}
-	var got []string
-	for b := range have {
-		got = append(got, describeBuild(b))
-	}
-	sort.Strings(got)
+	got, gone := describeBuilds(have), describeBuilds(leaving)
 	cluster := "this cluster has no Windows nodes"
 	if len(got) > 0 {
 		cluster = "this cluster's Windows nodes are " + strings.Join(got, ", ")
+		if len(gone) > 0 {
+			cluster = "this cluster's schedulable Windows nodes are " + strings.Join(got, ", ")
+		}
+	} else if len(gone) > 0 {
+		cluster = "this cluster has no schedulable Windows nodes"
 	}
-	// The build the image is for, and the tag for the builds there are.
-	first := releaseOf[need[0]]
+	if len(gone) > 0 {
+		cluster += " (its " + strings.Join(gone, ", ") + " nodes are cordoned or being removed)"
+	}
+	var uses []string
+	said := map[string]bool{}
+	for _, c := range containersOf(&pod.Spec) {
+		if use, ok := fixes[c.image]; ok && !said[c.image] {
+			said[c.image] = true
+			uses = append(uses, "image "+use+" instead of "+c.image)
+		}
+	}
+	// The tags of the release the nodes there are run.
 	var tags []string
 	for _, b := range []string{build2019, build2022, build2025} {
 		if have[b] {
 			tags = append(tags, "ltsc"+releaseOf[b])
 		}
 	}
-	fix := fmt.Sprintf("add Windows Server %s nodes ('winkube up --windows-version %s' for a local cluster, or a MachineDeployment whose AzureMachineTemplate sets windowsServerVersion: \"%s\")", first, first, first)
-	if len(tags) > 0 {
-		fix += ", or use the image's " + strings.Join(tags, " or ") + " tag"
+	use := "use the image's " + strings.Join(tags, " or ") + " tag"
+	if len(uses) > 0 {
+		runs := "it runs"
+		if len(uses) > 1 {
+			runs = "they run"
+		}
+		use = "use " + strings.Join(uses, ", ") + " (" + runs + " on this cluster's schedulable Windows nodes)"
+	}
+	first := releaseOf[need[0]]
+	var fix string
+	switch {
+	case anyOf(need, leaving) && len(tags) > 0:
+		// A move off the release: the image must follow the nodes.
+		fix = use + "; or keep a Windows Server " + first + " node schedulable until the image is changed"
+	default:
+		fix = fmt.Sprintf("add Windows Server %s nodes ('winkube up --windows-version %s' for a local cluster, or a MachineDeployment whose AzureMachineTemplate sets windowsServerVersion: \"%s\")", first, first, first)
+		if len(tags) > 0 {
+			fix += ", or " + use
+		}
 	}
 	return fmt.Sprintf("image %s runs on Windows %s only (process isolation needs the host's build); %s: %s",
 		strings.Join(images, ", "), strings.Join(wanted, " or "), cluster, fix)
+}
+
+func anyOf(list []string, set map[string]bool) bool {
+	for _, s := range list {
+		if set[s] {
+			return true
+		}
+	}
+	return false
+}
+
+func describeBuilds(set map[string]bool) []string {
+	var out []string
+	for b := range set {
+		out = append(out, describeBuild(b))
+	}
+	sort.Strings(out)
+	return out
 }
 
 func describeBuild(b string) string {
@@ -140,7 +320,11 @@ func (r *BuildReporter) record(ctx context.Context, pod *corev1.Pod, msg string)
 
 // requiredBuilds are the Windows builds a pod's required node affinity
 // allows (those placement wrote), nil when it does not restrict them.
-func requiredBuilds(spec *corev1.PodSpec) []string {
+func requiredBuilds(spec *corev1.PodSpec) []string { return RequiredValues(spec, WindowsBuildLabel) }
+
+// RequiredValues are the values a pod's required node affinity allows for
+// a node label (its In expressions, over every term), nil when none names it.
+func RequiredValues(spec *corev1.PodSpec, key string) []string {
 	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil || spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 		return nil
 	}
@@ -148,7 +332,7 @@ func requiredBuilds(spec *corev1.PodSpec) []string {
 	var out []string
 	for _, t := range spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
 		for _, e := range t.MatchExpressions {
-			if e.Key != WindowsBuildLabel || e.Operator != corev1.NodeSelectorOpIn {
+			if e.Key != key || e.Operator != corev1.NodeSelectorOpIn {
 				continue
 			}
 			for _, v := range e.Values {

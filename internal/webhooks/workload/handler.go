@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -48,25 +49,43 @@ func New(r *Resolver, reader client.Reader) *Admission {
 	return &Admission{Resolver: r, Reader: reader, decoder: admission.NewDecoder(clientgoscheme.Scheme)}
 }
 
-// podSpecOf finds the pod spec inside a workload object.
-func podSpecOf(obj runtime.Object) (*corev1.PodSpec, *field.Path) {
+// podSpecOf finds the pod spec inside a workload object, and the metadata
+// its pods get (where admission marks what it wrote).
+func podSpecOf(obj runtime.Object) (*metav1.ObjectMeta, *corev1.PodSpec, *field.Path) {
+	template := field.NewPath("spec", "template", "spec")
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return &o.Spec, field.NewPath("spec")
+		return &o.ObjectMeta, &o.Spec, field.NewPath("spec")
 	case *appsv1.Deployment:
-		return &o.Spec.Template.Spec, field.NewPath("spec", "template", "spec")
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, template
 	case *appsv1.DaemonSet:
-		return &o.Spec.Template.Spec, field.NewPath("spec", "template", "spec")
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, template
 	case *appsv1.StatefulSet:
-		return &o.Spec.Template.Spec, field.NewPath("spec", "template", "spec")
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, template
 	case *appsv1.ReplicaSet:
-		return &o.Spec.Template.Spec, field.NewPath("spec", "template", "spec")
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, template
 	case *batchv1.Job:
-		return &o.Spec.Template.Spec, field.NewPath("spec", "template", "spec")
+		return &o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec, template
 	case *batchv1.CronJob:
-		return &o.Spec.JobTemplate.Spec.Template.Spec, field.NewPath("spec", "jobTemplate", "spec", "template", "spec")
+		return &o.Spec.JobTemplate.Spec.Template.ObjectMeta, &o.Spec.JobTemplate.Spec.Template.Spec, field.NewPath("spec", "jobTemplate", "spec", "template", "spec")
 	}
-	return nil, nil
+	return nil, nil, nil
+}
+
+// ownedByDeployment reports whether a ReplicaSet is a Deployment's: its
+// template is the Deployment's, which admission placed already, and the
+// Deployment controller finds its ReplicaSet by comparing the two templates
+// (kubernetes v1.31 pkg/controller/deployment/util/deployment_util.go,
+// FindNewReplicaSet and EqualIgnoreHash): placing it again could make them
+// differ and the controller create ReplicaSets without end. Its pods are
+// placed when they are created.
+func ownedByDeployment(obj runtime.Object) bool {
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok {
+		return false
+	}
+	ref := metav1.GetControllerOf(rs)
+	return ref != nil && ref.Kind == "Deployment"
 }
 
 func (a *Admission) decode(req admission.Request) (runtime.Object, error) {
@@ -100,32 +119,32 @@ func invalid(req admission.Request, errs field.ErrorList) admission.Response {
 // workload decodes a create or update of a workload and finds its pod
 // spec; done is the answer when there is nothing to decide (another
 // operation, a kind without pods, an opted-out namespace, a bad object).
-func (a *Admission) workload(ctx context.Context, req admission.Request) (obj runtime.Object, spec *corev1.PodSpec, path *field.Path, done *admission.Response) {
+func (a *Admission) workload(ctx context.Context, req admission.Request) (obj runtime.Object, meta *metav1.ObjectMeta, spec *corev1.PodSpec, path *field.Path, done *admission.Response) {
 	allowed := admission.Allowed("")
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return nil, nil, nil, &allowed
+		return nil, nil, nil, nil, &allowed
 	}
 	obj, err := a.decode(req)
 	if err != nil {
 		bad := admission.Errored(http.StatusBadRequest, err)
-		return nil, nil, nil, &bad
+		return nil, nil, nil, nil, &bad
 	}
-	spec, path = podSpecOf(obj)
+	meta, spec, path = podSpecOf(obj)
 	if spec == nil || a.optedOut(ctx, req.Namespace) {
-		return nil, nil, nil, &allowed
+		return nil, nil, nil, nil, &allowed
 	}
-	return obj, spec, path, nil
+	return obj, meta, spec, path, nil
 }
 
 // Mutate places workloads by their images.
 func (a *Admission) Mutate() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		obj, spec, path, done := a.workload(ctx, req)
+		obj, meta, spec, path, done := a.workload(ctx, req)
 		if done != nil {
 			return *done
 		}
 		// An update of a running pod cannot change its placement.
-		if _, isPod := obj.(*corev1.Pod); isPod && req.Operation == admissionv1.Update {
+		if _, isPod := obj.(*corev1.Pod); isPod && req.Operation == admissionv1.Update || ownedByDeployment(obj) {
 			return admission.Allowed("")
 		}
 		pl, ferr := Place(ctx, a.Resolver, spec, path)
@@ -141,10 +160,10 @@ func (a *Admission) Mutate() admission.Handler {
 			warnings = append(warnings, "winkube could not read the platforms of some images, placement left as it was: "+strings.Join(pl.Unresolved, "; "))
 			if pl.OS != "" && len(pl.Unresolved) > 0 {
 				// A partial view must not pin the pod.
-				pl = Placement{}
+				pl = Placement{Unresolved: pl.Unresolved}
 			}
 		}
-		changed, ferr := Apply(pl, spec, path, a.WindowsTaint)
+		changed, ferr := Apply(pl, meta, spec, path, a.WindowsTaint)
 		if ferr != nil {
 			return invalid(req, field.ErrorList{ferr})
 		}
@@ -162,7 +181,7 @@ func (a *Admission) Mutate() admission.Handler {
 // Validate refuses Windows workloads that ask for what Windows cannot do.
 func (a *Admission) Validate() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		_, spec, path, done := a.workload(ctx, req)
+		_, _, spec, path, done := a.workload(ctx, req)
 		if done != nil {
 			return *done
 		}

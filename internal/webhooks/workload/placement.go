@@ -7,7 +7,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/winkube/winkube/internal/images"
 )
 
 const (
@@ -21,12 +24,7 @@ const (
 // hostsFor lists the host builds that run an image of a Windows build:
 // process isolation needs the same build, except that Windows Server 2025
 // hosts also run 2022 images.
-func hostsFor(imageBuild string) []string {
-	if imageBuild == build2022 {
-		return []string{build2022, build2025}
-	}
-	return []string{imageBuild}
-}
+func hostsFor(imageBuild string) []string { return images.HostsRunning(imageBuild) }
 
 // Placement is what the images of a pod say about where it can run.
 type Placement struct {
@@ -113,11 +111,27 @@ func containersOf(spec *corev1.PodSpec) []container {
 	return out
 }
 
+// BuildsAnnotation marks, on a pod or on a workload's pod template, the
+// windows-build expression of the required node affinity that admission
+// wrote itself: its value is the expression's values, comma-separated. An
+// expression with other values, or one on an object without the mark, is
+// the user's, and admission never changes it.
+const BuildsAnnotation = "winkube.dev/windows-builds"
+
 // Apply writes a placement into a pod spec without overriding what the user
 // set: a nodeSelector or os.name that contradicts the images is refused.
-func Apply(pl Placement, spec *corev1.PodSpec, path *field.Path, windowsTaint bool) (changed bool, ferr *field.Error) {
-	if pl.OS == "" {
+// The windows-build affinity admission wrote earlier (marked in meta's
+// annotations) is written anew from the images as they are now: a
+// Deployment whose image moved from ltsc2019 to ltsc2022 must not keep
+// requiring 2019 hosts. With images it could not read (pl.Unresolved) it
+// leaves the pod as it was.
+func Apply(pl Placement, meta *metav1.ObjectMeta, spec *corev1.PodSpec, path *field.Path, windowsTaint bool) (changed bool, ferr *field.Error) {
+	if len(pl.Unresolved) > 0 {
 		return false, nil
+	}
+	changed = forgetBuildAffinity(meta, spec)
+	if pl.OS == "" {
+		return changed, nil
 	}
 	if sel, ok := spec.NodeSelector[corev1.LabelOSStable]; ok && sel != pl.OS {
 		return false, field.Invalid(path.Child("nodeSelector").Key(corev1.LabelOSStable), sel,
@@ -146,6 +160,10 @@ func Apply(pl Placement, spec *corev1.PodSpec, path *field.Path, windowsTaint bo
 	}
 	if _, ok := spec.NodeSelector[WindowsBuildLabel]; !ok && !hasBuildAffinity(spec) {
 		addBuildAffinity(spec, pl.Builds)
+		if meta.Annotations == nil {
+			meta.Annotations = map[string]string{}
+		}
+		meta.Annotations[BuildsAnnotation] = strings.Join(pl.Builds, ",")
 		changed = true
 	}
 	if windowsTaint && !tolerates(spec) {
@@ -196,6 +214,59 @@ func addBuildAffinity(spec *corev1.PodSpec, builds []string) {
 	for i := range req.NodeSelectorTerms {
 		req.NodeSelectorTerms[i].MatchExpressions = append(req.NodeSelectorTerms[i].MatchExpressions, expr)
 	}
+}
+
+// WroteBuildAffinity reports whether the windows-build expression of a pod
+// spec's required node affinity is the one admission wrote (marks are the
+// pod's or its template's annotations).
+func WroteBuildAffinity(marks map[string]string, spec *corev1.PodSpec) bool {
+	mark, ok := marks[BuildsAnnotation]
+	return ok && len(RequiredValues(spec, WindowsBuildLabel)) > 0 && strings.Join(RequiredValues(spec, WindowsBuildLabel), ",") == mark
+}
+
+// forgetBuildAffinity takes out of a pod spec the windows-build expression
+// admission wrote (the one whose values the mark names), with the terms
+// and the affinity it leaves empty, and the mark.
+func forgetBuildAffinity(meta *metav1.ObjectMeta, spec *corev1.PodSpec) bool {
+	mark, ok := meta.Annotations[BuildsAnnotation]
+	if !ok {
+		return false
+	}
+	delete(meta.Annotations, BuildsAnnotation)
+	if len(meta.Annotations) == 0 {
+		meta.Annotations = nil
+	}
+	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil || spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return true
+	}
+	req := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	var terms []corev1.NodeSelectorTerm
+	for _, t := range req.NodeSelectorTerms {
+		var kept []corev1.NodeSelectorRequirement
+		for _, e := range t.MatchExpressions {
+			if e.Key == WindowsBuildLabel && e.Operator == corev1.NodeSelectorOpIn && strings.Join(e.Values, ",") == mark {
+				continue
+			}
+			kept = append(kept, e)
+		}
+		t.MatchExpressions = kept
+		// An empty term matches no node: it held only admission's expression.
+		if len(t.MatchExpressions) > 0 || len(t.MatchFields) > 0 {
+			terms = append(terms, t)
+		}
+	}
+	req.NodeSelectorTerms = terms
+	na := spec.Affinity.NodeAffinity
+	if len(terms) == 0 {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = nil
+	}
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil && len(na.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+		spec.Affinity.NodeAffinity = nil
+	}
+	if spec.Affinity.NodeAffinity == nil && spec.Affinity.PodAffinity == nil && spec.Affinity.PodAntiAffinity == nil {
+		spec.Affinity = nil
+	}
+	return true
 }
 
 func tolerates(spec *corev1.PodSpec) bool {

@@ -150,3 +150,53 @@ func (r *Resolver) Platforms(ctx context.Context, image string) ([]Platform, err
 	r.mu.Unlock()
 	return plats, nil
 }
+
+// Tags lists the tags of an image's repository, read from its registry (or
+// the mirror) as a pull would reach it.
+func (r *Resolver) Tags(ctx context.Context, image string) ([]string, error) {
+	ref, err := r.parse(image)
+	if err != nil {
+		return nil, fmt.Errorf("image %q: %w", image, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	tags, err := remote.List(ref.Context(), append([]remote.Option{remote.WithContext(ctx)}, r.Options...)...)
+	if err != nil {
+		return nil, fmt.Errorf("listing the tags of %s: %w", image, err)
+	}
+	return tags, nil
+}
+
+// RunsOn reports whether an image of platforms runs on a Windows host of
+// build hostBuild: one of its Windows platforms is of a build such a host
+// runs, or names no build (HostProcess images run on any Windows host).
+func RunsOn(platforms []Platform, hostBuild string) bool {
+	for _, p := range platforms {
+		if p.OS != "windows" {
+			continue
+		}
+		if p.OSVersion == "" || contains(hostsFor(p.WindowsBuild()), hostBuild) {
+			return true
+		}
+	}
+	return false
+}
+
+// WindowsBuilds are the distinct Windows builds of platforms, in order;
+// "any" stands for a Windows platform that names no build.
+func WindowsBuilds(platforms []Platform) []string {
+	var out []string
+	for _, p := range platforms {
+		if p.OS != "windows" {
+			continue
+		}
+		b := p.WindowsBuild()
+		if b == "" {
+			b = "any"
+		}
+		if !contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}

@@ -87,7 +87,7 @@ func Serve(ctx context.Context, o ServerOptions) error {
 	s.Register(MutatePath, &webhook.Admission{Handler: a.Mutate()})
 	s.Register(ValidatePath, &webhook.Admission{Handler: a.Validate()})
 	s.Register(ServicesPath, &webhook.Admission{Handler: a.Services()})
-	if err := (&BuildReporter{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&BuildReporter{Client: mgr.GetClient(), Resolver: o.Resolver}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if o.Install {

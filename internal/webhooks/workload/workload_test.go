@@ -41,6 +41,9 @@ var (
 // Windows Server 2019/2022/2025, Linux, and a multi-platform index.
 var (
 	img2019, img2022, img2025, imgLinux, imgMulti string
+	// The seeds' IIS tags, and a manifest list of every Windows build (as
+	// iis:latest is on mcr.microsoft.com).
+	imgCore2019, imgCore2022, imgWinAll string
 )
 
 func pushImage(ref string, plats ...v1.Platform) error {
@@ -85,12 +88,18 @@ func TestMain(m *testing.M) {
 	regHost = strings.TrimPrefix(reg.URL, "http://")
 	img2019, img2022, img2025 = regHost+"/windows/servercore/iis:ltsc2019", regHost+"/windows/servercore/iis:ltsc2022", regHost+"/windows/servercore/iis:ltsc2025"
 	imgLinux, imgMulti = regHost+"/library/nginx:1.27", regHost+"/pause:3.10"
+	iis := regHost + "/windows/servercore/iis:"
+	imgCore2019, imgCore2022, imgWinAll = iis+"windowsservercore-ltsc2019", iis+"windowsservercore-ltsc2022", iis+"latest"
 	for ref, plats := range map[string][]v1.Platform{
-		img2019:  {{OS: "windows", OSVersion: "10.0.17763.6532", Architecture: "amd64"}},
-		img2022:  {{OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}},
-		img2025:  {{OS: "windows", OSVersion: "10.0.26100.2314", Architecture: "amd64"}},
-		imgLinux: {{OS: "linux", Architecture: "amd64"}},
-		imgMulti: {{OS: "linux", Architecture: "amd64"}, {OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}},
+		img2019:     {{OS: "windows", OSVersion: "10.0.17763.6532", Architecture: "amd64"}},
+		img2022:     {{OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}},
+		img2025:     {{OS: "windows", OSVersion: "10.0.26100.2314", Architecture: "amd64"}},
+		imgLinux:    {{OS: "linux", Architecture: "amd64"}},
+		imgMulti:    {{OS: "linux", Architecture: "amd64"}, {OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}},
+		imgCore2019: {{OS: "windows", OSVersion: "10.0.17763.6532", Architecture: "amd64"}},
+		imgCore2022: {{OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}},
+		imgWinAll: {{OS: "windows", OSVersion: "10.0.17763.6532", Architecture: "amd64"},
+			{OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}, {OS: "windows", OSVersion: "10.0.26100.2314", Architecture: "amd64"}},
 	} {
 		if err := pushImage(ref, plats...); err != nil {
 			fmt.Fprintln(os.Stderr, "pushing test images:", err)
