@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -138,7 +139,7 @@ func replaceVanishedVM(ctx context.Context, t *testing.T, w *localworld.World, c
 			return fmt.Sprintf("the new machine %s has no node yet", m.Name)
 		}
 		n, err := cs.CoreV1().Nodes().Get(ctx, m.Status.NodeRef.Name, metav1.GetOptions{})
-		if err != nil || !nodeReady(*n) {
+		if err != nil || !util.IsNodeReady(n) {
 			return fmt.Sprintf("node %s of the new machine is not Ready (%v)", m.Status.NodeRef.Name, err)
 		}
 		return ""
@@ -226,7 +227,7 @@ func rotateWithoutReplacing(ctx context.Context, t *testing.T, w *localworld.Wor
 			clear(byNode)
 			for _, ref := range mp.Status.NodeRefs {
 				node, err := cs.CoreV1().Nodes().Get(ctx, ref.Name, metav1.GetOptions{})
-				if err != nil || !nodeReady(*node) {
+				if err != nil || !util.IsNodeReady(node) {
 					return fmt.Sprintf("node %s of the pool is not Ready (%v)", ref.Name, err)
 				}
 				byNode[node.Name] = node.Spec.ProviderID
