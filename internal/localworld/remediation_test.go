@@ -2,9 +2,12 @@ package localworld_test
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,8 +48,9 @@ import (
 func checkPoolAndReplacement(ctx context.Context, t *testing.T, w *localworld.World, o localworld.Options, cs kubernetes.Interface, start time.Time) {
 	t.Helper()
 	pool := startWindowsPool(ctx, t, w, o)
-	replaceVanishedVM(ctx, t, w, cs, start)
+	lost := deleteAWorkersVM(ctx, t, w, start)
 	rotateWithoutReplacing(ctx, t, w, cs, pool, start)
+	lost.replaced(ctx, t, w, cs, start)
 }
 
 // startWindowsPool applies the machinepool-windows flavor's pool, of one
@@ -82,13 +87,24 @@ func startWindowsPool(ctx context.Context, t *testing.T, w *localworld.World, o 
 	return name
 }
 
-func replaceVanishedVM(ctx context.Context, t *testing.T, w *localworld.World, cs kubernetes.Interface, start time.Time) {
+// lostVM is a worker whose VM was deleted outside winkube.
+type lostVM struct {
+	md, rg, vm string
+	machine    clusterv1.Machine
+	am         infrav1.AzureMachine
+	vms        *armcompute.VirtualMachinesClient
+}
+
+// deleteAWorkersVM puts a MachineHealthCheck (the checks of Cluster API's
+// and CAPZ's examples) on the Windows MachineDeployment and deletes its
+// machine's VM as someone with the cluster's credentials would, with the
+// Azure SDK.
+func deleteAWorkersVM(ctx context.Context, t *testing.T, w *localworld.World, start time.Time) *lostVM {
 	t.Helper()
 	const md = "e2e-md-win"
 	mhc := &clusterv1.MachineHealthCheck{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: md}, Spec: clusterv1.MachineHealthCheckSpec{
 		ClusterName: "e2e",
 		Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineDeploymentNameLabel: md}},
-		// The checks of Cluster API's and CAPZ's examples.
 		Checks: clusterv1.MachineHealthCheckChecks{NodeStartupTimeoutSeconds: ptr.To[int32](600), UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
 			{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: ptr.To[int32](300)},
 			{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](300)},
@@ -106,33 +122,40 @@ func replaceVanishedVM(ctx context.Context, t *testing.T, w *localworld.World, c
 		}
 		return ""
 	})
-	machine, am := theMachine(ctx, t, w, md)
-	oldNode := machine.Status.NodeRef.Name
+	l := &lostVM{md: md}
+	l.machine, l.am = theMachine(ctx, t, w, md)
 	ac := &infrav1.AzureCluster{}
-	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: machine.Spec.ClusterName}, ac); err != nil {
+	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: l.machine.Spec.ClusterName}, ac); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := w.AsServicePrincipal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	vms, err := endpoint.NewClient(cfg, localworld.Subscription, armcompute.NewVirtualMachinesClient)
-	if err != nil {
+	if l.vms, err = endpoint.NewClient(cfg, localworld.Subscription, armcompute.NewVirtualMachinesClient); err != nil {
 		t.Fatal(err)
 	}
-	rg, vm := ac.Spec.ResourceGroup, am.Status.VMName
-	p, err := vms.BeginDelete(ctx, rg, vm, nil)
+	l.rg, l.vm = ac.Spec.ResourceGroup, l.am.Status.VMName
+	p, err := l.vms.BeginDelete(ctx, l.rg, l.vm, nil)
 	if err == nil {
 		_, err = p.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: 200 * time.Millisecond})
 	}
 	if err != nil {
-		t.Fatalf("deleting VM %s outside winkube: %v", vm, err)
+		t.Fatalf("deleting VM %s outside winkube: %v", l.vm, err)
 	}
-	t.Logf("%6.1fs deleted VM %s of machine %s outside winkube", time.Since(start).Seconds(), vm, machine.Name)
+	t.Logf("%6.1fs deleted VM %s of machine %s outside winkube", time.Since(start).Seconds(), l.vm, l.machine.Name)
+	return l
+}
 
+// replaced waits for the machine's replacement and checks the chain, link
+// by link: the provider said the VM was gone without making it again, the
+// cloud controller deleted the Node, the MachineHealthCheck marked the
+// Machine.
+func (l *lostVM) replaced(ctx context.Context, t *testing.T, w *localworld.World, cs kubernetes.Interface, start time.Time) {
+	t.Helper()
 	poll.Until(t, 5*time.Minute, func() string {
-		m, _ := theMachine(ctx, t, w, md)
-		if m.Name == machine.Name {
+		m, _ := theMachine(ctx, t, w, l.md)
+		if m.Name == l.machine.Name {
 			return fmt.Sprintf("machine %s is not replaced yet", m.Name)
 		}
 		if m.Status.NodeRef.Name == "" {
@@ -144,29 +167,26 @@ func replaceVanishedVM(ctx context.Context, t *testing.T, w *localworld.World, c
 		}
 		return ""
 	})
-	// The chain, link by link: the provider said the VM was gone without
-	// making it again, the cloud controller deleted the Node, the
-	// MachineHealthCheck marked the Machine.
 	evs := &corev1.EventList{}
 	if err := w.Client.List(ctx, evs, client.InNamespace("default")); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	for _, e := range evs.Items {
-		if e.InvolvedObject.Name == am.Name || e.InvolvedObject.Name == machine.Name {
+		if e.InvolvedObject.Name == l.am.Name || e.InvolvedObject.Name == l.machine.Name {
 			seen[e.Reason] = true
 		}
 	}
 	if !seen[controllers.VMDeletedReason] || !seen["MachineMarkedUnhealthy"] {
 		t.Errorf("events of the replaced machine: %v; want %s and MachineMarkedUnhealthy", seen, controllers.VMDeletedReason)
 	}
-	if _, err := cs.CoreV1().Nodes().Get(ctx, oldNode, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the node %s of the deleted VM is still there (%v)", oldNode, err)
+	if _, err := cs.CoreV1().Nodes().Get(ctx, l.machine.Status.NodeRef.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the node %s of the deleted VM is still there (%v)", l.machine.Status.NodeRef.Name, err)
 	}
-	if _, err := vms.Get(ctx, rg, vm, nil); err == nil {
-		t.Errorf("VM %s exists again", vm)
+	if _, err := l.vms.Get(ctx, l.rg, l.vm, nil); err == nil {
+		t.Errorf("VM %s exists again", l.vm)
 	}
-	t.Logf("%6.1fs the MachineHealthCheck replaced machine %s", time.Since(start).Seconds(), machine.Name)
+	t.Logf("%6.1fs the MachineHealthCheck replaced machine %s", time.Since(start).Seconds(), l.machine.Name)
 }
 
 // theMachine is the one Machine of a MachineDeployment, and its
@@ -199,10 +219,9 @@ func theMachine(ctx context.Context, t *testing.T, w *localworld.World, md strin
 }
 
 // rotateWithoutReplacing waits for the pool's instance, then for Cluster
-// API to rotate the pool's join token, then for the old token to expire,
-// and scales the pool up: the new instance can only join with the rotated
-// token, which winkube sends with that write, and the first instance is
-// the same throughout.
+// API to rotate the pool's join token, and scales the pool up: the first
+// instance is the same throughout, and the new one joins with the rotated
+// token, which winkube sends with that write.
 func rotateWithoutReplacing(ctx context.Context, t *testing.T, w *localworld.World, cs kubernetes.Interface, name string, start time.Time) {
 	t.Helper()
 	key := client.ObjectKey{Namespace: "default", Name: name}
@@ -253,26 +272,6 @@ func rotateWithoutReplacing(ctx context.Context, t *testing.T, w *localworld.Wor
 		return ""
 	})
 	t.Logf("%6.1fs Cluster API rotated the pool's join token", time.Since(start).Seconds())
-	// The old token stops authenticating at its expiration (the API
-	// server's bootstrap-token authenticator checks it).
-	id, _, _ := strings.Cut(old, ".")
-	poll.Until(t, 3*time.Minute, func() string {
-		s, err := cs.CoreV1().Secrets(metav1.NamespaceSystem).Get(ctx, bootstrapapi.BootstrapTokenSecretPrefix+id, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return ""
-		}
-		if err != nil {
-			return err.Error()
-		}
-		exp, err := time.Parse(time.RFC3339, string(s.Data[bootstrapapi.BootstrapTokenExpirationKey]))
-		if err != nil {
-			return err.Error()
-		}
-		if time.Now().Before(exp) {
-			return "the old join token has not expired yet"
-		}
-		return ""
-	})
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		mp := &clusterv1.MachinePool{}
 		if err := w.Client.Get(ctx, key, mp); err != nil {
@@ -290,10 +289,41 @@ func rotateWithoutReplacing(ctx context.Context, t *testing.T, w *localworld.Wor
 			t.Errorf("instance %s (node %s) was replaced after the token rotation: the pool now has %v", id, node, both)
 		}
 	}
-	var names []string
+	// The new instance joined with the rotated token: its kubelet's
+	// bootstrap CSR was made as that token's user (the API server's
+	// bootstrap-token authenticator names it system:bootstrap:<id>).
+	newID, _, _ := strings.Cut(token(), ".")
+	var added []string
 	for n := range both {
+		if _, ok := first[n]; !ok {
+			added = append(added, n)
+		}
+	}
+	if len(added) != 1 {
+		t.Fatalf("nodes before %v, after %v: want one more", first, both)
+	}
+	csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var by []string
+	for _, c := range csrs.Items {
+		block, _ := pem.Decode(c.Spec.Request)
+		if block == nil {
+			continue
+		}
+		req, err := x509.ParseCertificateRequest(block.Bytes)
+		if err == nil && c.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && req.Subject.CommonName == "system:node:"+added[0] {
+			by = append(by, c.Spec.Username)
+		}
+	}
+	if len(by) == 0 || slices.ContainsFunc(by, func(u string) bool { return u != bootstrapapi.BootstrapUserPrefix+newID }) {
+		t.Errorf("node %s's bootstrap CSRs were made by %v, want %s (the rotated token; the first was %s)", added[0], by, bootstrapapi.BootstrapUserPrefix+newID, old)
+	}
+	names := append([]string(nil), added...)
+	for n := range first {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	t.Logf("%6.1fs pool %s scaled to %v with the rotated token, its first instance kept", time.Since(start).Seconds(), name, names)
+	t.Logf("%6.1fs pool %s scaled to %v, the new instance joining with the rotated token, the first kept", time.Since(start).Seconds(), name, names)
 }

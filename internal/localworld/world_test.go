@@ -83,9 +83,9 @@ func TestUpAndDown(t *testing.T) {
 		Name: "e2e", Flavor: flavors.Windows, KubernetesVersion: "v1.36.3", ControlPlaneNodes: 1, LinuxNodes: 1, WindowsNodes: 2,
 		WindowsVersion: infrav1.WindowsServer2022, StateDir: state, Bin: bin,
 		// Short enough that Cluster API rotates the MachinePool's join
-		// token within the test (at half of it), long enough that a
-		// worker joins on its first token.
-		JoinTokenTTL: 90 * time.Second,
+		// token within the test (at half of it); a worker that has not
+		// joined yet has its token refreshed every third of it.
+		JoinTokenTTL: time.Minute,
 		Progress:     func(s string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), s) },
 		Log:          log.Log,
 	}
