@@ -5,7 +5,7 @@ BIN := $(CURDIR)/bin
 export KUBEBUILDER_ASSETS := $(BIN)
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
-.PHONY: all build run test tools vet generate verify-generate krew release image
+.PHONY: all build run test tools vet lint generate verify-generate krew release image
 
 # What `make release` and `make image` publish. Build for your own registry
 # with e.g. `make image release REGISTRY=registry.example.com/platform`.
@@ -46,8 +46,12 @@ run: tools build
 vet:
 	go vet ./...
 
-## test: build the tools if needed, vet, and run every test (envtest ones included)
-test: tools vet
+## lint: golangci-lint as .golangci.yml sets it (go vet's analyzers, the import rules and a few more), built from hack/lint/go.mod
+lint:
+	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
+
+## test: build the tools if needed, lint, and run every test (envtest ones included)
+test: tools lint
 	go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
 
 help:

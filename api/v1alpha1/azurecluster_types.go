@@ -156,5 +156,5 @@ func (c *AzureCluster) GetConditions() []metav1.Condition { return c.Status.Cond
 func (c *AzureCluster) SetConditions(conds []metav1.Condition) { c.Status.Conditions = conds }
 
 func init() {
-	SchemeBuilder.Register(&AzureCluster{}, &AzureClusterList{}, &AzureClusterTemplate{}, &AzureClusterTemplateList{})
+	register(&AzureCluster{}, &AzureClusterList{}, &AzureClusterTemplate{}, &AzureClusterTemplateList{})
 }

@@ -146,5 +146,5 @@ type AzureEnvironment struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&AzureClusterIdentity{}, &AzureClusterIdentityList{})
+	register(&AzureClusterIdentity{}, &AzureClusterIdentityList{})
 }

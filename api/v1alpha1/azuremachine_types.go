@@ -154,5 +154,5 @@ func (s *AzureVMSpec) OS() OSType {
 }
 
 func init() {
-	SchemeBuilder.Register(&AzureMachine{}, &AzureMachineList{}, &AzureMachineTemplate{}, &AzureMachineTemplateList{})
+	register(&AzureMachine{}, &AzureMachineList{}, &AzureMachineTemplate{}, &AzureMachineTemplateList{})
 }

@@ -209,5 +209,5 @@ func (m *AzureMachinePoolMachine) SetConditions(conds []metav1.Condition) {
 }
 
 func init() {
-	SchemeBuilder.Register(&AzureMachinePool{}, &AzureMachinePoolList{}, &AzureMachinePoolMachine{}, &AzureMachinePoolMachineList{})
+	register(&AzureMachinePool{}, &AzureMachinePoolList{}, &AzureMachinePoolMachine{}, &AzureMachinePoolMachineList{})
 }

@@ -6,17 +6,30 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
 	// GroupVersion is the API group and version of these types.
 	GroupVersion = schema.GroupVersion{Group: "infrastructure.winkube.dev", Version: "v1alpha1"}
 
-	// SchemeBuilder registers the types with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	schemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the types of this group-version to a scheme.
-	AddToScheme = SchemeBuilder.AddToScheme
+	AddToScheme = schemeBuilder.AddToScheme
+
+	// objectTypes are the types that each file's init registers. The
+	// package builds on apimachinery alone, not controller-runtime, so that
+	// importing the API types brings in no more than it has to.
+	objectTypes []runtime.Object
 )
+
+func register(objs ...runtime.Object) { objectTypes = append(objectTypes, objs...) }
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, objectTypes...)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

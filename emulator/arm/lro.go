@@ -11,12 +11,11 @@ import (
 // operation is a long-running ARM operation that pollers follow through the
 // Azure-AsyncOperation and Location headers.
 type operation struct {
-	id        string
-	status    string // InProgress, Succeeded, Failed, Canceled
-	err       *armError
-	started   time.Time
-	ended     time.Time
-	resultURL string
+	id      string
+	status  string // InProgress, Succeeded, Failed, Canceled
+	err     *armError
+	started time.Time
+	ended   time.Time
 	// method is the request's; resultID the resource a PUT or PATCH wrote,
 	// which the result URL answers with once the operation succeeds.
 	method, resultID string

@@ -169,8 +169,8 @@ func TestLocationsAndRegions(t *testing.T) {
 		IPConfigurations: []*armnetwork.InterfaceIPConfiguration{{Name: to.Ptr("ipconfig1"), Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{Subnet: &armnetwork.Subnet{ID: to.Ptr(subnet)}}}},
 	}}, nil)
 	re = azureCode(t, err, "InvalidResourceReference")
-	if !strings.Contains(err.Error(), "both resources are in the same region") {
-		t.Fatalf("%v", err)
+	if re.StatusCode != 400 || !strings.Contains(err.Error(), "both resources are in the same region") {
+		t.Fatalf("status %d: %v", re.StatusCode, err)
 	}
 	nic := w.nic("rg", "nic", subnet)
 	vm := linuxVM(*nic.ID, "")

@@ -251,10 +251,20 @@ func parseJWKS(b []byte) (*jwks, error) {
 			}
 			x, err1 := dec(k.X)
 			y, err2 := dec(k.Y)
-			if err1 != nil || err2 != nil {
+			if err1 != nil || err2 != nil || len(x) > 32 || len(y) > 32 {
 				return nil, fmt.Errorf("key %s: bad point", k.Kid)
 			}
-			pub = &ecdsa.PublicKey{Curve: elliptic.P256(), X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
+			// RFC 7518 wants 32 octets a coordinate; a shorter one is
+			// taken as a number with its leading zeros dropped.
+			point := make([]byte, 65)
+			point[0] = 4 // uncompressed
+			copy(point[33-len(x):33], x)
+			copy(point[65-len(y):], y)
+			ec, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), point)
+			if err != nil {
+				return nil, fmt.Errorf("key %s: bad point: %w", k.Kid, err)
+			}
+			pub = ec
 		default:
 			continue
 		}

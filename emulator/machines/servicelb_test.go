@@ -264,11 +264,10 @@ func TestServiceLoadBalancer(t *testing.T) {
 	}
 
 	// A Service with client-IP affinity and the default traffic policy.
-	web, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{
+	if _, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{
 		Type: corev1.ServiceTypeLoadBalancer, SessionAffinity: corev1.ServiceAffinityClientIP, Selector: map[string]string{"app": "web"},
 		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-	}}, metav1.CreateOptions{})
-	if err != nil {
+	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	web, ip := ingress("web")
@@ -315,14 +314,13 @@ func TestServiceLoadBalancer(t *testing.T) {
 
 	// externalTrafficPolicy Local: one HTTP probe of kube-proxy's health
 	// check node port serves every rule.
-	local, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: corev1.ServiceSpec{
+	if _, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: corev1.ServiceSpec{
 		Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, Selector: map[string]string{"app": "local"},
 		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}, {Name: "https", Protocol: corev1.ProtocolTCP, Port: 443}},
-	}}, metav1.CreateOptions{})
-	if err != nil {
+	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	local, _ = ingress("local")
+	local, _ := ingress("local")
 	lfe := frontendOf(local)
 	hc := local.Spec.HealthCheckNodePort
 	probe := fmt.Sprintf("%s-TCP-%d", lfe, hc)
@@ -348,9 +346,8 @@ func TestServiceLoadBalancer(t *testing.T) {
 
 	// An internal Service: the internal load balancer, a private frontend
 	// in the cloud config's subnet, no public IP.
-	in, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "internal", Annotations: map[string]string{cloud.InternalAnnotation: "true"}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 8443}}}}, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "internal", Annotations: map[string]string{cloud.InternalAnnotation: "true"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 8443}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	in, inIP := ingress("internal")

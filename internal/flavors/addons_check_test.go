@@ -245,11 +245,6 @@ func dropArg(container, prefix string) func(*corev1.Pod) {
 	}
 }
 
-func notHostProcess(p *corev1.Pod) {
-	f := false
-	p.Spec.SecurityContext.WindowsOptions.HostProcess = &f
-}
-
 func notHostNetwork(p *corev1.Pod) { p.Spec.HostNetwork = false }
 
 // apiChange changes an object of the workload cluster for one case and

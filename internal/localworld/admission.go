@@ -2,6 +2,7 @@ package localworld
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -48,7 +49,9 @@ func (w *World) serveAdmission(ctx context.Context) {
 	halt := func() {
 		if srv != nil {
 			srv.cancel()
-			<-srv.done
+			if err := <-srv.done; err != nil && !errors.Is(err, context.Canceled) {
+				w.opts.Log.Error(err, "workload admission failed as it stopped")
+			}
 			srv = nil
 		}
 	}

@@ -344,7 +344,7 @@ func (w *World) startControllers() error {
 	go func() { synced <- mgr.GetCache().WaitForCacheSync(mctx) }()
 	select {
 	case err := <-w.mgrDone:
-		w.mgrDone <- err
+		w.mgrDone <- nil // stopControllers waits for it; err is returned here, not reported twice
 		return fmt.Errorf("controllers: %w", err)
 	case ok := <-synced:
 		if !ok {
@@ -381,7 +381,10 @@ func (w *World) stopControllers() {
 	w.cancel()
 	w.cancel = nil
 	select {
-	case <-w.mgrDone:
+	case err := <-w.mgrDone:
+		if err != nil {
+			w.opts.Log.Error(err, "the controllers failed as they stopped")
+		}
 	case <-time.After(30 * time.Second):
 	}
 	select {
