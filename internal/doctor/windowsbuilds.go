@@ -21,15 +21,6 @@ func pinnedBuilds(spec *corev1.PodSpec) []string {
 	return workload.RequiredValues(spec, workload.WindowsBuildLabel)
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // leavingBuilds are the Windows builds the cluster is moving off: a build
 // whose nodes are all cordoned (being drained) while another build has
 // schedulable nodes, or an older build beside a newer one (a new pool was

@@ -264,21 +264,6 @@ func (s *state) workloads() []workloadRef {
 	return out
 }
 
-// podsOf are the pods of a workload (a bare pod is its own).
-func (s *state) podsOf(w workloadRef) []*corev1.Pod {
-	var out []*corev1.Pod
-	for i := range s.pods {
-		p := &s.pods[i]
-		if p.Namespace != w.namespace {
-			continue
-		}
-		if w.kind == "Pod" && p.Name == w.name || w.selector.Matches(labels.Set(p.Labels)) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 type planner struct {
 	o     Options
 	s     *state
