@@ -127,7 +127,9 @@ func (pl *planner) disruptionBudgets() {
 
 // services reports Services whose Windows backends change behaviour on
 // the new release: kube-proxy on Windows Server 2019 ignores ClientIP
-// session affinity, which 2022 and later apply (without timeoutSeconds).
+// session affinity, which 2022 and later apply (without timeoutSeconds);
+// kubernetes.io "Windows in Kubernetes" networking limitations, as
+// DESIGN.md records them.
 func (pl *planner) services() {
 	for i := range pl.s.services {
 		svc := &pl.s.services[i]
