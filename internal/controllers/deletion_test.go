@@ -152,24 +152,10 @@ func newRig(t *testing.T, o arm.Options) *rig {
 	return r
 }
 
-// cluster is newCluster for a rig test: when the test ends its Cluster is
-// paused, so that no later test's controllers (all watch every namespace)
-// build what it left in their own emulators.
+// cluster is newCluster for a rig test.
 func (r *rig) cluster(name string, mutate ...func(*infrav1.AzureClusterSpec)) *fixture {
 	r.t.Helper()
-	f := newCluster(r.t, name, mutate...)
-	r.t.Cleanup(func() {
-		c := &clusterv1.Cluster{}
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f.cluster), c); err != nil {
-			return
-		}
-		patch := client.MergeFrom(c.DeepCopy())
-		c.Spec.Paused = ptr.To(true)
-		if err := env.Client.Patch(context.Background(), c, patch); err != nil && !apierrors.IsNotFound(err) {
-			r.t.Errorf("pausing cluster %s: %v", name, err)
-		}
-	})
-	return f
+	return newCluster(r.t, name, mutate...)
 }
 
 // armFault fails every request of method on kind with status; the count it

@@ -55,6 +55,20 @@ func newCluster(t testing.TB, name string, mutate ...func(*infrav1.AzureClusterS
 	if err := env.Client.Create(ctx, f.cluster); err != nil {
 		t.Fatal(err)
 	}
+	// When the test ends its Cluster is paused, so that no later test's
+	// controllers (all watch every namespace) build what it left in their
+	// own emulators, and count those calls as theirs.
+	t.Cleanup(func() {
+		c := &clusterv1.Cluster{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f.cluster), c); err != nil {
+			return
+		}
+		patch := client.MergeFrom(c.DeepCopy())
+		c.Spec.Paused = ptr.To(true)
+		if err := env.Client.Patch(context.Background(), c, patch); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("pausing cluster %s: %v", name, err)
+		}
+	})
 	f.ac = &infrav1.AzureCluster{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ns.Name, Labels: map[string]string{clusterv1.ClusterNameLabel: name},
