@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,41 +12,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-
-	"github.com/winkube/winkube/internal/localworld"
-	"github.com/winkube/winkube/internal/scheme"
-	"github.com/winkube/winkube/internal/testenv"
 )
 
 // The command end to end against a real API server that plays both the
 // management cluster of a local world (its state directory, Cluster and
 // <cluster>-kubeconfig Secret) and the workload cluster the Secret names.
 func TestDoctorCommandOnALocalWorld(t *testing.T) {
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := testenv.Start(testenv.Options{Scheme: scheme.New(), CRDDirectoryPaths: []string{
-		filepath.Join(root, "config", "crd"), filepath.Join(root, "config", "capi", "core-v1beta2")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	env, state := fakeWorldState(t, "core-v1beta2")
 	ctx := context.Background()
 	kubeconfig := env.Environment.KubeConfig
-	state := t.TempDir()
-	if err := os.WriteFile(filepath.Join(state, localworld.ManagementKubeconfig), kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	run := func(args ...string) (string, error) {
-		cmd := NewRootCommand()
-		var out bytes.Buffer
-		cmd.SetOut(&out)
-		cmd.SetArgs(append([]string{"doctor"}, args...))
-		err := cmd.ExecuteContext(ctx)
-		return out.String(), err
-	}
+	run := commandRunner(ctx, "doctor")
 	if _, err := run("--state-dir", state); err == nil || !strings.Contains(err.Error(), "no Cluster in namespace default") {
 		t.Fatalf("error %v, want one saying there is no Cluster", err)
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -22,24 +21,13 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/internal/localworld"
-	"github.com/winkube/winkube/internal/scheme"
-	"github.com/winkube/winkube/internal/testenv"
 )
 
 // The command against a real API server playing a local world's management
 // and workload clusters, with the world's registry and its seeds' images:
 // a Windows Server 2019 pool running the seeds' iis-1809 and iis:latest.
 func TestPlanWindowsUpgradeOnALocalWorld(t *testing.T) {
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := testenv.Start(testenv.Options{Scheme: scheme.New(), CRDDirectoryPaths: []string{
-		filepath.Join(root, "config", "crd"), filepath.Join(root, "config", "capi", "core-v1beta2"), filepath.Join(root, "config", "capi", "bootstrap-kubeadm-v1beta2")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	env, state := fakeWorldState(t, "core-v1beta2", "bootstrap-kubeadm-v1beta2")
 	ctx := context.Background()
 	reg, err := registry.Start("127.0.0.1:0")
 	if err != nil {
@@ -49,19 +37,8 @@ func TestPlanWindowsUpgradeOnALocalWorld(t *testing.T) {
 	if err := reg.PushAll(ctx, registry.Catalog("v1.32.3", nil)); err != nil {
 		t.Fatal(err)
 	}
-	state := t.TempDir()
 	kubeconfig := env.Environment.KubeConfig
-	if err := os.WriteFile(filepath.Join(state, localworld.ManagementKubeconfig), kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) (string, error) {
-		cmd := NewRootCommand()
-		var out bytes.Buffer
-		cmd.SetOut(&out)
-		cmd.SetArgs(append([]string{"plan", "windows-upgrade"}, args...))
-		err := cmd.ExecuteContext(ctx)
-		return out.String(), err
-	}
+	run := commandRunner(ctx, "plan", "windows-upgrade")
 	// Bad input names the flag.
 	for _, c := range []struct {
 		args []string
