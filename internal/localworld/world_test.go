@@ -183,16 +183,7 @@ func TestUpAndDown(t *testing.T) {
 	// admission Deployment: the seeds' iis-1809 (ltsc2019) on this
 	// 2022-only cluster stays Pending, with an event that says which build
 	// it needs and how to get one.
-	poll.Until(t, 2*time.Minute, func() string {
-		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := wc.Get(ctx, client.ObjectKey{Name: "winkube-workload-placement"}, m); err != nil {
-			return err.Error()
-		}
-		if u := m.Webhooks[0].ClientConfig.URL; u == nil || !strings.HasPrefix(*u, "https://localhost:") || len(m.Webhooks[0].ClientConfig.CABundle) == 0 {
-			return "workload admission is not served yet"
-		}
-		return ""
-	})
+	waitAdmissionServed(ctx, t, wc)
 	iis1809 := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "iis-1809"}, Spec: appsv1.DeploymentSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "iis-1809"}},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "iis-1809"}}, Spec: corev1.PodSpec{
@@ -307,10 +298,28 @@ func TestUpAndDown(t *testing.T) {
 	t.Logf("up, workloads, scaling, rollout and down took %s", time.Since(start).Round(time.Second))
 }
 
+// waitAdmissionServed waits until the workload cluster's placement webhook
+// is the one this process serves for the world.
+func waitAdmissionServed(ctx context.Context, t *testing.T, wc client.Client) {
+	t.Helper()
+	poll.Until(t, 2*time.Minute, func() string {
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := wc.Get(ctx, client.ObjectKey{Name: "winkube-workload-placement"}, m); err != nil {
+			return err.Error()
+		}
+		if u := m.Webhooks[0].ClientConfig.URL; u == nil || !strings.HasPrefix(*u, "https://localhost:") || len(m.Webhooks[0].ClientConfig.CABundle) == 0 {
+			return "workload admission is not served yet"
+		}
+		return ""
+	})
+}
+
 // TestThreeControlPlanes: the kubeadm control-plane provider scales the
 // control plane to three machines; the second and third join the first's
 // etcd as members, and the provider, reaching each member through the API
-// server's port-forward, reports etcd healthy.
+// server's port-forward, reports etcd healthy. Its Windows worker runs
+// Windows Server 2019, which the same world then leaves for 2022
+// (checkMoveOff2019): one booted world for both, as CI's time is short.
 func TestThreeControlPlanes(t *testing.T) {
 	bin, err := testenv.BinDir()
 	if err != nil {
@@ -322,10 +331,10 @@ func TestThreeControlPlanes(t *testing.T) {
 	start := time.Now()
 	o := localworld.Options{
 		Name: "ha", Flavor: flavors.Windows, KubernetesVersion: "v1.36.3", ControlPlaneNodes: 3, LinuxNodes: 0, WindowsNodes: 1,
-		WindowsVersion: infrav1.WindowsServer2022, StateDir: t.TempDir(), Bin: bin, Log: log.Log,
+		WindowsVersion: infrav1.WindowsServer2019, StateDir: t.TempDir(), Bin: bin, Log: log.Log,
 		Progress: func(s string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), s) },
 	}
-	limit := 8 * time.Minute
+	limit := 12 * time.Minute
 	if d, err := time.ParseDuration(os.Getenv("WINKUBE_TEST_LIMIT")); err == nil {
 		limit = d
 	}
@@ -374,6 +383,7 @@ func TestThreeControlPlanes(t *testing.T) {
 	t.Logf("%6.1fs three control planes, etcd healthy as Cluster API sees it", time.Since(start).Seconds())
 	schedulerCrashSeenByKCP(t, ctx, w, "ha-control-plane")
 	t.Logf("%6.1fs a crashed kube-scheduler seen unhealthy, then healthy, by the provider", time.Since(start).Seconds())
+	checkMoveOff2019(ctx, t, w, o, start)
 	if err := w.DeleteCluster(ctx); err != nil {
 		t.Fatal(err)
 	}
