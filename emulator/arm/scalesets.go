@@ -339,6 +339,15 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resource
 		writeError(w, notFound(id))
 		return
 	}
+	if machine := res.kind.typ == kindVM || res.kind.typ == kindInstance; machine && (action == "runcommand" || action == "retrievebootdiagnosticsdata") {
+		s.mu.Unlock()
+		if action == "runcommand" {
+			s.serveRunCommand(w, r, id, res, body)
+		} else {
+			s.serveBootDiagnostics(w, r, res)
+		}
+		return
+	}
 	if powerActions[action] != "" && (res.kind.typ == kindVM || res.kind.typ == kindInstance || res.kind.typ == kindVMSS) {
 		s.mu.Unlock()
 		s.servePower(w, r, id, res, action, body)
