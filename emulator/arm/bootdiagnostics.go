@@ -74,12 +74,13 @@ func (s *Server) serveBootDiagnostics(w http.ResponseWriter, r *http.Request, re
 	s.mu.Lock()
 	on := s.bootDiagnosticsOn(res)
 	vmID := str(res.props(), "vmId")
+	now := s.now()
 	s.mu.Unlock()
 	if !on {
 		writeError(w, errorf(http.StatusConflict, "OperationNotAllowed", "Boot diagnostics is not enabled for virtual machine '%s': set diagnosticsProfile.bootDiagnostics.enabled.", res.id.Name()))
 		return
 	}
-	expiry := s.now().Add(time.Duration(minutes) * time.Minute).UTC()
+	expiry := now.Add(time.Duration(minutes) * time.Minute).UTC()
 	base := "https://" + r.Host + blobPrefix + vmID + "/" + res.id.Name()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"consoleScreenshotBlobUri": s.signBlob(base+".screenshot.bmp", expiry),
@@ -130,7 +131,10 @@ func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	expiry, err := time.Parse(time.RFC3339, se)
-	if now := s.now().UTC(); err != nil || now.After(expiry) {
+	s.mu.Lock()
+	now := s.now().UTC()
+	s.mu.Unlock()
+	if err != nil || now.After(expiry) {
 		writeStorageError(w, http.StatusForbidden, storageError{Code: "AuthenticationFailed", Message: authFailed,
 			Detail: "Signature not valid in the specified time frame: Expiry [" + expiry.Format(http.TimeFormat) + "] - Current [" + now.Format(http.TimeFormat) + "]"})
 		return
