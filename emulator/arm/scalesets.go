@@ -339,13 +339,15 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resource
 		writeError(w, notFound(id))
 		return
 	}
-	if machine := res.kind.typ == kindVM || res.kind.typ == kindInstance; machine && (action == "runcommand" || action == "retrievebootdiagnosticsdata") {
+	// Actions answered by a VM's or an instance's guest (runcommand.go,
+	// bootdiagnostics.go).
+	if onMachine := res.kind.typ == kindVM || res.kind.typ == kindInstance; onMachine && action == "runcommand" {
 		s.mu.Unlock()
-		if action == "runcommand" {
-			s.serveRunCommand(w, r, id, res, body)
-		} else {
-			s.serveBootDiagnostics(w, r, res)
-		}
+		s.serveRunCommand(w, r, id, res, body)
+		return
+	} else if onMachine && action == "retrievebootdiagnosticsdata" {
+		s.mu.Unlock()
+		s.serveBootDiagnostics(w, r, res)
 		return
 	}
 	if powerActions[action] != "" && (res.kind.typ == kindVM || res.kind.typ == kindInstance || res.kind.typ == kindVMSS) {
