@@ -283,7 +283,7 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 		"publisherName": "cncf-upstream", "offer": "capi", "skus": "ubuntu-2204-gen1", "version": "127.14.20240517",
 		"publicGalleryName": "ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019", "galleryImageName": "capi-ubun2-2404", "galleryImageVersionName": "1.31.1",
 		"resourceName": "uai", "scope": "subscriptions/" + sub + "/resourceGroups/conf", "roleAssignmentName": "7a51ce93-af62-4b80-8d34-cf1fab928374",
-		"roleDefinitionId": "b24988ac-6180-42a0-ab88-20f7382dd24c",
+		"roleDefinitionId": "b24988ac-6180-42a0-ab88-20f7382dd24c", "runCommandName": "rc",
 	}
 	id := func(typ, name string) map[string]any {
 		return map[string]any{"id": "/subscriptions/" + sub + "/resourceGroups/conf/providers/" + typ + "/" + name}
@@ -311,7 +311,8 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 			"osProfile": map[string]any{"computerName": "vm", "adminUsername": "capi", "linuxConfiguration": map[string]any{
 				"disablePasswordAuthentication": true,
 				"ssh":                           map[string]any{"publicKeys": []any{map[string]any{"path": "/home/capi/.ssh/authorized_keys", "keyData": "ssh-ed25519 AAAA test"}}}}},
-			"networkProfile": map[string]any{"networkInterfaces": []any{nic}},
+			"networkProfile":     map[string]any{"networkInterfaces": []any{nic}},
+			"diagnosticsProfile": map[string]any{"bootDiagnostics": map[string]any{"enabled": true}},
 		}
 	}
 
@@ -414,6 +415,20 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 		c.call("VirtualMachineScaleSets_"+a, p, map[string]any{"instanceIds": []any{"0"}})
 	}
 	c.call("VirtualMachineScaleSets_UpdateInstances", p, map[string]any{"instanceIds": []any{"0"}})
+	script := map[string]any{"commandId": "RunShellScript", "script": []any{"hostname"}}
+	runCommand := map[string]any{"location": location, "properties": map[string]any{"source": map[string]any{"script": "hostname"}}}
+	for _, group := range []string{"VirtualMachines", "VirtualMachineScaleSetVMs"} {
+		c.call(group+"_RunCommand", p, script)
+		c.call(group+"_RetrieveBootDiagnosticsData", p, nil)
+	}
+	for _, group := range []string{"VirtualMachineRunCommands", "VirtualMachineScaleSetVMRunCommands"} {
+		c.call(group+"_CreateOrUpdate", p, runCommand)
+		c.call(group+"_Update", p, tags)
+	}
+	c.call("VirtualMachineRunCommands_GetByVirtualMachine", p, nil)
+	c.call("VirtualMachineRunCommands_ListByVirtualMachine", p, nil)
+	c.call("VirtualMachineScaleSetVMRunCommands_Get", p, nil)
+	c.call("VirtualMachineScaleSetVMRunCommands_List", p, nil)
 
 	// Not found: a missing resource in the group, and anything in a
 	// missing group.
@@ -427,6 +442,10 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 	for _, op := range []string{"SecurityGroups", "SecurityRules", "RouteTables", "Routes", "NatGateways", "PublicIPAddresses", "VirtualNetworks", "Subnets",
 		"LoadBalancers", "InboundNatRules", "LoadBalancerBackendAddressPools", "Interfaces", "VirtualMachines", "VirtualMachineScaleSets", "Disks", "Images"} {
 		c.notFound(op+"_Delete", p, false, "")
+	}
+	for _, op := range []string{"VirtualMachineRunCommands_GetByVirtualMachine", "VirtualMachineScaleSetVMRunCommands_Get"} {
+		c.notFound(op, p, false, "ResourceNotFound")
+		c.notFound(op, p, true, "ResourceGroupNotFound")
 	}
 	c.notFound("ResourceGroups_Get", p, true, "ResourceGroupNotFound")
 	c.notFound("ResourceGroups_Delete", p, true, "ResourceGroupNotFound")
@@ -479,7 +498,7 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 	c.call("VirtualMachineScaleSets_CreateOrUpdate", p, with(loc, "sku", map[string]any{"name": "Standard_D2s_v3", "capacity": 2},
 		"properties", map[string]any{"upgradePolicy": map[string]any{"mode": "Manual"}, "virtualMachineProfile": ssProfile}))
 	c.call("VirtualMachineScaleSets_DeleteInstances", p, map[string]any{"instanceIds": []any{"1"}})
-	for _, op := range []string{"VirtualMachineScaleSetVMs_Delete", "VirtualMachineScaleSets_Delete", "VirtualMachines_Delete", "AvailabilitySets_Delete", "Disks_Delete", "Images_Delete",
+	for _, op := range []string{"VirtualMachineRunCommands_Delete", "VirtualMachineScaleSetVMRunCommands_Delete", "VirtualMachineScaleSetVMs_Delete", "VirtualMachineScaleSets_Delete", "VirtualMachines_Delete", "AvailabilitySets_Delete", "Disks_Delete", "Images_Delete",
 		"Interfaces_Delete", "InboundNatRules_Delete", "LoadBalancerBackendAddressPools_Delete", "LoadBalancers_Delete", "Subnets_Delete", "VirtualNetworks_Delete",
 		"NatGateways_Delete", "PublicIPAddresses_Delete", "Routes_Delete", "RouteTables_Delete", "SecurityRules_Delete", "SecurityGroups_Delete"} {
 		c.call(op, p, nil)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"time"
 )
 
 // StaleSaveEntries lists the resources whose kept state-file entry is not
@@ -109,4 +110,11 @@ func ServedOperations() []ServedOperation {
 		out = append(out, ServedOperation{ID: op.ID, Method: op.Method, Path: op.Path, APIVersions: apiVersions[op.Versions]})
 	}
 	return out
+}
+
+// SetClock replaces the clock SAS expiry is checked against.
+func (s *Server) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
 }

@@ -19,6 +19,9 @@ type operation struct {
 	// method is the request's; resultID the resource a PUT or PATCH wrote,
 	// which the result URL answers with once the operation succeeds.
 	method, resultID string
+	// result is an action's answer (Run Command's RunCommandResult),
+	// which the result URL gives once the operation succeeded.
+	result map[string]any
 	// scope is the resource the operation acts on, whose read permission
 	// polling it needs.
 	scope string
@@ -70,6 +73,9 @@ func (s *Server) serveOperation(w http.ResponseWriter, id string, result bool) {
 		if res := s.lookup(op.resultID); res != nil && op.status == "Succeeded" && !res.deleting {
 			final = s.render(res)
 		}
+		if op.result != nil && op.status == "Succeeded" {
+			final = deepCopy(op.result)
+		}
 		status = op.status
 		body = map[string]any{"id": id, "name": id, "status": op.status, "startTime": op.started.UTC().Format(time.RFC3339Nano)}
 		if !op.ended.IsZero() {
@@ -93,8 +99,8 @@ func (s *Server) serveOperation(w http.ResponseWriter, id string, result bool) {
 			w.WriteHeader(http.StatusAccepted)
 		case "Succeeded":
 			// A PUT's or PATCH's result is the resource (the specification's
-			// final-state-via: location); an action's is an empty 200;
-			// a delete's, no content.
+			// final-state-via: location); an action's is its answer, or
+			// an empty 200; a delete's, no content.
 			switch {
 			case final != nil:
 				writeJSON(w, http.StatusOK, final)

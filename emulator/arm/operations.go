@@ -100,9 +100,10 @@ var servedOperations = func() []operationSpec {
 	crud("VirtualMachines", "compute", vm, true, false)
 	add(operationSpec{ID: "VirtualMachines_Update", Method: http.MethodPatch, Path: vm, Versions: "compute"})
 	add(operationSpec{ID: "VirtualMachines_InstanceView", Method: http.MethodGet, Path: vm + "/instanceView", Versions: "compute"})
-	for _, a := range []string{"Start", "PowerOff", "Deallocate", "Restart"} {
+	for _, a := range []string{"Start", "PowerOff", "Deallocate", "Restart", "RunCommand", "RetrieveBootDiagnosticsData"} {
 		add(operationSpec{ID: "VirtualMachines_" + a, Method: http.MethodPost, Path: vm + "/" + lowerFirst(a), Versions: "compute"})
 	}
+	runCommands(add, "VirtualMachineRunCommands", vm+"/runCommands", "_GetByVirtualMachine", "_ListByVirtualMachine")
 
 	// Availability sets: written and deleted within the request (the spec
 	// answers 200 to a PUT that creates, and 200 or 204 to a DELETE).
@@ -129,9 +130,10 @@ var servedOperations = func() []operationSpec {
 	add(operationSpec{ID: "VirtualMachineScaleSetVMs_Delete", Method: http.MethodDelete, Path: inst, Versions: "compute"})
 	add(operationSpec{ID: "VirtualMachineScaleSetVMs_GetInstanceView", Method: http.MethodGet, Path: inst + "/instanceView", Versions: "compute"})
 	add(operationSpec{ID: "VirtualMachineScaleSetVMs_List", Method: http.MethodGet, Path: compute + "virtualMachineScaleSets/{virtualMachineScaleSetName}/virtualMachines", Versions: "compute"})
-	for _, a := range []string{"Start", "PowerOff", "Deallocate", "Restart"} {
+	for _, a := range []string{"Start", "PowerOff", "Deallocate", "Restart", "RunCommand", "RetrieveBootDiagnosticsData"} {
 		add(operationSpec{ID: "VirtualMachineScaleSetVMs_" + a, Method: http.MethodPost, Path: inst + "/" + lowerFirst(a), Versions: "compute"})
 	}
+	runCommands(add, "VirtualMachineScaleSetVMRunCommands", inst+"/runCommands", "_Get", "_List")
 
 	// Disks (the Disk RP) and images.
 	disk := compute + "disks/{diskName}"
@@ -196,6 +198,18 @@ var servedOperations = func() []operationSpec {
 	}
 	return ops
 }()
+
+// runCommands adds a machine's managed run commands: CreateOrUpdate,
+// Update (a PATCH run as a PUT of the merged resource), Delete, and the
+// Get and List that the VM and scale-set clients name differently.
+func runCommands(add func(operationSpec), group, collection, get, list string) {
+	one := collection + "/{runCommandName}"
+	add(operationSpec{ID: group + "_CreateOrUpdate", Method: http.MethodPut, Path: one, Versions: "compute"})
+	add(operationSpec{ID: group + "_Update", Method: http.MethodPatch, Path: one, Versions: "compute"})
+	add(operationSpec{ID: group + "_Delete", Method: http.MethodDelete, Path: one, Versions: "compute"})
+	add(operationSpec{ID: group + get, Method: http.MethodGet, Path: one, Versions: "compute"})
+	add(operationSpec{ID: group + list, Method: http.MethodGet, Path: collection, Versions: "compute"})
+}
 
 func lowerFirst(s string) string { return strings.ToLower(s[:1]) + s[1:] }
 

@@ -27,9 +27,15 @@ type kindInfo struct {
 	put func(s *Server, r, old *resource) *armError
 	// delay is added to OperationDelay for a PUT.
 	delay func(s *Server, r *resource) time.Duration
+	// work runs without the server's lock once a PUT's delay has passed,
+	// before ready: what the resource provider does inside a machine (a
+	// run command's script), which may take as long as the machine does.
+	work func(s *Server, r *resource)
 	// ready runs when a PUT's operation completes; it may fail it, and
 	// returns machines to boot.
 	ready func(s *Server, r *resource) ([]Machine, *armError)
+	// instanceView is what $expand=instanceView adds to a GET or a list.
+	instanceView func(s *Server, r *resource) map[string]any
 	// canDelete refuses a DELETE (a NIC still attached to a VM).
 	canDelete func(s *Server, r *resource) *armError
 	// deleted undoes side effects once the resource is gone and returns the
@@ -142,7 +148,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, id resour
 		case r.Method == http.MethodGet && strings.EqualFold(last, "instanceView") && len(owner.Names) > 0:
 			s.serveInstanceView(w, owner)
 		case r.Method == http.MethodGet:
-			s.serveList(w, id)
+			s.serveList(w, id, expandsInstanceView(r))
 		default:
 			writeError(w, errorf(http.StatusMethodNotAllowed, "MethodNotAllowed", "%s is not allowed on %s.", r.Method, id.Kind()))
 		}
@@ -173,9 +179,9 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, id resour
 			writeError(w, notFound(id))
 			return
 		}
-		if strings.EqualFold(r.URL.Query().Get("$expand"), "instanceView") && (k.typ == kindVM || k.typ == kindInstance) {
+		if expandsInstanceView(r) && k.instanceView != nil {
 			s.mu.Lock()
-			obj(out, "properties")["instanceView"] = s.instanceView(res)
+			obj(out, "properties")["instanceView"] = k.instanceView(s, res)
 			s.mu.Unlock()
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -202,7 +208,11 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, id resour
 	}
 }
 
-func (s *Server) serveList(w http.ResponseWriter, id resourceID) {
+func expandsInstanceView(r *http.Request) bool {
+	return strings.EqualFold(r.URL.Query().Get("$expand"), "instanceView")
+}
+
+func (s *Server) serveList(w http.ResponseWriter, id resourceID, expand bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.groupExists(id.Subscription, id.ResourceGroup) {
@@ -233,7 +243,11 @@ func (s *Server) serveList(w http.ResponseWriter, id resourceID) {
 			}
 		} else {
 			for _, c := range s.children(owner, last) {
-				items = append(items, s.render(c))
+				out := s.render(c)
+				if expand && c.kind.instanceView != nil {
+					obj(out, "properties")["instanceView"] = c.kind.instanceView(s, c)
+				}
+				items = append(items, out)
 			}
 		}
 	}
@@ -355,6 +369,9 @@ func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID
 }
 
 func (s *Server) completePut(op *operation, res *resource) {
+	if res.kind.work != nil && !s.isDeleting(res) {
+		res.kind.work(s, res)
+	}
 	s.mu.Lock()
 	var boot []Machine
 	var failed *armError

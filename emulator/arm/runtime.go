@@ -88,6 +88,11 @@ type RecordingRuntime struct {
 	// Hold, when set, is called as Boot ("boot") and Halt ("halt") begin:
 	// a test blocks in it to see the machine's state while the runtime works.
 	Hold func(op, id string)
+	// Answer, when set, is what RunCommand returns for a script.
+	Answer func(id string, c Command) (CommandResult, error)
+	// Serial, when set, is a machine's serial console.
+	Serial   func(id string) []byte
+	commands []Command
 }
 
 // Boot records the machine.
@@ -153,4 +158,74 @@ func (r *RecordingRuntime) Stopped() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.stopped...)
+}
+
+// GuestAgent is what a MachineRuntime may also do: answer for the Azure VM
+// agent inside a running machine. Run Command hands the agent a script
+// (the Compute REST spec's RunCommandInput and VirtualMachineRunCommand),
+// and boot diagnostics read what the machine wrote to its serial port. A
+// runtime without it boots machines that nobody can run a command on: the
+// emulator says so instead of pretending.
+type GuestAgent interface {
+	// RunCommand runs a script on a running machine as the VM agent
+	// does (Windows: PowerShell as SYSTEM; Linux: sh as root). An error
+	// means the agent could not run it at all; a script that fails is a
+	// result with its exit code and error stream.
+	RunCommand(ctx context.Context, id string, c Command) (CommandResult, error)
+	// SerialConsole is what the machine has written to its serial
+	// console so far, kept while the machine is switched off.
+	SerialConsole(ctx context.Context, id string) ([]byte, error)
+}
+
+// Shells the VM agent runs scripts with: RunPowerShellScript on Windows,
+// RunShellScript on Linux.
+const (
+	ShellPowerShell = "powershell"
+	ShellSh         = "sh"
+)
+
+// Command is a script for a machine's VM agent.
+type Command struct {
+	Shell  string
+	Script []string
+	// Parameters are the run command's name/value pairs, in order.
+	Parameters [][2]string
+}
+
+// CommandResult is what a script left: its whole output and error streams
+// (the emulator keeps the last 4,096 bytes of each, as Azure does) and its
+// exit code.
+type CommandResult struct {
+	Stdout, Stderr string
+	ExitCode       int
+}
+
+var _ GuestAgent = (*RecordingRuntime)(nil)
+
+// RunCommand records the script and answers with Answer, or with an empty
+// success when it is unset.
+func (r *RecordingRuntime) RunCommand(_ context.Context, id string, c Command) (CommandResult, error) {
+	r.mu.Lock()
+	r.commands = append(r.commands, c)
+	answer := r.Answer
+	r.mu.Unlock()
+	if answer == nil {
+		return CommandResult{}, nil
+	}
+	return answer(id, c)
+}
+
+// SerialConsole answers with Serial, or nothing when it is unset.
+func (r *RecordingRuntime) SerialConsole(_ context.Context, id string) ([]byte, error) {
+	if r.Serial == nil {
+		return nil, nil
+	}
+	return r.Serial(id), nil
+}
+
+// Commands returns the scripts run so far.
+func (r *RecordingRuntime) Commands() []Command {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Command(nil), r.commands...)
 }

@@ -339,6 +339,17 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resource
 		writeError(w, notFound(id))
 		return
 	}
+	// Actions answered by a VM's or an instance's guest (runcommand.go,
+	// bootdiagnostics.go).
+	if onMachine := res.kind.typ == kindVM || res.kind.typ == kindInstance; onMachine && action == "runcommand" {
+		s.mu.Unlock()
+		s.serveRunCommand(w, r, id, res, body)
+		return
+	} else if onMachine && action == "retrievebootdiagnosticsdata" {
+		s.mu.Unlock()
+		s.serveBootDiagnostics(w, r, res)
+		return
+	}
 	if powerActions[action] != "" && (res.kind.typ == kindVM || res.kind.typ == kindInstance || res.kind.typ == kindVMSS) {
 		s.mu.Unlock()
 		s.servePower(w, r, id, res, action, body)

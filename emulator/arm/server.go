@@ -91,6 +91,13 @@ type Server struct {
 	listeners  []func()
 	netChanged chan struct{}
 	netDone    chan struct{}
+	// agentBusy are the machines (by lower-case ID) whose VM agent runs
+	// an action Run Command (runcommand.go).
+	agentBusy map[string]bool
+	// blobKey signs the boot diagnostics' SAS URLs (bootdiagnostics.go);
+	// now is the clock their expiry is checked against.
+	blobKey []byte
+	now     func() time.Time
 
 	ca       *certAuthority
 	imds     *imdsServer
@@ -127,6 +134,9 @@ func New(opts Options) (*Server, error) {
 		buckets:   map[string]*bucket{},
 		rng:       rand.New(rand.NewSource(opts.Seed)), //nolint:gosec // fault injection, not security
 		ca:        ca,
+		agentBusy: map[string]bool{},
+		blobKey:   newBlobKey(),
+		now:       time.Now,
 	}
 	s.attachDataPlane()
 	return s, nil
@@ -217,6 +227,11 @@ func (s *Server) after(d time.Duration, fn func()) {
 
 // ServeHTTP handles one ARM request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isBlobPath(r.URL.Path) {
+		// A SAS URL carries its own authorization, as Azure Storage's do.
+		s.serveBlob(w, r)
+		return
+	}
 	who, e := s.authenticate(r)
 	if e != nil {
 		writeError(w, e)

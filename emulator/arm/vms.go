@@ -321,5 +321,12 @@ func (s *Server) instanceView(r *resource) map[string]any {
 	osProfile := obj(r.props(), "osProfile")
 	view := domainsOf(r)
 	view["computerName"], view["osName"], view["statuses"] = str(osProfile, "computerName"), osOf(obj(r.props(), "storageProfile")), statuses
+	if s.bootDiagnosticsOn(r) {
+		// Managed boot diagnostics leave the blob URIs out of the instance
+		// view (retrieveBootDiagnosticsData hands them out), and its
+		// status appears only when enabling them failed
+		// (BootDiagnosticsInstanceView, bootdiagnostics.go).
+		view["bootDiagnostics"] = map[string]any{}
+	}
 	return view
 }

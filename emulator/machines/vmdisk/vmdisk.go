@@ -23,10 +23,22 @@ type Disk struct {
 	User string
 }
 
+// The accounts the VM agent runs as: LocalSystem on Windows, root on
+// Linux. Their homes are not under C:\Users or /home.
+const (
+	SystemUser = "SYSTEM"
+	RootUser   = "root"
+)
+
 // Home is the user's home folder in the machine's own notation.
 func (d Disk) Home() string {
-	if d.Windows {
+	switch {
+	case d.Windows && d.User == SystemUser:
+		return `C:\Windows\system32\config\systemprofile`
+	case d.Windows:
 		return `C:\Users\` + d.User
+	case d.User == RootUser:
+		return "/root"
 	}
 	return "/home/" + d.User
 }
