@@ -30,17 +30,19 @@ import (
 )
 
 type managerOptions struct {
-	kubeconfig     string
-	armEndpoint    string
-	armCAFile      string
-	entraEndpoint  string
-	concurrency    int
-	requeue        time.Duration
-	metricsAddr    string
-	healthAddr     string
-	webhookPort    int
-	webhookCertDir string
-	noWebhooks     bool
+	kubeconfig    string
+	armEndpoint   string
+	armCAFile     string
+	entraEndpoint string
+	concurrency   int
+	requeue       time.Duration
+	// bootstrapTimeout and poolBootstrapTimeout: see the flags.
+	bootstrapTimeout, poolBootstrapTimeout time.Duration
+	metricsAddr                            string
+	healthAddr                             string
+	webhookPort                            int
+	webhookCertDir                         string
+	noWebhooks                             bool
 
 	leaderElect         bool
 	leaderElectionNS    string
@@ -97,6 +99,8 @@ Lease over at once.`,
 	f.StringVar(&o.entraEndpoint, "entra-endpoint", "", "Entra ID authority host issuing tokens for --arm-endpoint, such as https://127.0.0.1:8444")
 	f.IntVar(&o.concurrency, "concurrency", 10, "objects of each kind reconciled at once")
 	f.DurationVar(&o.requeue, "requeue", 5*time.Second, "how soon to look again at an Azure operation under way")
+	f.DurationVar(&o.bootstrapTimeout, "bootstrap-timeout", controllers.DefaultBootstrapTimeout, "how long a provisioned VM may take to become a node before its bootstrap is reported failed (condition BootstrapSucceeded) with its log, read through Azure's Run Command or boot diagnostics")
+	f.DurationVar(&o.poolBootstrapTimeout, "pool-bootstrap-timeout", controllers.DefaultPoolBootstrapTimeout, "the same for a scale-set (MachinePool) instance")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "where to serve Prometheus metrics (0 to disable)")
 	f.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "where to serve /healthz and /readyz")
 	f.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
@@ -176,7 +180,8 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Cloud: c, FederatedTokenFile: os.Getenv("AZURE_FEDERATED_TOKEN_FILE"), Concurrency: o.concurrency, Requeue: o.requeue}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Cloud: c, FederatedTokenFile: os.Getenv("AZURE_FEDERATED_TOKEN_FILE"), Concurrency: o.concurrency, Requeue: o.requeue,
+		BootstrapTimeout: o.bootstrapTimeout, PoolBootstrapTimeout: o.poolBootstrapTimeout}); err != nil {
 		return err
 	}
 	if !o.noWebhooks {

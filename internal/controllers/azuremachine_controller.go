@@ -30,6 +30,7 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/availabilitysets"
+	"github.com/winkube/winkube/internal/azure/machinelogs"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/inboundnatrules"
 	"github.com/winkube/winkube/internal/azure/loadbalancers"
@@ -57,12 +58,21 @@ type AzureMachineReconciler struct {
 	Requeue    time.Duration
 	// Recorder records the machine's Events; the manager's when nil.
 	Recorder events.EventRecorder
+	// BootstrapTimeout is how long a provisioned VM may take to become a
+	// node before its bootstrap is called failed and its log read
+	// (DefaultBootstrapTimeout when zero).
+	BootstrapTimeout time.Duration
+
+	boot bootstrapWatch
 }
 
 // SetupWithManager registers the controller.
 func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.Requeue == 0 {
 		r.Requeue = 5 * time.Second
+	}
+	if r.BootstrapTimeout == 0 {
+		r.BootstrapTimeout = DefaultBootstrapTimeout
 	}
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorderFor("azuremachine-controller")
@@ -408,7 +418,9 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	}
 	am.Status.Initialization.Provisioned = ptr.To(true)
 	setReady(am, metav1.ConditionTrue, ProvisionedReason, "")
-	return ctrl.Result{}, nil
+	return r.boot.observe(ctx, machineBootstrap{obj: am, uid: am.UID, nodeRef: hasNode(machine), timeout: r.BootstrapTimeout,
+		target: machinelogs.Target{ResourceGroup: n.rg, VM: vmName, Windows: spec.Windows}, logs: svc.BootLogs,
+		recorder: func(typ, reason, msg string) { r.event(am, typ, reason, "%s", msg) }}), nil
 }
 
 func (r *AzureMachineReconciler) provisioning(am *infrav1.AzureMachine, what string) (ctrl.Result, error) {

@@ -4,22 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sigs.k8s.io/cluster-api/util/paused"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	events "k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/machinelogs"
 	"github.com/winkube/winkube/internal/azure/cloud"
 )
 
@@ -31,6 +35,14 @@ type AzureMachinePoolMachineReconciler struct {
 	// Identities resolves the cluster's identity to its services.
 	Identities *Identities
 	Requeue    time.Duration
+	// BootstrapTimeout is how long a provisioned instance may take to
+	// become a node before its bootstrap is called failed and its log read
+	// (DefaultPoolBootstrapTimeout when zero).
+	BootstrapTimeout time.Duration
+	// Recorder records the instance's Events; the manager's when nil.
+	Recorder events.EventRecorder
+
+	boot bootstrapWatch
 }
 
 // SetupWithManager registers the controller.
@@ -41,7 +53,17 @@ func (r *AzureMachinePoolMachineReconciler) SetupWithManager(mgr ctrl.Manager, o
 	if r.Identities == nil {
 		r.Identities = newIdentities(mgr, r.Cloud, "")
 	}
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePoolMachine{}).WithOptions(opts).Named("azuremachinepoolmachine").Complete(r)
+	if r.BootstrapTimeout == 0 {
+		r.BootstrapTimeout = DefaultPoolBootstrapTimeout
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorderFor("azuremachinepoolmachine-controller")
+	}
+	// The instance's Machine (Cluster API's MachinePool controller makes
+	// one per instance) says when its node has registered.
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePoolMachine{}).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToPoolMachine), builder.WithPredicates(machineChanged)).
+		WithOptions(opts).Named("azuremachinepoolmachine").Complete(r)
 }
 
 // Reconcile mirrors or deletes one instance.
@@ -116,7 +138,19 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 			// decide (Instance.Current): Azure's latestModelApplied stays
 			// false after a write of new custom data alone, and polling
 			// it would read the instance every few seconds forever.
-			return ctrl.Result{}, nil
+			machine, err := util.GetOwnerMachine(ctx, r.Client, m.ObjectMeta)
+			if err != nil || machine == nil {
+				// Not yet owned: the Machine's creation wakes this one.
+				return ctrl.Result{}, client.IgnoreNotFound(err)
+			}
+			return r.boot.observe(ctx, machineBootstrap{obj: m, uid: m.UID, nodeRef: hasNode(machine), timeout: r.BootstrapTimeout,
+				target: machinelogs.Target{ResourceGroup: n.rg, ScaleSet: pool.Name, InstanceID: m.Spec.InstanceID, Windows: pool.Spec.Template.OS() == infrav1.Windows},
+				logs:   svc.BootLogs,
+				recorder: func(typ, reason, msg string) {
+					if r.Recorder != nil {
+						r.Recorder.Eventf(m, typ, reason, "%s", msg)
+					}
+				}}), nil
 		}
 		setReady(m, metav1.ConditionFalse, ProvisioningReason, "instance is "+in.ProvisioningState)
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil

@@ -26,6 +26,11 @@ type Options struct {
 	// TenantID is the Azure tenant written to the nodes' cloud provider
 	// config (azure.json); AZURE_TENANT_ID when empty.
 	TenantID string
+	// BootstrapTimeout and PoolBootstrapTimeout are how long a provisioned
+	// VM, or scale-set instance, may take to become a node before its
+	// bootstrap is called failed and its log read through Azure
+	// (DefaultBootstrapTimeout, DefaultPoolBootstrapTimeout when zero).
+	BootstrapTimeout, PoolBootstrapTimeout time.Duration
 }
 
 // Setup registers every winkube controller with the manager.
@@ -39,13 +44,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&AzureClusterReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&AzureMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.BootstrapTimeout}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	if err := (&AzureMachinePoolReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.PoolBootstrapTimeout}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	for _, kind := range []string{"AzureMachineTemplate", "AzureMachinePool", "AzureMachine"} {

@@ -26,13 +26,21 @@ func infraRefRequest(kind string, ref clusterv1.ContractVersionedObjectReference
 // spec (bootstrap data, version, failure domain: a change bumps the
 // generation), labels, annotations and deletion. Cluster API patches a
 // Machine's status a dozen times while it comes up, and the AzureMachine
-// reads none of it; each patch used to wake it to read its VM, NIC and
-// identity again.
+// reads none of it but its node reference; each patch used to wake it to
+// read its VM, NIC and identity again.
 var machineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, n := e.ObjectOld, e.ObjectNew
 	return o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetLabels(), n.GetLabels()) ||
-		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero()
+		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
+		nodeRefSet(o) != nodeRefSet(n)
 }}
+
+// nodeRefSet: the Machine's node has registered, which ends the watch on
+// its bootstrap (bootstrap.go).
+func nodeRefSet(o client.Object) bool {
+	m, ok := o.(*clusterv1.Machine)
+	return ok && m.Status.NodeRef.IsDefined()
+}
 
 // machineToAzureMachine wakes an AzureMachine when its Machine changes (its
 // bootstrap data became ready).
@@ -42,6 +50,16 @@ func machineToAzureMachine(_ context.Context, o client.Object) []reconcile.Reque
 		return nil
 	}
 	return infraRefRequest("AzureMachine", m.Spec.InfrastructureRef, m.Namespace)
+}
+
+// machineToPoolMachine wakes a scale-set instance's AzureMachinePoolMachine
+// when its Machine changes (its node registered).
+func machineToPoolMachine(_ context.Context, o client.Object) []reconcile.Request {
+	m, ok := o.(*clusterv1.Machine)
+	if !ok {
+		return nil
+	}
+	return infraRefRequest("AzureMachinePoolMachine", m.Spec.InfrastructureRef, m.Namespace)
 }
 
 // machinePoolToAzureMachinePool wakes an AzureMachinePool when its

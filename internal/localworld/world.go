@@ -65,6 +65,10 @@ const (
 	// which stands in for every public registry: 'winkube plan' reads the
 	// images' manifest lists there, as the nodes pull them.
 	RegistryFile = "registry"
+	// DefaultLocalBootstrapTimeout is the local world's bootstrap deadline:
+	// its machines join within seconds, so a rehearsed failure shows in
+	// minutes, not in the half hour Azure's slowest Windows boots get.
+	DefaultLocalBootstrapTimeout = 2 * time.Minute
 )
 
 // Subscription is the local world's one Azure subscription.
@@ -88,6 +92,11 @@ type Options struct {
 	// API makes for joining nodes; zero is Cluster API's default (15
 	// minutes). A MachinePool's token is rotated at half of it.
 	JoinTokenTTL time.Duration
+	// BootstrapTimeout is how long a provisioned machine may take to
+	// become a node before the provider reports its bootstrap failed, with
+	// its log read through the emulator's Run Command; zero is
+	// DefaultLocalBootstrapTimeout.
+	BootstrapTimeout time.Duration
 	// Progress receives a line per change; nil discards.
 	Progress func(string)
 	Log      logr.Logger
@@ -285,6 +294,13 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	// Commands run beside the world (winkube logs when a node's SSH is
+	// out of reach) reach its Azure as the provider does: this endpoint,
+	// this Entra ID, this CA, and the cluster's identity.
+	if err := WriteARMEndpoint(filepath.Join(o.StateDir, ARMEndpointFile), ARMEndpoint{
+		ResourceManager: w.emu.URL(), Authority: w.login.URL(), CACertPEM: string(w.emu.CACertPEM())}); err != nil {
+		return err
+	}
 	// The clusters' cloud controllers authenticate as their cloud
 	// configs say, through this Entra ID or their VMs' IMDS.
 	armCfg = mgmtCfg
@@ -329,7 +345,8 @@ func (w *World) startControllers() error {
 	if err := setupClusterAPI(mctx, mgr, o.JoinTokenTTL); err != nil {
 		return err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(mgmtCfg), Concurrency: 16, Requeue: time.Second, SkipNameValidation: true, TenantID: Tenant}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{Cloud: azcloud.New(mgmtCfg), Concurrency: 16, Requeue: time.Second, SkipNameValidation: true, TenantID: Tenant,
+		BootstrapTimeout: o.bootstrapTimeout(), PoolBootstrapTimeout: o.bootstrapTimeout()}); err != nil {
 		return err
 	}
 	if err := webhooks.SetupWithManager(mgr); err != nil {
@@ -497,4 +514,11 @@ func connectARM(cfg *endpoint.Config) machines.ARMConnection {
 		opts, err := cfg.ClientOptions()
 		return nil, opts, err
 	}
+}
+
+func (o Options) bootstrapTimeout() time.Duration {
+	if o.BootstrapTimeout > 0 {
+		return o.BootstrapTimeout
+	}
+	return DefaultLocalBootstrapTimeout
 }

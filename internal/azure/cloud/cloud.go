@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/winkube/winkube/internal/azure/availabilitysets"
+	"github.com/winkube/winkube/internal/azure/machinelogs"
 	"github.com/winkube/winkube/internal/azure/disks"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/azure/identities"
@@ -51,7 +52,9 @@ type Services struct {
 	SKUs         *resourceskus.Service
 	Roles        *roleassignments.Service
 	Identities   *identities.Service
-	Images       *images.Resolver
+	// BootLogs reads a machine's bootstrap log through Azure.
+	BootLogs *machinelogs.Service
+	Images   *images.Resolver
 	// ImageFacts reads what the resolver does not need: an image's
 	// Hyper-V generation.
 	ImageFacts *vmimages.Lister
@@ -167,6 +170,7 @@ func (c *Cloud) ForIdentity(id *Identity, subscription string) (*Services, error
 	set(func() (e error) { s.SKUs, e = resourceskus.New(subscription, cfg); return })
 	set(func() (e error) { s.AvSets, e = availabilitysets.New(subscription, cfg); return })
 	set(func() (e error) { s.Roles, e = roleassignments.New(subscription, cfg); return })
+	set(func() (e error) { s.BootLogs, e = machinelogs.New(subscription, cfg); return })
 	s.Identities = identities.New(cfg)
 	set(func() error {
 		l, e := vmimages.New(subscription, cfg)

@@ -1,0 +1,186 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/winkube/winkube/internal/azure/machinelogs"
+)
+
+// BootstrapSucceededCondition says whether a provisioned machine's
+// bootstrap (cloud-init or cloudbase-init, then kubeadm) made it a node.
+// CAPZ names its condition and reason alike (api/v1beta1/consts.go
+// BootstrapSucceededCondition, BootstrapFailedReason @69ec3a40).
+const (
+	BootstrapSucceededCondition = "BootstrapSucceeded"
+	// WaitingForNodeReason: provisioned, no node yet, within the deadline.
+	WaitingForNodeReason = "WaitingForNode"
+	// BootstrapFailedReason: no node by the deadline; the message has the
+	// cause and the end of the bootstrap log.
+	BootstrapFailedReason = "BootstrapFailed"
+	NodeJoinedReason      = "NodeJoined"
+)
+
+// Bootstrap deadlines: how long a provisioned machine may take to become
+// a node before winkube reads its log and calls the bootstrap failed.
+// CAPZ's end-to-end tests allow Windows and Linux workers 25 minutes and
+// scale-set instances 30 (test/e2e/config/azure-dev.yaml
+// default/wait-worker-nodes and default/wait-machine-pool-nodes @69ec3a40).
+const (
+	DefaultBootstrapTimeout     = 25 * time.Minute
+	DefaultPoolBootstrapTimeout = 30 * time.Minute
+)
+
+// rereadBootLog is how often the log of a machine whose bootstrap failed is
+// read again, while it stays failed: a bootstrap that retries (kubeadm's
+// discovery does) writes more, and Run Command is not free (one at a time
+// per VM, tens of seconds on Azure).
+const rereadBootLog = 5 * time.Minute
+
+// bootLogTailLines is how much of the log's end the condition carries.
+const bootLogTailLines = 15
+
+// bootstrapWatch follows provisioned machines until their node registers.
+type bootstrapWatch struct {
+	mu       sync.Mutex
+	lastRead map[types.UID]time.Time
+}
+
+// machineBootstrap is what the watch needs of one machine.
+type machineBootstrap struct {
+	obj      conditions.Setter
+	uid      types.UID
+	nodeRef  bool
+	timeout  time.Duration
+	target   machinelogs.Target
+	logs     *machinelogs.Service
+	recorder func(typ, reason, msg string)
+}
+
+// observe sets the machine's BootstrapSucceeded condition (and, once it
+// failed, its Ready condition, which Cluster API mirrors into the
+// Machine's InfrastructureReady for a MachineHealthCheck's
+// unhealthyMachineConditions to act on). It returns when to look again.
+//
+// The deadline counts from the condition's first WaitingForNode, which
+// stays put while the status does not change (conditions.Set keeps the
+// transition time), so a restarted controller keeps the same deadline.
+func (w *bootstrapWatch) observe(ctx context.Context, m machineBootstrap) ctrl.Result {
+	cond := conditions.Get(m.obj, BootstrapSucceededCondition)
+	if m.nodeRef {
+		if cond != nil && cond.Reason == BootstrapFailedReason {
+			m.recorder(corev1.EventTypeNormal, NodeJoinedReason, "the node registered after the bootstrap deadline")
+		}
+		conditions.Set(m.obj, metav1.Condition{Type: BootstrapSucceededCondition, Status: metav1.ConditionTrue, Reason: NodeJoinedReason})
+		w.forget(m.uid)
+		return ctrl.Result{}
+	}
+	if cond != nil && cond.Status == metav1.ConditionTrue {
+		// It was a node once: a node lost later is the kubelet's and the
+		// MachineHealthCheck's business, not the bootstrap's.
+		return ctrl.Result{}
+	}
+	if cond == nil {
+		conditions.Set(m.obj, metav1.Condition{Type: BootstrapSucceededCondition, Status: metav1.ConditionFalse, Reason: WaitingForNodeReason,
+			Message: fmt.Sprintf("waiting for the bootstrap to register a node (deadline %s)", m.timeout)})
+		cond = conditions.Get(m.obj, BootstrapSucceededCondition)
+	}
+	since := time.Since(cond.LastTransitionTime.Time)
+	if since < m.timeout {
+		return ctrl.Result{RequeueAfter: m.timeout - since + time.Second}
+	}
+	if cond.Reason == BootstrapFailedReason && !w.due(m.uid) {
+		setReady(m.obj, metav1.ConditionFalse, BootstrapFailedReason, firstLine(cond.Message))
+		return ctrl.Result{RequeueAfter: rereadBootLog}
+	}
+	cause, msg := w.diagnose(ctx, m, since)
+	if cond.Reason != BootstrapFailedReason {
+		m.recorder(corev1.EventTypeWarning, BootstrapFailedReason, cause)
+	}
+	conditions.Set(m.obj, metav1.Condition{Type: BootstrapSucceededCondition, Status: metav1.ConditionFalse, Reason: BootstrapFailedReason, Message: msg})
+	setReady(m.obj, metav1.ConditionFalse, BootstrapFailedReason, cause)
+	return ctrl.Result{RequeueAfter: rereadBootLog}
+}
+
+// diagnose reads the machine's bootstrap log through Azure and returns the
+// cause in one line and the condition's message: the cause, where the log
+// came from, and its end.
+func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since time.Duration) (cause, msg string) {
+	w.mu.Lock()
+	if w.lastRead == nil {
+		w.lastRead = map[types.UID]time.Time{}
+	}
+	w.lastRead[m.uid] = time.Now()
+	w.mu.Unlock()
+	noNode := fmt.Sprintf("no node registered %s after %s was provisioned", since.Round(time.Second), m.target)
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	l, err := m.logs.Read(rctx, m.target)
+	if err != nil {
+		log.FromContext(ctx).Info("bootstrap log unreadable", "error", err.Error())
+		cause = noNode + "; its bootstrap log could not be read through Azure"
+		return cause, cause + ": " + err.Error()
+	}
+	found := machinelogs.Cause(l.Text)
+	if found == "" {
+		found = "the bootstrap log names no error (still running, or stuck)"
+	}
+	cause = noNode + ": " + found
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\nThe bootstrap log's last lines (%s, read through %s", cause, logPath(m.target.Windows), l.Source)
+	if l.RunCommandErr != nil {
+		fmt.Fprintf(&b, "; Run Command failed: %v", l.RunCommandErr)
+	}
+	b.WriteString("):\n")
+	b.WriteString(lastLines(l.Text, bootLogTailLines))
+	return cause, b.String()
+}
+
+func (w *bootstrapWatch) due(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.lastRead[uid]
+	return !ok || time.Since(at) >= rereadBootLog
+}
+
+func (w *bootstrapWatch) forget(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.lastRead, uid)
+}
+
+func logPath(windows bool) string {
+	if windows {
+		return machinelogs.WindowsLog
+	}
+	return machinelogs.LinuxLog
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\r\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+// hasNode says whether Cluster API has found the machine's node.
+func hasNode(m *clusterv1.Machine) bool {
+	return m != nil && m.Status.NodeRef.IsDefined()
+}
