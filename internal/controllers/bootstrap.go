@@ -138,11 +138,11 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 	}
 	cause = noNode + ": " + found
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nThe bootstrap log's last lines (%s, read through %s", cause, logPath(m.target.Windows), l.Source)
-	if l.RunCommandErr != nil {
-		fmt.Fprintf(&b, "; Run Command failed: %v", l.RunCommandErr)
+	if l.Source == machinelogs.FromRunCommand {
+		fmt.Fprintf(&b, "%s\nThe last lines of %s, read through Run Command:\n", cause, logPath(m.target.Windows))
+	} else {
+		fmt.Fprintf(&b, "%s\nThe last lines of the serial console (boot diagnostics; Run Command failed: %v):\n", cause, l.RunCommandErr)
 	}
-	b.WriteString("):\n")
 	b.WriteString(lastLines(l.Text, bootLogTailLines))
 	return cause, b.String()
 }

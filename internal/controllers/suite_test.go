@@ -89,11 +89,22 @@ func startWebhooks(e *testenv.Env) error {
 // the returned stop is called; stop waits for the manager to end.
 func startControllers(t testing.TB, cfg endpoint.Config) (stop func()) {
 	t.Helper()
+	return startControllersWith(t, cfg, nil)
+}
+
+// startControllersWith is startControllers with a change to the
+// controllers' options.
+func startControllersWith(t testing.TB, cfg endpoint.Config, change func(*controllers.Options)) (stop func()) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controllers.Setup(mgr, controllers.Options{Cloud: cloud.New(cfg), Concurrency: 4, Requeue: 50 * time.Millisecond, SkipNameValidation: true, TenantID: testTenant}); err != nil {
+	o := controllers.Options{Cloud: cloud.New(cfg), Concurrency: 4, Requeue: 50 * time.Millisecond, SkipNameValidation: true, TenantID: testTenant}
+	if change != nil {
+		change(&o)
+	}
+	if err := controllers.Setup(mgr, o); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
