@@ -30,10 +30,10 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/availabilitysets"
-	"github.com/winkube/winkube/internal/azure/machinelogs"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/inboundnatrules"
 	"github.com/winkube/winkube/internal/azure/loadbalancers"
+	"github.com/winkube/winkube/internal/azure/machinelogs"
 	"github.com/winkube/winkube/internal/azure/networkinterfaces"
 	"github.com/winkube/winkube/internal/azure/tags"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"

@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
-	"github.com/winkube/winkube/internal/azure/machinelogs"
 	"github.com/winkube/winkube/internal/azure/cloud"
+	"github.com/winkube/winkube/internal/azure/machinelogs"
 )
 
 // AzureMachinePoolMachineReconciler mirrors one scale-set instance into its
