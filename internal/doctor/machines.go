@@ -23,7 +23,9 @@ var failedReasons = map[string]string{
 }
 
 // FailedMachines reports AzureMachines and AzureMachinePools of the
-// management cluster whose provisioning failed, with Azure's error.
+// management cluster whose provisioning failed, with Azure's error, and
+// machines (scale-set instances too) whose bootstrap failed or is under
+// way, with the end of their log and the fix.
 func FailedMachines(ctx context.Context, c client.Client, namespace, clusterName string) ([]Finding, error) {
 	opts := []client.ListOption{client.InNamespace(namespace)}
 	if clusterName != "" {
@@ -40,7 +42,19 @@ func FailedMachines(ctx context.Context, c client.Client, namespace, clusterName
 	var out []Finding
 	for i := range machines.Items {
 		m := &machines.Items[i]
-		out = append(out, failed("AzureMachine", m.ObjectMeta, m.Status.Conditions, m.Status.VMState)...)
+		f := failed("AzureMachine", m.ObjectMeta, m.Status.Conditions, m.Status.VMState)
+		if len(f) == 0 {
+			f = bootstrapFailed("AzureMachine", m.ObjectMeta, m.Status.Conditions)
+		}
+		out = append(out, f...)
+	}
+	instances := &infrav1.AzureMachinePoolMachineList{}
+	if err := c.List(ctx, instances, opts...); err != nil {
+		return nil, err
+	}
+	for i := range instances.Items {
+		m := &instances.Items[i]
+		out = append(out, bootstrapFailed("AzureMachinePoolMachine", m.ObjectMeta, m.Status.Conditions)...)
 	}
 	for i := range pools.Items {
 		p := &pools.Items[i]

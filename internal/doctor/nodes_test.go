@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -162,5 +163,25 @@ func TestFailedMachines(t *testing.T) {
 	expect(t, "failed", fs, 1, Error, "AzureMachine/machines/win-md-0-abcde", "OperationNotAllowed", "quota", "delete the Machine")
 	if fs, _ = FailedMachines(ctx, env.Client, ns, "other"); len(fs) != 0 {
 		t.Fatalf("another cluster's machine reported: %+v", fs)
+	}
+
+	// A machine that did not become a node: the cause, the log's end and
+	// the fix for what the log says.
+	b := azureMachine(c, ns, "win-md-0-fghij", "Provisioned", "")
+	cause := "no node registered 25m0s after VM win-md-0-fghij was provisioned: error execution phase preflight: couldn't validate the identity of the API Server: could not find a JWS signature in the cluster-info ConfigMap for token ID \"abcdef\""
+	c.update(b, func() {
+		b.Status.Conditions = []metav1.Condition{
+			{Type: "Ready", Status: metav1.ConditionFalse, Reason: "BootstrapFailed", LastTransitionTime: metav1.Now(), Message: cause},
+			{Type: "BootstrapSucceeded", Status: metav1.ConditionFalse, Reason: "BootstrapFailed", LastTransitionTime: metav1.Now(),
+				Message: cause + "\nThe last lines of C:\\...\\cloudbase-init.log, read through Run Command:\n[preflight] Running pre-flight checks"}}
+	})
+	fs, err = FailedMachines(ctx, env.Client, ns, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "bootstrap failed", fs, 2, Error)
+	expect(t, "bootstrap failed", fs[1:], 1, Error, "win-md-0-fghij did not become a node", "JWS signature", "read through Run Command", "[preflight]")
+	if !strings.Contains(fs[1].Fix, "token expired") {
+		t.Errorf("the fix for an expired token: %q", fs[1].Fix)
 	}
 }
