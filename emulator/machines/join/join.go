@@ -77,7 +77,10 @@ func Discover(ctx context.Context, d Discovery) (*Cluster, error) {
 	if len(d.CACertHashes) == 0 && !d.UnsafeSkipCAVerification {
 		return nil, fmt.Errorf("discovery has no caCertHashes and does not set unsafeSkipCAVerification: kubeadm refuses to trust an unpinned CA")
 	}
-	insecure := &rest.Config{Host: "https://" + d.Endpoint, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, Timeout: 10 * time.Second}
+	// One request a second, as kubeadm's discovery retries: no client
+	// rate limiter, whose refusals near the deadline would hide the last
+	// real answer.
+	insecure := &rest.Config{Host: "https://" + d.Endpoint, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, Timeout: 10 * time.Second, QPS: -1}
 	var found *Cluster
 	var last error
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
@@ -87,7 +90,11 @@ func Discover(ctx context.Context, d Discovery) (*Cluster, error) {
 		}
 		cm, err := c.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, "cluster-info", metav1.GetOptions{})
 		if err != nil {
-			last = fmt.Errorf("failed to request the cluster-info ConfigMap: %w", err)
+			// kubeadm's request does not share the poll's deadline, so its
+			// last error is a real answer, not the deadline cutting it.
+			if ctx.Err() == nil || last == nil {
+				last = fmt.Errorf("failed to request the cluster-info ConfigMap: %w", err)
+			}
 			return false, nil
 		}
 		cl, err := verify(cm, id, secret, d)
