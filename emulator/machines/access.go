@@ -172,16 +172,12 @@ func (m *machine) hostname() string {
 // machine's custom data to its boot log, without the files' contents:
 // they hold keys.
 func logBootData(m *machine, b *bootdata.BootData) {
-	agent := "cloud-init"
-	if m.windows() {
-		agent = "cloudbase-init"
-	}
-	m.logs.Write(vmdisk.Boot, "%s (winkube machine runtime): instance %s, hostname %s", agent, m.arm.Name, m.hostname())
+	m.logs.Write(vmdisk.Boot, "%s (winkube machine runtime): instance %s, hostname %s", agentName(m), m.arm.Name, m.hostname())
 	if b == nil {
 		return
 	}
 	for _, f := range b.Files {
-		m.logs.Write(vmdisk.Boot, "write_files: %s (%d bytes, permissions %s)", f.Path, len(f.Content), f.Permissions)
+		m.logs.Write(vmdisk.Boot, "write_files: %s (%d bytes, encoding %q, permissions %s)", f.Path, len(f.Raw), f.Encoding, f.Permissions)
 	}
 	for _, u := range b.Users {
 		m.logs.Write(vmdisk.Boot, "users: %s (groups %q, %d SSH key(s))", u.Name, u.Groups, len(u.SSHAuthorizedKeys))

@@ -7,14 +7,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/winkube/winkube/emulator/machines/bootdata"
 	"github.com/winkube/winkube/emulator/machines/cloud"
 	"github.com/winkube/winkube/emulator/machines/components"
 	"github.com/winkube/winkube/emulator/machines/kubelet"
@@ -22,30 +20,6 @@ import (
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/emulator/registry"
 )
-
-// writeBootFiles writes the custom data's write_files to the machine's disk,
-// as cloud-init (Linux) and cloudbase-init (Windows) do before kubeadm runs:
-// the cloud provider config among them.
-func writeBootFiles(m *machine, files []bootdata.File) error {
-	disk := m.disk("")
-	for _, f := range files {
-		p, err := disk.HostPath(f.Path)
-		if err != nil {
-			return err
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return err
-		}
-		mode := os.FileMode(0o600)
-		if v, err := strconv.ParseUint(f.Permissions, 8, 32); err == nil && f.Permissions != "" {
-			mode = os.FileMode(v)&0o700 | 0o600
-		}
-		if err := os.WriteFile(p, f.Content, mode); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // readNodeFile reads a file of the machine's own filesystem.
 func readNodeFile(m *machine) func(string) ([]byte, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -12,7 +11,6 @@ import (
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/images"
-	"github.com/winkube/winkube/internal/poll"
 )
 
 // TestBrokenCustomDataFailsTheBootVisibly: custom data that is no
@@ -36,21 +34,9 @@ func TestBrokenCustomDataFailsTheBootVisibly(t *testing.T) {
 	}
 	for name, data := range cases {
 		a.vm(t, ctx, virtualmachines.Spec{Name: name, ComputerName: name, CustomData: []byte(data), Image: resolveImage(t, images.Request{OS: infrav1.Linux})}, a.nodeSubnet)
-		poll.Until(t, 30*time.Second, func() string {
-			iv, err := vms.InstanceView(ctx, a.rg, name, nil)
-			if err != nil {
-				return err.Error()
-			}
-			for _, s := range iv.Statuses {
-				if s.Code != nil && *s.Code == "BootStatus/failed" {
-					if s.Message == nil || !strings.Contains(*s.Message, want[name]) {
-						t.Errorf("%s: boot failed with %v, want %q", name, s.Message, want[name])
-					}
-					return ""
-				}
-			}
-			return name + " shows no boot failure"
-		})
+		if msg := bootFailure(t, ctx, vms, a.rg, name); !strings.Contains(msg, want[name]) {
+			t.Errorf("%s: boot failed with %q, want %q", name, msg, want[name])
+		}
 		a.deleteVM(t, ctx, name)
 	}
 }

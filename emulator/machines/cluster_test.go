@@ -89,21 +89,20 @@ func nodeReady(n *corev1.Node) (bool, string) {
 	return false, "no Ready condition"
 }
 
-// TestMixedClusterBoots is issue 8's acceptance: Cluster API's kubeadm
-// bootstrap controller writes the custom data, the emulator provisions a
-// control-plane VM, a Linux and a Windows Server 2022 worker, and the
-// machine runtime turns them into a working cluster.
-func TestMixedClusterBoots(t *testing.T) {
-	ctx := context.Background()
-	startBootstrapProvider(t)
-	m := &mixed{azure: newAzure(t, ctx, "mixed-rg")}
+// newMixedCluster makes the Cluster API objects of a Windows-flavor
+// cluster called name and boots its control-plane machine, up to the
+// node registered and marked; start is when its VM was created.
+func newMixedCluster(t *testing.T, ctx context.Context, name string) (m *mixed, endpoint, cpNode string, start time.Time) {
+	t.Helper()
+	m = &mixed{azure: newAzure(t, ctx, name+"-rg")}
 	t.Cleanup(func() { m.dump(t) })
+	cpNode = name + "-control-plane-abcde"
 	// The endpoint is the API server load balancer's: the control plane is
 	// reached through its rule and probe, as on Azure.
-	endpoint := m.azure.apiServerLB(t, ctx, "mixed")
+	endpoint = m.azure.apiServerLB(t, ctx, name)
 
 	objs, err := flavors.Generate(flavors.Windows, flavors.Options{
-		ClusterName: "mixed", KubernetesVersion: k8sVersion, WindowsVersion: infrav1.WindowsServer2022, LinuxNodes: 1, WindowsNodes: 1,
+		ClusterName: name, KubernetesVersion: k8sVersion, WindowsVersion: infrav1.WindowsServer2022, LinuxNodes: 1, WindowsNodes: 1,
 		Location: "westeurope", SubscriptionID: subscriptID,
 		SSHPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh test",
 	})
@@ -114,7 +113,7 @@ func TestMixedClusterBoots(t *testing.T) {
 	kcp := controlPlaneSpec(objs)
 
 	m.cluster = &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "mixed", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: clusterv1.ClusterSpec{
 			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: endpoint, Port: 6443},
 			ClusterNetwork: clusterv1.ClusterNetwork{
@@ -133,11 +132,11 @@ func TestMixedClusterBoots(t *testing.T) {
 
 	// The cloud provider config each machine template's Secret carries,
 	// as winkube's controller writes it.
-	cfg := azurejson.New(azurejson.Network{SubscriptionID: subscriptID, ResourceGroup: "mixed-rg", Location: "westeurope",
-		VnetName: "mixed-rg-vnet", VnetResourceGroup: "mixed-rg", SubnetName: "node", SecurityGroupName: "mixed-rg-nsg", RouteTableName: "mixed-node-routetable"},
+	cfg := azurejson.New(azurejson.Network{SubscriptionID: subscriptID, ResourceGroup: name + "-rg", Location: "westeurope",
+		VnetName: name + "-rg-vnet", VnetResourceGroup: name + "-rg", SubnetName: "node", SecurityGroupName: name + "-rg-nsg", RouteTableName: name + "-node-routetable"},
 		azurejson.Credentials{TenantID: "6f7a1e2b-5c3d-4e8f-9a0b-1c2d3e4f5a6b"})
-	for _, owner := range []string{"mixed-control-plane", "mixed-md-0", "mixed-md-win"} {
-		sec, err := azurejson.Secret(owner, "default", "mixed", metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "mixed", UID: m.cluster.UID}, cfg, cfg)
+	for _, owner := range []string{name + "-control-plane", name + "-md-0", name + "-md-win"} {
+		sec, err := azurejson.Secret(owner, "default", name, metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: m.cluster.UID}, cfg, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,9 +146,9 @@ func TestMixedClusterBoots(t *testing.T) {
 	}
 
 	// The control plane.
-	cpData := bootstrapData(t, ctx, m.cluster, "mixed-control-plane-abcde", true, kcp)
-	start := time.Now()
-	m.azure.vm(t, ctx, virtualmachines.Spec{Name: "mixed-control-plane-abcde", ComputerName: "mixed-control-plane-abcde", CustomData: cpData,
+	cpData := bootstrapData(t, ctx, m.cluster, cpNode, true, kcp)
+	start = time.Now()
+	m.azure.vm(t, ctx, virtualmachines.Spec{Name: cpNode, ComputerName: cpNode, CustomData: cpData,
 		Image: resolveImage(t, images.Request{OS: infrav1.Linux})}, m.azure.cpSubnet)
 	if err := kubeconfig.CreateSecret(ctx, env.Client, m.cluster); err != nil {
 		t.Fatal(err)
@@ -161,7 +160,6 @@ func TestMixedClusterBoots(t *testing.T) {
 	if m.wc, err = client.New(wcfg, client.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	cpNode := "mixed-control-plane-abcde"
 	poll.Until(t, 3*time.Minute, func() string {
 		n, err := m.workload.CoreV1().Nodes().Get(ctx, cpNode, metav1.GetOptions{})
 		if err != nil {
@@ -172,6 +170,29 @@ func TestMixedClusterBoots(t *testing.T) {
 		}
 		return ""
 	})
+	return m, endpoint, cpNode, start
+}
+
+// controlPlaneInitialized records what Cluster API's cluster controller
+// does once the first control-plane node exists: workers may now get
+// join data.
+func (m *mixed) controlPlaneInitialized(t *testing.T, ctx context.Context) {
+	t.Helper()
+	conditions.Set(m.cluster, metav1.Condition{Type: clusterv1.ClusterControlPlaneInitializedCondition, Status: metav1.ConditionTrue, Reason: clusterv1.ClusterControlPlaneInitializedReason})
+	m.cluster.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+	if err := env.Client.Status().Update(ctx, m.cluster); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMixedClusterBoots is issue 8's acceptance: Cluster API's kubeadm
+// bootstrap controller writes the custom data, the emulator provisions a
+// control-plane VM, a Linux and a Windows Server 2022 worker, and the
+// machine runtime turns them into a working cluster.
+func TestMixedClusterBoots(t *testing.T) {
+	ctx := context.Background()
+	startBootstrapProvider(t)
+	m, endpoint, cpNode, start := newMixedCluster(t, ctx, "mixed")
 	t.Logf("control-plane VM: node registered %s after its VM was created", time.Since(start).Round(time.Millisecond))
 	// Without a CNI the node is NotReady, for the reason a kubelet gives.
 	n, err := m.workload.CoreV1().Nodes().Get(ctx, cpNode, metav1.GetOptions{})
@@ -201,11 +222,7 @@ func TestMixedClusterBoots(t *testing.T) {
 
 	// What Cluster API's cluster controller records once the first
 	// control-plane node exists: workers may now get join data.
-	conditions.Set(m.cluster, metav1.Condition{Type: clusterv1.ClusterControlPlaneInitializedCondition, Status: metav1.ConditionTrue, Reason: clusterv1.ClusterControlPlaneInitializedReason})
-	m.cluster.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
-	if err := env.Client.Status().Update(ctx, m.cluster); err != nil {
-		t.Fatal(err)
-	}
+	m.controlPlaneInitialized(t, ctx)
 	// What the provider publishes once the API server has its address:
 	// Calico for Windows reaches it there, not through the Service's
 	// ClusterIP (which needs kube-proxy, which needs Calico's network).

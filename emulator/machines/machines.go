@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/emulator/machines/bootagent"
 	"github.com/winkube/winkube/emulator/machines/bootdata"
 	"github.com/winkube/winkube/emulator/machines/cloud"
 	"github.com/winkube/winkube/emulator/machines/components"
@@ -54,8 +55,13 @@ type Options struct {
 	// the credential each cluster's cloud config names; ARMNetwork makes
 	// one that calls the emulator.
 	Cloud func(cloud.Credentials) (cloud.Network, error)
-	// JoinTimeout bounds a worker's wait for its control plane (10m).
+	// JoinTimeout bounds a worker's wait for its control plane (10m):
+	// kubeadm join's discovery timeout, longer than kubeadm's 5m default
+	// because local workers boot with their control plane.
 	JoinTimeout time.Duration
+	// KubeletHealthCheckTimeout is how long kubeadm join waits for a
+	// kubelet that does not come up (kubeadm v1.36's default, 4m).
+	KubeletHealthCheckTimeout time.Duration
 	// Events receives a line per boot step, for progress displays.
 	Events func(machine, msg string)
 	Log    logr.Logger
@@ -124,6 +130,9 @@ func New(opts Options) (*Runtime, error) {
 	}
 	if opts.JoinTimeout == 0 {
 		opts.JoinTimeout = 10 * time.Minute
+	}
+	if opts.KubeletHealthCheckTimeout == 0 {
+		opts.KubeletHealthCheckTimeout = 4 * time.Minute
 	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
@@ -278,40 +287,36 @@ func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.
 	return cp.MarkControlPlane(ctx)
 }
 
+// bootWorker runs the boot data through the machine's agent, whose
+// script runs kubeadm join; a machine booting again keeps the credentials
+// of its first join, as cloud-init runs once per instance.
 func (r *Runtime) bootWorker(ctx context.Context, m *machine, b *bootdata.BootData, host netip.Addr) error {
 	j := b.Kubeadm.Join
 	m.nodeName = nodeName(j.NodeRegistration, m.arm.ComputerName)
-	if err := writeBootFiles(m, b.Files); err != nil {
-		return fmt.Errorf("write_files: %w", err)
+	if bt := j.Discovery.BootstrapToken; bt != nil {
+		m.endpoint = bt.APIServerEndpoint
 	}
-	bt := j.Discovery.BootstrapToken
-	if bt == nil {
-		return errors.New("JoinConfiguration has no bootstrapToken discovery: file discovery is not supported by winkube's machine runtime")
-	}
-	m.endpoint = bt.APIServerEndpoint
-	kubeconfig := filepath.Join(m.dir, "root", "etc", "kubernetes", "kubelet.conf")
-	cfg, err := join.LoadKubeconfig(kubeconfig)
+	reg := j.NodeRegistration
+	cfg, err := join.LoadKubeconfig(filepath.Join(m.dir, "root", "etc", "kubernetes", "kubelet.conf"))
 	if err == nil {
-		// cloud-init runs once per instance: a machine booting again keeps
-		// the credentials of its first join, as a rebooted node does.
 		r.event(m, "booting again with the node's credentials from its first join")
 	} else {
-		r.event(m, "discovering the cluster at "+bt.APIServerEndpoint)
-		dctx, cancel := context.WithTimeout(ctx, r.opts.JoinTimeout)
-		defer cancel()
-		cl, err := join.Discover(dctx, join.Discovery{Endpoint: bt.APIServerEndpoint, Token: bt.Token, CACertHashes: bt.CACertHashes, UnsafeSkipCAVerification: bt.UnsafeSkipCAVerification})
-		if err != nil {
-			return err
+		var done joined
+		var failed error
+		agent := &bootagent.Agent{Windows: m.windows(), Disk: m.disk(""), Logs: m.logs, Kubeadm: r.kubeadmJoin(m, &done, &failed)}
+		res := agent.Run(ctx, b)
+		switch {
+		case done.cfg != nil:
+			cfg, reg = done.cfg, done.reg
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case failed != nil:
+			return failed
+		case !res.KubeadmRan:
+			return fmt.Errorf("%s: the runcmd script ended with status %d before it ran kubeadm join", agentName(m), res.ExitStatus)
+		default:
+			return fmt.Errorf("%s: kubeadm join did not join the node", agentName(m))
 		}
-		r.event(m, "requesting the node's client certificate (TLS bootstrap)")
-		creds, err := join.Bootstrap(dctx, cl, bt.Token, m.nodeName)
-		if err != nil {
-			return err
-		}
-		if err := creds.WriteKubeconfig(kubeconfig, cl, m.nodeName); err != nil {
-			return err
-		}
-		cfg = creds.Config(cl)
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -321,7 +326,14 @@ func (r *Runtime) bootWorker(ctx context.Context, m *machine, b *bootdata.BootDa
 	if v, err := client.Discovery().ServerVersion(); err == nil {
 		version = v.GitVersion
 	}
-	return r.startKubelet(ctx, m, client, j.NodeRegistration, nil, nil, host, version)
+	return r.startKubelet(ctx, m, client, reg, nil, nil, host, version)
+}
+
+func agentName(m *machine) string {
+	if m.windows() {
+		return "cloudbase-init"
+	}
+	return "cloud-init"
 }
 
 // startKubelet registers the node as a kubelet of the machine's OS would.

@@ -422,10 +422,10 @@ func (m *mixed) joinRefusals(t *testing.T, ctx context.Context, endpoint string)
 	id := string(secrets.Items[0].Data["token-id"])
 	secret := string(secrets.Items[0].Data["token-secret"])
 	ep := endpoint + ":6443"
-	if _, err := join.Discover(ctx, join.Discovery{Endpoint: ep, Token: id + ".0000000000000000", CACertHashes: []string{"sha256:00"}}); err == nil || !strings.Contains(err.Error(), "wrong token secret") {
+	if _, err := join.Discover(ctx, join.Discovery{Endpoint: ep, Token: id + ".0000000000000000", CACertHashes: []string{"sha256:00"}}); err == nil || !strings.Contains(err.Error(), "failed to verify JWS signature") {
 		t.Errorf("discovery with a wrong token secret: %v", err)
 	}
-	if _, err := join.Discover(ctx, join.Discovery{Endpoint: ep, Token: id + "." + secret, CACertHashes: []string{"sha256:" + strings.Repeat("ab", 32)}}); err == nil || !strings.Contains(err.Error(), "caCertHashes") {
+	if _, err := join.Discover(ctx, join.Discovery{Endpoint: ep, Token: id + "." + secret, CACertHashes: []string{"sha256:" + strings.Repeat("ab", 32)}}); err == nil || !strings.Contains(err.Error(), "are pinned") {
 		t.Errorf("discovery with a wrong CA pin: %v", err)
 	}
 	if _, err := join.Discover(ctx, join.Discovery{Endpoint: ep, Token: id + "." + secret}); err == nil || !strings.Contains(err.Error(), "unpinned") {

@@ -8,23 +8,27 @@
 package bootdata
 
 import (
-	"bytes"
-	"compress/gzip"
-	"encoding/base64"
 	"fmt"
-	"io"
 	"regexp"
 	"strings"
 
 	"sigs.k8s.io/yaml"
 )
 
-// File is one decoded write_files entry.
+// File is one write_files entry.
 type File struct {
 	Path        string
 	Owner       string
 	Permissions string
-	Content     []byte
+	// Content is the decoded content, nil when DecodeErr is set.
+	Content []byte
+	// Encoding and Raw are the entry as the custom data carries it: the
+	// agents differ on what they do with content they cannot decode, so
+	// the decision is theirs (see Decode).
+	Encoding string
+	Raw      string
+	// DecodeErr is why Raw does not decode as Encoding says.
+	DecodeErr error
 }
 
 // User is one users entry.
@@ -146,11 +150,14 @@ func Parse(data []byte, md Metadata) (*BootData, error) {
 		if f.Path == "" {
 			return nil, fmt.Errorf("write_files[%d] has no path", i)
 		}
-		content, err := decode(f.Content, f.Encoding)
-		if err != nil {
-			return nil, fmt.Errorf("write_files[%d] %s: %w", i, f.Path, err)
+		file := File{Path: f.Path, Owner: f.Owner, Permissions: f.Permissions, Encoding: f.Encoding, Raw: f.Content}
+		d := Decode(f.Content, f.Encoding)
+		if d.Err != nil {
+			file.DecodeErr = d.Err
+		} else {
+			file.Content = d.Content
 		}
-		b.Files = append(b.Files, File{Path: f.Path, Owner: f.Owner, Permissions: f.Permissions, Content: content})
+		b.Files = append(b.Files, file)
 	}
 	for _, c := range raw.RunCmd {
 		switch v := c.(type) {
@@ -189,6 +196,9 @@ func (b *BootData) readKubeadm() error {
 		return fmt.Errorf("custom data runs no kubeadm init or kubeadm join: it is not bootstrap data of Cluster API's kubeadm provider")
 	}
 	f, ok := b.File(path)
+	if ok && f.DecodeErr != nil {
+		return fmt.Errorf("%s: %w", path, f.DecodeErr)
+	}
 	if !ok {
 		return fmt.Errorf("custom data runs kubeadm %s but writes no %s", b.Role, path)
 	}
@@ -211,26 +221,6 @@ func (b *BootData) readKubeadm() error {
 		}
 	}
 	return nil
-}
-
-func decode(content, encoding string) ([]byte, error) {
-	switch strings.ToLower(encoding) {
-	case "", "text/plain":
-		return []byte(content), nil
-	case "b64", "base64":
-		return base64.StdEncoding.DecodeString(strings.TrimSpace(content))
-	case "gz+b64", "gzip+base64", "gz+base64", "gzip+b64":
-		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(content))
-		if err != nil {
-			return nil, err
-		}
-		zr, err := gzip.NewReader(bytes.NewReader(raw))
-		if err != nil {
-			return nil, err
-		}
-		return io.ReadAll(zr)
-	}
-	return nil, fmt.Errorf("encoding %q is not one cloud-init knows (use b64 or gz+b64)", encoding)
 }
 
 func truncate(s string) string {

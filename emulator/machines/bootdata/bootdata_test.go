@@ -150,8 +150,6 @@ func TestBrokenCustomDataFailsWithAReason(t *testing.T) {
 		"a shell script":   {"#!/bin/bash\nkubeadm join\n", "not a cloud-config"},
 		"not YAML":         {"#cloud-config\nwrite_files: [unclosed\n", "not valid cloud-config YAML"},
 		"no kubeadm":       {"#cloud-config\nruncmd:\n  - echo hello\n", "no kubeadm init or kubeadm join"},
-		"bad encoding":     {"#cloud-config\nwrite_files:\n- path: /x\n  encoding: rot13\n  content: abc\nruncmd: [kubeadm join]\n", "encoding \"rot13\""},
-		"bad base64":       {"#cloud-config\nwrite_files:\n- path: /x\n  encoding: b64\n  content: '!!!'\nruncmd: [kubeadm join]\n", "write_files[0] /x"},
 		"no join config":   {"#cloud-config\nruncmd:\n  - kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml\n", "writes no /run/kubeadm/kubeadm-join-config.yaml"},
 		"unknown template": {strings.Replace(good, "#cloud-config", "#cloud-config\n# {{ ds.meta_data.instance_id }}", 1), "cannot render"},
 	} {
@@ -159,5 +157,32 @@ func TestBrokenCustomDataFailsWithAReason(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", name, err, tc.want)
 		}
+	}
+}
+
+// TestUndecodableFilesAreTheAgentsBusiness: a file whose content does not
+// decode is no reason to refuse the custom data (both agents go on, each
+// its own way); the entry keeps its raw content and why it failed, and an
+// unknown encoding is plain text.
+func TestUndecodableFilesAreTheAgentsBusiness(t *testing.T) {
+	good := string(workerData(t, false))
+	data := strings.Replace(good, "write_files:\n", "write_files:\n-   path: /x\n    encoding: b64\n    content: 'abcde'\n-   path: /y\n    encoding: gz+b64\n    content: aGVsbG8=\n-   path: /z\n    encoding: rot13\n    content: abc\n", 1)
+	b, err := bootdata.Parse([]byte(data), bootdata.Metadata{LocalHostname: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := b.File("/x")
+	if x.DecodeErr == nil || !strings.Contains(x.DecodeErr.Error(), "number of data characters (5)") || x.Raw != "abcde" {
+		t.Errorf("/x: %+v", x)
+	}
+	y, _ := b.File("/y")
+	if y.DecodeErr == nil || !strings.Contains(y.DecodeErr.Error(), "Not a gzipped file (b'he')") {
+		t.Errorf("/y: %+v", y)
+	}
+	if d := bootdata.Decode("aGVsbG8=", "gz+b64"); d.Failed != bootdata.StepGzip || string(d.Content) != "hello" {
+		t.Errorf("gzip step on base64-decoded content: %+v", d)
+	}
+	if z, _ := b.File("/z"); z.DecodeErr != nil || string(z.Content) != "abc" {
+		t.Errorf("/z: %+v", z)
 	}
 }

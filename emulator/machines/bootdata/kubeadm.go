@@ -119,6 +119,13 @@ type JoinConfiguration struct {
 			UnsafeSkipCAVerification bool     `json:"unsafeSkipCAVerification"`
 		} `json:"bootstrapToken"`
 	} `json:"discovery"`
+	// Timeouts are kubeadm v1beta4's ("5m0s"); empty means kubeadm's
+	// default.
+	Timeouts struct {
+		Discovery          string `json:"discovery"`
+		KubeletHealthCheck string `json:"kubeletHealthCheck"`
+		TLSBootstrap       string `json:"tlsBootstrap"`
+	} `json:"timeouts"`
 	ControlPlane *struct {
 		LocalAPIEndpoint struct {
 			AdvertiseAddress string `json:"advertiseAddress"`

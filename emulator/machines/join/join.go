@@ -35,7 +35,18 @@ import (
 	"k8s.io/cluster-bootstrap/token/jws"
 )
 
-var errUnsigned = errors.New("cluster-info has no JWS signature")
+// unsignedError: cluster-info has no signature for the token (yet).
+type unsignedError struct{ id string }
+
+func (e unsignedError) Error() string {
+	return fmt.Sprintf("could not find a JWS signature in the cluster-info ConfigMap for token ID %q", e.id)
+}
+
+// Discovery's errors are kubeadm's (cmd/kubeadm/app/discovery/token/token.go,
+// kubernetes/kubernetes@038dec7f4875884f8622c07b0a7caa941d19f2d8, and
+// cmd/kubeadm/app/util/pubkeypin/pubkeypin.go): a token the cluster does
+// not know, or whose signature was removed when it expired, is waited for
+// until the discovery timeout, then reported as the last error.
 
 // Discovery is what a joining node needs to find the cluster.
 type Discovery struct {
@@ -66,7 +77,10 @@ func Discover(ctx context.Context, d Discovery) (*Cluster, error) {
 	if len(d.CACertHashes) == 0 && !d.UnsafeSkipCAVerification {
 		return nil, fmt.Errorf("discovery has no caCertHashes and does not set unsafeSkipCAVerification: kubeadm refuses to trust an unpinned CA")
 	}
-	insecure := &rest.Config{Host: "https://" + d.Endpoint, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, Timeout: 10 * time.Second}
+	// One request a second, as kubeadm's discovery retries: no client
+	// rate limiter, whose refusals near the deadline would hide the last
+	// real answer.
+	insecure := &rest.Config{Host: "https://" + d.Endpoint, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, Timeout: 10 * time.Second, QPS: -1}
 	var found *Cluster
 	var last error
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
@@ -76,11 +90,15 @@ func Discover(ctx context.Context, d Discovery) (*Cluster, error) {
 		}
 		cm, err := c.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, "cluster-info", metav1.GetOptions{})
 		if err != nil {
-			last = err
+			// kubeadm's request does not share the poll's deadline, so its
+			// last error is a real answer, not the deadline cutting it.
+			if ctx.Err() == nil || last == nil {
+				last = fmt.Errorf("failed to request the cluster-info ConfigMap: %w", err)
+			}
 			return false, nil
 		}
 		cl, err := verify(cm, id, secret, d)
-		if errors.Is(err, errUnsigned) {
+		if errors.As(err, new(unsignedError)) {
 			// The controller-manager's bootstrap signer signs new tokens
 			// shortly: keep trying until the deadline.
 			last = err
@@ -94,9 +112,9 @@ func Discover(ctx context.Context, d Discovery) (*Cluster, error) {
 	})
 	if err != nil {
 		if last != nil && ctx.Err() != nil {
-			return nil, fmt.Errorf("discovery of %s failed: %w", d.Endpoint, last)
+			return nil, last
 		}
-		return nil, fmt.Errorf("discovery of %s failed: %w", d.Endpoint, err)
+		return nil, err
 	}
 	return found, nil
 }
@@ -108,10 +126,10 @@ func verify(cm *corev1.ConfigMap, id, secret string, d Discovery) (*Cluster, err
 	}
 	sig, ok := cm.Data["jws-kubeconfig-"+id]
 	if !ok {
-		return nil, fmt.Errorf("%w for token ID %q: the token is unknown, expired or not signed yet", errUnsigned, id)
+		return nil, unsignedError{id}
 	}
 	if !jws.DetachedTokenIsValid(sig, kc, id, secret) {
-		return nil, fmt.Errorf("failed to verify the JWS signature of cluster-info with token ID %q: wrong token secret", id)
+		return nil, errors.New("failed to verify JWS signature of received cluster info object, can't trust this API Server")
 	}
 	cfg, err := clientcmd.Load([]byte(kc))
 	if err != nil {
@@ -145,7 +163,7 @@ func pinned(caPEM []byte, pins []string) error {
 		}
 		got = append(got, h)
 	}
-	return fmt.Errorf("cluster CA found in cluster-info ConfigMap is invalid: none of the public keys %v are pinned by caCertHashes %v", got, pins)
+	return fmt.Errorf("cluster CA found in cluster-info ConfigMap is invalid: none of the public keys %q are pinned", strings.Join(got, ":"))
 }
 
 // PublicKeyHash is kubeadm's pin of a CA: sha256 of its SubjectPublicKeyInfo.
