@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"syscall"
 	"time"
 
@@ -149,7 +150,7 @@ func runLogs(cmd *cobra.Command, o *logsOptions, name string) error {
 	results, err := nodelogs.Collect(src.runner, src.via, nodelogs.Plan(m.OS == "Windows"), from, sink, func(r nodelogs.Result) {
 		switch {
 		case r.Err != nil:
-			fmt.Fprintf(out, "  %-32s failed: %v %s\n", r.File, r.Err, r.Stderr)
+			fmt.Fprintf(out, "  %-32s failed: %s\n", r.File, firstLine(r))
 		case r.Truncated:
 			fmt.Fprintf(out, "  %-32s %d bytes (the end only: %s returns at most %d)\n", r.File, r.Bytes, src.via.Name, src.via.Limit)
 		default:
@@ -241,4 +242,18 @@ func (o *logsOptions) runCommandSource(ctx context.Context, name, why string) (*
 		return nil, err
 	}
 	return &logSource{machine: m.info, runner: runner, via: runCommandTransport, why: why, close: func() {}}, nil
+}
+
+// firstLine is a failure's gist for the progress: its error output's first
+// line, shortened; the index and FILE.error keep all of it.
+func firstLine(r nodelogs.Result) string {
+	msg := r.Err.Error()
+	if r.Stderr != "" {
+		msg, _, _ = strings.Cut(r.Stderr, "\n")
+	}
+	const most = 140
+	if len(msg) > most {
+		msg = msg[:most] + "..."
+	}
+	return msg
 }

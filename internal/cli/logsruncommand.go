@@ -44,7 +44,7 @@ func (r runCommandRunner) Run(cmd string, stdout, stderr io.Writer) error {
 	}
 	if strings.TrimSpace(errOut) != "" {
 		_, _ = io.WriteString(stderr, errOut)
-		return errors.New("the command wrote an error")
+		return errors.New("it wrote to its error stream")
 	}
 	return nil
 }
