@@ -38,7 +38,7 @@ func newLogsCommand() *cobra.Command {
 		Long: `logs collects what CAPZ's log collector gathers from a machine:
 
   Windows  cloudbase-init's logs, the kubelet's (and its folder), containerd's,
-           kube-proxy's and the CNI's logs, Get-Service, HNS networks,
+           kube-proxy's and the CNI's logs, Get-Service states, HNS networks,
            endpoints and policies, IP configuration, event logs (reboots,
            service control manager, Hyper-V), containers and crash dumps
   Linux    cloud-init's logs, the kubelet's and containerd's journals, the
@@ -68,8 +68,10 @@ credential: az login or AZURE_* variables).
 Each command's output goes into a file of --write-to: a new folder, or a .tar /
 .tar.gz archive. A command that fails does not stop the others: its error
 output is kept beside it as FILE.error. Commands the machine cannot run are
-attempted and recorded as failed with its refusal. --since keeps only lines
-stamped from then on.
+attempted and recorded as failed with its refusal (a local world's emulated
+machines answer only what winkube simulates: files on their disk, the
+journal's units, HNS, the kubelet version). --since keeps only lines stamped
+from then on.
 
 Every collection has an index, index.json: the machine, when the collection
 ran, the transport and why Run Command was used, and for each file its command,
