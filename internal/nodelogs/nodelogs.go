@@ -1,6 +1,8 @@
-// Package nodelogs collects a node's logs over SSH: what CAPZ's log
-// collector gathers from its Windows and Linux nodes, each into a file of
-// a folder or a tar archive.
+// Package nodelogs collects a node's logs: what CAPZ's log collector
+// gathers from its Windows and Linux nodes, each into a file of a folder or
+// a tar archive, with an index saying what each file is and how it was
+// read. It knows nothing of how commands reach the node (a Runner: SSH, or
+// Azure's Run Command for a machine nobody can reach).
 package nodelogs
 
 import (
@@ -17,44 +19,28 @@ import (
 	"time"
 )
 
-// Item is one file of the collection and the command whose output it is.
-type Item struct {
-	File    string
-	Command string
-}
-
-// Plan is what is collected from a node of the OS. Windows commands are
-// PowerShell, the SSH shell of CAPZ's Windows images.
-func Plan(windows bool) []Item {
-	if windows {
-		return []Item{
-			{"cloudbase-init.log", `Get-Content 'C:\Program Files\Cloudbase Solutions\Cloudbase-Init\log\cloudbase-init.log'`},
-			{"kubelet.log", `Get-Content 'C:\var\log\kubelet\kubelet.log'`},
-			{"containerd.log", `Get-Content 'C:\var\log\containerd\containerd.log'`},
-			{"cni.log", `Get-Content 'C:\cni.log'`},
-			{"hns-networks.json", `Get-HnsNetwork | ConvertTo-Json -Depth 20`},
-			{"hns-endpoints.json", `Get-HnsEndpoint | ConvertTo-Json -Depth 20`},
-			{"kubelet-version.txt", `kubelet.exe --version`},
-		}
-	}
-	return []Item{
-		{"cloud-init-output.log", "sudo cat /var/log/cloud-init-output.log"},
-		{"kubelet.log", "sudo journalctl --no-pager --output=short-precise -u kubelet.service"},
-		{"containerd.log", "sudo journalctl --no-pager --output=short-precise -u containerd.service"},
-		{"cni.log", "sudo cat /var/log/calico/cni/cni.log"},
-		{"kubelet-version.txt", "kubelet --version"},
-	}
-}
-
 // Runner runs a command on the node.
 type Runner interface {
 	Run(cmd string, stdout, stderr io.Writer) error
 }
 
+// Transport is how the commands reach the node.
+type Transport struct {
+	// Name is SSH or Run Command, as the index says.
+	Name string
+	// Limit, when not zero, is how many bytes of a command's output the
+	// transport returns at most: the output's end.
+	Limit int
+}
+
 // Result is what became of one item.
 type Result struct {
 	Item
-	Bytes int
+	Transport string
+	Bytes     int
+	// Truncated: the output reached the transport's limit, so its
+	// beginning is probably missing.
+	Truncated bool
 	// Err is the command's failure; its error output is in Stderr.
 	Err    error
 	Stderr string
@@ -63,16 +49,17 @@ type Result struct {
 // Collect runs the plan on the node and hands each output to sink. A
 // failing command does not stop the others: its error output is kept in
 // a FILE.error entry. since, when not zero, drops log lines older than it.
-func Collect(r Runner, plan []Item, since time.Time, sink Sink, progress func(Result)) ([]Result, error) {
+func Collect(r Runner, via Transport, plan []Item, since time.Time, sink Sink, progress func(Result)) ([]Result, error) {
 	var out []Result
 	for _, it := range plan {
 		var stdout, stderr bytes.Buffer
 		err := r.Run(it.Command, &stdout, &stderr)
 		data := stdout.Bytes()
+		truncated := via.Limit > 0 && len(data) >= via.Limit
 		if !since.IsZero() {
 			data = Since(data, since, time.Now())
 		}
-		res := Result{Item: it, Bytes: len(data), Err: err, Stderr: strings.TrimSpace(stderr.String())}
+		res := Result{Item: it, Transport: via.Name, Bytes: len(data), Truncated: truncated, Err: err, Stderr: strings.TrimSpace(stderr.String())}
 		if err := sink.Add(it.File, data); err != nil {
 			return out, err
 		}

@@ -48,20 +48,20 @@ func (f fakeNode) Run(cmd string, stdout, stderr io.Writer) error {
 
 func TestCollectIntoFolderAndArchive(t *testing.T) {
 	plan := Plan(true)
-	node := fakeNode{plan[0].Command: "booted\n", plan[1].Command: "kubelet ran\n"}
+	node := fakeNode{plan[0].Command: "booted\n", `Get-Content 'C:\var\log\kubelet\kubelet.log'`: "kubelet ran\n"}
 	dir := filepath.Join(t.TempDir(), "logs")
 	sink, err := NewSink(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Collect(node, plan, time.Time{}, sink, nil)
+	res, err := Collect(node, Transport{Name: "SSH"}, plan, time.Time{}, sink, nil)
 	if err != nil || sink.Close() != nil || len(res) != len(plan) {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "kubelet.log")); string(b) != "kubelet ran\n" {
 		t.Errorf("kubelet.log %q", b)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "cni.log.error")); !strings.Contains(string(b), "cannot run") {
+	if b, _ := os.ReadFile(filepath.Join(dir, "kubelet.err.log.error")); !strings.Contains(string(b), "cannot run") {
 		t.Errorf("a failed command keeps its error output: %q", b)
 	}
 	if _, err := NewSink(dir); err == nil {
@@ -73,7 +73,7 @@ func TestCollectIntoFolderAndArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Collect(node, plan[:2], time.Time{}, sink, nil); err != nil || sink.Close() != nil {
+	if _, err := Collect(node, Transport{Name: "SSH"}, plan[:2], time.Time{}, sink, nil); err != nil || sink.Close() != nil {
 		t.Fatal(err)
 	}
 	f, _ := os.Open(archive)
@@ -91,7 +91,7 @@ func TestCollectIntoFolderAndArchive(t *testing.T) {
 		}
 		names = append(names, h.Name)
 	}
-	if strings.Join(names, ",") != "node/cloudbase-init.log,node/kubelet.log" {
+	if strings.Join(names, ",") != "node/cloudbase-init.log,node/cloudbase-init-unattend.log,node/cloudbase-init-unattend.log.error" {
 		t.Errorf("archive holds %v", names)
 	}
 	if _, err := NewSink(archive); err == nil {

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/winkube/winkube/internal/azure/cloud"
+	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/machinelogs"
+	"github.com/winkube/winkube/internal/controllers"
+	"github.com/winkube/winkube/internal/localworld"
+	"github.com/winkube/winkube/internal/nodelogs"
+)
+
+// runCommandTransport is Azure's Run Command: it returns the last 4,096
+// bytes of each stream
+// (https://learn.microsoft.com/azure/virtual-machines/windows/run-command#restrictions).
+var runCommandTransport = nodelogs.Transport{Name: machinelogs.FromRunCommand, Limit: 4096}
+
+// runCommandRunner runs each command as a Run Command script of one line.
+type runCommandRunner struct {
+	ctx    context.Context
+	logs   *machinelogs.Service
+	target machinelogs.Target
+}
+
+// Run runs cmd on the machine. Azure reports no exit status, so a command
+// failed when it wrote to its error stream: PowerShell's cmdlets and the
+// shell's commands say there why they failed.
+func (r runCommandRunner) Run(cmd string, stdout, stderr io.Writer) error {
+	out, errOut, err := r.logs.Run(r.ctx, r.target, []string{cmd})
+	if err != nil {
+		return fmt.Errorf("Run Command: %w", err)
+	}
+	if _, err := io.WriteString(stdout, out); err != nil {
+		return err
+	}
+	if strings.TrimSpace(errOut) != "" {
+		_, _ = io.WriteString(stderr, errOut)
+		return errors.New("it wrote to its error stream")
+	}
+	return nil
+}
+
+// runCommand finds the machine name means and a runner acting as its
+// cluster's identity, in the cluster's cloud: the local world's Azure
+// (arm-endpoint.json in its state) with --local or --state-dir, else
+// Azure's public cloud unless the AzureCluster names another
+// (spec.azureEnvironment, as the provider reads it).
+func (o *accessOptions) runCommand(ctx context.Context, c client.Client, ns, name string) (*azureMachine, runCommandRunner, error) {
+	m, err := findAzureMachine(ctx, c, ns, name, o.cluster)
+	if err != nil {
+		return nil, runCommandRunner{}, err
+	}
+	cfg := endpoint.Config{}
+	if o.stateDir != "" {
+		if cfg, err = localworld.ReadARMEndpoint(filepath.Join(o.stateDir, localworld.ARMEndpointFile)); err != nil {
+			return nil, runCommandRunner{}, err
+		}
+	} else if m.cluster.Spec.IdentityRef == nil {
+		// A cluster without an identity is the manager's own credential's;
+		// here that is the user's (az login, environment, managed identity).
+		if cfg.Credential, err = azidentity.NewDefaultAzureCredential(nil); err != nil {
+			return nil, runCommandRunner{}, fmt.Errorf("AzureCluster %s has no identityRef, and no Azure credential of yours was found (az login, or AZURE_CLIENT_ID and AZURE_CLIENT_SECRET): %w", m.cluster.Name, err)
+		}
+	}
+	ids := &controllers.Identities{Client: c, Reader: c, Cloud: cloud.New(cfg)}
+	svc, err := ids.Services(ctx, m.cluster)
+	if err != nil {
+		return nil, runCommandRunner{}, fmt.Errorf("acting as the identity of AzureCluster %s: %w", m.cluster.Name, err)
+	}
+	return m, runCommandRunner{ctx: ctx, logs: svc.BootLogs, target: m.target}, nil
+}
