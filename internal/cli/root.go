@@ -87,6 +87,6 @@ Shell completion (flavors, versions, local worlds, machines and nodes):
 	}
 	root.AddCommand(forPlugin(newVersionCommand()), newEmulatorCommand(), newManagerCommand(), forPlugin(newGenerateCommand()), newAdmissionCommand(),
 		newUpCommand(), newDownCommand(), newBenchCommand(), forPlugin(newSSHCommand()), forPlugin(newRDPCommand()), forPlugin(newLogsCommand()),
-		forPlugin(newDoctorCommand()), forPlugin(newPlanCommand()), forPlugin(newImagesCommand()))
+		forPlugin(newDoctorCommand()), forPlugin(newPlanCommand()), forPlugin(newRehearseCommand()), forPlugin(newImagesCommand()))
 	return root
 }

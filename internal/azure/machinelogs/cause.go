@@ -6,35 +6,51 @@ import (
 )
 
 // causes are the lines that say why a bootstrap stopped, most telling
-// first, as the real tools write them:
+// first, as the real tools write them; each is looked for from the end of
+// the log, or from its start where the first one is the root (a module
+// that failed makes the later ones fail):
+//   - cloud-init's write_files stops at an entry it cannot decode and logs
+//     "Running module write_files (...) failed"; the files after it (Cluster
+//     API's kubeadm configuration comes last) are then missing, and what
+//     kubeadm says next is only a consequence (canonical/cloud-init
+//     @04eacd06e, cloudinit/config/modules.py, cloudinit/log/log_util.py);
 //   - kubeadm's phase runner wraps the failing phase's error in "error
 //     execution phase <phase>: ..." (k8s.io/kubernetes v1.36.3
-//     cmd/kubeadm/app/cmd/phases/workflow/runner.go);
+//     cmd/kubeadm/app/cmd/phases/workflow/runner.go), and fails before
+//     any phase with "unable to read config from ..."
+//     (cmd/kubeadm/app/util/config/joinconfiguration.go);
 //   - cloud-init reports a failing runcmd script as "Failed to run module
-//     scripts-user (scripts in /var/lib/cloud/instance/scripts)" after
-//     "Runparts: 1 failures (runcmd) in 1 attempted commands"
-//     (canonical/cloud-init @04eacd06e, cloudinit/config/cc_scripts_user.py,
-//     cloudinit/subp.py runparts);
+//     scripts-user (scripts in /var/lib/cloud/instance/scripts)" and
+//     "Running module scripts_user (...) failed" (cc_scripts_user.py,
+//     subp.py runparts, modules.py);
 //   - cloudbase-init logs through oslo.log, "<time> <pid> ERROR <logger>
 //     [-] <message>", a plugin's failure as "plugin '<name>' failed with
 //     error '<error>'" (cloudbase/cloudbase-init @c48d759,
 //     cloudbaseinit/init.py);
 //   - anything else that reports an error.
-var causes = []*regexp.Regexp{
-	regexp.MustCompile(`error execution phase .*`),
-	regexp.MustCompile(`Failed to run module .*`),
-	regexp.MustCompile(`\bERROR\b.*`),
-	regexp.MustCompile(`(?i)\b(failed|error)\b.*`),
+var causes = []struct {
+	re    *regexp.Regexp
+	first bool
+}{
+	{regexp.MustCompile(`Running module write_files .*failed`), true},
+	{regexp.MustCompile(`error execution phase .*`), false},
+	{regexp.MustCompile(`unable to read config from .*`), false},
+	{regexp.MustCompile(`Failed to run module .*|Running module \S+ \(.*\) failed`), true},
+	{regexp.MustCompile(`\bERROR\b.*`), false},
+	{regexp.MustCompile(`(?i)\b(failed|error)\b.*`), false},
 }
 
 // Cause is the line of a bootstrap log that says why the bootstrap
-// stopped: the last line of the most telling kind, without its timestamp
-// prefix; "" when no line says.
+// stopped, without its timestamp prefix; "" when no line says.
 func Cause(log string) string {
 	lines := strings.Split(log, "\n")
-	for _, re := range causes {
-		for i := len(lines) - 1; i >= 0; i-- {
-			if m := re.FindString(lines[i]); m != "" {
+	for _, c := range causes {
+		for k := range lines {
+			i := len(lines) - 1 - k
+			if c.first {
+				i = k
+			}
+			if m := c.re.FindString(lines[i]); m != "" {
 				return strings.TrimSpace(oneLine(m))
 			}
 		}

@@ -22,6 +22,12 @@ func TestCause(t *testing.T) {
 				"2026-11-25 10:00:01.001 1234 INFO cloudbaseinit.init [-] Plugins execution done\n",
 			want: "ERROR cloudbaseinit.init [-] plugin 'UserDataPlugin' failed with error 'boom'",
 		},
+		"cloud-init's write_files, not what kubeadm says after it": {
+			log: "2026-11-25 10:00:00,000 - log_util.py[WARNING]: Running module write_files (<module 'cloudinit.config.cc_write_files'>) failed\n" +
+				"unable to read config from \"/run/kubeadm/kubeadm-join-config.yaml\" : open /run/kubeadm/kubeadm-join-config.yaml: no such file or directory\n" +
+				"2026-11-25 10:00:01,000 - log_util.py[WARNING]: Running module scripts_user (<module 'cloudinit.config.cc_scripts_user'>) failed\n",
+			want: "Running module write_files (<module 'cloudinit.config.cc_write_files'>) failed",
+		},
 		"nothing wrong said": {log: "[preflight] Running pre-flight checks\n", want: ""},
 	}
 	for name, c := range cases {
