@@ -48,6 +48,12 @@ const (
 // per VM, tens of seconds on Azure).
 const rereadBootLog = 5 * time.Minute
 
+// rereadUnexplained is how often a log that named no error is read again.
+const rereadUnexplained = time.Minute
+
+// noCause is what the condition says of a log that names no error.
+const noCause = "the bootstrap log names no error (still running, or stuck)"
+
 // bootLogTailLines is how much of the log's end the condition carries.
 const bootLogTailLines = 15
 
@@ -100,8 +106,11 @@ func (w *bootstrapWatch) observe(ctx context.Context, m machineBootstrap) ctrl.R
 	if since < m.timeout {
 		return ctrl.Result{RequeueAfter: m.timeout - since + time.Second}
 	}
-	if cond.Reason == BootstrapFailedReason && !w.due(m.uid) {
+	if unexplained := strings.Contains(firstLine(cond.Message), noCause); cond.Reason == BootstrapFailedReason && !w.due(m.uid, unexplained) {
 		setReady(m.obj, metav1.ConditionFalse, BootstrapFailedReason, firstLine(cond.Message))
+		if unexplained {
+			return ctrl.Result{RequeueAfter: rereadUnexplained}
+		}
 		return ctrl.Result{RequeueAfter: rereadBootLog}
 	}
 	cause, msg := w.diagnose(ctx, m, since)
@@ -110,6 +119,9 @@ func (w *bootstrapWatch) observe(ctx context.Context, m machineBootstrap) ctrl.R
 	}
 	conditions.Set(m.obj, metav1.Condition{Type: BootstrapSucceededCondition, Status: metav1.ConditionFalse, Reason: BootstrapFailedReason, Message: msg})
 	setReady(m.obj, metav1.ConditionFalse, BootstrapFailedReason, cause)
+	if strings.Contains(cause, noCause) {
+		return ctrl.Result{RequeueAfter: rereadUnexplained}
+	}
 	return ctrl.Result{RequeueAfter: rereadBootLog}
 }
 
@@ -134,7 +146,15 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 	}
 	found := machinelogs.Cause(l.Text)
 	if found == "" {
-		found = "the bootstrap log names no error (still running, or stuck)"
+		found = noCause
+	}
+	if machinelogs.KubeletGaveUp(found) && l.Source == machinelogs.FromRunCommand {
+		// kubeadm says only that the kubelet never became healthy.
+		if out, _, err := m.logs.Run(rctx, m.target, machinelogs.KubeletScript(m.target.Windows)); err == nil {
+			if k := machinelogs.KubeletCause(out); k != "" {
+				found = "the kubelet exited: " + k + " (kubeadm: " + found + ")"
+			}
+		}
 	}
 	cause = noNode + ": " + found
 	var b strings.Builder
@@ -147,11 +167,18 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 	return cause, b.String()
 }
 
-func (w *bootstrapWatch) due(uid types.UID) bool {
+// due says whether the log is to be read again: every rereadBootLog, or
+// every rereadUnexplained while it has named no error (the bootstrap was
+// still at it when the deadline passed, kubeadm's discovery retrying).
+func (w *bootstrapWatch) due(uid types.UID, unexplained bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	at, ok := w.lastRead[uid]
-	return !ok || time.Since(at) >= rereadBootLog
+	every := rereadBootLog
+	if unexplained {
+		every = rereadUnexplained
+	}
+	return !ok || time.Since(at) >= every
 }
 
 func (w *bootstrapWatch) forget(uid types.UID) {

@@ -319,7 +319,9 @@ func waitAdmissionServed(ctx context.Context, t *testing.T, wc client.Client) {
 // etcd as members, and the provider, reaching each member through the API
 // server's port-forward, reports etcd healthy. Its Windows worker runs
 // Windows Server 2019, which the same world then leaves for 2022
-// (checkMoveOff2019): one booted world for both, as CI's time is short.
+// (checkMoveOff2019); then a Windows worker of each rehearsed bootstrap
+// failure is diagnosed (checkRehearsedFailures): one booted world for all,
+// as CI's time is short.
 func TestThreeControlPlanes(t *testing.T) {
 	bin, err := testenv.BinDir()
 	if err != nil {
@@ -332,6 +334,9 @@ func TestThreeControlPlanes(t *testing.T) {
 	o := localworld.Options{
 		Name: "ha", Flavor: flavors.Windows, KubernetesVersion: "v1.36.3", ControlPlaneNodes: 3, LinuxNodes: 0, WindowsNodes: 1,
 		WindowsVersion: infrav1.WindowsServer2019, StateDir: t.TempDir(), Bin: bin, Log: log.Log,
+		// The rehearsed bootstraps give up after rehearsalTimeout: their
+		// log is read once they have.
+		BootstrapTimeout: rehearsalDeadline,
 		Progress: func(s string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), s) },
 	}
 	limit := 12 * time.Minute
@@ -384,6 +389,7 @@ func TestThreeControlPlanes(t *testing.T) {
 	schedulerCrashSeenByKCP(t, ctx, w, "ha-control-plane")
 	t.Logf("%6.1fs a crashed kube-scheduler seen unhealthy, then healthy, by the provider", time.Since(start).Seconds())
 	checkMoveOff2019(ctx, t, w, o, start)
+	checkRehearsedFailures(ctx, t, w, o, start)
 	if err := w.DeleteCluster(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package machinelogs
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -66,4 +67,33 @@ func oneLine(s string) string {
 		return s[:297] + "..."
 	}
 	return s
+}
+
+// kubeletFailed is the kubelet's own last word before it exited: klog's
+// "command failed" line of its run (k8s.io/kubernetes v1.36.3
+// cmd/kubelet/app/server.go, component-base/cli/run.go), whose err= is
+// what was wrong (an unknown flag, a container runtime it cannot reach).
+var kubeletFailed = regexp.MustCompile(`"command failed" err=(.*)`)
+
+// KubeletCause is the reason the kubelet's log gives for exiting; "" when
+// it gives none.
+func KubeletCause(log string) string {
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if m := kubeletFailed.FindStringSubmatch(lines[i]); m != nil {
+			err := strings.TrimSpace(m[1])
+			if u, uerr := strconv.Unquote(err); uerr == nil {
+				err = u // klog quotes the value, %q
+			}
+			return oneLine(err)
+		}
+	}
+	return ""
+}
+
+// KubeletGaveUp says whether a bootstrap's cause is kubeadm giving up
+// waiting for the kubelet (its kubelet-start phase), so that the kubelet's
+// log has the reason.
+func KubeletGaveUp(cause string) bool {
+	return strings.Contains(cause, "kubelet-start") || strings.Contains(cause, "kubelet-check")
 }

@@ -36,3 +36,17 @@ func TestCause(t *testing.T) {
 		}
 	}
 }
+
+func TestKubeletCause(t *testing.T) {
+	log := "I1125 02:42:29.000000 1412 server.go:500] \"Kubelet version\" kubeletVersion=\"v1.36.3\"\n" +
+		`E1125 02:42:29.500000 1412 run.go:72] "command failed" err="failed to parse kubelet flag: unknown flag: --azure-container-registry-config"` + "\n"
+	if got, want := KubeletCause(log), "failed to parse kubelet flag: unknown flag: --azure-container-registry-config"; got != want {
+		t.Errorf("KubeletCause = %q, want %q", got, want)
+	}
+	if got := KubeletCause("I1125 all is well\n"); got != "" {
+		t.Errorf("KubeletCause of a healthy log = %q", got)
+	}
+	if !KubeletGaveUp("error execution phase kubelet-start: The HTTP call equal to 'curl -sSL http://127.0.0.1:10248/healthz' returned error") || KubeletGaveUp("error execution phase preflight: x") {
+		t.Error("KubeletGaveUp tells kubelet-start from other phases wrongly")
+	}
+}

@@ -109,6 +109,19 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	return s, nil
 }
 
+// KubeletScript prints the end of the kubelet's log: where the images'
+// kubelet service writes it on Windows (kube-log-runner to
+// C:\var\log\kubelet\kubelet.log, image-builder @ae63061e
+// images/capi/ansible/windows/roles/kubernetes/tasks/sc.yml), its
+// journal unit on Linux. kubeadm only says that the kubelet did not
+// become healthy; the kubelet's log says why.
+func KubeletScript(windows bool) []string {
+	if windows {
+		return []string{`Get-Content -Path 'C:\var\log\kubelet\kubelet.log' -Tail 20`}
+	}
+	return []string{"journalctl --no-pager -u kubelet.service"}
+}
+
 // Script is what Run Command runs to print the bootstrap log's end.
 func Script(windows bool) []string {
 	if windows {
