@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -124,4 +126,36 @@ func (w *World) runAdmission(ctx context.Context, cfg *rest.Config) error {
 		// Service when it first applies: point them back here quickly.
 		Resync: 2 * time.Second,
 	})
+}
+
+// WaitAdmissionServed waits until the workload cluster's placement webhook
+// points at the admission this process serves for it: pods created after
+// that are placed by their images' builds.
+func (w *World) WaitAdmissionServed(ctx context.Context) error {
+	cfg, _, err := w.Workload(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	last := ""
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := c.Get(ctx, client.ObjectKey{Name: workload.PlacementWebhookName}, m); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		u := m.Webhooks[0].ClientConfig.URL
+		if u == nil || !strings.HasPrefix(*u, "https://localhost:") || len(m.Webhooks[0].ClientConfig.CABundle) == 0 {
+			last = "the webhook does not point at this process yet"
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("workload admission not served: %s: %w", last, err)
+	}
+	return nil
 }

@@ -14,6 +14,11 @@ import (
 // Ignore: winkube being down, or not yet holding a certificate the API
 // server trusts, must not stop a cluster's workloads, nor the pods that
 // would bring it back. The registry failure policy is the server's.
+
+// PlacementWebhookName names the workload cluster's mutating webhook
+// configuration for pod placement.
+const PlacementWebhookName = "winkube-workload-placement"
+
 func Configurations(clientConfig admissionregistrationv1.WebhookClientConfig) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	exempt := []string{metav1.NamespaceSystem}
 	if clientConfig.Service != nil && clientConfig.Service.Namespace != metav1.NamespaceSystem {
@@ -40,7 +45,7 @@ func Configurations(clientConfig admissionregistrationv1.WebhookClientConfig) (*
 	ignore := admissionregistrationv1.Ignore
 	none := admissionregistrationv1.SideEffectClassNone
 	m := &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "winkube-workload-placement"},
+		ObjectMeta: metav1.ObjectMeta{Name: PlacementWebhookName},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name: "placement.workload.winkube.dev", ClientConfig: at(MutatePath), Rules: rules, NamespaceSelector: optOut,
 			FailurePolicy: &ignore, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: ptr.To[int32](10),

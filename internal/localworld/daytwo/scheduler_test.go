@@ -1,4 +1,4 @@
-package localworld_test
+package daytwo_test
 
 import (
 	"context"

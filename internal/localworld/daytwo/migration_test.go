@@ -1,4 +1,4 @@
-package localworld_test
+package daytwo_test
 
 import (
 	"bytes"
@@ -64,7 +64,9 @@ func checkMoveOff2019(ctx context.Context, t *testing.T, w *localworld.World, o 
 		t.Helper()
 		t.Logf("%6.1fs %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
-	waitAdmissionServed(ctx, t, wc)
+	if err := w.WaitAdmissionServed(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// The workloads of a 2019 cluster: iis-1809 runs only on 2019; iis-any
 	// runs anywhere, two replicas of which one may be down at a time.

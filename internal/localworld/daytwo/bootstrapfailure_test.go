@@ -1,4 +1,4 @@
-package localworld_test
+package daytwo_test
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -149,6 +151,38 @@ func checkRehearsedFailures(ctx context.Context, t *testing.T, w *localworld.Wor
 		t.Errorf("the collected cloudbase-init.log (%v) does not show the failed discovery:\n%s\nwinkube logs said:\n%s", err, b, out)
 	}
 	logf("winkube logs collected %s through Run Command; doctor explains every failure", unreachable)
+
+	// Cluster API mirrors the AzureMachine's Ready (False, BootstrapFailed)
+	// into the Machine's InfrastructureReady, which a MachineHealthCheck's
+	// unhealthyMachineConditions acts on: the failed machine is replaced.
+	failedMachine := got[rehearsal.WrongCAHash].machine
+	m := &clusterv1.Machine{}
+	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: failedMachine}, m); err != nil {
+		t.Fatal(err)
+	}
+	if c := conditions.Get(m, clusterv1.MachineInfrastructureReadyCondition); c == nil || c.Reason != controllers.BootstrapFailedReason || !strings.Contains(c.Message, "none of the public keys") {
+		t.Errorf("the Machine's InfrastructureReady: %+v, want the provider's BootstrapFailed and its cause", c)
+	}
+	mhc := &clusterv1.MachineHealthCheck{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "rehearsal-replace"}, Spec: clusterv1.MachineHealthCheckSpec{
+		ClusterName: o.Name, Selector: metav1.LabelSelector{MatchLabels: map[string]string{cli.RehearsalLabel: string(rehearsal.WrongCAHash)}},
+		Checks: clusterv1.MachineHealthCheckChecks{UnhealthyMachineConditions: []clusterv1.UnhealthyMachineCondition{
+			{Type: clusterv1.MachineInfrastructureReadyCondition, Status: metav1.ConditionFalse, TimeoutSeconds: ptr.To[int32](10)}}}}}
+	if err := w.Client.Create(ctx, mhc); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 2*time.Minute, func() string {
+		switch err := w.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: failedMachine}, &clusterv1.Machine{}); {
+		case apierrors.IsNotFound(err):
+			return ""
+		case err != nil:
+			return err.Error()
+		}
+		return "the machine whose bootstrap failed is not replaced yet"
+	})
+	logf("a MachineHealthCheck on InfrastructureReady replaced the machine whose bootstrap failed")
+	if err := w.Client.Delete(ctx, mhc); err != nil {
+		t.Fatal(err)
+	}
 
 	if out, err := runWinkube(ctx, "rehearse", "bootstrap-failure", "--delete", "--state-dir", o.StateDir); err != nil {
 		t.Fatalf("winkube rehearse --delete: %v\n%s", err, out)
