@@ -2,6 +2,7 @@ package machines_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/resourcegroups"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/images"
 	"github.com/winkube/winkube/internal/naming"
@@ -33,6 +35,11 @@ func TestBrokenBootstrapsNeverJoin(t *testing.T) {
 	ctx := context.Background()
 	startBootstrapProvider(t)
 	m, _, _, _ := newMixedCluster(t, ctx, "bootfail")
+	// The package's clusters share the runtime's host addresses, which
+	// follow private addresses alone (one VNet per local world): this
+	// cluster's machines must be gone before the next test's take the same
+	// private addresses in their own VNet.
+	t.Cleanup(func() { deleteGroup(t, m.azure.rg) })
 	m.controlPlaneInitialized(t, ctx)
 
 	// A token issued to expire before its machine boots: the token
@@ -173,4 +180,38 @@ func machineLogs(t *testing.T, vm string, windows bool) (boot, kubelet string) {
 	}
 	t.Fatalf("no machine %s", vm)
 	return "", ""
+}
+
+// deleteGroup deletes a resource group and waits until the runtime has
+// stopped its machines.
+func deleteGroup(t *testing.T, rg string) {
+	t.Helper()
+	ctx := context.Background()
+	rgs, err := resourcegroups.New(subscriptID, armCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var apiServers []string
+	for _, n := range rt.Nodes() {
+		if strings.HasPrefix(filepath.Base(n.Dir), rg+"-") && n.APIServer != "" {
+			apiServers = append(apiServers, n.APIServer)
+		}
+	}
+	until(t, ctx, func(tok string) (string, bool, error) { return rgs.Delete(ctx, rg, tok) })
+	// The runtime forgets a machine as it starts stopping it: its API
+	// server's port is free once its processes are gone.
+	poll.Until(t, 2*time.Minute, func() string {
+		for _, n := range rt.Nodes() {
+			if strings.HasPrefix(filepath.Base(n.Dir), rg+"-") {
+				return "machine " + n.Machine + " of " + rg + " still runs"
+			}
+		}
+		for _, a := range apiServers {
+			if c, err := net.DialTimeout("tcp", a, time.Second); err == nil {
+				c.Close()
+				return "the API server at " + a + " still answers"
+			}
+		}
+		return ""
+	})
 }
