@@ -547,11 +547,20 @@ func TestUserNetworkSurvivesFaultyDeletion(t *testing.T) {
 	if err != nil || len(v.Properties.Subnets) != 3 {
 		t.Fatalf("the user's VNet should hold the user's subnet and the cluster's two: %v", err)
 	}
+	// Each fault is in place before the controller can reach its kind: the
+	// first before the deletion starts (set after it, a quick controller
+	// could delete every subnet first and the whole cluster with them),
+	// the next while the controller is held by the one before.
+	kinds := []string{"virtualNetworks/subnets", "loadBalancers", "publicIPAddresses", "natGateways", "routeTables", "networkSecurityGroups"}
+	attempts := r.armFault("DELETE", kinds[0], 500)
 	if err := env.Client.Delete(f.ctx, f.ac); err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{"virtualNetworks/subnets", "loadBalancers", "publicIPAddresses", "natGateways", "routeTables", "networkSecurityGroups"} {
-		r.expectBlocked(f.ac, infrav1.ClusterFinalizer, "Injected fault: DELETE "+kind+" failed with 500", r.armFault("DELETE", kind, 500))
+	for i, kind := range kinds {
+		if i > 0 {
+			attempts = r.armFault("DELETE", kind, 500)
+		}
+		r.expectBlocked(f.ac, infrav1.ClusterFinalizer, "Injected fault: DELETE "+kind+" failed with 500", attempts)
 	}
 	r.heal()
 	waitGone(t, f.ac)
@@ -758,10 +767,12 @@ func TestOwnedVNetInUsersGroup(t *testing.T) {
 	if len(f.ac.Status.CreatedResources) != 0 {
 		t.Fatalf("subnets of winkube's own VNet go with it and need no record: %v", f.ac.Status.CreatedResources)
 	}
+	// The fault is in place before the deletion starts.
+	attempts := r.armFault("DELETE", "virtualNetworks", 500)
 	if err := env.Client.Delete(f.ctx, f.ac); err != nil {
 		t.Fatal(err)
 	}
-	r.expectBlocked(f.ac, infrav1.ClusterFinalizer, "Injected fault: DELETE virtualNetworks failed with 500", r.armFault("DELETE", "virtualNetworks", 500))
+	r.expectBlocked(f.ac, infrav1.ClusterFinalizer, "Injected fault: DELETE virtualNetworks failed with 500", attempts)
 	r.heal()
 	waitGone(t, f.ac)
 	if after := r.az.everything(); !reflect.DeepEqual(after, before) {
