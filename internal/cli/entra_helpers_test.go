@@ -8,16 +8,17 @@ import (
 	"github.com/winkube/winkube/emulator/entra"
 )
 
-// emulatorWithEntra starts an ARM emulator and its Entra ID with a service
-// principal holding Contributor on every subscription; env is what
-// DefaultAzureCredential reads to act as it.
-func emulatorWithEntra(t *testing.T) (emu *arm.Server, login *entra.Server, env map[string]string) {
+// emulatorWithEntra starts an ARM emulator, whose machines run on runtime
+// (nil: none), and its Entra ID with a service principal holding
+// Contributor on every subscription; env is what DefaultAzureCredential
+// reads to act as it.
+func emulatorWithEntra(t *testing.T, runtime arm.MachineRuntime) (emu *arm.Server, login *entra.Server, env map[string]string) {
 	t.Helper()
 	dir, err := entra.New(entra.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	emu, err = arm.New(arm.Options{Directory: dir, PollInterval: 10 * time.Millisecond})
+	emu, err = arm.New(arm.Options{Directory: dir, PollInterval: 10 * time.Millisecond, Runtime: runtime})
 	if err != nil {
 		t.Fatal(err)
 	}

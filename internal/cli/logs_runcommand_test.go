@@ -20,10 +20,10 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
-	"github.com/winkube/winkube/emulator/entra"
 	"github.com/winkube/winkube/emulator/machines/vmagent"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/emulator/machines/vmshell"
+	"github.com/winkube/winkube/internal/azure/azuretest"
 	"github.com/winkube/winkube/internal/azure/credentials"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/azure/networkinterfaces"
@@ -175,46 +175,20 @@ func TestLogsOfAMachineThatNeverJoined(t *testing.T) {
 // acting as it.
 func azureWithGuest(t *testing.T, guest *arm.RecordingRuntime) (cfg endpoint.Config, tenant, clientID, secret string) {
 	t.Helper()
-	dir, err := entra.New(entra.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	emu, err := arm.New(arm.Options{Directory: dir, PollInterval: 10 * time.Millisecond, Runtime: guest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := emu.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
-	cert, err := emu.ServerCertificate("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	login, err := entra.Serve(dir, "127.0.0.1:0", cert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = login.Close() })
-	sp, secret, err := dir.CreateServicePrincipal("00000000-0000-4000-8000-0000000a1035", "cluster")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dir.AssignRole(sp.ObjectID, "Contributor", "/"); err != nil {
-		t.Fatal(err)
-	}
+	emu, login, env := emulatorWithEntra(t, guest)
+	tenant, clientID, secret = env["AZURE_TENANT_ID"], env["AZURE_CLIENT_ID"], env["AZURE_CLIENT_SECRET"]
 	cfg = endpoint.Config{ResourceManagerEndpoint: emu.URL(), AuthorityHost: login.URL(), CACertPEM: emu.CACertPEM()}
 	shared, err := cfg.Shared()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred, err := credentials.New(credentials.Spec{Kind: credentials.ClientSecret, TenantID: sp.TenantID, ClientID: sp.ClientID, Secret: secret,
+	cred, err := credentials.New(credentials.Spec{Kind: credentials.ClientSecret, TenantID: tenant, ClientID: clientID, Secret: secret,
 		AuthorityHost: login.URL(), Transport: shared.Transport})
 	if err != nil {
 		t.Fatal(err)
 	}
 	shared.Credential = cred
-	return shared, sp.TenantID, sp.ClientID, secret
+	return shared, tenant, clientID, secret
 }
 
 // windowsVM creates a Windows VM with its network, as an AzureMachine's,
@@ -222,18 +196,9 @@ func azureWithGuest(t *testing.T, guest *arm.RecordingRuntime) (cfg endpoint.Con
 func windowsVM(t *testing.T, ctx context.Context, cfg endpoint.Config, rg, name string, guest *arm.RecordingRuntime) {
 	t.Helper()
 	until := func(step func(tok string) (string, bool, error)) {
-		tok := ""
-		poll.Until(t, time.Minute, func() string {
-			next, done, err := step(tok)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if done {
-				return ""
-			}
-			tok = next
-			return "ARM operation under way"
-		})
+		if err := azuretest.Drive(t, step); err != nil {
+			t.Fatal(err)
+		}
 	}
 	groups, err := resourcegroups.New(logsSubscription, cfg)
 	if err != nil {

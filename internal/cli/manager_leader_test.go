@@ -62,7 +62,7 @@ type managerProcess struct {
 
 func startManagerProcess(t *testing.T, bin, kubeconfig string, extra ...string) *managerProcess {
 	t.Helper()
-	emu, login, credEnv := emulatorWithEntra(t)
+	emu, login, credEnv := emulatorWithEntra(t, nil)
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, emu.CACertPEM(), 0o600); err != nil {
 		t.Fatal(err)

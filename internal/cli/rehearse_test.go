@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -78,7 +79,7 @@ func TestRehearseBootstrapFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{clusterv1.ClusterNameLabel: "demo", RehearsalLabel: string(rehearsal.WrongCAHash)}
-	if ptr.Deref(md.Spec.Replicas, 0) != 1 || !equal(md.Spec.Selector.MatchLabels, want) || !equal(md.Spec.Template.Labels, want) ||
+	if ptr.Deref(md.Spec.Replicas, 0) != 1 || !maps.Equal(md.Spec.Selector.MatchLabels, want) || !maps.Equal(md.Spec.Template.Labels, want) ||
 		md.Spec.Template.Spec.Bootstrap.ConfigRef.Name != md.Name || md.Spec.Template.Spec.InfrastructureRef.Name != "demo-md-win" {
 		t.Errorf("the rehearsal's MachineDeployment: %+v", md.Spec)
 	}
@@ -116,16 +117,4 @@ func TestRehearseBootstrapFailure(t *testing.T) {
 	if err := env.Client.List(ctx, left, client.HasLabels{RehearsalLabel}); err != nil || len(left.Items) != 0 {
 		t.Errorf("rehearsals left after --delete: %d (%v)", len(left.Items), err)
 	}
-}
-
-func equal(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }

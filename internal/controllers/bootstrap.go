@@ -163,7 +163,7 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 	} else {
 		fmt.Fprintf(&b, "%s\nThe last lines of the serial console (boot diagnostics; Run Command failed: %v):\n", cause, l.RunCommandErr)
 	}
-	b.WriteString(lastLines(l.Text, bootLogTailLines))
+	b.WriteString(machinelogs.Tail(l.Text, bootLogTailLines))
 	return cause, b.String()
 }
 
@@ -192,14 +192,6 @@ func logPath(windows bool) string {
 		return machinelogs.WindowsLog
 	}
 	return machinelogs.LinuxLog
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\r\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func firstLine(s string) string {

@@ -142,7 +142,7 @@ func (s *Service) Read(ctx context.Context, t Target) (Log, error) {
 	if bdErr != nil {
 		return Log{}, fmt.Errorf("reading the bootstrap log of %s: Run Command: %v; boot diagnostics: %w", t, rcErr, bdErr)
 	}
-	return Log{Source: FromBootDiagnostics, Text: tail(serial, Lines), RunCommandErr: rcErr}, nil
+	return Log{Source: FromBootDiagnostics, Text: Tail(serial, Lines), RunCommandErr: rcErr}, nil
 }
 
 // runCommand runs the bootstrap-log script through the VM agent and
@@ -259,8 +259,8 @@ func (s *Service) serialLog(ctx context.Context, t Target) (string, error) {
 	return string(body), nil
 }
 
-// tail is the last n lines of s.
-func tail(s string, n int) string {
+// Tail is the last n lines of s.
+func Tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\r\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -332,10 +333,8 @@ func poolNodes(ctx context.Context, w *localworld.World, cs kubernetes.Interface
 		if node.Labels[corev1.LabelWindowsBuild] != build {
 			return fmt.Sprintf("node %s of %s has build %q, want %s", node.Name, md, node.Labels[corev1.LabelWindowsBuild], build)
 		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				ready++
-			}
+		if util.IsNodeReady(node) {
+			ready++
 		}
 	}
 	if ready != n || len(ms.Items) != n {
