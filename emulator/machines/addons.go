@@ -74,6 +74,9 @@ func (r *Runtime) componentHooks(m *machine, host, os string, pnode process.Node
 			}
 			return errors.New(f.Message)
 		}
+		if err := metricsServerStart(c); err != nil {
+			return err
+		}
 		if img == nil || img.Process == nil {
 			return nil
 		}
@@ -141,6 +144,17 @@ func (h machineHNS) Network(name string) (string, bool) {
 		return k.HNSNetwork(name)
 	}
 	return "", false
+}
+
+// networkType is the type of the node's HNS network ("" before its CNI
+// made one), as kube-proxy reads it when it starts.
+func (h machineHNS) networkType() string {
+	if k := h.kubelet(); k != nil {
+		if nets, _ := k.HNS(); len(nets) > 0 {
+			return nets[0].Type
+		}
+	}
+	return ""
 }
 
 func (h machineHNS) CreateNetwork(name, typ string) {

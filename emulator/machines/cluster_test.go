@@ -330,6 +330,7 @@ func TestMixedClusterBoots(t *testing.T) {
 		}
 	}
 	m.workloads(t, ctx, winComputer, linuxName)
+	m.apiServerEgress(t, ctx, linuxName)
 	m.containerLifecycle(t, ctx, linuxName)
 	m.loadBalancing(t, ctx, linuxName)
 	m.etcdThroughPortForward(t, ctx, cpNode)

@@ -140,11 +140,18 @@ func (r *Runtime) nodeDial(m *machine) func(ctx context.Context, addr string) (n
 			return hostnet.Dial(net.JoinHostPort(a.String(), port))
 		}
 		if a, ok := r.opts.Network.Lookup(ip.String()); ok {
+			// The node's own VNet address is where its NodePorts are
+			// reached from outside; a Windows node cannot reach them.
+			if pn != nil {
+				if handled, err := pn.DialOwnNodePort(net.JoinHostPort(a.String(), port), addr); handled {
+					return nil, err
+				}
+			}
 			return hostnet.Dial(net.JoinHostPort(a.String(), port))
 		}
 		if ip.IsLoopback() {
 			if pn != nil {
-				if handled, err := pn.DialOwnNodePort(addr); handled {
+				if handled, err := pn.DialOwnNodePort(addr, addr); handled {
 					return nil, err
 				}
 			}

@@ -253,11 +253,16 @@ func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.
 	cp, err := controlplane.Start(ctx, controlplane.Config{
 		Bin: r.opts.Bin, Dir: m.dir, NodeName: m.nodeName, PrivateIP: m.arm.PrivateIPs[0], Host: host, Boot: b, Join: j,
 		Progress: func(s string) { r.event(m, s) },
+		// The API server reaches Services and pods as from this machine.
+		Dial: r.nodeDial(m),
 	})
 	if err != nil {
 		return err
 	}
+	// Under the lock: the API server's egress reads it as it dials.
+	r.mu.Lock()
 	m.endpoint = cp.Endpoint
+	r.mu.Unlock()
 	if _, _, err := net.SplitHostPort(m.endpoint); err != nil {
 		cp.Stop()
 		return fmt.Errorf("ClusterConfiguration.controlPlaneEndpoint %q is not host:port", m.endpoint)
@@ -378,16 +383,18 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		Disk: m.disk(""), Dial: r.nodeDial(m), HNS: machineHNS{r, m},
 	})
 	r.mu.Lock()
-	m.proxyNode = &proxy.NodeConfig{NodeName: m.nodeName, Address: host, Windows: m.windows(), KernelVersion: info.KernelVersion, Logs: m.logs}
+	m.proxyNode = &proxy.NodeConfig{NodeName: m.nodeName, Address: host, Windows: m.windows(), KernelVersion: info.KernelVersion, Logs: m.logs,
+		HNSNetworkType: machineHNS{r, m}.networkType}
 	r.mu.Unlock()
 	r.ensureProxy(m)
 	k, err := kubelet.Start(ctx, kubelet.Config{
 		NodeName: m.nodeName, Client: client, Address: host, Host: h, Labels: labels, Taints: taints,
 		Capacity: capacity(am), NodeInfo: info, StaticPods: static, StaticProcesses: procs, Images: r.opts.Images, Logs: m.logs,
-		StartCheck: check, Started: started, PodAddress: r.podAddress(m.endpoint),
+		StartCheck: check, Started: started, PodAddress: r.podAddress(m.endpoint), Disk: m.disk(""),
 		NetworkConfigured: cniConfigured(m), SetUpNetwork: cniAdd(m),
 		Installed: func(what map[string]bool) { r.setInstalled(m, what) },
 		Egress:    egress(am),
+		Serve:     r.modelledServers(m),
 		Log:       r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {

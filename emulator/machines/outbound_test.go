@@ -33,7 +33,9 @@ func (m *mixed) privateSubnet(t *testing.T, ctx context.Context) {
 	m.azure.vm(t, ctx, virtualmachines.Spec{Name: name, ComputerName: name, CustomData: data, Image: resolveImage(t, images.Request{OS: infrav1.Linux})}, m.azure.privateSubnet)
 	pullFailure := func(p *corev1.Pod) string {
 		for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-			if w := cs.State.Waiting; w != nil && w.Reason == "ErrImagePull" {
+			// The first failure shows ErrImagePull, a sync in the back-off
+			// ImagePullBackOff carrying the same error.
+			if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {
 				return w.Message
 			}
 		}

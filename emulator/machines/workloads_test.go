@@ -181,7 +181,7 @@ func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode 
 		for _, p := range pods.Items {
 			r, msg := waitingReason(&p)
 			linuxOK = linuxOK || (p.Spec.NodeName == linuxNode && p.Status.Phase == corev1.PodRunning)
-			winFails = winFails || (p.Spec.NodeName == winNode && r == "ErrImagePull" && strings.Contains(msg, "no match for platform in manifest"))
+			winFails = winFails || (p.Spec.NodeName == winNode && (r == "ErrImagePull" || r == "ImagePullBackOff") && strings.Contains(msg, "no match for platform in manifest"))
 		}
 		if !linuxOK || !winFails {
 			return "DaemonSet pods: Linux running " + boolStr(linuxOK) + ", Windows failing to pull " + boolStr(winFails)
@@ -189,8 +189,10 @@ func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode 
 		return ""
 	})
 
-	// An ordinary Windows pod asking for the host network is refused by
-	// the node, not run.
+	// An ordinary Windows pod asking for the host network runs in a pod
+	// network all the same (containerd shares the host's network only
+	// with HostProcess sandboxes), while its status reports the node's IP
+	// as a host-network pod's does.
 	hostNet := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "win-hostnet", Namespace: "default", Labels: map[string]string{"app": "win-hostnet"}}, Spec: corev1.PodSpec{
 		HostNetwork: true, NodeName: winNode,
 		Containers: []corev1.Container{{Name: "c", Image: "mcr.microsoft.com/windows/servercore:ltsc2022"}},
@@ -199,8 +201,8 @@ func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode 
 		t.Fatal(err)
 	}
 	m.podOf(t, ctx, "win-hostnet", func(p *corev1.Pod) string {
-		if p.Status.Phase != corev1.PodFailed || !strings.Contains(p.Status.Message, "hostNetwork is not supported on Windows") {
-			return "host-network Windows pod is " + string(p.Status.Phase) + ": " + p.Status.Message
+		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || p.Status.PodIP != p.Status.HostIP {
+			return fmt.Sprintf("host-network Windows pod is %s, pod IP %q, host IP %q: want Running with the node's IP", p.Status.Phase, p.Status.PodIP, p.Status.HostIP)
 		}
 		return ""
 	})
@@ -249,6 +251,36 @@ func (m *mixed) workloads(t *testing.T, ctx context.Context, winNode, linuxNode 
 			}
 			return ""
 		})
+	}
+	// A Windows node does not reach its own NodePort, by its host address
+	// or its VNet address (the Kubernetes docs' Windows networking
+	// limitations); the Linux node reaches the Windows node's.
+	win, err := m.workload.CoreV1().Nodes().Get(ctx, winNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	winHost := win.Status.Addresses[0].Address
+	winHostAddr, err := netip.ParseAddr(winHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	winPrivate, ok := hn.Private(winHostAddr)
+	if !ok {
+		t.Fatalf("no VNet address for node %s's host address %s", winNode, winHost)
+	}
+	nodePort := strconv.Itoa(int(svc.Spec.Ports[0].NodePort))
+	for _, a := range []string{winHost, winPrivate} {
+		if c, err := rt.DialFromNode(ctx, winNode, net.JoinHostPort(a, nodePort)); err == nil || !strings.Contains(err.Error(), "cannot reach its own NodePorts") {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("Windows node %s dialing its own NodePort at %s: %v", winNode, a, err)
+		}
+	}
+	if c, err := rt.DialFromNode(ctx, linuxNode, net.JoinHostPort(winPrivate, nodePort)); err != nil {
+		t.Errorf("the Linux node dialing the Windows node's NodePort: %v", err)
+	} else {
+		c.Close()
 	}
 	// From the nodes themselves (their shells' curl), the Service's
 	// ClusterIP reaches the pod through the node's kube-proxy; a Windows

@@ -10,6 +10,9 @@ import (
 
 // Windows Server builds as container images report them in os.version.
 const (
+	Build2016 = "10.0.14393.0"
+	Build1709 = "10.0.16299.0"
+	Build1803 = "10.0.17134.0"
 	Build2019 = "10.0.17763.6532"
 	Build2022 = "10.0.20348.2849"
 	Build2025 = "10.0.26100.2314"
@@ -21,6 +24,10 @@ var (
 	// names no build: they run on any Windows host.
 	hostProcess = []v1.Platform{{OS: "windows", Architecture: "amd64"}}
 )
+
+// MetricsServerImage is the metrics-server release the add-on runs; the
+// machine runtime serves the metrics API from its container.
+const MetricsServerImage = "registry.k8s.io/metrics-server/metrics-server:v0.8.0"
 
 // web is what a web server image serves.
 var web = []string{"80/tcp"}
@@ -83,6 +90,26 @@ func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 		Image{Ref: "docker.io/library/nginx:1.27", Platforms: linuxAll, Listens: web},
 		Image{Ref: "docker.io/library/nginx:latest", Platforms: linuxAll, Listens: web},
 		Image{Ref: "docker.io/library/busybox:1.36", Platforms: linuxAll},
+		// Seed 003's images, of Windows Server 2016 and the semi-annual
+		// builds after it: Docker Hub's microsoft/iis listed 2016
+		// (10.0.14393), 1709 (10.0.16299) and 1803 (10.0.17134) images
+		// in 2018 (microsoft/iis-docker#105) and was left there when
+		// Microsoft moved to mcr.microsoft.com (iis-docker#159), so its
+		// index has no entry a 2019 or later host runs. redis's
+		// 3.0-nanoserver tag (3.0.504, docker-library/official-images#2546)
+		// was built FROM microsoft/nanoserver, Windows Server 2016's
+		// Nano Server, exposes 6379, and Windows tags stopped being
+		// built after docker-library/redis#99. The revisions in the
+		// OS versions are placeholders: no source here gives them.
+		Image{Ref: "docker.io/microsoft/iis:latest", Platforms: windows(Build2016, Build1709, Build1803), Listens: web},
+		Image{Ref: "docker.io/library/redis:3.0-nanoserver", Platforms: windows(Build2016), Listens: []string{"6379/tcp"}},
+		// metrics-server v0.8.0 (its release manifest's image,
+		// kubernetes-sigs/metrics-server manifests/components/release),
+		// serving HTTPS on the --secure-port its manifest sets, 10250
+		// (manifests/base/deployment.yaml). Built for amd64, arm, arm64,
+		// ppc64le and s390x (Makefile ALL_ARCHITECTURES); the ones a
+		// node here can be are listed.
+		Image{Ref: MetricsServerImage, Platforms: linuxAll, Listens: []string{"10250/tcp"}},
 	)
 	// cloud-provider-azure's releases, one per Kubernetes minor; from
 	// v1.32 published under mcr.microsoft.com/oss/v2. The node manager's

@@ -181,6 +181,26 @@ type Manifest struct {
 // ErrNotFound reports an image the registry does not have.
 var ErrNotFound = errors.New("not found")
 
+// HasRepository says whether the registry holds any tag of ref's
+// repository: a registry answers a missing repository and a missing tag
+// of an existing one differently (Docker Hub refuses the token for a
+// repository that does not exist), and a pull's error says which.
+func (r *Registry) HasRepository(ctx context.Context, ref string) (bool, error) {
+	l, err := r.local(ref)
+	if err != nil {
+		return false, err
+	}
+	tags, err := remote.List(l.Context(), remote.WithContext(ctx))
+	if err != nil {
+		var te *transport.Error
+		if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
+			return false, nil
+		}
+		return false, err
+	}
+	return len(tags) > 0, nil
+}
+
 // Lookup resolves a public reference the way a pull's first requests do.
 func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 	l, err := r.local(ref)

@@ -138,6 +138,7 @@ as clusterctl requires.`,
 	f.StringVar(&o.ControlPlaneVMSize, "control-plane-vm-size", "Standard_D2s_v3", "VM size of control-plane machines")
 	f.StringVar(&o.NodeVMSize, "node-vm-size", "Standard_D4s_v3", "VM size of workers")
 	f.BoolVar(&o.WindowsTaint, "windows-taint", false, "taint Windows nodes os=windows:NoSchedule (the add-ons tolerate it)")
+	f.BoolVar(&o.MetricsServer, "metrics-server", false, "add the metrics-server add-on (the Cluster label metrics-server=enabled and its ClusterResourceSet); in a --clusterctl-template it is the variable METRICS_SERVER=enabled")
 	f.BoolVar(&admission, "admission", true, "deploy winkube's workload admission in the cluster (the Cluster label winkube.dev/admission=enabled and its ClusterResourceSet); --admission=false leaves it out")
 	f.BoolVar(&clusterctl, "clusterctl-template", false, "print a clusterctl template with ${VARIABLE} placeholders instead")
 	outputFlag(cmd, &output, "yaml", "yaml", "json")

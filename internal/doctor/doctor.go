@@ -119,7 +119,9 @@ var Checks = []Check{
 	{"dockershim", Dockershim},
 	{"version-skew", VersionSkew},
 	{"windows-service-backends", WindowsServiceBackends},
+	{"windows-services", WindowsServices},
 	{"secrets-on-windows", SecretsOnWindows},
+	{"windows-pod-limits", WindowsPodLimits},
 	{"services", ServiceSelectors},
 	{"load-balancers", LoadBalancers},
 }

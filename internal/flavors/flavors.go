@@ -111,6 +111,12 @@ func (b *builder) build() []client.Object {
 	if !o.NoAdmission {
 		clusterLabels[AdmissionLabel] = admissionEnabled
 	}
+	if o.MetricsServer {
+		clusterLabels[MetricsServerLabel] = metricsServerEnabled
+		if o.metricsServerLabel != "" {
+			clusterLabels[MetricsServerLabel] = o.metricsServerLabel
+		}
+	}
 	cluster := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: clusterLabels},
 		Spec: clusterv1.ClusterSpec{
@@ -139,6 +145,7 @@ func (b *builder) build() []client.Object {
 	}
 	objs = append(objs, b.addons()...)
 	objs = append(objs, b.admission()...)
+	objs = append(objs, b.metricsServer()...)
 	return objs
 }
 

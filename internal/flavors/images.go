@@ -30,6 +30,7 @@ var AddonImages = []AddonImage{
 		"kubernetes-sigs/sig-windows-tools .github/workflows/sync-kube-proxy-images.yaml (77474f59): every stable Kubernetes release from 1.33 is built and pushed"},
 	{"ghcr.io/kubernetes-sigs/sig-windows/csi-proxy", `v1\.1\.3`,
 		"kubernetes-sigs/sig-windows-tools hostprocess/csi-proxy/VERSION and .github/workflows/csi-proxy.yml; the CVE-2023-3893 announcement names the v1.1.3 image"},
+	{"registry.k8s.io/metrics-server/metrics-server", `v0\.8\.0`, "kubernetes-sigs/metrics-server v0.8.0 (d66279c6) manifests/components/release/kustomization.yaml: the release manifest's image"},
 	{"mcr.microsoft.com/oss/kubernetes/azure-cloud-controller-manager", `v1\.(0|1|2[3-9]|3[01])\.[0-9]+`, "kubernetes-sigs/cloud-provider-azure helm chart: the release per Kubernetes minor"},
 	{"mcr.microsoft.com/oss/kubernetes/azure-cloud-node-manager", `v1\.(0|1|2[3-9]|3[01])\.[0-9]+`, "kubernetes-sigs/cloud-provider-azure helm chart: the release per Kubernetes minor"},
 	{"mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-controller-manager", `v1\.3[2-6]\.[0-9]+`, "kubernetes-sigs/cloud-provider-azure helm chart: from v1.32 under oss/v2"},

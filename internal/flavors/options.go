@@ -68,6 +68,12 @@ type Options struct {
 	// NoAdmission leaves out winkube's workload admission (the Cluster label
 	// winkube.dev/admission=enabled and its ClusterResourceSet).
 	NoAdmission bool
+	// MetricsServer adds the metrics-server add-on: its ClusterResourceSet
+	// and the Cluster label metrics-server=enabled that selects it.
+	MetricsServer bool
+	// metricsServerLabel is the Cluster label's value when MetricsServer
+	// is set ("enabled"); a clusterctl template makes it a variable.
+	metricsServerLabel string
 }
 
 // Defaults fills what has a sensible default.

@@ -22,6 +22,7 @@ const (
 	sentinelCPAVersion = "v1.99.0-wkcpasentinel"
 	sentinelFlannel    = "wkflannelsentinel.example/flannel:windows"
 	sentinelProxy      = "wkproxysentinel.example/kube-proxy:windows"
+	sentinelMetrics    = "wkmetricssentinel"
 	sentinelCP         = 771
 	sentinelLinux      = 772
 	sentinelWindows    = 773
@@ -33,6 +34,8 @@ const (
 // ${KUBERNETES_VERSION/+/_}, since '+' cannot appear in an image tag. The
 // WindowsHostProcessContainers feature gate (Kubernetes 1.22 to 1.25 only)
 // cannot be expressed by a variable: templates target 1.26 and newer.
+// The metrics-server add-on is the optional variable METRICS_SERVER
+// (default disabled; enabled selects its ClusterResourceSet).
 func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTaint bool) ([]byte, []string, error) {
 	o := Options{
 		ClusterName: sentinelName, Namespace: "wknamespacesentinel", KubernetesVersion: sentinelVersion,
@@ -41,6 +44,9 @@ func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTa
 		ControlPlaneNodes: sentinelCP, LinuxNodes: sentinelLinux, WindowsNodes: sentinelWindows,
 		WindowsTaint: windowsTaint, versionIsVariable: true,
 		FlannelWindowsImage: sentinelFlannel, KubeProxyWindowsImage: sentinelProxy,
+		// The add-on's ClusterResourceSet is in every template; the
+		// Cluster's label selects it only with METRICS_SERVER=enabled.
+		MetricsServer: true, metricsServerLabel: sentinelMetrics,
 	}
 	if windowsVersion != "" {
 		o.WindowsVersion = windowsVersionOf(windowsVersion)
@@ -70,6 +76,8 @@ func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTa
 	}
 	replace(sentinelFlannel, "FLANNEL_WINDOWS_IMAGE", "${FLANNEL_WINDOWS_IMAGE}")
 	replace(sentinelProxy, "KUBE_PROXY_WINDOWS_IMAGE", "${KUBE_PROXY_WINDOWS_IMAGE}")
+	// clusterctl's ${VAR:=default}: an optional variable, off unless set.
+	replace(sentinelMetrics, "METRICS_SERVER", "${METRICS_SERVER:="+metricsServerDisabled+"}")
 	replace(sentinelCPAVersion, "CLOUD_PROVIDER_AZURE_VERSION", "${CLOUD_PROVIDER_AZURE_VERSION}")
 	replace(sentinelVersion+"-", "KUBERNETES_VERSION", "${KUBERNETES_VERSION/+/_}-")
 	replace(sentinelVersion, "KUBERNETES_VERSION", "${KUBERNETES_VERSION}")

@@ -83,6 +83,9 @@ type Options struct {
 	LinuxNodes        int32
 	WindowsNodes      int32
 	WindowsVersion    infrav1.WindowsServerVersion
+	// MetricsServer labels the cluster for the flavors' metrics-server
+	// add-on, which its ClusterResourceSet then installs.
+	MetricsServer bool
 	// StateDir holds the management plane's etcd, the machines' disks, the
 	// kubeconfigs and the SSH key.
 	StateDir string

@@ -79,6 +79,8 @@ func TestUpAndDown(t *testing.T) {
 	o := localworld.Options{
 		Name: "e2e", Flavor: flavors.Windows, KubernetesVersion: "v1.36.3", ControlPlaneNodes: 1, LinuxNodes: 1, WindowsNodes: 2,
 		WindowsVersion: infrav1.WindowsServer2022, StateDir: state, Bin: bin,
+		// The flavors' metrics-server add-on, for kubectl top and the HPA.
+		MetricsServer: true,
 		// Short enough that Cluster API rotates the MachinePool's join
 		// token within the test (at half of it); a worker that has not
 		// joined yet has its token refreshed every third of it.
@@ -176,6 +178,8 @@ func TestUpAndDown(t *testing.T) {
 		return ""
 	})
 
+	startAutoscaling(ctx, t, cs)
+
 	// Workload admission, served in this process for the pods of the
 	// admission Deployment: the seeds' iis-1809 (ltsc2019) on this
 	// 2022-only cluster stays Pending, with an event that says which build
@@ -213,6 +217,7 @@ func TestUpAndDown(t *testing.T) {
 	})
 	t.Logf("%6.1fs iis-1809 stays Pending on a 2022-only cluster, explained", time.Since(start).Seconds())
 	checkDataPath(ctx, t, w, cs, wc, cfg, start)
+	checkMetrics(ctx, t, cfg, cs, start)
 
 	// Scale the Windows workers 2 -> 3 -> 1, then roll them to another
 	// Kubernetes version, all through the MachineDeployment.

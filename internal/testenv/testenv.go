@@ -38,6 +38,9 @@ type Options struct {
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// WebhookInstallOptions configures admission webhooks served by the test.
 	WebhookInstallOptions envtest.WebhookInstallOptions
+	// APIServerFlags are set on kube-apiserver's command line, by name
+	// without the dashes.
+	APIServerFlags map[string]string
 }
 
 // Env is a running control plane and a client for it.
@@ -110,6 +113,9 @@ func Start(opts Options) (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: opts.WebhookInstallOptions,
 		Scheme:                scheme,
+	}
+	for k, v := range opts.APIServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(k, v)
 	}
 	cfg, err := env.Start()
 	if err != nil {

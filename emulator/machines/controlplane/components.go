@@ -59,7 +59,7 @@ func (cp *ControlPlane) components() []component {
 		"snapshot-count": "10000", "experimental-initial-corrupt-check": "true", "watch-progress-notify-interval": "5s",
 	}, toArgs(etcdExtra)), annotations: map[string]string{"kubeadm.kubernetes.io/etcd.advertise-client-urls": url(2379)},
 		probe: probeSpec{scheme: corev1.URISchemeHTTP, port: 2381, live: "/livez", start: "/readyz"}}
-	api := component{name: "kube-apiserver", args: flags(map[string]string{
+	apiDefaults := map[string]string{
 		"advertise-address": host, "bind-address": host, "secure-port": strconv.Itoa(apiPort),
 		"allow-privileged": "true", "authorization-mode": "Node,RBAC", "client-ca-file": p("ca.crt"),
 		"enable-admission-plugins": "NodeRestriction", "enable-bootstrap-token-auth": "true",
@@ -71,7 +71,13 @@ func (cp *ControlPlane) components() []component {
 		"requestheader-extra-headers-prefix": "X-Remote-Extra-", "requestheader-group-headers": "X-Remote-Group", "requestheader-username-headers": "X-Remote-User",
 		"service-account-issuer": "https://kubernetes.default.svc.cluster.local", "service-account-key-file": p("sa.pub"), "service-account-signing-key-file": p("sa.key"),
 		"service-cluster-ip-range": svc, "tls-cert-file": p("apiserver.crt"), "tls-private-key-file": p("apiserver.key"),
-	}, toArgs(cc.APIServer.ExtraArgs)), annotations: map[string]string{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint": net.JoinHostPort(host, strconv.Itoa(apiPort))},
+	}
+	if cp.egress != nil {
+		// Not a kubeadm default: the machine's own network namespace for
+		// the API server's connections into the cluster (package egress).
+		apiDefaults["egress-selector-config-file"] = filepath.Join(cp.Root, egressConfigFile)
+	}
+	api := component{name: "kube-apiserver", args: flags(apiDefaults, toArgs(cc.APIServer.ExtraArgs)), annotations: map[string]string{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint": net.JoinHostPort(host, strconv.Itoa(apiPort))},
 		probe: probeSpec{scheme: corev1.URISchemeHTTPS, port: apiPort, live: "/livez", ready: "/readyz", start: "/livez"}}
 	kcmDefaults := map[string]string{
 		"authentication-kubeconfig": filepath.Join(kdir, "controller-manager.conf"), "authorization-kubeconfig": filepath.Join(kdir, "controller-manager.conf"),

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/winkube/winkube/emulator/machines/bootdata"
+	"github.com/winkube/winkube/emulator/machines/egress"
 )
 
 // Config is one control-plane VM.
@@ -50,6 +51,11 @@ type Config struct {
 	Join *Join
 	// Progress receives a line per step.
 	Progress func(string)
+	// Dial connects as the machine's own processes do (a ClusterIP through
+	// its kube-proxy, a pod IP through its routes, anything else
+	// directly). When set, the API server's connections into the cluster
+	// go through it (package egress); when nil they leave from the host.
+	Dial egress.Dial
 }
 
 // Join is what a joining control-plane machine learned in discovery.
@@ -65,6 +71,7 @@ type ControlPlane struct {
 	// initialCluster is etcd's member list for a joining machine.
 	initialCluster string
 	procs          []*Process
+	egress         *egress.Server
 	// Root is the VM's filesystem root.
 	Root string
 	// SuperAdmin reaches the local API server as system:masters.
@@ -164,6 +171,11 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 			return nil, err
 		}
 	}
+	if cfg.Dial != nil {
+		if err := cp.startEgress(); err != nil {
+			return nil, err
+		}
+	}
 	logs := filepath.Join(cp.Root, "var/log")
 	specs := cp.components()
 	for _, s := range specs {
@@ -206,6 +218,31 @@ func (cp *ControlPlane) Stop() {
 		cp.procs[i].stop()
 	}
 	cp.procs = nil
+	if cp.egress != nil {
+		cp.egress.Close()
+		cp.egress = nil
+	}
+}
+
+// egressConfigFile is where the machine keeps the API server's
+// EgressSelectorConfiguration, named as in the Kubernetes docs' konnectivity
+// set-up (kubernetes.io/docs/tasks/extend-kubernetes/setup-konnectivity/,
+// admin/konnectivity/egress-selector-configuration.yaml).
+const egressConfigFile = "etc/kubernetes/egress-selector-configuration.yaml"
+
+// startEgress opens the machine's CONNECT endpoint and writes the
+// configuration the API server's --egress-selector-config-file names.
+func (cp *ControlPlane) startEgress() error {
+	s, err := egress.Start(cp.cfg.Dial)
+	if err != nil {
+		return err
+	}
+	cp.egress = s
+	data, err := egress.Configuration(s.Socket())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(cp.Root, egressConfigFile), data, 0o600)
 }
 
 // Processes are the components' processes by static pod name, for the

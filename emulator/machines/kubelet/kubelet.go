@@ -3,10 +3,12 @@
 // real kubelet of its OS sets, keeps its lease and status, runs the pods
 // bound to it by the rules of its OS (image platform, Windows limits, CNI
 // readiness), creates mirror pods for static pods and serves the kubelet
-// API's port-forward, so the API server's pods/portforward reaches the
-// real processes behind a static pod, which it restarts when they exit.
-// Containers run no process: a container the rules admit lives as
-// lifecycle.go describes (restartPolicy, run to completion, probes).
+// API: port-forward (to the real processes behind a static pod, which it
+// restarts when they exit, and to any pod's simulated listeners), exec
+// into a container's simulated shell (exec.go, package ctrshell) and
+// logs. Containers run no application process: a container the rules
+// admit lives as lifecycle.go describes (restartPolicy, run to
+// completion, probes), and attach is refused.
 package kubelet
 
 import (
@@ -98,6 +100,13 @@ type Config struct {
 	// registries, so a pull of an image the node does not have needs Tcp.
 	// Nil reaches everything.
 	Egress func(protocol string) error
+	// Disk is the node's disk: the kubelet keeps the pods' emptyDir
+	// volumes there, and hostPath volumes are its directories. Without
+	// it (Root "") an emptyDir lives only in the exec sessions' memory.
+	Disk vmdisk.Disk
+	// Serve, when set, is asked what a running container's port serves
+	// instead of the simulated page (serve.go).
+	Serve ServeFunc
 }
 
 // Kubelet is a running simulated kubelet.
@@ -130,8 +139,18 @@ type Kubelet struct {
 	// images are the images on the node's disk (canonical references): a
 	// container of one starts without asking its registry.
 	images map[string]bool
+	// pullBackOff is the image pull back-off, by pod UID and image.
+	pullBackOff map[string]*pullBackOff
 	// kick asks for the mirror pods' status to be posted now.
 	kick chan struct{}
+	// views are the running containers' filesystems as exec sessions
+	// see them, by container ID (exec.go).
+	execMu sync.Mutex
+	views  map[string]*ctrView
+	// started is when the kubelet started: the node's stats start then;
+	// usage keeps the simulated usage counters (stats.go).
+	started time.Time
+	usage   usageState
 }
 
 // Start registers the node and runs the kubelet until Stop.
@@ -142,13 +161,15 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k := &Kubelet{
 		cfg: cfg, cancel: cancel, done: make(chan struct{}),
-		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 10*time.Second)),
-		ipam:    &ipam{byUID: map[string]netip.Addr{}, pods: map[string]string{}},
-		running: map[string][]string{},
-		runs:    map[types.UID]*podRun{},
-		images:  map[string]bool{},
-		static:  map[string]*podRun{},
-		kick:    make(chan struct{}, 1),
+		queue:       workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 10*time.Second)),
+		ipam:        &ipam{byUID: map[string]netip.Addr{}, pods: map[string]string{}},
+		running:     map[string][]string{},
+		runs:        map[types.UID]*podRun{},
+		images:      map[string]bool{},
+		static:      map[string]*podRun{},
+		kick:        make(chan struct{}, 1),
+		pullBackOff: map[string]*pullBackOff{},
+		started:     time.Now(),
 	}
 	srv, err := startServer(net.JoinHostPort(cfg.Address.String(), strconv.Itoa(Port)), k)
 	if err != nil {
@@ -169,7 +190,10 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
 	}), informers.WithTransform(crcache.TransformStripManagedFields()))
 	inf := factory.Core().V1().Pods()
+	// Under mu: the kubelet API, already serving, reads it for stats.
+	k.mu.Lock()
 	k.pods = inf.Lister()
+	k.mu.Unlock()
 	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    k.enqueue,
 		UpdateFunc: func(_, o any) { k.enqueue(o) },

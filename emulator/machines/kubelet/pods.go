@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -86,6 +88,13 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		return k.writeStatus(ctx, pod, status)
 	}
 	hp := k.cfg.Host.OS == "windows" && hostProcessPod(pod) && k.cfg.Host.knowsHostProcess()
+	if k.cfg.Host.OS == "windows" && status.StartTime == nil {
+		for _, c := range allContainers(pod) {
+			for _, l := range ignoredOnWindows(pod, c) {
+				k.cfg.Logs.Write(vmdisk.Kubelet, "%s pod=%q containerName=%q", l, key, c.Name)
+			}
+		}
+	}
 	if hp {
 		if err := k.cfg.Host.hostProcessSandbox(); err != nil {
 			k.waiting(status, pod, "ContainerCreating", "")
@@ -95,13 +104,19 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 			return err // retried with back-off, as the kubelet retries a sandbox
 		}
 	}
-	hostNet := pod.Spec.HostNetwork || hp
+	// A Windows pod asking for the host network without HostProcess gets
+	// a pod network all the same, yet reports the node's IP (see
+	// hostNetworkIgnored): its ports are not where its status says.
+	ignoredHostNet := k.cfg.Host.hostNetworkIgnored(pod)
+	hostNet := (pod.Spec.HostNetwork && !ignoredHostNet) || hp
 	ip := k.cfg.Address
 	if !hostNet {
 		k.mu.Lock()
 		ready, reason := k.ready, k.reason
 		k.mu.Unlock()
-		if !ready {
+		// The kubelet waits for the network only for pods it takes for
+		// pod-network ones (kubelet.go syncPod, IsHostNetworkPod).
+		if !ready && !pod.Spec.HostNetwork {
 			k.waiting(status, pod, "ContainerCreating", "")
 			k.event(ctx, pod, corev1.EventTypeWarning, "NetworkNotReady", "network is not ready: "+reason)
 			return k.writeStatus(ctx, pod, status)
@@ -116,7 +131,11 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 				return err
 			}
 		}
-		if ip, err = k.podIP(ctx, uid, key, pod.Status.PodIP); err != nil {
+		had := pod.Status.PodIP
+		if ignoredHostNet {
+			had = "" // the node's IP, as reported, is not the sandbox's
+		}
+		if ip, err = k.podIP(ctx, uid, key, had); err != nil {
 			k.waiting(status, pod, "ContainerCreating", "")
 			k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
 			_ = k.writeStatus(ctx, pod, status)
@@ -127,7 +146,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	var failed map[string]*ContainerFailure
 	var provides []string
 	for _, c := range allContainers(pod) {
-		p, err := k.pull(ctx, c.Image, hp)
+		p, err := k.pullFor(ctx, string(pod.UID), c.Image, hp)
 		if f, ok := err.(*ContainerFailure); ok {
 			k.cfg.Logs.Write(vmdisk.Containerd, "PullImage %q for %s container %s failed: %s: %s", c.Image, key, c.Name, f.Reason, f.Message)
 			if failed == nil {
@@ -139,9 +158,21 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		if err != nil {
 			return err
 		}
+		if f := createsOnWindows(k.cfg.Host, pod, c); f != nil {
+			k.cfg.Logs.Write(vmdisk.Containerd, "CreateContainer for %s container %s failed: %s", key, c.Name, f.Message)
+			if failed == nil {
+				failed = map[string]*ContainerFailure{}
+			}
+			failed[c.Name] = f
+			continue
+		}
 		images[c.Name] = p
 	}
-	setIPs(status, k.cfg.Address, ip)
+	if ignoredHostNet {
+		setIPs(status, k.cfg.Address, k.cfg.Address)
+	} else {
+		setIPs(status, k.cfg.Address, ip)
+	}
 	if status.StartTime == nil {
 		status.StartTime = ptr.To(metav1.Now())
 	}
@@ -233,6 +264,7 @@ func (k *Kubelet) dropRun(uid types.UID) {
 	}
 	delete(k.runs, uid)
 	k.mu.Unlock()
+	k.dropViews(uid)
 }
 
 func failedSummary(f map[string]*ContainerFailure) string {
@@ -261,6 +293,11 @@ func (k *Kubelet) forget(ctx context.Context) {
 		if !listed[string(uid)] {
 			r.closeAll()
 			delete(k.runs, uid)
+		}
+	}
+	for key := range k.pullBackOff {
+		if uid, _, _ := strings.Cut(key, "_"); !listed[uid] {
+			delete(k.pullBackOff, key)
 		}
 	}
 	k.mu.Unlock()
@@ -609,6 +646,50 @@ func (k *Kubelet) pull(ctx context.Context, ref string, hostProcess bool) (*Pull
 		k.mu.Lock()
 		k.images[canon] = true
 		k.mu.Unlock()
+	}
+	return p, err
+}
+
+// pullBackOff is the kubelet's image back-off for one pod and image: a
+// failed pull is not tried again until it ends, 10 s doubling to 300 s
+// (pkg/kubelet/kubelet.go imageBackOff, MaxImageBackOff, v1.36.3), and a
+// sync in it reports ImagePullBackOff with the failed pull's error
+// (pkg/kubelet/images/image_manager.go EnsureImageExists).
+type pullBackOff struct {
+	until  time.Time
+	period time.Duration
+	last   string
+}
+
+const (
+	imageBackOffPeriod = 10 * time.Second
+	maxImageBackOff    = 300 * time.Second
+)
+
+func (k *Kubelet) pullFor(ctx context.Context, uid, image string, hostProcess bool) (*Pulled, error) {
+	key := uid + "_" + image
+	now := time.Now()
+	k.mu.Lock()
+	b := k.pullBackOff[key]
+	k.mu.Unlock()
+	if b != nil && now.Before(b.until) {
+		return nil, &ContainerFailure{"ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q: %s", image, b.last)}
+	}
+	p, err := k.pull(ctx, image, hostProcess)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var f *ContainerFailure
+	switch {
+	case errors.As(err, &f) && f.Reason == "ErrImagePull":
+		if b == nil {
+			b = &pullBackOff{period: imageBackOffPeriod}
+		} else {
+			b.period = min(2*b.period, maxImageBackOff)
+		}
+		b.until, b.last = now.Add(b.period), "ErrImagePull: "+f.Message
+		k.pullBackOff[key] = b
+	case err == nil:
+		delete(k.pullBackOff, key)
 	}
 	return p, err
 }

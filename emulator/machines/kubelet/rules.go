@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/winkube/winkube/emulator/machines/process"
 	"github.com/winkube/winkube/emulator/registry"
 )
 
@@ -74,67 +75,137 @@ func kubeletMinor(v string) (int, bool) {
 // Rejection is a pod the kubelet refuses at admission: it ends Failed.
 type Rejection struct{ Reason, Message string }
 
-// admit is the kubelet's admission of a pod on this host, and the checks
-// a Windows runtime makes before creating a sandbox; nil admits.
+// admit is the kubelet's admission of a pod on this host; nil admits.
+//
+// What a Windows kubelet of v1.36 refuses is little: the OS field and the
+// pod's kubernetes.io/os label against the node's OS
+// (pkg/kubelet/lifecycle/predicate.go), and pod-level resources
+// (lifecycle/features_windows.go, reason PodLevelResourcesNotSupported
+// from handlers.go). Everything else Windows cannot do is not refused by
+// the node: the API server refuses Linux-only fields when spec.os.name is
+// windows, and otherwise the kubelet and containerd ignore them (see
+// ignoredOnWindows and syncPod's host network), which is what makes them
+// worth explaining.
 func admit(h Host, pod *corev1.Pod) *Rejection {
+	if os, ok := pod.Labels[corev1.LabelOSStable]; ok && os != h.OS {
+		// rejectPodAdmissionBasedOnOSSelector reads the pod's labels,
+		// not its nodeSelector.
+		return &Rejection{"PodOSSelectorNodeLabelDoesNotMatch", "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"}
+	}
 	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != h.OS {
 		return &Rejection{"PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS"}
 	}
 	if h.OS != "windows" {
 		return nil
 	}
+	if podLevelResources(pod) {
+		return &Rejection{"PodLevelResourcesNotSupported", "pod-level resources are not supported on Windows"}
+	}
 	hp := hostProcessPod(pod)
-	if hp && !h.knowsHostProcess() {
-		if pod.Spec.HostNetwork {
-			return &Rejection{"UnsupportedPodSpec", fmt.Sprintf("hostNetwork is not supported on Windows for pods that are not HostProcess pods: kubelet %s does not know securityContext.windowsOptions.hostProcess (Kubernetes v1.22 added HostProcess containers)", h.KubeletVersion)}
-		}
-		hp = false
-	}
-	if pod.Spec.HostNetwork && !hp {
-		return &Rejection{"UnsupportedPodSpec", "hostNetwork is not supported on Windows for pods that are not HostProcess pods: set securityContext.windowsOptions.hostProcess: true or remove hostNetwork"}
-	}
-	var linuxOnly []string
-	check := func(where string, sc *corev1.SecurityContext) {
-		if sc == nil {
-			return
-		}
-		if sc.Privileged != nil && *sc.Privileged {
-			linuxOnly = append(linuxOnly, where+".privileged (use a HostProcess container)")
-		}
-		if sc.SELinuxOptions != nil {
-			linuxOnly = append(linuxOnly, where+".seLinuxOptions")
-		}
-		if sc.Capabilities != nil {
-			linuxOnly = append(linuxOnly, where+".capabilities")
-		}
-		if sc.RunAsUser != nil {
-			linuxOnly = append(linuxOnly, where+".runAsUser (use windowsOptions.runAsUserName)")
-		}
-		if sc.ProcMount != nil {
-			linuxOnly = append(linuxOnly, where+".procMount")
-		}
-		if sc.AppArmorProfile != nil {
-			linuxOnly = append(linuxOnly, where+".appArmorProfile")
-		}
-	}
-	if psc := pod.Spec.SecurityContext; psc != nil {
-		if psc.SELinuxOptions != nil {
-			linuxOnly = append(linuxOnly, "securityContext.seLinuxOptions")
-		}
-		if psc.RunAsUser != nil {
-			linuxOnly = append(linuxOnly, "securityContext.runAsUser (use windowsOptions.runAsUserName)")
-		}
-		if len(psc.Sysctls) > 0 {
-			linuxOnly = append(linuxOnly, "securityContext.sysctls")
-		}
-	}
-	for _, c := range allContainers(pod) {
-		check("containers["+c.Name+"].securityContext", c.SecurityContext)
-	}
-	if len(linuxOnly) > 0 {
-		return &Rejection{"UnsupportedPodSpec", "Windows cannot run this pod: Linux-only settings " + strings.Join(linuxOnly, ", ")}
+	if hp && !h.knowsHostProcess() && pod.Spec.HostNetwork {
+		return &Rejection{"UnsupportedPodSpec", fmt.Sprintf("hostNetwork is not supported on Windows for pods that are not HostProcess pods: kubelet %s does not know securityContext.windowsOptions.hostProcess (Kubernetes v1.22 added HostProcess containers)", h.KubeletVersion)}
 	}
 	return nil
+}
+
+// createsOnWindows is containerd's refusal to create a Windows container
+// the kubelet asks for, or nil. A raw block volume (volumeDevices) reaches
+// the runtime as a CRI device with the container path and "mrw"
+// permissions the kubelet sets for Linux, and containerd's Windows spec
+// takes only devices named IDType://ID with neither (internal/cri/opts
+// spec_windows_opts.go WithWindowsDevices, wrapped by container_create.go
+// "failed to generate container %q spec" and "failed to generate spec",
+// 301026e5). Attaching and mapping the block volume before it is not
+// simulated: a bound PersistentVolume is taken as mapped.
+func createsOnWindows(h Host, pod *corev1.Pod, c corev1.Container) *ContainerFailure {
+	if h.OS != "windows" || len(c.VolumeDevices) == 0 {
+		return nil
+	}
+	return &ContainerFailure{"CreateContainerError", fmt.Sprintf("failed to generate container %q spec: failed to generate spec: unexpected ContainerPath %s, must be empty", process.ContainerID(pod, c.Name), c.VolumeDevices[0].DevicePath)}
+}
+
+// podLevelResources is component-helpers' IsPodLevelResourcesSet
+// (resource/helpers.go, v0.36.3): pod.spec.resources with a CPU or memory
+// request or limit.
+func podLevelResources(pod *corev1.Pod) bool {
+	r := pod.Spec.Resources
+	if r == nil {
+		return false
+	}
+	for _, l := range []corev1.ResourceList{r.Requests, r.Limits} {
+		for _, n := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if _, ok := l[n]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hostNetworkIgnored says whether a pod asks for the host's network and
+// gets a pod network instead: on Windows only HostProcess sandboxes share
+// the host's network (containerd internal/cri/server/helpers.go
+// hostNetwork, 301026e5: on windows it is the sandbox's HostProcess flag
+// alone), while the kubelet still reports the node's IPs as the pod's
+// (kubelet_pods.go generateAPIPodStatus: "HostNetwork Pods inherit the
+// node IPs as PodIPs"). The WindowsHostNetwork gate that would have
+// changed it was deprecated in v1.33 and is read nowhere in v1.36.
+func (h Host) hostNetworkIgnored(pod *corev1.Pod) bool {
+	return h.OS == "windows" && pod.Spec.HostNetwork && !(hostProcessPod(pod) && h.knowsHostProcess())
+}
+
+// ignoredOnWindows are what a Windows kubelet and containerd leave out of
+// a container it runs, and what the kubelet logs of it: the Windows
+// container config carries only resources, the user name, the gMSA spec
+// and HostProcess (kuberuntime_container_windows.go
+// generateWindowsContainerConfig), so privileged, capabilities, runAsUser,
+// seLinuxOptions, procMount and the rest are dropped; mount propagation
+// becomes private (kubelet_pods.go translateMountPropagation); an
+// emptyDir of medium Memory is a plain directory, since the Windows
+// mounter makes a directory for the source "tmpfs" (mount-utils
+// mount_windows.go MountSensitive, v0.36.3). The kubelet logs only the
+// runAsUser, seLinuxOptions and runAsGroup ones, and only when
+// runAsNonRoot is set (security_context_windows.go verifyRunAsNonRoot).
+func ignoredOnWindows(pod *corev1.Pod, c corev1.Container) (logged []string) {
+	sc := effectiveSecurityContext(pod, c)
+	if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		return nil
+	}
+	if sc.RunAsUser != nil {
+		logged = append(logged, "Windows container does not support SecurityContext.RunAsUser, please use SecurityContext.WindowsOptions")
+	}
+	if sc.SELinuxOptions != nil {
+		logged = append(logged, "Windows container does not support SecurityContext.SELinuxOptions, please use SecurityContext.WindowsOptions")
+	}
+	if sc.RunAsGroup != nil {
+		logged = append(logged, "Windows container does not support SecurityContext.RunAsGroup")
+	}
+	return logged
+}
+
+// effectiveSecurityContext merges the pod's and the container's as
+// pkg/securitycontext DetermineEffectiveSecurityContext does, for the
+// fields ignoredOnWindows reads.
+func effectiveSecurityContext(pod *corev1.Pod, c corev1.Container) corev1.SecurityContext {
+	var out corev1.SecurityContext
+	if p := pod.Spec.SecurityContext; p != nil {
+		out.RunAsUser, out.RunAsGroup, out.RunAsNonRoot, out.SELinuxOptions = p.RunAsUser, p.RunAsGroup, p.RunAsNonRoot, p.SELinuxOptions
+	}
+	if s := c.SecurityContext; s != nil {
+		if s.RunAsUser != nil {
+			out.RunAsUser = s.RunAsUser
+		}
+		if s.RunAsGroup != nil {
+			out.RunAsGroup = s.RunAsGroup
+		}
+		if s.RunAsNonRoot != nil {
+			out.RunAsNonRoot = s.RunAsNonRoot
+		}
+		if s.SELinuxOptions != nil {
+			out.SELinuxOptions = s.SELinuxOptions
+		}
+	}
+	return out
 }
 
 func allContainers(pod *corev1.Pod) []corev1.Container {
@@ -194,6 +265,9 @@ func pull(ctx context.Context, images Images, h Host, ref string, hostProcess bo
 	canon := registry.Canonical(ref)
 	m, err := images.Lookup(ctx, ref)
 	if errors.Is(err, registry.ErrNotFound) {
+		if f := deniedRepository(ctx, images, ref); f != nil {
+			return nil, f
+		}
 		return nil, &ContainerFailure{"ErrImagePull", fmt.Sprintf("failed to pull and unpack image %q: failed to resolve reference %q: %s: not found", canon, canon, canon)}
 	}
 	if err != nil {
@@ -226,6 +300,28 @@ func pull(ctx context.Context, images Images, h Host, ref string, hostProcess bo
 		return nil, noMatch // an index with no entry for this build
 	}
 	return nil, &ContainerFailure{"CreateContainerError", "failed to create containerd task: failed to create shim task: hcs::CreateComputeSystem: The container operating system does not match the host operating system.: unknown"}
+}
+
+// deniedRepository is the pull's failure when ref names a Docker Hub
+// repository that does not exist: Docker Hub answers the token request
+// for it with the error insufficient_scope rather than a 404, and
+// containerd reports an authorization failure as a possibly missing
+// repository (core/remotes/docker/authorizer.go invalidAuthorization
+// "server message: %s: %w" and resolver.go "pull access denied,
+// repository does not exist or may require authorization", 301026e5).
+// Other registries (mcr.microsoft.com) answer 404: "not found".
+func deniedRepository(ctx context.Context, images Images, ref string) *ContainerFailure {
+	repos, ok := images.(interface {
+		HasRepository(ctx context.Context, ref string) (bool, error)
+	})
+	canon := registry.Canonical(ref)
+	if !ok || !strings.HasPrefix(canon, "docker.io/") {
+		return nil
+	}
+	if has, err := repos.HasRepository(ctx, ref); err != nil || has {
+		return nil
+	}
+	return &ContainerFailure{"ErrImagePull", fmt.Sprintf("failed to pull and unpack image %q: failed to resolve reference %q: pull access denied, repository does not exist or may require authorization: server message: insufficient_scope: authorization failed", canon, canon)}
 }
 
 // runsOn says whether a process-isolated image of build image runs on a

@@ -79,6 +79,9 @@ func TestPullFollowsContainerdPlatformRules(t *testing.T) {
 	}
 }
 
+// TestAdmitRefusesWhatWindowsCannotRun: a Windows kubelet refuses little
+// (the OS field and label, pod-level resources) and runs the rest with
+// what Windows cannot do left out.
 func TestAdmitRefusesWhatWindowsCannotRun(t *testing.T) {
 	c := corev1.Container{Name: "c", Image: "x"}
 	hp := &corev1.PodSecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(true)}}
@@ -90,16 +93,23 @@ func TestAdmitRefusesWhatWindowsCannotRun(t *testing.T) {
 	}{
 		{"plain", win2022, corev1.PodSpec{Containers: []corev1.Container{c}}, ""},
 		{"host process", win2022, corev1.PodSpec{HostNetwork: true, SecurityContext: hp, Containers: []corev1.Container{c}}, ""},
-		{"host network", win2022, corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{c}}, "hostNetwork is not supported"},
-		{"privileged", win2022, corev1.PodSpec{Containers: []corev1.Container{{Name: "c", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}, "privileged"},
-		{"runAsUser", win2022, corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000)}, Containers: []corev1.Container{c}}, "runAsUser"},
-		{"capabilities", win2022, corev1.PodSpec{Containers: []corev1.Container{{Name: "c", SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}, "capabilities"},
+		// The kubelet and containerd ignore these on Windows: they run.
+		{"host network", win2022, corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{c}}, ""},
+		{"privileged", win2022, corev1.PodSpec{Containers: []corev1.Container{{Name: "c", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}, ""},
+		{"runAsUser", win2022, corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000)}, Containers: []corev1.Container{c}}, ""},
+		{"capabilities", win2022, corev1.PodSpec{Containers: []corev1.Container{{Name: "c", SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}, ""},
+		{"pod-level resources", win2022, corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resourceMustParse("1")}}, Containers: []corev1.Container{c}}, "pod-level resources are not supported on Windows"},
+		{"pod-level resources on linux", linux, corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resourceMustParse("1")}}, Containers: []corev1.Container{c}}, ""},
 		{"linux pod on windows", win2022, corev1.PodSpec{OS: &corev1.PodOS{Name: corev1.Linux}, Containers: []corev1.Container{c}}, "doesn't match node OS"},
 		{"windows pod on linux", linux, corev1.PodSpec{OS: &corev1.PodOS{Name: corev1.Windows}, Containers: []corev1.Container{c}}, "doesn't match node OS"},
+		{"os label", win2022, corev1.PodSpec{Containers: []corev1.Container{c}}, ""},
 		{"privileged on linux", linux, corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "c", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}, ""},
 	}
 	for _, tc := range cases {
 		rej := admit(tc.host, &corev1.Pod{Spec: tc.spec})
+		if tc.name == "pod-level resources" && (rej == nil || rej.Reason != "PodLevelResourcesNotSupported") {
+			t.Errorf("%s: reason %+v, want PodLevelResourcesNotSupported", tc.name, rej)
+		}
 		switch {
 		case tc.refuse == "" && rej != nil:
 			t.Errorf("%s: refused (%s), want admitted", tc.name, rej.Message)
@@ -223,5 +233,41 @@ func TestUnreachableRegistry(t *testing.T) {
 	}
 	if a := publicAddress("mcr.microsoft.com"); !strings.HasPrefix(a, "203.0.113.") || a != publicAddress("mcr.microsoft.com") {
 		t.Errorf("publicAddress = %s, want a stable address in 203.0.113.0/24", a)
+	}
+}
+
+// TestOSLabelIsAdmitted: the kubelet compares the pod's own
+// kubernetes.io/os label, not its nodeSelector, with the node's OS.
+func TestOSLabelIsAdmitted(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: map[string]string{corev1.LabelOSStable: "linux"}, Containers: []corev1.Container{{Name: "c"}}}}
+	if rej := admit(win2022, pod); rej != nil {
+		t.Errorf("a nodeSelector alone: %+v, want admitted (the scheduler, not the kubelet, reads it)", rej)
+	}
+	pod.Labels = map[string]string{corev1.LabelOSStable: "linux"}
+	if rej := admit(win2022, pod); rej == nil || rej.Reason != "PodOSSelectorNodeLabelDoesNotMatch" {
+		t.Errorf("a kubernetes.io/os=linux label on Windows: %+v", rej)
+	}
+}
+
+// TestIgnoredOnWindows: what the Windows kubelet logs of the Linux-only
+// settings it drops, only when runAsNonRoot is set; and a raw block
+// device fails the container's creation in containerd.
+func TestIgnoredOnWindows(t *testing.T) {
+	c := corev1.Container{Name: "c", SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}}}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
+	if got := ignoredOnWindows(pod, c); len(got) != 0 {
+		t.Errorf("without runAsNonRoot: %q, want nothing logged", got)
+	}
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)}
+	got := ignoredOnWindows(pod, c)
+	if len(got) != 2 || !strings.Contains(got[0], "RunAsUser") || !strings.Contains(got[1], "SELinuxOptions") {
+		t.Errorf("with runAsNonRoot: %q", got)
+	}
+	block := corev1.Container{Name: "b", VolumeDevices: []corev1.VolumeDevice{{Name: "disk", DevicePath: "/dev/xvda"}}}
+	if f := createsOnWindows(win2022, pod, block); f == nil || f.Reason != "CreateContainerError" || !strings.Contains(f.Message, "unexpected ContainerPath /dev/xvda, must be empty") {
+		t.Errorf("volumeDevices on Windows: %+v", f)
+	}
+	if f := createsOnWindows(linux, pod, block); f != nil {
+		t.Errorf("volumeDevices on Linux: %+v", f)
 	}
 }

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -49,12 +50,21 @@ type podNet struct {
 	// (the kubelet API, SSH, the static control-plane pods): a hostNetwork
 	// container "listening" there shares the real process's socket.
 	held map[int32]bool
+	// serve is Config.Serve.
+	serve ServeFunc
 }
+
+// ServeFunc says what a running container's port serves when its image's
+// process is modelled (metrics-server's API): a nil handler serves the
+// simulated page; a non-nil tlsCfg serves the handler over TLS. ctx ends
+// when the container's process stops.
+type ServeFunc func(ctx context.Context, pod *corev1.Pod, c corev1.Container, port int32) (h http.Handler, tlsCfg *tls.Config)
 
 // ctrServer is one listening port of a running container.
 type ctrServer struct {
 	port int32
 	srv  *http.Server
+	stop context.CancelFunc
 }
 
 // portsOf are the TCP ports a container's process listens on.
@@ -101,16 +111,28 @@ func (r *podRun) openPorts(c *ctrRun) {
 			r.event(corev1.EventTypeWarning, "Failed", "container %s: its server cannot listen on port %d: %v", c.spec.Name, port, err)
 			continue
 		}
-		page := r.page(c, img, port)
+		var handler http.Handler = r.page(c, img, port)
+		stop := context.CancelFunc(func() {})
+		if r.net.serve != nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			if h, tlsCfg := r.net.serve(ctx, r.pod, c.spec, port); h != nil {
+				handler, stop = h, cancel
+				if tlsCfg != nil {
+					ln = tls.NewListener(ln, tlsCfg)
+				}
+			} else {
+				cancel()
+			}
+		}
 		srv := &http.Server{
-			Handler:           page,
+			Handler:           handler,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       30 * time.Second,
 		}
 		// One goroutine per listening port; connections get their own
 		// only while open.
 		go func() { _ = srv.Serve(ln) }()
-		c.servers = append(c.servers, ctrServer{port: port, srv: srv})
+		c.servers = append(c.servers, ctrServer{port: port, srv: srv, stop: stop})
 	}
 }
 
@@ -119,6 +141,9 @@ func (r *podRun) openPorts(c *ctrRun) {
 func (c *ctrRun) closePorts() {
 	for _, s := range c.servers {
 		_ = s.srv.Close()
+		if s.stop != nil {
+			s.stop()
+		}
 	}
 	c.servers = nil
 }
@@ -187,7 +212,7 @@ request:   %s %s
 // podNet is where a pod's containers listen: the node's address for a
 // hostNetwork or HostProcess pod, else its pod IP's host address.
 func (k *Kubelet) podNet(ctx context.Context, pod *corev1.Pod, hostNet bool, ip netip.Addr) *podNet {
-	n := &podNet{node: k.cfg.NodeName, os: k.cfg.NodeInfo.OSImage, held: k.heldPorts()}
+	n := &podNet{node: k.cfg.NodeName, os: k.cfg.NodeInfo.OSImage, held: k.heldPorts(), serve: k.cfg.Serve}
 	if v := k.cfg.NodeInfo.KernelVersion; v != "" {
 		n.os += " (" + v + ")"
 	}

@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/testenv"
 )
@@ -28,10 +30,14 @@ import (
 // at loopback addresses of the test's own block.
 type servingNode struct {
 	client kubernetes.Interface
-	node   string
-	addr   netip.Addr
-	mu     sync.Mutex
-	pods   map[string]netip.Addr
+	// cfg reaches the API server as its administrator.
+	cfg  *rest.Config
+	node string
+	addr netip.Addr
+	mu   sync.Mutex
+	pods map[string]netip.Addr
+	// disk is the node's disk, where the kubelet keeps pods' volumes.
+	disk vmdisk.Disk
 }
 
 func (n *servingNode) podAddress(ip string) (netip.Addr, error) {
@@ -46,7 +52,10 @@ func (n *servingNode) podAddress(ip string) (netip.Addr, error) {
 
 func startServingNode(t *testing.T) *servingNode {
 	t.Helper()
-	env, err := testenv.Start(testenv.Options{})
+	// The API server reaches a node's kubelet at its InternalIP (the
+	// test's node names do not resolve), as winkube's control planes
+	// configure it (controlplane/components.go).
+	env, err := testenv.Start(testenv.Options{APIServerFlags: map[string]string{"kubelet-preferred-address-types": "InternalIP"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +64,7 @@ func startServingNode(t *testing.T) *servingNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &servingNode{client: client, node: "node-a", addr: testAddress(t), pods: map[string]netip.Addr{}}
+	n := &servingNode{client: client, cfg: env.Config, node: "node-a", addr: testAddress(t), pods: map[string]netip.Addr{}, disk: vmdisk.Disk{Root: t.TempDir()}}
 	// The node's pod CIDR is 10.244.1.0/24: .2 is the first pod's address.
 	for i := 2; i < 6; i++ {
 		n.pods[netip.AddrFrom4([4]byte{10, 244, 1, byte(i)}).String()] = testAddress(t)
@@ -63,7 +72,7 @@ func startServingNode(t *testing.T) *servingNode {
 	k, err := Start(context.Background(), Config{
 		NodeName: n.node, Client: client, Address: n.addr, Host: linux, Images: startRegistry(t),
 		NodeInfo:   corev1.NodeSystemInfo{OSImage: "Ubuntu 24.04.1 LTS", KernelVersion: "6.8.0-1021-azure", OperatingSystem: "linux"},
-		PodAddress: n.podAddress, Log: logr.Discard(),
+		PodAddress: n.podAddress, Log: logr.Discard(), Disk: n.disk,
 		// The node's CNI configuration is in place (what the CNI's
 		// install step writes is the process model's, tested there).
 		NetworkConfigured: func() bool { return true },
@@ -124,6 +133,10 @@ func TestSimulatedContainersServe(t *testing.T) {
 	n := startServingNode(t)
 	t.Run("DeclaredPortAnswers", func(t *testing.T) { declaredPortAnswers(t, n) })
 	t.Run("ImagePortsListenUndeclared", func(t *testing.T) { imagePortsListenUndeclared(t, n) })
+	t.Run("ImagePullBacksOff", func(t *testing.T) { imagePullBacksOff(t, n) })
+	t.Run("ExecLinux", func(t *testing.T) { execLinux(t, n) })
+	t.Run("PortForwardToPod", func(t *testing.T) { portForwardToPod(t, n) })
+	t.Run("ExecWindows", func(t *testing.T) { execWindows(t, n) })
 }
 
 // declaredPortAnswers: a Running pod's declared port answers HTTP with

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -16,15 +17,18 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
+
+	"github.com/winkube/winkube/emulator/machines/process"
 )
 
 // server is the kubelet API, reduced to what the API server calls on a
-// simulated node: port-forward (Cluster API reaches etcd with it),
-// container logs and health.
+// simulated node: port-forward (Cluster API reaches etcd with it), exec
+// into a container's simulated shell, container logs and health.
 type server struct {
 	srv *http.Server
 }
@@ -43,11 +47,12 @@ func startServer(addr string, k *Kubelet) (*server, error) {
 	mux.HandleFunc("/portForward/{ns}/{pod}", k.servePortForward)
 	mux.HandleFunc("/portForward/{ns}/{pod}/{uid}", k.servePortForward)
 	mux.HandleFunc("/containerLogs/{ns}/{pod}/{container}", k.serveLogs)
-	for _, p := range []string{"/exec/", "/attach/", "/run/"} {
-		mux.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) {
-			http.Error(w, "containers on winkube's simulated nodes run no processes: exec, attach and run are not available", http.StatusNotImplemented)
-		})
-	}
+	mux.HandleFunc("/exec/{ns}/{pod}/{container}", k.serveExec)
+	mux.HandleFunc("/exec/{ns}/{pod}/{uid}/{container}", k.serveExec)
+	mux.HandleFunc("/attach/", serveNoProcess)
+	mux.HandleFunc("/run/", serveNoProcess)
+	mux.HandleFunc("GET /stats/summary", k.serveSummary)
+	mux.HandleFunc("GET /metrics/resource", k.serveResourceMetrics)
 	s := &server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
@@ -55,8 +60,10 @@ func startServer(addr string, k *Kubelet) (*server, error) {
 
 func (s *server) close() error { return s.srv.Close() }
 
-// servePortForward forwards to the node's own address, which is where a
-// host-network pod's ports are; other pods run no process to reach.
+// servePortForward forwards to where the pod's ports are: the node's
+// address for a host-network pod, the pod IP's host address for any
+// other, where its running containers' simulated servers listen
+// (serve.go).
 func (k *Kubelet) servePortForward(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("ns"), r.PathValue("pod")
 	pod, err := k.cfg.Client.CoreV1().Pods(ns).Get(r.Context(), name, getOpts)
@@ -64,29 +71,42 @@ func (k *Kubelet) servePortForward(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("pod %s/%s is not on node %s", ns, name, k.cfg.NodeName), http.StatusNotFound)
 		return
 	}
-	hostNet := pod.Spec.HostNetwork
+	f := forwarder{addr: k.cfg.Address, hostNet: pod.Spec.HostNetwork, windows: k.cfg.Host.OS == "windows", podIP: pod.Status.PodIP, sandbox: process.ContainerID(pod, "sandbox")}
+	if !f.hostNet {
+		if k.cfg.PodAddress == nil || pod.Status.PodIP == "" {
+			http.Error(w, fmt.Sprintf("pod %s/%s has no pod IP on node %s", ns, name, k.cfg.NodeName), http.StatusInternalServerError)
+			return
+		}
+		a, err := k.cfg.PodAddress(pod.Status.PodIP)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("failed to get sandbox ip: %v", err), http.StatusInternalServerError)
+			return
+		}
+		f.addr = a
+	}
 	opts, err := portforward.NewV4Options(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	portforward.ServePortForward(w, r, forwarder{addr: k.cfg.Address, hostNet: hostNet}, name, string(pod.UID), opts, 4*time.Hour, 30*time.Second, portforward.SupportedProtocols)
+	portforward.ServePortForward(w, r, f, name, string(pod.UID), opts, 4*time.Hour, 30*time.Second, portforward.SupportedProtocols)
 }
 
 type forwarder struct {
 	addr    netip.Addr
 	hostNet bool
+	windows bool
+	podIP   string
+	// sandbox is the pod sandbox's ID, which containerd's errors name.
+	sandbox string
 }
 
 func (f forwarder) PortForward(ctx context.Context, name, _ string, port int32, stream io.ReadWriteCloser) error {
 	defer stream.Close()
-	if !f.hostNet {
-		return fmt.Errorf("pod %s runs no process on a simulated node: nothing listens on port %d", name, port)
-	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(f.addr.String(), strconv.Itoa(int(port))))
 	if err != nil {
-		return fmt.Errorf("failed to connect to port %d of pod %s: %w", port, name, err)
+		return f.refused(name, port, err)
 	}
 	defer conn.Close()
 	done := make(chan struct{}, 2)
@@ -97,6 +117,45 @@ func (f forwarder) PortForward(ctx context.Context, name, _ string, port int32, 
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// refused is containerd's error when nothing listens on the pod's port.
+// Windows dials the pod IP (or localhost for a host-network pod) and
+// says so (internal/cri/server/sandbox_portforward_windows.go); Linux
+// dials localhost inside the pod's network namespace over IPv4, then
+// IPv6 (sandbox_portforward_linux.go; containerd 301026e5). The dial
+// errors are Go's for the address containerd dials, with the OS's
+// connection-refused text: the Windows one (WSAECONNREFUSED's) was not
+// verified against a source here.
+func (f forwarder) refused(pod string, port int32, err error) error {
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("failed to connect to port %d of pod %s: %w", port, pod, err)
+	}
+	if f.windows {
+		ip := f.podIP
+		if f.hostNet {
+			ip = "localhost"
+		}
+		dialIP := ip
+		if f.hostNet {
+			dialIP = "127.0.0.1"
+		}
+		return fmt.Errorf("failed to execute portforward for podId %v, podIp %v, err: failed to connect to %s:%d for pod %q: dial tcp %s:%d: connectex: No connection could be made because the target machine actively refused it.",
+			f.sandbox, ip, ip, port, f.sandbox, dialIP, port)
+	}
+	nsPath := "host"
+	if !f.hostNet {
+		nsPath = "/var/run/netns/cni-" + netnsID(f.sandbox)
+	}
+	return fmt.Errorf("failed to execute portforward in network namespace %q: failed to connect to localhost:%d inside namespace %q, IPv4: dial tcp4 127.0.0.1:%d: connect: connection refused IPv6 dial tcp6 [::1]:%d: connect: connection refused ",
+		nsPath, port, f.sandbox, port, port)
+}
+
+// netnsID is the UUID-shaped name containerd gives a pod's network
+// namespace (cni-<uuid>), derived from the sandbox so it is stable.
+func netnsID(sandbox string) string {
+	s := (sandbox + strings.Repeat("0", 32))[:32]
+	return s[:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:32]
 }
 
 // serveLogs returns what the simulated runtime knows of a container; it

@@ -31,6 +31,9 @@ type View struct {
 	// layer is what the process wrote outside every mount: gone with the
 	// container, never on the host.
 	layer map[string][]byte
+	// names are the layer's files and dirs the directories made in it,
+	// by key, as the process spelled them.
+	names, dirs map[string]string
 }
 
 type mountPoint struct {
@@ -136,10 +139,10 @@ func (v *View) Exists(p, cwd string) bool {
 			}
 		}
 		if !v.hostVisible {
-			return v.inLayer(p)
+			return v.inLayer(p) || v.inDirs(p) || v.holdsMount(p)
 		}
 	}
-	if v.inLayer(p) {
+	if v.inLayer(p) || v.inDirs(p) || v.holdsMount(p) {
 		return true
 	}
 	if !v.hostVisible {
@@ -165,6 +168,22 @@ func (v *View) inLayer(p string) bool {
 		}
 	}
 	return false
+}
+
+// holdsMount says whether a mount point is below p: the runtime creates
+// a mount point's directories in the container.
+func (v *View) holdsMount(p string) bool {
+	for _, m := range v.mounts {
+		if _, ok := v.under(m.at, p); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *View) inDirs(p string) bool {
+	_, ok := v.dirs[v.key(p)]
+	return ok
 }
 
 func (v *View) hostStat(dir, rest string) (fs.FileInfo, error) {
@@ -257,6 +276,10 @@ func (v *View) writeLayer(p string, data []byte) {
 		v.layer = map[string][]byte{}
 	}
 	v.layer[v.key(p)] = data
+	if v.names == nil {
+		v.names = map[string]string{}
+	}
+	v.names[v.key(p)] = p
 }
 
 func (v *View) writeHost(p string, data []byte) error {

@@ -292,6 +292,41 @@ func startHostProcess(ctx context.Context, node Node, image Image, c Container, 
 		env[k] = replaceSandbox(v, sandbox)
 	}
 	env["CONTAINER_SANDBOX_MOUNT_POINT"] = sandbox + `\`
+	view, cwd := hostProcessView(node, image, c, cwd)
+	p := &Proc{Ctx: ctx, Node: node, View: view, Cwd: cwd, Env: env, Sandbox: sandbox}
+	cl := strings.Join(quoteAll(argv), " ")
+	if bind {
+		// With the bind filter hcsshim runs `cmd /c <command line>`:
+		// the container starts whatever the line names, and cmd reports
+		// what it cannot run (jobcontainer.go, 7c9ff7f4).
+		return finish(p, runCmd(p, argv, cl))
+	}
+	exe, found := searchPath(p, argv[0])
+	if !found {
+		// hcsshim internal/jobcontainers/path.go; the message users
+		// report (kubernetes/website#29924).
+		return startError(c.Spec.Name, fmt.Sprintf("failed to get application name from commandline %q: failed to find executable %q", cl, argv[0]))
+	}
+	if !isPE(exe) {
+		// CreateProcess runs only PE images: ERROR_BAD_EXE_FORMAT (193).
+		return startError(c.Spec.Name, "failed to start host process: failed to create process: %1 is not a valid Win32 application.")
+	}
+	p.Program, p.Args = exe, argv[1:]
+	return finish(p, run(p))
+}
+
+// HostProcess is what a process of a HostProcess container sees: the
+// host's disk with the image at the sandbox mount point and the volumes
+// linked (and bound) as hcsshim does; its working directory (cwd is the
+// spec's or the image's, "" for none) and CONTAINER_SANDBOX_MOUNT_POINT.
+func HostProcess(node Node, image Image, c Container, cwd string) (view *View, dir, sandboxMountPoint string) {
+	view, dir = hostProcessView(node, image, c, cwd)
+	return view, dir, sandboxDir(node, c.ID) + `\`
+}
+
+func hostProcessView(node Node, image Image, c Container, cwd string) (*View, string) {
+	sandbox := sandboxDir(node, c.ID)
+	bind := node.BindFilter()
 	view := &View{windows: true, host: node.Disk, hostVisible: true, imageRoot: sandbox, image: map[string]bool{}}
 	for _, f := range image.Files {
 		view.image[strings.TrimPrefix(f, "/")] = true
@@ -329,26 +364,7 @@ func startHostProcess(ctx context.Context, node Node, image Image, c Container, 
 		cwd = `C:\`
 	}
 	cwd = view.norm(cwd, `C:\`)
-	p := &Proc{Ctx: ctx, Node: node, View: view, Cwd: cwd, Env: env, Sandbox: sandbox}
-	cl := strings.Join(quoteAll(argv), " ")
-	if bind {
-		// With the bind filter hcsshim runs `cmd /c <command line>`:
-		// the container starts whatever the line names, and cmd reports
-		// what it cannot run (jobcontainer.go, 7c9ff7f4).
-		return finish(p, runCmd(p, argv, cl))
-	}
-	exe, found := searchPath(p, argv[0])
-	if !found {
-		// hcsshim internal/jobcontainers/path.go; the message users
-		// report (kubernetes/website#29924).
-		return startError(c.Spec.Name, fmt.Sprintf("failed to get application name from commandline %q: failed to find executable %q", cl, argv[0]))
-	}
-	if !isPE(exe) {
-		// CreateProcess runs only PE images: ERROR_BAD_EXE_FORMAT (193).
-		return startError(c.Spec.Name, "failed to start host process: failed to create process: %1 is not a valid Win32 application.")
-	}
-	p.Program, p.Args = exe, argv[1:]
-	return finish(p, run(p))
+	return view, cwd
 }
 
 // startError is a process the runtime could not start, as the kubelet

@@ -4,12 +4,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"math"
 	"net"
 	"os"
+	"regexp"
+	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -21,9 +27,10 @@ import (
 const ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // Environment is the container's environment as the kubelet builds it
-// (pkg/kubelet/kubelet_pods.go makeEnvironmentVariables): the kubernetes
-// Service's variables first, then envFrom, then env, each resolving its
-// source; a later name wins.
+// (pkg/kubelet/kubelet_pods.go makeEnvironmentVariables, v1.36.3): the
+// Services' variables first, then envFrom, then env, each resolving its
+// source (Secrets, ConfigMaps, the downward API's fields and resources);
+// a later name wins.
 func Environment(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, ct corev1.Container) ([]corev1.EnvVar, error) {
 	vals := map[string]string{}
 	var order []string
@@ -33,18 +40,12 @@ func Environment(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, c
 		}
 		vals[k] = v
 	}
-	// The master service's variables are set for every pod, whatever
-	// enableServiceLinks says.
-	svc, err := c.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	svcVars, err := serviceVariables(ctx, c, pod)
+	if err != nil {
 		return nil, err
 	}
-	if err == nil && len(svc.Spec.Ports) > 0 {
-		port := strconv.Itoa(int(svc.Spec.Ports[0].Port))
-		set("KUBERNETES_SERVICE_HOST", svc.Spec.ClusterIP)
-		set("KUBERNETES_SERVICE_PORT", port)
-		set("KUBERNETES_SERVICE_PORT_HTTPS", port)
-		set("KUBERNETES_PORT", "tcp://"+net.JoinHostPort(svc.Spec.ClusterIP, port))
+	for _, kv := range svcVars {
+		set(kv[0], kv[1])
 	}
 	for _, from := range ct.EnvFrom {
 		data := map[string]string{}
@@ -73,7 +74,7 @@ func Environment(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, c
 		}
 	}
 	for _, e := range ct.Env {
-		v, err := envValue(ctx, c, pod, e)
+		v, err := envValue(ctx, c, pod, ct, e)
 		if err != nil {
 			return nil, err
 		}
@@ -86,26 +87,15 @@ func Environment(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, c
 	return out, nil
 }
 
-func envValue(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, e corev1.EnvVar) (string, error) {
+func envValue(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, ct corev1.Container, e corev1.EnvVar) (string, error) {
 	if e.ValueFrom == nil {
 		return e.Value, nil
 	}
 	switch {
 	case e.ValueFrom.FieldRef != nil:
-		switch e.ValueFrom.FieldRef.FieldPath {
-		case "spec.nodeName":
-			return pod.Spec.NodeName, nil
-		case "metadata.name":
-			return pod.Name, nil
-		case "metadata.namespace":
-			return pod.Namespace, nil
-		case "status.podIP":
-			return pod.Status.PodIP, nil
-		case "status.hostIP":
-			return pod.Status.HostIP, nil
-		case "spec.serviceAccountName":
-			return pod.Spec.ServiceAccountName, nil
-		}
+		return fieldValue(pod, e.ValueFrom.FieldRef.FieldPath)
+	case e.ValueFrom.ResourceFieldRef != nil:
+		return resourceValue(ctx, c, pod, ct, e.ValueFrom.ResourceFieldRef)
 	case e.ValueFrom.ConfigMapKeyRef != nil:
 		ref := e.ValueFrom.ConfigMapKeyRef
 		cm, err := c.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
@@ -128,6 +118,164 @@ func envValue(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, e co
 		return string(s.Data[ref.Key]), nil
 	}
 	return "", nil
+}
+
+// fieldValue is a downward API field as the kubelet resolves it
+// (pkg/kubelet/kubelet_pods.go podFieldSelectorRuntimeValue, and
+// pkg/fieldpath ExtractFieldPathAsString for the metadata fields,
+// v1.36.3). The API server validates the path.
+func fieldValue(pod *corev1.Pod, path string) (string, error) {
+	switch path {
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.hostIP":
+		return pod.Status.HostIP, nil
+	case "status.hostIPs":
+		var ips []string
+		for _, ip := range pod.Status.HostIPs {
+			ips = append(ips, ip.IP)
+		}
+		return strings.Join(ips, ","), nil
+	case "status.podIP":
+		return pod.Status.PodIP, nil
+	case "status.podIPs":
+		var ips []string
+		for _, ip := range pod.Status.PodIPs {
+			ips = append(ips, ip.IP)
+		}
+		return strings.Join(ips, ","), nil
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "metadata.labels":
+		return formatMap(pod.Labels), nil
+	case "metadata.annotations":
+		return formatMap(pod.Annotations), nil
+	}
+	if m := subscript.FindStringSubmatch(path); m != nil {
+		if m[1] == "labels" {
+			return pod.Labels[m[2]], nil
+		}
+		return pod.Annotations[m[2]], nil
+	}
+	return "", fmt.Errorf("unsupported fieldPath: %v", path)
+}
+
+var subscript = regexp.MustCompile(`^metadata\.(labels|annotations)\['(.*)'\]$`)
+
+// formatMap is pkg/fieldpath FormatMap: key="value" lines, sorted, the
+// value quoted as Go's %q does.
+func formatMap(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%v=%q\n", k, m[k])
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// resourceValue is a resourceFieldRef as the kubelet resolves it: the
+// named container's request or limit, a limit the container does not set
+// being the node's allocatable, in units of the divisor, rounded up
+// (kubelet_pods.go containerResourceRuntimeValue and
+// defaultPodLimitsForDownwardAPI; pkg/api/v1/resource/helpers.go
+// ExtractContainerResourceValue, v1.36.3).
+func resourceValue(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, ct corev1.Container, ref *corev1.ResourceFieldSelector) (string, error) {
+	if ref.ContainerName != "" {
+		for _, o := range pod.Spec.Containers {
+			if o.Name == ref.ContainerName {
+				ct = o
+			}
+		}
+	}
+	kind, name, _ := strings.Cut(ref.Resource, ".")
+	list := ct.Resources.Requests
+	if kind == "limits" {
+		list = ct.Resources.Limits
+	}
+	q, ok := list[corev1.ResourceName(name)]
+	if !ok && kind == "limits" && pod.Spec.NodeName != "" {
+		node, err := c.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		q = node.Status.Allocatable[corev1.ResourceName(name)]
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	if name == "cpu" {
+		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+	}
+	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+}
+
+// serviceVariables are the Service variables the kubelet sets: those of
+// the default namespace's kubernetes Service for every pod, and of every
+// Service of the pod's namespace unless enableServiceLinks is false;
+// Services without a ClusterIP have none (kubelet_pods.go
+// getServiceEnvVarMap; pkg/kubelet/envvars FromServices, v1.36.3).
+func serviceVariables(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) ([][2]string, error) {
+	var svcs []corev1.Service
+	master, err := c.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if err == nil {
+		svcs = append(svcs, *master)
+	}
+	if pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks {
+		list, err := c.CoreV1().Services(pod.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+		for _, s := range list.Items {
+			if s.Namespace == metav1.NamespaceDefault && s.Name == "kubernetes" {
+				continue
+			}
+			svcs = append(svcs, s)
+		}
+	}
+	var out [][2]string
+	for _, s := range svcs {
+		ip := s.Spec.ClusterIP
+		if ip == "" || ip == corev1.ClusterIPNone || len(s.Spec.Ports) == 0 {
+			continue
+		}
+		prefix := strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_"))
+		first := strconv.Itoa(int(s.Spec.Ports[0].Port))
+		out = append(out, [2]string{prefix + "_SERVICE_HOST", ip}, [2]string{prefix + "_SERVICE_PORT", first})
+		for _, p := range s.Spec.Ports {
+			if p.Name != "" {
+				out = append(out, [2]string{prefix + "_SERVICE_PORT_" + strings.ToUpper(strings.ReplaceAll(p.Name, "-", "_")), strconv.Itoa(int(p.Port))})
+			}
+		}
+		for i, p := range s.Spec.Ports {
+			proto := string(p.Protocol)
+			if proto == "" {
+				proto = string(corev1.ProtocolTCP)
+			}
+			hostPort := net.JoinHostPort(ip, strconv.Itoa(int(p.Port)))
+			url := strings.ToLower(proto) + "://" + hostPort
+			if i == 0 {
+				out = append(out, [2]string{prefix + "_PORT", url})
+			}
+			pp := fmt.Sprintf("%s_PORT_%d_%s", prefix, p.Port, strings.ToUpper(proto))
+			out = append(out, [2]string{pp, url}, [2]string{pp + "_PROTO", strings.ToLower(proto)}, [2]string{pp + "_PORT", strconv.Itoa(int(p.Port))}, [2]string{pp + "_ADDR", ip})
+		}
+	}
+	return out, nil
 }
 
 // Mounts are the container's volume mounts with what is behind each, as
@@ -217,6 +365,13 @@ func Mounts(ctx context.Context, c kubernetes.Interface, disk vmdisk.Disk, pod *
 					}
 				}
 			}
+		case v.EmptyDir != nil && disk.Root == "":
+			m.Files = map[string][]byte{}
+		case v.EmptyDir != nil:
+			m.HostDir = EmptyDirPath(disk.Windows, pod, v.Name)
+			if hp, err := disk.HostPath(m.HostDir); err == nil {
+				_ = os.MkdirAll(hp, 0o755)
+			}
 		default:
 			m.Files = map[string][]byte{}
 		}
@@ -234,6 +389,38 @@ func Mounts(ctx context.Context, c kubernetes.Interface, disk vmdisk.Disk, pod *
 		}})
 	}
 	return out, nil
+}
+
+// KubeletRootDir is the kubelet's --root-dir as the node's OS writes it:
+// the kubelet's default "/var/lib/kubelet" (cmd/kubelet/app/options
+// options.go defaultRootDir, kubernetes v1.36.3), which a Windows kubelet
+// resolves on the system drive.
+func KubeletRootDir(windows bool) string {
+	if windows {
+		return `C:\var\lib\kubelet`
+	}
+	return "/var/lib/kubelet"
+}
+
+// PodDir is where the kubelet keeps a pod's volumes on the node
+// (pkg/kubelet/kubelet_getters.go getPodDir, v1.36.3).
+func PodDir(windows bool, uid string) string {
+	if windows {
+		return KubeletRootDir(true) + `\pods\` + uid
+	}
+	return KubeletRootDir(false) + "/pods/" + uid
+}
+
+// EmptyDirPath is the node's directory behind a pod's emptyDir volume:
+// pods/<uid>/volumes/kubernetes.io~empty-dir/<name> under the kubelet's
+// root (pkg/volume/emptydir/empty_dir.go getPath and kubelet_getters.go
+// getPodVolumeDir, v1.36.3). Every container of the pod mounts the same
+// directory, and it goes with the pod.
+func EmptyDirPath(windows bool, pod *corev1.Pod, name string) string {
+	if windows {
+		return PodDir(true, string(pod.UID)) + `\volumes\kubernetes.io~empty-dir\` + name
+	}
+	return PodDir(false, string(pod.UID)) + "/volumes/kubernetes.io~empty-dir/" + name
 }
 
 // ContainerID is the runtime's ID for a container of a pod, stable across

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
@@ -30,7 +31,11 @@ type NodeConfig struct {
 	// KernelVersion is the node's build ("10.0.17763.6532").
 	Windows       bool
 	KernelVersion string
-	Logs          *vmdisk.Logs
+	// HNSNetworkType is the type of the HNS network the node's CNI made
+	// ("Overlay" for VXLAN, "L2Bridge" for host-gw), read when kube-proxy
+	// starts, as kube-proxy reads it; nil or "" on Linux.
+	HNSNetworkType func() string
+	Logs           *vmdisk.Logs
 }
 
 // Node is one node's kube-proxy.
@@ -47,16 +52,23 @@ type Node struct {
 	// refused are the Services whose load-balancer policy the Windows
 	// data plane refused (too many endpoints), logged once per refusal.
 	refused map[string]bool
+	// noted are the notices logged once per Service (key/what).
+	noted map[string]bool
 	// sticky is ClientIP session affinity: service/port/client -> endpoint.
 	sticky map[string]stickyEntry
 	next   map[string]int
 	// now is the affinity's clock.
 	now func() time.Time
+	// family is the one IP family (4 or 6) kube-proxy programs when it
+	// fell back to single-stack; 0 when it programs both, -1 while a
+	// Windows node's kube-proxy has not found its HNS network yet.
+	family atomic.Int32
 }
 
 type stickyEntry struct {
 	addr    string
-	expires time.Time
+	expires time.Time // zero: for as long as the policy (lb) lives
+	lb      string
 }
 
 type listener struct {
@@ -70,7 +82,7 @@ type listener struct {
 // Node adds a node's proxy; it serves nothing until SetActive(true), as a
 // node programs no Service rules before its kube-proxy pod runs.
 func (c *Cluster) Node(cfg NodeConfig) *Node {
-	n := &Node{c: c, cfg: cfg, lim: limitsOf(cfg), listeners: map[int32]*listener{}, refused: map[string]bool{}, sticky: map[string]stickyEntry{}, next: map[string]int{}, now: time.Now}
+	n := &Node{c: c, cfg: cfg, lim: limitsOf(cfg), listeners: map[int32]*listener{}, refused: map[string]bool{}, noted: map[string]bool{}, sticky: map[string]stickyEntry{}, next: map[string]int{}, now: time.Now}
 	c.attach(n)
 	return n
 }
@@ -88,10 +100,99 @@ func (n *Node) SetActive(on bool) {
 	n.mu.Unlock()
 	if on {
 		n.cfg.Logs.Write(LogService, "Using %s proxier on node %s (%s)", n.mode(), n.cfg.NodeName, n.cfg.Address)
+		n.family.Store(-1)
+		n.checkDualStack()
 		n.c.attach(n)
 		return
 	}
 	n.closeAll()
+}
+
+// checkDualStack is kube-proxy's start on Windows deciding whether it can
+// run dual-stack: not on an overlay network (windows.go), where it runs
+// one proxier of the node address's family. Until the CNI has made the
+// HNS network the decision waits, as kube-proxy waits for the network.
+func (n *Node) checkDualStack() {
+	if !n.cfg.Windows || n.cfg.HNSNetworkType == nil {
+		n.family.Store(0)
+		return
+	}
+	typ := n.cfg.HNSNetworkType()
+	switch {
+	case typ == "":
+		n.family.Store(-1)
+		return
+	case !strings.EqualFold(typ, hnsOverlay):
+		n.family.Store(0)
+		return
+	}
+	fam, name := int32(4), "IPv4"
+	if n.cfg.Address.Is6() && !n.cfg.Address.Is4In6() {
+		fam, name = 6, "IPv6"
+	}
+	if n.family.Swap(fam) != fam {
+		n.cfg.Logs.Write(LogService, `I "Winoverlay does not support dual-stack, falling back to single-stack"`)
+		n.cfg.Logs.Write(LogService, `I "kube-proxy running in single-stack mode" ipFamily=%q`, name)
+	}
+}
+
+// programs says whether the node's kube-proxy programs addresses of ip's
+// family.
+func (n *Node) programs(ip string) bool {
+	fam := n.family.Load()
+	if fam < 0 {
+		n.checkDualStack()
+		fam = n.family.Load()
+	}
+	if fam <= 0 {
+		return true
+	}
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	return (fam == 4) == a.Unmap().Is4()
+}
+
+// sees says whether kube-proxy's change tracker keeps the Service at all:
+// a single-stack proxier skips one without a ClusterIP of its family.
+func (n *Node) sees(s *service) bool {
+	for _, ip := range s.clusterIPs {
+		if n.programs(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// notice logs, once per Service, what kube-proxy on Windows logs when it
+// programs a Service the node's build cannot fully serve; the caller
+// holds n.mu.
+func (n *Node) notice(key string, s *service) {
+	if s == nil {
+		for k := range n.noted {
+			if strings.HasPrefix(k, key+"/") {
+				delete(n.noted, k)
+			}
+		}
+		return
+	}
+	if !n.cfg.Windows || !n.sees(s) {
+		return
+	}
+	once := func(what, format string, args ...any) {
+		if !n.noted[key+"/"+what] {
+			n.noted[key+"/"+what] = true
+			n.cfg.Logs.Write(LogService, format, args...)
+		}
+	}
+	if s.affinity > 0 && !n.lim.sessionAffinity() {
+		once("affinity", `I "Session Affinity is not supported on this version of Windows" service=%q`, key)
+	}
+	if s.etpLocal && !n.lim.localTraffic() {
+		// winkernel logs its per-Service flags at verbosity 3.
+		once("dsr", `I "Flags enabled for service" service=%q localTrafficDSR=false internalTrafficLocal=%t preserveDIP=false winProxyOptimization=true`, s.name, s.itpLocal)
+	}
 }
 
 func (n *Node) mode() string {
@@ -138,7 +239,10 @@ func (n *Node) apply(key string) {
 	s := n.c.get(key)
 	want := map[int32]*listener{}
 	if n.active && s != nil {
+		n.notice(key, s)
 		want = n.wanted(s)
+	} else if s == nil {
+		n.notice(key, nil)
 	}
 	for port, l := range n.listeners {
 		if l.svc != key {
@@ -177,7 +281,7 @@ func (n *Node) apply(key string) {
 // n.mu.
 func (n *Node) wanted(s *service) map[int32]*listener {
 	out := map[int32]*listener{}
-	if s.typ != "NodePort" && s.typ != "LoadBalancer" {
+	if s.typ != "NodePort" && s.typ != "LoadBalancer" || !n.sees(s) {
 		return out
 	}
 	if err := n.lim.loadBalancer(s); err != nil {
@@ -201,7 +305,9 @@ func (n *Node) wanted(s *service) map[int32]*listener {
 		// A Service without endpoints for the port is REJECTed: the
 		// connection is refused. With externalTrafficPolicy Local a node
 		// without a local endpoint DROPs it instead (serve closes it).
-		if !s.etpLocal && len(n.candidates(s, p.name, false)) == 0 {
+		// Without DSR a Windows node load-balances a Local Service's
+		// NodePort over every endpoint, as for Cluster.
+		if !(s.etpLocal && n.lim.localTraffic()) && len(n.candidates(s, p.name, false)) == 0 {
 			continue
 		}
 		out[p.nodePort] = &listener{svc: s.key, port: p.name}
@@ -217,7 +323,7 @@ func (n *Node) wanted(s *service) map[int32]*listener {
 func (n *Node) candidates(s *service, port string, local bool) []endpoint {
 	var out []endpoint
 	for _, e := range s.endpoints {
-		if _, ok := e.ports[port]; !ok {
+		if _, ok := e.ports[port]; !ok || !n.programs(e.addr) {
 			continue
 		}
 		if local && e.node != n.cfg.NodeName {
@@ -248,7 +354,7 @@ func (n *Node) forward(conn net.Conn, l *listener) {
 		reset(conn)
 		return
 	}
-	up, err := n.dialEndpoint(s, l.port, s.etpLocal, clientIP(conn.RemoteAddr()))
+	up, err := n.dialEndpoint(s, l.port, s.etpLocal && n.lim.localTraffic(), clientIP(conn.RemoteAddr()))
 	if err != nil {
 		reset(conn)
 		return
@@ -292,19 +398,27 @@ func (n *Node) pick(s *service, port, client string, cands []endpoint) endpoint 
 	aff := s.affinity > 0 && client != "" && n.lim.sessionAffinity()
 	key := s.key + "/" + port + "/" + client
 	// As iptables' recent match that kube-proxy uses, the timeout counts
-	// from the client's last connection.
+	// from the client's last connection. HNS has no timeout: the client
+	// keeps its backend while the policy over the same endpoints lives.
 	now := n.now()
+	expires := func() time.Time {
+		if n.lim.affinityExpires() {
+			return now.Add(s.affinity)
+		}
+		return time.Time{}
+	}
+	lb := policyOf(cands)
 	if aff {
-		if st, ok := n.sticky[key]; ok && now.Before(st.expires) {
+		if st, ok := n.sticky[key]; ok && (n.lim.affinityExpires() || st.lb == lb) && (st.expires.IsZero() || now.Before(st.expires)) {
 			for _, e := range cands {
 				if e.addr == st.addr {
-					n.sticky[key] = stickyEntry{addr: e.addr, expires: now.Add(s.affinity)}
+					n.sticky[key] = stickyEntry{addr: e.addr, expires: expires(), lb: lb}
 					return e
 				}
 			}
 		}
 		for k, st := range n.sticky {
-			if now.After(st.expires) {
+			if !st.expires.IsZero() && now.After(st.expires) || st.expires.IsZero() && strings.HasPrefix(k, s.key+"/"+port+"/") && st.lb != lb {
 				delete(n.sticky, k)
 			}
 		}
@@ -314,9 +428,21 @@ func (n *Node) pick(s *service, port, client string, cands []endpoint) endpoint 
 	n.next[rr] = i + 1
 	e := cands[i]
 	if aff {
-		n.sticky[key] = stickyEntry{addr: e.addr, expires: now.Add(s.affinity)}
+		n.sticky[key] = stickyEntry{addr: e.addr, expires: expires(), lb: lb}
 	}
 	return e
+}
+
+// policyOf names the load-balancer policy over a set of endpoints: HNS's
+// affinity is the policy's, and kube-proxy replaces the policy when the
+// endpoints change. On Linux the name changes too, but iptables' recent
+// list outlives it, so an entry whose endpoint remains is kept there.
+func policyOf(cands []endpoint) string {
+	addrs := make([]string, len(cands))
+	for i, e := range cands {
+		addrs[i] = e.addr
+	}
+	return strings.Join(addrs, ",")
 }
 
 // healthHandler answers a Service's healthCheckNodePort as kube-proxy's
@@ -383,6 +509,11 @@ func (n *Node) DialService(ctx context.Context, addr string) (conn net.Conn, han
 	if err := n.lim.hostToService(); err != nil {
 		return nil, true, fmt.Errorf("dial tcp %s: %w", addr, err)
 	}
+	if !n.programs(host) {
+		// The overlay node has no IPv6 address and kube-proxy programmed
+		// no IPv6 policy (windows.go).
+		return nil, true, fmt.Errorf("dial tcp %s: connect: network is unreachable (kube-proxy on Windows node %s runs single-stack on its overlay network: no policy for the Service's IPv6 address)", addr, n.cfg.NodeName)
+	}
 	if p == nil {
 		return nil, true, fmt.Errorf("dial tcp %s: connect: connection refused (service %s has no port %d)", addr, s.key, port)
 	}
@@ -394,11 +525,16 @@ func (n *Node) DialService(ctx context.Context, addr string) (conn net.Conn, han
 	return c, true, nil
 }
 
-// DialOwnNodePort is the node reaching its own address at port. On Windows
-// a NodePort of the node itself does not answer the node (the Kubernetes
-// docs' Windows networking limitations: "Local NodePort access from the
-// node itself"); handled is false for any other port or node.
-func (n *Node) DialOwnNodePort(addr string) (handled bool, err error) {
+// DialOwnNodePort is the node reaching its own host address at port (addr;
+// dialed is the address the node's program asked for, its VNet address or
+// the host address). On Windows a NodePort of the node itself does not
+// answer the node (the Kubernetes docs' Windows networking limitations:
+// "Local NodePort access from the node itself (works for other nodes or
+// external clients)", windows-networking.md at kubernetes/website
+// 038a69be0aae7dacdbdd60d7398880b5babbf343, with no build that lifts it);
+// handled is false for any other port or node. The docs name no error: a
+// timeout is this emulator's choice.
+func (n *Node) DialOwnNodePort(addr, dialed string) (handled bool, err error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil || !n.cfg.Windows || host != n.cfg.Address.String() {
 		return false, nil
@@ -413,7 +549,7 @@ func (n *Node) DialOwnNodePort(addr string) (handled bool, err error) {
 	if !ok || l.health {
 		return false, nil
 	}
-	return true, fmt.Errorf("dial tcp %s: connect: connection timed out (a Windows node cannot reach its own NodePorts; other nodes and external clients can)", addr)
+	return true, fmt.Errorf("dial tcp %s: connect: connection timed out (a Windows node cannot reach its own NodePorts; other nodes and external clients can)", dialed)
 }
 
 func clientIP(a net.Addr) string {

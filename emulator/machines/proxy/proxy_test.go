@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -314,11 +315,11 @@ func TestWindowsLoadBalancerLimit(t *testing.T) {
 	}
 	// Other clients reach win-new's NodePort; win-new itself does not.
 	own := net.JoinHostPort(newBuild.cfg.Address.String(), strconv.Itoa(int(svc.Spec.Ports[0].NodePort)))
-	if handled, err := newBuild.DialOwnNodePort(own); !handled || err == nil {
+	if handled, err := newBuild.DialOwnNodePort(own, own); !handled || err == nil {
 		t.Errorf("a Windows node reaches its own NodePort %s", own)
 	}
 	linux := c.testNode(t, "linux", false, "")
-	if handled, _ := linux.DialOwnNodePort(net.JoinHostPort(linux.cfg.Address.String(), strconv.Itoa(int(svc.Spec.Ports[0].NodePort)))); handled {
+	if handled, _ := linux.DialOwnNodePort(net.JoinHostPort(linux.cfg.Address.String(), strconv.Itoa(int(svc.Spec.Ports[0].NodePort))), ""); handled {
 		t.Error("a Linux node is refused its own NodePort")
 	}
 }
@@ -398,4 +399,183 @@ func TestClusterIPFromTheNode(t *testing.T) {
 	if body, err := fetch(win2022, svc); err != nil || !strings.HasPrefix(body, "10.244.1.3") {
 		t.Errorf("a Windows Server 2022 host: %q %v", body, err)
 	}
+}
+
+// overlayNode is a Windows node whose CNI made an HNS network of typ.
+func (c *Cluster) overlayNode(t *testing.T, name, kernel, typ string) *testNode {
+	t.Helper()
+	dir := t.TempDir()
+	n := c.Node(NodeConfig{NodeName: name, Address: address(), Windows: true, KernelVersion: kernel,
+		HNSNetworkType: func() string { return typ }, Logs: vmdisk.NewLogs(vmdisk.Disk{Root: dir, Windows: true})})
+	n.SetActive(true)
+	t.Cleanup(n.Close)
+	return &testNode{Node: n, dir: dir}
+}
+
+// logs waits until the node's kube-proxy log holds want.
+func logs(t *testing.T, n *testNode, want string) {
+	t.Helper()
+	poll.Until(t, 30*time.Second, func() string {
+		if !strings.Contains(n.log(), want) {
+			return fmt.Sprintf("no %q in %s's kube-proxy log:\n%s", want, n.cfg.NodeName, n.log())
+		}
+		return ""
+	})
+}
+
+// TestWindowsLocalTrafficWithoutDSR: externalTrafficPolicy Local keeps a
+// NodePort's connections on the node's own endpoints only where HNS has
+// DSR; a Windows Server 2019 build before it forwards them to another
+// node's endpoint, as for Cluster, while its health check still reports
+// no local endpoint.
+func TestWindowsLocalTrafficWithoutDSR(t *testing.T) {
+	c, w := newCluster(t)
+	w.backend(t, "10.244.1.40", 8080)
+	dsr := c.testNode(t, "win-dsr", true, "10.0.17763.1817")
+	noDSR := c.testNode(t, "win-nodsr", true, "10.0.17763.1339")
+	svc := newService(t, "local-win", corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, Selector: map[string]string{"app": "lw"}},
+		map[string]string{"10.244.1.40": "node-a"})
+	answers(t, nodePortURL(noDSR, svc), "10.244.1.40")
+	logs(t, noDSR, `"Flags enabled for service" service="local-win" localTrafficDSR=false`)
+	if code, body, err := get(nodePortURL(dsr, svc)); err == nil {
+		t.Errorf("a Windows node with DSR forwarded a Local Service's connection to another node's endpoint: %d %q", code, body)
+	}
+	if strings.Contains(dsr.log(), "localTrafficDSR=false") {
+		t.Errorf("win-dsr logs no DSR: %s", dsr.log())
+	}
+	hc := "http://" + net.JoinHostPort(noDSR.cfg.Address.String(), strconv.Itoa(int(svc.Spec.HealthCheckNodePort))) + "/healthz"
+	if code, body, err := get(hc); err != nil || code != http.StatusServiceUnavailable {
+		t.Errorf("win-nodsr's health check: %d %q %v, want 503: a cloud load balancer still takes it out", code, body, err)
+	}
+	if strings.Count(noDSR.log(), "localTrafficDSR=false") != 1 {
+		t.Errorf("the notice is logged more than once:\n%s", noDSR.log())
+	}
+}
+
+// TestWindowsSessionAffinity: ClientIP affinity keeps an external client's
+// connections to a NodePort on one endpoint on Windows Server 2022, even
+// past timeoutSeconds, which HNS has no place for; on Windows Server 2019
+// kube-proxy logs that the build cannot and the connections spread.
+func TestWindowsSessionAffinity(t *testing.T) {
+	c, w := newCluster(t)
+	w.backend(t, "10.244.1.50", 8080)
+	w.backend(t, "10.244.1.51", 8080)
+	win2019 := c.testNode(t, "win-2019", true, "10.0.17763.6532")
+	win2022 := c.testNode(t, "win-2022", true, "10.0.20348.2849")
+	linux := c.testNode(t, "linux", false, "")
+	svc := newService(t, "sticky-win", corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "sw"}, SessionAffinity: corev1.ServiceAffinityClientIP,
+		SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](1)}}},
+		map[string]string{"10.244.1.50": "node-a", "10.244.1.51": "node-b"})
+	answers(t, nodePortURL(win2022, svc), "10.244.1.5")
+	answers(t, nodePortURL(win2019, svc), "10.244.1.5")
+	answers(t, nodePortURL(linux, svc), "10.244.1.5")
+	logs(t, win2019, `"Session Affinity is not supported on this version of Windows" service="default/sticky-win"`)
+	if strings.Contains(win2022.log(), "Session Affinity is not supported") {
+		t.Errorf("win-2022 says it has no affinity: %s", win2022.log())
+	}
+	bodies := func(n *testNode, count int) map[string]bool {
+		seen := map[string]bool{}
+		for range count {
+			_, body, err := get(nodePortURL(n, svc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[body] = true
+		}
+		return seen
+	}
+	if seen := bodies(win2019, 4); len(seen) != 2 {
+		t.Errorf("win-2019 kept a client on %v: it has no ClientIP affinity", seen)
+	}
+	first := bodies(win2022, 4)
+	if len(first) != 1 {
+		t.Fatalf("win-2022 spread one client over %v", first)
+	}
+	later := func(n *testNode) {
+		n.mu.Lock()
+		n.now = func() time.Time { return time.Now().Add(2 * time.Second) }
+		n.mu.Unlock()
+	}
+	later(win2022)
+	if seen := bodies(win2022, 4); len(seen) != 1 || !maps.Equal(seen, first) {
+		t.Errorf("win-2022 moved the client from %v to %v after timeoutSeconds, which HNS does not have", first, seen)
+	}
+	// Linux's iptables honours the timeout: the client is balanced anew.
+	was := bodies(linux, 1)
+	later(linux)
+	if now := bodies(linux, 1); maps.Equal(now, was) {
+		t.Errorf("linux kept the client on %v past its 1s affinity", now)
+	}
+}
+
+// setService gives the proxy a Service the test's single-stack API server
+// cannot hold (an IPv6 or dual-stack one), as its informers would.
+func setService(t *testing.T, c *Cluster, s *service, nodes ...*testNode) {
+	t.Helper()
+	c.mu.Lock()
+	c.services[s.key] = s
+	c.mu.Unlock()
+	t.Cleanup(func() {
+		c.mu.Lock()
+		delete(c.services, s.key)
+		c.mu.Unlock()
+		for _, n := range nodes {
+			n.apply(s.key)
+		}
+	})
+	for _, n := range nodes {
+		n.apply(s.key)
+	}
+}
+
+// TestWindowsOverlayIPv6: kube-proxy on a Windows overlay node falls back
+// to IPv4 single-stack: an IPv6 Service is not programmed there (its
+// NodePort refuses, its ClusterIP is unreachable) and a dual-stack one is
+// served over its IPv4 endpoints only; an L2Bridge node serves both.
+func TestWindowsOverlayIPv6(t *testing.T) {
+	c, w := newCluster(t)
+	w.backend(t, "fd00:10:244:1::60", 8080)
+	w.backend(t, "10.244.1.60", 8080)
+	w.backend(t, "fd00:10:244:1::61", 8080)
+	overlay := c.overlayNode(t, "win-overlay", "10.0.20348.2849", "Overlay")
+	bridge := c.overlayNode(t, "win-bridge", "10.0.20348.2849", "L2Bridge")
+	logs(t, overlay, `"Winoverlay does not support dual-stack, falling back to single-stack"`)
+	logs(t, overlay, `"kube-proxy running in single-stack mode" ipFamily="IPv4"`)
+	if strings.Contains(bridge.log(), "single-stack") {
+		t.Errorf("the L2Bridge node fell back to single-stack: %s", bridge.log())
+	}
+	ep := func(addr string) endpoint {
+		return endpoint{addr: addr, node: "node-a", ports: map[string]int32{"http": 8080}}
+	}
+	v6 := &service{key: "default/v6-only", namespace: "default", name: "v6-only", typ: corev1.ServiceTypeNodePort, clusterIPs: []string{"fd00:96::10"},
+		ports: []servicePort{{name: "http", port: 80, nodePort: 31061}}, endpoints: []endpoint{ep("fd00:10:244:1::60")}}
+	dual := &service{key: "default/dual", namespace: "default", name: "dual", typ: corev1.ServiceTypeNodePort, clusterIPs: []string{"10.96.0.62", "fd00:96::62"},
+		ports: []servicePort{{name: "http", port: 80, nodePort: 31062}}, endpoints: []endpoint{ep("10.244.1.60"), ep("fd00:10:244:1::61")}}
+	setService(t, c, v6, overlay, bridge)
+	setService(t, c, dual, overlay, bridge)
+	url := func(n *testNode, port int) string {
+		return "http://" + net.JoinHostPort(n.cfg.Address.String(), strconv.Itoa(port)) + "/"
+	}
+	if addr := net.JoinHostPort(overlay.cfg.Address.String(), "31061"); !refuses(addr) {
+		t.Errorf("the overlay node serves the IPv6 Service's NodePort %s", addr)
+	}
+	answers(t, url(bridge, 31061), "fd00:10:244:1::60")
+	for range 4 {
+		if _, body, err := get(url(overlay, 31062)); err != nil || body != "10.244.1.60" {
+			t.Errorf("the overlay node's dual-stack NodePort: %q %v, want the IPv4 endpoint only", body, err)
+		}
+	}
+	if _, _, err := overlay.DialService(context.Background(), "[fd00:96::10]:80"); err == nil || !strings.Contains(err.Error(), "network is unreachable") {
+		t.Errorf("the overlay node reached an IPv6 ClusterIP: %v", err)
+	}
+	conn, handled, err := overlay.DialService(context.Background(), "10.96.0.62:80")
+	if err != nil || !handled {
+		t.Fatalf("the overlay node's IPv4 ClusterIP of the dual-stack Service: %v", err)
+	}
+	conn.Close()
+	conn, _, err = bridge.DialService(context.Background(), "[fd00:96::10]:80")
+	if err != nil {
+		t.Fatalf("the L2Bridge node's IPv6 ClusterIP: %v", err)
+	}
+	conn.Close()
 }

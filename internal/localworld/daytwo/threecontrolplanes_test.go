@@ -99,6 +99,7 @@ func TestThreeControlPlanes(t *testing.T) {
 	schedulerCrashSeenByKCP(t, ctx, w, "ha-control-plane")
 	t.Logf("%6.1fs a crashed kube-scheduler seen unhealthy, then healthy, by the provider", time.Since(start).Seconds())
 	checkMoveOff2019(ctx, t, w, o, start)
+	checkWindowsLimits(ctx, t, w, o, start)
 	checkRehearsedFailures(ctx, t, w, o, start)
 	if err := w.DeleteCluster(ctx); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,208 @@
+package flavors_test
+
+import (
+	"context"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/winkube/winkube/internal/flavors"
+	"github.com/winkube/winkube/internal/scheme"
+)
+
+// metricsServerParts finds the Cluster and the metrics-server add-on's
+// ClusterResourceSet and ConfigMap.
+func metricsServerParts(objs []client.Object) (cluster *clusterv1.Cluster, set *addonsv1.ClusterResourceSet, cm *corev1.ConfigMap) {
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *clusterv1.Cluster:
+			cluster = o
+		case *addonsv1.ClusterResourceSet:
+			if strings.HasSuffix(o.Name, "-metrics-server") {
+				set = o
+			}
+		case *corev1.ConfigMap:
+			if strings.HasSuffix(o.Name, "-metrics-server") {
+				cm = o
+			}
+		}
+	}
+	return cluster, set, cm
+}
+
+// TestMetricsServerIsOptIn: no flavor installs metrics-server by default;
+// with the option the Cluster's label selects a ClusterResourceSet whose
+// objects are the pinned release manifest's, with the one added flag, and
+// a real API server accepts them.
+func TestMetricsServerIsOptIn(t *testing.T) {
+	for _, flavor := range flavors.Names() {
+		o := opts("v1.36.3", "2022")
+		if flavor == flavors.WindowsDockershim {
+			o = opts("v1.23.17", "2019")
+		}
+		objs, err := flavors.Generate(flavor, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cluster, set, cm := metricsServerParts(objs); cluster.Labels[flavors.MetricsServerLabel] != "" || set != nil || cm != nil {
+			t.Fatalf("%s: by default, label %q, ClusterResourceSet %v, ConfigMap %v", flavor, cluster.Labels[flavors.MetricsServerLabel], set != nil, cm != nil)
+		}
+		o.MetricsServer = true
+		if objs, err = flavors.Generate(flavor, o); err != nil {
+			t.Fatal(err)
+		}
+		cluster, set, cm := metricsServerParts(objs)
+		if set == nil || cm == nil {
+			t.Fatalf("%s: with the add-on, ClusterResourceSet %v, ConfigMap %v", flavor, set != nil, cm != nil)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&set.Spec.ClusterSelector)
+		if err != nil || !sel.Matches(labels.Set(cluster.Labels)) || len(set.Spec.Resources) != 1 || set.Spec.Resources[0].Name != cm.Name {
+			t.Fatalf("%s: the ClusterResourceSet %v does not select Cluster labels %v and its ConfigMap %s (%v)", flavor, set.Spec, cluster.Labels, cm.Name, err)
+		}
+	}
+
+	o := opts("v1.36.3", "2022")
+	o.MetricsServer = true
+	objs, err := flavors.Generate(flavors.Windows, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivered := addonObjects(t, objs)
+	var got []*unstructured.Unstructured
+	for _, u := range delivered {
+		if u.GetLabels()["k8s-app"] == "metrics-server" {
+			got = append(got, u)
+		}
+	}
+	pinned := pinnedMetricsServer(t)
+	if len(got) != len(pinned) {
+		t.Fatalf("the add-on delivers %d objects, the release manifest has %d", len(got), len(pinned))
+	}
+	for i, want := range pinned {
+		have := got[i].DeepCopy()
+		if have.GetKind() == "Deployment" {
+			d := &appsv1.Deployment{}
+			mustConvert(t, have, d)
+			c := d.Spec.Template.Spec.Containers[0]
+			wantArgs := []string{"--cert-dir=/tmp", "--secure-port=10250", "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+				"--kubelet-use-node-status-port", "--metric-resolution=15s", "--kubelet-insecure-tls"}
+			if c.Image != flavors.MetricsServerImage || !slices.Equal(c.Args, wantArgs) || d.Spec.Template.Spec.NodeSelector[corev1.LabelOSStable] != "linux" {
+				t.Errorf("metrics-server runs %s %v on %v, want %s %v on Linux nodes", c.Image, c.Args, d.Spec.Template.Spec.NodeSelector, flavors.MetricsServerImage, wantArgs)
+			}
+			// The one change: the flag after upstream's.
+			containers, _, _ := unstructured.NestedSlice(have.Object, "spec", "template", "spec", "containers")
+			first := containers[0].(map[string]any)
+			args := first["args"].([]any)
+			first["args"] = args[:len(args)-1]
+			_ = unstructured.SetNestedSlice(have.Object, containers, "spec", "template", "spec", "containers")
+		}
+		if !reflect.DeepEqual(have.Object, want.Object) {
+			t.Errorf("%s %s differs from the release manifest's:\n got %v\nwant %v", want.GetKind(), want.GetName(), have.Object, want.Object)
+		}
+	}
+
+	// The API server (with the aggregator, which serves APIServices)
+	// accepts every object as it is.
+	ctx := context.Background()
+	for _, u := range got {
+		if err := env.Client.Create(ctx, u.DeepCopy(), client.DryRunAll); err != nil {
+			t.Errorf("the API server refuses %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// pinnedMetricsServer reads the release manifest the flavors embed.
+func pinnedMetricsServer(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile("metrics-server-v0.8.0.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	kinds := map[string]int{}
+	for _, u := range out {
+		kinds[u.GetKind()]++
+	}
+	if kinds["Deployment"] != 1 || kinds["APIService"] != 1 || kinds["Service"] != 1 || len(out) != 9 {
+		t.Fatalf("the pinned manifest has %v: not metrics-server's components.yaml", kinds)
+	}
+	return out
+}
+
+// TestMetricsServerTemplateVariable: in a clusterctl template the add-on is
+// the optional variable METRICS_SERVER, off unless set to enabled, as
+// clusterctl's own template processor reads it.
+func TestMetricsServerTemplateVariable(t *testing.T) {
+	data, vars, err := flavors.Template(scheme.New(), flavors.Windows, "2022", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(vars, "METRICS_SERVER") {
+		t.Fatalf("variables %v lack METRICS_SERVER", vars)
+	}
+	p := yamlprocessor.NewSimpleProcessor()
+	defaults, err := p.GetVariableMap(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := defaults["METRICS_SERVER"]; d == nil || *d != "disabled" {
+		t.Fatalf("METRICS_SERVER's default is %v, want disabled (an optional variable)", d)
+	}
+	for value, selected := range map[string]bool{"": false, "enabled": true} {
+		values := map[string]string{"CLUSTER_NAME": "c1", "KUBERNETES_VERSION": "v1.36.3", "AZURE_LOCATION": "westeurope",
+			"AZURE_SUBSCRIPTION_ID": "00000000-0000-0000-0000-000000000001", "AZURE_SSH_PUBLIC_KEY_B64": "c3NoLWVkMjU1MTkgQUFBQQ==",
+			"AZURE_SSH_PUBLIC_KEY": "ssh-ed25519 AAAA", "CONTROL_PLANE_MACHINE_COUNT": "1", "WORKER_MACHINE_COUNT": "1", "WINDOWS_WORKER_MACHINE_COUNT": "2",
+			"AZURE_CONTROL_PLANE_MACHINE_TYPE": "Standard_D2s_v3", "AZURE_NODE_MACHINE_TYPE": "Standard_D4s_v3", "CLOUD_PROVIDER_AZURE_VERSION": "v1.36.0"}
+		if value != "" {
+			values["METRICS_SERVER"] = value
+		}
+		out, err := p.Process(data, func(k string) (string, error) {
+			if v, ok := values[k]; ok {
+				return v, nil
+			}
+			return "", os.ErrNotExist
+		})
+		if err != nil {
+			t.Fatalf("METRICS_SERVER=%q: %v", value, err)
+		}
+		var cluster *clusterv1.Cluster
+		var set *addonsv1.ClusterResourceSet
+		for _, o := range decodeStrict(t, out) {
+			switch o := o.(type) {
+			case *clusterv1.Cluster:
+				cluster = o
+			case *addonsv1.ClusterResourceSet:
+				if strings.HasSuffix(o.Name, "-metrics-server") {
+					set = o
+				}
+			}
+		}
+		if cluster == nil || set == nil {
+			t.Fatalf("METRICS_SERVER=%q: Cluster %v, metrics-server ClusterResourceSet %v", value, cluster != nil, set != nil)
+		}
+		sel, _ := metav1.LabelSelectorAsSelector(&set.Spec.ClusterSelector)
+		if sel.Matches(labels.Set(cluster.Labels)) != selected {
+			t.Errorf("METRICS_SERVER=%q: Cluster labels %v, the add-on selected %v, want %v", value, cluster.Labels, !selected, selected)
+		}
+	}
+}
