@@ -26,21 +26,27 @@ type vmSize struct {
 	// (av2-series.md and the B-series pages: "Accelerated Networking: Not
 	// Supported").
 	accelerated bool
+	// maxDataDisks is the MaxDataDiskCount capability: how many data
+	// disks a VM of the size takes. The numbers are the resource SKUs
+	// API's, as kubernetes-sigs/azuredisk-csi-driver keeps them
+	// (pkg/azuredisk/azure_dd_max_disk_count.go at e1284a5c) and
+	// Microsoft's size pages list them ("Max data disks").
+	maxDataDisks int
 }
 
 // vmSizes are the sizes the emulator offers in every location; a VM of any
 // other size is refused as Azure refuses an unknown size.
 var vmSizes = map[string]vmSize{
-	"Standard_B1s": {1, 1, "standardBSFamily", true, "V1,V2", false}, "Standard_B2s": {2, 4, "standardBSFamily", true, "V1,V2", false},
-	"Standard_B2ms":   {2, 8, "standardBSFamily", true, "V1,V2", false},
-	"Standard_D2s_v3": {2, 8, "standardDSv3Family", true, "V1,V2", true}, "Standard_D4s_v3": {4, 16, "standardDSv3Family", true, "V1,V2", true},
-	"Standard_D8s_v3": {8, 32, "standardDSv3Family", true, "V1,V2", true},
-	"Standard_D2_v3":  {2, 8, "standardDv3Family", false, "V1", true}, "Standard_D4_v3": {4, 16, "standardDv3Family", false, "V1", true},
-	"Standard_D2s_v5": {2, 8, "standardDSv5Family", true, "V1,V2", true}, "Standard_D4s_v5": {4, 16, "standardDSv5Family", true, "V1,V2", true},
-	"Standard_D8s_v5": {8, 32, "standardDSv5Family", true, "V1,V2", true},
-	"Standard_DS2_v2": {2, 7, "standardDSv2Family", true, "V1,V2", true}, "Standard_F2s_v2": {2, 4, "standardFSv2Family", true, "V1,V2", true},
-	"Standard_E4s_v3": {4, 32, "standardESv3Family", true, "V1,V2", true},
-	"Standard_A2_v2":  {2, 4, "standardAv2Family", false, "V1", false},
+	"Standard_B1s": {1, 1, "standardBSFamily", true, "V1,V2", false, 2}, "Standard_B2s": {2, 4, "standardBSFamily", true, "V1,V2", false, 4},
+	"Standard_B2ms":   {2, 8, "standardBSFamily", true, "V1,V2", false, 4},
+	"Standard_D2s_v3": {2, 8, "standardDSv3Family", true, "V1,V2", true, 4}, "Standard_D4s_v3": {4, 16, "standardDSv3Family", true, "V1,V2", true, 8},
+	"Standard_D8s_v3": {8, 32, "standardDSv3Family", true, "V1,V2", true, 16},
+	"Standard_D2_v3":  {2, 8, "standardDv3Family", false, "V1", true, 4}, "Standard_D4_v3": {4, 16, "standardDv3Family", false, "V1", true, 8},
+	"Standard_D2s_v5": {2, 8, "standardDSv5Family", true, "V1,V2", true, 4}, "Standard_D4s_v5": {4, 16, "standardDSv5Family", true, "V1,V2", true, 8},
+	"Standard_D8s_v5": {8, 32, "standardDSv5Family", true, "V1,V2", true, 16},
+	"Standard_DS2_v2": {2, 7, "standardDSv2Family", true, "V1,V2", true, 8}, "Standard_F2s_v2": {2, 4, "standardFSv2Family", true, "V1,V2", true, 4},
+	"Standard_E4s_v3": {4, 32, "standardESv3Family", true, "V1,V2", true, 8},
+	"Standard_A2_v2":  {2, 4, "standardAv2Family", false, "V1", false, 4},
 }
 
 // checkGeneration refuses an image the size cannot boot, as Azure does
@@ -217,6 +223,7 @@ func (s *Server) serveResourceSKUs(w http.ResponseWriter, r *http.Request) {
 					map[string]any{"name": "AcceleratedNetworkingEnabled", "value": capability(sz.accelerated)},
 					map[string]any{"name": "HyperVGenerations", "value": sz.generations},
 					map[string]any{"name": "PremiumIO", "value": capability(sz.premiumIO)},
+					map[string]any{"name": "MaxDataDiskCount", "value": strconv.Itoa(sz.maxDataDisks)},
 				},
 				"restrictions": s.restrictionsOf(name, l),
 			})

@@ -17,8 +17,8 @@ const (
 )
 
 func init() {
-	register(&kindInfo{typ: kindVM, topLevel: true, put: putVM, delay: bootDelay, ready: vmReady, deleted: vmDeleted, instanceView: (*Server).instanceView})
-	register(&kindInfo{typ: kindDisk, topLevel: true, canDelete: diskAttached})
+	register(&kindInfo{typ: kindVM, topLevel: true, keepsUnsent: true, put: putVM, delay: bootDelay, ready: vmReady, deleted: vmDeleted, instanceView: (*Server).instanceView})
+	register(&kindInfo{typ: kindDisk, topLevel: true, put: putDisk, canDelete: diskAttached})
 	register(&kindInfo{typ: kindVMSS, topLevel: true, put: putVMSS, delay: bootDelay, ready: vmssReady, deleted: func(s *Server, r *resource) []string { s.dropIdentity(r); return nil }})
 	register(&kindInfo{typ: kindInstance, readOnly: true, canDelete: instanceDeleting, instanceView: (*Server).instanceView})
 }

@@ -22,6 +22,9 @@ type kindInfo struct {
 	sync bool
 	// topLevel kinds need a location.
 	topLevel bool
+	// keepsUnsent kinds keep, when a PUT replaces them, what the PUT
+	// leaves out (VMs: the Compute RP's PUT, datadisks.go).
+	keepsUnsent bool
 	// put validates a new (old == nil) or replaced resource and applies its
 	// side effects on other resources.
 	put func(s *Server, r, old *resource) *armError
@@ -327,6 +330,9 @@ func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID
 	}
 	res := newResource(id, k, body)
 	res.tenant = callerOf(r).TenantID
+	if old != nil && k.keepsUnsent {
+		keepUnsent(old, res)
+	}
 	if k.topLevel && str(res.body, "location") == "" {
 		return nil, nil, false, errorf(http.StatusBadRequest, "LocationRequired", "The location property is required for this definition.")
 	}

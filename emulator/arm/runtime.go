@@ -41,11 +41,31 @@ type Machine struct {
 	// called: a NAT gateway attached after boot counts (outbound.go). Nil
 	// for machines not made by the emulator.
 	Outbound func(protocol string) (Egress, error)
+	// DataDisks are the managed data disks attached to the VM, read from
+	// the emulator's resources when called: a disk attached or detached
+	// after boot counts (datadisks.go). Nil for machines not made by the
+	// emulator and for scale-set instances, whose data disks the emulator
+	// does not model.
+	DataDisks func() []DataDisk
 	// IMDS is the base URL of the machine's Instance Metadata Service
 	// (imds.go): what http://169.254.169.254 is on Azure, with an
 	// unguessable path of this machine's own. Its token endpoint is IMDS +
 	// "/metadata/identity/oauth2/token". Empty without an Entra directory.
 	IMDS string
+}
+
+// DataDisk is a managed data disk attached to a machine, as its VM's
+// storageProfile.dataDisks and the disk resource say.
+type DataDisk struct {
+	LUN  int
+	Name string
+	// ID is the disk's ARM ID as the VM's model stores it.
+	ID string
+	// UniqueID is the disk's properties.uniqueId, a GUID.
+	UniqueID string
+	SizeGB   int
+	// Caching is None, ReadOnly or ReadWrite.
+	Caching string
 }
 
 // NATRule forwards a load balancer's frontend port to a machine's port.

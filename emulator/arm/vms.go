@@ -67,10 +67,15 @@ func putVM(s *Server, r, old *resource) *armError {
 			return e
 		}
 	}
+	dataDisks, e := s.planDataDisks(r, old, size)
+	if e != nil {
+		return e
+	}
 	// Effects, now that everything is valid.
 	if e := s.applyIdentity(r, old); e != nil {
 		return e
 	}
+	dataDisks()
 	if old != nil {
 		p["vmId"] = old.props()["vmId"]
 		obj(storage, "osDisk")["managedDisk"] = get(old.props(), "storageProfile", "osDisk", "managedDisk")
@@ -147,31 +152,20 @@ func (s *Server) createOSDisk(vm *resource, osDisk map[string]any, os string) {
 		osDisk["name"] = name
 	}
 	size, _ := osDisk["diskSizeGB"].(float64)
-	diskID := resourceID{Subscription: vm.id.Subscription, ResourceGroup: vm.id.ResourceGroup, Namespace: "Microsoft.Compute", Types: []string{"disks"}, Names: []string{name}}
 	storageType := str(osDisk, "managedDisk", "storageAccountType")
 	if storageType == "" {
 		storageType = "Premium_LRS"
 	}
-	md := obj(osDisk, "managedDisk")
-	md["id"] = diskID.String()
-	md["storageAccountType"] = storageType
-	disk := newResource(diskID, kinds[strings.ToLower(kindDisk)], map[string]any{
-		"location": vm.body["location"],
-		"sku":      map[string]any{"name": storageType},
-		"properties": map[string]any{
-			"osType": os, "diskSizeGB": size, "diskState": "Attached", "provisioningState": "Succeeded",
-			"creationData": map[string]any{"createOption": "FromImage"},
-		},
+	disk := s.newDisk(vm, name, storageType, map[string]any{
+		"osType": os, "diskSizeGB": size, "creationData": map[string]any{"createOption": "FromImage"},
 	})
-	if z, ok := vm.body["zones"]; ok {
-		disk.body["zones"] = z
-	}
-	disk.body["managedBy"] = vm.idStr
-	disk.etag = newETag()
-	s.resources[key(disk.idStr)] = disk
+	md := obj(osDisk, "managedDisk")
+	md["id"] = disk.idStr
+	md["storageAccountType"] = storageType
 }
 
 func vmReady(s *Server, r *resource) ([]Machine, *armError) {
+	dropDetached(r)
 	if f := s.provisioningFailure(r.id.Name()); f != nil {
 		return nil, f.asError(r.id.Name())
 	}
@@ -194,6 +188,11 @@ func (s *Server) machineOf(r *resource, location string, storage, osProfile map[
 	}
 	id := r.idStr
 	m.Outbound = func(protocol string) (Egress, error) { return s.Outbound(id, protocol) }
+	if scaleSet == "" {
+		// Scale-set instances take no data disks of their own here
+		// (updateInstance keeps their model the scale set's).
+		m.DataDisks = func() []DataDisk { return s.dataDisksOf(id) }
+	}
 	m.IMDS = s.imdsURL(id)
 	if sz, ok := vmSizes[m.VMSize]; ok {
 		m.VCPUs, m.MemoryGB = sz.vCPUs, sz.memoryGB
@@ -263,7 +262,7 @@ func (s *Server) natRule(id string) (NATRule, bool) {
 }
 
 // vmDeleted detaches (or, with deleteOption Delete, deletes) the VM's NICs
-// and OS disk, as Azure does when a VM goes.
+// and OS and data disks, as Azure does when a VM goes.
 func vmDeleted(s *Server, r *resource) []string {
 	s.dropIdentity(r)
 	s.leaveAvailabilitySet(r)
@@ -290,6 +289,7 @@ func vmDeleted(s *Server, r *resource) []string {
 			disk.touch()
 		}
 	}
+	s.dataDisksDeleted(r)
 	return nil
 }
 
