@@ -395,6 +395,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		Installed: func(what map[string]bool) { r.setInstalled(m, what) },
 		Egress:    egress(am),
 		Serve:     r.modelledServers(m),
+		CSIPlugin: r.csiPlugins(m),
 		Log:       r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {

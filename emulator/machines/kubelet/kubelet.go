@@ -107,6 +107,11 @@ type Config struct {
 	// Serve, when set, is asked what a running container's port serves
 	// instead of the simulated page (serve.go).
 	Serve ServeFunc
+	// CSIPlugin, when set, is asked when a pod's containers first run
+	// whether the pod is a CSI driver's node plugin with its registrar:
+	// the driver's name and its node service, which the kubelet then
+	// registers (csi.go) until the pod goes.
+	CSIPlugin func(pod *corev1.Pod) (driver string, p CSIPlugin)
 }
 
 // Kubelet is a running simulated kubelet.
@@ -141,6 +146,10 @@ type Kubelet struct {
 	images map[string]bool
 	// pullBackOff is the image pull back-off, by pod UID and image.
 	pullBackOff map[string]*pullBackOff
+	// csi are the CSI drivers registered on the node; inUse the volumes
+	// it reports in use (csi.go).
+	csi   map[string]csiRegistration
+	inUse map[string]bool
 	// kick asks for the mirror pods' status to be posted now.
 	kick chan struct{}
 	// views are the running containers' filesystems as exec sessions

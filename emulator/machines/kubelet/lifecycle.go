@@ -88,6 +88,11 @@ type podRun struct {
 	mains []*ctrRun
 	// events are what happened since the caller last took them.
 	events []runEvent
+	// volumes are the pod's CSI volumes published into its folder, by
+	// PersistentVolume name; volumesSince is when the kubelet began to
+	// wait for the rest.
+	volumes      map[string]*csiVolume
+	volumesSince time.Time
 }
 
 type runEvent struct{ typ, reason, msg string }
@@ -124,7 +129,7 @@ type runEnv struct {
 }
 
 func newPodRun(pod *corev1.Pod) *podRun {
-	r := &podRun{pod: pod}
+	r := &podRun{pod: pod, volumes: map[string]*csiVolume{}}
 	for _, c := range pod.Spec.InitContainers {
 		r.inits = append(r.inits, &ctrRun{spec: c, init: true})
 	}

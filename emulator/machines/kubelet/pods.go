@@ -67,7 +67,13 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	}
 	uid := string(pod.UID)
 	if pod.DeletionTimestamp != nil {
-		// Containers stop at once; the kubelet then removes the pod.
+		// Containers stop at once; the kubelet unmounts the pod's
+		// volumes and then removes the pod.
+		k.mu.Lock()
+		run := k.runs[pod.UID]
+		k.mu.Unlock()
+		k.unmountVolumes(ctx, run)
+		k.deregisterCSIPlugins(ctx, pod.UID)
 		k.dropRun(pod.UID)
 		k.setRunning(ctx, uid, nil, false)
 		k.releaseIP(uid, key)
@@ -86,6 +92,22 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		status.Phase, status.Reason, status.Message = corev1.PodFailed, rej.Reason, rej.Message
 		k.event(ctx, pod, corev1.EventTypeWarning, rej.Reason, rej.Message)
 		return k.writeStatus(ctx, pod, status)
+	}
+	// The volume manager mounts the pod's volumes before its sandbox is
+	// made (kubelet.go SyncPod, WaitForAttachAndMount).
+	if waiting, err := k.mountVolumes(ctx, pod, k.podRun(pod)); err != nil || waiting != "" {
+		if err != nil {
+			return err
+		}
+		k.waiting(status, pod, "ContainerCreating", "")
+		if status.StartTime == nil {
+			status.StartTime = ptr.To(metav1.Now())
+		}
+		if err := k.writeStatus(ctx, pod, status); err != nil {
+			return err
+		}
+		k.queue.AddAfter(key, time.Second)
+		return nil
 	}
 	hp := k.cfg.Host.OS == "windows" && hostProcessPod(pod) && k.cfg.Host.knowsHostProcess()
 	if k.cfg.Host.OS == "windows" && status.StartTime == nil {
@@ -220,6 +242,8 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	case status.Phase == corev1.PodSucceeded || status.Phase == corev1.PodFailed:
 		// The sandbox goes once every container has ended.
 		k.cfg.Logs.Write(vmdisk.Kubelet, "pod %s %s", key, status.Phase)
+		k.unmountVolumes(ctx, run)
+		k.deregisterCSIPlugins(ctx, pod.UID)
 		k.dropRun(pod.UID)
 		k.setRunning(ctx, uid, nil, false)
 		k.releaseIP(uid, key)
@@ -231,6 +255,13 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		if !was {
 			if k.cfg.Started != nil {
 				k.cfg.Started(ctx, pod)
+			}
+			if k.cfg.CSIPlugin != nil {
+				if driver, p := k.cfg.CSIPlugin(pod); p != nil {
+					if err := k.RegisterCSIPlugin(ctx, driver, pod.UID, p); err != nil {
+						k.cfg.Logs.Write(vmdisk.Kubelet, "plugin %s of pod %s: %v", driver, key, err)
+					}
+				}
 			}
 		}
 		// What a pod's images installed stays while the pod exists, as a
@@ -289,10 +320,13 @@ func (k *Kubelet) forget(ctx context.Context) {
 			gone = append(gone, uid)
 		}
 	}
+	var goneRuns []*podRun
+	var goneUIDs []types.UID
 	for uid, r := range k.runs {
 		if !listed[string(uid)] {
 			r.closeAll()
 			delete(k.runs, uid)
+			goneRuns, goneUIDs = append(goneRuns, r), append(goneUIDs, uid)
 		}
 	}
 	for key := range k.pullBackOff {
@@ -301,6 +335,10 @@ func (k *Kubelet) forget(ctx context.Context) {
 		}
 	}
 	k.mu.Unlock()
+	for i, r := range goneRuns {
+		k.unmountVolumes(ctx, r)
+		k.deregisterCSIPlugins(ctx, goneUIDs[i])
+	}
 	for _, uid := range gone {
 		k.releaseIP(uid, "")
 		k.setRunning(ctx, uid, nil, false)
@@ -430,7 +468,11 @@ func (k *Kubelet) writeStatus(ctx context.Context, pod *corev1.Pod, s *corev1.Po
 // event records what happened to a pod, once per reason and pod, as the
 // kubelet's recorder would (it aggregates repeats).
 func (k *Kubelet) event(ctx context.Context, pod *corev1.Pod, typ, reason, msg string) {
-	key := string(pod.UID) + "/" + reason
+	k.eventKeyed(ctx, pod, string(pod.UID)+"/"+reason, typ, reason, msg)
+}
+
+// eventKeyed records an event unless one of the same key was.
+func (k *Kubelet) eventKeyed(ctx context.Context, pod *corev1.Pod, key, typ, reason, msg string) {
 	k.mu.Lock()
 	if k.sent == nil {
 		k.sent = map[string]bool{}

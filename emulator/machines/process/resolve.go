@@ -365,6 +365,23 @@ func Mounts(ctx context.Context, c kubernetes.Interface, disk vmdisk.Disk, pod *
 					}
 				}
 			}
+		case v.PersistentVolumeClaim != nil && disk.Root != "":
+			// A CSI volume the kubelet published is the folder its driver
+			// linked into the pod's; other claims are taken as mounted.
+			m.Files = map[string][]byte{}
+			pvc, err := c.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+			if err == nil && pvc.Spec.VolumeName != "" {
+				target := CSITargetPath(disk.Windows, pod, pvc.Spec.VolumeName)
+				if hp, err := disk.HostPath(target); err == nil {
+					if _, err := os.Stat(hp); err == nil {
+						m.HostDir, m.Files = target, nil
+					}
+				}
+			}
+			m.ReadOnly = m.ReadOnly || v.PersistentVolumeClaim.ReadOnly
 		case v.EmptyDir != nil && disk.Root == "":
 			m.Files = map[string][]byte{}
 		case v.EmptyDir != nil:
@@ -421,6 +438,17 @@ func EmptyDirPath(windows bool, pod *corev1.Pod, name string) string {
 		return PodDir(true, string(pod.UID)) + `\volumes\kubernetes.io~empty-dir\` + name
 	}
 	return PodDir(false, string(pod.UID)) + "/volumes/kubernetes.io~empty-dir/" + name
+}
+
+// CSITargetPath is where the kubelet has a CSI driver publish a volume
+// for a pod: pods/<uid>/volumes/kubernetes.io~csi/<PV name>/mount under
+// the kubelet's root (pkg/volume/csi/csi_mounter.go getTargetPath and
+// csi_util.go GetCSIMounterPath, v1.36.3).
+func CSITargetPath(windows bool, pod *corev1.Pod, pv string) string {
+	if windows {
+		return PodDir(true, string(pod.UID)) + `\volumes\kubernetes.io~csi\` + pv + `\mount`
+	}
+	return PodDir(false, string(pod.UID)) + "/volumes/kubernetes.io~csi/" + pv + "/mount"
 }
 
 // ContainerID is the runtime's ID for a container of a pod, stable across
