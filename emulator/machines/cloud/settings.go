@@ -147,6 +147,17 @@ func (s Settings) credentials(imds func(node string) string) (Credentials, error
 	return cr, nil
 }
 
+// CredentialsFor picks the credential a cloud config and a container's
+// AZURE_* variables name, as cloud-provider-azure does (credentials): for
+// other Azure components that read the same azure.json through its config
+// loader, such as the Azure Disk CSI driver (kubernetes-sigs/azuredisk-csi-driver
+// v1.34.5 pkg/azureutils/azure_disk_utils.go GetCloudProviderFromClient, which
+// builds cloud-provider-azure's client from it). path names where the config
+// was read, node the node the process runs on.
+func CredentialsFor(cfg AzureConfig, env map[string]string, node, path string, imds func(node string) string) (Credentials, error) {
+	return Settings{Config: cfg, Env: env, Node: node, ConfigPath: path}.credentials(imds)
+}
+
 // AzureEnv is a container's AZURE_* variables with literal values, which
 // win over the cloud config's credential.
 func AzureEnv(c corev1.Container) map[string]string {
