@@ -19,9 +19,25 @@ import (
 // node service with the kubelet (charts/v1.34.5/azuredisk-csi-driver
 // values.yaml, azuredisk-csi-driver fb4981e3).
 const (
-	azureDiskRepository = "mcr.microsoft.com/oss/v2/kubernetes-csi/azuredisk-csi"
-	registrarRepository = "mcr.microsoft.com/oss/v2/kubernetes-csi/csi-node-driver-registrar"
+	azureDiskRepository   = "mcr.microsoft.com/oss/v2/kubernetes-csi/azuredisk-csi"
+	registrarRepository   = "mcr.microsoft.com/oss/v2/kubernetes-csi/csi-node-driver-registrar"
+	provisionerRepository = "mcr.microsoft.com/oss/v2/kubernetes-csi/csi-provisioner"
+	attacherRepository    = "mcr.microsoft.com/oss/v2/kubernetes-csi/csi-attacher"
 )
+
+// azureDiskRole tells the controller pod's containers apart by their
+// images: the sidecars do the provisioning and attaching.
+func azureDiskRole(c corev1.Container) string {
+	switch registry.Repository(c.Image) {
+	case azureDiskRepository:
+		return azuredisk.RoleDriver
+	case provisionerRepository:
+		return azuredisk.RoleProvisioner
+	case attacherRepository:
+		return azuredisk.RoleAttacher
+	}
+	return ""
+}
 
 // managedDisks is the host folder holding the contents of the managed
 // disks the machines' node plugins formatted: a disk's data is Azure's,

@@ -19,12 +19,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/emulator/machines/azuredisk"
 	"github.com/winkube/winkube/emulator/machines/bootagent"
 	"github.com/winkube/winkube/emulator/machines/bootdata"
 	"github.com/winkube/winkube/emulator/machines/cloud"
@@ -55,6 +57,11 @@ type Options struct {
 	// the credential each cluster's cloud config names; ARMNetwork makes
 	// one that calls the emulator.
 	Cloud func(cloud.Credentials) (cloud.Network, error)
+	// Compute, when set, reaches Azure's compute RP where the clusters'
+	// Azure Disk CSI controllers create and attach managed disks, with the
+	// credential their cloud config names; ARMCompute makes one that calls
+	// the emulator.
+	Compute func(cloud.Credentials, string) (*armcompute.ClientFactory, error)
 	// JoinTimeout bounds a worker's wait for its control plane (10m):
 	// kubeadm join's discovery timeout, longer than kubeadm's 5m default
 	// because local workers boot with their control plane.
@@ -111,6 +118,8 @@ type machine struct {
 type workloadCluster struct {
 	admin *rest.Config
 	cloud *cloud.Controller
+	// disks is the Azure Disk CSI driver's controller.
+	disks *azuredisk.Controller
 	// grants are the permissions its API server granted its nodes'
 	// components, shared by their kubelets' checks.
 	grants *components.Grants
@@ -555,6 +564,7 @@ func (r *Runtime) stop(m *machine) {
 	r.stopAccess(m)
 	if wc != nil {
 		wc.cloud.Stop()
+		wc.disks.Stop()
 	}
 	if cp != nil {
 		cp.Stop()
@@ -579,6 +589,9 @@ func (r *Runtime) ensureCloud(m *machine) error {
 		Client: admin, Images: ccmImage, Instances: machineInstances{r}, Connect: r.opts.Cloud, IMDS: r.nodeIMDS(m.endpoint),
 		ReadNodeFile: r.nodeFiles(m.endpoint), PrivateIP: r.privateIP,
 		Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
+	}), disks: azuredisk.StartController(azuredisk.ControllerConfig{
+		Client: admin, Role: azureDiskRole, ReadNodeFile: r.nodeFiles(m.endpoint), IMDS: r.nodeIMDS(m.endpoint), Connect: r.opts.Compute,
+		Log: r.opts.Log.WithName("azuredisk").WithValues("endpoint", m.endpoint),
 	})}
 	// Nodes of this cluster that registered before it was known get
 	// their kube-proxy now.

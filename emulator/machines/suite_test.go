@@ -115,9 +115,10 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	rt, err = machines.New(machines.Options{
 		Bin: bin, Dir: dir, Network: hn, Images: reg,
-		Cloud:  machines.ARMNetwork(connectARM(&armCfg)),
-		Log:    log.Log.WithName("machines"),
-		Events: bootLog.add,
+		Cloud:   machines.ARMNetwork(connectARM(&armCfg)),
+		Compute: machines.ARMCompute(connectARM(&armCfg)),
+		Log:     log.Log.WithName("machines"),
+		Events:  bootLog.add,
 	})
 	if err != nil {
 		return fail(err)

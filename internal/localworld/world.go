@@ -273,9 +273,10 @@ func (w *World) start(ctx context.Context) (err error) {
 	emuSaver := newWriteBehind("Azure resources", func() error { return w.emu.Save(filepath.Join(o.StateDir, emulatorState)) }, o.Log)
 	w.rt, err = machines.New(machines.Options{
 		Bin: o.Bin, Dir: filepath.Join(o.StateDir, "machines"), Network: w.net, Images: w.reg,
-		Cloud:  machines.ARMNetwork(connectARM(&armCfg)),
-		Events: func(machine, msg string) { w.boots.note(machine); o.Log.V(1).Info(msg, "machine", machine) },
-		Log:    o.Log.WithName("machines"),
+		Cloud:   machines.ARMNetwork(connectARM(&armCfg)),
+		Compute: machines.ARMCompute(connectARM(&armCfg)),
+		Events:  func(machine, msg string) { w.boots.note(machine); o.Log.V(1).Info(msg, "machine", machine) },
+		Log:     o.Log.WithName("machines"),
 	})
 	if err != nil {
 		return err

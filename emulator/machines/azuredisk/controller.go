@@ -7,8 +7,13 @@
 // ControllerPublishVolume, ControllerUnpublishVolume) makes the ARM calls,
 // through the real Azure SDK against the emulator. It acts only while such
 // a pod runs Ready in kube-system, as nothing else attaches disks on Azure.
+// Its node plugin (node.go) finds an attached disk by its LUN, formats it
+// the first time and mounts it where the kubelet asks; a disk's contents
+// live outside any machine, in the runtime's store of managed disks, so
+// what a pod wrote is there again on whichever node the disk is attached
+// to next.
 //
-// Upstream read for it (see /work/notes/azuredisk-facts.md):
+// Upstream read for it:
 // kubernetes-sigs/azuredisk-csi-driver v1.34.5 (fb4981e3),
 // kubernetes-csi/external-provisioner v6.3.0 (34c6fc21) with
 // sig-storage-lib-external-provisioner v13, kubernetes-csi/external-attacher

@@ -1,11 +1,3 @@
-// Package azuredisk does for a workload cluster what the Azure Disk CSI
-// driver (kubernetes-sigs/azuredisk-csi-driver v1.34.5, fb4981e3) does:
-// its controller Deployment creates managed disks for claims and attaches
-// them to the nodes' VMs through ARM (controller.go), and its node plugin
-// finds an attached disk by its LUN, formats it the first time and mounts
-// it where the kubelet asks (node.go). A disk's contents live outside any
-// machine, in the runtime's store of managed disks, so what a pod wrote is
-// there again on whichever node the disk is attached to next.
 package azuredisk
 
 import (
@@ -23,13 +15,6 @@ import (
 )
 
 const (
-	// DriverName is the driver's default --drivername.
-	DriverName = "disk.csi.azure.com"
-	// TopologyKey is the driver's zone segment (pkg/azuredisk/azuredisk.go
-	// topologyKey: "topology." + driver name + "/zone").
-	TopologyKey = "topology." + DriverName + "/zone"
-	// zoneLabel is the well-known zone label, set too for a zonal VM.
-	zoneLabel = "topology.kubernetes.io/zone"
 	// defaultVolumeLimit is the driver's limit for a size missing from its
 	// table (pkg/azuredisk/azuredisk.go defaultAzureVolumeLimit).
 	defaultVolumeLimit = 16

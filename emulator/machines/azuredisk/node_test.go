@@ -90,10 +90,10 @@ func TestWindowsPodMountsAttachedDisk(t *testing.T) {
 		Disk: disk, DataDisks: azure.get, Store: store})
 	k, err := kubelet.Start(ctx, kubelet.Config{
 		NodeName: node, Client: cs, Address: block.Hosts.Addr().Next(), Images: reg, Disk: disk, Log: logr.Discard(),
-		Host:     kubelet.Host{OS: "windows", Arch: "amd64", Build: "10.0.20348", KubeletVersion: "v1.36.3", Runtime: "containerd"},
-		Labels:   map[string]string{corev1.LabelOSStable: "windows"},
-		NodeInfo: corev1.NodeSystemInfo{OperatingSystem: "windows", OSImage: "Windows Server 2022 Datacenter", KernelVersion: "10.0.20348.2849"},
-		Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("30")},
+		Host:              kubelet.Host{OS: "windows", Arch: "amd64", Build: "10.0.20348", KubeletVersion: "v1.36.3", Runtime: "containerd"},
+		Labels:            map[string]string{corev1.LabelOSStable: "windows"},
+		NodeInfo:          corev1.NodeSystemInfo{OperatingSystem: "windows", OSImage: "Windows Server 2022 Datacenter", KernelVersion: "10.0.20348.2849"},
+		Capacity:          corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("30")},
 		NetworkConfigured: func() bool { return true },
 		// The driver's node pod: the runtime tells it by its images.
 		CSIPlugin: func(p *corev1.Pod) (string, kubelet.CSIPlugin) {
