@@ -29,6 +29,36 @@ var (
 // machine runtime serves the metrics API from its container.
 const MetricsServerImage = "registry.k8s.io/metrics-server/metrics-server:v0.8.0"
 
+// The Azure Disk CSI driver and its sidecars, as the driver's Helm chart
+// 1.34.5 pins them (kubernetes-sigs/azuredisk-csi-driver
+// charts/v1.34.5/azuredisk-csi-driver/values.yaml, d983d613: baseRepo
+// mcr.microsoft.com plus each repository and tag). One repository holds
+// both driver images: the multi-platform tag the Linux controller and node
+// plugin run, and the -windows-hp tag the Windows HostProcess DaemonSet
+// runs.
+const (
+	AzureDiskRepository   = "mcr.microsoft.com/oss/v2/kubernetes-csi/azuredisk-csi"
+	AzureDiskImage        = AzureDiskRepository + ":v1.34.5"
+	AzureDiskWindowsImage = AzureDiskRepository + ":v1.34.5-windows-hp"
+	// AzureDiskDriverName is the CSI driver's name (the chart's
+	// driver.name), which its CSIDriver, StorageClass and sockets carry.
+	AzureDiskDriverName         = "disk.csi.azure.com"
+	CSIProvisionerImage         = "mcr.microsoft.com/oss/v2/kubernetes-csi/csi-provisioner:v6.3.0"
+	CSIAttacherImage            = "mcr.microsoft.com/oss/v2/kubernetes-csi/csi-attacher:v4.12.0"
+	CSIResizerImage             = "mcr.microsoft.com/oss/v2/kubernetes-csi/csi-resizer:v2.2.0"
+	CSISnapshotterImage         = "mcr.microsoft.com/oss/v2/kubernetes-csi/csi-snapshotter:v8.6.0"
+	CSILivenessProbeImage       = "mcr.microsoft.com/oss/v2/kubernetes-csi/livenessprobe:v2.19.0"
+	CSINodeDriverRegistrarImage = "mcr.microsoft.com/oss/v2/kubernetes-csi/csi-node-driver-registrar:v2.17.0"
+)
+
+// csiSidecarWindows: kubernetes-csi's release tools build a sidecar for
+// Windows when its repository has a Dockerfile.Windows (release-tools/
+// build.make push-multiarch), on nanoserver:1809 and nanoserver:ltsc2022
+// (release-tools/prow.sh CSI_PROW_BUILD_PLATFORMS); node-driver-registrar
+// v2.17.0 and livenessprobe v2.19.0 have one, the controller's sidecars
+// do not.
+var csiSidecarWindows = windows(Build2019, Build2022)
+
 // web is what a web server image serves.
 var web = []string{"80/tcp"}
 
@@ -110,6 +140,30 @@ func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 		// ppc64le and s390x (Makefile ALL_ARCHITECTURES); the ones a
 		// node here can be are listed.
 		Image{Ref: MetricsServerImage, Platforms: linuxAll, Listens: []string{"10250/tcp"}},
+		// The Azure Disk CSI driver (kubernetes-sigs/azuredisk-csi-driver
+		// Makefile at v1.34.5, fb4981e3): the release tag is a manifest
+		// list of linux/amd64, linux/arm64 and Windows 1809 and ltsc2022
+		// (nanoserver) images; the -windows-hp tag is one image on the
+		// HostProcess base image, which runs on any Windows build. The
+		// ports it serves come from its flags (--metrics-address, the
+		// liveness-probe sidecar's --http-endpoint or --health-port),
+		// which differ between the controller and the node plugins, so
+		// none is listed here: the pods declare theirs.
+		Image{Ref: AzureDiskImage, Platforms: append(append([]v1.Platform(nil), linuxAll...), windows(Build2019, Build2022)...),
+			Process: map[string]Process{"linux": azureDiskLinux, "windows": azureDiskWindows}},
+		Image{Ref: AzureDiskWindowsImage, Platforms: hostProcess, Process: map[string]Process{"windows": azureDiskHostProcess}},
+		// kubernetes-csi's sidecars, built for linux amd64, arm, arm/v7,
+		// arm64, ppc64le and s390x (release-tools/prow.sh; the ones a
+		// node here can be are listed) and, for the node sidecars,
+		// Windows.
+		Image{Ref: CSIProvisionerImage, Platforms: linuxAll, Process: map[string]Process{"linux": csiProvisioner}},
+		Image{Ref: CSIAttacherImage, Platforms: linuxAll, Process: map[string]Process{"linux": csiAttacher}},
+		Image{Ref: CSIResizerImage, Platforms: linuxAll, Process: map[string]Process{"linux": csiResizer}},
+		Image{Ref: CSISnapshotterImage, Platforms: linuxAll, Process: map[string]Process{"linux": csiSnapshotter}},
+		Image{Ref: CSILivenessProbeImage, Platforms: append(append([]v1.Platform(nil), linuxAll...), csiSidecarWindows...),
+			Process: map[string]Process{"linux": csiLivenessProbeLinux, "windows": csiLivenessProbeWindows}},
+		Image{Ref: CSINodeDriverRegistrarImage, Platforms: append(append([]v1.Platform(nil), linuxAll...), csiSidecarWindows...),
+			Process: map[string]Process{"linux": csiNodeDriverRegistrarLinux, "windows": csiNodeDriverRegistrarWindows}},
 	)
 	// cloud-provider-azure's releases, one per Kubernetes minor; from
 	// v1.32 published under mcr.microsoft.com/oss/v2. The node manager's

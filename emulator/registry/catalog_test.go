@@ -35,7 +35,9 @@ func TestCatalogHasEveryImageWinkubeDeploys(t *testing.T) {
 	for _, f := range []string{flavors.Windows, flavors.WindowsFlannel, flavors.MachinePoolWindows} {
 		objs, err := flavors.Generate(f, flavors.Options{ClusterName: "c", KubernetesVersion: version, WindowsVersion: infrav1.WindowsServer2022, WindowsNodes: 1,
 			Location: "westeurope", SubscriptionID: "00000000-0000-0000-0000-000000000001", SSHPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh t",
-			FlannelWindowsImage: userImage + "flannel:1", KubeProxyWindowsImage: userImage + "kube-proxy:1"})
+			FlannelWindowsImage: userImage + "flannel:1", KubeProxyWindowsImage: userImage + "kube-proxy:1",
+			// The optional add-ons' images too.
+			MetricsServer: true, AzureDiskCSI: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,4 +74,78 @@ var (
 		Files:      []string{"/csi-proxy.exe"},
 		Source:     "kubernetes-sigs/sig-windows-tools hostprocess/csi-proxy/Dockerfile.windows@3ad1e4a3",
 	}
+	// kubernetes-sigs/azuredisk-csi-driver pkg/azurediskplugin/Dockerfile
+	// at v1.34.5 (fb4981e375c55d93dab0cfcfd0b4644921d095b7): debian-base
+	// with the mount and filesystem tools, ENTRYPOINT ["/azurediskplugin"].
+	azureDiskLinux = Process{
+		Entrypoint: []string{"/azurediskplugin"},
+		Files:      []string{"/azurediskplugin"},
+		Source:     "kubernetes-sigs/azuredisk-csi-driver pkg/azurediskplugin/Dockerfile@fb4981e3",
+	}
+	// pkg/azurediskplugin/Windows.Dockerfile at v1.34.5: nanoserver,
+	// ENTRYPOINT ["/azurediskplugin.exe"]; the image the chart's
+	// csi-proxy (non-HostProcess) DaemonSet runs.
+	azureDiskWindows = Process{
+		Entrypoint: []string{"/azurediskplugin.exe"},
+		Files:      []string{"/azurediskplugin.exe"},
+		Source:     "kubernetes-sigs/azuredisk-csi-driver pkg/azurediskplugin/Windows.Dockerfile@fb4981e3",
+	}
+	// pkg/azurediskplugin/WindowsHostProcess.Dockerfile at v1.34.5: the
+	// HostProcess base image, the program at the root, the PATH below,
+	// ENTRYPOINT ["/azurediskplugin.exe"]. The chart's HostProcess
+	// DaemonSet names the program as its command (azurediskplugin.exe) and
+	// runs powershell.exe from the host in its init container.
+	azureDiskHostProcess = Process{
+		Entrypoint: []string{"/azurediskplugin.exe"},
+		Env:        []string{`PATH=C:\Windows\system32;C:\Windows;C:\WINDOWS\System32\WindowsPowerShell\v1.0\;`},
+		Files:      []string{"/azurediskplugin.exe"},
+		Source:     "kubernetes-sigs/azuredisk-csi-driver pkg/azurediskplugin/WindowsHostProcess.Dockerfile@fb4981e3",
+	}
+	// kubernetes-csi sidecars: distroless static images whose Dockerfile
+	// copies the one program and makes it the ENTRYPOINT.
+	csiProvisioner = Process{
+		Entrypoint: []string{"/csi-provisioner"},
+		Files:      []string{"/csi-provisioner"},
+		Source:     "kubernetes-csi/external-provisioner Dockerfile@v6.3.0 (34c6fc21)",
+	}
+	csiAttacher = Process{
+		Entrypoint: []string{"/csi-attacher"},
+		Files:      []string{"/csi-attacher"},
+		Source:     "kubernetes-csi/external-attacher Dockerfile@v4.12.0 (f395fb4f)",
+	}
+	csiResizer = Process{
+		Entrypoint: []string{"/csi-resizer"},
+		Files:      []string{"/csi-resizer"},
+		Source:     "kubernetes-csi/external-resizer Dockerfile@v2.2.0 (314a8de6)",
+	}
+	csiSnapshotter = Process{
+		Entrypoint: []string{"/csi-snapshotter"},
+		Files:      []string{"/csi-snapshotter"},
+		Source:     "kubernetes-csi/external-snapshotter cmd/csi-snapshotter/Dockerfile@v8.6.0 (78e32cd8)",
+	}
+	csiLivenessProbeLinux = Process{
+		Entrypoint: []string{"/livenessprobe"},
+		Files:      []string{"/livenessprobe"},
+		Source:     "kubernetes-csi/livenessprobe Dockerfile@v2.19.0 (d2d15a5e)",
+	}
+	// Dockerfile.Windows: nanoserver, the program at the root,
+	// USER ContainerAdministrator.
+	csiLivenessProbeWindows = Process{
+		Entrypoint: []string{"/livenessprobe.exe"},
+		Files:      []string{"/livenessprobe.exe"},
+		Source:     "kubernetes-csi/livenessprobe Dockerfile.Windows@v2.19.0 (d2d15a5e)",
+	}
+	csiNodeDriverRegistrarLinux = Process{
+		Entrypoint: []string{"/csi-node-driver-registrar"},
+		Files:      []string{"/csi-node-driver-registrar"},
+		Source:     "kubernetes-csi/node-driver-registrar Dockerfile@v2.17.0 (c5794c45)",
+	}
+	// Dockerfile.Windows: nanoserver, /csi-node-driver-registrar.exe;
+	// the chart's HostProcess DaemonSet runs it by the bare name
+	// csi-node-driver-registrar.exe, found at the sandbox's root.
+	csiNodeDriverRegistrarWindows = Process{
+		Entrypoint: []string{"/csi-node-driver-registrar.exe"},
+		Files:      []string{"/csi-node-driver-registrar.exe"},
+		Source:     "kubernetes-csi/node-driver-registrar Dockerfile.Windows@v2.17.0 (c5794c45)",
+	}
 )

@@ -139,6 +139,7 @@ as clusterctl requires.`,
 	f.StringVar(&o.NodeVMSize, "node-vm-size", "Standard_D4s_v3", "VM size of workers")
 	f.BoolVar(&o.WindowsTaint, "windows-taint", false, "taint Windows nodes os=windows:NoSchedule (the add-ons tolerate it)")
 	f.BoolVar(&o.MetricsServer, "metrics-server", false, "add the metrics-server add-on (the Cluster label metrics-server=enabled and its ClusterResourceSet); in a --clusterctl-template it is the variable METRICS_SERVER=enabled")
+	f.BoolVar(&o.AzureDiskCSI, "azuredisk-csi", false, "add the Azure Disk CSI driver add-on (the Cluster label azuredisk-csi=true and its ClusterResourceSet: the driver's Helm chart 1.34.5 as CAPZ installs it, and the StorageClass managed-csi); in a --clusterctl-template it is the variable AZUREDISK_CSI=true")
 	f.BoolVar(&admission, "admission", true, "deploy winkube's workload admission in the cluster (the Cluster label winkube.dev/admission=enabled and its ClusterResourceSet); --admission=false leaves it out")
 	f.BoolVar(&clusterctl, "clusterctl-template", false, "print a clusterctl template with ${VARIABLE} placeholders instead")
 	outputFlag(cmd, &output, "yaml", "yaml", "json")

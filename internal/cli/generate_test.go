@@ -44,3 +44,31 @@ func TestGenerateCluster(t *testing.T) {
 		t.Fatalf("clusterctl template: %v", err)
 	}
 }
+
+// TestGenerateAzureDiskCSI: --azuredisk-csi labels the Cluster as CAPZ's
+// HelmChartProxy selects and adds the add-on's ClusterResourceSet; without
+// it neither is there.
+func TestGenerateAzureDiskCSI(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "id.pub")
+	if err := os.WriteFile(key, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh me\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"generate", "cluster", "demo", "--kubernetes-version", "v1.36.3", "--location", "westeurope",
+		"--subscription-id", "00000000-0000-0000-0000-000000000001", "--ssh-public-key", key}
+	without, err := run(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, err := run(t, append(args, "--azuredisk-csi")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`azuredisk-csi: "true"`, "name: demo-azuredisk-csi", "name: csi-azuredisk-node-win", "provisioner: disk.csi.azure.com"} {
+		if !strings.Contains(with, want) {
+			t.Errorf("with --azuredisk-csi the output lacks %s", want)
+		}
+		if strings.Contains(without, want) {
+			t.Errorf("without --azuredisk-csi the output has %s", want)
+		}
+	}
+}

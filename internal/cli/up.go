@@ -30,7 +30,7 @@ import (
 type upOptions struct {
 	flavor, version, windowsVersion, stateDir, bin string
 	controlPlane, linux, windows                   int32
-	metricsServer                                  bool
+	metricsServer, azureDiskCSI                    bool
 	timeout                                        time.Duration
 	// bootstrapTimeout: see the flag.
 	bootstrapTimeout time.Duration
@@ -84,7 +84,8 @@ func (o *upOptions) check(cmd *cobra.Command, name string) error {
 		return err
 	}
 	wo := localworld.Options{Name: name, Flavor: o.flavor, KubernetesVersion: o.version, ControlPlaneNodes: o.controlPlane,
-		LinuxNodes: o.linux, WindowsNodes: o.windows, WindowsVersion: infrav1.WindowsServerVersion(o.windowsVersion), MetricsServer: o.metricsServer}
+		LinuxNodes: o.linux, WindowsNodes: o.windows, WindowsVersion: infrav1.WindowsServerVersion(o.windowsVersion), MetricsServer: o.metricsServer,
+		AzureDiskCSI: o.azureDiskCSI}
 	_, err = buildObjects(cmd, o.flavor, wo.ClusterOptions(key))
 	return err
 }
@@ -126,6 +127,7 @@ func (o *upOptions) world(name string, progress func(string)) (localworld.Option
 		Log:  ctrllog.Log,
 		Name: name, Flavor: o.flavor, KubernetesVersion: o.version, ControlPlaneNodes: o.controlPlane, LinuxNodes: o.linux, WindowsNodes: o.windows,
 		WindowsVersion: wv, StateDir: o.stateDir, Bin: bin, Progress: progress, BootstrapTimeout: o.bootstrapTimeout, MetricsServer: o.metricsServer,
+		AzureDiskCSI: o.azureDiskCSI,
 	}, nil
 }
 
@@ -233,6 +235,7 @@ long as this process. Interrupt it (Ctrl-C) to stop it: the state stays, and
 	cmd.Flags().Int32Var(&o.windows, "windows-nodes", 2, "Windows worker machines")
 	cmd.Flags().StringVar(&o.windowsVersion, "windows-version", "2022", "Windows Server release of the Windows workers: 2019, 2022 or 2025")
 	cmd.Flags().BoolVar(&o.metricsServer, "metrics-server", false, "install metrics-server (kubectl top, HorizontalPodAutoscaler) with the flavors' add-on: the Cluster label metrics-server=enabled selects its ClusterResourceSet")
+	cmd.Flags().BoolVar(&o.azureDiskCSI, "azuredisk-csi", false, "install the Azure Disk CSI driver (PersistentVolumes on Azure managed disks, StorageClass managed-csi) with the flavors' add-on: the Cluster label azuredisk-csi=true selects its ClusterResourceSet")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 15*time.Minute, "how long to wait for every node to be Ready")
 	cmd.Flags().DurationVar(&o.bootstrapTimeout, "bootstrap-timeout", localworld.DefaultLocalBootstrapTimeout, "how long a provisioned machine may take to become a node before the provider reports its bootstrap failed, with its log read through Run Command (see 'winkube rehearse bootstrap-failure')")
 	addWorldFlags(cmd, o)

@@ -364,7 +364,11 @@ func TestAddonsMeetWhatTheirComponentsNeed(t *testing.T) {
 	// flannel's first: where both flavors have a workload of one name
 	// (kube-proxy-windows), the Calico flavor's is the one checked.
 	for _, flavor := range []string{flavors.WindowsFlannel, flavors.Windows} {
-		objs, err := flavors.Generate(flavor, opts("v1.36.3", "2022"))
+		o := opts("v1.36.3", "2022")
+		// The optional Azure Disk CSI driver, once: its components are
+		// in the catalog too.
+		o.AzureDiskCSI = flavor == flavors.Windows
+		objs, err := flavors.Generate(flavor, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -453,6 +457,29 @@ func TestAddonsMeetWhatTheirComponentsNeed(t *testing.T) {
 		{name: "cloud-controller-manager without --cloud-provider", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "--cloud-provider=azure", pod: dropArg("cloud-controller-manager", "--cloud-provider")},
 		{name: "cloud-controller-manager without /etc/kubernetes", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "/etc/kubernetes", pod: dropMount("cloud-controller-manager", "/etc/kubernetes")},
 		{name: "cloud-controller-manager may not take its lease", workload: "cloud-controller-manager", container: "cloud-controller-manager", component: "cloud-controller-manager", missing: "leases.coordination.k8s.io", log: `"leases" in API group "coordination.k8s.io"`, api: dropRule("cloud-controller-manager", "leases")},
+		{name: "azuredisk controller without azure.json", workload: "csi-azuredisk-controller", container: "azuredisk", component: "azuredisk-csi controller", missing: "cloud config /etc/kubernetes/azure.json",
+			log: "no cloud config provided, error: open /etc/kubernetes/azure.json: no such file or directory", removeNodeFile: true},
+		{name: "azuredisk controller without the azure-cred volume", workload: "csi-azuredisk-controller", container: "azuredisk", component: "azuredisk-csi controller", missing: "hostPath /etc/kubernetes",
+			log: "no cloud config provided", pod: dropMount("azuredisk", "/etc/kubernetes/")},
+		{name: "azuredisk controller without its socket directory", workload: "csi-azuredisk-controller", container: "azuredisk", component: "azuredisk-csi controller", missing: "mount /csi",
+			log: "failed to listen to endpoint", pod: dropMount("azuredisk", "/csi")},
+		{name: "csi-provisioner may not create PersistentVolumes", workload: "csi-azuredisk-controller", container: "csi-provisioner", component: "csi-provisioner", missing: "permission create persistentvolumes",
+			log: `cannot create resource "persistentvolumes"`, api: dropRule("azuredisk-external-provisioner-role", "persistentvolumes")},
+		{name: "csi-attacher may not patch VolumeAttachment status", workload: "csi-azuredisk-controller", container: "csi-attacher", component: "csi-attacher", missing: "volumeattachments/status.storage.k8s.io",
+			log: `cannot patch resource "volumeattachments/status"`, api: dropRule("azuredisk-external-attacher-role", "volumeattachments/status")},
+		// Only the resizer's role grants it (the SA's roles all grant leases).
+		{name: "csi-resizer may not patch claim status", workload: "csi-azuredisk-controller", container: "csi-resizer", component: "csi-resizer", missing: "persistentvolumeclaims/status",
+			log: `cannot patch resource "persistentvolumeclaims/status"`, api: dropRule("azuredisk-external-resizer-role", "persistentvolumeclaims/status")},
+		{name: "azuredisk node may not read its CSINode", workload: "csi-azuredisk-node", container: "azuredisk", component: "azuredisk-csi node", missing: "csinodes.storage.k8s.io",
+			log: `cannot get resource "csinodes"`, api: dropRule("csi-azuredisk-node-role", "csinodes")},
+		{name: "azuredisk node without the plugin directory", workload: "csi-azuredisk-node", container: "azuredisk", component: "azuredisk-csi node", missing: "hostPath /var/lib/kubelet/plugins/disk.csi.azure.com",
+			pod: dropMount("azuredisk", "/csi")},
+		{name: "node-driver-registrar without plugins_registry", workload: "csi-azuredisk-node", container: "node-driver-registrar", component: "csi-node-driver-registrar", missing: "/var/lib/kubelet/plugins_registry",
+			log: "Failed to listen on socket", pod: dropMount("node-driver-registrar", "/registration")},
+		{name: "azuredisk on Windows not a HostProcess pod", workload: "csi-azuredisk-node-win", container: "azuredisk", component: "azuredisk-csi node (Windows)", missing: "HostProcess",
+			pod: func(p *corev1.Pod) { p.Spec.SecurityContext.WindowsOptions = nil }},
+		{name: "azuredisk on Windows may not read VolumeAttachments", workload: "csi-azuredisk-node-win", container: "azuredisk", component: "azuredisk-csi node (Windows)", missing: "volumeattachments.storage.k8s.io",
+			log: `resource "volumeattachments" in API group "storage.k8s.io"`, api: dropRule("csi-azuredisk-node-role", "volumeattachments")},
 		{name: "cloud-node-manager off the host network", workload: "cloud-node-manager", container: "cloud-node-manager", component: "cloud-node-manager", missing: "hostNetwork", pod: notHostNetwork},
 		{name: "cloud-node-manager may not patch node status", workload: "cloud-node-manager", container: "cloud-node-manager", component: "cloud-node-manager", missing: "nodes/status", api: dropRule("cloud-node-manager", "nodes/status")},
 	}

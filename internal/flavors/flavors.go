@@ -117,6 +117,12 @@ func (b *builder) build() []client.Object {
 			clusterLabels[MetricsServerLabel] = o.metricsServerLabel
 		}
 	}
+	if o.AzureDiskCSI {
+		clusterLabels[AzureDiskCSILabel] = azureDiskCSIEnabled
+		if o.azureDiskCSILabel != "" {
+			clusterLabels[AzureDiskCSILabel] = o.azureDiskCSILabel
+		}
+	}
 	cluster := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: clusterLabels},
 		Spec: clusterv1.ClusterSpec{
@@ -146,6 +152,7 @@ func (b *builder) build() []client.Object {
 	objs = append(objs, b.addons()...)
 	objs = append(objs, b.admission()...)
 	objs = append(objs, b.metricsServer()...)
+	objs = append(objs, b.azureDiskCSI()...)
 	return objs
 }
 

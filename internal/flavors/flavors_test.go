@@ -431,7 +431,7 @@ func TestClusterctlTemplate(t *testing.T) {
 		"${AZURE_SSH_PUBLIC_KEY_B64}", "c3NoLWVkMjU1MTkgQUFBQQ==", "${AZURE_SSH_PUBLIC_KEY}", "ssh-ed25519 AAAA",
 		"${CONTROL_PLANE_MACHINE_COUNT}", "1", "${WORKER_MACHINE_COUNT}", "1", "${WINDOWS_WORKER_MACHINE_COUNT}", "2",
 		"${AZURE_CONTROL_PLANE_MACHINE_TYPE}", "Standard_D2s_v3", "${AZURE_NODE_MACHINE_TYPE}", "Standard_D4s_v3", "${CLOUD_PROVIDER_AZURE_VERSION}", "v1.36.0",
-		"${METRICS_SERVER:=disabled}", "disabled").Replace(text)
+		"${METRICS_SERVER:=disabled}", "disabled", "${AZUREDISK_CSI:=false}", "false").Replace(text)
 	if strings.Contains(filled, "${") {
 		t.Fatalf("unfilled variables remain")
 	}

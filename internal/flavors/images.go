@@ -31,11 +31,22 @@ var AddonImages = []AddonImage{
 	{"ghcr.io/kubernetes-sigs/sig-windows/csi-proxy", `v1\.1\.3`,
 		"kubernetes-sigs/sig-windows-tools hostprocess/csi-proxy/VERSION and .github/workflows/csi-proxy.yml; the CVE-2023-3893 announcement names the v1.1.3 image"},
 	{"registry.k8s.io/metrics-server/metrics-server", `v0\.8\.0`, "kubernetes-sigs/metrics-server v0.8.0 (d66279c6) manifests/components/release/kustomization.yaml: the release manifest's image"},
+	{azureDiskRepo, `v1\.34\.5(-windows-hp)?`, azureDiskChartSource + " values.yaml image.azuredisk; the driver's Makefile (v1.34.5, fb4981e3) pushes the release tag (linux amd64/arm64, Windows 1809/ltsc2022) and its -windows-hp HostProcess image"},
+	{"mcr.microsoft.com/oss/v2/kubernetes-csi/csi-provisioner", `v6\.3\.0`, azureDiskChartSource + " values.yaml image.csiProvisioner"},
+	{"mcr.microsoft.com/oss/v2/kubernetes-csi/csi-attacher", `v4\.12\.0`, azureDiskChartSource + " values.yaml image.csiAttacher"},
+	{"mcr.microsoft.com/oss/v2/kubernetes-csi/csi-snapshotter", `v8\.6\.0`, azureDiskChartSource + " values.yaml snapshot.image.csiSnapshotter"},
+	{"mcr.microsoft.com/oss/v2/kubernetes-csi/csi-resizer", `v2\.2\.0`, azureDiskChartSource + " values.yaml image.csiResizer"},
+	{"mcr.microsoft.com/oss/v2/kubernetes-csi/livenessprobe", `v2\.19\.0`, azureDiskChartSource + " values.yaml image.livenessProbe"},
+	{"mcr.microsoft.com/oss/v2/kubernetes-csi/csi-node-driver-registrar", `v2\.17\.0`, azureDiskChartSource + " values.yaml image.nodeDriverRegistrar"},
 	{"mcr.microsoft.com/oss/kubernetes/azure-cloud-controller-manager", `v1\.(0|1|2[3-9]|3[01])\.[0-9]+`, "kubernetes-sigs/cloud-provider-azure helm chart: the release per Kubernetes minor"},
 	{"mcr.microsoft.com/oss/kubernetes/azure-cloud-node-manager", `v1\.(0|1|2[3-9]|3[01])\.[0-9]+`, "kubernetes-sigs/cloud-provider-azure helm chart: the release per Kubernetes minor"},
 	{"mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-controller-manager", `v1\.3[2-6]\.[0-9]+`, "kubernetes-sigs/cloud-provider-azure helm chart: from v1.32 under oss/v2"},
 	{"mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-node-manager", `v1\.3[2-6]\.[0-9]+`, "kubernetes-sigs/cloud-provider-azure helm chart: from v1.32 under oss/v2"},
 }
+
+// azureDiskChartSource is the Azure Disk CSI driver's Helm chart release
+// that pins its images.
+const azureDiskChartSource = "kubernetes-sigs/azuredisk-csi-driver charts/v1.34.5/azuredisk-csi-driver (d983d613)"
 
 // PublishedAddonImage finds the table's entry for an image reference.
 func PublishedAddonImage(ref string) (AddonImage, bool) {

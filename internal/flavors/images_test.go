@@ -24,7 +24,8 @@ func TestEveryEmittedImageIsPublished(t *testing.T) {
 			if flavor == flavors.WindowsDockershim {
 				o = opts("v1.23.17", infrav1.WindowsServer2019)
 			}
-			o.MetricsServer = true // the optional add-on's image too
+			o.MetricsServer = true // the optional add-ons' images too
+			o.AzureDiskCSI = true
 			objs, err := flavors.Generate(flavor, o)
 			if err != nil {
 				t.Fatalf("%s %s: %v", flavor, version, err)

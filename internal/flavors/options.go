@@ -74,6 +74,13 @@ type Options struct {
 	// metricsServerLabel is the Cluster label's value when MetricsServer
 	// is set ("enabled"); a clusterctl template makes it a variable.
 	metricsServerLabel string
+	// AzureDiskCSI adds the Azure Disk CSI driver add-on: its
+	// ClusterResourceSet and the Cluster label azuredisk-csi: "true" that
+	// selects it, the label CAPZ's HelmChartProxy selects by.
+	AzureDiskCSI bool
+	// azureDiskCSILabel is the Cluster label's value when AzureDiskCSI is
+	// set ("true"); a clusterctl template makes it a variable.
+	azureDiskCSILabel string
 }
 
 // Defaults fills what has a sensible default.

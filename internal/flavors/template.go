@@ -23,6 +23,7 @@ const (
 	sentinelFlannel    = "wkflannelsentinel.example/flannel:windows"
 	sentinelProxy      = "wkproxysentinel.example/kube-proxy:windows"
 	sentinelMetrics    = "wkmetricssentinel"
+	sentinelAzureDisk  = "wkazurediskcsisentinel"
 	sentinelCP         = 771
 	sentinelLinux      = 772
 	sentinelWindows    = 773
@@ -35,7 +36,9 @@ const (
 // WindowsHostProcessContainers feature gate (Kubernetes 1.22 to 1.25 only)
 // cannot be expressed by a variable: templates target 1.26 and newer.
 // The metrics-server add-on is the optional variable METRICS_SERVER
-// (default disabled; enabled selects its ClusterResourceSet).
+// (default disabled; enabled selects its ClusterResourceSet), the Azure
+// Disk CSI driver the optional variable AZUREDISK_CSI (default false;
+// true selects its ClusterResourceSet).
 func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTaint bool) ([]byte, []string, error) {
 	o := Options{
 		ClusterName: sentinelName, Namespace: "wknamespacesentinel", KubernetesVersion: sentinelVersion,
@@ -47,6 +50,7 @@ func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTa
 		// The add-on's ClusterResourceSet is in every template; the
 		// Cluster's label selects it only with METRICS_SERVER=enabled.
 		MetricsServer: true, metricsServerLabel: sentinelMetrics,
+		AzureDiskCSI: true, azureDiskCSILabel: sentinelAzureDisk,
 	}
 	if windowsVersion != "" {
 		o.WindowsVersion = windowsVersionOf(windowsVersion)
@@ -78,6 +82,9 @@ func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTa
 	replace(sentinelProxy, "KUBE_PROXY_WINDOWS_IMAGE", "${KUBE_PROXY_WINDOWS_IMAGE}")
 	// clusterctl's ${VAR:=default}: an optional variable, off unless set.
 	replace(sentinelMetrics, "METRICS_SERVER", "${METRICS_SERVER:="+metricsServerDisabled+"}")
+	// Quoted: the values true and false would otherwise be YAML booleans,
+	// which a label cannot be.
+	replace(sentinelAzureDisk, "AZUREDISK_CSI", `"${AZUREDISK_CSI:=`+azureDiskCSIDisabled+`}"`)
 	replace(sentinelCPAVersion, "CLOUD_PROVIDER_AZURE_VERSION", "${CLOUD_PROVIDER_AZURE_VERSION}")
 	replace(sentinelVersion+"-", "KUBERNETES_VERSION", "${KUBERNETES_VERSION/+/_}-")
 	replace(sentinelVersion, "KUBERNETES_VERSION", "${KUBERNETES_VERSION}")

@@ -74,7 +74,7 @@ func (o Options) ClusterOptions(sshPublicKey string) flavors.Options {
 		ClusterName: o.Name, Namespace: namespace, KubernetesVersion: o.KubernetesVersion, WindowsVersion: o.WindowsVersion,
 		ControlPlaneNodes: o.ControlPlaneNodes, LinuxNodes: o.LinuxNodes, WindowsNodes: o.WindowsNodes,
 		Location: "westeurope", SubscriptionID: Subscription, SSHPublicKey: sshPublicKey, IdentityName: identityName(o.Name),
-		MetricsServer: o.MetricsServer,
+		MetricsServer: o.MetricsServer, AzureDiskCSI: o.AzureDiskCSI,
 	}
 }
 

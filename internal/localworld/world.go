@@ -86,6 +86,9 @@ type Options struct {
 	// MetricsServer labels the cluster for the flavors' metrics-server
 	// add-on, which its ClusterResourceSet then installs.
 	MetricsServer bool
+	// AzureDiskCSI labels the cluster for the flavors' Azure Disk CSI
+	// driver add-on, which its ClusterResourceSet then installs.
+	AzureDiskCSI bool
 	// StateDir holds the management plane's etcd, the machines' disks, the
 	// kubeconfigs and the SSH key.
 	StateDir string

@@ -113,9 +113,28 @@ func (c *Checker) Find(os string, container corev1.Container) *Component {
 		if len(comp.Containers) > 0 && !contains(comp.Containers, container.Name) {
 			continue
 		}
+		if !hasArgs(container, comp.WithArgs, true) || !hasArgs(container, comp.WithoutArgs, false) {
+			continue
+		}
 		return comp
 	}
 	return nil
+}
+
+// hasArgs says whether every flag ("--flag" or "--flag=value") is on the
+// container's command line (present true) or none is (present false).
+func hasArgs(container corev1.Container, flags []string, present bool) bool {
+	for _, f := range flags {
+		flag, want, withValue := strings.Cut(f, "=")
+		v, ok := arg(container, flag)
+		if ok && withValue {
+			ok = v == want
+		}
+		if ok != present {
+			return false
+		}
+	}
+	return true
 }
 
 func contains(list []string, s string) bool {
@@ -157,6 +176,9 @@ func (c *Checker) Check(ctx context.Context, node Node, pod *corev1.Pod, contain
 		return nil, nil
 	}
 	for _, n := range comp.Needs {
+		if n.IfArg != "" && !hasArgs(container, []string{n.IfArg}, true) {
+			continue
+		}
 		missing, detail, err := c.check(ctx, node, pod, container, n)
 		if err != nil {
 			return nil, err
@@ -338,7 +360,7 @@ func (c *Checker) check(ctx context.Context, node Node, pod *corev1.Pod, contain
 			}
 		}
 	case n.CloudConfig != nil:
-		return c.checkCloudConfig(node, container, *n.CloudConfig)
+		return c.findCloudConfig(ctx, node, pod, container, *n.CloudConfig)
 	}
 	return "", "", nil
 }
@@ -446,9 +468,52 @@ func (c *Checker) checkCRD(ctx context.Context, crd string) (string, string, err
 	return "CRD " + crd, "get " + crd, nil
 }
 
+// findCloudConfig looks for the cloud config where the component does:
+// its Secret first, then the file its environment or Default names, seen
+// through its hostPath mount when it reads the node's file that way.
+func (c *Checker) findCloudConfig(ctx context.Context, node Node, pod *corev1.Pod, container corev1.Container, cc CloudConfig) (string, string, error) {
+	if s := cc.Secret; s != nil {
+		name, ns := s.Name, s.Namespace
+		if v, ok := arg(container, s.NameArg); ok && s.NameArg != "" && v != "" {
+			name = v
+		}
+		if v, ok := arg(container, s.NamespaceArg); ok && s.NamespaceArg != "" && v != "" {
+			ns = v
+		}
+		secret, err := c.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", "", err
+		}
+		if err == nil {
+			if data, ok := secret.Data[s.Key]; ok {
+				return c.checkCloudConfigData(fmt.Sprintf("secret %s/%s", ns, name), data, container, cc)
+			}
+		}
+	}
+	path := cc.Default
+	if cc.PathEnv != "" {
+		v, ok, err := c.envValue(ctx, pod, container, cc.PathEnv)
+		if err != nil {
+			return "", "", err
+		}
+		if ok && strings.TrimSpace(v) != "" {
+			path = v
+		}
+	}
+	if cc.HostDir != "" {
+		if missing, _, _ := c.checkMount(pod, container, Mount{MountPath: cc.HostDir, HostPath: cc.HostDir}); missing != "" {
+			// The file is on the node, not in the image: without the
+			// volume the container has no such file.
+			return "cloud config " + path + " (hostPath " + cc.HostDir + ")", fmt.Sprintf("open %s: no such file or directory", path), nil
+		}
+	}
+	cc.Default = path
+	return c.checkCloudConfig(node, container, cc)
+}
+
 func (c *Checker) checkCloudConfig(node Node, container corev1.Container, cc CloudConfig) (string, string, error) {
 	path := cc.Default
-	if v, ok := arg(container, cc.PathArg); ok && v != "" {
+	if v, ok := arg(container, cc.PathArg); ok && cc.PathArg != "" && v != "" {
 		path = v
 	}
 	if node.ReadFile == nil {
@@ -461,6 +526,12 @@ func (c *Checker) checkCloudConfig(node Node, container corev1.Container, cc Clo
 	if err != nil {
 		return "cloud config " + path, err.Error(), nil
 	}
+	return c.checkCloudConfigData(path, data, container, cc)
+}
+
+// checkCloudConfigData checks a cloud config's content, read from path (a
+// file, or the Secret it came from).
+func (c *Checker) checkCloudConfigData(path string, data []byte, container corev1.Container, cc CloudConfig) (string, string, error) {
 	var cfg map[string]any
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return "cloud config " + path, fmt.Sprintf("failed to parse the cloud config %s: %v", path, err), nil

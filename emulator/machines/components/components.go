@@ -7,8 +7,11 @@
 // that process logs. Adding a component means adding an entry, not code.
 //
 // The data describes upstream projects (Calico, flannel, cloud-provider-azure,
-// sig-windows-tools, csi-proxy), never a particular cluster template.
+// sig-windows-tools, csi-proxy, the Azure Disk CSI driver and its Helm
+// chart), never a particular cluster template.
 package components
+
+import "github.com/winkube/winkube/emulator/registry"
 
 // Need is one thing a component needs to start. Exactly one of its fields
 // other than Source and Log is set.
@@ -39,6 +42,11 @@ type Need struct {
 	// CloudConfig: the node has an Azure cloud provider config file with
 	// these fields.
 	CloudConfig *CloudConfig `json:"cloudConfig,omitempty"`
+
+	// IfArg, when set, makes the need conditional: it holds only when the
+	// container's command line carries this flag ("--flag=value" for a
+	// value), for a need a flag turns on against the program's default.
+	IfArg string `json:"ifArg,omitempty"`
 
 	// Source is where the fact comes from upstream.
 	Source string `json:"source"`
@@ -82,6 +90,26 @@ type CloudConfig struct {
 	// Credentials: either aadClientId and aadClientSecret, or
 	// useManagedIdentityExtension true.
 	Credentials bool `json:"credentials,omitempty"`
+	// Secret, when set, is read first: a Secret holding the config
+	// under a key; the file is read only when it is not there.
+	Secret *CloudConfigSecret `json:"secret,omitempty"`
+	// PathEnv is an environment variable that names the file when set and
+	// not empty, before Default.
+	PathEnv string `json:"pathEnv,omitempty"`
+	// HostDir: the file is the node's, under this directory, which the
+	// container sees only through a hostPath volume of it mounted at the
+	// same path.
+	HostDir string `json:"hostDir,omitempty"`
+}
+
+// CloudConfigSecret is a Secret a component reads its cloud config from:
+// the flags naming it, their defaults, and the key.
+type CloudConfigSecret struct {
+	NameArg      string `json:"nameArg,omitempty"`
+	NamespaceArg string `json:"namespaceArg,omitempty"`
+	Name         string `json:"name"`
+	Namespace    string `json:"namespace"`
+	Key          string `json:"key"`
 }
 
 // Component is one upstream system component.
@@ -94,6 +122,12 @@ type Component struct {
 	// applies to, for images that run as more than one component
 	// (flannel's image is both kube-flannel and its install-cni).
 	Containers []string `json:"containers,omitempty"`
+	// WithArgs and WithoutArgs, when set, narrow the entry to containers
+	// whose command line carries (or lacks) these flags, for a program
+	// whose role its flags decide (the Azure Disk CSI driver is its
+	// controller without --nodeid and a node plugin with it).
+	WithArgs    []string `json:"withArgs,omitempty"`
+	WithoutArgs []string `json:"withoutArgs,omitempty"`
 	// OS is "linux" or "windows"; "" for both.
 	OS string `json:"os,omitempty"`
 	// Effect is what the running component does that the simulation
@@ -129,6 +163,32 @@ const (
 	kubeForbidden      = `%s` // the API server's Forbidden message, as the component prints it
 	crdMissing         = "the server could not find the requested resource (%s)"
 	calicoEtcdFallback = "DATASTORE_TYPE %s: calico defaults to the etcdv3 datastore at http://127.0.0.1:2379 and fails: context deadline exceeded"
+
+	// The Azure Disk CSI driver: its Helm chart 1.34.5's templates (read
+	// at d983d613) and the driver at v1.34.5 (fb4981e3).
+	azureDiskChart          = "kubernetes-sigs/azuredisk-csi-driver charts/v1.34.5/azuredisk-csi-driver/templates/"
+	azureDiskController     = azureDiskChart + "csi-azuredisk-controller.yaml (d983d613)"
+	azureDiskControllerRBAC = azureDiskChart + "rbac-csi-azuredisk-controller.yaml (d983d613)"
+	azureDiskNode           = azureDiskChart + "csi-azuredisk-node.yaml (d983d613)"
+	azureDiskNodeWindows    = azureDiskChart + "csi-azuredisk-node-windows-hostprocess.yaml (d983d613)"
+	azureDiskNodeRBAC       = azureDiskChart + "rbac-csi-azuredisk-node.yaml (d983d613)"
+	azureDiskCloudConfig    = "kubernetes-sigs/azuredisk-csi-driver pkg/azureutils/azure_disk_utils.go GetCloudProviderFromClient, pkg/azuredisk/azuredisk.go Run (v1.34.5, fb4981e3)"
+	azureDiskListen         = "kubernetes-sigs/azuredisk-csi-driver pkg/csi-common/utils.go Listen, pkg/azuredisk/azuredisk.go Run (v1.34.5, fb4981e3)"
+	azureDiskHPMounter      = "kubernetes-sigs/azuredisk-csi-driver pkg/mounter/safe_mounter_windows.go NewSafeMounter, safe_mounter_host_process_windows.go (v1.34.5, fb4981e3)"
+	azureDiskLog            = "failed to get Azure Cloud Provider, error: no cloud config provided, error: %s"
+	externalProvisioner     = "kubernetes-csi/external-provisioner deploy/kubernetes/rbac.yaml (v6.3.0, 34c6fc21)"
+	externalAttacher        = "kubernetes-csi/external-attacher deploy/kubernetes/rbac.yaml (v4.12.0, f395fb4f)"
+	externalResizer         = "kubernetes-csi/external-resizer deploy/kubernetes/rbac.yaml (v2.2.0, 314a8de6)"
+	nodeDriverRegistrar     = "kubernetes-csi/node-driver-registrar cmd/csi-node-driver-registrar/node_register.go (v2.17.0, c5794c45)"
+)
+
+// The Azure Disk CSI images' repositories, from the registry's pins.
+var (
+	azureDiskRepo              = registry.AzureDiskRepository
+	csiProvisionerRepo         = registry.Repository(registry.CSIProvisionerImage)
+	csiAttacherRepo            = registry.Repository(registry.CSIAttacherImage)
+	csiResizerRepo             = registry.Repository(registry.CSIResizerImage)
+	csiNodeDriverRegistrarRepo = registry.Repository(registry.CSINodeDriverRegistrarImage)
 )
 
 // Azure cloud provider config fields every cloud-controller-manager needs
@@ -149,6 +209,26 @@ func perm(verb, group, resource, source string) Need {
 		}
 	}
 	return Need{Permission: &Permission{Verb: verb, Group: group, Resource: resource, Subresource: sub}, Source: source, Log: kubeForbidden}
+}
+
+// leasePerms are what a sidecar's leader election does with its Lease
+// in its own namespace (--leader-election-namespace, the pod's here).
+func leasePerms(source string) []Need {
+	var out []Need
+	for _, verb := range []string{"get", "create", "update"} {
+		out = append(out, Need{Permission: &Permission{Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Namespace: "$pod"}, Source: source, Log: kubeForbidden})
+	}
+	return out
+}
+
+// azureDiskNodePerms is what the driver's node plugin does with the
+// node role (nodes get and patch for its agent-not-ready taint, its
+// CSINode, the VolumeAttachments of its node).
+func azureDiskNodePerms() []Need {
+	return []Need{
+		perm("get", "", "nodes", azureDiskNodeRBAC), perm("get", "storage.k8s.io", "csinodes", azureDiskNodeRBAC),
+		perm("get", "storage.k8s.io", "volumeattachments", azureDiskNodeRBAC), perm("list", "storage.k8s.io", "volumeattachments", azureDiskNodeRBAC),
+	}
 }
 
 func crds(source string, names ...string) []Need {
@@ -288,6 +368,86 @@ func Catalog() []Component {
 				{HostNetwork: true, Source: ccmChart + " (hostNetwork: required to fetch correct hostname)", Log: "cloud-node-manager: %s"},
 				{Env: "NODE_NAME", Source: ccmChart, Log: "cloud-node-manager: --node-name is empty: %s"},
 				perm("get", "", "nodes", ccmChart), perm("update", "", "nodes", ccmChart), perm("patch", "", "nodes", ccmChart), perm("patch", "", "nodes/status", ccmChart),
+			},
+		},
+		{
+			// One program is the controller and the node plugins: without
+			// --nodeid it serves the controller (it attaches disks to VMs,
+			// so it must have a cloud config), with it a node's disks.
+			// (pkg/azuredisk/azuredisk.go Run, v1.34.5: "nodeid is not
+			// needed in controller component").
+			Name: "azuredisk-csi controller", Images: []string{azureDiskRepo}, WithoutArgs: []string{"--nodeid"}, OS: "linux", Source: azureDiskController,
+			Needs: []Need{
+				// The chart passes --allow-empty-cloud-config=false (the
+				// flag's default is true): the driver then reads the
+				// Secret kube-system/azure-cloud-provider key
+				// cloud-config, else $AZURE_CREDENTIAL_FILE or
+				// /etc/kubernetes/azure.json through the azure-cred
+				// hostPath volume, and exits without either. Any config
+				// it can parse will do: a failing cloud initialisation
+				// is only a warning.
+				{CloudConfig: &CloudConfig{
+					Secret:  &CloudConfigSecret{NameArg: "--cloud-config-secret-name", NamespaceArg: "--cloud-config-secret-namespace", Name: "azure-cloud-provider", Namespace: "kube-system", Key: "cloud-config"},
+					PathEnv: "AZURE_CREDENTIAL_FILE", Default: "/etc/kubernetes/azure.json", HostDir: "/etc/kubernetes", Fields: []string{},
+				}, IfArg: "--allow-empty-cloud-config=false", Source: azureDiskCloudConfig + "; " + azureDiskController, Log: azureDiskLog},
+				// --endpoint unix:///csi/csi.sock: the socket-dir emptyDir
+				// the sidecars share.
+				mount("/csi", "", azureDiskListen+"; "+azureDiskController, "failed to listen to endpoint, error: %s"),
+				// --check-disk-lun-collision reads the node's other
+				// VolumeAttachments' LUNs.
+				perm("list", "storage.k8s.io", "volumeattachments", azureDiskControllerRBAC),
+			},
+		},
+		{
+			Name: "azuredisk-csi node", Images: []string{azureDiskRepo}, WithArgs: []string{"--nodeid"}, OS: "linux", Source: azureDiskNode,
+			Needs: cat([]Need{
+				mount("/csi", "/var/lib/kubelet/plugins/disk.csi.azure.com", azureDiskListen+"; "+azureDiskNode, "failed to listen to endpoint, error: %s"),
+			}, azureDiskNodePerms()),
+		},
+		{
+			// The HostProcess form CAPZ's clusters get (the chart's
+			// windows.useHostProcessContainers): the driver's host
+			// process mounter manages the host's disks and volumes itself
+			// (CIM or PowerShell) and never dials csi-proxy.
+			Name: "azuredisk-csi node (Windows)", Images: []string{azureDiskRepo}, WithArgs: []string{"--nodeid", "--enable-windows-host-process=true"}, OS: "windows", Source: azureDiskNodeWindows,
+			Needs: cat([]Need{
+				{HostProcess: true, Source: azureDiskNodeWindows + "; " + azureDiskHPMounter, Log: "azurediskplugin.exe --enable-windows-host-process=true manages the host's disks as a host process: %s"},
+			}, azureDiskNodePerms()),
+		},
+		{
+			// The controller pod's sidecars share its ServiceAccount,
+			// which the chart binds to each sidecar's role: a sidecar's
+			// call may be granted by another's role (the attacher reads
+			// CSINodes by the provisioner's).
+			Name: "csi-provisioner", Images: []string{csiProvisionerRepo}, OS: "linux", Source: externalProvisioner,
+			Needs: cat([]Need{
+				perm("create", "", "persistentvolumes", externalProvisioner), perm("update", "", "persistentvolumeclaims", externalProvisioner),
+				perm("get", "storage.k8s.io", "storageclasses", externalProvisioner), perm("get", "storage.k8s.io", "csinodes", externalProvisioner),
+				perm("get", "", "nodes", externalProvisioner),
+			}, leasePerms(externalProvisioner)),
+		},
+		{
+			Name: "csi-attacher", Images: []string{csiAttacherRepo}, OS: "linux", Source: externalAttacher,
+			Needs: cat([]Need{
+				perm("patch", "storage.k8s.io", "volumeattachments", externalAttacher), perm("patch", "storage.k8s.io", "volumeattachments/status", externalAttacher),
+				perm("get", "storage.k8s.io", "csinodes", externalAttacher), perm("patch", "", "persistentvolumes", externalAttacher),
+			}, leasePerms(externalAttacher)),
+		},
+		{
+			Name: "csi-resizer", Images: []string{csiResizerRepo}, OS: "linux", Source: externalResizer,
+			Needs: cat([]Need{
+				perm("patch", "", "persistentvolumes", externalResizer), perm("patch", "", "persistentvolumeclaims/status", externalResizer),
+				perm("list", "", "pods", externalResizer),
+			}, leasePerms(externalResizer)),
+		},
+		{
+			// Linux: the registration socket goes to the kubelet's
+			// plugins_registry through the registration-dir volume. The
+			// Windows HostProcess form writes to the host's directory
+			// itself (--plugin-registration-path).
+			Name: "csi-node-driver-registrar", Images: []string{csiNodeDriverRegistrarRepo}, OS: "linux", Source: azureDiskNode,
+			Needs: []Need{
+				mount("/registration", "/var/lib/kubelet/plugins_registry", nodeDriverRegistrar+"; "+azureDiskNode, `"Failed to listen on socket" err="%s"`),
 			},
 		},
 		{

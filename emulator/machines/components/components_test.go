@@ -1,10 +1,15 @@
 package components
 
 import (
+	"context"
+	"io/fs"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // TestCatalogIsWellFormed: every component names its images and upstream
@@ -99,5 +104,106 @@ func TestCloudConfigFields(t *testing.T) {
 		if (want == "") != (missing == "") || !strings.Contains(detail, want) {
 			t.Errorf("%.40s...: missing %q (%s), want %q", body, missing, detail, want)
 		}
+	}
+}
+
+// TestAzureDiskRoleByFlags: the Azure Disk CSI driver's one image is its
+// controller without --nodeid, a node plugin with it, and the Windows
+// HostProcess node plugin with --enable-windows-host-process=true.
+func TestAzureDiskRoleByFlags(t *testing.T) {
+	c := &Checker{Components: Catalog()}
+	const image = "mcr.microsoft.com/oss/v2/kubernetes-csi/azuredisk-csi:v1.34.5"
+	cases := []struct {
+		os, image string
+		args      []string
+		want      string
+	}{
+		{"linux", image, []string{"--endpoint=$(CSI_ENDPOINT)", "--allow-empty-cloud-config=false"}, "azuredisk-csi controller"},
+		{"linux", image, []string{"--nodeid=$(KUBE_NODE_NAME)"}, "azuredisk-csi node"},
+		{"windows", image + "-windows-hp", []string{"--nodeid=$(KUBE_NODE_NAME)", "--enable-windows-host-process=true"}, "azuredisk-csi node (Windows)"},
+		// The csi-proxy form: the driver reaches the host through
+		// csi-proxy, not as a host process.
+		{"windows", image, []string{"--nodeid=$(KUBE_NODE_NAME)"}, ""},
+		{"windows", image + "-windows-hp", []string{"--nodeid=x", "--enable-windows-host-process=false"}, ""},
+	}
+	for _, tc := range cases {
+		got := ""
+		if comp := c.Find(tc.os, corev1.Container{Name: "azuredisk", Image: tc.image, Args: tc.args}); comp != nil {
+			got = comp.Name
+		}
+		if got != tc.want {
+			t.Errorf("%s %v on %s: %q, want %q", tc.image, tc.args, tc.os, got, tc.want)
+		}
+	}
+}
+
+// TestAzureDiskCloudConfigSources: the controller's cloud config comes
+// from the Secret the flags name, else from the file its
+// AZURE_CREDENTIAL_FILE or the default names, which it sees only through
+// its hostPath volume; with neither it exits, and only when it was told
+// not to run without one.
+func TestAzureDiskCloudConfigSources(t *testing.T) {
+	var need Need
+	for _, comp := range Catalog() {
+		if comp.Name == "azuredisk-csi controller" {
+			need = comp.Needs[0]
+		}
+	}
+	if need.CloudConfig == nil || need.IfArg != "--allow-empty-cloud-config=false" {
+		t.Fatalf("the controller's first need is %+v, want its cloud config", need)
+	}
+	ctx := context.Background()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "c"}, Spec: corev1.PodSpec{
+		Volumes: []corev1.Volume{{Name: "azure-cred", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc/kubernetes/"}}}},
+	}}
+	mounted := corev1.Container{Name: "azuredisk", Image: "mcr.microsoft.com/oss/v2/kubernetes-csi/azuredisk-csi:v1.34.5",
+		Args:         []string{"--cloud-config-secret-name=azure-cloud-provider", "--cloud-config-secret-namespace=kube-system", "--allow-empty-cloud-config=false"},
+		VolumeMounts: []corev1.VolumeMount{{Name: "azure-cred", MountPath: "/etc/kubernetes/"}}}
+	unmounted := *mounted.DeepCopy()
+	unmounted.VolumeMounts = nil
+	withEnv := *mounted.DeepCopy()
+	withEnv.Env = []corev1.EnvVar{{Name: "AZURE_CREDENTIAL_FILE", Value: "/etc/kubernetes/other.json"}}
+	files := map[string]string{}
+	node := Node{OS: "linux", ReadFile: func(p string) ([]byte, error) {
+		if d, ok := files[p]; ok {
+			return []byte(d), nil
+		}
+		return nil, fs.ErrNotExist
+	}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "azure-cloud-provider"}, Data: map[string][]byte{"cloud-config": []byte(`{"cloud":"AzurePublicCloud"}`)}}
+	for _, tc := range []struct {
+		name      string
+		container corev1.Container
+		files     map[string]string
+		secret    bool
+		missing   string
+	}{
+		{"the node's file", mounted, map[string]string{"/etc/kubernetes/azure.json": "{}"}, false, ""},
+		{"neither", mounted, nil, false, "cloud config /etc/kubernetes/azure.json"},
+		{"the file, not mounted", unmounted, map[string]string{"/etc/kubernetes/azure.json": "{}"}, false, "hostPath /etc/kubernetes"},
+		{"the Secret, no volume", unmounted, nil, true, ""},
+		{"a file that is no JSON", mounted, map[string]string{"/etc/kubernetes/azure.json": "{"}, false, "cloud config /etc/kubernetes/azure.json"},
+		{"the file the environment names", withEnv, map[string]string{"/etc/kubernetes/other.json": "{}"}, false, ""},
+		{"not the default when the environment names another", withEnv, map[string]string{"/etc/kubernetes/azure.json": "{}"}, false, "other.json"},
+	} {
+		var objs []runtime.Object
+		if tc.secret {
+			objs = append(objs, secret)
+		}
+		files = tc.files
+		c := &Checker{Client: fake.NewSimpleClientset(objs...), Components: Catalog()}
+		missing, detail, err := c.check(ctx, node, pod, tc.container, need)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (missing == "") != (tc.missing == "") || !strings.Contains(missing, tc.missing) {
+			t.Errorf("%s: missing %q (%s), want %q", tc.name, missing, detail, tc.missing)
+		}
+	}
+	// Without --allow-empty-cloud-config=false the driver runs without one.
+	allowed := *unmounted.DeepCopy()
+	allowed.Args = allowed.Args[:2]
+	if hasArgs(allowed, []string{need.IfArg}, true) || !hasArgs(mounted, []string{need.IfArg}, true) {
+		t.Error("the need does not follow --allow-empty-cloud-config")
 	}
 }
