@@ -65,8 +65,9 @@ func startServingNode(t *testing.T) *servingNode {
 		t.Fatal(err)
 	}
 	n := &servingNode{client: client, cfg: env.Config, node: "node-a", addr: testAddress(t), pods: map[string]netip.Addr{}, disk: vmdisk.Disk{Root: t.TempDir()}}
-	// The node's pod CIDR is 10.244.1.0/24: .2 is the first pod's address.
-	for i := 2; i < 6; i++ {
+	// The node's pod CIDR is 10.244.1.0/24: .2 is the first pod's
+	// address, and the subtests make a dozen pods at most.
+	for i := 2; i < 14; i++ {
 		n.pods[netip.AddrFrom4([4]byte{10, 244, 1, byte(i)}).String()] = testAddress(t)
 	}
 	k, err := Start(context.Background(), Config{
