@@ -74,6 +74,16 @@ func (r *Runtime) componentHooks(m *machine, host, os string, pnode process.Node
 			}
 			return errors.New(f.Message)
 		}
+		r.mu.Lock()
+		installed := m.installed
+		r.mu.Unlock()
+		logs, err := azureDiskProxyCheck(os == "windows", installed, *c)
+		for _, l := range logs {
+			m.logs.Write(vmdisk.Containerd, "%s/%s %s: %s", pod.Namespace, pod.Name, c.Name, l)
+		}
+		if err != nil {
+			return err
+		}
 		if err := metricsServerStart(c); err != nil {
 			return err
 		}

@@ -13,27 +13,15 @@ import (
 	"github.com/winkube/winkube/emulator/registry"
 )
 
-// The Azure Disk CSI driver's images, by repository: the plugin (its
-// controller and node services; the Windows HostProcess build is the same
-// repository with a -windows-hp tag) and the sidecar that registers the
-// node service with the kubelet (charts/v1.34.5/azuredisk-csi-driver
-// values.yaml, azuredisk-csi-driver fb4981e3).
-const (
-	azureDiskRepository   = "mcr.microsoft.com/oss/v2/kubernetes-csi/azuredisk-csi"
-	registrarRepository   = "mcr.microsoft.com/oss/v2/kubernetes-csi/csi-node-driver-registrar"
-	provisionerRepository = "mcr.microsoft.com/oss/v2/kubernetes-csi/csi-provisioner"
-	attacherRepository    = "mcr.microsoft.com/oss/v2/kubernetes-csi/csi-attacher"
-)
-
 // azureDiskRole tells the controller pod's containers apart by their
 // images: the sidecars do the provisioning and attaching.
 func azureDiskRole(c corev1.Container) string {
 	switch registry.Repository(c.Image) {
-	case azureDiskRepository:
+	case registry.AzureDiskRepository:
 		return azuredisk.RoleDriver
-	case provisionerRepository:
+	case registry.Repository(registry.CSIProvisionerImage):
 		return azuredisk.RoleProvisioner
-	case attacherRepository:
+	case registry.Repository(registry.CSIAttacherImage):
 		return azuredisk.RoleAttacher
 	}
 	return ""
@@ -55,11 +43,11 @@ func (r *Runtime) csiPlugins(m *machine) func(pod *corev1.Pod) (string, kubelet.
 		registrar := false
 		for i, c := range pod.Spec.Containers {
 			switch registry.Repository(c.Image) {
-			case azureDiskRepository:
+			case registry.AzureDiskRepository:
 				if _, ok := argValue(c, "--nodeid"); ok {
 					plugin = &pod.Spec.Containers[i]
 				}
-			case registrarRepository:
+			case registry.Repository(registry.CSINodeDriverRegistrarImage):
 				registrar = true
 			}
 		}
@@ -95,4 +83,29 @@ func argValue(c corev1.Container, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// azureDiskProxyCheck is the Windows node plugin starting outside
+// HostProcess (the chart's csi-azuredisk-node-win without
+// --enable-windows-host-process): it reaches the node's disks through
+// csi-proxy's named pipes, which exist only while csi-proxy runs on the
+// node, and exits when it cannot open them (azuredisk-csi-driver v1.34.5
+// pkg/mounter/safe_mounter_windows.go NewSafeMounter, then klog.Fatalf in
+// pkg/azuredisk/azuredisk.go, exit code 255); the log lines are its own.
+func azureDiskProxyCheck(windows bool, installed map[string]bool, c corev1.Container) (logs []string, err error) {
+	if !windows || registry.Repository(c.Image) != registry.AzureDiskRepository {
+		return nil, nil
+	}
+	if _, node := argValue(c, "--nodeid"); !node {
+		return nil, nil
+	}
+	if v, _ := argValue(c, "--enable-windows-host-process"); v == "true" || installed["csi-proxy"] {
+		return nil, nil
+	}
+	const v1 = `open \\.\pipe\csi-proxy-filesystem-v1: The system cannot find the file specified.`
+	const v1beta = `open \\.\pipe\csi-proxy-filesystem-v1beta1: The system cannot find the file specified.`
+	return []string{
+			"failed to connect to csi-proxy v1 with error: " + v1 + ", will try with v1Beta",
+			"failed to connect to csi-proxy v1beta with error: " + v1beta,
+		}, &kubelet.Exited{Code: 255, Message: "Failed to get safe mounter. Error: " + v1beta}
 }

@@ -27,3 +27,6 @@ var ServiceAccountConfig = serviceAccountConfig
 
 // MetricsServerStart is what metrics-server does with its flags as it starts.
 var MetricsServerStart = metricsServerStart
+
+// AzureDiskProxyCheck is azureDiskProxyCheck, for its test.
+var AzureDiskProxyCheck = azureDiskProxyCheck

@@ -105,7 +105,11 @@ func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 		// (sig-windows-tools a95c9b07 stopped the flannel one).
 		Image{Ref: fmt.Sprintf("docker.io/sigwindowstools/kube-proxy:%s-calico-hostprocess", v), Platforms: hostProcess, Provides: "kube-proxy",
 			Process: map[string]Process{"windows": kubeProxyWindows}},
-		Image{Ref: "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", Platforms: hostProcess, Process: map[string]Process{"windows": csiProxy}},
+		// csi-proxy serves the node's disk, volume and filesystem APIs on
+		// named pipes (\\.\pipe\csi-proxy-<api>-<version>, csi-proxy
+		// client/utils.go PipePath, eeba4706) while it runs: what a CSI
+		// node plugin outside HostProcess needs.
+		Image{Ref: "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy:v1.1.3", Platforms: hostProcess, Provides: "csi-proxy", Process: map[string]Process{"windows": csiProxy}},
 		// Workloads: process-isolated Windows images exist per build.
 		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019", Platforms: windows(Build2019), Listens: web},
 		Image{Ref: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022", Platforms: windows(Build2022), Listens: web},
@@ -160,7 +164,12 @@ func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 		Image{Ref: CSIAttacherImage, Platforms: linuxAll, Process: map[string]Process{"linux": csiAttacher}},
 		Image{Ref: CSIResizerImage, Platforms: linuxAll, Process: map[string]Process{"linux": csiResizer}},
 		Image{Ref: CSISnapshotterImage, Platforms: linuxAll, Process: map[string]Process{"linux": csiSnapshotter}},
+		// livenessprobe serves /healthz on --health-port (9808 by
+		// default), or on --http-endpoint's address when that is set
+		// (the two exclude each other): cmd/livenessprobe/main.go
+		// defaultHealthzPort, kubernetes-csi/livenessprobe e60f18af.
 		Image{Ref: CSILivenessProbeImage, Platforms: append(append([]v1.Platform(nil), linuxAll...), csiSidecarWindows...),
+			Listens: []string{"9808/tcp"}, ListenFlags: []string{"--http-endpoint", "--health-port"},
 			Process: map[string]Process{"linux": csiLivenessProbeLinux, "windows": csiLivenessProbeWindows}},
 		Image{Ref: CSINodeDriverRegistrarImage, Platforms: append(append([]v1.Platform(nil), linuxAll...), csiSidecarWindows...),
 			Process: map[string]Process{"linux": csiNodeDriverRegistrarLinux, "windows": csiNodeDriverRegistrarWindows}},

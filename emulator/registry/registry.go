@@ -35,6 +35,10 @@ import (
 // content; these small ones say it with a label.
 const ProvidesLabel = "dev.winkube.emulator.provides"
 
+// ListenFlagsLabel lists the flags that move where an image's process
+// listens (Image.ListenFlags).
+const ListenFlagsLabel = "dev.winkube.emulator.listen-flags"
+
 // FilesLabel lists, one a line, the files of the image its process uses:
 // the small images published here have no layers to hold them.
 const FilesLabel = "dev.winkube.emulator.files"
@@ -111,6 +115,11 @@ type Image struct {
 	// ExposedPorts. Real images often EXPOSE fewer; the simulated kubelet
 	// answers probes on these and refuses the others.
 	Listens []string
+	// ListenFlags are the process's flags that move its health or
+	// metrics endpoint ("--http-endpoint", "--health-port"): a container
+	// setting one listens there instead of on Listens. Kept in the
+	// image config as the ListenFlagsLabel.
+	ListenFlags []string
 	// Process is the image's process by OS ("linux", "windows"), for
 	// the images whose start the machine runtime models.
 	Process map[string]Process
@@ -127,8 +136,14 @@ func (r *Registry) Push(ctx context.Context, img Image) error {
 	}
 	build := func(p v1.Platform) (v1.Image, error) {
 		cfg := &v1.ConfigFile{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant, OSVersion: p.OSVersion, RootFS: v1.RootFS{Type: "layers"}}
+		if img.Provides != "" || len(img.ListenFlags) > 0 {
+			cfg.Config.Labels = map[string]string{}
+		}
 		if img.Provides != "" {
-			cfg.Config.Labels = map[string]string{ProvidesLabel: img.Provides}
+			cfg.Config.Labels[ProvidesLabel] = img.Provides
+		}
+		if len(img.ListenFlags) > 0 {
+			cfg.Config.Labels[ListenFlagsLabel] = strings.Join(img.ListenFlags, ",")
 		}
 		if pr, ok := img.Process[p.OS]; ok {
 			cfg.Config.Entrypoint, cfg.Config.Cmd, cfg.Config.WorkingDir, cfg.Config.Env = pr.Entrypoint, pr.Cmd, pr.WorkingDir, pr.Env
@@ -174,6 +189,8 @@ type Manifest struct {
 	Provides  string
 	// Listens are the ports the image's process serves ("8080/tcp").
 	Listens []string
+	// ListenFlags are the flags that move them (Image.ListenFlags).
+	ListenFlags []string
 	// Process is the image's process by OS, from its config.
 	Process map[string]Process
 }
@@ -277,6 +294,9 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 			m.Platforms = []v1.Platform{{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant, OSVersion: cfg.OSVersion}}
 		}
 		m.Provides = cfg.Config.Labels[ProvidesLabel]
+		if f := cfg.Config.Labels[ListenFlagsLabel]; f != "" {
+			m.ListenFlags = strings.Split(f, ",")
+		}
 		for port := range cfg.Config.ExposedPorts {
 			m.Listens = append(m.Listens, port)
 		}

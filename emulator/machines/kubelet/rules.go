@@ -253,8 +253,10 @@ type Pulled struct {
 	// Process is the image's process for the host's OS, when its
 	// configuration is known.
 	Process *registry.Process
-	// Listens are the ports the image's process serves ("80/tcp").
-	Listens []string
+	// Listens are the ports the image's process serves ("80/tcp"), and
+	// ListenFlags the flags that move them.
+	Listens     []string
+	ListenFlags []string
 }
 
 // pull resolves an image for this host the way containerd does: it picks
@@ -284,7 +286,7 @@ func pull(ctx context.Context, images Images, h Host, ref string, hostProcess bo
 	if len(sameOS) == 0 {
 		return nil, noMatch
 	}
-	pulled := &Pulled{ImageID: id, Provides: m.Provides, Listens: m.Listens}
+	pulled := &Pulled{ImageID: id, Provides: m.Provides, Listens: m.Listens, ListenFlags: m.ListenFlags}
 	if pr, ok := m.Process[h.OS]; ok {
 		pulled.Process = &pr
 	}

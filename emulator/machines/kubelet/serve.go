@@ -83,7 +83,23 @@ func portsOf(c corev1.Container, img *Pulled) []int32 {
 		}
 	}
 	if img != nil {
+		// A flag that moves the endpoint wins over the image's default.
+		moved := false
+		for _, f := range img.ListenFlags {
+			if v, ok := argOf(c, f); ok {
+				if _, port, err := net.SplitHostPort(v); err == nil {
+					v = port
+				}
+				if n, err := strconv.Atoi(v); err == nil {
+					add(int32(n))
+					moved = true
+				}
+			}
+		}
 		for _, l := range img.Listens {
+			if moved {
+				break
+			}
 			n, proto, _ := strings.Cut(l, "/")
 			if v, err := strconv.Atoi(n); err == nil && (proto == "" || strings.EqualFold(proto, "tcp")) {
 				add(int32(v))
@@ -92,6 +108,20 @@ func portsOf(c corev1.Container, img *Pulled) []int32 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// argOf is a --name=value or --name value argument of the container.
+func argOf(c corev1.Container, name string) (string, bool) {
+	args := append(append([]string(nil), c.Command...), c.Args...)
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v, true
+		}
+		if a == name && i+1 < len(args) {
+			return args[i+1], true
+		}
+	}
+	return "", false
 }
 
 // openPorts starts the container's servers; a port that cannot be bound is

@@ -29,7 +29,9 @@ import (
 // etcd as members, and the provider, reaching each member through the API
 // server's port-forward, reports etcd healthy. Its Windows worker runs
 // Windows Server 2019, which the same world then leaves for 2022
-// (checkMoveOff2019); then a Windows worker of each rehearsed bootstrap
+// (checkMoveOff2019), where seed 003's examples, the Windows limits
+// (checkWindowsLimits) and a claim through the Azure Disk CSI driver
+// (checkDiskVolume) are tried; then a Windows worker of each rehearsed bootstrap
 // failure is diagnosed (checkRehearsedFailures): one booted world for all,
 // as CI's time is short.
 func TestThreeControlPlanes(t *testing.T) {
@@ -43,7 +45,7 @@ func TestThreeControlPlanes(t *testing.T) {
 	start := time.Now()
 	o := localworld.Options{
 		Name: "ha", Flavor: flavors.Windows, KubernetesVersion: "v1.36.3", ControlPlaneNodes: 3, LinuxNodes: 0, WindowsNodes: 1,
-		WindowsVersion: infrav1.WindowsServer2019, StateDir: t.TempDir(), Bin: bin, Log: log.Log,
+		WindowsVersion: infrav1.WindowsServer2019, StateDir: t.TempDir(), Bin: bin, Log: log.Log, AzureDiskCSI: true,
 		// The rehearsed bootstraps give up after rehearsalTimeout: their
 		// log is read once they have.
 		BootstrapTimeout: rehearsalDeadline,
@@ -100,6 +102,7 @@ func TestThreeControlPlanes(t *testing.T) {
 	t.Logf("%6.1fs a crashed kube-scheduler seen unhealthy, then healthy, by the provider", time.Since(start).Seconds())
 	checkMoveOff2019(ctx, t, w, o, start)
 	checkWindowsLimits(ctx, t, w, o, start)
+	checkDiskVolume(ctx, t, w, start)
 	checkRehearsedFailures(ctx, t, w, o, start)
 	if err := w.DeleteCluster(ctx); err != nil {
 		t.Fatal(err)
