@@ -3,12 +3,12 @@ package machines
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/winkube/winkube/emulator/machines/azuredisk"
 	"github.com/winkube/winkube/emulator/machines/kubelet"
+	"github.com/winkube/winkube/emulator/machines/process"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/emulator/registry"
 )
@@ -44,7 +44,7 @@ func (r *Runtime) csiPlugins(m *machine) func(pod *corev1.Pod) (string, kubelet.
 		for i, c := range pod.Spec.Containers {
 			switch registry.Repository(c.Image) {
 			case registry.AzureDiskRepository:
-				if _, ok := argValue(c, "--nodeid"); ok {
+				if _, ok := process.Arg(c, "--nodeid"); ok {
 					plugin = &pod.Spec.Containers[i]
 				}
 			case registry.Repository(registry.CSINodeDriverRegistrarImage):
@@ -55,7 +55,7 @@ func (r *Runtime) csiPlugins(m *machine) func(pod *corev1.Pod) (string, kubelet.
 			return "", nil
 		}
 		driver := azuredisk.DriverName
-		if v, ok := argValue(*plugin, "--drivername"); ok && v != "" {
+		if v, ok := process.Arg(*plugin, "--drivername"); ok && v != "" {
 			driver = v
 		}
 		am := m.arm
@@ -70,21 +70,6 @@ func (r *Runtime) csiPlugins(m *machine) func(pod *corev1.Pod) (string, kubelet.
 	}
 }
 
-// argValue is a --name=value or --name value argument of the container's
-// command line.
-func argValue(c corev1.Container, name string) (string, bool) {
-	args := append(append([]string(nil), c.Command...), c.Args...)
-	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, name+"="); ok {
-			return v, true
-		}
-		if a == name && i+1 < len(args) {
-			return args[i+1], true
-		}
-	}
-	return "", false
-}
-
 // azureDiskProxyCheck is the Windows node plugin starting outside
 // HostProcess (the chart's csi-azuredisk-node-win without
 // --enable-windows-host-process): it reaches the node's disks through
@@ -96,16 +81,16 @@ func azureDiskProxyCheck(windows bool, installed map[string]bool, c corev1.Conta
 	if !windows || registry.Repository(c.Image) != registry.AzureDiskRepository {
 		return nil, nil
 	}
-	if _, node := argValue(c, "--nodeid"); !node {
+	if _, node := process.Arg(c, "--nodeid"); !node {
 		return nil, nil
 	}
-	if v, _ := argValue(c, "--enable-windows-host-process"); v == "true" || installed["csi-proxy"] {
+	if v, _ := process.Arg(c, "--enable-windows-host-process"); v == "true" || installed["csi-proxy"] {
 		return nil, nil
 	}
 	const v1 = `open \\.\pipe\csi-proxy-filesystem-v1: The system cannot find the file specified.`
 	const v1beta = `open \\.\pipe\csi-proxy-filesystem-v1beta1: The system cannot find the file specified.`
 	return []string{
-			"failed to connect to csi-proxy v1 with error: " + v1 + ", will try with v1Beta",
-			"failed to connect to csi-proxy v1beta with error: " + v1beta,
-		}, &kubelet.Exited{Code: 255, Message: "Failed to get safe mounter. Error: " + v1beta}
+		"failed to connect to csi-proxy v1 with error: " + v1 + ", will try with v1Beta",
+		"failed to connect to csi-proxy v1beta with error: " + v1beta,
+	}, &kubelet.Exited{Code: 255, Message: "Failed to get safe mounter. Error: " + v1beta}
 }

@@ -43,6 +43,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/process"
 )
 
 // DriverName is the CSI driver's name (the chart's --drivername).
@@ -262,7 +263,7 @@ func (c *Controller) driverContainer(p *corev1.Pod) *corev1.Container {
 		if c.cfg.Role(ct) != RoleDriver {
 			continue
 		}
-		if _, node := flag(ct, "--nodeid"); node {
+		if _, node := process.Arg(ct, "--nodeid"); node {
 			continue
 		}
 		return &p.Spec.Containers[i]
@@ -346,10 +347,10 @@ func (c *Controller) cloudOf(ctx context.Context, p *corev1.Pod) (*driverCloud, 
 	}
 	ct := c.driverContainer(p)
 	name, ns := defaultSecretName, defaultSecretNamespace
-	if v, ok := flag(*ct, "--cloud-config-secret-name"); ok {
+	if v, ok := process.Arg(*ct, "--cloud-config-secret-name"); ok {
 		name = v
 	}
-	if v, ok := flag(*ct, "--cloud-config-secret-namespace"); ok {
+	if v, ok := process.Arg(*ct, "--cloud-config-secret-namespace"); ok {
 		ns = v
 	}
 	var data []byte
@@ -420,23 +421,6 @@ func (c *Controller) envValue(ctx context.Context, p *corev1.Pod, ct corev1.Cont
 		return cm.Data[ref.Key]
 	}
 	return ""
-}
-
-// flag is the value of a --name=value or --name value argument.
-func flag(c corev1.Container, name string) (string, bool) {
-	args := append(append([]string(nil), c.Command...), c.Args...)
-	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, name+"="); ok {
-			return v, true
-		}
-		if a == name {
-			if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				return args[i+1], true
-			}
-			return "", true
-		}
-	}
-	return "", false
 }
 
 // compute is the compute RP of a subscription with the driver's credential.

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/winkube/winkube/emulator/machines/process"
 )
 
 // Defaults of cloud-provider-azure's controller manager and of its config.
@@ -193,32 +195,17 @@ func (c *Controller) connect(st *Settings) error {
 	return err
 }
 
-// flag returns the value of a --name=value or --name value argument of the
-// container's command line.
-func flag(c corev1.Container, name string) (string, bool) {
-	args := append(append([]string(nil), c.Command...), c.Args...)
-	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, name+"="); ok {
-			return v, true
-		}
-		if a == name && i+1 < len(args) {
-			return args[i+1], true
-		}
-	}
-	return "", false
-}
-
 // settings reads the controller manager's flags from its container and its
 // cloud config from the node's disk, as the process does when it starts.
 func settings(pod *corev1.Pod, c corev1.Container, read func(node, path string) ([]byte, error)) (Settings, error) {
 	s := Settings{ClusterName: DefaultClusterName, ConfigPath: DefaultCloudConfig, Node: pod.Spec.NodeName}
-	if v, ok := flag(c, "--cluster-name"); ok && v != "" {
+	if v, ok := process.Arg(c, "--cluster-name"); ok && v != "" {
 		s.ClusterName = v
 	}
-	if v, ok := flag(c, "--cloud-config"); ok && v != "" {
+	if v, ok := process.Arg(c, "--cloud-config"); ok && v != "" {
 		s.ConfigPath = v
 	}
-	if v, ok := flag(c, "--controllers"); ok {
+	if v, ok := process.Arg(c, "--controllers"); ok {
 		s.Controllers = strings.Split(v, ",")
 	}
 	s.Env = AzureEnv(c)

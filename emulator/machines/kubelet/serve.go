@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/winkube/winkube/emulator/machines/process"
 	"github.com/winkube/winkube/netlocal/localports"
 )
 
@@ -86,7 +87,7 @@ func portsOf(c corev1.Container, img *Pulled) []int32 {
 		// A flag that moves the endpoint wins over the image's default.
 		moved := false
 		for _, f := range img.ListenFlags {
-			if v, ok := argOf(c, f); ok {
+			if v, ok := process.Arg(c, f); ok {
 				if _, port, err := net.SplitHostPort(v); err == nil {
 					v = port
 				}
@@ -108,20 +109,6 @@ func portsOf(c corev1.Container, img *Pulled) []int32 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
-}
-
-// argOf is a --name=value or --name value argument of the container.
-func argOf(c corev1.Container, name string) (string, bool) {
-	args := append(append([]string(nil), c.Command...), c.Args...)
-	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, name+"="); ok {
-			return v, true
-		}
-		if a == name && i+1 < len(args) {
-			return args[i+1], true
-		}
-	}
-	return "", false
 }
 
 // openPorts starts the container's servers; a port that cannot be bound is

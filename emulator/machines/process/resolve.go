@@ -440,6 +440,25 @@ func EmptyDirPath(windows bool, pod *corev1.Pod, name string) string {
 	return PodDir(false, string(pod.UID)) + "/volumes/kubernetes.io~empty-dir/" + name
 }
 
+// Arg is the value of a --name=value or --name value argument of the
+// container's command line, as its program's flag package reads it; a
+// bare --name followed by another flag (or nothing) is present and empty.
+func Arg(c corev1.Container, name string) (string, bool) {
+	args := append(append([]string(nil), c.Command...), c.Args...)
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v, true
+		}
+		if a == name {
+			if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				return args[i+1], true
+			}
+			return "", true
+		}
+	}
+	return "", false
+}
+
 // CSITargetPath is where the kubelet has a CSI driver publish a volume
 // for a pod: pods/<uid>/volumes/kubernetes.io~csi/<PV name>/mount under
 // the kubelet's root (pkg/volume/csi/csi_mounter.go getTargetPath and
