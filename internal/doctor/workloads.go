@@ -150,9 +150,15 @@ func DaemonSetsOnWindows(s *State) []Finding {
 			continue
 		}
 		spec := ds.Spec.Template.Spec.DeepCopy()
+		// A HostProcess template that names no OS runs as it is: its
+		// containers are host processes, and the Windows kubelet drops
+		// the Linux-only settings it carries (the Azure Disk CSI chart's
+		// capabilities drop: ALL). Only os.name windows would have the
+		// API server refuse them.
+		ignored := spec.OS == nil && workload.IsHostProcess(spec)
 		spec.OS = &corev1.PodOS{Name: corev1.Windows}
 		errs, _ := workload.ValidateWindows(spec, field.NewPath("spec", "template", "spec"))
-		if len(errs) > 0 {
+		if len(errs) > 0 && !ignored {
 			out = append(out, Finding{Check: "daemonsets-on-windows", Severity: Error, Object: ref("DaemonSet", ds.Namespace, ds.Name),
 				Message: fmt.Sprintf("DaemonSet %s/%s places pods on Windows nodes (%s) but cannot run there: %s", ds.Namespace, ds.Name, strings.Join(nodes, ", "), errs.ToAggregate().Error()),
 				Fix:     "restrict it to Linux with spec.template.spec.nodeSelector kubernetes.io/os: linux, and deploy a Windows variant (a HostProcess DaemonSet) if Windows nodes need it"})

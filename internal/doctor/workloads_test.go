@@ -67,6 +67,16 @@ func TestDaemonSetsOnWindows(t *testing.T) {
 		setReady(p, false, &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "no match for platform in manifest: not found"})
 	})
 	expect(t, "failing pod", DaemonSetsOnWindows(c.state()), 1, Error, "log-agent-x1 on win-1", "ErrImagePull")
+
+	// A HostProcess DaemonSet whose containers are each HostProcess and
+	// keep Linux settings the Windows kubelet drops (the Azure Disk CSI
+	// chart's node DaemonSet) runs there.
+	c.update(p, func() { setReady(p, true, nil) })
+	hp := &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		WindowsOptions: &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(true), RunAsUserName: ptr.To(`NT AUTHORITY\SYSTEM`)}}
+	c.create(daemonSet(ns, "csi-node-win", corev1.PodSpec{HostNetwork: true, NodeSelector: map[string]string{corev1.LabelOSStable: "windows"},
+		Containers: []corev1.Container{{Name: "registrar", Image: "registrar", SecurityContext: hp}, {Name: "plugin", Image: "plugin", SecurityContext: hp}}}), nil)
+	expect(t, "HostProcess containers", DaemonSetsOnWindows(c.state()), 0, Error)
 }
 
 func TestSecretsOnWindows(t *testing.T) {

@@ -256,6 +256,8 @@ func checkWindowsLimits(ctx context.Context, t *testing.T, w *localworld.World, 
 
 	checkExecAndPortForward(ctx, t, cfg, cs)
 	t.Logf("%6.1fs kubectl exec and port-forward into seed 003's Windows pod", time.Since(start).Seconds())
+	checkWindowsServices(ctx, t, cs, o.StateDir, node)
+	t.Logf("%6.1fs a Windows node's own NodePort, ClientIP affinity on 2022, and doctor on both", time.Since(start).Seconds())
 
 	// The host-network pod's port is not on the node's address: its
 	// process listens in the pod network containerd gave it.

@@ -10,10 +10,26 @@ func IsWindows(spec *corev1.PodSpec) bool {
 	return spec.OS != nil && spec.OS.Name == corev1.Windows || spec.NodeSelector[corev1.LabelOSStable] == "windows"
 }
 
+// isHostProcess says whether the pod is a HostProcess pod: set on the pod,
+// or on every container (kubernetes v1.36.3 pkg/apis/core/validation
+// validateWindowsHostProcessPod counts a container's own setting first,
+// then the pod's; a pod with HostProcess containers only is one, as
+// calico-node-windows and the Azure Disk CSI driver's node DaemonSet are).
 func isHostProcess(spec *corev1.PodSpec) bool {
-	sc := spec.SecurityContext
-	return sc != nil && sc.WindowsOptions != nil && sc.WindowsOptions.HostProcess != nil && *sc.WindowsOptions.HostProcess
+	if sc := spec.SecurityContext; sc != nil && sc.WindowsOptions != nil && sc.WindowsOptions.HostProcess != nil && *sc.WindowsOptions.HostProcess {
+		return true
+	}
+	all := append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...)
+	for _, c := range all {
+		if c.SecurityContext == nil || c.SecurityContext.WindowsOptions == nil || c.SecurityContext.WindowsOptions.HostProcess == nil || !*c.SecurityContext.WindowsOptions.HostProcess {
+			return false
+		}
+	}
+	return len(all) > 0
 }
+
+// IsHostProcess is isHostProcess for the diagnosis.
+func IsHostProcess(spec *corev1.PodSpec) bool { return isHostProcess(spec) }
 
 // ValidateWindows refuses what Windows cannot do, naming the field, and
 // warns of what it does differently.

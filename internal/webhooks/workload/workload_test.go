@@ -316,6 +316,13 @@ func TestWindowsLimitsAreRefused(t *testing.T) {
 	if err := env.Client.Create(ctx, p); err != nil {
 		t.Fatalf("a HostProcess pod was refused: %v", err)
 	}
+	// So is one whose every container is HostProcess (calico-node-windows's shape).
+	p = pod(ns, img2019)
+	p.Spec.HostNetwork = true
+	p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(true), RunAsUserName: ptr.To(`NT AUTHORITY\system`)}}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatalf("a pod of HostProcess containers was refused: %v", err)
+	}
 }
 
 func TestRegistryFailurePolicy(t *testing.T) {
