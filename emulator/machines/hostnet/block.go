@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // Blocks is how many worlds can run on one machine at once.
@@ -23,9 +24,13 @@ type Block struct {
 	lock          *os.File
 }
 
-// ClaimBlock takes block index for this process until Release, or the
-// first free block when index is negative. The claim is a lock on a file
-// in the machine's temporary folder: it ends when the process does.
+// ClaimBlock takes block index for this process until Release, or a free
+// block when index is negative. The claim is a lock on a file in the
+// machine's temporary folder: it ends when the process does. A new claim
+// passes over the blocks held within the last recentlyHeld first: a world
+// whose process was killed, or that was stopped, keeps its block in its
+// state and takes it again when it starts, so a world starting meanwhile
+// must not take its addresses from under it.
 func ClaimBlock(index int) (*Block, error) {
 	if index >= Blocks {
 		return nil, fmt.Errorf("loopback block %d does not exist (0 to %d)", index, Blocks-1)
@@ -37,12 +42,32 @@ func ClaimBlock(index int) (*Block, error) {
 		}
 		return b, nil
 	}
-	for i := range Blocks {
-		if b, err := tryBlock(i); err == nil {
-			return b, nil
+	for _, old := range []bool{false, true} {
+		for i := range Blocks {
+			if heldRecently(i) != old {
+				continue
+			}
+			if b, err := tryBlock(i); err == nil {
+				return b, nil
+			}
 		}
 	}
 	return nil, fmt.Errorf("all %d loopback blocks are taken by running winkube worlds", Blocks)
+}
+
+// recentlyHeld is how long a block's last claim keeps it from new worlds
+// while others are free.
+const recentlyHeld = 15 * time.Minute
+
+func lockPath(i int) string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("winkube-loopback-%d.lock", i))
+}
+
+// heldRecently says whether block i was claimed within recentlyHeld: its
+// lock file's time is its last claim's.
+func heldRecently(i int) bool {
+	st, err := os.Stat(lockPath(i))
+	return err == nil && time.Since(st.ModTime()) < recentlyHeld
 }
 
 func blockAt(i int) Block {
@@ -54,7 +79,7 @@ func blockAt(i int) Block {
 var errTaken = errors.New("in use by another running winkube world (winkube up, or a test): stop it first")
 
 func tryBlock(i int) (*Block, error) {
-	path := filepath.Join(os.TempDir(), fmt.Sprintf("winkube-loopback-%d.lock", i))
+	path := lockPath(i)
 	// Read-only: another user's lock file can still be locked (or found
 	// locked), since the addresses are the whole machine's.
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o644)
@@ -65,6 +90,8 @@ func tryBlock(i int) (*Block, error) {
 		f.Close()
 		return nil, errTaken
 	}
+	now := time.Now()
+	_ = os.Chtimes(path, now, now)
 	b := blockAt(i)
 	b.lock = f
 	return &b, nil

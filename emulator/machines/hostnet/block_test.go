@@ -38,3 +38,28 @@ func TestBlocksAreExclusive(t *testing.T) {
 		t.Fatal("a block past the range")
 	}
 }
+
+// A block given back, as a killed world's is, stays its world's while
+// other blocks are free: a new claim passes over it, and the world that
+// held it takes it again by its index.
+func TestReleasedBlockIsLeftToItsWorld(t *testing.T) {
+	a, err := ClaimBlock(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := a.Index
+	a.Release()
+	b, err := ClaimBlock(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	if b.Index == held {
+		t.Fatalf("a new claim took block %d, released a moment ago, while others were free", held)
+	}
+	again, err := ClaimBlock(held)
+	if err != nil {
+		t.Fatalf("the released block's world takes it again: %v", err)
+	}
+	again.Release()
+}
