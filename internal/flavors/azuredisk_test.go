@@ -24,24 +24,8 @@ import (
 	"github.com/winkube/winkube/internal/scheme"
 )
 
-// azureDiskParts finds the Cluster and the Azure Disk CSI add-on's
-// ClusterResourceSet and ConfigMap.
-func azureDiskParts(objs []client.Object) (cluster *clusterv1.Cluster, set *addonsv1.ClusterResourceSet, cm *corev1.ConfigMap) {
-	for _, o := range objs {
-		switch o := o.(type) {
-		case *clusterv1.Cluster:
-			cluster = o
-		case *addonsv1.ClusterResourceSet:
-			if strings.HasSuffix(o.Name, "-azuredisk-csi") {
-				set = o
-			}
-		case *corev1.ConfigMap:
-			if strings.HasSuffix(o.Name, "-azuredisk-csi") {
-				cm = o
-			}
-		}
-	}
-	return cluster, set, cm
+func azureDiskParts(objs []client.Object) (*clusterv1.Cluster, *addonsv1.ClusterResourceSet, *corev1.ConfigMap) {
+	return addonParts(objs, "azuredisk-csi")
 }
 
 // TestAzureDiskCSIIsOptIn: no flavor installs the driver by default; with

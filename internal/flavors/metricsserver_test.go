@@ -23,24 +23,28 @@ import (
 	"github.com/winkube/winkube/internal/scheme"
 )
 
-// metricsServerParts finds the Cluster and the metrics-server add-on's
-// ClusterResourceSet and ConfigMap.
-func metricsServerParts(objs []client.Object) (cluster *clusterv1.Cluster, set *addonsv1.ClusterResourceSet, cm *corev1.ConfigMap) {
+// addonParts finds the Cluster and an add-on's ClusterResourceSet and
+// ConfigMap, named <cluster>-<addon>.
+func addonParts(objs []client.Object, addon string) (cluster *clusterv1.Cluster, set *addonsv1.ClusterResourceSet, cm *corev1.ConfigMap) {
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *clusterv1.Cluster:
 			cluster = o
 		case *addonsv1.ClusterResourceSet:
-			if strings.HasSuffix(o.Name, "-metrics-server") {
+			if strings.HasSuffix(o.Name, "-"+addon) {
 				set = o
 			}
 		case *corev1.ConfigMap:
-			if strings.HasSuffix(o.Name, "-metrics-server") {
+			if strings.HasSuffix(o.Name, "-"+addon) {
 				cm = o
 			}
 		}
 	}
 	return cluster, set, cm
+}
+
+func metricsServerParts(objs []client.Object) (*clusterv1.Cluster, *addonsv1.ClusterResourceSet, *corev1.ConfigMap) {
+	return addonParts(objs, "metrics-server")
 }
 
 // TestMetricsServerIsOptIn: no flavor installs metrics-server by default;
