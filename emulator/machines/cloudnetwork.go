@@ -9,11 +9,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
@@ -100,18 +98,6 @@ func (a *armNetwork) client(sub string) (*armnetwork.ClientFactory, error) {
 	return f, err
 }
 
-// pollEvery is how often a long-running ARM operation is polled.
-const pollEvery = 100 * time.Millisecond
-
-// wait drives a long-running operation to its end.
-func wait[T any](ctx context.Context, p *runtime.Poller[T], err error) (T, error) {
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	return p.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: pollEvery})
-}
-
 func notFound(err error) bool {
 	var re *azcore.ResponseError
 	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
@@ -156,7 +142,7 @@ func (a *armNetwork) EnsurePublicIP(ctx context.Context, ref cloud.Ref, location
 			SKU:        &armnetwork.PublicIPAddressSKU{Name: to.Ptr(armnetwork.PublicIPAddressSKUNameStandard)},
 			Properties: &armnetwork.PublicIPAddressPropertiesFormat{PublicIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodStatic)}}
 		p, perr := c.BeginCreateOrUpdate(ctx, ref.ResourceGroup, ref.Name, ip, nil)
-		if _, err := wait(ctx, p, perr); err != nil {
+		if _, err := cloud.Wait(ctx, p, perr); err != nil {
 			return "", "", azureError("creating public IP "+ref.Name, err)
 		}
 		if cur, err = c.Get(ctx, ref.ResourceGroup, ref.Name, nil); err != nil {
@@ -177,7 +163,7 @@ func (a *armNetwork) DeletePublicIP(ctx context.Context, ref cloud.Ref) error {
 		return err
 	}
 	p, err := f.NewPublicIPAddressesClient().BeginDelete(ctx, ref.ResourceGroup, ref.Name, nil)
-	if _, err := wait(ctx, p, err); err != nil && !notFound(err) {
+	if _, err := cloud.Wait(ctx, p, err); err != nil && !notFound(err) {
 		return azureError("deleting public IP "+ref.Name, err)
 	}
 	return nil
@@ -189,7 +175,7 @@ func (a *armNetwork) DeleteLoadBalancer(ctx context.Context, ref cloud.Ref) erro
 		return err
 	}
 	p, err := f.NewLoadBalancersClient().BeginDelete(ctx, ref.ResourceGroup, ref.Name, nil)
-	if _, err := wait(ctx, p, err); err != nil && !notFound(err) {
+	if _, err := cloud.Wait(ctx, p, err); err != nil && !notFound(err) {
 		return azureError("deleting load balancer "+ref.Name, err)
 	}
 	return nil
@@ -232,7 +218,7 @@ func (a *armNetwork) PutLoadBalancer(ctx context.Context, lb *cloud.LoadBalancer
 		return err
 	}
 	p, err := f.NewLoadBalancersClient().BeginCreateOrUpdate(ctx, lb.ResourceGroup, lb.Name, toARM(lb, cur), nil)
-	_, err = wait(ctx, p, err)
+	_, err = cloud.Wait(ctx, p, err)
 	return azureError("putting load balancer "+lb.Name, err)
 }
 
@@ -523,7 +509,7 @@ func (a *armNetwork) PutSecurityGroup(ctx context.Context, sg *cloud.SecurityGro
 		return err
 	}
 	p, err := f.NewSecurityGroupsClient().BeginCreateOrUpdate(ctx, sg.ResourceGroup, sg.Name, m, nil)
-	_, err = wait(ctx, p, err)
+	_, err = cloud.Wait(ctx, p, err)
 	return azureError("putting network security group "+sg.Name, err)
 }
 

@@ -8,9 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/winkube/winkube/emulator/machines/cloud"
 )
 
 // Names external-attacher v4.12.0 uses (pkg/controller/util.go
@@ -37,18 +37,6 @@ const (
 	diskCachingLimit = 4096
 	lunKey           = "LUN"
 )
-
-// pollEvery is how often a long-running ARM operation is polled.
-const pollEvery = 100 * time.Millisecond
-
-// wait drives a long-running operation to its end.
-func wait[T any](ctx context.Context, p *runtime.Poller[T], err error) (T, error) {
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	return p.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: pollEvery})
-}
 
 // syncAttachment is external-attacher's VolumeAttachment handling
 // (csi_handler.go syncAttach, syncDetach) for this driver's attachments.
@@ -361,7 +349,7 @@ func (c *Controller) putDataDisks(ctx context.Context, vms *armcompute.VirtualMa
 		Location:   location,
 		Properties: &armcompute.VirtualMachineProperties{StorageProfile: &armcompute.StorageProfile{DataDisks: disks}},
 	}, nil)
-	_, err = wait(ctx, p, err)
+	_, err = cloud.Wait(ctx, p, err)
 	return err
 }
 
