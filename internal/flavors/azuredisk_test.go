@@ -2,7 +2,6 @@ package flavors_test
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,11 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/winkube/winkube/internal/flavors"
-	"github.com/winkube/winkube/internal/scheme"
 )
 
 func azureDiskParts(objs []client.Object) (*clusterv1.Cluster, *addonsv1.ClusterResourceSet, *corev1.ConfigMap) {
@@ -306,56 +303,5 @@ func TestAzureDiskCSIObjects(t *testing.T) {
 // the optional variable AZUREDISK_CSI, off unless set to true, as
 // clusterctl's own template processor reads it; the label stays a string.
 func TestAzureDiskCSITemplateVariable(t *testing.T) {
-	data, vars, err := flavors.Template(scheme.New(), flavors.Windows, "2022", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(vars, "AZUREDISK_CSI") {
-		t.Fatalf("variables %v lack AZUREDISK_CSI", vars)
-	}
-	p := yamlprocessor.NewSimpleProcessor()
-	defaults, err := p.GetVariableMap(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := defaults["AZUREDISK_CSI"]; d == nil || *d != "false" {
-		t.Fatalf("AZUREDISK_CSI's default is %v, want false (an optional variable)", d)
-	}
-	for value, selected := range map[string]bool{"": false, "false": false, "true": true} {
-		values := map[string]string{"CLUSTER_NAME": "c1", "KUBERNETES_VERSION": "v1.36.3", "AZURE_LOCATION": "westeurope",
-			"AZURE_SUBSCRIPTION_ID": "00000000-0000-0000-0000-000000000001", "AZURE_SSH_PUBLIC_KEY_B64": "c3NoLWVkMjU1MTkgQUFBQQ==",
-			"AZURE_SSH_PUBLIC_KEY": "ssh-ed25519 AAAA", "CONTROL_PLANE_MACHINE_COUNT": "1", "WORKER_MACHINE_COUNT": "1", "WINDOWS_WORKER_MACHINE_COUNT": "2",
-			"AZURE_CONTROL_PLANE_MACHINE_TYPE": "Standard_D2s_v3", "AZURE_NODE_MACHINE_TYPE": "Standard_D4s_v3", "CLOUD_PROVIDER_AZURE_VERSION": "v1.36.0"}
-		if value != "" {
-			values["AZUREDISK_CSI"] = value
-		}
-		out, err := p.Process(data, func(k string) (string, error) {
-			if v, ok := values[k]; ok {
-				return v, nil
-			}
-			return "", os.ErrNotExist
-		})
-		if err != nil {
-			t.Fatalf("AZUREDISK_CSI=%q: %v", value, err)
-		}
-		var cluster *clusterv1.Cluster
-		var set *addonsv1.ClusterResourceSet
-		for _, o := range decodeStrict(t, out) {
-			switch o := o.(type) {
-			case *clusterv1.Cluster:
-				cluster = o
-			case *addonsv1.ClusterResourceSet:
-				if strings.HasSuffix(o.Name, "-azuredisk-csi") {
-					set = o
-				}
-			}
-		}
-		if cluster == nil || set == nil {
-			t.Fatalf("AZUREDISK_CSI=%q: Cluster %v, azuredisk-csi ClusterResourceSet %v", value, cluster != nil, set != nil)
-		}
-		sel, _ := metav1.LabelSelectorAsSelector(&set.Spec.ClusterSelector)
-		if sel.Matches(labels.Set(cluster.Labels)) != selected {
-			t.Errorf("AZUREDISK_CSI=%q: Cluster labels %v, the add-on selected %v, want %v", value, cluster.Labels, !selected, selected)
-		}
-	}
+	checkAddonVariable(t, "AZUREDISK_CSI", "false", map[string]bool{"": false, "false": false, "true": true}, "azuredisk-csi")
 }

@@ -157,28 +157,37 @@ func pinnedMetricsServer(t *testing.T) []*unstructured.Unstructured {
 // the optional variable METRICS_SERVER, off unless set to enabled, as
 // clusterctl's own template processor reads it.
 func TestMetricsServerTemplateVariable(t *testing.T) {
+	checkAddonVariable(t, "METRICS_SERVER", "disabled", map[string]bool{"": false, "enabled": true}, "metrics-server")
+}
+
+// checkAddonVariable checks an optional add-on's clusterctl template
+// variable: it is listed with its default, and each value, substituted
+// as clusterctl does, makes the Cluster's labels match the add-on's
+// ClusterResourceSet (<cluster>-<addon>) or not.
+func checkAddonVariable(t *testing.T, name, def string, cases map[string]bool, addon string) {
+	t.Helper()
 	data, vars, err := flavors.Template(scheme.New(), flavors.Windows, "2022", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(vars, "METRICS_SERVER") {
-		t.Fatalf("variables %v lack METRICS_SERVER", vars)
+	if !slices.Contains(vars, name) {
+		t.Fatalf("variables %v lack %s", vars, name)
 	}
 	p := yamlprocessor.NewSimpleProcessor()
 	defaults, err := p.GetVariableMap(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := defaults["METRICS_SERVER"]; d == nil || *d != "disabled" {
-		t.Fatalf("METRICS_SERVER's default is %v, want disabled (an optional variable)", d)
+	if d := defaults[name]; d == nil || *d != def {
+		t.Fatalf("%s's default is %v, want %s (an optional variable)", name, d, def)
 	}
-	for value, selected := range map[string]bool{"": false, "enabled": true} {
+	for value, selected := range cases {
 		values := map[string]string{"CLUSTER_NAME": "c1", "KUBERNETES_VERSION": "v1.36.3", "AZURE_LOCATION": "westeurope",
 			"AZURE_SUBSCRIPTION_ID": "00000000-0000-0000-0000-000000000001", "AZURE_SSH_PUBLIC_KEY_B64": "c3NoLWVkMjU1MTkgQUFBQQ==",
 			"AZURE_SSH_PUBLIC_KEY": "ssh-ed25519 AAAA", "CONTROL_PLANE_MACHINE_COUNT": "1", "WORKER_MACHINE_COUNT": "1", "WINDOWS_WORKER_MACHINE_COUNT": "2",
 			"AZURE_CONTROL_PLANE_MACHINE_TYPE": "Standard_D2s_v3", "AZURE_NODE_MACHINE_TYPE": "Standard_D4s_v3", "CLOUD_PROVIDER_AZURE_VERSION": "v1.36.0"}
 		if value != "" {
-			values["METRICS_SERVER"] = value
+			values[name] = value
 		}
 		out, err := p.Process(data, func(k string) (string, error) {
 			if v, ok := values[k]; ok {
@@ -187,26 +196,22 @@ func TestMetricsServerTemplateVariable(t *testing.T) {
 			return "", os.ErrNotExist
 		})
 		if err != nil {
-			t.Fatalf("METRICS_SERVER=%q: %v", value, err)
+			t.Fatalf("%s=%q: %v", name, value, err)
 		}
-		var cluster *clusterv1.Cluster
-		var set *addonsv1.ClusterResourceSet
-		for _, o := range decodeStrict(t, out) {
-			switch o := o.(type) {
-			case *clusterv1.Cluster:
-				cluster = o
-			case *addonsv1.ClusterResourceSet:
-				if strings.HasSuffix(o.Name, "-metrics-server") {
-					set = o
-				}
+		objs := decodeStrict(t, out)
+		cos := make([]client.Object, 0, len(objs))
+		for _, o := range objs {
+			if co, ok := o.(client.Object); ok {
+				cos = append(cos, co)
 			}
 		}
+		cluster, set, _ := addonParts(cos, addon)
 		if cluster == nil || set == nil {
-			t.Fatalf("METRICS_SERVER=%q: Cluster %v, metrics-server ClusterResourceSet %v", value, cluster != nil, set != nil)
+			t.Fatalf("%s=%q: Cluster %v, %s ClusterResourceSet %v", name, value, cluster != nil, addon, set != nil)
 		}
 		sel, _ := metav1.LabelSelectorAsSelector(&set.Spec.ClusterSelector)
 		if sel.Matches(labels.Set(cluster.Labels)) != selected {
-			t.Errorf("METRICS_SERVER=%q: Cluster labels %v, the add-on selected %v, want %v", value, cluster.Labels, !selected, selected)
+			t.Errorf("%s=%q: Cluster labels %v, the add-on selected %v, want %v", name, value, cluster.Labels, !selected, selected)
 		}
 	}
 }
