@@ -1,7 +1,6 @@
 package ctrshell
 
 import (
-	"bytes"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -72,12 +71,9 @@ func (s *session) cmdSimple(line string) int {
 	if file == "" {
 		return s.cmdCommand(cmd)
 	}
-	var buf bytes.Buffer
-	out, nl := s.out, s.nl
-	s.out, s.nl = &buf, "\r\n"
-	code := s.cmdCommand(cmd)
-	s.out, s.nl = out, nl
-	if err := s.write(file, buf.Bytes(), appendTo); err != nil {
+	var code int
+	written := s.capture("\r\n", func() { code = s.cmdCommand(cmd) })
+	if err := s.write(file, written, appendTo); err != nil {
 		s.errorln(cmdErr(err))
 		return 1
 	}

@@ -1,7 +1,6 @@
 package ctrshell
 
 import (
-	"bytes"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -131,11 +130,8 @@ func (s *session) psStatement(line string) bool {
 	}
 	// "text" | Out-File f, | Set-Content f, | Add-Content f
 	if pipe := splitTop(line, '|'); len(pipe) == 2 {
-		var buf bytes.Buffer
-		out, nl := s.out, s.nl
-		s.out, s.nl = &buf, "\r\n"
-		ok := s.psCommand(strings.TrimSpace(pipe[0]))
-		s.out, s.nl = out, nl
+		var ok bool
+		written := s.capture("\r\n", func() { ok = s.psCommand(strings.TrimSpace(pipe[0])) })
 		if !ok {
 			return false
 		}
@@ -147,7 +143,7 @@ func (s *session) psStatement(line string) bool {
 		case "out-file", "set-content", "add-content", "ac", "sc":
 			path := psParam(w[1:], "-filepath", "-path")
 			appendTo := strings.EqualFold(w[0], "add-content") || strings.EqualFold(w[0], "ac") || contains(lower(w[1:]), "-append")
-			return s.psWrite(w[0], path, buf.Bytes(), appendTo)
+			return s.psWrite(w[0], path, written, appendTo)
 		}
 		return s.psNotFound(w[0], line)
 	}
@@ -155,12 +151,9 @@ func (s *session) psStatement(line string) bool {
 	if file == "" {
 		return s.psCommand(cmd)
 	}
-	var buf bytes.Buffer
-	out, nl := s.out, s.nl
-	s.out, s.nl = &buf, "\r\n"
-	ok := s.psCommand(cmd)
-	s.out, s.nl = out, nl
-	return s.psWrite("out-file", file, buf.Bytes(), appendTo) && ok
+	var ok bool
+	written := s.capture("\r\n", func() { ok = s.psCommand(cmd) })
+	return s.psWrite("out-file", file, written, appendTo) && ok
 }
 
 func lower(w []string) []string {

@@ -1,7 +1,6 @@
 package ctrshell
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -101,12 +100,9 @@ func (s *session) shSimple(line string) int {
 	if file == "" {
 		return s.shCommand(words)
 	}
-	var buf bytes.Buffer
-	out, nl := s.out, s.nl
-	s.out, s.nl = &buf, "\n"
-	code := s.shCommand(words)
-	s.out, s.nl = out, nl
-	if err := s.write(file, buf.Bytes(), appendTo); err != nil {
+	var code int
+	written := s.capture("\n", func() { code = s.shCommand(words) })
+	if err := s.write(file, written, appendTo); err != nil {
 		if s.busybox() {
 			s.errorln(s.shPrefix() + "can't create " + file + ": " + errText(err))
 		} else {

@@ -11,6 +11,7 @@ package ctrshell
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -375,4 +376,15 @@ func splitTop(line string, sep byte) []string {
 		}
 	}
 	return append(parts, line[start:])
+}
+
+// capture runs f with the session's output going to a buffer, lines ended
+// with nl (a redirection's or a pipeline's file), and returns what it wrote.
+func (s *session) capture(nl string, f func()) []byte {
+	var buf bytes.Buffer
+	out, oldNL := s.out, s.nl
+	s.out, s.nl = &buf, nl
+	defer func() { s.out, s.nl = out, oldNL }()
+	f()
+	return buf.Bytes()
 }
