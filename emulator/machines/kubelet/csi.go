@@ -224,6 +224,14 @@ func (k *Kubelet) mountVolumes(ctx context.Context, pod *corev1.Pod, run *podRun
 		if v.PersistentVolumeClaim == nil {
 			continue
 		}
+		// A volume published for the pod stays so: a running pod's syncs
+		// read nothing more for it.
+		k.mu.Lock()
+		published := run.volumes[v.Name] != nil
+		k.mu.Unlock()
+		if published {
+			continue
+		}
 		pvc, err := k.cfg.Client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
 		if err != nil {
 			if !apierrors.IsNotFound(err) {
@@ -251,9 +259,6 @@ func (k *Kubelet) mountVolumes(ctx context.Context, pod *corev1.Pod, run *podRun
 		vol := csiVolume{driver: driver, handle: handle, pv: pv.Name, uniq: "kubernetes.io/csi/" + driver + "^" + handle,
 			staging: StagingPath(windows, driver, handle),
 			target:  process.CSITargetPath(windows, pod, pv.Name)}
-		if run.volumes[pv.Name] != nil {
-			continue // published already
-		}
 		if err := k.setVolumeInUse(ctx, vol.uniq, true); err != nil {
 			return "", err
 		}
@@ -310,7 +315,7 @@ func (k *Kubelet) mountVolumes(ctx context.Context, pod *corev1.Pod, run *podRun
 		}
 		k.cfg.Logs.Write(vmdisk.Kubelet, "MountVolume.SetUp succeeded for volume %q pod=%q", pv.Name, pod.Namespace+"/"+pod.Name)
 		k.mu.Lock()
-		run.volumes[pv.Name] = &vol
+		run.volumes[v.Name] = &vol
 		k.mu.Unlock()
 	}
 	if len(unmounted)+len(failed) == 0 {

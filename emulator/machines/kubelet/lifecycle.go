@@ -89,7 +89,7 @@ type podRun struct {
 	// events are what happened since the caller last took them.
 	events []runEvent
 	// volumes are the pod's CSI volumes published into its folder, by
-	// PersistentVolume name; volumesSince is when the kubelet began to
+	// the pod's volume name; volumesSince is when the kubelet began to
 	// wait for the rest.
 	volumes      map[string]*csiVolume
 	volumesSince time.Time
