@@ -261,13 +261,12 @@ func checkWindowsLimits(ctx context.Context, t *testing.T, w *localworld.World, 
 
 	// The host-network pod's port is not on the node's address: its
 	// process listens in the pod network containerd gave it.
-	out, err := runWinkube(ctx, "ssh", "--state-dir", o.StateDir, "-q", node.Name, "--", "curl.exe", "-sS", "-m", "5", "http://"+node.Status.Addresses[0].Address+":8080/")
-	if err == nil || !strings.Contains(out, "Failed to connect to "+node.Status.Addresses[0].Address+" port 8080") {
-		t.Errorf("the node reached the host-network pod's port 8080 on its own address: %v\n%s", err, out)
+	if s := curlFails(ctx, o.StateDir, node.Name, node.Status.Addresses[0].Address+":8080", 7, "Failed to connect to "+node.Status.Addresses[0].Address+" port 8080"); s != "" {
+		t.Errorf("the node reached the host-network pod's port 8080 on its own address: %s", s)
 	}
 
 	// Doctor explains each on-node limit.
-	out, _ = runWinkube(ctx, "doctor", "--state-dir", o.StateDir, "-o", "json")
+	out, _ := runWinkube(ctx, "doctor", "--state-dir", o.StateDir, "-o", "json")
 	var report struct {
 		Findings []struct{ Check, Severity, Object, Message, Fix string }
 	}
