@@ -68,5 +68,5 @@ release:
 ## image: the manager image $(IMAGE) as a tarball out/winkube-manager-$(VERSION).tar (docker load, crane push), built without a container runtime
 image:
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w -X github.com/winkube/winkube/internal/version.Version=$(VERSION)" \
-		-o $(OUT)/image/winkube ./cmd/winkube
+		-o $(OUT)/image/winkube ./cmd/winkube-manager
 	go run ./hack/release -image $(IMAGE) -binary $(OUT)/image/winkube -image-tarball $(OUT)/winkube-manager-$(VERSION).tar

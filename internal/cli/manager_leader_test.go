@@ -26,6 +26,7 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/incluster"
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/testenv"
@@ -166,7 +167,7 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 	c := env.Client
 	lease := &coordinationv1.Lease{}
 	holder := func() string {
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: LeaderElectionID}, lease); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: incluster.LeaderElectionID}, lease); err != nil {
 			return ""
 		}
 		return ptr.Deref(lease.Spec.HolderIdentity, "")
@@ -181,7 +182,7 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 	var firstHolder string
 	poll.Until(t, 2*time.Minute, func() string {
 		if firstHolder = holder(); firstHolder == "" {
-			return "the first manager holds no Lease kube-system/" + LeaderElectionID
+			return "the first manager holds no Lease kube-system/" + incluster.LeaderElectionID
 		}
 		return ""
 	})

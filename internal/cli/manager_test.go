@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/winkube/winkube/internal/incluster"
 )
 
 func TestManagerRefusesIncompleteEmulatorFlags(t *testing.T) {
@@ -43,7 +45,7 @@ func TestManagerRefusesBadLoggingFlags(t *testing.T) {
 
 func TestManagerJSONLogsHonourVerbosity(t *testing.T) {
 	var b strings.Builder
-	log, err := newLogger(&b, "json", 1)
+	log, err := incluster.NewLogger(&b, "json", 1)
 	if err != nil {
 		t.Fatal(err)
 	}

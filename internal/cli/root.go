@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/winkube/winkube/internal/incluster"
 )
 
 // PluginName is the name under which kubectl finds winkube as its plugin
@@ -85,7 +87,7 @@ Shell completion (flavors, versions, local worlds, machines and nodes):
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(forPlugin(newVersionCommand()), newEmulatorCommand(), newManagerCommand(), forPlugin(newGenerateCommand()), newAdmissionCommand(),
+	root.AddCommand(forPlugin(newVersionCommand()), newEmulatorCommand(), incluster.NewManagerCommand(), forPlugin(newGenerateCommand()), incluster.NewAdmissionCommand(),
 		newUpCommand(), newDownCommand(), newBenchCommand(), forPlugin(newSSHCommand()), forPlugin(newRDPCommand()), forPlugin(newLogsCommand()),
 		forPlugin(newDoctorCommand()), forPlugin(newPlanCommand()), forPlugin(newRehearseCommand()), forPlugin(newImagesCommand()))
 	return root

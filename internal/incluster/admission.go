@@ -1,4 +1,4 @@
-package cli
+package incluster
 
 import (
 	"context"
@@ -30,7 +30,7 @@ type admissionOptions struct {
 	caSecret         string
 }
 
-func newAdmissionCommand() *cobra.Command {
+func NewAdmissionCommand() *cobra.Command {
 	o := &admissionOptions{}
 	cmd := &cobra.Command{
 		Use:   "admission",
@@ -67,7 +67,12 @@ for a single replica. With --install the webhook configurations are
 created, and their caBundle kept to the CA (a ClusterResourceSet that
 delivers them without one is completed).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runAdmission(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return badInput(cmd, err)
+			}
+			return runAdmission(cmd.Context(), o)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the workload cluster (default: in-cluster or $KUBECONFIG)")
@@ -84,10 +89,14 @@ delivers them without one is completed).`,
 	return cmd
 }
 
-func runAdmission(ctx context.Context, o *admissionOptions) error {
+func (o *admissionOptions) validate() error {
 	if o.failurePolicy != "open" && o.failurePolicy != "closed" {
-		return &UsageError{Err: fmt.Errorf("--registry-failure-policy %q: use open or closed", o.failurePolicy), Help: "winkube admission"}
+		return fmt.Errorf("--registry-failure-policy %q: use open or closed", o.failurePolicy)
 	}
+	return nil
+}
+
+func runAdmission(ctx context.Context, o *admissionOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}

@@ -1,4 +1,4 @@
-package cli
+package incluster
 
 import (
 	"errors"
@@ -60,7 +60,7 @@ type managerOptions struct {
 // cluster compete for.
 const LeaderElectionID = "winkube-manager.infrastructure.winkube.dev"
 
-func newManagerCommand() *cobra.Command {
+func NewManagerCommand() *cobra.Command {
 	o := &managerOptions{}
 	cmd := &cobra.Command{
 		Use:   "manager",
@@ -158,7 +158,7 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 	if o.concurrency < 1 {
 		return errors.New("--concurrency must be at least 1")
 	}
-	logger, err := newLogger(cmd.ErrOrStderr(), o.logFormat, o.verbosity)
+	logger, err := NewLogger(cmd.ErrOrStderr(), o.logFormat, o.verbosity)
 	if err != nil {
 		return err
 	}
@@ -232,9 +232,9 @@ func (o *managerOptions) managerOptions() ctrl.Options {
 	return opts
 }
 
-// newLogger builds the manager's logger: logr verbosity v maps to zap level
+// NewLogger builds the manager's logger: logr verbosity v maps to zap level
 // -v, and json suits log collectors where text suits a terminal.
-func newLogger(w io.Writer, format string, v int) (logr.Logger, error) {
+func NewLogger(w io.Writer, format string, v int) (logr.Logger, error) {
 	if v < 0 {
 		return logr.Logger{}, errors.New("-v must be 0 or more")
 	}

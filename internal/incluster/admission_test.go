@@ -1,10 +1,11 @@
-package cli
+package incluster
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -88,4 +89,14 @@ func TestAdmissionReplicasShareTheCA(t *testing.T) {
 			t.Fatalf("shutdown: %v", err)
 		}
 	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
