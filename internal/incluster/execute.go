@@ -55,4 +55,6 @@ func (e inputError) Unwrap() error { return e.err }
 // ExitCode is 2: the user changes a flag or a value.
 func (inputError) ExitCode() int { return 2 }
 
-func badInput(cmd *cobra.Command, err error) error { return inputError{err: err, help: cmd.CommandPath()} }
+func badInput(cmd *cobra.Command, err error) error {
+	return inputError{err: err, help: cmd.CommandPath()}
+}
