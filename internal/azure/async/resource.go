@@ -102,7 +102,7 @@ func Reconcile[R any](ctx context.Context, k *Kind[R], spec Spec[R], token strin
 			return "", false, err
 		}
 		if existing != nil && spec.OwnerTags() != nil && k.Tags != nil {
-			if err := tags.CheckOwned(k.Noun, ref.Name, spec.OwnerTags(), k.Tags(existing)); err != nil {
+			if err := tags.CheckOwned(k.Noun, ref.Name, spec.OwnerTags(), k.Tags(existing), tags.AdoptsUnscoped(ctx)); err != nil {
 				return "", false, err
 			}
 		}

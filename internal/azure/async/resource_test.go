@@ -25,7 +25,7 @@ func TestReconcileWritesOnlyWhatDiffersAndOnlyWhatIsOwned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owned := tags.Build("demo", "apiserver", nil)
+	owned := tags.Build(tags.Owner{Cluster: "demo", Namespace: "team-a"}, "apiserver", nil)
 	spec := publicips.Spec{ResourceGroup: "rg", Name: "demo-api", Location: azuretest.Location, DNSLabel: "demo-1a2b3c4d", Tags: owned}
 	step := func(tok string) (string, bool, error) { return svc.Reconcile(ctx, spec, tok) }
 	if err := azuretest.Drive(t, step); err != nil {

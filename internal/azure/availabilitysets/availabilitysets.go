@@ -109,14 +109,14 @@ func (s *Service) Get(ctx context.Context, rg, name string) (*armcompute.Availab
 
 // DeleteIfEmpty deletes the set once no VM is in it; a set that still
 // holds VMs is left to the last of its machines to go (CAPZ's Delete
-// skips a set with VMs likewise). A set that is not the cluster's is left
+// skips a set with VMs likewise). A set that is not owner's is left
 // alone. done is true when nothing is left for this caller to do.
-func (s *Service) DeleteIfEmpty(ctx context.Context, rg, name, cluster string) (done bool, err error) {
+func (s *Service) DeleteIfEmpty(ctx context.Context, rg, name string, owner tags.Owner) (done bool, err error) {
 	set, err := s.Get(ctx, rg, name)
 	if err != nil || set == nil {
 		return err == nil, err
 	}
-	if !tags.IsOwned(set.Tags, cluster) || (set.Properties != nil && len(set.Properties.VirtualMachines) > 0) {
+	if !owner.Owns(set.Tags) || (set.Properties != nil && len(set.Properties.VirtualMachines) > 0) {
 		return true, nil
 	}
 	_, done, err = async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, "")

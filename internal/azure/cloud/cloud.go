@@ -35,6 +35,9 @@ import (
 // Services are one subscription's Azure services.
 type Services struct {
 	Subscription string
+	// ResourceManager is the ARM endpoint the services call: the only host
+	// a resume token may make them poll (async.TokenOnEndpoint).
+	ResourceManager string
 	Groups       *resourcegroups.Service
 	NSGs         *securitygroups.Service
 	RouteTables  *routetables.Service
@@ -148,7 +151,7 @@ func (c *Cloud) ForIdentity(id *Identity, subscription string) (*Services, error
 	if cfg.Credential == nil {
 		return nil, ErrNoCredential
 	}
-	s := &Services{Subscription: subscription}
+	s := &Services{Subscription: subscription, ResourceManager: cfg.ResourceManager()}
 	set := func(f func() error) {
 		if err == nil {
 			err = f()

@@ -149,3 +149,14 @@ func (c Config) Shared() (Config, error) {
 	c.Transport = opts.Transport
 	return c, nil
 }
+
+// ResourceManager is the ARM endpoint the configuration's clients call.
+func (c Config) ResourceManager() string {
+	switch {
+	case c.Cloud != nil:
+		return c.Cloud.Services[cloud.ResourceManager].Endpoint
+	case c.ResourceManagerEndpoint != "":
+		return c.ResourceManagerEndpoint
+	}
+	return cloud.AzurePublic.Services[cloud.ResourceManager].Endpoint
+}

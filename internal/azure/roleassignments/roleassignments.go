@@ -61,9 +61,16 @@ func (s Spec) ResourceRef() async.Ref { return async.Ref{ResourceGroup: s.Scope,
 func (s Spec) OwnerTags() map[string]*string { return nil }
 
 // Parameters makes the assignment once; an existing one is never changed
-// (Azure does not update an assignment's role or principal).
+// (Azure does not update an assignment's role or principal). An existing
+// assignment of the name that grants another principal, or another role,
+// is someone else's: it is refused (*ConflictError), never taken for
+// granted, so that a spec naming it neither counts as granted nor makes it
+// this machine's to delete.
 func (s Spec) Parameters(existing *armauthorization.RoleAssignment) (*armauthorization.RoleAssignmentCreateParameters, error) {
 	if existing != nil {
+		if !Grants(existing, s.PrincipalID, s.DefinitionID) {
+			return nil, &ConflictError{ID: ID(s.Scope, s.Name), Principal: s.PrincipalID}
+		}
 		return nil, nil
 	}
 	return &armauthorization.RoleAssignmentCreateParameters{Properties: &armauthorization.RoleAssignmentProperties{
@@ -73,6 +80,38 @@ func (s Spec) Parameters(existing *armauthorization.RoleAssignment) (*armauthori
 		// is replicating (PrincipalNotFound).
 		PrincipalType: to.Ptr(armauthorization.PrincipalTypeServicePrincipal),
 	}}, nil
+}
+
+// Grants reports whether an assignment gives principal the role definition.
+func Grants(a *armauthorization.RoleAssignment, principal, definitionID string) bool {
+	if a == nil || a.Properties == nil {
+		return false
+	}
+	return strings.EqualFold(ptrOr(a.Properties.PrincipalID), principal) && strings.EqualFold(ptrOr(a.Properties.RoleDefinitionID), definitionID)
+}
+
+// PrincipalOf is the principal an assignment grants its role to.
+func PrincipalOf(a *armauthorization.RoleAssignment) string {
+	if a == nil || a.Properties == nil {
+		return ""
+	}
+	return ptrOr(a.Properties.PrincipalID)
+}
+
+func ptrOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// ConflictError is an existing assignment of the name a spec asks for that
+// grants another principal or another role.
+type ConflictError struct{ ID, Principal string }
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("role assignment %s already exists and grants another principal or role than this VM's identity (%s): it is someone else's, "+
+		"and winkube will neither count it as granted nor delete it; remove systemAssignedIdentityRole.name to let winkube derive the assignment's name", e.ID, e.Principal)
 }
 
 // Service manages role assignments.
@@ -108,6 +147,15 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 func (s *Service) Reconcile(ctx context.Context, spec Spec) error {
 	_, _, err := async.Reconcile(ctx, s.kind, asAssignment{spec}, "")
 	return err
+}
+
+// Get returns the assignment of an ARM ID, or nil when it does not exist.
+func (s *Service) Get(ctx context.Context, id string) (*armauthorization.RoleAssignment, error) {
+	scope, name, ok := strings.Cut(id, "/providers/Microsoft.Authorization/roleAssignments/")
+	if !ok {
+		return nil, fmt.Errorf("%s is not a role assignment's ID", id)
+	}
+	return s.kind.Read(ctx, async.Ref{ResourceGroup: scope, Name: name})
 }
 
 // Delete removes the assignment of an ARM ID; one already gone is done.

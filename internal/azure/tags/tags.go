@@ -8,9 +8,27 @@
 // else's: winkube refuses to use it and never changes or deletes it. winkube
 // uses a key of its own so that neither provider mistakes the other's
 // resources for its own.
+//
+// CAPZ's key names the cluster only (azure/types.go ClusterTagKey and
+// azure/converters/tags.go at kubernetes-sigs/cluster-api-provider-azure
+// 69ec3a40), which is enough when one team owns the management cluster. On a
+// shared one, two namespaces may each have a cluster called "demo", so
+// winkube also tags NamespaceKey(cluster)=<namespace>, and a resource is an
+// Owner's only when both tags say so.
+//
+// Resources tagged before the namespace tag existed ("unscoped": the
+// cluster tag without NamespaceKey) cannot say which namespace made them.
+// They count as an Owner's only when Owner.AdoptUnscoped is set, which the
+// controllers set only while no AzureCluster of another namespace belongs to
+// a cluster of that name; the first write then adds the namespace tag (the
+// migration), after which a same-named cluster elsewhere never matches.
+// When the name is ambiguous, an unscoped resource is neither changed nor
+// deleted: its owner must add the namespace tag by hand (or delete the other
+// cluster) first.
 package tags
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -26,6 +44,47 @@ func ClusterKey(cluster string) string { return clusterKeyPrefix + cluster }
 
 // Owned is the value of ClusterKey on resources winkube created.
 const Owned = "owned"
+
+const namespaceKeyPrefix = "winkube.dev_namespace_"
+
+// NamespaceKey is the tag naming the namespace of the cluster that owns a
+// resource.
+func NamespaceKey(cluster string) string { return namespaceKeyPrefix + cluster }
+
+// Owner is who a resource belongs to: a cluster in a namespace.
+type Owner struct {
+	Cluster, Namespace string
+	// AdoptUnscoped makes a resource tagged before namespace tags existed
+	// (cluster tag, no namespace tag) this owner's; see the package comment.
+	AdoptUnscoped bool
+}
+
+// Owns reports whether tags t make a resource o's.
+func (o Owner) Owns(t map[string]*string) bool {
+	if !IsOwned(t, o.Cluster) {
+		return false
+	}
+	ns := t[NamespaceKey(o.Cluster)]
+	if ns == nil {
+		return o.AdoptUnscoped
+	}
+	return *ns == o.Namespace
+}
+
+type adoptKey struct{}
+
+// WithAdoptUnscoped marks a context whose writes may adopt unscoped
+// resources (Owner.AdoptUnscoped), for CheckOwned called deep in the
+// generic reconciler.
+func WithAdoptUnscoped(ctx context.Context, adopt bool) context.Context {
+	return context.WithValue(ctx, adoptKey{}, adopt)
+}
+
+// AdoptsUnscoped reports whether ctx came from WithAdoptUnscoped(ctx, true).
+func AdoptsUnscoped(ctx context.Context) bool {
+	v, _ := ctx.Value(adoptKey{}).(bool)
+	return v
+}
 
 // RoleKey records what a resource is for (a machine's name, "apiserver", ...).
 const RoleKey = "winkube.dev_role"
@@ -55,14 +114,17 @@ func ObjectRole(kind, namespace, name string) string {
 	return role[:MaxValueLength-len(sum)-1] + "_" + sum
 }
 
-// Build returns the tags of a resource owned by cluster, with extra added.
-func Build(cluster, role string, extra map[string]string) map[string]*string {
+// Build returns the tags of a resource owned by o, with extra added.
+func Build(o Owner, role string, extra map[string]string) map[string]*string {
 	out := map[string]*string{}
 	for k, v := range extra {
 		out[k] = to.Ptr(v)
 	}
 	// Set last: extra tags must not be able to disown the resource.
-	out[ClusterKey(cluster)] = to.Ptr(Owned)
+	out[ClusterKey(o.Cluster)] = to.Ptr(Owned)
+	if o.Namespace != "" {
+		out[NamespaceKey(o.Cluster)] = to.Ptr(o.Namespace)
+	}
 	if role != "" {
 		out[RoleKey] = to.Ptr(role)
 	}
@@ -79,23 +141,41 @@ func IsOwned(t map[string]*string, cluster string) bool {
 // that is not winkube's: it must not be changed.
 type NotOwnedError struct {
 	Kind, Name, Cluster string
+	// Namespace, when set: the resource is the cluster's by name, but not
+	// provably of this namespace's cluster of that name.
+	Namespace string
 }
 
 func (e *NotOwnedError) Error() string {
+	if e.Namespace != "" {
+		return fmt.Sprintf("%s %s is tagged %s=%s but not %s=%s: it belongs to a cluster of the same name in another namespace "+
+			"(or was tagged before winkube recorded namespaces, while another namespace has a cluster of this name): winkube will not change or delete it; "+
+			"rename the cluster or the %s, or, if it is this cluster's, add the tag %s=%s to it",
+			e.Kind, e.Name, ClusterKey(e.Cluster), Owned, NamespaceKey(e.Cluster), e.Namespace, e.Kind, NamespaceKey(e.Cluster), e.Namespace)
+	}
 	return fmt.Sprintf("%s %s already exists and is not winkube's (it lacks the tag %s=%s): winkube will not change or delete it; "+
 		"rename winkube's %s in the spec, or remove yours", e.Kind, e.Name, ClusterKey(e.Cluster), Owned, e.Kind)
 }
 
 // CheckOwned returns a *NotOwnedError when want (the tags winkube would
 // write, from Build) claims a cluster's ownership that have (the tags of the
-// resource that exists) does not carry.
-func CheckOwned(kind, name string, want, have map[string]*string) error {
+// resource that exists) does not carry: the cluster tag, and the namespace
+// tag when want has one (an unscoped resource only with adoptUnscoped).
+func CheckOwned(kind, name string, want, have map[string]*string, adoptUnscoped bool) error {
 	for k, v := range want {
 		if !strings.HasPrefix(k, clusterKeyPrefix) || v == nil || *v != Owned {
 			continue
 		}
+		cluster := strings.TrimPrefix(k, clusterKeyPrefix)
 		if h := have[k]; h == nil || *h != Owned {
-			return &NotOwnedError{Kind: kind, Name: name, Cluster: strings.TrimPrefix(k, clusterKeyPrefix)}
+			return &NotOwnedError{Kind: kind, Name: name, Cluster: cluster}
+		}
+		ns := want[NamespaceKey(cluster)]
+		if ns == nil {
+			continue
+		}
+		if h := have[NamespaceKey(cluster)]; (h == nil && !adoptUnscoped) || (h != nil && *h != *ns) {
+			return &NotOwnedError{Kind: kind, Name: name, Cluster: cluster, Namespace: *ns}
 		}
 	}
 	return nil

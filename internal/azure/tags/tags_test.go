@@ -23,3 +23,36 @@ func TestObjectRoleFitsATagValue(t *testing.T) {
 		t.Fatalf("long roles %q and %q", a, b)
 	}
 }
+
+// Ownership names the namespace too: a cluster of the same name in another
+// namespace owns nothing of the first one's, and a resource tagged before
+// namespaces were recorded is adopted only when the caller says the name
+// is unambiguous.
+func TestOwnershipNamesTheNamespace(t *testing.T) {
+	a := tags.Owner{Cluster: "demo", Namespace: "team-a"}
+	b := tags.Owner{Cluster: "demo", Namespace: "team-b"}
+	have := tags.Build(a, "vnet", nil)
+	if !a.Owns(have) || b.Owns(have) {
+		t.Fatalf("team-a owns its resource: %v; team-b owns it: %v", a.Owns(have), b.Owns(have))
+	}
+	if err := tags.CheckOwned("VNet", "v", tags.Build(b, "vnet", nil), have, true); err == nil {
+		t.Fatal("a same-named cluster of another namespace may write team-a's resource")
+	}
+	if err := tags.CheckOwned("VNet", "v", tags.Build(a, "vnet", nil), have, false); err != nil {
+		t.Fatalf("team-a may not write its own resource: %v", err)
+	}
+	unscoped := tags.Build(tags.Owner{Cluster: "demo"}, "vnet", nil)
+	if b.Owns(unscoped) {
+		t.Fatal("an unscoped resource is adopted without AdoptUnscoped")
+	}
+	if err := tags.CheckOwned("VNet", "v", tags.Build(b, "vnet", nil), unscoped, false); err == nil {
+		t.Fatal("an unscoped resource may be written without adoption")
+	}
+	b.AdoptUnscoped = true
+	if !b.Owns(unscoped) || b.Owns(have) {
+		t.Fatal("adoption takes unscoped resources only")
+	}
+	if err := tags.CheckOwned("VNet", "v", tags.Build(b, "vnet", nil), unscoped, true); err != nil {
+		t.Fatalf("adoption refused: %v", err)
+	}
+}
