@@ -133,10 +133,19 @@ func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, readBlocked(ac, deleting, "Azure credentials", err)
 	}
-	if !ac.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, ac, svc, clusterName)
+	owner, err := ownerOf(ctx, r.Client, clusterName, ac.Namespace)
+	if err != nil {
+		return ctrl.Result{}, readBlocked(ac, deleting, "the AzureClusters", err)
 	}
-	return r.reconcileNormal(ctx, ac, svc, clusterName)
+	ctx = tags.WithAdoptUnscoped(ctx, owner.AdoptUnscoped)
+	if dropped := dropForeignTokens(ac, svc); len(dropped) > 0 {
+		r.Recorder.Eventf(ac, corev1.EventTypeWarning, ForeignOperationReason,
+			"dropped the recorded operations %v: they would poll another host than the ARM endpoint %s; winkube starts them again", dropped, svc.ResourceManager)
+	}
+	if !ac.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, ac, svc, clusterName, owner)
+	}
+	return r.reconcileNormal(ctx, ac, svc, clusterName, owner)
 }
 
 // clusterNameOf is the name of the Cluster an AzureCluster belongs to, from
@@ -188,7 +197,7 @@ func namesOf(ac *infrav1.AzureCluster, clusterName string) (clusterNames, error)
 	return n, nil
 }
 
-func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav1.AzureCluster, svc *cloud.Services, clusterName string) (ctrl.Result, error) {
+func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav1.AzureCluster, svc *cloud.Services, clusterName string, owner tags.Owner) (ctrl.Result, error) {
 	if controllerutil.AddFinalizer(ac, infrav1.ClusterFinalizer) {
 		return ctrl.Result{RequeueAfter: persisted}, nil // the finalizer is saved before anything is created
 	}
@@ -202,13 +211,16 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 		return ctrl.Result{}, nil
 	}
 	loc, sub := ac.Spec.Location, ac.Spec.SubscriptionID
-	owned := func(role string) map[string]*string { return tags.Build(clusterName, role, ac.Spec.AdditionalTags) }
+	owned := func(role string) map[string]*string { return tags.Build(owner, role, ac.Spec.AdditionalTags) }
 	id := func(rg, typ, name string) string {
 		return "/subscriptions/" + sub + "/resourceGroups/" + rg + "/providers/Microsoft.Network/" + typ + "/" + name
 	}
 
 	if err := svc.Groups.Reconcile(ctx, resourcegroupsSpec(n.rg, loc, owned("resourcegroup"))); err != nil {
 		return r.azureError(ac, "resource group", err)
+	}
+	if res, err := r.scopeGroup(ctx, ac, svc, n.rg, owner); res != nil || err != nil {
+		return ptr.Deref(res, ctrl.Result{}), err
 	}
 	cpCIDRs := n.cpSubnet.CIDRBlocks
 	cpSource := "VirtualNetwork"
@@ -236,7 +248,7 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 			return svc.NatGateways.Reconcile(ctx, natgateways.Spec{ResourceGroup: n.rg, Name: n.natGateway, Location: loc, PublicIPID: id(n.rg, "publicIPAddresses", n.natGWIP), Tags: owned("node-natgw")}, tok)
 		}},
 		{step{"vnets", n.vnet}, func(tok string) (string, bool, error) {
-			return r.reconcileVNet(ctx, svc, ac, n, clusterName, subnetSpecs, &userVNet, tok)
+			return r.reconcileVNet(ctx, svc, ac, n, owner, subnetSpecs, &userVNet, tok)
 		}},
 	}
 	// In a VNet the user brought, each of the cluster's subnets is a step
@@ -246,7 +258,7 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 			if !userVNet {
 				return "", true, nil
 			}
-			return r.reconcileUserSubnet(ctx, svc, ac, n, sn, tok)
+			return r.reconcileUserSubnet(ctx, svc, ac, n, owner, sn, tok)
 		}})
 	}
 	actions = append(actions, []action{
@@ -333,27 +345,44 @@ func clusterSubnets(ac *infrav1.AzureCluster, n clusterNames, id func(rg, typ, n
 // cluster's. A VNet the user brought (existing, not tagged as the cluster's)
 // is never written: *userVNet is set, and the subnet steps that follow add
 // the cluster's subnets one by one.
-func (r *AzureClusterReconciler) reconcileVNet(ctx context.Context, svc *cloud.Services, ac *infrav1.AzureCluster, n clusterNames, clusterName string, subnets []vnets.Subnet, userVNet *bool, tok string) (string, bool, error) {
+func (r *AzureClusterReconciler) reconcileVNet(ctx context.Context, svc *cloud.Services, ac *infrav1.AzureCluster, n clusterNames, owner tags.Owner, subnets []vnets.Subnet, userVNet *bool, tok string) (string, bool, error) {
+	want := tags.Build(owner, "vnet", ac.Spec.AdditionalTags)
 	if tok == "" {
 		cur, err := svc.VNets.Get(ctx, n.vnetRG, n.vnet)
 		if err != nil {
 			return "", false, err
 		}
-		if cur != nil && !tags.IsOwned(cur.Tags, clusterName) {
+		if cur != nil && tags.IsOwned(cur.Tags, owner.Cluster) && !owner.Owns(cur.Tags) {
+			// A cluster of this name in another namespace made it.
+			return "", false, tags.CheckOwned("VNet", n.vnet, want, cur.Tags, owner.AdoptUnscoped)
+		}
+		if cur != nil && !owner.Owns(cur.Tags) {
 			*userVNet = true
 			return "", true, nil
 		}
 	}
 	return svc.VNets.Reconcile(ctx, vnets.Spec{ResourceGroup: n.vnetRG, Name: n.vnet, Location: ac.Spec.Location, CIDRs: ac.Spec.NetworkSpec.Vnet.CIDRBlocks,
-		Subnets: subnets, Tags: tags.Build(clusterName, "vnet", ac.Spec.AdditionalTags)}, tok)
+		Subnets: subnets, Tags: want}, tok)
 }
 
 // reconcileUserSubnet adds one of the cluster's subnets to a VNet the user
 // brought. Subnets carry no tags, so what winkube made is what it recorded
 // in status.createdResources, before making it: a subnet that exists and is
 // not recorded is the user's, and is refused, never changed.
-func (r *AzureClusterReconciler) reconcileUserSubnet(ctx context.Context, svc *cloud.Services, ac *infrav1.AzureCluster, n clusterNames, sn vnets.Subnet, tok string) (string, bool, error) {
+func (r *AzureClusterReconciler) reconcileUserSubnet(ctx context.Context, svc *cloud.Services, ac *infrav1.AzureCluster, n clusterNames, owner tags.Owner, sn vnets.Subnet, tok string) (string, bool, error) {
 	id := armID(ac.Spec.SubscriptionID, n.vnetRG, "Microsoft.Network", "virtualNetworks", n.vnet, "subnets", sn.Name)
+	if tok == "" && isClaimed(ac.Status.CreatedResources, id) {
+		// A record may be forged: an existing subnet is written only while
+		// it uses the cluster's own security group.
+		if err := clusterProof(ac, n, owner).check(ctx, svc, id, ac.Status.CreatedResources); err != nil {
+			var u *errUnprovable
+			if !errors.As(err, &u) {
+				return "", false, err
+			}
+			unclaim(&ac.Status.CreatedResources, id)
+			return "", false, &subnets.ExistsError{VNet: n.vnet, Name: sn.Name}
+		}
+	}
 	if !isClaimed(ac.Status.CreatedResources, id) {
 		cur, err := svc.Subnets.Get(ctx, n.vnetRG, n.vnet, sn.Name)
 		if err != nil {
@@ -439,14 +468,14 @@ func networkDelete(ctx context.Context, svc *cloud.Services, kind, rg, name, tok
 
 // ownedDelete deletes a resource only if it is tagged as the cluster's: one
 // that is missing is done, one that is not the cluster's is left alone.
-func ownedDelete(ctx context.Context, svc *cloud.Services, cluster, kind, rg, name string) action {
+func ownedDelete(ctx context.Context, svc *cloud.Services, owner tags.Owner, kind, rg, name string) action {
 	return action{step{kind, name}, func(tok string) (string, bool, error) {
 		if tok == "" {
 			t, exists, err := networkTags(ctx, svc, kind, rg, name)
 			if err != nil || !exists {
 				return "", err == nil, err
 			}
-			if !tags.IsOwned(t, cluster) {
+			if !owner.Owns(t) {
 				return "", true, nil
 			}
 		}
@@ -454,7 +483,7 @@ func ownedDelete(ctx context.Context, svc *cloud.Services, cluster, kind, rg, na
 	}}
 }
 
-func (r *AzureClusterReconciler) reconcileDelete(ctx context.Context, ac *infrav1.AzureCluster, svc *cloud.Services, clusterName string) (ctrl.Result, error) {
+func (r *AzureClusterReconciler) reconcileDelete(ctx context.Context, ac *infrav1.AzureCluster, svc *cloud.Services, clusterName string, owner tags.Owner) (ctrl.Result, error) {
 	setReady(ac, metav1.ConditionFalse, DeletingReason, "deleting the cluster's Azure resources")
 	n, err := namesOf(ac, clusterName)
 	if err != nil {
@@ -466,22 +495,21 @@ func (r *AzureClusterReconciler) reconcileDelete(ctx context.Context, ac *infrav
 	// First the subnets winkube added to a VNet the user brought (they use
 	// the cluster's NSGs, route table and NAT gateway, which Azure will not
 	// delete while in use), exactly as recorded.
+	p := clusterProof(ac, n, owner)
 	for _, id := range sortForDeletion(ac.Status.CreatedResources) {
 		actions = append(actions, action{stepOf(id), func(tok string) (string, bool, error) {
-			next, done, err := deleteByID(ctx, svc, id, tok)
-			if done {
-				unclaim(&ac.Status.CreatedResources, id)
-			}
-			return next, done, err
+			return deleteProven(ctx, svc, p, &ac.Status.CreatedResources, id, tok, func(err error) {
+				r.Recorder.Eventf(ac, corev1.EventTypeWarning, RecordDroppedReason, "%v", err)
+			})
 		}})
 	}
 	g, err := svc.Groups.Get(ctx, n.rg)
 	if err != nil {
 		return ctrl.Result{}, blocked(ac, "resource group "+n.rg+" (reading it)", err)
 	}
-	vnet := ownedDelete(ctx, svc, clusterName, "vnets", n.vnetRG, n.vnet)
+	vnet := ownedDelete(ctx, svc, owner, "vnets", n.vnetRG, n.vnet)
 	switch {
-	case g != nil && tags.IsOwned(g.Tags, clusterName):
+	case g != nil && owner.Owns(g.Tags):
 		// The group is winkube's: deleting it deletes everything in it (as
 		// CAPZ does with a managed group). A VNet of the cluster's in
 		// another group goes first, since it uses the group's NSGs.
@@ -492,7 +520,7 @@ func (r *AzureClusterReconciler) reconcileDelete(ctx context.Context, ac *infrav
 	case g != nil:
 		// The user's group: only what is tagged as the cluster's goes, in
 		// an order Azure accepts (users before what they use).
-		own := func(kind, name string) action { return ownedDelete(ctx, svc, clusterName, kind, n.rg, name) }
+		own := func(kind, name string) action { return ownedDelete(ctx, svc, owner, kind, n.rg, name) }
 		actions = append(actions,
 			own("loadbalancers", n.lb), own("publicips", n.apiIP), vnet,
 			own("natgateways", n.natGateway), own("publicips", n.natGWIP), own("routetables", n.routeTable),
@@ -550,4 +578,41 @@ func (r *AzureClusterReconciler) publishServicesEndpoint(ctx context.Context, ac
 	}
 	// Applied, not read first: the manager caches no ConfigMaps.
 	return r.Client.Patch(ctx, cm, client.Apply, client.FieldOwner("winkube"), client.ForceOwnership) //nolint:staticcheck // client.Apply with typed objects is what controller-runtime offers here
+}
+
+// clusterProof is what proves an AzureCluster's records: the only
+// resources it records are the subnets it adds to a user's VNet, which use
+// its security groups.
+func clusterProof(ac *infrav1.AzureCluster, n clusterNames, owner tags.Owner) *proof {
+	nsg := func(name string) string {
+		return armID(ac.Spec.SubscriptionID, n.rg, "Microsoft.Network", "networkSecurityGroups", name)
+	}
+	return &proof{owner: owner, kinds: []string{"virtualnetworks/subnets"}, nsgs: []string{nsg(n.cpSubnet.SecurityGroup.Name), nsg(n.nodeSubnet.SecurityGroup.Name)}}
+}
+
+// scopeGroup tags the cluster's resource group, made before winkube wrote
+// namespace tags, with the namespace (the migration of tags.Owner), and
+// refuses a group that is another namespace's cluster's. The group's other
+// resources get the tag from their own next write.
+func (r *AzureClusterReconciler) scopeGroup(ctx context.Context, ac *infrav1.AzureCluster, svc *cloud.Services, rg string, owner tags.Owner) (*ctrl.Result, error) {
+	g, err := svc.Groups.Get(ctx, rg)
+	if err != nil {
+		res, err := r.azureError(ac, "resource group", err)
+		return &res, err
+	}
+	if g == nil || !tags.IsOwned(g.Tags, owner.Cluster) {
+		return nil, nil // the user's group
+	}
+	want := tags.Build(owner, "", nil)
+	if err := tags.CheckOwned("resource group", rg, want, g.Tags, owner.AdoptUnscoped); err != nil {
+		setReady(ac, metav1.ConditionFalse, ResourceNotOwnedReason, err.Error())
+		return &ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
+	if g.Tags[tags.NamespaceKey(owner.Cluster)] == nil {
+		if err := svc.Groups.AddTags(ctx, rg, want); err != nil {
+			res, err := r.azureError(ac, "resource group (adding the namespace tag)", err)
+			return &res, err
+		}
+	}
+	return nil, nil
 }

@@ -62,6 +62,9 @@ type AzureMachineReconciler struct {
 	// node before its bootstrap is called failed and its log read
 	// (DefaultBootstrapTimeout when zero).
 	BootstrapTimeout time.Duration
+	// RoleAssignmentScopes are where, beyond the cluster's resource group,
+	// the manager grants a machine's identity its role (Options).
+	RoleAssignmentScopes []string
 
 	boot bootstrapWatch
 }
@@ -193,6 +196,12 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	owner, err := ownerOf(ctx, r.Client, cluster.Name, am.Namespace)
+	if err != nil {
+		return ctrl.Result{}, readBlocked(am, false, "the AzureClusters", err)
+	}
+	ctx = tags.WithAdoptUnscoped(ctx, owner.AdoptUnscoped)
+	r.dropForeignTokens(am, svc)
 	n, err := namesOf(ac, cluster.Name)
 	if err != nil {
 		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())
@@ -274,7 +283,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 			return r.azureError(am, "reading the location's fault domains", err)
 		}
 		err = svc.AvSets.Reconcile(ctx, availabilitysets.Spec{ResourceGroup: n.rg, Name: avSet, Location: ac.Spec.Location, FaultDomains: most,
-			Tags: tags.Build(cluster.Name, "availability-set/"+avSetGroup, ac.Spec.AdditionalTags)})
+			Tags: tags.Build(owner, "availability-set/"+avSetGroup, ac.Spec.AdditionalTags)})
 		if nerr := (*tags.NotOwnedError)(nil); errors.As(err, &nerr) {
 			setReady(am, metav1.ConditionFalse, ResourceNotOwnedReason, err.Error())
 			return ctrl.Result{}, nil
@@ -285,7 +294,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		avSetID = armID(ac.Spec.SubscriptionID, n.rg, "Microsoft.Compute", "availabilitySets", avSet)
 	}
 
-	owned := tags.Build(cluster.Name, role, mergeTags(ac.Spec.AdditionalTags, am.Spec.AdditionalTags))
+	owned := tags.Build(owner, role, mergeTags(ac.Spec.AdditionalTags, am.Spec.AdditionalTags))
 	subnet := n.nodeSubnet
 	if isCP {
 		subnet = n.cpSubnet
@@ -404,7 +413,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	if am.Spec.Identity == infrav1.VMIdentitySystemAssigned {
 		// The cloud provider on the node acts as this identity: the
 		// machine is not done until the identity may.
-		g, err := grantRole(ctx, svc, &am.Status.CreatedResources, &am.Spec.AzureVMSpec, ac.Spec.SubscriptionID, n.rg, virtualmachines.PrincipalID(vm))
+		g, err := grantRole(ctx, svc, &am.Status.CreatedResources, &am.Spec.AzureVMSpec, ac.Spec.SubscriptionID, n.rg, virtualmachines.PrincipalID(vm), r.RoleAssignmentScopes)
 		if err != nil {
 			return r.azureError(am, "role assignment", err)
 		}
@@ -602,32 +611,26 @@ func (r *AzureMachineReconciler) reconcileDelete(ctx context.Context, am *infrav
 	if err != nil {
 		return ctrl.Result{}, blocked(am, "the recorded resources (Azure credentials)", err)
 	}
+	r.dropForeignTokens(am, svc)
+	owner, err := ownerOf(ctx, r.Client, am.Labels[clusterv1.ClusterNameLabel], am.Namespace)
+	if err != nil {
+		return ctrl.Result{}, readBlocked(am, true, "the AzureClusters", err)
+	}
+	p := &proof{owner: owner, role: machineRole(am), kinds: []string{
+		"virtualmachines", "disks", "networkinterfaces", "loadbalancers/inboundnatrules", "availabilitysets", "roleassignments"}}
+	forget := func(err error) { r.event(am, corev1.EventTypeWarning, RecordDroppedReason, "%v", err) }
 	var actions []action
 	for _, id := range sortForDeletion(am.Status.CreatedResources) {
 		actions = append(actions, action{stepOf(id), func(tok string) (string, bool, error) {
-			if tok == "" {
-				mine, err := r.stillMine(ctx, svc, am, id)
-				if err != nil {
-					return "", false, err
-				}
-				if !mine {
-					unclaim(&am.Status.CreatedResources, id)
-					return "", true, nil
-				}
-			}
 			if k, rid, err := kindOf(id); err == nil && strings.EqualFold(k, "availabilitySets") {
 				// The group's set: deleted by the last of its machines.
-				done, err := svc.AvSets.DeleteIfEmpty(ctx, rid.ResourceGroupName, rid.Name, availabilitysets.ClusterOf(rid.Name))
+				done, err := svc.AvSets.DeleteIfEmpty(ctx, rid.ResourceGroupName, rid.Name, owner)
 				if done {
 					unclaim(&am.Status.CreatedResources, id)
 				}
 				return "", done, err
 			}
-			next, done, err := deleteByID(ctx, svc, id, tok)
-			if done {
-				unclaim(&am.Status.CreatedResources, id)
-			}
-			return next, done, err
+			return deleteProven(ctx, svc, p, &am.Status.CreatedResources, id, tok, forget)
 		}})
 	}
 	pending, failed, err := runActions(&am.Status.LongRunningOperationStates, "", "DELETE", actions)
@@ -643,24 +646,13 @@ func (r *AzureMachineReconciler) reconcileDelete(ctx context.Context, am *infrav
 	return ctrl.Result{}, nil
 }
 
-// stillMine checks a tagged resource's role tag before it is deleted: one
-// that now belongs to something else (recreated by someone else after this
-// machine's went) is left alone. Untagged ones are the machine's by record.
-func (r *AzureMachineReconciler) stillMine(ctx context.Context, svc *cloud.Services, am *infrav1.AzureMachine, id string) (bool, error) {
-	k, rid, err := kindOf(id)
-	if err != nil {
-		return false, err
+// dropForeignTokens forgets recorded operations that would poll another
+// host than the ARM endpoint.
+func (r *AzureMachineReconciler) dropForeignTokens(am *infrav1.AzureMachine, svc *cloud.Services) {
+	if dropped := dropForeignTokens(am, svc); len(dropped) > 0 {
+		r.event(am, corev1.EventTypeWarning, ForeignOperationReason,
+			"dropped the recorded operations %v: they would poll another host than the ARM endpoint %s; winkube starts them again", dropped, svc.ResourceManager)
 	}
-	role := machineRole(am)
-	switch strings.ToLower(k) {
-	case "virtualmachines":
-		vm, err := svc.VMs.Get(ctx, rid.ResourceGroupName, rid.Name)
-		return vm == nil || ptr.Deref(vm.Tags[tags.RoleKey], "") == role, err
-	case "networkinterfaces":
-		nic, err := svc.NICs.Get(ctx, rid.ResourceGroupName, rid.Name)
-		return nic == nil || ptr.Deref(nic.Tags[tags.RoleKey], "") == role, err
-	}
-	return true, nil
 }
 
 func (r *AzureMachineReconciler) event(am *infrav1.AzureMachine, typ, reason, format string, args ...any) {

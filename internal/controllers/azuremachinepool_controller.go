@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/cloud"
@@ -50,6 +51,9 @@ type AzureMachinePoolReconciler struct {
 	// Identities resolves the cluster's identity to its services.
 	Identities *Identities
 	Requeue    time.Duration
+	// RoleAssignmentScopes are where, beyond the cluster's resource group,
+	// the manager grants a pool's identity its role (Options).
+	RoleAssignmentScopes []string
 }
 
 // SetupWithManager registers the controller.
@@ -86,6 +90,7 @@ type poolContext struct {
 	ac      *infrav1.AzureCluster
 	svc     *cloud.Services
 	names   clusterNames
+	owner   tags.Owner
 }
 
 // Reconcile brings one pool's scale set to its MachinePool.
@@ -141,6 +146,11 @@ func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		if pc.svc, err = r.Identities.Services(ctx, pc.ac); err != nil {
 			return ctrl.Result{}, err
 		}
+		dropForeignTokens(amp, pc.svc)
+		if pc.owner, err = ownerOf(ctx, r.Client, cluster.Name, amp.Namespace); err != nil {
+			return ctrl.Result{}, readBlocked(amp, false, "the AzureClusters", err)
+		}
+		ctx = tags.WithAdoptUnscoped(ctx, pc.owner.AdoptUnscoped)
 		pc.names, err = namesOf(pc.ac, cluster.Name)
 		if err != nil {
 			setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())
@@ -235,7 +245,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		ResourceGroup: n.rg, Name: amp.Name, Location: pc.ac.Spec.Location, Size: t.VMSize, Windows: windows, ComputerNamePrefix: prefix,
 		Image: vmImage(img), OSDiskSizeGB: ptr.Deref(t.OSDisk.DiskSizeGB, 128), CustomData: secret.Data["value"], AdminUsername: AdminUsername,
 		SubnetID: "/subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + n.nodeSubnet.Name,
-		Zones:    zones, Tags: tags.Build(pc.cluster.Name, poolRole(amp), mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)),
+		Zones:    zones, Tags: tags.Build(pc.owner, poolRole(amp), mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)),
 	}
 	if md := t.OSDisk.ManagedDisk; md != nil {
 		spec.StorageAccountType = md.StorageAccountType
@@ -382,7 +392,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		if err != nil {
 			return r.azureError(amp, "reading the scale set", err)
 		}
-		g, err := grantRole(ctx, pc.svc, &amp.Status.CreatedResources, t, pc.ac.Spec.SubscriptionID, n.rg, scalesets.PrincipalID(set))
+		g, err := grantRole(ctx, pc.svc, &amp.Status.CreatedResources, t, pc.ac.Spec.SubscriptionID, n.rg, scalesets.PrincipalID(set), r.RoleAssignmentScopes)
 		if err != nil {
 			return r.azureError(amp, "role assignment", err)
 		}
@@ -551,24 +561,18 @@ func (r *AzureMachinePoolReconciler) reconcileDelete(ctx context.Context, pc *po
 		if err != nil {
 			return ctrl.Result{}, blocked(amp, "the recorded resources (Azure credentials)", err)
 		}
+		dropForeignTokens(amp, svc)
+		owner, err := ownerOf(ctx, r.Client, amp.Labels[clusterv1.ClusterNameLabel], amp.Namespace)
+		if err != nil {
+			return ctrl.Result{}, readBlocked(amp, true, "the AzureClusters", err)
+		}
+		p := &proof{owner: owner, role: poolRole(amp), kinds: []string{"virtualmachinescalesets", "roleassignments"}}
 		var actions []action
 		for _, id := range sortForDeletion(ids) {
 			actions = append(actions, action{stepOf(id), func(tok string) (string, bool, error) {
-				if _, rid, err := kindOf(id); err == nil && tok == "" && strings.EqualFold(rid.ResourceType.String(), "Microsoft.Compute/virtualMachineScaleSets") {
-					cur, err := svc.ScaleSets.Get(ctx, rid.ResourceGroupName, rid.Name)
-					if err != nil {
-						return "", false, err
-					}
-					if cur != nil && ptr.Deref(cur.Tags[tags.RoleKey], "") != poolRole(amp) {
-						unclaim(&amp.Status.CreatedResources, id)
-						return "", true, nil
-					}
-				}
-				next, done, err := deleteByID(ctx, svc, id, tok)
-				if done {
-					unclaim(&amp.Status.CreatedResources, id)
-				}
-				return next, done, err
+				return deleteProven(ctx, svc, p, &amp.Status.CreatedResources, id, tok, func(err error) {
+					log.FromContext(ctx).Info("forgetting a recorded resource", "reason", err.Error())
+				})
 			}})
 		}
 		pending, failed, err := runActions(&amp.Status.LongRunningOperationStates, "", "DELETE", actions)

@@ -111,6 +111,7 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 		if svc, err = r.Identities.Services(ctx, ac); err != nil {
 			return ctrl.Result{}, err
 		}
+		dropForeignTokens(m, svc)
 		n, _ = namesOf(ac, cluster.Name)
 	}
 	if controllerutil.AddFinalizer(m, infrav1.MachinePoolMachineFinalizer) {
@@ -180,6 +181,7 @@ func (r *AzureMachinePoolMachineReconciler) reconcileDelete(ctx context.Context,
 	if err != nil {
 		return ctrl.Result{}, blocked(m, "instance "+instance+" (Azure credentials)", err)
 	}
+	dropForeignTokens(m, svc)
 	if pool != nil && !pool.DeletionTimestamp.IsZero() {
 		exists, err := svc.ScaleSets.InstanceExists(ctx, rg, set, instance)
 		if err != nil {

@@ -40,6 +40,12 @@ const (
 	// ResourceNotOwnedReason: a resource winkube would create exists and is
 	// not winkube's; it is left as it is.
 	ResourceNotOwnedReason = "ResourceNotOwned"
+	// RecordDroppedReason (an Event): a recorded resource that Azure does
+	// not show as the object's was forgotten, not deleted.
+	RecordDroppedReason = "RecordDropped"
+	// ForeignOperationReason (an Event): a recorded operation that would
+	// poll another host than the ARM endpoint was dropped.
+	ForeignOperationReason = "ForeignOperationDropped"
 )
 
 // persisted continues a reconcile once what it just recorded (a finalizer,

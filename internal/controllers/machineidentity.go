@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -77,22 +79,58 @@ type roleGrant struct {
 	reason, msg string
 }
 
+// scopeAllowed reports whether the manager grants roles at scope: the
+// cluster's resource group (or a resource in it), or one of the scopes the
+// operator allowed (Options.RoleAssignmentScopes) or a scope under one. A
+// tenant writes systemAssignedIdentityRole; without this, the manager's
+// credential would grant the tenant's VM any role on the whole
+// subscription.
+func scopeAllowed(scope, subscription, rg string, allowed []string) bool {
+	under := func(parent string) bool {
+		parent = strings.TrimRight(parent, "/")
+		return parent != "" && (strings.EqualFold(scope, parent) || strings.HasPrefix(strings.ToLower(scope), strings.ToLower(parent)+"/"))
+	}
+	if under("/subscriptions/" + subscription + "/resourceGroups/" + rg) {
+		return true
+	}
+	return slices.ContainsFunc(allowed, under)
+}
+
 // grantRole gives a VM's or scale set's system-assigned identity its role,
 // recording the assignment in created before it is made, so that it goes
 // with its owner. An error is Azure's, for the caller's azureError.
-func grantRole(ctx context.Context, svc *cloud.Services, created *[]string, vm *infrav1.AzureVMSpec, subscription, rg, principal string) (roleGrant, error) {
+// allowed are the scopes beyond the cluster's resource group where the
+// operator lets the manager grant roles.
+func grantRole(ctx context.Context, svc *cloud.Services, created *[]string, vm *infrav1.AzureVMSpec, subscription, rg, principal string, allowed []string) (roleGrant, error) {
 	if principal == "" {
 		return roleGrant{after: 5 * time.Second, reason: ProvisioningReason, msg: "waiting for Azure to make the system-assigned identity"}, nil
 	}
 	spec := roleOf(vm, subscription, rg, principal)
-	if claim(created, roleassignments.ID(spec.Scope, spec.Name)) {
+	if !scopeAllowed(spec.Scope, subscription, rg, allowed) {
+		return roleGrant{after: roleRecheck, reason: RoleAssignmentFailedReason, msg: fmt.Sprintf(
+			"systemAssignedIdentityRole.scope %s is outside the cluster's resource group %s: the manager grants roles there only where its operator allows "+
+				"(the manager's role-assignment scopes); use the resource group's scope, or ask the operator", spec.Scope, rg)}, nil
+	}
+	if roleassignments.GrantsAccess(spec.DefinitionID) {
+		return roleGrant{after: roleRecheck, reason: RoleAssignmentFailedReason, msg: fmt.Sprintf(
+			"systemAssignedIdentityRole.definitionID %s lets its holder grant access (Owner, User Access Administrator or Role Based Access Control Administrator): "+
+				"winkube does not give a VM that; choose a role without Microsoft.Authorization write", spec.DefinitionID)}, nil
+	}
+	id := roleassignments.ID(spec.Scope, spec.Name)
+	if claim(created, id) {
 		return roleGrant{after: persisted, reason: ProvisioningReason, msg: "recording the identity's role assignment"}, nil
 	}
 	err := svc.Roles.Reconcile(ctx, spec)
 	var re *azcore.ResponseError
+	var conflict *roleassignments.ConflictError
 	switch {
 	case err == nil:
 		return roleGrant{done: true}, nil
+	case errors.As(err, &conflict):
+		// Someone else's assignment: not this machine's to keep, nor to
+		// delete.
+		unclaim(created, id)
+		return roleGrant{after: roleRecheck, reason: RoleAssignmentFailedReason, msg: err.Error()}, nil
 	case errors.As(err, &re) && re.ErrorCode == "PrincipalNotFound":
 		return roleGrant{after: principalReplication, reason: ProvisioningReason, msg: "waiting for the new identity to reach Azure's directory before granting it its role"}, nil
 	case errors.As(err, &re) && (re.StatusCode == http.StatusForbidden || re.ErrorCode == "AuthorizationFailed"):

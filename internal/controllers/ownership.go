@@ -4,18 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/cloud"
+	"github.com/winkube/winkube/internal/azure/roleassignments"
+	"github.com/winkube/winkube/internal/azure/scalesets"
 	"github.com/winkube/winkube/internal/azure/subnets"
 	"github.com/winkube/winkube/internal/azure/tags"
+	"github.com/winkube/winkube/internal/azure/virtualmachines"
 )
 
 // Deletion never guesses. What an object created is known in one of two ways:
@@ -26,6 +34,10 @@ import (
 //     status.createdResources before it is created, so that deletion finds
 //     it without the Cluster or AzureCluster, and so that resources without
 //     tags (subnets, OS disks, NAT rules) are known to be winkube's.
+//
+// Records alone prove nothing (they are read back from annotations anyone who
+// creates the object writes): each recorded resource is checked against Azure
+// before it is deleted (proof, below).
 //
 // Deletion removes only such resources; an Azure answer other than NotFound
 // keeps the finalizer, says what blocks on the Ready condition, and retries
@@ -85,10 +97,11 @@ func kindOf(id string) (string, *arm.ResourceID, error) {
 // deleteOrder is the order Azure lets a machine's resources go: the VM
 // before its disk and NIC, the NIC before the NAT rule it uses, the scale
 // set, subnets (which NICs use), and availability sets (empty only once
-// their VMs are gone) last.
+// their VMs are gone) last. Role assignments go first, while the VM whose
+// identity they grant still exists to prove them the machine's.
 var deleteOrder = map[string]int{
-	"virtualmachines": 0, "virtualmachinescalesets": 0, "disks": 1, "networkinterfaces": 2,
-	"loadbalancers/inboundnatrules": 3, "virtualnetworks/subnets": 4, "availabilitysets": 5, "roleassignments": 6,
+	"roleassignments": -1, "virtualmachines": 0, "virtualmachinescalesets": 0, "disks": 1, "networkinterfaces": 2,
+	"loadbalancers/inboundnatrules": 3, "virtualnetworks/subnets": 4, "availabilitysets": 5,
 }
 
 // sortForDeletion orders recorded IDs for deletion.
@@ -179,8 +192,280 @@ func readBlocked(obj conditions.Setter, deleting bool, what string, err error) e
 func notOwned(err error) bool {
 	var t *tags.NotOwnedError
 	var s *subnets.ExistsError
-	return errors.As(err, &t) || errors.As(err, &s)
+	var r *roleassignments.ConflictError
+	return errors.As(err, &t) || errors.As(err, &s) || errors.As(err, &r)
 }
 
 // gone tells NotFound (the object is gone) from other errors.
 func gone(err error) bool { return apierrors.IsNotFound(err) }
+
+// ownerOf is the owner of a cluster's resources: the cluster's name and its
+// namespace. Resources tagged before winkube wrote namespace tags are
+// adopted (tags.Owner.AdoptUnscoped) only while no AzureCluster of another
+// namespace belongs to a cluster of the same name: then nothing else could
+// have made them, and the next write tags them with the namespace. While the
+// name is shared, no one adopts them: a tenant cannot take another
+// namespace's resources by naming its cluster alike, and its owner adds the
+// namespace tag by hand (the condition says which).
+func ownerOf(ctx context.Context, c client.Reader, clusterName, namespace string) (tags.Owner, error) {
+	o := tags.Owner{Cluster: clusterName, Namespace: namespace, AdoptUnscoped: true}
+	list := &infrav1.AzureClusterList{}
+	if err := c.List(ctx, list); err != nil {
+		return o, fmt.Errorf("listing AzureClusters to tell whose resources are tagged %s: %w", tags.ClusterKey(clusterName), err)
+	}
+	for i := range list.Items {
+		if ac := &list.Items[i]; ac.Namespace != namespace && clusterNameOf(ac) == clusterName {
+			o.AdoptUnscoped = false
+		}
+	}
+	return o, nil
+}
+
+// proof is what makes a recorded resource provably an object's in Azure.
+// Records come back from annotations that whoever creates the object writes
+// (clusterctl move does, and so can a tenant), so each one is checked
+// against what Azure says before it is deleted (or written):
+//
+//   - a tagged resource (VM, NIC, scale set, availability set) must carry the
+//     owner's cluster and namespace tags, and the object's role tag when the
+//     object has one (a machine's or pool's, which names its namespace);
+//   - an inbound NAT rule is its load balancer's, which must be the owner's;
+//   - a subnet in a user's VNet must use one of the cluster's own security
+//     groups, which must be the owner's;
+//   - an OS disk must be attached to a VM that passes, or, once that VM is
+//     gone, be unattached and named as winkube names the OS disk of a VM
+//     this object recorded in the same group;
+//   - a role assignment must grant one of the object's own VMs' or scale
+//     sets' identities (which is why assignments go before VMs);
+//   - an ID of a type the object never records is forged.
+//
+// A resource that fails is forgotten with a Warning event, never deleted.
+type proof struct {
+	owner tags.Owner
+	role  string
+	kinds []string
+	nsgs  []string
+}
+
+// errUnprovable is a recorded resource Azure does not show as the
+// object's.
+type errUnprovable struct{ id, why string }
+
+func (e *errUnprovable) Error() string {
+	return fmt.Sprintf("recorded resource %s is not provably this object's (%s): winkube forgets it and does not delete it", e.id, e.why)
+}
+
+// check returns nil when Azure shows id as the object's (or id is gone),
+// *errUnprovable when it does not, or Azure's error.
+func (p *proof) check(ctx context.Context, svc *cloud.Services, id string, recorded []string) error {
+	k, r, err := kindOf(id)
+	if err != nil {
+		return &errUnprovable{id, err.Error()}
+	}
+	kind := strings.ToLower(k)
+	if !slices.Contains(p.kinds, kind) {
+		return &errUnprovable{id, "this kind of object never records a " + k}
+	}
+	if !strings.EqualFold(r.SubscriptionID, svc.Subscription) {
+		return &errUnprovable{id, "it is in another subscription than the object's"}
+	}
+	rg := r.ResourceGroupName
+	tagged := func(exists bool, t map[string]*string) error {
+		switch {
+		case !exists:
+			return nil
+		case !p.owner.Owns(t):
+			return &errUnprovable{id, fmt.Sprintf("it lacks the tags %s=%s, %s=%s", tags.ClusterKey(p.owner.Cluster), tags.Owned, tags.NamespaceKey(p.owner.Cluster), p.owner.Namespace)}
+		case p.role != "" && ptr.Deref(t[tags.RoleKey], "") != p.role:
+			return &errUnprovable{id, fmt.Sprintf("its tag %s is not %s", tags.RoleKey, p.role)}
+		}
+		return nil
+	}
+	switch kind {
+	case "virtualmachines":
+		vm, err := svc.VMs.Get(ctx, rg, r.Name)
+		if err != nil {
+			return err
+		}
+		return tagged(vm != nil, tagsOf(vm != nil, func() map[string]*string { return vm.Tags }))
+	case "networkinterfaces":
+		nic, err := svc.NICs.Get(ctx, rg, r.Name)
+		if err != nil {
+			return err
+		}
+		return tagged(nic != nil, tagsOf(nic != nil, func() map[string]*string { return nic.Tags }))
+	case "virtualmachinescalesets":
+		set, err := svc.ScaleSets.Get(ctx, rg, r.Name)
+		if err != nil {
+			return err
+		}
+		return tagged(set != nil, tagsOf(set != nil, func() map[string]*string { return set.Tags }))
+	case "availabilitysets":
+		set, err := svc.AvSets.Get(ctx, rg, r.Name)
+		if err != nil || set == nil {
+			return err
+		}
+		if !p.owner.Owns(set.Tags) {
+			return &errUnprovable{id, "it lacks the cluster's ownership tags"}
+		}
+		return nil
+	case "loadbalancers/inboundnatrules":
+		lb, err := svc.LBs.Get(ctx, rg, r.Parent.Name)
+		if err != nil || lb == nil {
+			return err
+		}
+		if !p.owner.Owns(lb.Tags) {
+			return &errUnprovable{id, "its load balancer is not the cluster's"}
+		}
+		return nil
+	case "virtualnetworks/subnets":
+		sn, err := svc.Subnets.Get(ctx, rg, r.Parent.Name, r.Name)
+		if err != nil || sn == nil {
+			return err
+		}
+		var nsg string
+		if sn.Properties != nil && sn.Properties.NetworkSecurityGroup != nil {
+			nsg = ptr.Deref(sn.Properties.NetworkSecurityGroup.ID, "")
+		}
+		if nsg == "" || !slices.ContainsFunc(p.nsgs, func(x string) bool { return strings.EqualFold(x, nsg) }) {
+			return &errUnprovable{id, "it does not use one of the cluster's security groups"}
+		}
+		_, nr, err := kindOf(nsg)
+		if err != nil {
+			return &errUnprovable{id, err.Error()}
+		}
+		g, err := svc.NSGs.Get(ctx, nr.ResourceGroupName, nr.Name)
+		if err != nil {
+			return err
+		}
+		if g == nil || !p.owner.Owns(g.Tags) {
+			return &errUnprovable{id, "its security group is not the cluster's"}
+		}
+		return nil
+	case "disks":
+		d, err := svc.Disks.Get(ctx, rg, r.Name)
+		if err != nil || d == nil {
+			return err
+		}
+		if m := ptr.Deref(d.ManagedBy, ""); m != "" {
+			if !isClaimed(recorded, m) {
+				return &errUnprovable{id, "it is attached to " + m + ", which this object did not make"}
+			}
+			return p.check(ctx, svc, m, recorded)
+		}
+		if len(d.Tags) > 0 {
+			return tagged(true, d.Tags)
+		}
+		for _, x := range recorded {
+			if xk, xr, err := kindOf(x); err == nil && strings.EqualFold(xk, "virtualMachines") && strings.EqualFold(xr.ResourceGroupName, rg) &&
+				strings.EqualFold(virtualmachines.OSDiskName(xr.Name), r.Name) && d.Properties != nil && d.Properties.OSType != nil {
+				return nil
+			}
+		}
+		return &errUnprovable{id, "it is neither attached to this object's VM nor the OS disk of a VM it recorded"}
+	case "roleassignments":
+		a, err := svc.Roles.Get(ctx, id)
+		if err != nil || a == nil {
+			return err
+		}
+		principals, err := p.principals(ctx, svc, recorded)
+		if err != nil {
+			return err
+		}
+		if pr := roleassignments.PrincipalOf(a); pr == "" || !principals[strings.ToLower(pr)] {
+			return &errUnprovable{id, "it grants a principal that is not the identity of a VM or scale set of this object"}
+		}
+		return nil
+	}
+	return &errUnprovable{id, "winkube cannot tell whose it is"}
+}
+
+func tagsOf(exists bool, f func() map[string]*string) map[string]*string {
+	if !exists {
+		return nil
+	}
+	return f()
+}
+
+// principals are the system-assigned identities of the recorded VMs and
+// scale sets that are provably the object's.
+func (p *proof) principals(ctx context.Context, svc *cloud.Services, recorded []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, x := range recorded {
+		k, r, err := kindOf(x)
+		if err != nil {
+			continue
+		}
+		var principal string
+		switch strings.ToLower(k) {
+		case "virtualmachines":
+			vm, err := svc.VMs.Get(ctx, r.ResourceGroupName, r.Name)
+			if err != nil {
+				return nil, err
+			}
+			if vm != nil {
+				principal = virtualmachines.PrincipalID(vm)
+			}
+		case "virtualmachinescalesets":
+			set, err := svc.ScaleSets.Get(ctx, r.ResourceGroupName, r.Name)
+			if err != nil {
+				return nil, err
+			}
+			if set != nil {
+				principal = scalesets.PrincipalID(set)
+			}
+		default:
+			continue
+		}
+		if principal != "" && p.check(ctx, svc, x, recorded) == nil {
+			out[strings.ToLower(principal)] = true
+		}
+	}
+	return out, nil
+}
+
+// deleteProven deletes a recorded resource once Azure shows it is the
+// object's; one that is not is forgotten (unclaimed) and reported through
+// forget, never deleted.
+func deleteProven(ctx context.Context, svc *cloud.Services, p *proof, created *[]string, id, tok string, forget func(error)) (string, bool, error) {
+	if tok == "" {
+		if err := p.check(ctx, svc, id, *created); err != nil {
+			var u *errUnprovable
+			if !errors.As(err, &u) {
+				return "", false, err
+			}
+			unclaim(created, id)
+			forget(err)
+			return "", true, nil
+		}
+	}
+	next, done, err := deleteByID(ctx, svc, id, tok)
+	if done {
+		unclaim(created, id)
+	}
+	return next, done, err
+}
+
+// dropForeignTokens forgets the resume tokens that would poll another host
+// than the services' ARM endpoint (async.TokenOnEndpoint): the operation is
+// then started or looked up again.
+func dropForeignTokens(obj client.Object, svc *cloud.Services) []string {
+	_, futures := recordsOf(obj)
+	if futures == nil {
+		return nil
+	}
+	var dropped []string
+	out := (*futures)[:0]
+	for _, f := range *futures {
+		if f.Data != "" && !async.TokenOnEndpoint(f.Data, svc.ResourceManager) {
+			dropped = append(dropped, f.ServiceName+" "+f.Name)
+			continue
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	*futures = out
+	return dropped
+}

@@ -31,6 +31,11 @@ type Options struct {
 	// bootstrap is called failed and its log read through Azure
 	// (DefaultBootstrapTimeout, DefaultPoolBootstrapTimeout when zero).
 	BootstrapTimeout, PoolBootstrapTimeout time.Duration
+	// RoleAssignmentScopes are the ARM scopes, beyond each cluster's own
+	// resource group, where the manager grants a machine's system-assigned
+	// identity the role its systemAssignedIdentityRole asks for (a
+	// subscription, another group). Empty: the cluster's group only.
+	RoleAssignmentScopes []string
 }
 
 // Setup registers every winkube controller with the manager.
@@ -44,10 +49,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&AzureClusterReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&AzureMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.BootstrapTimeout}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.BootstrapTimeout, RoleAssignmentScopes: o.RoleAssignmentScopes}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&AzureMachinePoolReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureMachinePoolReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, RoleAssignmentScopes: o.RoleAssignmentScopes}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.PoolBootstrapTimeout}).SetupWithManager(mgr, opts); err != nil {

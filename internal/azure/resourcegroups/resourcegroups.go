@@ -64,6 +64,23 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec) error {
 	return err
 }
 
+// AddTags adds tags to an existing group, keeping its others.
+func (s *Service) AddTags(ctx context.Context, name string, add map[string]*string) error {
+	g, err := s.Get(ctx, name)
+	if err != nil || g == nil {
+		return err
+	}
+	t := map[string]*string{}
+	for k, v := range g.Tags {
+		t[k] = v
+	}
+	for k, v := range add {
+		t[k] = v
+	}
+	_, err = s.c.CreateOrUpdate(ctx, name, armresources.ResourceGroup{Location: g.Location, Tags: t}, nil)
+	return err
+}
+
 // Delete deletes the group and everything in it.
 func (s *Service) Delete(ctx context.Context, name, token string) (string, bool, error) {
 	return async.Remove(ctx, s.kind, async.Ref{Name: name}, token)

@@ -22,6 +22,24 @@ import (
 // access, which is what cloud-provider-azure needs of its resource group.
 const ContributorRole = "b24988ac-6180-42a0-ab88-20f7382dd24c"
 
+// Built-in roles that let their holder grant access (Azure RBAC "built-in
+// roles" page): Owner, User Access Administrator and Role Based Access
+// Control Administrator.
+var accessRoles = []string{"8e3af657-a8ff-443c-a75c-2fe8c4bcb635", "18d7d88d-d35e-4fb5-a5c3-7773c4a72b9d", "f58310d9-a9f6-439a-9e8d-f62e7b41a168"}
+
+// GrantsAccess reports whether a role definition (a GUID or an ARM ID
+// ending in one) is a built-in role that may create role assignments: a VM
+// holding it can give anyone anything within its scope.
+func GrantsAccess(definition string) bool {
+	guid := definition[strings.LastIndex(definition, "/")+1:]
+	for _, r := range accessRoles {
+		if strings.EqualFold(guid, r) {
+			return true
+		}
+	}
+	return false
+}
+
 // DefinitionID is a role definition's ARM ID: a full ID is kept, a bare
 // GUID is made the subscription's built-in definition.
 func DefinitionID(subscription, role string) string {
