@@ -38,23 +38,23 @@ type Services struct {
 	// ResourceManager is the ARM endpoint the services call: the only host
 	// a resume token may make them poll (async.TokenOnEndpoint).
 	ResourceManager string
-	Groups       *resourcegroups.Service
-	NSGs         *securitygroups.Service
-	RouteTables  *routetables.Service
-	NatGateways  *natgateways.Service
-	PublicIPs    *publicips.Service
-	VNets        *vnets.Service
-	Subnets      *subnets.Service
-	LBs          *loadbalancers.Service
-	NatRules     *inboundnatrules.Service
-	NICs         *networkinterfaces.Service
-	VMs          *virtualmachines.Service
-	AvSets       *availabilitysets.Service
-	ScaleSets    *scalesets.Service
-	Disks        *disks.Service
-	SKUs         *resourceskus.Service
-	Roles        *roleassignments.Service
-	Identities   *identities.Service
+	Groups          *resourcegroups.Service
+	NSGs            *securitygroups.Service
+	RouteTables     *routetables.Service
+	NatGateways     *natgateways.Service
+	PublicIPs       *publicips.Service
+	VNets           *vnets.Service
+	Subnets         *subnets.Service
+	LBs             *loadbalancers.Service
+	NatRules        *inboundnatrules.Service
+	NICs            *networkinterfaces.Service
+	VMs             *virtualmachines.Service
+	AvSets          *availabilitysets.Service
+	ScaleSets       *scalesets.Service
+	Disks           *disks.Service
+	SKUs            *resourceskus.Service
+	Roles           *roleassignments.Service
+	Identities      *identities.Service
 	// BootLogs reads a machine's bootstrap log through Azure.
 	BootLogs *machinelogs.Service
 	Images   *images.Resolver
