@@ -35,32 +35,33 @@ import (
 // Services are one subscription's Azure services.
 type Services struct {
 	Subscription string
-	// ResourceManager is the ARM endpoint the services call: the only host
-	// a resume token may make them poll (async.TokenOnEndpoint).
-	ResourceManager string
-	Groups          *resourcegroups.Service
-	NSGs            *securitygroups.Service
-	RouteTables     *routetables.Service
-	NatGateways     *natgateways.Service
-	PublicIPs       *publicips.Service
-	VNets           *vnets.Service
-	Subnets         *subnets.Service
-	LBs             *loadbalancers.Service
-	NatRules        *inboundnatrules.Service
-	NICs            *networkinterfaces.Service
-	VMs             *virtualmachines.Service
-	AvSets          *availabilitysets.Service
-	ScaleSets       *scalesets.Service
-	Disks           *disks.Service
-	SKUs            *resourceskus.Service
-	Roles           *roleassignments.Service
-	Identities      *identities.Service
+	Groups       *resourcegroups.Service
+	NSGs         *securitygroups.Service
+	RouteTables  *routetables.Service
+	NatGateways  *natgateways.Service
+	PublicIPs    *publicips.Service
+	VNets        *vnets.Service
+	Subnets      *subnets.Service
+	LBs          *loadbalancers.Service
+	NatRules     *inboundnatrules.Service
+	NICs         *networkinterfaces.Service
+	VMs          *virtualmachines.Service
+	AvSets       *availabilitysets.Service
+	ScaleSets    *scalesets.Service
+	Disks        *disks.Service
+	SKUs         *resourceskus.Service
+	Roles        *roleassignments.Service
+	Identities   *identities.Service
 	// BootLogs reads a machine's bootstrap log through Azure.
 	BootLogs *machinelogs.Service
 	Images   *images.Resolver
 	// ImageFacts reads what the resolver does not need: an image's
 	// Hyper-V generation.
 	ImageFacts *vmimages.Lister
+
+	// ResourceManager is the ARM endpoint the services call: the only host
+	// a resume token may make them poll (async.TokenOnEndpoint).
+	ResourceManager string
 }
 
 // Cloud hands out Services by identity and subscription.
