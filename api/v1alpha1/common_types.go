@@ -327,3 +327,14 @@ type SystemAssignedIdentityRole struct {
 	// +optional
 	Scope string `json:"scope,omitempty"`
 }
+
+// What an object created in Azure, and its operations under way, are kept
+// in annotations as well as in its status: clusterctl move creates the
+// objects in the target cluster without their status. Only the manager
+// changes them on an existing object (its webhooks refuse anyone else);
+// whoever creates an object may write them, and the controllers prove each
+// recorded resource in Azure before acting on it.
+const (
+	CreatedResourcesAnnotation = "infrastructure.winkube.dev/created-resources"
+	OperationsAnnotation       = "infrastructure.winkube.dev/operations"
+)

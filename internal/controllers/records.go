@@ -14,9 +14,16 @@ import (
 // without their status (cmd/clusterctl/client/cluster/mover.go
 // createTargetObject), and a cluster moved mid-life must still know which
 // subnets of a user's VNet are its own, and what to delete.
+//
+// Records are not trusted for what they say: the webhooks let only the
+// manager change them on an existing object, and anyone may write them on
+// create (which is what clusterctl move does), so each recorded resource is
+// proven in Azure before it is deleted or written (proof, ownership.go), and
+// each resume token is checked against the ARM endpoint before it is resumed
+// (dropForeignTokens).
 const (
-	CreatedResourcesAnnotation = "infrastructure.winkube.dev/created-resources"
-	OperationsAnnotation       = "infrastructure.winkube.dev/operations"
+	CreatedResourcesAnnotation = infrav1.CreatedResourcesAnnotation
+	OperationsAnnotation       = infrav1.OperationsAnnotation
 )
 
 func recordsOf(obj client.Object) (*[]string, *infrav1.Futures) {

@@ -23,6 +23,8 @@ import (
 // Cluster, when there is one, to keep pod and service ranges off the VNet.
 type AzureCluster struct {
 	Reader client.Reader
+	// Records guards the controllers' records (records.go).
+	Records *Records
 }
 
 // clusterName is the Cluster API cluster an object belongs to: its
@@ -106,6 +108,7 @@ func (w *AzureCluster) ValidateUpdate(ctx context.Context, oldC, c *infrav1.Azur
 		immutable(p.Child("controlPlaneEndpoint"), oldEP != c.Spec.ControlPlaneEndpoint, "cannot change once set: every node and kubeconfig points at it")
 	}
 	errs = append(errs, w.validateAgainstCluster(ctx, c)...)
+	errs = append(errs, w.Records.check(ctx, oldC, c)...)
 	return nil, invalid(c, errs)
 }
 

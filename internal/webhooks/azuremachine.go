@@ -22,6 +22,8 @@ import (
 // name rules and conflicts with the cluster's other machines.
 type AzureMachine struct {
 	Reader client.Reader
+	// Records guards the controllers' records (records.go).
+	Records *Records
 	// Machines, when set, is a cache of AzureMachines indexed by
 	// VMNameIndex. The name check on create then reads only the machines
 	// that claim the same VM name; listing the cluster's machines for
@@ -119,6 +121,7 @@ func (w *AzureMachine) ValidateUpdate(ctx context.Context, oldM, m *infrav1.Azur
 	if oldM.Spec.ProviderID != "" && oldM.Spec.ProviderID != m.Spec.ProviderID {
 		errs = append(errs, field.Forbidden(p.Child("providerID"), "cannot change once set: it names the machine's VM"))
 	}
+	errs = append(errs, w.Records.check(ctx, oldM, m)...)
 	return nil, invalid(m, errs)
 }
 

@@ -20,6 +20,8 @@ import (
 // Windows computer-name prefix and conflicts between a cluster's pools.
 type AzureMachinePool struct {
 	Reader client.Reader
+	// Records guards the controllers' records (records.go).
+	Records *Records
 }
 
 // Default fills the VM model like a machine's (an SSH key for Linux, kept
@@ -115,6 +117,7 @@ func (w *AzureMachinePool) ValidateUpdate(ctx context.Context, oldMP, mp *infrav
 	if oldMP.Spec.Template.SSHPublicKey != mp.Spec.Template.SSHPublicKey {
 		errs = append(errs, field.Forbidden(p.Child("sshPublicKey"), "cannot change on an existing scale set"))
 	}
+	errs = append(errs, w.Records.check(ctx, oldMP, mp)...)
 	return nil, invalid(mp, errs)
 }
 
@@ -126,7 +129,10 @@ func (w *AzureMachinePool) ValidateDelete(context.Context, *infrav1.AzureMachine
 // +kubebuilder:webhook:verbs=update,path=/validate-infrastructure-winkube-dev-v1alpha1-azuremachinepoolmachine,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.winkube.dev,resources=azuremachinepoolmachines,versions=v1alpha1,name=validation.azuremachinepoolmachine.infrastructure.winkube.dev,admissionReviewVersions=v1
 
 // AzureMachinePoolMachine keeps an instance's identity fixed.
-type AzureMachinePoolMachine struct{}
+type AzureMachinePoolMachine struct {
+	// Records guards the controllers' records (records.go).
+	Records *Records
+}
 
 // ValidateCreate allows creation (the pool controller creates them).
 func (AzureMachinePoolMachine) ValidateCreate(context.Context, *infrav1.AzureMachinePoolMachine) (admission.Warnings, error) {
@@ -134,7 +140,7 @@ func (AzureMachinePoolMachine) ValidateCreate(context.Context, *infrav1.AzureMac
 }
 
 // ValidateUpdate refuses a change of the instance it stands for.
-func (AzureMachinePoolMachine) ValidateUpdate(_ context.Context, oldM, m *infrav1.AzureMachinePoolMachine) (admission.Warnings, error) {
+func (w AzureMachinePoolMachine) ValidateUpdate(ctx context.Context, oldM, m *infrav1.AzureMachinePoolMachine) (admission.Warnings, error) {
 	var errs field.ErrorList
 	p := field.NewPath("spec")
 	if oldM.Spec.ProviderID != "" && oldM.Spec.ProviderID != m.Spec.ProviderID {
@@ -143,6 +149,7 @@ func (AzureMachinePoolMachine) ValidateUpdate(_ context.Context, oldM, m *infrav
 	if oldM.Spec.InstanceID != "" && oldM.Spec.InstanceID != m.Spec.InstanceID {
 		errs = append(errs, field.Forbidden(p.Child("instanceID"), "cannot change once set"))
 	}
+	errs = append(errs, w.Records.check(ctx, oldM, m)...)
 	return nil, invalid(m, errs)
 }
 

@@ -16,11 +16,12 @@ import (
 // an index of the cache.
 func SetupWithManager(mgr ctrl.Manager) error {
 	r := mgr.GetAPIReader()
+	records := &Records{Config: mgr.GetConfig()}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &infrav1.AzureMachine{}, VMNameIndex, IndexVMName); err != nil {
 		return fmt.Errorf("indexing AzureMachines by VM name: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureCluster{}).
-		WithDefaulter(&AzureCluster{Reader: r}).WithValidator(&AzureCluster{Reader: r}).Complete(); err != nil {
+		WithDefaulter(&AzureCluster{Reader: r}).WithValidator(&AzureCluster{Reader: r, Records: records}).Complete(); err != nil {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureClusterIdentity{}).
@@ -32,7 +33,7 @@ func SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureMachine{}).
-		WithDefaulter(&AzureMachine{Reader: r}).WithValidator(&AzureMachine{Reader: r, Machines: mgr.GetCache()}).Complete(); err != nil {
+		WithDefaulter(&AzureMachine{Reader: r}).WithValidator(&AzureMachine{Reader: r, Machines: mgr.GetCache(), Records: records}).Complete(); err != nil {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureMachineTemplate{}).
@@ -40,11 +41,11 @@ func SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureMachinePool{}).
-		WithDefaulter(&AzureMachinePool{Reader: r}).WithValidator(&AzureMachinePool{Reader: r}).Complete(); err != nil {
+		WithDefaulter(&AzureMachinePool{Reader: r}).WithValidator(&AzureMachinePool{Reader: r, Records: records}).Complete(); err != nil {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.AzureMachinePoolMachine{}).
-		WithValidator(AzureMachinePoolMachine{}).Complete(); err != nil {
+		WithValidator(AzureMachinePoolMachine{Records: records}).Complete(); err != nil {
 		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &clusterv1.Cluster{}).

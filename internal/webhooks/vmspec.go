@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/roleassignments"
 	"github.com/winkube/winkube/internal/images"
 )
 
@@ -146,6 +147,12 @@ func validateVMIdentity(s *infrav1.AzureVMSpec, p *field.Path) field.ErrorList {
 		}
 		if d := r.DefinitionID; d != "" && !guidRE.MatchString(d) && !roleDefinitionRE.MatchString(d) {
 			errs = append(errs, field.Invalid(rp.Child("definitionID"), d, "want a role definition's GUID (Contributor is b24988ac-6180-42a0-ab88-20f7382dd24c) or its ID .../providers/Microsoft.Authorization/roleDefinitions/<GUID>"))
+		}
+		if roleassignments.GrantsAccess(r.DefinitionID) {
+			// The manager would hand a VM, which anyone with a shell on it
+			// can act as, the right to grant anyone anything in the scope.
+			errs = append(errs, field.Forbidden(rp.Child("definitionID"), "winkube does not grant a VM a role that may assign roles (Owner, User Access Administrator, "+
+				"Role Based Access Control Administrator): choose a role without Microsoft.Authorization/roleAssignments/write, or grant it yourself to a user-assigned identity"))
 		}
 		if r.Scope != "" && !strings.HasPrefix(strings.ToLower(r.Scope), "/subscriptions/") {
 			errs = append(errs, field.Invalid(rp.Child("scope"), r.Scope, "want an ARM ID such as /subscriptions/<id>/resourceGroups/<group>"))
