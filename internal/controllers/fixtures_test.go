@@ -115,6 +115,13 @@ func (f *fixture) newMachine(name string, controlPlane, windows bool, failureDom
 // MachineDeployment's) and a change to the AzureMachine's spec.
 func (f *fixture) newMachineWith(name string, controlPlane, windows bool, failureDomain string, extra map[string]string, mutate func(*infrav1.AzureMachineSpec)) *infrav1.AzureMachine {
 	f.t.Helper()
+	return f.newMachineVia(env.Client, name, controlPlane, windows, failureDomain, extra, mutate)
+}
+
+// newMachineVia is newMachineWith with the objects created by c (a
+// tenant's client).
+func (f *fixture) newMachineVia(c client.Client, name string, controlPlane, windows bool, failureDomain string, extra map[string]string, mutate func(*infrav1.AzureMachineSpec)) *infrav1.AzureMachine {
+	f.t.Helper()
 	data := "#cloud-config\nruncmd: [kubeadm join " + name + "]\n"
 	if windows {
 		data = "<powershell>kubeadm join " + name + "</powershell>"
@@ -136,7 +143,7 @@ func (f *fixture) newMachineWith(name string, controlPlane, windows bool, failur
 		},
 	}
 	for _, o := range []client.Object{secret, m} {
-		if err := env.Client.Create(f.ctx, o); err != nil {
+		if err := c.Create(f.ctx, o); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -153,7 +160,7 @@ func (f *fixture) newMachineWith(name string, controlPlane, windows bool, failur
 	if mutate != nil {
 		mutate(&am.Spec)
 	}
-	if err := env.Client.Create(f.ctx, am); err != nil {
+	if err := c.Create(f.ctx, am); err != nil {
 		f.t.Fatal(err)
 	}
 	return am

@@ -1,0 +1,373 @@
+package controllers_test
+
+import (
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/authorization/armauthorization/v2"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/roleassignments"
+	"github.com/winkube/winkube/internal/controllers"
+	"github.com/winkube/winkube/internal/poll"
+)
+
+// tenantNS is a team of a shared management cluster: a user whose only
+// rights are a Role in its own namespace over Cluster API's and winkube's
+// objects (not their status) and Secrets.
+type tenantNS struct {
+	ns string
+	c  client.Client
+}
+
+func newTenant(t *testing.T, prefix string) *tenantNS {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := env.Client.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return &tenantNS{ns: ns.Name, c: tenantIn(t, ns.Name)}
+}
+
+// cluster creates, as the tenant, a Cluster and its AzureCluster named
+// name, with annotations and a change to the spec.
+func (tn *tenantNS) cluster(t *testing.T, name string, annotations map[string]string, mutate func(*infrav1.AzureClusterSpec)) *infrav1.AzureCluster {
+	t.Helper()
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tn.ns},
+		Spec: clusterv1.ClusterSpec{
+			ClusterNetwork: clusterv1.ClusterNetwork{
+				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"192.168.0.0/16"}},
+				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
+			},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureCluster", Name: name},
+		},
+	}
+	if err := tn.c.Create(t.Context(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	ac := &infrav1.AzureCluster{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: tn.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: name}, Annotations: annotations,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID}},
+		},
+		Spec: infrav1.AzureClusterSpec{SubscriptionID: subscription, Location: "westeurope", ResourceGroup: tn.ns},
+	}
+	if mutate != nil {
+		mutate(&ac.Spec)
+	}
+	if err := tn.c.Create(t.Context(), ac); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Paused, so that later tests' controllers leave it alone.
+		c := &clusterv1.Cluster{}
+		if env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), c) == nil {
+			patch := client.MergeFrom(c.DeepCopy())
+			c.Spec.Paused = to.Ptr(true)
+			_ = env.Client.Patch(t.Context(), c, patch)
+		}
+	})
+	return ac
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A tenant who lists another namespace's Azure resources in the records of
+// its own objects (the annotations clusterctl move carries), or names its
+// cluster like another namespace's and points it at that cluster's
+// resource group, then deletes its objects, deletes nothing of the other
+// cluster's; once its object exists, it may not change the records at all.
+func TestTenantCannotHaveAnotherNamespacesResourcesDeleted(t *testing.T) {
+	stop := startControllers(t, armCfg)
+	defer stop()
+	az := newAzure(t, armCfg)
+	victim := newCluster(t, "demo")
+	victim.waitClusterProvisioned(time.Minute)
+	victim.newMachine("demo-cp-aaaaa", true, false, "1")
+	vam := victim.waitMachinesProvisioned(2*time.Minute, "demo-cp-aaaaa")["demo-cp-aaaaa"]
+	rg := victim.ns
+	vnets, _ := armnetwork.NewVirtualNetworksClient(subscription, armCfg.Credential, mustOptions(t))
+	vnet, err := vnets.Get(t.Context(), rg, victim.ac.Spec.NetworkSpec.Vnet.Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := slices.Clone(vam.Status.CreatedResources)
+	for _, sn := range vnet.Properties.Subnets {
+		forged = append(forged, *sn.ID)
+	}
+	if !slices.ContainsFunc(forged, func(id string) bool { return strings.Contains(id, "/disks/") }) ||
+		!slices.ContainsFunc(forged, func(id string) bool { return strings.Contains(id, "/inboundNatRules/") }) {
+		t.Fatalf("the victim's machine recorded no OS disk or NAT rule: %v", forged)
+	}
+	before := az.inventory(rg)
+	lb, err := az.lbs.Get(t.Context(), rg, victim.ac.Spec.NetworkSpec.APIServerLB.Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natRules := len(lb.Properties.InboundNatRules)
+
+	tn := newTenant(t, "thief")
+	records := map[string]string{infrav1.CreatedResourcesAnnotation: jsonOf(t, forged)}
+	// The same cluster name as the victim's, in the victim's group.
+	ac := tn.cluster(t, "demo", records, func(s *infrav1.AzureClusterSpec) { s.ResourceGroup = rg })
+	// A machine with its finalizer set by the tenant, so that its deletion
+	// is the controller's.
+	am := &infrav1.AzureMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "thief", Namespace: tn.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"},
+			Annotations: records, Finalizers: []string{infrav1.MachineFinalizer}},
+		Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{VMSize: "Standard_D2s_v3"}},
+	}
+	if err := tn.c.Create(t.Context(), am); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
+			return err.Error()
+		}
+		if c := conditions.Get(ac, controllers.ReadyCondition); c == nil || c.Reason != controllers.ResourceNotOwnedReason || !strings.Contains(c.Message, "another namespace") {
+			return fmt.Sprintf("the same-named cluster is not refused the victim's group: %+v", c)
+		}
+		return ""
+	})
+
+	// Records change only by the manager's hand.
+	patch := client.MergeFrom(ac.DeepCopy())
+	ac.Annotations[infrav1.CreatedResourcesAnnotation] = jsonOf(t, append(forged, "/subscriptions/"+subscription+"/resourceGroups/"+rg+"/providers/Microsoft.Compute/virtualMachines/more"))
+	if err := tn.c.Patch(t.Context(), ac, patch); err == nil || !strings.Contains(err.Error(), "only winkube's manager changes them") {
+		t.Fatalf("the tenant changed its AzureCluster's records: %v", err)
+	}
+
+	for _, o := range []client.Object{am, ac} {
+		if err := tn.c.Delete(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, o)
+	}
+	after := az.inventory(rg)
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("the victim's group changed:\nbefore %v\nafter  %v", before, after)
+	}
+	vnet, err = vnets.Get(t.Context(), rg, victim.ac.Spec.NetworkSpec.Vnet.Name, nil)
+	if err != nil || len(vnet.Properties.Subnets) != 2 {
+		t.Fatalf("the victim's subnets: %v", err)
+	}
+	lb, err = az.lbs.Get(t.Context(), rg, victim.ac.Spec.NetworkSpec.APIServerLB.Name, nil)
+	if err != nil || len(lb.Properties.InboundNatRules) != natRules {
+		t.Fatalf("the victim's NAT rules: %v", err)
+	}
+	var dropped int
+	events := &corev1.EventList{}
+	if err := env.Client.List(t.Context(), events, client.InNamespace(tn.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.Reason == controllers.RecordDroppedReason {
+			dropped++
+		}
+	}
+	if dropped == 0 {
+		t.Error("no RecordDropped event tells the tenant its records were forgotten")
+	}
+}
+
+// A tenant's recorded operation whose resume token polls a server of its
+// own is dropped, not resumed: that server never sees a request (nor the
+// manager's ARM token), and the cluster is built all the same.
+func TestForgedResumeTokenNeverLeavesTheARMEndpoint(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	thief := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.String()+" authorization="+r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"InProgress"}`))
+	}))
+	defer thief.Close()
+	// The manager trusts the thief's certificate, as it would trust a real
+	// server's publicly signed one.
+	cfg := armCfg
+	cfg.CACertPEM = append(append([]byte(nil), armCfg.CACertPEM...), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: thief.Certificate().Raw})...)
+	stop := startControllers(t, cfg)
+	defer stop()
+
+	tn := newTenant(t, "resume")
+	const nsg = "tok-cp-nsg"
+	token := jsonOf(t, map[string]any{"type": "SecurityGroupsClientCreateOrUpdateResponse", "token": map[string]any{
+		"asyncURL": thief.URL + "/steal", "locURL": "", "origURL": thief.URL + "/orig", "method": "PUT", "finalState": "", "state": "InProgress",
+	}})
+	futures := infrav1.Futures{{Type: "PUT", ServiceName: "securitygroups", Name: nsg, ResourceGroup: tn.ns, Data: token}}
+	ac := tn.cluster(t, "tok", map[string]string{infrav1.OperationsAnnotation: jsonOf(t, futures)}, func(s *infrav1.AzureClusterSpec) {
+		s.NetworkSpec.Subnets = []infrav1.SubnetSpec{
+			{Name: "tok-cp", Role: infrav1.SubnetControlPlane, CIDRBlocks: []string{"10.0.0.0/16"}, SecurityGroup: infrav1.SecurityGroup{Name: nsg}},
+			{Name: "tok-nodes", Role: infrav1.SubnetNode, CIDRBlocks: []string{"10.1.0.0/16"}, SecurityGroup: infrav1.SecurityGroup{Name: "tok-node-nsg"}},
+		}
+	})
+	poll.Until(t, time.Minute, func() string {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n > 0 {
+			return ""
+		}
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
+			return err.Error()
+		}
+		if c := conditions.Get(ac, controllers.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Sprintf("the cluster is not provisioned: %+v", c)
+		}
+		return ""
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) > 0 {
+		t.Fatalf("the manager polled the tenant's server: %v", got)
+	}
+}
+
+// A machine's systemAssignedIdentityRole cannot adopt an assignment that is
+// someone else's (named by the tenant), nor have the manager grant a role
+// outside the cluster's resource group unless the operator allowed that
+// scope; the foreign assignment outlives the machine.
+func TestMachineRoleAssignmentsAreProvablyItsOwn(t *testing.T) {
+	w := newEntraWorld(t)
+	mgr, secret := w.principal(t, "winkube-manager", subscription)
+	if err := w.dir.AssignRole(mgr.ObjectID, "User Access Administrator", "/subscriptions/"+subscription); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := w.principal(t, "someone-else", subscription)
+	cfg := w.cfg
+	cfg.Credential = w.credential(t, mgr, secret)
+	stop := startControllersWith(t, cfg, nil)
+	defer stop()
+	// The tenant's cluster, made by the admin fixture; its machines by the tenant.
+	f := newCluster(t, "roles")
+	f.waitClusterProvisioned(time.Minute)
+	tn := &tenantNS{ns: f.ns, c: tenantIn(t, f.ns)}
+	rgScope := "/subscriptions/" + subscription + "/resourceGroups/" + f.ns
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles, _ := armauthorization.NewRoleAssignmentsClient(subscription, cfg.Credential, opts)
+	const foreign = "0b7a1a8e-0000-4000-8000-00000000f0e1"
+	contributor := roleassignments.DefinitionID(subscription, roleassignments.ContributorRole)
+	if _, err := roles.Create(f.ctx, rgScope, foreign, armauthorization.RoleAssignmentCreateParameters{Properties: &armauthorization.RoleAssignmentProperties{
+		RoleDefinitionID: to.Ptr(contributor), PrincipalID: to.Ptr(other.ObjectID), PrincipalType: to.Ptr(armauthorization.PrincipalTypeServicePrincipal),
+	}}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// Naming someone else's assignment.
+	adopt := f.newMachineVia(tn.c, "roles-md-adopt-aaaaa", false, false, "1", nil, func(s *infrav1.AzureMachineSpec) {
+		s.Identity = infrav1.VMIdentitySystemAssigned
+		s.SystemAssignedIdentityRole = &infrav1.SystemAssignedIdentityRole{Name: foreign}
+	})
+	if msg := waitMachineReason(t, f, adopt.Name, controllers.RoleAssignmentFailedReason); !strings.Contains(msg, "grants another principal") {
+		t.Errorf("adopting a foreign assignment: %q", msg)
+	}
+	// The subscription, which the operator did not allow.
+	wide := f.newMachineVia(tn.c, "roles-md-wide-bbbbb", false, false, "1", nil, func(s *infrav1.AzureMachineSpec) {
+		s.Identity = infrav1.VMIdentitySystemAssigned
+		s.SystemAssignedIdentityRole = &infrav1.SystemAssignedIdentityRole{Scope: "/subscriptions/" + subscription}
+	})
+	if msg := waitMachineReason(t, f, wide.Name, controllers.RoleAssignmentFailedReason); !strings.Contains(msg, "outside the cluster's resource group") {
+		t.Errorf("a role on the subscription: %q", msg)
+	}
+	pager := roles.NewListForScopePager("/subscriptions/"+subscription, &armauthorization.RoleAssignmentsClientListForScopeOptions{})
+	for pager.More() {
+		page, err := pager.NextPage(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range page.Value {
+			if strings.EqualFold(*a.Properties.Scope, "/subscriptions/"+subscription) && *a.Properties.PrincipalID != mgr.ObjectID && *a.Properties.PrincipalID != other.ObjectID {
+				t.Errorf("the manager granted a role on the subscription: %+v", *a.Properties)
+			}
+		}
+	}
+
+	for _, am := range []*infrav1.AzureMachine{adopt, wide} {
+		if err := tn.c.Delete(f.ctx, am); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, am)
+	}
+	a, err := roles.Get(f.ctx, rgScope, foreign, nil)
+	if err != nil || *a.Properties.PrincipalID != other.ObjectID {
+		t.Fatalf("the foreign assignment did not survive the machine that named it: %v", err)
+	}
+}
+
+// A scope the operator allowed is granted.
+func TestMachineRoleAtAnAllowedScope(t *testing.T) {
+	w := newEntraWorld(t)
+	mgr, secret := w.principal(t, "winkube-manager", subscription)
+	if err := w.dir.AssignRole(mgr.ObjectID, "User Access Administrator", "/subscriptions/"+subscription); err != nil {
+		t.Fatal(err)
+	}
+	cfg := w.cfg
+	cfg.Credential = w.credential(t, mgr, secret)
+	subScope := "/subscriptions/" + subscription
+	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.RoleAssignmentScopes = []string{subScope} })
+	defer stop()
+	f := newCluster(t, "allowed")
+	f.waitClusterProvisioned(time.Minute)
+	am := f.newMachineVia(tenantIn(t, f.ns), "allowed-md-ccccc", false, false, "1", nil, func(s *infrav1.AzureMachineSpec) {
+		s.Identity = infrav1.VMIdentitySystemAssigned
+		s.SystemAssignedIdentityRole = &infrav1.SystemAssignedIdentityRole{Scope: subScope}
+	})
+	f.waitMachinesProvisioned(2*time.Minute, am.Name)
+}
+
+// tenantIn is a tenant's client for an existing namespace.
+func tenantIn(t *testing.T, ns string) client.Client {
+	t.Helper()
+	user := "tenant-" + ns
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{infrav1.GroupVersion.Group}, Resources: []string{"azureclusters", "azuremachines", "azuremachinepools", "azuremachinetemplates"}, Verbs: []string{"*"}},
+		{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"clusters", "machines", "machinedeployments"}, Verbs: []string{"*"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}},
+	}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(t.Context(), o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
