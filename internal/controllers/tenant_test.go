@@ -132,68 +132,92 @@ func TestTenantCannotHaveAnotherNamespacesResourcesDeleted(t *testing.T) {
 	}
 	natRules := len(lb.Properties.InboundNatRules)
 
-	tn := newTenant(t, "thief")
-	records := map[string]string{infrav1.CreatedResourcesAnnotation: jsonOf(t, forged)}
-	// The same cluster name as the victim's, in the victim's group.
-	ac := tn.cluster(t, "demo", records, func(s *infrav1.AzureClusterSpec) { s.ResourceGroup = rg })
-	// A machine with its finalizer set by the tenant, so that its deletion
-	// is the controller's.
-	am := &infrav1.AzureMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: "thief", Namespace: tn.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"},
-			Annotations: records, Finalizers: []string{infrav1.MachineFinalizer}},
-		Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{VMSize: "Standard_D2s_v3"}},
-	}
-	if err := tn.c.Create(t.Context(), am); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
-			return err.Error()
+	unchanged := func(t *testing.T) {
+		t.Helper()
+		if after := az.inventory(rg); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Fatalf("the victim's group changed:\nbefore %v\nafter  %v", before, after)
 		}
-		if c := conditions.Get(ac, controllers.ReadyCondition); c == nil || c.Reason != controllers.ResourceNotOwnedReason || !strings.Contains(c.Message, "another namespace") {
-			return fmt.Sprintf("the same-named cluster is not refused the victim's group: %+v", c)
+		vnet, err := vnets.Get(t.Context(), rg, victim.ac.Spec.NetworkSpec.Vnet.Name, nil)
+		if err != nil || len(vnet.Properties.Subnets) != 2 {
+			t.Fatalf("the victim's subnets: %v", err)
 		}
-		return ""
-	})
-
-	// Records change only by the manager's hand.
-	patch := client.MergeFrom(ac.DeepCopy())
-	ac.Annotations[infrav1.CreatedResourcesAnnotation] = jsonOf(t, append(forged, "/subscriptions/"+subscription+"/resourceGroups/"+rg+"/providers/Microsoft.Compute/virtualMachines/more"))
-	if err := tn.c.Patch(t.Context(), ac, patch); err == nil || !strings.Contains(err.Error(), "only winkube's manager changes them") {
-		t.Fatalf("the tenant changed its AzureCluster's records: %v", err)
+		lb, err := az.lbs.Get(t.Context(), rg, victim.ac.Spec.NetworkSpec.APIServerLB.Name, nil)
+		if err != nil || len(lb.Properties.InboundNatRules) != natRules {
+			t.Fatalf("the victim's NAT rules: %v", err)
+		}
 	}
 
-	for _, o := range []client.Object{am, ac} {
-		if err := tn.c.Delete(t.Context(), o); err != nil {
+	t.Run("forged records", func(t *testing.T) {
+		tn := newTenant(t, "thief")
+		records := map[string]string{infrav1.CreatedResourcesAnnotation: jsonOf(t, forged)}
+		ac := tn.cluster(t, "thief", records, nil)
+		// A machine with its finalizer set by the tenant, so that its
+		// deletion is the controller's.
+		am := &infrav1.AzureMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: "thief", Namespace: tn.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "thief"},
+				Annotations: records, Finalizers: []string{infrav1.MachineFinalizer}},
+			Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{VMSize: "Standard_D2s_v3"}},
+		}
+		if err := tn.c.Create(t.Context(), am); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(t, o)
-	}
-	after := az.inventory(rg)
-	if fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Fatalf("the victim's group changed:\nbefore %v\nafter  %v", before, after)
-	}
-	vnet, err = vnets.Get(t.Context(), rg, victim.ac.Spec.NetworkSpec.Vnet.Name, nil)
-	if err != nil || len(vnet.Properties.Subnets) != 2 {
-		t.Fatalf("the victim's subnets: %v", err)
-	}
-	lb, err = az.lbs.Get(t.Context(), rg, victim.ac.Spec.NetworkSpec.APIServerLB.Name, nil)
-	if err != nil || len(lb.Properties.InboundNatRules) != natRules {
-		t.Fatalf("the victim's NAT rules: %v", err)
-	}
-	var dropped int
-	events := &corev1.EventList{}
-	if err := env.Client.List(t.Context(), events, client.InNamespace(tn.ns)); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range events.Items {
-		if e.Reason == controllers.RecordDroppedReason {
-			dropped++
+		poll.Until(t, time.Minute, func() string {
+			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
+				return err.Error()
+			}
+			if c := conditions.Get(ac, controllers.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
+				return fmt.Sprintf("the tenant's cluster is not provisioned: %+v", c)
+			}
+			return ""
+		})
+
+		// Once the object exists, records change only by the manager's hand.
+		patch := client.MergeFrom(ac.DeepCopy())
+		ac.Annotations[infrav1.CreatedResourcesAnnotation] = jsonOf(t, append(slices.Clone(forged), "/subscriptions/"+subscription+"/resourceGroups/"+rg+"/providers/Microsoft.Compute/virtualMachines/more"))
+		if err := tn.c.Patch(t.Context(), ac, patch); err == nil || !strings.Contains(err.Error(), "only winkube's manager changes them") {
+			t.Errorf("the tenant changed its AzureCluster's records: %v", err)
 		}
-	}
-	if dropped == 0 {
-		t.Error("no RecordDropped event tells the tenant its records were forgotten")
-	}
+
+		for _, o := range []client.Object{am, ac} {
+			if err := tn.c.Delete(t.Context(), o); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(t, o)
+		}
+		unchanged(t)
+		var dropped int
+		events := &corev1.EventList{}
+		if err := env.Client.List(t.Context(), events, client.InNamespace(tn.ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.Reason == controllers.RecordDroppedReason {
+				dropped++
+			}
+		}
+		if dropped == 0 {
+			t.Error("no RecordDropped event tells the tenant its records were forgotten")
+		}
+	})
+
+	t.Run("same-named cluster", func(t *testing.T) {
+		tn := newTenant(t, "twin")
+		ac := tn.cluster(t, "demo", nil, func(s *infrav1.AzureClusterSpec) { s.ResourceGroup = rg })
+		poll.Until(t, time.Minute, func() string {
+			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
+				return err.Error()
+			}
+			if c := conditions.Get(ac, controllers.ReadyCondition); c == nil || c.Reason != controllers.ResourceNotOwnedReason || !strings.Contains(c.Message, "another namespace") {
+				return fmt.Sprintf("the same-named cluster is not refused the victim's group: %+v", c)
+			}
+			return ""
+		})
+		if err := tn.c.Delete(t.Context(), ac); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, ac)
+		unchanged(t)
+	})
 }
 
 // A tenant's recorded operation whose resume token polls a server of its

@@ -79,7 +79,13 @@ func (s Spec) ResourceRef() async.Ref { return async.Ref{ResourceGroup: s.Scope,
 func (s Spec) OwnerTags() map[string]*string { return nil }
 
 // Parameters makes the assignment once; an existing one is never changed
-// (Azure does not update an assignment's role or principal). An existing
+// (Azure does not update an assignment's role or principal). CAPZ takes any
+// existing assignment of the name as done (azure/services/roleassignments/
+// spec.go Parameters at kubernetes-sigs/cluster-api-provider-azure
+// 608297da), and names it with a random UUID defaulted into the spec, with
+// the subscription as the default scope (api/v1beta1/azuremachine_default.go
+// SetDefaultAzureMachineSpecIdentity at 6372a051); winkube derives the name
+// (Name), defaults to the cluster's group, and compares. An existing
 // assignment of the name that grants another principal, or another role,
 // is someone else's: it is refused (*ConflictError), never taken for
 // granted, so that a spec naming it neither counts as granted nor makes it

@@ -9,9 +9,10 @@
 // uses a key of its own so that neither provider mistakes the other's
 // resources for its own.
 //
-// CAPZ's key names the cluster only (azure/types.go ClusterTagKey and
-// azure/converters/tags.go at kubernetes-sigs/cluster-api-provider-azure
-// 69ec3a40), which is enough when one team owns the management cluster. On a
+// CAPZ's key names the cluster only (api/v1beta1/tags.go ClusterTagKey,
+// sigs.k8s.io_cluster-api-provider-azure_cluster_<name>: owned, at
+// kubernetes-sigs/cluster-api-provider-azure 2349883d), which is enough when
+// one team owns the management cluster. On a
 // shared one, two namespaces may each have a cluster called "demo", so
 // winkube also tags NamespaceKey(cluster)=<namespace>, and a resource is an
 // Owner's only when both tags say so.

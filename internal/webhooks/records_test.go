@@ -1,0 +1,80 @@
+package webhooks_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+)
+
+// The controllers' records (which Azure resources an object deletes with
+// itself, which operations it resumes) are accepted from whoever creates
+// the object, as clusterctl move does, and after that change only by the
+// manager's hand: a tenant with every right on the object in its namespace
+// is refused, the manager (here the user the webhook server runs as) is not.
+func TestOnlyTheManagerChangesRecords(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(ctx, t, "records")
+	const user = "tenant-records"
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{infrav1.GroupVersion.Group}, Resources: []string{"azuremachines"}, Verbs: []string{"*"}},
+	}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	tenant, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := `["/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/other/providers/Microsoft.Compute/virtualMachines/theirs"]`
+	m := &infrav1.AzureMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: ns, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": "c1"},
+			Annotations: map[string]string{infrav1.CreatedResourcesAnnotation: forged}},
+		Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{VMSize: "Standard_D4s_v3"}},
+	}
+	if err := tenant.Create(ctx, m); err != nil {
+		t.Fatalf("records on create (what clusterctl move writes) were refused: %v", err)
+	}
+	for key, value := range map[string]string{
+		infrav1.CreatedResourcesAnnotation: `[]`,
+		infrav1.OperationsAnnotation:       `[{"type":"DELETE","serviceName":"virtualmachines","name":"theirs","data":"{}"}]`,
+	} {
+		patch := client.MergeFrom(m.DeepCopy())
+		m.Annotations[key] = value
+		err := tenant.Patch(ctx, m, patch)
+		if err == nil || !strings.Contains(err.Error(), "only winkube's manager changes them") || !strings.Contains(err.Error(), key) {
+			t.Fatalf("the tenant changed %s: %v", key, err)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.Annotations[infrav1.CreatedResourcesAnnotation] != forged || m.Annotations[infrav1.OperationsAnnotation] != "" {
+		t.Fatalf("the records changed: %v", m.Annotations)
+	}
+	// Other annotations are the tenant's to change.
+	patch := client.MergeFrom(m.DeepCopy())
+	m.Annotations["team"] = "a"
+	if err := tenant.Patch(ctx, m, patch); err != nil {
+		t.Fatalf("the tenant may not change another annotation: %v", err)
+	}
+	// The manager is the webhook server's own user.
+	patch = client.MergeFrom(m.DeepCopy())
+	delete(m.Annotations, infrav1.CreatedResourcesAnnotation)
+	if err := env.Client.Patch(ctx, m, patch); err != nil {
+		t.Fatalf("the manager may not change the records: %v", err)
+	}
+}
