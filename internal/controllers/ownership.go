@@ -274,6 +274,10 @@ func (p *proof) check(ctx context.Context, svc *cloud.Services, id string, recor
 		switch {
 		case !exists:
 			return nil
+		case p.role != "" && tags.IsOwned(t, p.owner.Cluster) && ptr.Deref(t[tags.RoleKey], "") == p.role:
+			// The role names the object's namespace and name: proof enough
+			// for a resource tagged before namespace tags existed.
+			return nil
 		case !p.owner.Owns(t):
 			return &errUnprovable{id, fmt.Sprintf("it lacks the tags %s=%s, %s=%s", tags.ClusterKey(p.owner.Cluster), tags.Owned, tags.NamespaceKey(p.owner.Cluster), p.owner.Namespace)}
 		case p.role != "" && ptr.Deref(t[tags.RoleKey], "") != p.role:
