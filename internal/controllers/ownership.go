@@ -444,7 +444,10 @@ func deleteProven(ctx context.Context, svc *cloud.Services, p *proof, created *[
 		}
 	}
 	next, done, err := deleteByID(ctx, svc, id, tok)
-	if done {
+	if done && !strings.EqualFold(stepOf(id).service, "virtualmachines") {
+		// A deleted VM stays recorded until its object is gone: it is what
+		// proves the OS disk it leaves behind (unattached and untagged) the
+		// object's. Deleting it again finds it gone.
 		unclaim(created, id)
 	}
 	return next, done, err
