@@ -42,16 +42,7 @@ func newCluster(t testing.TB, name string, mutate ...func(*infrav1.AzureClusterS
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, ctx: ctx, ns: ns.Name}
-	f.cluster = &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns.Name},
-		Spec: clusterv1.ClusterSpec{
-			ClusterNetwork: clusterv1.ClusterNetwork{
-				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"192.168.0.0/16"}},
-				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
-			},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureCluster", Name: name},
-		},
-	}
+	f.cluster = capiCluster(name, ns.Name)
 	if err := env.Client.Create(ctx, f.cluster); err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +74,21 @@ func newCluster(t testing.TB, name string, mutate ...func(*infrav1.AzureClusterS
 		t.Fatal(err)
 	}
 	return f
+}
+
+// capiCluster is a Cluster whose infrastructure is the AzureCluster of its
+// name.
+func capiCluster(name, ns string) *clusterv1.Cluster {
+	return &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: clusterv1.ClusterSpec{
+			ClusterNetwork: clusterv1.ClusterNetwork{
+				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"192.168.0.0/16"}},
+				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
+			},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureCluster", Name: name},
+		},
+	}
 }
 
 // waitClusterProvisioned waits for the AzureCluster, then plays Cluster

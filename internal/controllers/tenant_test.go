@@ -51,16 +51,7 @@ func newTenant(t *testing.T, prefix string) *tenantNS {
 // name, with annotations and a change to the spec.
 func (tn *tenantNS) cluster(t *testing.T, name string, annotations map[string]string, mutate func(*infrav1.AzureClusterSpec)) *infrav1.AzureCluster {
 	t.Helper()
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tn.ns},
-		Spec: clusterv1.ClusterSpec{
-			ClusterNetwork: clusterv1.ClusterNetwork{
-				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"192.168.0.0/16"}},
-				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
-			},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureCluster", Name: name},
-		},
-	}
+	cluster := capiCluster(name, tn.ns)
 	if err := tn.c.Create(t.Context(), cluster); err != nil {
 		t.Fatal(err)
 	}
