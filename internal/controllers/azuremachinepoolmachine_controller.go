@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	events "k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -25,6 +26,7 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/machinelogs"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // AzureMachinePoolMachineReconciler mirrors one scale-set instance into its
@@ -195,7 +197,25 @@ func (r *AzureMachinePoolMachineReconciler) reconcileDelete(ctx context.Context,
 		return ctrl.Result{}, nil
 	}
 	s := step{"scalesetvms", instance}
-	next, done, err := svc.ScaleSets.DeleteInstance(ctx, rg, set, instance, token(m.Status.LongRunningOperationStates, s, "DELETE"))
+	tok := token(m.Status.LongRunningOperationStates, s, "DELETE")
+	if tok == "" {
+		// The provider ID is written by whoever creates the object: the
+		// instance is deleted only if its scale set is a pool's of this
+		// namespace (its role tag, tags.ObjectRole, names the namespace).
+		cur, err := svc.ScaleSets.Get(ctx, rg, set)
+		if err != nil {
+			return ctrl.Result{}, blocked(m, "scale set "+set+" (reading it)", err)
+		}
+		if cur != nil && !strings.HasPrefix(ptr.Deref(cur.Tags[tags.RoleKey], ""), tags.ObjectRole("machinepool", m.Namespace, "")) {
+			if r.Recorder != nil {
+				r.Recorder.Eventf(m, corev1.EventTypeWarning, RecordDroppedReason,
+					"instance %s is not of a scale set of a pool of namespace %s: winkube does not delete it", m.Spec.ProviderID, m.Namespace)
+			}
+			controllerutil.RemoveFinalizer(m, infrav1.MachinePoolMachineFinalizer)
+			return ctrl.Result{}, nil
+		}
+	}
+	next, done, err := svc.ScaleSets.DeleteInstance(ctx, rg, set, instance, tok)
 	record(&m.Status.LongRunningOperationStates, s, rg, "DELETE", next)
 	if err != nil {
 		return ctrl.Result{}, blocked(m, "instance "+instance+" of scale set "+set, err)

@@ -102,6 +102,8 @@ func TestTenantCannotHaveAnotherNamespacesResourcesDeleted(t *testing.T) {
 	victim.waitClusterProvisioned(time.Minute)
 	victim.newMachine("demo-cp-aaaaa", true, false, "1")
 	vam := victim.waitMachinesProvisioned(2*time.Minute, "demo-cp-aaaaa")["demo-cp-aaaaa"]
+	_, vpool := victim.newPool("demo-pool", 1, false)
+	victim.waitPool(vpool, 1)
 	rg := victim.ns
 	vnets, _ := armnetwork.NewVirtualNetworksClient(subscription, armCfg.Credential, mustOptions(t))
 	vnet, err := vnets.Get(t.Context(), rg, victim.ac.Spec.NetworkSpec.Vnet.Name, nil)
@@ -188,6 +190,24 @@ func TestTenantCannotHaveAnotherNamespacesResourcesDeleted(t *testing.T) {
 		}
 		if dropped == 0 {
 			t.Error("no RecordDropped event tells the tenant its records were forgotten")
+		}
+	})
+
+	t.Run("forged scale-set instance", func(t *testing.T) {
+		tn := newTenant(t, "instance")
+		m := &infrav1.AzureMachinePoolMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: "thief", Namespace: tn.ns, Finalizers: []string{infrav1.MachinePoolMachineFinalizer}},
+			Spec:       infrav1.AzureMachinePoolMachineSpec{ProviderID: vpool.Spec.ProviderIDList[0], InstanceID: "0"},
+		}
+		if err := tn.c.Create(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+		if err := tn.c.Delete(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, m)
+		if got := az.instances(rg, vpool.Name); len(got) != 1 {
+			t.Fatalf("the victim's scale set has %d instances", len(got))
 		}
 	})
 
@@ -366,7 +386,7 @@ func tenantIn(t *testing.T, ns string) client.Client {
 	t.Helper()
 	user := "tenant-" + ns
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{infrav1.GroupVersion.Group}, Resources: []string{"azureclusters", "azuremachines", "azuremachinepools", "azuremachinetemplates"}, Verbs: []string{"*"}},
+		{APIGroups: []string{infrav1.GroupVersion.Group}, Resources: []string{"azureclusters", "azuremachines", "azuremachinepools", "azuremachinepoolmachines", "azuremachinetemplates"}, Verbs: []string{"*"}},
 		{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"clusters", "machines", "machinedeployments"}, Verbs: []string{"*"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}},
 	}}
