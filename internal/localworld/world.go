@@ -134,6 +134,9 @@ type World struct {
 	// address map on disk as they change, so that the next start after a
 	// SIGKILL finds the machines a clean stop would have left.
 	emuSaver, netSaver *writeBehind
+	// dirSaver keeps the Entra ID on disk likewise: the machines' managed
+	// identities and the role assignments made through ARM.
+	dirSaver *writeBehind
 	// boots is when each machine began to boot, for bench.
 	boots bootTimes
 	// nodes follows the workload cluster's nodes for Status.
@@ -266,10 +269,6 @@ func (w *World) start(ctx context.Context) (err error) {
 	w.net.OnChange(w.netSaver.mark)
 	w.netSaver.start()
 	if err := w.startDirectory(); err != nil {
-		return err
-	}
-	// The directory changes only here: saved now, it survives a kill.
-	if err := w.saveDirectory(); err != nil {
 		return err
 	}
 	var armCfg endpoint.Config
@@ -439,8 +438,8 @@ func (w *World) Stop() {
 	if w.login != nil {
 		_ = w.login.Close()
 	}
-	if err := w.saveDirectory(); err != nil {
-		w.opts.Log.Error(err, "saving the Entra ID's state")
+	if w.dirSaver != nil {
+		w.dirSaver.close()
 	}
 	if w.netSaver != nil {
 		w.netSaver.close()
