@@ -235,6 +235,13 @@ func (w *World) start(ctx context.Context) (err error) {
 			APIServer: &envtest.APIServer{Path: launchers["kube-apiserver"]},
 		},
 	}
+	pki, err := ensureEtcdPKI(filepath.Join(o.StateDir, etcdPKIDir))
+	if err != nil {
+		return err
+	}
+	if err := secureEtcd(w.env.ControlPlane.Etcd, w.env.ControlPlane.APIServer, pki); err != nil {
+		return err
+	}
 	if w.Config, err = w.env.Start(); err != nil {
 		return fmt.Errorf("management plane: %w", err)
 	}
