@@ -58,7 +58,45 @@ func (s *Server) authenticate(r *http.Request) (caller, *armError) {
 	if err != nil {
 		return caller{}, errorf(http.StatusUnauthorized, "InvalidAuthenticationToken", "The access token is invalid.")
 	}
+	if want := s.opts.TenantID; want != "" && !strings.EqualFold(c.TenantID, want) {
+		return caller{}, wrongTenant(c, want)
+	}
 	return caller{Caller: c}, nil
+}
+
+// wrongTenant is ARM's answer to a token from a tenant the subscription is
+// not in: 401 InvalidAuthenticationTokenTenant, naming the token's issuer,
+// the subscription's tenant and the authority to get a token from, as
+// Azure words it (quoted in Azure/BatchExplorer#2052 and
+// Azure/azure-sdk-for-net#49391), with the WWW-Authenticate challenge whose
+// authorization_uri names that authority (the challenge clients such as
+// `az` read to discover a subscription's tenant). The authority is the
+// one that issued the token, with the subscription's tenant.
+func wrongTenant(c entra.Caller, tenant string) *armError {
+	authority := strings.TrimSuffix(strings.TrimSuffix(c.Issuer, "/"), c.TenantID)
+	authority = strings.TrimSuffix(authority, "/") + "/" + tenant
+	e := errorf(http.StatusUnauthorized, "InvalidAuthenticationTokenTenant",
+		"The access token is from the wrong issuer '%s'. It must match the tenant '%s' associated with this subscription. Please use the authority (URL) '%s' to get the token.",
+		c.Issuer, authority+"/", authority)
+	e.Challenge = `Bearer authorization_uri="` + authority + `", error="invalid_token", error_description="The access token is from the wrong issuer."`
+	return e
+}
+
+// authorizeControl lets only the emulator's operators use its control API:
+// the static token of tests, or a principal listed in Operators. Azure has
+// no such API; its faults act on every subscription, so no role
+// assignment, however broad, grants it.
+func (s *Server) authorizeControl(c caller) *armError {
+	if c.static {
+		return nil
+	}
+	for _, id := range s.opts.Operators {
+		if strings.EqualFold(id, c.ObjectID) {
+			return nil
+		}
+	}
+	return errorf(http.StatusForbidden, "AuthorizationFailed", "The client '%s' with object id '%s' is not an operator of this emulator: its control API (/emulator/) answers only the principals it was started with as operators (winkube emulator --operator; a local world's own service principal).",
+		c.ObjectID, c.ObjectID)
 }
 
 type callerKey struct{}
@@ -76,6 +114,8 @@ func callerOf(r *http.Request) caller {
 // authorize checks Azure RBAC: the caller needs a role assignment at the
 // request's scope, or above it, that permits the request's action.
 func (s *Server) authorize(c caller, r *http.Request) *armError {
+	unlock := func() {}
+	defer func() { unlock() }()
 	if c.static {
 		return nil
 	}
@@ -88,9 +128,9 @@ func (s *Server) authorize(c caller, r *http.Request) *armError {
 		// CAPZ manager and cloud-provider-azure, each scoped to its
 		// cluster's group, do on every write. They are checked as reads
 		// of the resource the operation acts on.
-		s.mu.Lock()
+		unlock = s.lock()
 		op := s.ops[scope[strings.LastIndex(scope, "/")+1:]]
-		s.mu.Unlock()
+		unlock()
 		if op == nil || op.scope == "" {
 			return nil // unknown: OperationNotFound says so
 		}

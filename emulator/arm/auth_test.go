@@ -28,11 +28,21 @@ const authTenant = "00000000-0000-4000-8000-0000000a0de0"
 // authWorld is an emulator that accepts only its Entra ID's tokens.
 func authWorld(t *testing.T) (*entra.Directory, *arm.Server, *entra.Server, *http.Client) {
 	t.Helper()
+	return authWorldWith(t, nil)
+}
+
+// authWorldWith is authWorld with its options changed by mutate.
+func authWorldWith(t *testing.T, mutate func(*arm.Options)) (*entra.Directory, *arm.Server, *entra.Server, *http.Client) {
+	t.Helper()
 	dir, err := entra.New(entra.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := arm.New(arm.Options{Directory: dir, PollInterval: 5 * time.Millisecond})
+	opts := arm.Options{Directory: dir, PollInterval: 5 * time.Millisecond}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	srv, err := arm.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,8 @@ func (s *Server) bootDiagnosticsOn(r *resource) bool {
 // enabled"); the code and message are the emulator's, as no public source
 // quotes Azure's.
 func (s *Server) serveBootDiagnostics(w http.ResponseWriter, r *http.Request, res *resource) {
+	unlock := func() {}
+	defer func() { unlock() }()
 	minutes := sasDefaultMinutes
 	if v := r.URL.Query().Get("sasUriExpirationTimeInMinutes"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -71,11 +73,11 @@ func (s *Server) serveBootDiagnostics(w http.ResponseWriter, r *http.Request, re
 		}
 		minutes = n
 	}
-	s.mu.Lock()
+	unlock = s.lock()
 	on := s.bootDiagnosticsOn(res)
 	vmID := str(res.props(), "vmId")
 	now := s.now()
-	s.mu.Unlock()
+	unlock()
 	if !on {
 		writeError(w, errorf(http.StatusConflict, "OperationNotAllowed", "Boot diagnostics is not enabled for virtual machine '%s': set diagnosticsProfile.bootDiagnostics.enabled.", res.id.Name()))
 		return
@@ -123,6 +125,8 @@ func writeStorageError(w http.ResponseWriter, status int, e storageError) {
 // frame", as Azure Storage words it), 404 BlobNotFound for what does not
 // exist.
 func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request) {
+	unlock := func() {}
+	defer func() { unlock() }()
 	q := r.URL.Query()
 	se := q.Get("se")
 	const authFailed = "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature."
@@ -131,9 +135,9 @@ func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	expiry, err := time.Parse(time.RFC3339, se)
-	s.mu.Lock()
+	unlock = s.lock()
 	now := s.now().UTC()
-	s.mu.Unlock()
+	unlock()
 	if err != nil || now.After(expiry) {
 		writeStorageError(w, http.StatusForbidden, storageError{Code: "AuthenticationFailed", Message: authFailed,
 			Detail: "Signature not valid in the specified time frame: Expiry [" + expiry.Format(http.TimeFormat) + "] - Current [" + now.Format(http.TimeFormat) + "]"})
@@ -144,14 +148,14 @@ func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	vmID, file, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, blobPrefix), "/")
-	s.mu.Lock()
+	unlock = s.lock()
 	var machine string
 	for _, res := range s.resources {
 		if (res.kind.typ == kindVM || res.kind.typ == kindInstance) && str(res.props(), "vmId") == vmID && !res.deleting {
 			machine = res.idStr
 		}
 	}
-	s.mu.Unlock()
+	unlock()
 	notFound := storageError{Code: "BlobNotFound", Message: "The specified blob does not exist."}
 	agent, ok := s.opts.Runtime.(GuestAgent)
 	// The emulated machines have no screen to take a picture of: the

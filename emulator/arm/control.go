@@ -18,11 +18,13 @@ type FaultConfig struct {
 
 // SetFaults replaces the injected faults.
 func (s *Server) SetFaults(c FaultConfig) {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	s.opts.Faults = c.Faults
 	s.opts.ProvisioningFailures = c.ProvisioningFailures
 	s.opts.SKURestrictions = c.SKURestrictions
-	s.mu.Unlock()
+	unlock()
 }
 
 // serveControl is the emulator's own API, beside ARM's:
@@ -32,6 +34,8 @@ func (s *Server) SetFaults(c FaultConfig) {
 //	GET    /emulator/faults     the injected faults
 //	PUT    /emulator/faults     replace them (a FaultConfig)
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
+	unlock := func() {}
+	defer func() { unlock() }()
 	switch strings.TrimPrefix(r.URL.Path, "/emulator/") {
 	case "counters":
 		switch r.Method {
@@ -46,9 +50,9 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 	case "faults":
 		switch r.Method {
 		case http.MethodGet:
-			s.mu.Lock()
+			unlock = s.lock()
 			c := FaultConfig{Faults: s.opts.Faults, ProvisioningFailures: s.opts.ProvisioningFailures, SKURestrictions: s.opts.SKURestrictions}
-			s.mu.Unlock()
+			unlock()
 			writeJSON(w, http.StatusOK, c)
 		case http.MethodPut:
 			var c FaultConfig

@@ -13,6 +13,8 @@ type armError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Target  string `json:"target,omitempty"`
+	// Challenge, when set, is the WWW-Authenticate header of a 401.
+	Challenge string `json:"-"`
 }
 
 func (e *armError) Error() string { return e.Code + ": " + e.Message }

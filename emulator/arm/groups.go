@@ -6,12 +6,14 @@ import (
 )
 
 func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request, sub, rg string, body map[string]any) {
+	unlock := func() {}
+	defer func() { unlock() }()
 	k := rgKey(sub, rg)
-	s.mu.Lock()
+	unlock = s.lock()
 	g := s.groups[k]
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		s.mu.Unlock()
+		unlock()
 		if g == nil {
 			if r.Method == http.MethodHead {
 				w.WriteHeader(http.StatusNotFound)
@@ -24,35 +26,35 @@ func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request, sub, rg stri
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		s.mu.Lock()
+		unlock = s.lock()
 		out := s.renderGroup(g)
-		s.mu.Unlock()
+		unlock()
 		writeJSON(w, http.StatusOK, out)
 	case http.MethodPut, http.MethodPatch:
 		if g != nil && g.deleting {
-			s.mu.Unlock()
+			unlock()
 			writeError(w, errorf(http.StatusConflict, "ResourceGroupBeingDeleted", "The resource group '%s' is in deprovisioning state and cannot perform this operation.", rg))
 			return
 		}
 		if r.Method == http.MethodPatch {
 			if g == nil {
-				s.mu.Unlock()
+				unlock()
 				writeError(w, groupNotFound(rg))
 				return
 			}
 			mergePatch(g.body, body)
 			out := s.renderGroup(g)
-			s.mu.Unlock()
+			unlock()
 			writeJSON(w, http.StatusOK, out)
 			return
 		}
 		if str(body, "location") == "" {
-			s.mu.Unlock()
+			unlock()
 			writeError(w, errorf(http.StatusBadRequest, "LocationRequired", "The location property is required for this definition."))
 			return
 		}
 		if !knownLocation(str(body, "location")) {
-			s.mu.Unlock()
+			unlock()
 			writeError(w, errorf(http.StatusBadRequest, "LocationNotAvailableForResourceGroup",
 				"The provided location '%s' is not available for resource group. List of available regions is '%s'.", str(body, "location"), locationNames()))
 			return
@@ -64,7 +66,7 @@ func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request, sub, rg stri
 			g = &resource{idStr: id, body: map[string]any{"id": id, "name": rg, "type": "Microsoft.Resources/resourceGroups"}}
 			s.groups[k] = g
 		} else if !strings.EqualFold(str(g.body, "location"), str(body, "location")) {
-			s.mu.Unlock()
+			unlock()
 			writeError(w, errorf(http.StatusConflict, "InvalidResourceGroupLocation", "Invalid resource group location '%s'. The Resource group already exists in location '%s'.", str(body, "location"), str(g.body, "location")))
 			return
 		}
@@ -73,11 +75,11 @@ func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request, sub, rg stri
 			g.body["tags"] = t
 		}
 		out := s.renderGroup(g)
-		s.mu.Unlock()
+		unlock()
 		writeJSON(w, status, out)
 	case http.MethodDelete:
 		if g == nil {
-			s.mu.Unlock()
+			unlock()
 			// Unlike a resource's, a missing group's delete is an error
 			// (the specification's ResourceGroups_Delete answers 200 or
 			// 202 only).
@@ -98,10 +100,10 @@ func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request, sub, rg stri
 			s.mu.Unlock()
 			s.stopMachines(stop)
 		})
-		s.mu.Unlock()
+		unlock()
 		w.WriteHeader(http.StatusAccepted)
 	default:
-		s.mu.Unlock()
+		unlock()
 		writeError(w, errorf(http.StatusMethodNotAllowed, "MethodNotAllowed", "%s is not allowed on a resource group.", r.Method))
 	}
 }
@@ -117,14 +119,16 @@ func (s *Server) renderGroup(g *resource) map[string]any {
 }
 
 func (s *Server) listGroups(w http.ResponseWriter, sub string) {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	var items []any
 	for _, g := range s.groups {
 		if strings.HasPrefix(key(g.idStr), key("/subscriptions/"+sub+"/")) {
 			items = append(items, s.renderGroup(g))
 		}
 	}
-	s.mu.Unlock()
+	unlock()
 	writeList(w, items)
 }
 

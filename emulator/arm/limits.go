@@ -113,7 +113,9 @@ type ProvisioningFailure struct {
 }
 
 func (s *Server) injectFault(w http.ResponseWriter, method, kind string) *armError {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	var hit *Fault
 	var delay time.Duration
 	for i := range s.opts.Faults {
@@ -129,7 +131,7 @@ func (s *Server) injectFault(w http.ResponseWriter, method, kind string) *armErr
 			break
 		}
 	}
-	s.mu.Unlock()
+	unlock()
 	if delay > 0 {
 		time.Sleep(delay)
 	}

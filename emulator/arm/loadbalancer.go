@@ -506,15 +506,17 @@ func (s *Server) signalNetwork() {
 }
 
 func (s *Server) notifyLoop() {
+	unlock := func() {}
+	defer func() { unlock() }()
 	for {
 		select {
 		case <-s.netDone:
 			return
 		case <-s.netChanged:
 		}
-		s.mu.Lock()
+		unlock = s.lock()
 		fns := append([]func(){}, s.listeners...)
-		s.mu.Unlock()
+		unlock()
 		for _, fn := range fns {
 			fn()
 		}

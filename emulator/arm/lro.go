@@ -64,7 +64,9 @@ func (s *Server) finishOperation(op *operation, err *armError) {
 // serveOperation answers a poll of an operation's status (.../operations/ID)
 // or its result (.../operationResults/ID).
 func (s *Server) serveOperation(w http.ResponseWriter, id string, result bool) {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	op, ok := s.ops[id]
 	var body, final map[string]any
 	status, method := "", ""
@@ -85,7 +87,7 @@ func (s *Server) serveOperation(w http.ResponseWriter, id string, result bool) {
 			body["error"] = map[string]any{"code": op.err.Code, "message": op.err.Message}
 		}
 	}
-	s.mu.Unlock()
+	unlock()
 	if !ok {
 		writeError(w, errorf(http.StatusNotFound, "OperationNotFound", "The operation '%s' could not be found.", id))
 		return

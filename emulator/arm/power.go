@@ -41,7 +41,9 @@ func switchedOff(r *resource) bool {
 // servePower runs a power action on a VM, an instance, or a scale set's
 // instances (those in the body's instanceIds, or all of them).
 func (s *Server) servePower(w http.ResponseWriter, r *http.Request, id resourceID, res *resource, action string, body map[string]any) {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	targets := []*resource{res}
 	vmss := res
 	if res.kind.typ == kindVMSS {
@@ -51,7 +53,7 @@ func (s *Server) servePower(w http.ResponseWriter, r *http.Request, id resourceI
 			is, _ := iid.(string)
 			want[is] = true
 			if inst := s.lookup(id.Child("virtualMachines", is).String()); inst == nil || inst.deleting {
-				s.mu.Unlock()
+				unlock()
 				writeError(w, errorf(http.StatusBadRequest, "InvalidParameter", "The provided instanceId %s is not an active Virtual Machine Scale Set VM instanceId.", is))
 				return
 			}
@@ -67,7 +69,7 @@ func (s *Server) servePower(w http.ResponseWriter, r *http.Request, id resourceI
 	}
 	for _, t := range targets {
 		if e := powerRefused(t, action); e != nil {
-			s.mu.Unlock()
+			unlock()
 			writeError(w, e)
 			return
 		}
@@ -129,7 +131,7 @@ func (s *Server) servePower(w http.ResponseWriter, r *http.Request, id resourceI
 			go s.boot(m)
 		}
 	})
-	s.mu.Unlock()
+	unlock()
 	w.WriteHeader(http.StatusAccepted)
 }
 

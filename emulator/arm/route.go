@@ -77,6 +77,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body map[string]a
 }
 
 func (s *Server) serveSubscriptionProvider(w http.ResponseWriter, r *http.Request, seg []string) {
+	unlock := func() {}
+	defer func() { unlock() }()
 	// /subscriptions/S/providers/NS/locations/L/operations/ID
 	if len(seg) == 8 && strings.EqualFold(seg[4], "locations") && (strings.EqualFold(seg[6], "operations") || strings.EqualFold(seg[6], "operationResults")) {
 		s.serveOperation(w, seg[7], strings.EqualFold(seg[6], "operationResults"))
@@ -101,14 +103,14 @@ func (s *Server) serveSubscriptionProvider(w http.ResponseWriter, r *http.Reques
 	if len(seg) == 5 {
 		// Everything of a type in the subscription.
 		kind := seg[3] + "/" + seg[4]
-		s.mu.Lock()
+		unlock = s.lock()
 		var items []any
 		for _, res := range s.sortedResources() {
 			if res.id.Subscription == seg[1] && strings.EqualFold(res.id.Kind(), kind) {
 				items = append(items, s.render(res))
 			}
 		}
-		s.mu.Unlock()
+		unlock()
 		writeList(w, items)
 		return
 	}
@@ -137,6 +139,8 @@ func (s *Server) groupExists(sub, rg string) bool {
 }
 
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, id resourceID, body map[string]any) {
+	unlock := func() {}
+	defer func() { unlock() }()
 	if c, ok := inlineChildOf(id); ok {
 		s.serveInline(w, r, id, c, body)
 		return
@@ -164,17 +168,17 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, id resour
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		s.mu.Lock()
+		unlock = s.lock()
 		res := s.lookup(id.String())
 		var out map[string]any
 		if res != nil {
 			out = s.render(res)
 		}
-		s.mu.Unlock()
+		unlock()
 		if res == nil {
-			s.mu.Lock()
+			unlock = s.lock()
 			inGroup := s.groupExists(id.Subscription, id.ResourceGroup)
-			s.mu.Unlock()
+			unlock()
 			if !inGroup {
 				writeError(w, groupNotFound(id.ResourceGroup))
 				return
@@ -183,9 +187,9 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, id resour
 			return
 		}
 		if expandsInstanceView(r) && k.instanceView != nil {
-			s.mu.Lock()
+			unlock = s.lock()
 			obj(out, "properties")["instanceView"] = k.instanceView(s, res)
-			s.mu.Unlock()
+			unlock()
 		}
 		writeJSON(w, http.StatusOK, out)
 	case http.MethodPatch:
@@ -277,15 +281,17 @@ func newResource(id resourceID, k *kindInfo, body map[string]any) *resource {
 }
 
 func (s *Server) put(w http.ResponseWriter, r *http.Request, id resourceID, k *kindInfo, body map[string]any) {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	res, _, created, e := s.putLocked(w, r, id, k, body)
 	if e != nil {
-		s.mu.Unlock()
+		unlock()
 		writeError(w, e)
 		return
 	}
 	out := s.render(res)
-	s.mu.Unlock()
+	unlock()
 	spec := operationOf(r)
 	status := spec.Updated
 	if created {
@@ -375,10 +381,12 @@ func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID
 }
 
 func (s *Server) completePut(op *operation, res *resource) {
+	unlock := func() {}
+	defer func() { unlock() }()
 	if res.kind.work != nil && !s.isDeleting(res) {
 		res.kind.work(s, res)
 	}
-	s.mu.Lock()
+	unlock = s.lock()
 	var boot []Machine
 	var failed *armError
 	if cur := s.lookup(res.idStr); cur == res && !res.deleting {
@@ -394,29 +402,31 @@ func (s *Server) completePut(op *operation, res *resource) {
 	s.finishOperation(op, failed)
 	stop := s.stopLater
 	s.stopLater = nil
-	s.mu.Unlock()
+	unlock()
 	s.stopMachines(stop)
 	s.bootMachines(boot)
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, id resourceID) {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	res := s.lookup(id.String())
 	if res == nil {
-		s.mu.Unlock()
+		unlock()
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	if !res.deleting && res.kind.canDelete != nil {
 		if e := res.kind.canDelete(s, res); e != nil {
-			s.mu.Unlock()
+			unlock()
 			writeError(w, e)
 			return
 		}
 	}
 	if res.kind.sync {
 		stop := s.removeResource(res)
-		s.mu.Unlock()
+		unlock()
 		s.stopMachines(stop)
 		w.WriteHeader(http.StatusOK)
 		return
@@ -432,7 +442,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, id resourceID) {
 		s.mu.Unlock()
 		s.stopMachines(stop)
 	})
-	s.mu.Unlock()
+	unlock()
 	w.WriteHeader(http.StatusAccepted)
 }
 
@@ -466,7 +476,9 @@ func (s *Server) removeResource(res *resource) []string {
 }
 
 func (s *Server) bootMachines(ms []Machine) {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	s.signalNetwork()
 	if s.opts.Runtime == nil {
 		// With no machine runtime nothing boots a guest, but Azure's power
@@ -478,14 +490,14 @@ func (s *Server) bootMachines(ms []Machine) {
 			}
 		}
 	}
-	s.mu.Unlock()
+	unlock()
 	if s.opts.Runtime == nil || len(ms) == 0 {
 		return
 	}
 	// Marked before booting, so that a delete racing the boot stops it. A
 	// machine already running is not booted again: updating a VM's model
 	// does not rerun cloud-init on it.
-	s.mu.Lock()
+	unlock = s.lock()
 	fresh := ms[:0:0]
 	for _, m := range ms {
 		if res := s.lookup(m.ID); res != nil && !res.booted {
@@ -493,7 +505,7 @@ func (s *Server) bootMachines(ms []Machine) {
 			fresh = append(fresh, m)
 		}
 	}
-	s.mu.Unlock()
+	unlock()
 	for _, m := range fresh {
 		go s.boot(m)
 	}
@@ -503,8 +515,10 @@ func (s *Server) bootMachines(ms []Machine) {
 // returns, whether or not its operating system came up (the instance view
 // says so with BootStatus/failed).
 func (s *Server) boot(m Machine) {
+	unlock := func() {}
+	defer func() { unlock() }()
 	err := s.opts.Runtime.Boot(context.Background(), m)
-	s.mu.Lock()
+	unlock = s.lock()
 	if res := s.lookup(m.ID); res != nil {
 		res.up = true
 		res.touch()
@@ -513,7 +527,7 @@ func (s *Server) boot(m Machine) {
 			res.secrets["bootError"] = err.Error()
 		}
 	}
-	s.mu.Unlock()
+	unlock()
 }
 
 func (s *Server) stopMachines(ids []string) {

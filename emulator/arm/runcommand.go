@@ -119,6 +119,8 @@ func (s *Server) agentRefusal(r *resource) *armError {
 
 // serveRunCommand starts an action run command on a VM or instance.
 func (s *Server) serveRunCommand(w http.ResponseWriter, r *http.Request, id resourceID, res *resource, body map[string]any) {
+	unlock := func() {}
+	defer func() { unlock() }()
 	commandID := str(body, "commandId")
 	if commandID == "" {
 		writeError(w, invalidParameter("commandId", "Required parameter 'commandId' is missing (null)."))
@@ -130,20 +132,20 @@ func (s *Server) serveRunCommand(w http.ResponseWriter, r *http.Request, id reso
 			script = append(script, line)
 		}
 	}
-	s.mu.Lock()
+	unlock = s.lock()
 	if e := s.agentRefusal(res); e != nil {
-		s.mu.Unlock()
+		unlock()
 		writeError(w, e)
 		return
 	}
 	if e := checkCommand(res, commandID); e != nil {
-		s.mu.Unlock()
+		unlock()
 		writeError(w, e)
 		return
 	}
 	machine := key(res.idStr)
 	if s.agentBusy[machine] {
-		s.mu.Unlock()
+		unlock()
 		writeError(w, errorf(http.StatusConflict, "Conflict", "Run command extension execution is in progress. Please wait for completion before invoking a run command."))
 		return
 	}
@@ -162,7 +164,7 @@ func (s *Server) serveRunCommand(w http.ResponseWriter, r *http.Request, id reso
 		}
 		s.finishOperation(op, e)
 	})
-	s.mu.Unlock()
+	unlock()
 	w.WriteHeader(http.StatusAccepted)
 }
 

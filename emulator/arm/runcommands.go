@@ -79,11 +79,13 @@ func putRunCommand(s *Server, r, _ *resource) *armError {
 // runManagedCommand runs the script on the machine's agent: to its end, or
 // only its start with asyncExecution.
 func runManagedCommand(s *Server, r *resource) {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	parent, _ := r.id.Parent()
 	machine := s.lookup(parent.String())
 	if machine == nil || s.lookup(r.idStr) != r {
-		s.mu.Unlock()
+		unlock()
 		return
 	}
 	p := r.props()
@@ -102,7 +104,7 @@ func runManagedCommand(s *Server, r *resource) {
 	async, _ := p["asyncExecution"].(bool)
 	r.secrets["instanceView"] = map[string]any{"executionState": "Running", "startTime": s.now().UTC().Format(time.RFC3339Nano)}
 	r.touch()
-	s.mu.Unlock()
+	unlock()
 	run := func() {
 		out, e := s.runOnAgent(machine, c, timeout)
 		s.mu.Lock()

@@ -332,31 +332,33 @@ func instanceDeleting(s *Server, r *resource) *armError {
 // serveAction handles POST actions: a scale set's delete (of instances) and
 // manualupgrade, and a VM's or instance's restart.
 func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resourceID, action string, body map[string]any) {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	res := s.lookup(id.String())
 	if res == nil {
-		s.mu.Unlock()
+		unlock()
 		writeError(w, notFound(id))
 		return
 	}
 	// Actions answered by a VM's or an instance's guest (runcommand.go,
 	// bootdiagnostics.go).
 	if onMachine := res.kind.typ == kindVM || res.kind.typ == kindInstance; onMachine && action == "runcommand" {
-		s.mu.Unlock()
+		unlock()
 		s.serveRunCommand(w, r, id, res, body)
 		return
 	} else if onMachine && action == "retrievebootdiagnosticsdata" {
-		s.mu.Unlock()
+		unlock()
 		s.serveBootDiagnostics(w, r, res)
 		return
 	}
 	if powerActions[action] != "" && (res.kind.typ == kindVM || res.kind.typ == kindInstance || res.kind.typ == kindVMSS) {
-		s.mu.Unlock()
+		unlock()
 		s.servePower(w, r, id, res, action, body)
 		return
 	}
 	if res.kind.typ != kindVMSS || (action != "delete" && action != "manualupgrade") {
-		s.mu.Unlock()
+		unlock()
 		writeError(w, errorf(http.StatusBadRequest, "OperationNotSupported", "The emulator does not support action '%s' on %s.", action, res.kind.typ))
 		return
 	}
@@ -365,14 +367,14 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resource
 		is, _ := iid.(string)
 		inst := s.lookup(id.Child("virtualMachines", is).String())
 		if inst == nil || inst.deleting {
-			s.mu.Unlock()
+			unlock()
 			writeError(w, errorf(http.StatusBadRequest, "InvalidParameter", "The provided instanceId %s is not an active Virtual Machine Scale Set VM instanceId.", is))
 			return
 		}
 		targets = append(targets, inst)
 	}
 	if len(targets) == 0 {
-		s.mu.Unlock()
+		unlock()
 		writeError(w, invalidParameter("instanceIds", "At least one instance ID is required."))
 		return
 	}
@@ -423,7 +425,7 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resource
 		s.stopMachines(stopNow)
 		s.bootMachines(boot)
 	})
-	s.mu.Unlock()
+	unlock()
 	s.stopMachines(stop)
 	w.WriteHeader(http.StatusAccepted)
 }

@@ -15,10 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"math/rand"
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -33,8 +35,19 @@ type Options struct {
 	// assignments it enforces.
 	Directory *entra.Directory
 	// Token is, without a Directory, the one bearer token accepted (tests
-	// that are not about identity).
+	// that are not about identity). It is the operator's credential: it may
+	// use the control API.
 	Token string
+	// TenantID is the tenant every subscription the emulator serves belongs
+	// to: a token another tenant issued is refused as ARM refuses it (401
+	// InvalidAuthenticationTokenTenant). Empty accepts every tenant's
+	// tokens.
+	TenantID string
+	// Operators are the object IDs of the principals that may use the
+	// emulator's control API (/emulator/...: faults, counters), which acts
+	// on every subscription. No one else may, whatever their roles: a VM's
+	// managed identity or a cluster's identity must not inject faults.
+	Operators []string
 	// OperationDelay is how long a long-running operation takes.
 	OperationDelay time.Duration
 	// BootDelayLinux and BootDelayWindows are added to a VM's provisioning,
@@ -182,7 +195,9 @@ func (s *Server) CACertPEM() []byte { return s.ca.certPEM }
 
 // Close stops serving, cancels pending operations and stops every machine.
 func (s *Server) Close() error {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	s.closed = true
 	for t := range s.timers {
 		t.Stop()
@@ -193,7 +208,7 @@ func (s *Server) Close() error {
 			running = append(running, r.idStr)
 		}
 	}
-	s.mu.Unlock()
+	unlock()
 	s.stopNotify()
 	s.stopMachines(running)
 	var err error
@@ -227,6 +242,7 @@ func (s *Server) after(d time.Duration, fn func()) {
 
 // ServeHTTP handles one ARM request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer s.recoverHandler(w, r)
 	if isBlobPath(r.URL.Path) {
 		// A SAS URL carries its own authorization, as Azure Storage's do.
 		s.serveBlob(w, r)
@@ -239,6 +255,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = withCaller(r, who)
 	if strings.HasPrefix(r.URL.Path, "/emulator/") {
+		if e := s.authorizeControl(who); e != nil {
+			writeError(w, e)
+			return
+		}
 		s.serveControl(w, r)
 		return
 	}
@@ -292,6 +312,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// recoverHandler answers a request whose handler panicked as ARM answers
+// its own failures, 500 InternalServerError with the diagnostic
+// information a support request quotes, instead of dropping the
+// connection. The store's lock is free by then: every function that holds
+// it unlocks it as the panic unwinds (lock, in store.go).
+func (s *Server) recoverHandler(w http.ResponseWriter, r *http.Request) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	if p == http.ErrAbortHandler { //nolint:errorlint // the sentinel net/http panics with, compared as it does
+		panic(p)
+	}
+	// What the caller is not told is the emulator's bug: logged as
+	// net/http logs a panic it recovers.
+	log.Printf("arm: %s %s panicked: %v\n%s", r.Method, r.URL.Path, p, debug.Stack())
+	sub, _ := requestKind(r.URL.Path)
+	writeError(w, errorf(http.StatusInternalServerError, "InternalServerError",
+		"Encountered internal server error. Diagnostic information: timestamp '%s', subscription id '%s', tracking id '%s', request correlation id '%s'.",
+		time.Now().UTC().Format("20060102T150405Z"), sub, newUUID(), newUUID()))
+}
+
 func (s *Server) changed() {
 	if s.opts.OnChange != nil {
 		s.opts.OnChange()
@@ -339,9 +381,11 @@ func childSuffix(id resourceID) string {
 }
 
 func (s *Server) count(method, kind string) {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	s.counters[method+" "+kind]++
-	s.mu.Unlock()
+	unlock()
 }
 
 // Counters returns the requests served so far by "METHOD kind".
@@ -357,9 +401,11 @@ func (s *Server) Counters() map[string]int64 {
 
 // ResetCounters zeroes the request counters.
 func (s *Server) ResetCounters() {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	s.counters = map[string]int64{}
-	s.mu.Unlock()
+	unlock()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -371,6 +417,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *armError) {
+	if e.Challenge != "" {
+		w.Header().Set("WWW-Authenticate", e.Challenge)
+	}
 	writeJSON(w, e.Status, map[string]any{"error": e})
 }
 

@@ -108,6 +108,8 @@ type savedJSON struct {
 // the entry a former Save encoded. Entries are encoded after the lock is
 // released; saveMu, held by the caller, guards them.
 func (s *Server) snapshot() (groups, resources []savedJSON, err error) {
+	unlock := func() {}
+	defer func() { unlock() }()
 	type changed struct {
 		r     *resource
 		rev   uint64
@@ -115,7 +117,7 @@ func (s *Server) snapshot() (groups, resources []savedJSON, err error) {
 		at    int
 	}
 	var fresh []changed
-	s.mu.Lock()
+	unlock = s.lock()
 	for _, g := range s.groups {
 		if g.deleting {
 			continue
@@ -123,12 +125,12 @@ func (s *Server) snapshot() (groups, resources []savedJSON, err error) {
 		// A handful of groups: not worth keeping.
 		b, err := json.Marshal(g.body)
 		if err != nil {
-			s.mu.Unlock()
+			unlock()
 			return nil, nil, err
 		}
 		e, err := json.Marshal(savedResource{ID: g.idStr, Body: b})
 		if err != nil {
-			s.mu.Unlock()
+			unlock()
 			return nil, nil, err
 		}
 		groups = append(groups, savedJSON{id: g.idStr, json: e})
@@ -141,14 +143,14 @@ func (s *Server) snapshot() (groups, resources []savedJSON, err error) {
 		if r.saved == nil || r.savedRev != r.rev {
 			sr, err := savedEntry(r)
 			if err != nil {
-				s.mu.Unlock()
+				unlock()
 				return nil, nil, err
 			}
 			fresh = append(fresh, changed{r: r, rev: r.rev, entry: sr, at: len(resources)})
 		}
 		resources = append(resources, savedJSON{id: r.idStr, json: r.saved})
 	}
-	s.mu.Unlock()
+	unlock()
 	for _, c := range fresh {
 		e, err := json.Marshal(c.entry)
 		if err != nil {
@@ -190,6 +192,8 @@ func savedEntry(r *resource) (savedResource, error) {
 // Load replaces the emulator's resources with those saved at path and boots
 // the VMs and instances among them again.
 func (s *Server) Load(path string) error {
+	unlock := func() {}
+	defer func() { unlock() }()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -198,13 +202,13 @@ func (s *Server) Load(path string) error {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return fmt.Errorf("arm: %s is not an emulator state file: %w", path, err)
 	}
-	s.mu.Lock()
+	unlock = s.lock()
 	s.groups = map[string]*resource{}
 	s.resources = map[string]*resource{}
 	for _, g := range st.Groups {
 		var body map[string]any
 		if err := json.Unmarshal(g.Body, &body); err != nil {
-			s.mu.Unlock()
+			unlock()
 			return fmt.Errorf("arm: %s: resource group %s: %w", path, g.ID, err)
 		}
 		s.groups[key(g.ID)] = &resource{idStr: g.ID, body: body}
@@ -214,12 +218,12 @@ func (s *Server) Load(path string) error {
 		id, ok := parseResourcePath(sr.ID)
 		k := kinds[strings.ToLower(id.Kind())]
 		if !ok || k == nil {
-			s.mu.Unlock()
+			unlock()
 			return fmt.Errorf("arm: %s holds a resource of an unknown kind: %s", path, sr.ID)
 		}
 		var body map[string]any
 		if err := json.Unmarshal(sr.Body, &body); err != nil || body == nil {
-			s.mu.Unlock()
+			unlock()
 			return fmt.Errorf("arm: %s: resource %s has no body: %v", path, sr.ID, err)
 		}
 		secrets := sr.Secrets
@@ -248,7 +252,7 @@ func (s *Server) Load(path string) error {
 			}
 		}
 	}
-	s.mu.Unlock()
+	unlock()
 	s.bootMachines(boot)
 	return nil
 }

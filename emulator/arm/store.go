@@ -227,3 +227,19 @@ func (s *Server) render(r *resource) map[string]any {
 	}
 	return out
 }
+
+// lock locks the store and returns what unlocks it, at most once. The
+// functions that release the lock before they end (to write a response, or
+// boot a machine, without it) defer a call of the last unlock as well: a
+// handler that panics under the lock then leaves it unlocked, and one bad
+// request does not wedge every later one.
+func (s *Server) lock() (unlock func()) {
+	s.mu.Lock()
+	done := false
+	return func() {
+		if !done {
+			done = true
+			s.mu.Unlock()
+		}
+	}
+}

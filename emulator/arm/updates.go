@@ -65,10 +65,12 @@ func ifMatchFails(ifMatch string, cur *resource) *armError {
 // protection policy. Anything else in the body is the scale set's and is
 // kept as the scale set says. It is long-running: 202, then Succeeded.
 func (s *Server) updateInstance(w http.ResponseWriter, r *http.Request, id resourceID, body map[string]any) {
-	s.mu.Lock()
+	unlock := func() {}
+	defer func() { unlock() }()
+	unlock = s.lock()
 	res, e := s.existing(id, r.Header.Get("If-Match"))
 	if e != nil {
-		s.mu.Unlock()
+		unlock()
 		writeError(w, e)
 		return
 	}
@@ -91,6 +93,6 @@ func (s *Server) updateInstance(w http.ResponseWriter, r *http.Request, id resou
 		s.mu.Unlock()
 	})
 	out := s.render(res)
-	s.mu.Unlock()
+	unlock()
 	writeJSON(w, operationOf(r).Updated, out)
 }

@@ -28,6 +28,7 @@ func sameGrant(a, b RoleAssignment) bool {
 // roleAssignment does, and returns it with created false when the same
 // assignment already had that name.
 func (d *Directory) CreateRoleAssignment(a RoleAssignment) (RoleAssignment, bool, error) {
+	defer d.changed()
 	r, ok := RoleByName(a.Role)
 	if !ok {
 		return RoleAssignment{}, false, errors.New("unknown role " + a.Role)
@@ -67,6 +68,7 @@ func (d *Directory) RoleAssignments() []RoleAssignment {
 
 // DeleteRoleAssignment removes the assignment of a name and returns it.
 func (d *Directory) DeleteRoleAssignment(name string) (RoleAssignment, bool) {
+	defer d.changed()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i, x := range d.assignments {
@@ -94,6 +96,7 @@ func (d *Directory) PrincipalByObjectID(objectID string) (Principal, bool) {
 // RemovePrincipal deletes a principal, as deleting a managed identity's
 // resource does; its role assignments stay, orphaned, as on Azure.
 func (d *Directory) RemovePrincipal(clientID string) bool {
+	defer d.changed()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := strings.ToLower(clientID)

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -108,6 +109,13 @@ type Options struct {
 	// IdentityHeader is the secret the managed-identity endpoint expects in
 	// X-IDENTITY-HEADER; random when empty.
 	IdentityHeader string
+	// OnChange, when set, is called after what Save writes may have
+	// changed (a principal, a secret, a role assignment, an issuer, the
+	// signing key), without the directory's lock held. It must return at
+	// once: a caller that keeps the directory on disk as it changes marks
+	// it dirty and saves later, so that a killed process loses no managed
+	// identity or role assignment made through ARM.
+	OnChange func()
 }
 
 // Directory is an Entra ID with its tenants' principals and the role
@@ -117,6 +125,9 @@ type Directory struct {
 	key  *rsa.PrivateKey
 	kid  string
 
+	// saveMu orders Saves, so that an older snapshot never replaces a
+	// newer one on disk.
+	saveMu      sync.Mutex
 	mu          sync.Mutex
 	principals  map[string]*Principal // by lower-case client ID
 	assignments []RoleAssignment
@@ -157,6 +168,13 @@ func New(opts Options) (*Directory, error) {
 		principals: map[string]*Principal{}, issuers: map[string]*jwks{}, perClient: map[string]int64{},
 		failures: map[string]int64{}, issued: map[string][]string{},
 	}, nil
+}
+
+// changed tells OnChange that the directory's content changed.
+func (d *Directory) changed() {
+	if d.opts.OnChange != nil {
+		d.opts.OnChange()
+	}
 }
 
 // IdentityHeader is what a managed-identity client must send in
@@ -212,6 +230,7 @@ func (d *Directory) Apply(c Config) error {
 }
 
 func (d *Directory) setKey(pemBytes []byte) error {
+	defer d.changed()
 	k, err := keyutil.ParsePrivateKeyPEM(pemBytes)
 	if err != nil {
 		return fmt.Errorf("signingKey: %w", err)
@@ -271,7 +290,24 @@ func (d *Directory) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o600)
+	d.saveMu.Lock()
+	defer d.saveMu.Unlock()
+	// Written beside the file and renamed over it, so that a process
+	// killed while saving leaves the previous directory, never half of
+	// one; CreateTemp makes the file 0600 before a byte is written.
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".entra-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // LoadFile applies a JSON Config file.
@@ -309,6 +345,7 @@ func (d *Directory) AddPrincipal(p Principal) error {
 			return fmt.Errorf("principal %s: %w", p.ClientID, err)
 		}
 	}
+	defer d.changed()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.principals[strings.ToLower(p.ClientID)] = &p
@@ -339,6 +376,7 @@ func (d *Directory) Principal(clientID string) (Principal, bool) {
 }
 
 func (d *Directory) update(clientID string, fn func(*Principal) error) error {
+	defer d.changed()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p, ok := d.principals[strings.ToLower(clientID)]
@@ -374,6 +412,7 @@ func (d *Directory) AddFederatedCredential(clientID string, fc FederatedCredenti
 // TrustIssuer records an external issuer's keys (a JWKS document); nil keys
 // mean they are fetched through the issuer's OIDC discovery when needed.
 func (d *Directory) TrustIssuer(issuer string, keys []byte) error {
+	defer d.changed()
 	var set *jwks
 	if len(keys) > 0 {
 		var err error
@@ -394,6 +433,7 @@ func (d *Directory) AssignRole(principalID, role, scope string) error {
 }
 
 func (d *Directory) addAssignment(a RoleAssignment) error {
+	defer d.changed()
 	r, ok := RoleByName(a.Role)
 	if !ok {
 		return fmt.Errorf("role %q is not one of %s", a.Role, strings.Join(roleNames(), ", "))
@@ -422,6 +462,7 @@ func (d *Directory) addAssignment(a RoleAssignment) error {
 // RemoveRoleAssignments removes a principal's assignments at a scope and
 // says how many there were.
 func (d *Directory) RemoveRoleAssignments(principalID, scope string) int {
+	defer d.changed()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	kept, n := d.assignments[:0], 0

@@ -71,6 +71,9 @@ func (d *Directory) IssueTokenForTest(p Principal, audience string, expires time
 // Caller is who an access token was issued to.
 type Caller struct {
 	TenantID, AppID, ObjectID string
+	// Issuer is the token's iss: the authority it came from and its
+	// tenant, https://<authority host>/<tenant>/.
+	Issuer string
 }
 
 // Why a token is refused.
@@ -138,7 +141,7 @@ func (d *Directory) Authenticate(token string, audiences []string) (Caller, erro
 	if _, found := d.Principal(c.AppID); !found {
 		return Caller{}, &TokenError{Reason: TokenInvalid, Err: errors.New("the principal no longer exists")}
 	}
-	return Caller{TenantID: c.TenantID, AppID: c.AppID, ObjectID: c.ObjectID}, nil
+	return Caller{TenantID: c.TenantID, AppID: c.AppID, ObjectID: c.ObjectID, Issuer: c.Issuer}, nil
 }
 
 // maxVerifiedTokens bounds the tokens Authenticate remembers. Callers keep

@@ -7,6 +7,7 @@ package machines
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -294,7 +295,7 @@ func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.
 	for name, p := range cp.Processes() {
 		procs[name] = p
 	}
-	if err := r.startKubelet(ctx, m, nodeClient, reg, cp.StaticPods, procs, host, cp.KubernetesVersion()); err != nil {
+	if err := r.startKubelet(ctx, m, nodeClient, clusterCA(cp.Kubelet), reg, cp.StaticPods, procs, host, cp.KubernetesVersion()); err != nil {
 		return err
 	}
 	r.event(m, "marking the node as control plane")
@@ -340,7 +341,25 @@ func (r *Runtime) bootWorker(ctx context.Context, m *machine, b *bootdata.BootDa
 	if v, err := client.Discovery().ServerVersion(); err == nil {
 		version = v.GitVersion
 	}
-	return r.startKubelet(ctx, m, client, reg, nil, nil, host, version)
+	return r.startKubelet(ctx, m, client, clusterCA(cfg), reg, nil, nil, host, version)
+}
+
+// clusterCA is the cluster CA the node's kubeconfig trusts: kubeadm makes
+// it the kubelet's client CA (KubeletConfiguration
+// authentication.x509.clientCAFile, /etc/kubernetes/pki/ca.crt), so that
+// the API server's kubelet client certificate, which it signed,
+// authenticates to the kubelet API. Nil when the kubeconfig names none:
+// the kubelet then accepts no client certificate.
+func clusterCA(cfg *rest.Config) *x509.CertPool {
+	data := cfg.CAData
+	if len(data) == 0 && cfg.CAFile != "" {
+		data, _ = os.ReadFile(cfg.CAFile)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil
+	}
+	return pool
 }
 
 func agentName(m *machine) string {
@@ -351,7 +370,7 @@ func agentName(m *machine) string {
 }
 
 // startKubelet registers the node as a kubelet of the machine's OS would.
-func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernetes.Interface, reg bootdata.NodeRegistration, static []*corev1.Pod, procs map[string]kubelet.Process, host netip.Addr, clusterVersion string) error {
+func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernetes.Interface, clientCA *x509.CertPool, reg bootdata.NodeRegistration, static []*corev1.Pod, procs map[string]kubelet.Process, host netip.Addr, clusterVersion string) error {
 	am := m.arm
 	h := kubelet.Host{OS: "linux", Arch: "amd64"}
 	info := corev1.NodeSystemInfo{
@@ -397,7 +416,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	r.mu.Unlock()
 	r.ensureProxy(m)
 	k, err := kubelet.Start(ctx, kubelet.Config{
-		NodeName: m.nodeName, Client: client, Address: host, Host: h, Labels: labels, Taints: taints,
+		NodeName: m.nodeName, Client: client, ClientCA: clientCA, Address: host, Host: h, Labels: labels, Taints: taints,
 		Capacity: capacity(am), NodeInfo: info, StaticPods: static, StaticProcesses: procs, Images: r.opts.Images, Logs: m.logs,
 		StartCheck: check, Started: started, PodAddress: r.podAddress(m.endpoint), Disk: m.disk(""),
 		NetworkConfigured: cniConfigured(m), SetUpNetwork: cniAdd(m),

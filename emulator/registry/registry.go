@@ -10,6 +10,9 @@ package registry
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -20,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -60,20 +64,61 @@ type Process struct {
 type Registry struct {
 	srv  *http.Server
 	host string
+	// pusher is the one credential that may write: the registry's own
+	// (Push), held only in this process.
+	pusher authn.Basic
 }
 
+// pusherName is the user name of the registry's own push credential.
+const pusherName = "winkube"
+
 // Start serves a registry on addr ("127.0.0.1:0" picks a port).
+//
+// Pulls are anonymous, as from the public registries it stands in for:
+// the nodes' container runtimes pull without credentials (no pod sets
+// imagePullSecrets for registry.k8s.io or mcr.microsoft.com), and what the
+// images hold is public. Writes need the registry's own credential, made
+// here and kept in memory: on a machine other users share, any of them
+// reaches a loopback port, and an image pushed over one of the world's
+// would run on its nodes.
 func Start(addr string) (*Registry, error) {
+	secret := make([]byte, 24)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("image registry: %w", err)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("image registry: %w", err)
 	}
-	r := &Registry{
-		srv:  &http.Server{Handler: ggcrregistry.New(ggcrregistry.Logger(discard())), ReadHeaderTimeout: 10 * time.Second},
-		host: ln.Addr().String(),
-	}
+	r := &Registry{host: ln.Addr().String(), pusher: authn.Basic{Username: pusherName, Password: hex.EncodeToString(secret)}}
+	r.srv = &http.Server{Handler: r.authorize(ggcrregistry.New(ggcrregistry.Logger(discard()))), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = r.srv.Serve(ln) }()
 	return r, nil
+}
+
+// authorize lets reads through and refuses a write without the pusher's
+// credential as the OCI distribution specification has a registry refuse
+// an unauthenticated request (spec.md, "Error Codes": 401 with a
+// WWW-Authenticate challenge and the UNAUTHORIZED code), with the Basic
+// challenge of RFC 7617 that clients such as containerd and
+// go-containerregistry answer.
+func (r *Registry) authorize(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet || req.Method == http.MethodHead {
+			next.ServeHTTP(w, req)
+			return
+		}
+		user, pass, ok := req.BasicAuth()
+		if ok && subtle.ConstantTimeCompare([]byte(user), []byte(r.pusher.Username)) == 1 &&
+			subtle.ConstantTimeCompare([]byte(pass), []byte(r.pusher.Password)) == 1 {
+			next.ServeHTTP(w, req)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="winkube local world registry"`)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"errors":[{"code":"UNAUTHORIZED","message":"authentication required","detail":"only the local world pushes to its registry"}]}` + "\n"))
+	})
 }
 
 // Host is the registry's host:port.
@@ -162,7 +207,7 @@ func (r *Registry) Push(ctx context.Context, img Image) error {
 		}
 		return mutate.ConfigFile(empty.Image, cfg)
 	}
-	opts := []remote.Option{remote.WithContext(ctx)}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(&r.pusher)}
 	if len(img.Platforms) == 1 {
 		one, err := build(img.Platforms[0])
 		if err != nil {

@@ -25,6 +25,7 @@ type emulatorOptions struct {
 	entraListen      string
 	directory        string
 	tenant           string
+	operators        []string
 	state            string
 	caFile           string
 	operationDelay   time.Duration
@@ -60,6 +61,12 @@ principal with Contributor and User Access Administrator on every
 subscription is made and printed (the flavors' machines get system-assigned
 identities, whose roles the manager assigns).
 
+The control API (PUT /emulator/faults, /emulator/counters) acts on every
+subscription: only the service principal made at the first start and the
+principals named by --operator may use it. Tokens of tenants other than
+--tenant are refused (401 InvalidAuthenticationTokenTenant), as ARM refuses
+them for a subscription of another tenant.
+
 With --state the resources survive a restart: they are loaded at start and
 saved on exit (and every --save-every), the directory beside them.`,
 		Args: cobra.NoArgs,
@@ -73,7 +80,8 @@ saved on exit (and every --save-every), the directory beside them.`,
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8443", "address to serve ARM on (port 0 picks a free one)")
 	f.StringVar(&o.entraListen, "entra-listen", "127.0.0.1:8444", "address to serve Entra ID on (port 0 picks a free one)")
 	f.StringVar(&o.directory, "directory", "", "JSON file of Entra ID principals, role assignments and trusted issuers")
-	f.StringVar(&o.tenant, "tenant", "72f988bf-0000-4000-8000-00000000e1d0", "tenant of the service principal made when there is no --directory")
+	f.StringVar(&o.tenant, "tenant", "72f988bf-0000-4000-8000-00000000e1d0", "tenant the subscriptions belong to (ARM refuses other tenants' tokens), and of the service principal made when there is no --directory")
+	f.StringSliceVar(&o.operators, "operator", nil, "client IDs of the principals that may use the control API (/emulator/faults, /emulator/counters); the service principal made when there is no --directory")
 	f.StringVar(&o.state, "state", "", "file to load resources from and save them to")
 	f.StringVar(&o.caFile, "ca-file", "", "where to write the CA certificate clients must trust (beside --state, or in a temporary folder)")
 	f.DurationVar(&o.operationDelay, "operation-delay", 100*time.Millisecond, "how long each long-running operation takes")
@@ -131,8 +139,32 @@ func runEmulator(ctx context.Context, cmd *cobra.Command, o *emulatorOptions) er
 		}
 		bootstrap, bootstrapSecret = &p, secret
 	}
+	// The control API acts on every subscription: only the operators may
+	// use it, not every principal with a role somewhere.
+	var operators []string
+	if bootstrap != nil {
+		operators = append(operators, bootstrap.ObjectID)
+	}
+	for _, id := range o.operators {
+		p, ok := dir.Principal(id)
+		if !ok {
+			return badInputf(cmd, "--operator %s: no principal with that client ID in the directory", id)
+		}
+		operators = append(operators, p.ObjectID)
+	}
+	// The subscriptions are in --tenant: tokens of other tenants are
+	// refused as ARM refuses them. A --directory of several tenants keeps
+	// every tenant's tokens unless --tenant is given.
+	tenant := o.tenant
+	switch {
+	case cmd.Flags().Changed("tenant"):
+	case bootstrap != nil:
+		tenant = bootstrap.TenantID
+	case o.directory != "":
+		tenant = ""
+	}
 	srv, err := arm.New(arm.Options{
-		Directory: dir, OperationDelay: o.operationDelay,
+		Directory: dir, TenantID: tenant, Operators: operators, OperationDelay: o.operationDelay,
 		BootDelayLinux: o.bootDelayLinux, BootDelayWindows: o.bootDelayWindows,
 		Throttle: arm.Throttle{ReadsPerHour: o.readsPerHour, WritesPerHour: o.writesPerHour},
 	})

@@ -32,8 +32,13 @@ func identitySecretName(cluster string) string { return cluster + "-identity-sec
 // before, with the service principal its clusters act as: Contributor on
 // the world's subscription, as `az ad sp create-for-rbac --role
 // Contributor --scopes /subscriptions/<id>` makes it.
+//
+// The directory is saved as it changes (the machines' managed identities
+// and the role assignments the clusters make come through ARM while the
+// world runs), so that a killed winkube loses none of them.
 func (w *World) startDirectory() error {
-	d, err := entra.New(entra.Options{})
+	saver := newWriteBehind("Entra ID", w.saveDirectory, w.opts.Log)
+	d, err := entra.New(entra.Options{OnChange: saver.mark})
 	if err != nil {
 		return err
 	}
@@ -44,6 +49,19 @@ func (w *World) startDirectory() error {
 		}
 	}
 	w.dir = d
+	if err := w.servicePrincipal(); err != nil {
+		return err
+	}
+	// Only now: a directory that failed to load keeps its file.
+	w.dirSaver = saver
+	w.dirSaver.start()
+	return nil
+}
+
+// servicePrincipal finds, or makes, the principal the world's clusters
+// act as.
+func (w *World) servicePrincipal() error {
+	d := w.dir
 	snap, err := d.Snapshot()
 	if err != nil {
 		return err

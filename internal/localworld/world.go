@@ -134,6 +134,9 @@ type World struct {
 	// address map on disk as they change, so that the next start after a
 	// SIGKILL finds the machines a clean stop would have left.
 	emuSaver, netSaver *writeBehind
+	// dirSaver keeps the Entra ID on disk likewise: the machines' managed
+	// identities and the role assignments made through ARM.
+	dirSaver *writeBehind
 	// boots is when each machine began to boot, for bench.
 	boots bootTimes
 	// nodes follows the workload cluster's nodes for Status.
@@ -232,6 +235,13 @@ func (w *World) start(ctx context.Context) (err error) {
 			APIServer: &envtest.APIServer{Path: launchers["kube-apiserver"]},
 		},
 	}
+	pki, err := ensureEtcdPKI(filepath.Join(o.StateDir, etcdPKIDir))
+	if err != nil {
+		return err
+	}
+	if err := secureEtcd(w.env.ControlPlane.Etcd, w.env.ControlPlane.APIServer, pki); err != nil {
+		return err
+	}
 	if w.Config, err = w.env.Start(); err != nil {
 		return fmt.Errorf("management plane: %w", err)
 	}
@@ -268,10 +278,6 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := w.startDirectory(); err != nil {
 		return err
 	}
-	// The directory changes only here: saved now, it survives a kill.
-	if err := w.saveDirectory(); err != nil {
-		return err
-	}
 	var armCfg endpoint.Config
 	emuSaver := newWriteBehind("Azure resources", func() error { return w.emu.Save(filepath.Join(o.StateDir, emulatorState)) }, o.Log)
 	w.rt, err = machines.New(machines.Options{
@@ -284,7 +290,10 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if w.emu, err = arm.New(arm.Options{Directory: w.dir, PollInterval: 200 * time.Millisecond, Runtime: w.rt, PublicIPPool: w.block.Public,
+	// The world's subscription is in its tenant, and only the world's own
+	// principal may use the emulator's control API (faults, counters).
+	if w.emu, err = arm.New(arm.Options{Directory: w.dir, TenantID: Tenant, Operators: []string{w.sp.ObjectID},
+		PollInterval: 200 * time.Millisecond, Runtime: w.rt, PublicIPPool: w.block.Public,
 		BootDelayLinux: 500 * time.Millisecond, BootDelayWindows: 2 * time.Second, OnChange: emuSaver.mark}); err != nil {
 		return err
 	}
@@ -436,8 +445,8 @@ func (w *World) Stop() {
 	if w.login != nil {
 		_ = w.login.Close()
 	}
-	if err := w.saveDirectory(); err != nil {
-		w.opts.Log.Error(err, "saving the Entra ID's state")
+	if w.dirSaver != nil {
+		w.dirSaver.close()
 	}
 	if w.netSaver != nil {
 		w.netSaver.close()

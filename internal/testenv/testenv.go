@@ -7,6 +7,7 @@ package testenv
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -49,6 +50,12 @@ type Env struct {
 	Config      *rest.Config
 	Client      client.Client
 	Scheme      *runtime.Scheme
+	// KubeletClientCA is what a simulated kubelet of the test must verify
+	// client certificates with (kubelet.Config.ClientCA): the API server
+	// calls kubelets with a certificate of that CA, and the test's admin
+	// Config's certificate is in it too.
+	KubeletClientCA *x509.CertPool
+	pki             string
 }
 
 // Tools the control plane needs; both come from hack/tools.
@@ -114,23 +121,43 @@ func Start(opts Options) (*Env, error) {
 		WebhookInstallOptions: opts.WebhookInstallOptions,
 		Scheme:                scheme,
 	}
+	pki, err := os.MkdirTemp("", "testenv-pki-")
+	if err != nil {
+		return nil, err
+	}
+	caPEM, certFile, keyFile, err := kubeletClient(pki)
+	if err != nil {
+		_ = os.RemoveAll(pki)
+		return nil, fmt.Errorf("testenv: the API server's kubelet client certificate: %w", err)
+	}
+	api := env.ControlPlane.GetAPIServer().Configure()
+	api.Set("kubelet-client-certificate", certFile)
+	api.Set("kubelet-client-key", keyFile)
 	for k, v := range opts.APIServerFlags {
-		env.ControlPlane.GetAPIServer().Configure().Set(k, v)
+		api.Set(k, v)
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = os.RemoveAll(pki)
 		return nil, fmt.Errorf("testenv: starting kube-apiserver and etcd from %s: %w", bin, err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		_ = env.Stop()
+	e := &Env{Environment: env, Config: cfg, Scheme: scheme, pki: pki}
+	if e.KubeletClientCA, err = kubeletClientCA(caPEM, env.ControlPlane.APIServer.CertDir); err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		_ = e.Stop()
 		return nil, fmt.Errorf("testenv: client: %w", err)
 	}
-	return &Env{Environment: env, Config: cfg, Client: c, Scheme: scheme}, nil
+	return e, nil
 }
 
 // Stop stops the API server and etcd and removes their data.
 func (e *Env) Stop() error {
+	if e.pki != "" {
+		defer os.RemoveAll(e.pki)
+	}
 	return e.Environment.Stop()
 }
 

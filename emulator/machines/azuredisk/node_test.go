@@ -89,7 +89,7 @@ func TestWindowsPodMountsAttachedDisk(t *testing.T) {
 	plugin := azuredisk.NewNodePlugin(azuredisk.NodeConfig{NodeName: node, Windows: true, VMSize: "Standard_D2s_v3", Location: "eastus",
 		Disk: disk, DataDisks: azure.get, Store: store})
 	k, err := kubelet.Start(ctx, kubelet.Config{
-		NodeName: node, Client: cs, Address: block.Hosts.Addr().Next(), Images: reg, Disk: disk, Log: logr.Discard(),
+		NodeName: node, Client: cs, ClientCA: env.KubeletClientCA, Address: block.Hosts.Addr().Next(), Images: reg, Disk: disk, Log: logr.Discard(),
 		Host:              kubelet.Host{OS: "windows", Arch: "amd64", Build: "10.0.20348", KubeletVersion: "v1.36.3", Runtime: "containerd"},
 		Labels:            map[string]string{corev1.LabelOSStable: "windows"},
 		NodeInfo:          corev1.NodeSystemInfo{OperatingSystem: "windows", OSImage: "Windows Server 2022 Datacenter", KernelVersion: "10.0.20348.2849"},

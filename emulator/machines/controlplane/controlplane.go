@@ -394,22 +394,35 @@ func (cp *ControlPlane) waitReady(ctx context.Context, p *Process) error {
 	return err
 }
 
-// clusterAdmins binds the admin.conf group to cluster-admin, which
-// `kubeadm init` does outside its phases.
+// clusterAdmins binds the admin.conf group to cluster-admin, and the API
+// server's kubelet client to the kubelet API, which `kubeadm init` does
+// outside its phases.
 func (cp *ControlPlane) clusterAdmins(ctx context.Context) error {
 	cs, err := kubernetes.NewForConfig(cp.SuperAdmin)
 	if err != nil {
 		return err
 	}
-	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+	for _, b := range []*rbacv1.ClusterRoleBinding{{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:cluster-admins"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "kubeadm:cluster-admins"}},
-	}, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return nil
+	}, {
+		// kubeadm's apiserver-kubelet-client certificate names no group
+		// since kubernetes/kubernetes#138957 (1.37, backported: v1.36.3's
+		// kubeadm makes it with CN kube-apiserver-kubelet-client alone);
+		// kubeadm init binds the user to system:kubelet-api-admin
+		// instead, which the kubelets' SubjectAccessReviews check for
+		// exec, logs and port-forward (the binding's name and role as in
+		// Cluster API's controlplane/kubeadm/internal/workload_cluster_rbac.go).
+		ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:apiserver-kubelet-client"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "kube-apiserver-kubelet-client"}},
+	}} {
+		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 // MarkControlPlane labels and taints the node as kubeadm's

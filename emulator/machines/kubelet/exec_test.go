@@ -272,13 +272,13 @@ func execWindows(t *testing.T, n *servingNode) {
 // startWindowsNode runs a Windows Server 2022 kubelet on n's API server.
 func startWindowsNode(t *testing.T, n *servingNode) *servingNode {
 	t.Helper()
-	w := &servingNode{client: n.client, cfg: n.cfg, node: "win-a", addr: testAddress(t), pods: map[string]netip.Addr{},
+	w := &servingNode{client: n.client, ca: n.ca, cfg: n.cfg, node: "win-a", addr: testAddress(t), pods: map[string]netip.Addr{},
 		disk: vmdisk.Disk{Root: t.TempDir(), Windows: true}}
 	for i := 2; i < 6; i++ {
 		w.pods[netip.AddrFrom4([4]byte{10, 244, 2, byte(i)}).String()] = testAddress(t)
 	}
 	k, err := Start(context.Background(), Config{
-		NodeName: w.node, Client: n.client, Address: w.addr, Host: win2022, Images: startRegistry(t),
+		NodeName: w.node, Client: n.client, ClientCA: n.ca, Address: w.addr, Host: win2022, Images: startRegistry(t),
 		NodeInfo:   corev1.NodeSystemInfo{OSImage: "Windows Server 2022 Datacenter", KernelVersion: "10.0.20348.2849", OperatingSystem: "windows"},
 		PodAddress: w.podAddress, Log: logr.Discard(), Disk: w.disk,
 		NetworkConfigured: func() bool { return true },

@@ -14,6 +14,7 @@ package kubelet
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -52,7 +53,13 @@ type Config struct {
 	// the API server's Node authorizer and NodeRestriction apply.
 	Client kubernetes.Interface
 	// Address is the node's InternalIP, where its kubelet API listens.
-	Address  netip.Addr
+	Address netip.Addr
+	// ClientCA verifies the client certificates presented to the kubelet
+	// API (the kubelet's authentication.x509.clientCAFile: kubeadm sets
+	// the cluster CA, which signed the API server's kubelet client
+	// certificate); nil accepts none, and only bearer tokens the API
+	// server's TokenReview accepts authenticate.
+	ClientCA *x509.CertPool
 	Host     Host
 	Labels   map[string]string
 	Taints   []corev1.Taint

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -30,6 +31,8 @@ import (
 // at loopback addresses of the test's own block.
 type servingNode struct {
 	client kubernetes.Interface
+	// ca is the kubelet's client CA (testenv's).
+	ca *x509.CertPool
 	// cfg reaches the API server as its administrator.
 	cfg  *rest.Config
 	node string
@@ -64,14 +67,14 @@ func startServingNode(t *testing.T) *servingNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &servingNode{client: client, cfg: env.Config, node: "node-a", addr: testAddress(t), pods: map[string]netip.Addr{}, disk: vmdisk.Disk{Root: t.TempDir()}}
+	n := &servingNode{client: client, ca: env.KubeletClientCA, cfg: env.Config, node: "node-a", addr: testAddress(t), pods: map[string]netip.Addr{}, disk: vmdisk.Disk{Root: t.TempDir()}}
 	// The node's pod CIDR is 10.244.1.0/24: .2 is the first pod's
 	// address, and the subtests make a dozen pods at most.
 	for i := 2; i < 14; i++ {
 		n.pods[netip.AddrFrom4([4]byte{10, 244, 1, byte(i)}).String()] = testAddress(t)
 	}
 	k, err := Start(context.Background(), Config{
-		NodeName: n.node, Client: client, Address: n.addr, Host: linux, Images: startRegistry(t),
+		NodeName: n.node, Client: client, ClientCA: n.ca, Address: n.addr, Host: linux, Images: startRegistry(t),
 		NodeInfo:   corev1.NodeSystemInfo{OSImage: "Ubuntu 24.04.1 LTS", KernelVersion: "6.8.0-1021-azure", OperatingSystem: "linux"},
 		PodAddress: n.podAddress, Log: logr.Discard(), Disk: n.disk,
 		// The node's CNI configuration is in place (what the CNI's
@@ -136,6 +139,7 @@ func TestSimulatedContainersServe(t *testing.T) {
 	t.Run("ImagePortsListenUndeclared", func(t *testing.T) { imagePortsListenUndeclared(t, n) })
 	t.Run("ImagePullBacksOff", func(t *testing.T) { imagePullBacksOff(t, n) })
 	t.Run("ExecLinux", func(t *testing.T) { execLinux(t, n) })
+	t.Run("KubeletAPIRefusesOtherUsers", func(t *testing.T) { kubeletAPIRefusesOtherUsers(t, n) })
 	t.Run("PortForwardToPod", func(t *testing.T) { portForwardToPod(t, n) })
 	t.Run("ExecWindows", func(t *testing.T) { execWindows(t, n) })
 }

@@ -53,7 +53,7 @@ func startServer(addr string, k *Kubelet) (*server, error) {
 	mux.HandleFunc("/run/", serveNoProcess)
 	mux.HandleFunc("GET /stats/summary", k.serveSummary)
 	mux.HandleFunc("GET /metrics/resource", k.serveResourceMetrics)
-	s := &server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	s := &server{srv: &http.Server{Handler: k.authorize(mux), ReadHeaderTimeout: 10 * time.Second}}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }

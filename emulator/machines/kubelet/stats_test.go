@@ -32,14 +32,23 @@ import (
 type statsNode struct {
 	name string
 	addr netip.Addr
+	// admin is the test's administrator's client certificate, which the
+	// kubelet's client CA covers: metrics-server and kubectl reach the
+	// kubelet with credentials, never anonymously.
+	admin tls.Certificate
 }
 
-func startStatsNode(t *testing.T, client kubernetes.Interface, images Images, name string, host Host) statsNode {
+func startStatsNode(t *testing.T, env *testenv.Env, images Images, name string, host Host) statsNode {
 	t.Helper()
-	n := statsNode{name: name, addr: testAddress(t)}
+	client := kubernetes.NewForConfigOrDie(env.Config)
+	admin, err := tls.X509KeyPair(env.Config.CertData, env.Config.KeyData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := statsNode{name: name, addr: testAddress(t), admin: admin}
 	host.KubeletVersion = "v1.36.3"
 	k, err := Start(context.Background(), Config{
-		NodeName: name, Client: client, Address: n.addr, Host: host, Images: images,
+		NodeName: name, Client: client, ClientCA: env.KubeletClientCA, Address: n.addr, Host: host, Images: images,
 		Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")},
 		NodeInfo: corev1.NodeSystemInfo{OperatingSystem: host.OS, Architecture: "amd64", KubeletVersion: "v1.36.3"},
 		Log:      logr.Discard(), NetworkConfigured: func() bool { return true },
@@ -57,7 +66,7 @@ func startStatsNode(t *testing.T, client kubernetes.Interface, images Images, na
 
 func (n statsNode) get(t *testing.T, path string) (*http.Response, []byte) {
 	t.Helper()
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the kubelet's certificate is self-signed
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{n.admin}}}} //nolint:gosec // the kubelet's certificate is self-signed
 	resp, err := c.Get("https://" + net.JoinHostPort(n.addr.String(), "10250") + path)
 	if err != nil {
 		t.Fatal(err)
@@ -135,8 +144,8 @@ func TestResourceMetricsAndSummary(t *testing.T) {
 	t.Cleanup(func() { _ = env.Stop() })
 	client := kubernetes.NewForConfigOrDie(env.Config)
 	images := startRegistry(t)
-	lin := startStatsNode(t, client, images, "stats-linux", linux)
-	win := startStatsNode(t, client, images, "stats-windows", win2022)
+	lin := startStatsNode(t, env, images, "stats-linux", linux)
+	win := startStatsNode(t, env, images, "stats-windows", win2022)
 
 	req := func(cpu, mem string, limits corev1.ResourceList) corev1.ResourceRequirements {
 		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}, Limits: limits}

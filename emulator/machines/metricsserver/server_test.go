@@ -159,7 +159,7 @@ func startWorld(t *testing.T) *world {
 	start := func(name string, host kubelet.Host, cidr string, podAddr func(string) (netip.Addr, error)) {
 		host.Arch, host.KubeletVersion = "amd64", "v1.36.3"
 		k, err := kubelet.Start(context.Background(), kubelet.Config{
-			NodeName: name, Client: client, Address: addr(), Host: host, Images: reg,
+			NodeName: name, Client: client, ClientCA: env.KubeletClientCA, Address: addr(), Host: host, Images: reg,
 			Labels:   map[string]string{"kubernetes.io/os": host.OS},
 			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")},
 			NodeInfo: corev1.NodeSystemInfo{OperatingSystem: host.OS, Architecture: "amd64", KubeletVersion: "v1.36.3"},
