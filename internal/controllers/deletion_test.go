@@ -127,11 +127,14 @@ func newRig(t *testing.T, o arm.Options) *rig {
 		MaxConcurrentReconciles: 4, SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false),
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 500*time.Millisecond),
 	}
+	// The rig's clusters act as the manager's own credential (the
+	// emulator's static token).
+	ids := &controllers.Identities{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: cl, ManagerCredentialNamespaces: []string{controllers.AllNamespaces}}
 	for _, err := range []error{
-		(&controllers.AzureClusterReconciler{Client: c, Cloud: cl, Requeue: requeue}).SetupWithManager(mgr, opts),
-		(&controllers.AzureMachineReconciler{Client: c, Cloud: cl, Requeue: requeue}).SetupWithManager(mgr, opts),
-		(&controllers.AzureMachinePoolReconciler{Client: c, Reader: mgr.GetAPIReader(), Cloud: cl, Requeue: requeue}).SetupWithManager(mgr, opts),
-		(&controllers.AzureMachinePoolMachineReconciler{Client: c, Cloud: cl, Requeue: requeue}).SetupWithManager(mgr, opts),
+		(&controllers.AzureClusterReconciler{Client: c, Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
+		(&controllers.AzureMachineReconciler{Client: c, Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
+		(&controllers.AzureMachinePoolReconciler{Client: c, Reader: mgr.GetAPIReader(), Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
+		(&controllers.AzureMachinePoolMachineReconciler{Client: c, Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
 	} {
 		if err != nil {
 			t.Fatal(err)
