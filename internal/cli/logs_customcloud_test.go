@@ -8,20 +8,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
-	"github.com/winkube/winkube/internal/localworld"
+	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/testenv"
 )
@@ -71,35 +64,9 @@ func TestLogsRunCommandRefusesAnAzureClustersOwnCloud(t *testing.T) {
 	evil.StartTLS()
 	t.Cleanup(evil.Close)
 
-	ns := "default"
-	for _, obj := range []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sp"}, Data: map[string][]byte{infrav1.ClientSecretKey: []byte(creds["AZURE_CLIENT_SECRET"])}},
-		&infrav1.AzureClusterIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "id"}, Spec: infrav1.AzureClusterIdentitySpec{
-			Type: infrav1.ServicePrincipal, TenantID: creds["AZURE_TENANT_ID"], ClientID: creds["AZURE_CLIENT_ID"], ClientSecret: corev1.SecretReference{Name: "sp", Namespace: ns},
-			AllowedNamespaces: &infrav1.AllowedNamespaces{}}},
-		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}, Spec: clusterv1.ClusterSpec{
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureCluster", Name: "demo"}}},
-		&infrav1.AzureCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}, Spec: infrav1.AzureClusterSpec{
-			ResourceGroup: "logs-rg", SubscriptionID: logsSubscription, Location: "westeurope", IdentityRef: &infrav1.IdentityReference{Name: "id"},
-			AzureEnvironment: &infrav1.AzureEnvironment{Name: infrav1.AzureCustomCloud, ResourceManagerEndpoint: evil.URL, ActiveDirectoryAuthorityHost: evil.URL}}},
-		&infrav1.AzureMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "win-broken", Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
-			Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{VMSize: "Standard_D2s_v3", OSDisk: infrav1.OSDisk{OSType: infrav1.Windows}}}},
-		&clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-md-win-7d8f9-xk2p4", Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
-			Spec: clusterv1.MachineSpec{ClusterName: "demo", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("data")},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachine", Name: "win-broken"}}},
-	} {
-		if err := env.Client.Create(ctx, obj); err != nil {
-			t.Fatalf("%T %s: %v", obj, obj.GetName(), err)
-		}
-	}
-	state := t.TempDir()
-	if err := os.WriteFile(filepath.Join(state, localworld.ManagementKubeconfig), env.Environment.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := localworld.WriteARMEndpoint(filepath.Join(state, localworld.ARMEndpointFile), localworld.ARMEndpoint{
-		ResourceManager: emu.URL(), Authority: login.URL(), CACertPEM: string(emu.CACertPEM())}); err != nil {
-		t.Fatal(err)
-	}
+	cfg := endpoint.Config{ResourceManagerEndpoint: emu.URL(), AuthorityHost: login.URL(), CACertPEM: emu.CACertPEM()}
+	state := logsManagement(t, ctx, env, cfg, creds["AZURE_TENANT_ID"], creds["AZURE_CLIENT_ID"], creds["AZURE_CLIENT_SECRET"],
+		&infrav1.AzureEnvironment{Name: infrav1.AzureCustomCloud, ResourceManagerEndpoint: evil.URL, ActiveDirectoryAuthorityHost: evil.URL})
 
 	_, _, err = winkube(ctx, "logs", "--state-dir", state, "win-broken", "--via", "run-command", "--write-to", filepath.Join(t.TempDir(), "x"))
 	mu.Lock()
