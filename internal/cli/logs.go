@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/nodelogs"
 )
 
@@ -28,6 +30,25 @@ type logsOptions struct {
 	output         string
 	oldOutput      string
 	since          time.Duration
+	customClouds   []string
+}
+
+// clouds are the --custom-cloud values, with their CA files read.
+func (o *logsOptions) clouds() ([]cloud.CustomCloud, error) {
+	var out []cloud.CustomCloud
+	for _, v := range o.customClouds {
+		c, caFile, err := cloud.ParseCustomCloud(v)
+		if err != nil {
+			return nil, badInputf(o.cmd, "--custom-cloud %v", err)
+		}
+		if caFile != "" {
+			if c.CACertPEM, err = os.ReadFile(caFile); err != nil {
+				return nil, fmt.Errorf("--custom-cloud %s: %w", c.Name, err)
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 func newLogsCommand() *cobra.Command {
@@ -63,7 +84,10 @@ Two ways to the machine (--via):
 Run Command needs to know the cluster's Azure: a local world's (--local NAME or
 --state-dir DIR), else Azure's public cloud or the AzureCluster's
 azureEnvironment, acting as its identityRef (without one, your own Azure
-credential: az login or AZURE_* variables).
+credential: az login or AZURE_* variables). A Custom azureEnvironment is
+refused unless its endpoints are the local world's or exactly those you pass
+with --custom-cloud: whoever may edit the AzureCluster would otherwise
+choose where the identity's secret is sent.
 
 Each command's output goes into a file of --write-to: a new folder, or a .tar /
 .tar.gz archive. A command that fails does not stop the others: its error
@@ -97,6 +121,7 @@ is then cut), and its error.
 	f.StringVarP(&o.oldOutput, "output", "o", "", "")
 	_ = f.MarkHidden("output")
 	f.DurationVar(&o.since, "since", 0, "only lines stamped within this long before now (e.g. 30m, 2h)")
+	f.StringArrayVar(&o.customClouds, "custom-cloud", nil, "with --via run-command, a cloud besides Azure's named ones that the AzureCluster's Custom azureEnvironment may name: name=NAME,arm=https://...,entra=https://...[,ca-file=PATH] (repeatable); the identity's secret goes to no other host")
 	return cmd
 }
 
@@ -236,7 +261,11 @@ func (o *logsOptions) runCommandSource(ctx context.Context, name, why string) (*
 	if err != nil {
 		return nil, err
 	}
-	m, runner, err := o.runCommand(ctx, c, ns, name)
+	clouds, err := o.clouds()
+	if err != nil {
+		return nil, err
+	}
+	m, runner, err := o.runCommand(ctx, c, ns, name, clouds)
 	if o.stateDir != "" && errors.Is(err, syscall.ECONNREFUSED) {
 		return nil, fmt.Errorf("the local world in %s is not running (start it again with 'winkube up'): %w", o.stateDir, err)
 	}

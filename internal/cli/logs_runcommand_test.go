@@ -73,36 +73,7 @@ func TestLogsOfAMachineThatNeverJoined(t *testing.T) {
 
 	// The management cluster: the cluster, its identity, and a Machine
 	// whose AzureMachine is provisioned with no node.
-	ns := "default"
-	for _, obj := range []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sp"}, Data: map[string][]byte{infrav1.ClientSecretKey: []byte(secret)}},
-		&infrav1.AzureClusterIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "id"}, Spec: infrav1.AzureClusterIdentitySpec{
-			Type: infrav1.ServicePrincipal, TenantID: tenant, ClientID: clientID, ClientSecret: corev1.SecretReference{Name: "sp", Namespace: ns},
-			AllowedNamespaces: &infrav1.AllowedNamespaces{}}},
-		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}, Spec: clusterv1.ClusterSpec{
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureCluster", Name: "demo"}}},
-		&infrav1.AzureCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}, Spec: infrav1.AzureClusterSpec{
-			ResourceGroup: "logs-rg", SubscriptionID: logsSubscription, Location: "westeurope", IdentityRef: &infrav1.IdentityReference{Name: "id"}}},
-		&infrav1.AzureMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "win-broken", Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
-			Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{VMSize: "Standard_D2s_v3", OSDisk: infrav1.OSDisk{OSType: infrav1.Windows}}}},
-		&clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-md-win-7d8f9-xk2p4", Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
-			Spec: clusterv1.MachineSpec{ClusterName: "demo", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("data")},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachine", Name: "win-broken"}}},
-	} {
-		if err := env.Client.Create(ctx, obj); err != nil {
-			t.Fatalf("%T %s: %v", obj, obj.GetName(), err)
-		}
-	}
-
-	// The state a local world leaves for commands beside it.
-	state := t.TempDir()
-	if err := os.WriteFile(filepath.Join(state, localworld.ManagementKubeconfig), env.Environment.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := localworld.WriteARMEndpoint(filepath.Join(state, localworld.ARMEndpointFile), localworld.ARMEndpoint{
-		ResourceManager: cfg.ResourceManagerEndpoint, Authority: cfg.AuthorityHost, CACertPEM: string(cfg.CACertPEM)}); err != nil {
-		t.Fatal(err)
-	}
+	state := logsManagement(t, ctx, env, cfg, tenant, clientID, secret, nil)
 
 	archive := filepath.Join(t.TempDir(), "win-broken.tar.gz")
 	start := time.Now()
@@ -168,6 +139,44 @@ func TestLogsOfAMachineThatNeverJoined(t *testing.T) {
 			t.Errorf("winkube %s: %v, want %q", strings.Join(c.args, " "), err, c.want)
 		}
 	}
+}
+
+// logsManagement creates, in the management cluster, the cluster "demo"
+// (in the cloud env names, the world's when nil), its identity acting as
+// the service principal, and a Machine whose AzureMachine "win-broken" has
+// no node; and the state a local world leaves for commands beside it,
+// whose Azure is cfg's.
+func logsManagement(t *testing.T, ctx context.Context, env *testenv.Env, cfg endpoint.Config, tenant, clientID, secret string, azEnv *infrav1.AzureEnvironment) (state string) {
+	t.Helper()
+	ns := "default"
+	for _, obj := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sp"}, Data: map[string][]byte{infrav1.ClientSecretKey: []byte(secret)}},
+		&infrav1.AzureClusterIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "id"}, Spec: infrav1.AzureClusterIdentitySpec{
+			Type: infrav1.ServicePrincipal, TenantID: tenant, ClientID: clientID, ClientSecret: corev1.SecretReference{Name: "sp", Namespace: ns},
+			AllowedNamespaces: &infrav1.AllowedNamespaces{}}},
+		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}, Spec: clusterv1.ClusterSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureCluster", Name: "demo"}}},
+		&infrav1.AzureCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}, Spec: infrav1.AzureClusterSpec{
+			ResourceGroup: "logs-rg", SubscriptionID: logsSubscription, Location: "westeurope", IdentityRef: &infrav1.IdentityReference{Name: "id"}, AzureEnvironment: azEnv}},
+		&infrav1.AzureMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "win-broken", Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
+			Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{VMSize: "Standard_D2s_v3", OSDisk: infrav1.OSDisk{OSType: infrav1.Windows}}}},
+		&clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-md-win-7d8f9-xk2p4", Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
+			Spec: clusterv1.MachineSpec{ClusterName: "demo", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("data")},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachine", Name: "win-broken"}}},
+	} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("%T %s: %v", obj, obj.GetName(), err)
+		}
+	}
+	state = t.TempDir()
+	if err := os.WriteFile(filepath.Join(state, localworld.ManagementKubeconfig), env.Environment.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := localworld.WriteARMEndpoint(filepath.Join(state, localworld.ARMEndpointFile), localworld.ARMEndpoint{
+		ResourceManager: cfg.ResourceManagerEndpoint, Authority: cfg.AuthorityHost, CACertPEM: string(cfg.CACertPEM)}); err != nil {
+		t.Fatal(err)
+	}
+	return state
 }
 
 // azureWithGuest starts an emulator whose machines' VM agent is guest, its

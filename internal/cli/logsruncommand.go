@@ -53,8 +53,11 @@ func (r runCommandRunner) Run(cmd string, stdout, stderr io.Writer) error {
 // cluster's identity, in the cluster's cloud: the local world's Azure
 // (arm-endpoint.json in its state) with --local or --state-dir, else
 // Azure's public cloud unless the AzureCluster names another
-// (spec.azureEnvironment, as the provider reads it).
-func (o *accessOptions) runCommand(ctx context.Context, c client.Client, ns, name string) (*azureMachine, runCommandRunner, error) {
+// (spec.azureEnvironment, as the provider reads it). The AzureCluster is
+// anyone's with write access to its namespace, so a Custom cloud's hosts,
+// which receive the identity's secret, must be the local world's or ones
+// the user passed (--custom-cloud), as the manager's operator does.
+func (o *accessOptions) runCommand(ctx context.Context, c client.Client, ns, name string, clouds []cloud.CustomCloud) (*azureMachine, runCommandRunner, error) {
 	m, err := findAzureMachine(ctx, c, ns, name, o.cluster)
 	if err != nil {
 		return nil, runCommandRunner{}, err
@@ -71,7 +74,9 @@ func (o *accessOptions) runCommand(ctx context.Context, c client.Client, ns, nam
 			return nil, runCommandRunner{}, fmt.Errorf("AzureCluster %s has no identityRef, and no Azure credential of yours was found (az login, or AZURE_CLIENT_ID and AZURE_CLIENT_SECRET): %w", m.cluster.Name, err)
 		}
 	}
-	ids := &controllers.Identities{Client: c, Reader: c, Cloud: cloud.New(cfg)}
+	// Without an identityRef the credential is the user's own: it may
+	// serve any namespace the user's kubeconfig reaches.
+	ids := &controllers.Identities{Client: c, Reader: c, Cloud: cloud.New(cfg), CustomClouds: clouds, ManagerCredentialNamespaces: []string{controllers.AllNamespaces}}
 	svc, err := ids.Services(ctx, m.cluster)
 	if err != nil {
 		return nil, runCommandRunner{}, fmt.Errorf("acting as the identity of AzureCluster %s: %w", m.cluster.Name, err)

@@ -76,9 +76,9 @@ func TestManagerCommandProvisionsAgainstTheEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer login.Close()
-	// The manager's own credential (the cluster has no identityRef): a
-	// service principal from the environment, as DefaultAzureCredential
-	// reads it.
+	// The manager's own credential (the cluster has no identityRef, in a
+	// namespace the command enables it for): a service principal from the
+	// environment, as DefaultAzureCredential reads it.
 	sp, secret, err := dir.CreateServicePrincipal("00000000-0000-4000-8000-0000000000e2", "e2e")
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,8 @@ func TestManagerCommandProvisionsAgainstTheEmulator(t *testing.T) {
 	cmd.SetErr(io.Discard)
 	cmd.SetArgs([]string{"manager", "--kubeconfig", kubeconfig, "--arm-endpoint", emu.URL(), "--arm-ca-file", caFile, "--entra-endpoint", login.URL(),
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort), "--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(freePort(t)),
-		"--webhook-port", strconv.Itoa(wio.LocalServingPort), "--webhook-cert-dir", wio.LocalServingCertDir, "--requeue", "100ms"})
+		"--webhook-port", strconv.Itoa(wio.LocalServingPort), "--webhook-cert-dir", wio.LocalServingCertDir, "--requeue", "100ms",
+		"--manager-credential-namespaces", "default"})
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 

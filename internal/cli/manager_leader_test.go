@@ -70,7 +70,9 @@ func startManagerProcess(t *testing.T, bin, kubeconfig string, extra ...string) 
 	}
 	p := &managerProcess{emu: emu, out: &syncBuffer{}, health: freePort(t), done: make(chan error, 1)}
 	args := append([]string{"manager", "--kubeconfig", kubeconfig, "--arm-endpoint", emu.URL(), "--arm-ca-file", caFile, "--entra-endpoint", login.URL(),
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(p.health), "--no-webhooks", "--requeue", "100ms"}, extra...)
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(p.health), "--no-webhooks", "--requeue", "100ms",
+		// Its clusters act as the manager's own credential, in every namespace.
+		"--manager-credential-namespaces", "*"}, extra...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.Env = os.Environ()

@@ -72,7 +72,7 @@ func (r *AzureClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		r.Requeue = 5 * time.Second
 	}
 	if r.Identities == nil {
-		r.Identities = newIdentities(mgr, r.Cloud, "")
+		r.Identities = newIdentities(mgr, r.Cloud, Options{})
 	}
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorderFor("azurecluster-controller")

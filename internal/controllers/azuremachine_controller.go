@@ -81,7 +81,7 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		r.Recorder = mgr.GetEventRecorderFor("azuremachine-controller")
 	}
 	if r.Identities == nil {
-		r.Identities = newIdentities(mgr, r.Cloud, "")
+		r.Identities = newIdentities(mgr, r.Cloud, Options{})
 	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachine{}).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToAzureMachine), builder.WithPredicates(machineChanged)).

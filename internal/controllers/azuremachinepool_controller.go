@@ -62,7 +62,7 @@ func (r *AzureMachinePoolReconciler) SetupWithManager(mgr ctrl.Manager, opts con
 		r.Requeue = 5 * time.Second
 	}
 	if r.Identities == nil {
-		r.Identities = newIdentities(mgr, r.Cloud, "")
+		r.Identities = newIdentities(mgr, r.Cloud, Options{})
 	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePool{}).
 		// The pool owns its instances' machines without controlling them

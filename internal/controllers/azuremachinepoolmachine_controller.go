@@ -53,7 +53,7 @@ func (r *AzureMachinePoolMachineReconciler) SetupWithManager(mgr ctrl.Manager, o
 		r.Requeue = 5 * time.Second
 	}
 	if r.Identities == nil {
-		r.Identities = newIdentities(mgr, r.Cloud, "")
+		r.Identities = newIdentities(mgr, r.Cloud, Options{})
 	}
 	if r.BootstrapTimeout == 0 {
 		r.BootstrapTimeout = DefaultPoolBootstrapTimeout

@@ -127,11 +127,14 @@ func newRig(t *testing.T, o arm.Options) *rig {
 		MaxConcurrentReconciles: 4, SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false),
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 500*time.Millisecond),
 	}
+	// The rig's clusters act as the manager's own credential (the
+	// emulator's static token).
+	ids := &controllers.Identities{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: cl, ManagerCredentialNamespaces: []string{controllers.AllNamespaces}}
 	for _, err := range []error{
-		(&controllers.AzureClusterReconciler{Client: c, Cloud: cl, Requeue: requeue}).SetupWithManager(mgr, opts),
-		(&controllers.AzureMachineReconciler{Client: c, Cloud: cl, Requeue: requeue}).SetupWithManager(mgr, opts),
-		(&controllers.AzureMachinePoolReconciler{Client: c, Reader: mgr.GetAPIReader(), Cloud: cl, Requeue: requeue}).SetupWithManager(mgr, opts),
-		(&controllers.AzureMachinePoolMachineReconciler{Client: c, Cloud: cl, Requeue: requeue}).SetupWithManager(mgr, opts),
+		(&controllers.AzureClusterReconciler{Client: c, Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
+		(&controllers.AzureMachineReconciler{Client: c, Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
+		(&controllers.AzureMachinePoolReconciler{Client: c, Reader: mgr.GetAPIReader(), Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
+		(&controllers.AzureMachinePoolMachineReconciler{Client: c, Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
 	} {
 		if err != nil {
 			t.Fatal(err)
@@ -347,8 +350,8 @@ func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 
 	// The Cluster and AzureCluster go first (paused, so the AzureCluster
 	// controller leaves Azure alone, and its finalizer removed by hand):
-	// the orphan machine still finds, and deletes, its VM, disk, NIC and
-	// NAT rule.
+	// the orphan machine does not know which identity made its resources,
+	// so it deletes nothing, with no credential, and says why.
 	ac := f.ac.DeepCopy()
 	if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(ac), ac); err != nil {
 		t.Fatal(err)
@@ -361,7 +364,29 @@ func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 	}
 	f.deleteAndWait(time.Minute, ac, f.cluster)
 	ovm := orphan.Status.VMName
-	f.deleteAndWait(time.Minute, orphan)
+	if err := env.Client.Delete(f.ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(orphan), orphan); err != nil {
+			t.Fatalf("the orphan machine went without its AzureCluster: %v", err)
+		}
+		if c := readyOf(orphan); c == nil || c.Reason != "DeletionBlocked" || !strings.Contains(c.Message, `the AzureCluster of cluster "delm" in namespace `+f.ns+" is gone") {
+			return fmt.Sprintf("Ready %+v; want DeletionBlocked saying the AzureCluster is gone", c)
+		}
+		return ""
+	})
+	if _, err := r.az.vms.Get(f.ctx, f.ns, ovm, nil); err != nil {
+		t.Fatalf("the orphan machine's VM went without its AzureCluster: %v", err)
+	}
+	// The AzureCluster back (still paused, its Cluster gone): the machine
+	// acts as the cluster's identity again and deletes its VM, disk, NIC
+	// and NAT rule.
+	back := &infrav1.AzureCluster{ObjectMeta: metav1.ObjectMeta{Name: ac.Name, Namespace: ac.Namespace, Labels: ac.Labels, Annotations: ac.Annotations}, Spec: ac.Spec}
+	if err := env.Client.Create(f.ctx, back); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, orphan)
 	for typ, names := range r.az.inventory(f.ns) {
 		for _, n := range names {
 			if strings.HasPrefix(n, ovm) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -40,7 +41,21 @@ const (
 	// IdentityAuthenticationFailedReason: Entra ID refused the identity's
 	// credential (a wrong or expired secret, an unknown client).
 	IdentityAuthenticationFailedReason = "IdentityAuthenticationFailed"
+	// CustomCloudNotConfiguredReason: the cluster names a Custom cloud the
+	// operator did not configure; no credential is sent to its hosts.
+	CustomCloudNotConfiguredReason = "CustomCloudNotConfigured"
+	// ManagerCredentialNotAllowedReason: a cluster without an identityRef
+	// in a namespace the operator did not enable the manager's own
+	// credential for.
+	ManagerCredentialNotAllowedReason = "ManagerCredentialNotAllowed"
+	// ClusterIdentityUnknownReason: an object's AzureCluster is gone, so
+	// the identity its resources were made as is unknown.
+	ClusterIdentityUnknownReason = "ClusterIdentityUnknown"
 )
+
+// AllNamespaces in ManagerCredentialNamespaces enables the manager's own
+// credential for every namespace.
+const AllNamespaces = "*"
 
 // identityError says why a cluster's identity cannot be used; no token is
 // asked for until it is fixed.
@@ -63,17 +78,33 @@ type Identities struct {
 	// FederatedTokenFile is the manager's projected service-account token
 	// for WorkloadIdentity identities (AZURE_FEDERATED_TOKEN_FILE).
 	FederatedTokenFile string
+	// CustomClouds are the clouds besides Azure's named ones that a
+	// cluster may pick (spec.azureEnvironment Custom with exactly their
+	// endpoints); the manager's own endpoint counts as one. A credential
+	// or token goes to no other host.
+	CustomClouds []cloud.CustomCloud
+	// ManagerCredentialNamespaces are the namespaces whose clusters may
+	// act without an identityRef, as the manager's own credential
+	// (AllNamespaces for every one). None by default: since CAPZ v1.11
+	// every cluster needs an AzureClusterIdentity
+	// (kubernetes-sigs/cluster-api-provider-azure#3793), since the
+	// manager's credential would otherwise serve any namespace.
+	ManagerCredentialNamespaces []string
 
 	mu    sync.Mutex
 	creds map[types.NamespacedName]cachedCredential
+	// clouds holds each configured custom cloud's endpoint with its
+	// transport, built once.
+	clouds map[string]*endpoint.Config
 	// secrets holds the last Secret read for each identity Secret in use:
 	// the data of those few, never of every Secret.
 	secrets map[types.NamespacedName]*corev1.Secret
 }
 
 // newIdentities resolves identities for reconcilers built without one.
-func newIdentities(mgr ctrl.Manager, c *cloud.Cloud, tokenFile string) *Identities {
-	return &Identities{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: c, FederatedTokenFile: tokenFile}
+func newIdentities(mgr ctrl.Manager, c *cloud.Cloud, o Options) *Identities {
+	return &Identities{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: c, FederatedTokenFile: o.FederatedTokenFile,
+		CustomClouds: o.CustomClouds, ManagerCredentialNamespaces: o.ManagerCredentialNamespaces}
 }
 
 type cachedCredential struct {
@@ -88,6 +119,9 @@ func (i *Identities) Services(ctx context.Context, ac *infrav1.AzureCluster) (*c
 	if ref == nil {
 		if ac.Spec.AzureEnvironment != nil {
 			return nil, &identityError{InvalidIdentityReason, "spec.azureEnvironment needs spec.identityRef: the manager's own credential belongs to the manager's cloud"}
+		}
+		if !i.managerCredentialAllowed(ac.Namespace) {
+			return nil, &identityError{ManagerCredentialNotAllowedReason, fmt.Sprintf("AzureCluster %s/%s has no spec.identityRef, and the manager's own credential is not enabled for namespace %q: point spec.identityRef at an AzureClusterIdentity that allows the namespace, or have the operator add the namespace to the manager's --manager-credential-namespaces", ac.Namespace, ac.Name, ac.Namespace)}
 		}
 		s, err := i.Cloud.For(ac.Spec.SubscriptionID)
 		if errors.Is(err, cloud.ErrNoCredential) {
@@ -218,25 +252,64 @@ func (i *Identities) azureJSONCredentials(tenant string) func(context.Context, *
 
 // ServicesFor returns the services of a subscription an object recorded
 // (deletion works from what was recorded), acting as the identity of the
-// object's cluster; the process's own credential when the cluster's
-// AzureCluster is gone.
+// object's AzureCluster, checked as for the cluster itself (the identity
+// must still allow the namespace). Without its AzureCluster the identity
+// the resources were made as is unknown: the object waits rather than act
+// as anyone else, the manager's own credential included.
 func (i *Identities) ServicesFor(ctx context.Context, obj client.Object, subscription string) (*cloud.Services, error) {
-	if name := obj.GetLabels()[clusterv1.ClusterNameLabel]; name != "" {
-		cluster := &clusterv1.Cluster{}
-		if err := i.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, cluster); err == nil {
-			ac := &infrav1.AzureCluster{}
-			if err := i.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: cluster.Spec.InfrastructureRef.Name}, ac); err == nil {
-				ac = ac.DeepCopy()
-				ac.Spec.SubscriptionID = subscription
-				return i.Services(ctx, ac)
-			} else if !apierrors.IsNotFound(err) {
-				return nil, err
-			}
+	ac, err := i.clusterOf(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	if ac == nil {
+		return nil, &identityError{ClusterIdentityUnknownReason, fmt.Sprintf("the AzureCluster of cluster %q in namespace %s is gone, so the identity this object's Azure resources were made as is unknown, and winkube does not act on them with another credential: recreate the AzureCluster with its identityRef, or delete the resources in Azure and remove the finalizer", obj.GetLabels()[clusterv1.ClusterNameLabel], obj.GetNamespace())}
+	}
+	ac = ac.DeepCopy()
+	ac.Spec.SubscriptionID = subscription
+	return i.Services(ctx, ac)
+}
+
+// clusterOf is the AzureCluster of an object's cluster: the Cluster's
+// infrastructure, or once the Cluster is gone the AzureCluster carrying
+// the cluster's name label; nil when there is none.
+func (i *Identities) clusterOf(ctx context.Context, obj client.Object) (*infrav1.AzureCluster, error) {
+	name := obj.GetLabels()[clusterv1.ClusterNameLabel]
+	if name == "" {
+		return nil, nil
+	}
+	cluster := &clusterv1.Cluster{}
+	err := i.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, cluster)
+	if err == nil && cluster.Spec.InfrastructureRef.Kind == "AzureCluster" {
+		ac := &infrav1.AzureCluster{}
+		if err := i.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: cluster.Spec.InfrastructureRef.Name}, ac); err == nil {
+			return ac, nil
 		} else if !apierrors.IsNotFound(err) {
 			return nil, err
 		}
+		return nil, nil
 	}
-	return i.Cloud.For(subscription)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	list := &infrav1.AzureClusterList{}
+	if err := i.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		return nil, err
+	}
+	if len(list.Items) != 1 {
+		return nil, nil
+	}
+	return &list.Items[0], nil
+}
+
+// managerCredentialAllowed says whether the operator enabled the manager's
+// own credential for a namespace.
+func (i *Identities) managerCredentialAllowed(namespace string) bool {
+	for _, n := range i.ManagerCredentialNamespaces {
+		if n == AllNamespaces || n == namespace {
+			return true
+		}
+	}
+	return false
 }
 
 func (i *Identities) credential(key types.NamespacedName, version string, spec credentials.Spec) (azcore.TokenCredential, error) {
@@ -356,7 +429,9 @@ func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
 func (l labelSet) Get(k string) string            { return l[k] }
 func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }
 
-// environment is the cluster's cloud; nil means the manager's.
+// environment is the cluster's cloud; nil means the manager's. A Custom
+// cloud must be one the operator configured: its hosts receive the
+// identity's client secret or federated token and then its ARM tokens.
 func (i *Identities) environment(env *infrav1.AzureEnvironment) (*endpoint.Config, string, error) {
 	if env == nil {
 		return nil, "", nil
@@ -371,9 +446,49 @@ func (i *Identities) environment(env *infrav1.AzureEnvironment) (*endpoint.Confi
 	if env.Name != infrav1.AzureCustomCloud || env.ResourceManagerEndpoint == "" || env.ActiveDirectoryAuthorityHost == "" {
 		return nil, "", &identityError{InvalidConfigurationReason, "spec.azureEnvironment: a Custom cloud needs resourceManagerEndpoint and activeDirectoryAuthorityHost"}
 	}
-	// A custom cloud is reached with the manager's transport (its CA).
-	return &endpoint.Config{ResourceManagerEndpoint: env.ResourceManagerEndpoint, AuthorityHost: env.ActiveDirectoryAuthorityHost,
-		CACertPEM: shared.CACertPEM, Transport: shared.Transport, Retry: shared.Retry}, "Custom|" + env.ResourceManagerEndpoint + "|" + env.ActiveDirectoryAuthorityHost, nil
+	// The manager's own endpoint, which the operator configured with
+	// its CA.
+	if own := i.Cloud.Endpoint; own.Cloud == nil && cloud.SameEndpoint(own.ResourceManagerEndpoint, env.ResourceManagerEndpoint) &&
+		cloud.SameEndpoint(own.Authority(), env.ActiveDirectoryAuthorityHost) {
+		cfg := shared
+		cfg.Credential = nil
+		return &cfg, "Custom|manager", nil
+	}
+	for _, c := range i.CustomClouds {
+		if c.Matches(env.ResourceManagerEndpoint, env.ActiveDirectoryAuthorityHost) {
+			cfg, err := i.customCloud(c, shared)
+			return cfg, "Custom|" + c.Name, err
+		}
+	}
+	configured := "none"
+	if len(i.CustomClouds) > 0 {
+		var names []string
+		for _, c := range i.CustomClouds {
+			names = append(names, c.String())
+		}
+		configured = strings.Join(names, "; ")
+	}
+	return nil, "", &identityError{CustomCloudNotConfiguredReason, fmt.Sprintf("spec.azureEnvironment names a Custom cloud (resourceManagerEndpoint %s, activeDirectoryAuthorityHost %s) that the manager is not configured to use, so no credential is sent there: use one of the manager's custom clouds (%s), or have the operator add this cloud with the manager's --custom-cloud flag",
+		env.ResourceManagerEndpoint, env.ActiveDirectoryAuthorityHost, configured)}
+}
+
+// customCloud is a configured cloud's endpoint, its transport (with the
+// cloud's CA) built once and shared by every identity using the cloud.
+func (i *Identities) customCloud(c cloud.CustomCloud, shared endpoint.Config) (*endpoint.Config, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if cfg, ok := i.clouds[c.Name]; ok {
+		return cfg, nil
+	}
+	cfg, err := endpoint.Config{ResourceManagerEndpoint: c.ResourceManagerEndpoint, AuthorityHost: c.AuthorityHost, CACertPEM: c.CACertPEM, Retry: shared.Retry}.Shared()
+	if err != nil {
+		return nil, fmt.Errorf("custom cloud %s: %w", c.Name, err)
+	}
+	if i.clouds == nil {
+		i.clouds = map[string]*endpoint.Config{}
+	}
+	i.clouds[c.Name] = &cfg
+	return &cfg, nil
 }
 
 // azureReason is the condition reason of a failed Azure call: Azure's own

@@ -130,15 +130,24 @@ func (s *syncBuffer) String() string {
 // level, going to logs.
 func startLoggedControllers(t *testing.T, cfg endpoint.Config, logs *syncBuffer, tokenFile ...string) {
 	t.Helper()
+	startLoggedControllersWith(t, cfg, logs, func(o *controllers.Options) {
+		if len(tokenFile) > 0 {
+			o.FederatedTokenFile = tokenFile[0]
+		}
+	})
+}
+
+// startLoggedControllersWith is startLoggedControllers with a change to
+// the controllers' options.
+func startLoggedControllersWith(t *testing.T, cfg endpoint.Config, logs *syncBuffer, change func(*controllers.Options)) {
+	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Logger: zap.New(zap.WriteTo(logs), zap.UseDevMode(true))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := controllers.Options{Cloud: cloud.New(cfg), Concurrency: 4, Requeue: 50 * time.Millisecond, SkipNameValidation: true}
-	if len(tokenFile) > 0 {
-		o.FederatedTokenFile = tokenFile[0]
-	}
+	change(&o)
 	if err := controllers.Setup(mgr, o); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,13 @@ type Options struct {
 	// FederatedTokenFile is the manager's service-account token for
 	// WorkloadIdentity identities (AZURE_FEDERATED_TOKEN_FILE).
 	FederatedTokenFile string
+	// CustomClouds are the clouds besides Azure's named ones that
+	// clusters may pick (see Identities.CustomClouds).
+	CustomClouds []cloud.CustomCloud
+	// ManagerCredentialNamespaces are the namespaces whose clusters may
+	// act as the manager's own credential, without an identityRef
+	// (AllNamespaces for all; none when empty).
+	ManagerCredentialNamespaces []string
 	// Concurrency is the number of objects of each kind reconciled at once.
 	Concurrency int
 	// Requeue is how soon an operation under way is looked at again.
@@ -45,7 +52,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	// the lock that Done needs): a manager stopped mid-work then hangs for its
 	// whole grace period. The plain rate-limited queue stops cleanly.
 	opts := controller.Options{MaxConcurrentReconciles: o.Concurrency, SkipNameValidation: &o.SkipNameValidation, UsePriorityQueue: ptr.To(false)}
-	ids := newIdentities(mgr, o.Cloud, o.FederatedTokenFile)
+	ids := newIdentities(mgr, o.Cloud, o)
 	if err := (&AzureClusterReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}

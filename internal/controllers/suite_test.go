@@ -93,14 +93,19 @@ func startControllers(t testing.TB, cfg endpoint.Config) (stop func()) {
 }
 
 // startControllersWith is startControllers with a change to the
-// controllers' options.
+// controllers' options. Most tests' clusters have no identityRef and act as
+// the emulator's static token, the manager's own credential: it is enabled
+// for every namespace, as an operator would with
+// --manager-credential-namespaces='*'. The tests of that refusal set
+// ManagerCredentialNamespaces to nil.
 func startControllersWith(t testing.TB, cfg endpoint.Config, change func(*controllers.Options)) (stop func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := controllers.Options{Cloud: cloud.New(cfg), Concurrency: 4, Requeue: 50 * time.Millisecond, SkipNameValidation: true, TenantID: testTenant}
+	o := controllers.Options{Cloud: cloud.New(cfg), Concurrency: 4, Requeue: 50 * time.Millisecond, SkipNameValidation: true, TenantID: testTenant,
+		ManagerCredentialNamespaces: []string{controllers.AllNamespaces}}
 	if change != nil {
 		change(&o)
 	}

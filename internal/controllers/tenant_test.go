@@ -44,7 +44,12 @@ func newTenant(t *testing.T, prefix string) *tenantNS {
 	if err := env.Client.Create(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
-	return &tenantNS{ns: ns.Name, c: tenantIn(t, ns.Name)}
+	c := tenantIn(t, ns.Name)
+	// The Role reaches only its own namespace.
+	if err := c.List(t.Context(), &infrav1.AzureClusterIdentityList{}, client.InNamespace("default")); !apierrors.IsForbidden(err) {
+		t.Fatalf("the tenant may list identities elsewhere: %v", err)
+	}
+	return &tenantNS{ns: ns.Name, c: c}
 }
 
 // cluster creates, as the tenant, a Cluster and its AzureCluster named

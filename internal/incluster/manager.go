@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -44,6 +45,10 @@ type managerOptions struct {
 	webhookCertDir                         string
 	noWebhooks                             bool
 
+	// customClouds and managerCredentialNamespaces: see the flags.
+	customClouds                []string
+	managerCredentialNamespaces []string
+
 	leaderElect         bool
 	leaderElectionNS    string
 	leaderElectionID    string
@@ -71,15 +76,22 @@ webhooks against a management cluster that already runs Cluster API.
 Each AzureCluster with spec.identityRef acts as its AzureClusterIdentity
 (a service principal with a secret or a certificate, a workload identity or
 a user-assigned managed identity), restricted to the namespaces the identity
-allows. Only clusters without an identityRef use the manager's own
-credential: the Azure SDK's default chain (AZURE_CLIENT_ID/AZURE_TENANT_ID
+allows. A cluster without an identityRef is refused (Ready=False,
+ManagerCredentialNotAllowed), as in CAPZ since v1.11, unless its namespace
+is listed in --manager-credential-namespaces: those act as the manager's own
+credential, the Azure SDK's default chain (AZURE_CLIENT_ID/AZURE_TENANT_ID
 with AZURE_CLIENT_SECRET or AZURE_CLIENT_CERTIFICATE_PATH, workload
-identity, managed identity, az CLI).
+identity, managed identity, az CLI). A machine whose AzureCluster is gone
+waits (DeletionBlocked) instead of deleting with another credential.
 
 By default they talk to Azure public cloud. With --arm-endpoint and
 --entra-endpoint they talk to another ARM endpoint and the Entra ID that
 issues its tokens, such as the ones 'winkube emulator' prints, trusting
---arm-ca-file.
+--arm-ca-file. An AzureCluster may pick Azure's named clouds
+(spec.azureEnvironment) or a Custom cloud whose two endpoints are exactly
+the manager's own or those of a --custom-cloud: an identity's secret or
+token is never sent to a host the operator did not configure
+(Ready=False, CustomCloudNotConfigured).
 
 Prometheus metrics (including winkube_arm_requests_total by kind, method and
 status code) are served on --metrics-bind-address, /healthz and /readyz (ready
@@ -97,6 +109,9 @@ Lease over at once.`,
 	f.StringVar(&o.armEndpoint, "arm-endpoint", "", "ARM endpoint such as https://127.0.0.1:8443 (default: Azure public cloud)")
 	f.StringVar(&o.armCAFile, "arm-ca-file", "", "CA certificate to trust for --arm-endpoint and --entra-endpoint")
 	f.StringVar(&o.entraEndpoint, "entra-endpoint", "", "Entra ID authority host issuing tokens for --arm-endpoint, such as https://127.0.0.1:8444")
+	f.StringArrayVar(&o.customClouds, "custom-cloud", nil, "a cloud besides Azure's named ones that AzureClusters may pick with spec.azureEnvironment Custom and exactly these endpoints: name=NAME,arm=https://...,entra=https://...[,ca-file=PATH] (repeatable)")
+	f.StringSliceVar(&o.managerCredentialNamespaces, "manager-credential-namespaces", splitList(os.Getenv(ManagerCredentialNamespacesEnv)),
+		"namespaces whose AzureClusters may act without an identityRef, as the manager's own credential; * for all (default: none, or $"+ManagerCredentialNamespacesEnv+", which the credentials Secret can carry)")
 	f.IntVar(&o.concurrency, "concurrency", 10, "objects of each kind reconciled at once")
 	f.DurationVar(&o.requeue, "requeue", 5*time.Second, "how soon to look again at an Azure operation under way")
 	f.DurationVar(&o.bootstrapTimeout, "bootstrap-timeout", controllers.DefaultBootstrapTimeout, "how long a provisioned VM may take to become a node before its bootstrap is reported failed (condition BootstrapSucceeded) with its log, read through Azure's Run Command or boot diagnostics")
@@ -154,6 +169,45 @@ func cloudFromFlags(endpointURL, caFile, entraURL string) (*cloud.Cloud, error) 
 	return cloud.New(shared), nil
 }
 
+// ManagerCredentialNamespacesEnv is --manager-credential-namespaces's
+// default: the Deployment reads its environment from the credentials
+// Secret, so the operator enables the manager's credential for namespaces
+// in the same Secret that holds it.
+const ManagerCredentialNamespacesEnv = "WINKUBE_MANAGER_CREDENTIAL_NAMESPACES"
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// customCloudsFromFlags reads --custom-cloud values and their CA files.
+func customCloudsFromFlags(values []string) ([]cloud.CustomCloud, error) {
+	var out []cloud.CustomCloud
+	seen := map[string]bool{}
+	for _, v := range values {
+		c, caFile, err := cloud.ParseCustomCloud(v)
+		if err != nil {
+			return nil, fmt.Errorf("--custom-cloud %w", err)
+		}
+		if seen[c.Name] {
+			return nil, fmt.Errorf("--custom-cloud: two clouds named %q", c.Name)
+		}
+		seen[c.Name] = true
+		if caFile != "" {
+			if c.CACertPEM, err = os.ReadFile(caFile); err != nil {
+				return nil, fmt.Errorf("--custom-cloud %s: %w", c.Name, err)
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
 func runManager(cmd *cobra.Command, o *managerOptions) error {
 	if o.concurrency < 1 {
 		return errors.New("--concurrency must be at least 1")
@@ -163,6 +217,10 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 		return err
 	}
 	c, err := cloudFromFlags(o.armEndpoint, o.armCAFile, o.entraEndpoint)
+	if err != nil {
+		return err
+	}
+	customClouds, err := customCloudsFromFlags(o.customClouds)
 	if err != nil {
 		return err
 	}
@@ -181,7 +239,8 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 		return err
 	}
 	if err := controllers.Setup(mgr, controllers.Options{Cloud: c, FederatedTokenFile: os.Getenv("AZURE_FEDERATED_TOKEN_FILE"), Concurrency: o.concurrency, Requeue: o.requeue,
-		BootstrapTimeout: o.bootstrapTimeout, PoolBootstrapTimeout: o.poolBootstrapTimeout}); err != nil {
+		BootstrapTimeout: o.bootstrapTimeout, PoolBootstrapTimeout: o.poolBootstrapTimeout,
+		CustomClouds: customClouds, ManagerCredentialNamespaces: o.managerCredentialNamespaces}); err != nil {
 		return err
 	}
 	if !o.noWebhooks {

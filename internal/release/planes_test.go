@@ -84,6 +84,9 @@ func newAzureWorld(t *testing.T, dir string) *azureWorld {
 	t.Setenv("AZURE_TENANT_ID", sp.TenantID)
 	t.Setenv("AZURE_CLIENT_ID", sp.ClientID)
 	t.Setenv("AZURE_CLIENT_SECRET", spSecret)
+	// The generated clusters have no identityRef: the credentials Secret
+	// also enables the manager's credential for their namespace.
+	t.Setenv("WINKUBE_MANAGER_CREDENTIAL_NAMESPACES", "default")
 	caFile := filepath.Join(dir, "arm-ca.pem")
 	if err := os.WriteFile(caFile, emu.CACertPEM(), 0o600); err != nil {
 		t.Fatal(err)

@@ -99,6 +99,7 @@ func (w *AzureCluster) ValidateUpdate(ctx context.Context, oldC, c *infrav1.Azur
 		}
 	}
 	immutable(p.Child("subscriptionID"), oldC.Spec.SubscriptionID != c.Spec.SubscriptionID, "cannot change: a cluster cannot move to another subscription")
+	errs = append(errs, validateClusterIdentityUpdate(&oldC.Spec, &c.Spec, p)...)
 	immutable(p.Child("location"), oldC.Spec.Location != c.Spec.Location, "cannot change: a cluster cannot move to another region")
 	immutable(p.Child("resourceGroup"), oldC.Spec.ResourceGroup != c.Spec.ResourceGroup, "cannot change: the cluster's resources live in it")
 	immutable(p.Child("networkSpec", "vnet", "name"), oldC.Spec.NetworkSpec.Vnet.Name != c.Spec.NetworkSpec.Vnet.Name, "cannot change once the VNet exists")

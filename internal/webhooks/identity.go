@@ -3,7 +3,9 @@ package webhooks
 import (
 	"context"
 	"net/url"
+	"strings"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -99,10 +101,14 @@ func validateClusterIdentity(s *infrav1.AzureClusterSpec, p *field.Path) field.E
 	if s.IdentityRef == nil {
 		errs = append(errs, field.Forbidden(ep, "a cluster in another cloud needs an identityRef: the manager's own credential belongs to the manager's cloud"))
 	}
+	// Only a plain https://host[:port] can equal one of the custom clouds
+	// the operator configured the manager with (the controller refuses
+	// any other before a credential leaves the manager); a user-info part
+	// or a path could otherwise dress a foreign host up as one.
 	httpsURL := func(path *field.Path, v string) {
 		u, err := url.Parse(v)
-		if err != nil || u.Scheme != "https" || u.Host == "" {
-			errs = append(errs, field.Invalid(path, v, "an https:// URL"))
+		if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.Trim(u.Path, "/") != "" {
+			errs = append(errs, field.Invalid(path, v, "an https://host[:port] URL, exactly as one of the custom clouds the winkube manager is configured with (its --custom-cloud flag)"))
 		}
 	}
 	if env.Name == infrav1.AzureCustomCloud {
@@ -110,6 +116,21 @@ func validateClusterIdentity(s *infrav1.AzureClusterSpec, p *field.Path) field.E
 		httpsURL(ep.Child("activeDirectoryAuthorityHost"), env.ActiveDirectoryAuthorityHost)
 	} else if env.ResourceManagerEndpoint != "" || env.ActiveDirectoryAuthorityHost != "" {
 		errs = append(errs, field.Forbidden(ep, string(env.Name)+" has well-known endpoints: set them only with name Custom"))
+	}
+	return errs
+}
+
+// validateClusterIdentityUpdate keeps a cluster acting as the identity, and
+// in the cloud, it was created with: its resources, and their deletion,
+// belong to that principal. Adding an identityRef to a cluster that acted
+// as the manager's own credential moves it off that credential.
+func validateClusterIdentityUpdate(old, s *infrav1.AzureClusterSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if old.IdentityRef != nil && !apiequality.Semantic.DeepEqual(old.IdentityRef, s.IdentityRef) {
+		errs = append(errs, field.Forbidden(p.Child("identityRef"), "cannot change: the cluster's Azure resources were made, and are deleted, as this identity; rotate the identity's secret instead, or create a new cluster"))
+	}
+	if !apiequality.Semantic.DeepEqual(old.AzureEnvironment, s.AzureEnvironment) {
+		errs = append(errs, field.Forbidden(p.Child("azureEnvironment"), "cannot change: the cluster's Azure resources live in this cloud"))
 	}
 	return errs
 }
