@@ -14,6 +14,8 @@ func TestExecuteRefusesBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"manager", "--concurrency", "many"},
 		{"admission", "--registry-failure-policy", "maybe"},
+		{"manager", "--role-assignment-scopes", "subscriptions/x"},
+		{"manager", "--role-assignment-scopes", "/subscriptions//resourceGroups/rg"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := Execute(context.Background(), args, &out, &errOut); code != 2 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,8 @@ type managerOptions struct {
 	// customClouds and managerCredentialNamespaces: see the flags.
 	customClouds                []string
 	managerCredentialNamespaces []string
+	// roleAssignmentScopes: see the flag.
+	roleAssignmentScopes []string
 
 	leaderElect         bool
 	leaderElectionNS    string
@@ -112,6 +115,8 @@ Lease over at once.`,
 	f.StringArrayVar(&o.customClouds, "custom-cloud", nil, "a cloud besides Azure's named ones that AzureClusters may pick with spec.azureEnvironment Custom and exactly these endpoints: name=NAME,arm=https://...,entra=https://...[,ca-file=PATH] (repeatable)")
 	f.StringSliceVar(&o.managerCredentialNamespaces, "manager-credential-namespaces", splitList(os.Getenv(ManagerCredentialNamespacesEnv)),
 		"namespaces whose AzureClusters may act without an identityRef, as the manager's own credential; * for all (default: none, or $"+ManagerCredentialNamespacesEnv+", which the credentials Secret can carry)")
+	f.StringSliceVar(&o.roleAssignmentScopes, "role-assignment-scopes", nil,
+		"ARM scopes, beyond each cluster's own resource group, at which a machine's systemAssignedIdentityRole may grant its VM a role, such as /subscriptions/SUB (default: the cluster's resource group only)")
 	f.IntVar(&o.concurrency, "concurrency", 10, "objects of each kind reconciled at once")
 	f.DurationVar(&o.requeue, "requeue", 5*time.Second, "how soon to look again at an Azure operation under way")
 	f.DurationVar(&o.bootstrapTimeout, "bootstrap-timeout", controllers.DefaultBootstrapTimeout, "how long a provisioned VM may take to become a node before its bootstrap is reported failed (condition BootstrapSucceeded) with its log, read through Azure's Run Command or boot diagnostics")
@@ -212,6 +217,11 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 	if o.concurrency < 1 {
 		return errors.New("--concurrency must be at least 1")
 	}
+	for _, scope := range o.roleAssignmentScopes {
+		if err := checkScope(scope); err != nil {
+			return badInput(cmd, err)
+		}
+	}
 	logger, err := NewLogger(cmd.ErrOrStderr(), o.logFormat, o.verbosity)
 	if err != nil {
 		return err
@@ -240,7 +250,7 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 	}
 	if err := controllers.Setup(mgr, controllers.Options{Cloud: c, FederatedTokenFile: os.Getenv("AZURE_FEDERATED_TOKEN_FILE"), Concurrency: o.concurrency, Requeue: o.requeue,
 		BootstrapTimeout: o.bootstrapTimeout, PoolBootstrapTimeout: o.poolBootstrapTimeout,
-		CustomClouds: customClouds, ManagerCredentialNamespaces: o.managerCredentialNamespaces}); err != nil {
+		CustomClouds: customClouds, ManagerCredentialNamespaces: o.managerCredentialNamespaces, RoleAssignmentScopes: o.roleAssignmentScopes}); err != nil {
 		return err
 	}
 	if !o.noWebhooks {
@@ -307,4 +317,15 @@ func NewLogger(w io.Writer, format string, v int) (logr.Logger, error) {
 		return logr.Logger{}, fmt.Errorf("--log-format %q: use text or json", format)
 	}
 	return zap.New(opts...), nil
+}
+
+// checkScope refuses a --role-assignment-scopes value that is not an ARM
+// scope inside one subscription: the scopes widen what a tenant's machine
+// may be granted, so a typo must not pass as "everything".
+func checkScope(scope string) error {
+	parts := strings.Split(strings.TrimRight(scope, "/"), "/")
+	if len(parts) < 3 || parts[0] != "" || !strings.EqualFold(parts[1], "subscriptions") || parts[2] == "" || slices.Contains(parts[1:], "") {
+		return fmt.Errorf("--role-assignment-scopes %q: give ARM scopes such as /subscriptions/SUB or /subscriptions/SUB/resourceGroups/RG", scope)
+	}
+	return nil
 }
