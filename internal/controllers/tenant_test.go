@@ -200,8 +200,13 @@ func TestTenantCannotHaveAnotherNamespacesResourcesDeleted(t *testing.T) {
 
 	t.Run("forged scale-set instance", func(t *testing.T) {
 		tn := newTenant(t, "instance")
+		// Of the tenant's own cluster, so that the manager acts as that
+		// cluster's credential: the instance is refused for being
+		// another namespace's, not for want of an identity.
+		own := tn.cluster(t, "own", nil, nil)
 		m := &infrav1.AzureMachinePoolMachine{
-			ObjectMeta: metav1.ObjectMeta{Name: "thief", Namespace: tn.ns, Finalizers: []string{infrav1.MachinePoolMachineFinalizer}},
+			ObjectMeta: metav1.ObjectMeta{Name: "thief", Namespace: tn.ns, Finalizers: []string{infrav1.MachinePoolMachineFinalizer},
+				Labels: map[string]string{clusterv1.ClusterNameLabel: own.Name}},
 			Spec:       infrav1.AzureMachinePoolMachineSpec{ProviderID: vpool.Spec.ProviderIDList[0], InstanceID: "0"},
 		}
 		if err := tn.c.Create(t.Context(), m); err != nil {
