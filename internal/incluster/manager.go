@@ -1,6 +1,7 @@
 package incluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,7 @@ type managerOptions struct {
 	webhookPort                            int
 	webhookCertDir                         string
 	noWebhooks                             bool
+	enableHTTP2                            bool
 
 	leaderElect         bool
 	leaderElectionNS    string
@@ -101,7 +103,8 @@ Lease over at once.`,
 	f.DurationVar(&o.requeue, "requeue", 5*time.Second, "how soon to look again at an Azure operation under way")
 	f.DurationVar(&o.bootstrapTimeout, "bootstrap-timeout", controllers.DefaultBootstrapTimeout, "how long a provisioned VM may take to become a node before its bootstrap is reported failed (condition BootstrapSucceeded) with its log, read through Azure's Run Command or boot diagnostics")
 	f.DurationVar(&o.poolBootstrapTimeout, "pool-bootstrap-timeout", controllers.DefaultPoolBootstrapTimeout, "the same for a scale-set (MachinePool) instance")
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "where to serve Prometheus metrics (0 to disable)")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "where to serve Prometheus metrics, as plain HTTP without authentication: keep it on a loopback address unless a NetworkPolicy restricts who reaches it (0 to disable)")
+	f.BoolVar(&o.enableHTTP2, "enable-http2", false, "let the webhook and metrics servers speak HTTP/2; off by default for HTTP/2 Rapid Reset (CVE-2023-44487), as kubebuilder's scaffold does")
 	f.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "where to serve /healthz and /readyz")
 	f.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
 	f.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "folder with tls.crt and tls.key for the webhook server")
@@ -209,9 +212,9 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 func (o *managerOptions) managerOptions() ctrl.Options {
 	opts := ctrl.Options{
 		Scheme:                  scheme.New(),
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr, TLSOpts: TLSOptions(o.enableHTTP2)},
 		HealthProbeBindAddress:  o.healthAddr,
-		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir}),
+		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir, TLSOpts: TLSOptions(o.enableHTTP2)}),
 		GracefulShutdownTimeout: &o.gracefulShutdown,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
@@ -230,6 +233,20 @@ func (o *managerOptions) managerOptions() ctrl.Options {
 	opts.Cache = controllers.SecretCache(opts.Cache)
 	opts.Client = controllers.ReadSecretsLive(opts.Client)
 	return opts
+}
+
+// TLSOptions are the servers' TLS settings: HTTP/1.1 only unless
+// enableHTTP2. HTTP/2's stream reset lets one client make a server start
+// unbounded work (Rapid Reset, CVE-2023-44487, GHSA-qppj-fm5r-hxr3); like
+// kubebuilder's scaffold (testdata/project-v4/cmd/main.go in
+// kubernetes-sigs/kubebuilder, "if the enable-http2 flag is false (the
+// default), http/2 should be disabled"), the servers offer only
+// http/1.1 in ALPN.
+func TLSOptions(enableHTTP2 bool) []func(*tls.Config) {
+	if enableHTTP2 {
+		return nil
+	}
+	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
 }
 
 // NewLogger builds the manager's logger: logr verbosity v maps to zap level

@@ -3,6 +3,7 @@ package workload
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -42,7 +43,10 @@ type ServerOptions struct {
 	FailClosed   bool
 	WindowsTaint bool
 	MetricsAddr  string
-	Logger       logr.Logger
+	// TLSOpts are the webhook and metrics servers' TLS settings, such as
+	// HTTP/1.1 only (incluster.TLSOptions).
+	TLSOpts []func(*tls.Config)
+	Logger  logr.Logger
 	// Resync is how often the certificates and the configurations are
 	// checked; a minute when zero.
 	Resync time.Duration
@@ -72,8 +76,8 @@ func Serve(ctx context.Context, o ServerOptions) error {
 	}
 	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
 		Logger:        o.Logger,
-		Metrics:       metricsserver.Options{BindAddress: o.MetricsAddr},
-		WebhookServer: webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir}),
+		Metrics:       metricsserver.Options{BindAddress: o.MetricsAddr, TLSOpts: o.TLSOpts},
+		WebhookServer: webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir, TLSOpts: o.TLSOpts}),
 	})
 	if err != nil {
 		return err
