@@ -237,11 +237,11 @@ func (o *managerOptions) managerOptions() ctrl.Options {
 
 // TLSOptions are the servers' TLS settings: HTTP/1.1 only unless
 // enableHTTP2. HTTP/2's stream reset lets one client make a server start
-// unbounded work (Rapid Reset, CVE-2023-44487, GHSA-qppj-fm5r-hxr3); like
-// kubebuilder's scaffold (testdata/project-v4/cmd/main.go in
-// kubernetes-sigs/kubebuilder, "if the enable-http2 flag is false (the
-// default), http/2 should be disabled"), the servers offer only
-// http/1.1 in ALPN.
+// work without bound (Rapid Reset, CVE-2023-44487, GHSA-qppj-fm5r-hxr3),
+// which is why kubebuilder's scaffold turns HTTP/2 off behind an
+// --enable-http2 flag (kubernetes-sigs/kubebuilder
+// testdata/project-v4/cmd/main.go at c074cfe064bc6902379b5cb9ec14a5a46c9aa427):
+// the servers offer only http/1.1 in ALPN.
 func TLSOptions(enableHTTP2 bool) []func(*tls.Config) {
 	if enableHTTP2 {
 		return nil

@@ -132,15 +132,23 @@ func Serve(ctx context.Context, o ServerOptions) error {
 func install(ctx context.Context, c client.Client, cc admissionregistrationv1.WebhookClientConfig, ca []byte) error {
 	cc.CABundle = ca
 	m, v := Configurations(cc)
+	// Read first, then update: in a workload cluster the add-on's
+	// ClusterResourceSet creates both configurations, and the server's
+	// ServiceAccount may get and update those two by name and create
+	// none (RBAC cannot limit create by name). Only where nothing made
+	// them (a cluster without the add-on) does the server create them,
+	// with whatever rights its credential has there.
 	for _, obj := range []client.Object{m, v} {
-		err := c.Create(ctx, obj)
-		if apierrors.IsAlreadyExists(err) {
-			cur := obj.DeepCopyObject().(client.Object)
-			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
-				return err
-			}
+		cur := obj.DeepCopyObject().(client.Object)
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur)
+		switch {
+		case err == nil:
 			obj.SetResourceVersion(cur.GetResourceVersion())
 			err = c.Update(ctx, obj)
+		case apierrors.IsNotFound(err):
+			if err = c.Create(ctx, obj); apierrors.IsForbidden(err) {
+				err = fmt.Errorf("webhook configuration %s does not exist and this server may not create it: the admission add-on's ClusterResourceSet creates it: %w", obj.GetName(), err)
+			}
 		}
 		if err != nil {
 			return err
