@@ -119,6 +119,6 @@ func runAdmission(ctx context.Context, o *admissionOptions) error {
 		ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Name: o.serviceName, Namespace: o.serviceNamespace}},
 		CASecret:     client.ObjectKey{Namespace: o.serviceNamespace, Name: o.caSecret},
 		Install:      o.install, Resolver: r, FailClosed: o.failurePolicy == "closed", WindowsTaint: o.windowsTaint,
-		MetricsAddr: o.metricsAddr, TLSOpts: TLSOptions(o.enableHTTP2), Logger: ctrl.Log.WithName("admission"),
+		MetricsAddr: o.metricsAddr, EnableHTTP2: o.enableHTTP2, Logger: ctrl.Log.WithName("admission"),
 	})
 }

@@ -2,7 +2,10 @@ package incluster
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -101,12 +104,13 @@ func TestAdmissionServiceAccountReachesOnlyItsOwnWebhooks(t *testing.T) {
 	// The admission itself, as that ServiceAccount: its own
 	// configurations get its CA.
 	done := make(chan error, 1)
+	port := freePort(t)
 	go func() {
-		done <- workload.Serve(ctx, workload.ServerOptions{Config: sa, Host: "127.0.0.1", Port: freePort(t), CertDir: t.TempDir(),
+		done <- workload.Serve(ctx, workload.ServerOptions{Config: sa, Host: "127.0.0.1", Port: port, CertDir: t.TempDir(),
 			DNSNames:     []string{"winkube-admission.winkube-system.svc"},
 			ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Name: "winkube-admission", Namespace: flavors.AdmissionNamespace, Port: ptr.To[int32](443)}},
 			CASecret:     client.ObjectKey{Namespace: flavors.AdmissionNamespace, Name: flavors.AdmissionCASecret},
-			Install:      true, MetricsAddr: "0", TLSOpts: TLSOptions(false)})
+			Install:      true, MetricsAddr: "0"})
 	}()
 	m, v := workload.Configurations(admissionregistrationv1.WebhookClientConfig{})
 	poll.Until(t, time.Minute, func() string {
@@ -119,6 +123,22 @@ func TestAdmissionServiceAccountReachesOnlyItsOwnWebhooks(t *testing.T) {
 		errV := env.Client.Get(ctx, client.ObjectKeyFromObject(v), v)
 		if errM != nil || errV != nil || len(m.Webhooks[0].ClientConfig.CABundle) == 0 || len(v.Webhooks[0].ClientConfig.CABundle) == 0 {
 			return fmt.Sprintf("the admission's own configurations without its caBundle: %v %v", errM, errV)
+		}
+		return ""
+	})
+	// An HTTP/2 client gets HTTP/1.1 (Rapid Reset, CVE-2023-44487).
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(m.Webhooks[0].ClientConfig.CABundle)
+	h2 := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true,
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "winkube-admission.winkube-system.svc", MinVersion: tls.VersionTLS12}}}
+	poll.Until(t, time.Minute, func() string {
+		resp, err := h2.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+		if err != nil {
+			return err.Error()
+		}
+		resp.Body.Close()
+		if resp.Proto != "HTTP/1.1" {
+			t.Fatalf("an HTTP/2 client got %s from the admission server, want HTTP/1.1", resp.Proto)
 		}
 		return ""
 	})

@@ -1,7 +1,6 @@
 package incluster
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +27,7 @@ import (
 	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/webhooks"
+	"github.com/winkube/winkube/internal/webhooks/workload"
 )
 
 type managerOptions struct {
@@ -212,9 +212,9 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 func (o *managerOptions) managerOptions() ctrl.Options {
 	opts := ctrl.Options{
 		Scheme:                  scheme.New(),
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr, TLSOpts: TLSOptions(o.enableHTTP2)},
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr, TLSOpts: workload.TLSOptions(o.enableHTTP2)},
 		HealthProbeBindAddress:  o.healthAddr,
-		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir, TLSOpts: TLSOptions(o.enableHTTP2)}),
+		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir, TLSOpts: workload.TLSOptions(o.enableHTTP2)}),
 		GracefulShutdownTimeout: &o.gracefulShutdown,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
@@ -233,20 +233,6 @@ func (o *managerOptions) managerOptions() ctrl.Options {
 	opts.Cache = controllers.SecretCache(opts.Cache)
 	opts.Client = controllers.ReadSecretsLive(opts.Client)
 	return opts
-}
-
-// TLSOptions are the servers' TLS settings: HTTP/1.1 only unless
-// enableHTTP2. HTTP/2's stream reset lets one client make a server start
-// work without bound (Rapid Reset, CVE-2023-44487, GHSA-qppj-fm5r-hxr3),
-// which is why kubebuilder's scaffold turns HTTP/2 off behind an
-// --enable-http2 flag (kubernetes-sigs/kubebuilder
-// testdata/project-v4/cmd/main.go at c074cfe064bc6902379b5cb9ec14a5a46c9aa427):
-// the servers offer only http/1.1 in ALPN.
-func TLSOptions(enableHTTP2 bool) []func(*tls.Config) {
-	if enableHTTP2 {
-		return nil
-	}
-	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
 }
 
 // NewLogger builds the manager's logger: logr verbosity v maps to zap level

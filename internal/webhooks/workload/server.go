@@ -43,10 +43,10 @@ type ServerOptions struct {
 	FailClosed   bool
 	WindowsTaint bool
 	MetricsAddr  string
-	// TLSOpts are the webhook and metrics servers' TLS settings, such as
-	// HTTP/1.1 only (incluster.TLSOptions).
-	TLSOpts []func(*tls.Config)
-	Logger  logr.Logger
+	// EnableHTTP2 lets the webhook and metrics servers speak HTTP/2; they
+	// speak only HTTP/1.1 otherwise (see TLSOptions).
+	EnableHTTP2 bool
+	Logger      logr.Logger
 	// Resync is how often the certificates and the configurations are
 	// checked; a minute when zero.
 	Resync time.Duration
@@ -76,8 +76,8 @@ func Serve(ctx context.Context, o ServerOptions) error {
 	}
 	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
 		Logger:        o.Logger,
-		Metrics:       metricsserver.Options{BindAddress: o.MetricsAddr, TLSOpts: o.TLSOpts},
-		WebhookServer: webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir, TLSOpts: o.TLSOpts}),
+		Metrics:       metricsserver.Options{BindAddress: o.MetricsAddr, TLSOpts: TLSOptions(o.EnableHTTP2)},
+		WebhookServer: webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir, TLSOpts: TLSOptions(o.EnableHTTP2)}),
 	})
 	if err != nil {
 		return err
@@ -206,4 +206,18 @@ func installed(ctx context.Context, c client.Client, cc admissionregistrationv1.
 		}
 	}
 	return true
+}
+
+// TLSOptions are the servers' TLS settings: HTTP/1.1 only unless
+// enableHTTP2. HTTP/2's stream reset lets one client make a server start
+// work without bound (Rapid Reset, CVE-2023-44487, GHSA-qppj-fm5r-hxr3),
+// which is why kubebuilder's scaffold turns HTTP/2 off behind an
+// --enable-http2 flag (kubernetes-sigs/kubebuilder
+// testdata/project-v4/cmd/main.go at c074cfe064bc6902379b5cb9ec14a5a46c9aa427):
+// the servers offer only http/1.1 in ALPN.
+func TLSOptions(enableHTTP2 bool) []func(*tls.Config) {
+	if enableHTTP2 {
+		return nil
+	}
+	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
 }
