@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
@@ -71,16 +70,6 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-func runWinkube(args ...string) (string, error) {
-	root := NewRootCommand()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
-}
-
 // worldFiles are what a stopped world leaves in its state directory (a
 // sample of each kind: files, folders, the workload kubeconfig), with the
 // manifest a world writes.
@@ -119,7 +108,7 @@ func TestDownRefusesADirectoryThatIsNotAWorld(t *testing.T) {
 		{"down", "--bin", bin, "--state-dir", home},
 		{"up", "--bin", bin, "--state-dir", home},
 	} {
-		_, err := runWinkube(args...)
+		_, err := run(t, args...)
 		if err == nil || !strings.Contains(err.Error(), "not a winkube world") {
 			t.Errorf("winkube %s: %v, want a refusal saying the directory is not a winkube world's", strings.Join(args, " "), err)
 		}
@@ -131,7 +120,7 @@ func TestDownRefusesADirectoryThatIsNotAWorld(t *testing.T) {
 	kube := t.TempDir()
 	writeFiles(t, kube, map[string]string{"prod.kubeconfig": "apiVersion: v1\n", "management.kubeconfig": "apiVersion: v1\n"})
 	before = tree(t, kube)
-	if _, err := runWinkube("down", "--bin", bin, "--state-dir", kube); err == nil || !strings.Contains(err.Error(), "not a winkube world") {
+	if _, err := run(t, "down", "--bin", bin, "--state-dir", kube); err == nil || !strings.Contains(err.Error(), "not a winkube world") {
 		t.Errorf("down on a folder of kubeconfigs: %v", err)
 	}
 	if after := tree(t, kube); after != before {
@@ -182,7 +171,7 @@ func TestDownKeepsFilesItDidNotMake(t *testing.T) {
 	writeFiles(t, state, worldFiles)
 	writeFiles(t, state, map[string]string{"notes.txt": "my notes\n", "backup/cluster.yaml": "kind: Cluster\n"})
 	fakeUp(t, state)
-	out, err := runWinkube("down", "demo", "--bin", bin, "--state-dir", state)
+	out, err := run(t, "down", "demo", "--bin", bin, "--state-dir", state)
 	if err != nil {
 		t.Fatalf("down: %v\n%s", err, out)
 	}
@@ -210,7 +199,7 @@ func TestDownKeepsFilesItDidNotMake(t *testing.T) {
 	clean := filepath.Join(t.TempDir(), "demo")
 	writeFiles(t, clean, worldFiles)
 	fakeUp(t, clean)
-	if out, err := runWinkube("down", "demo", "--bin", bin, "--state-dir", clean); err != nil {
+	if out, err := run(t, "down", "demo", "--bin", bin, "--state-dir", clean); err != nil {
 		t.Fatalf("down: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(clean); !os.IsNotExist(err) {
@@ -241,7 +230,7 @@ func TestDownNeverSignalsARecordedPid(t *testing.T) {
 	writeFiles(t, state, map[string]string{"pid": fmt.Sprint(victim.Process.Pid)})
 	// With no up running, down starts the world itself to delete the
 	// cluster: the fake binaries make that fail at once.
-	_, err := runWinkube("down", "demo", "--bin", bin, "--state-dir", state)
+	_, err := run(t, "down", "demo", "--bin", bin, "--state-dir", state)
 	if err == nil {
 		t.Fatal("down with binaries that cannot start succeeded")
 	}
