@@ -25,7 +25,7 @@ func TestUpAndDownRefuseBadInput(t *testing.T) {
 		// --timeout it has no flag for).
 		{[]string{"down", "--bin", bin, "--state-dir", world}, "were not found in"},
 		// An empty directory is no world: there is nothing to delete.
-		{[]string{"down", "--bin", bin, "--state-dir", dir}, "is empty"},
+		{[]string{"down", "--bin", bin, "--state-dir", dir}, "is empty or holds no world"},
 	}
 	for _, c := range cases {
 		root := NewRootCommand()

@@ -120,17 +120,21 @@ func world(dir string) (m worldManifest, isWorld bool, foreign []string, err err
 	if legacy {
 		return m, true, nil, nil
 	}
-	// Not a world: every entry is someone else's, kubeconfigs included.
+	// Not a world: kubeconfigs, which it cannot have named, are someone
+	// else's too.
 	foreign = foreign[:0]
 	for _, e := range entries {
-		foreign = append(foreign, e.Name())
+		if !worldEntry(e.Name(), worldManifest{}) {
+			foreign = append(foreign, e.Name())
+		}
 	}
 	sort.Strings(foreign)
 	return worldManifest{}, false, foreign, nil
 }
 
 // ClaimStateDir makes dir a world's state directory for the world name:
-// a new or empty directory, or one that already is a world's. A directory
+// a new or empty directory (or one holding only entries a world makes,
+// such as a test's loopback-block), or one that already is a world's. A directory
 // holding anything else is refused, so that no world's files are mixed
 // into a user's folder (and 'winkube down' later has nothing of the
 // user's to leave behind).
@@ -175,7 +179,7 @@ func CheckWorld(dir string) error {
 	}
 	if !isWorld {
 		if len(foreign) == 0 {
-			return fmt.Errorf("%s is empty: %w", dir, ErrNotWorld)
+			return fmt.Errorf("%s is empty or holds no world's manifest (%s): %w", dir, WorldFile, ErrNotWorld)
 		}
 		return fmt.Errorf("%s has no %s and holds %s: %w", dir, WorldFile, listEntries(foreign), ErrNotWorld)
 	}
