@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -114,7 +114,9 @@ func (o *upOptions) world(name string, progress func(string)) (localworld.Option
 		return localworld.Options{}, err
 	}
 	wv := infrav1.WindowsServerVersion(o.windowsVersion)
-	if err := os.MkdirAll(o.stateDir, 0o700); err != nil {
+	// Before the log is opened in it: a directory that is not a world's
+	// gets nothing written into it.
+	if err := localworld.ClaimStateDir(o.stateDir, name); err != nil {
 		return localworld.Options{}, err
 	}
 	logf, err := os.OpenFile(filepath.Join(o.stateDir, "winkube.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -302,8 +304,11 @@ func newDownCommand() *cobra.Command {
 		Short: "Delete a cluster made by 'winkube up' and stop it",
 		Long: `Delete the cluster through Cluster API, so its machines and every Azure
 resource in the emulator go, then stop the 'winkube up' process that runs it
-and remove the state directory. Without a running 'winkube up', down starts
-the management plane from the state directory to delete what it holds.`,
+(the one holding the state directory's lock) and remove the world's files
+from the state directory: only what a world makes there, and the directory
+once nothing else is left in it. A directory that is not a world's is
+refused. Without a running 'winkube up', down starts the management plane
+from the state directory to delete what it holds.`,
 		Args:              atMostOneName,
 		ValidArgsFunction: completeLocalWorlds,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -316,8 +321,13 @@ the management plane from the state directory to delete what it holds.`,
 			if err := o.defaultStateDir(name); err != nil {
 				return err
 			}
-			if _, err := os.Stat(o.stateDir); os.IsNotExist(err) {
+			switch err := localworld.CheckWorld(o.stateDir); {
+			case errors.Is(err, os.ErrNotExist):
 				return badInputf(cmd, "no cluster state in %s: nothing to delete (name the world, or its --state-dir)", o.stateDir)
+			case errors.Is(err, localworld.ErrNotWorld):
+				return badInputf(cmd, "--state-dir %s: %v; down deletes only a directory 'winkube up' made: name the world, or its --state-dir", o.stateDir, err)
+			case err != nil:
+				return err
 			}
 			wo, err := o.world(name, progressPrinter(cmd.OutOrStdout()))
 			if err != nil {
@@ -331,13 +341,23 @@ the management plane from the state directory to delete what it holds.`,
 }
 
 func down(ctx context.Context, wo localworld.Options) error {
-	if pid := runningPid(wo.StateDir); pid > 0 {
-		wo.Progress(fmt.Sprintf("asking winkube up (pid %d) to delete the cluster and stop", pid))
-		if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
-			return err
-		}
+	// Two downs of one world: the one holding the lock is asked as an up
+	// would be, and must not die of it.
+	ignore := make(chan os.Signal, 1)
+	signal.Notify(ignore, syscall.SIGUSR1)
+	defer signal.Stop(ignore)
+	// Whether an up runs the world is its lock's to say: the process that
+	// holds it is signalled, never a pid read from a file, which a crashed
+	// up leaves behind for another process to reuse.
+	pid, err := localworld.SignalHolder(wo.StateDir, syscall.SIGUSR1)
+	if err != nil {
+		return err
+	}
+	if pid > 0 {
+		wo.Progress(fmt.Sprintf("asked winkube up (pid %d) to delete the cluster and stop", pid))
 		if err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(context.Context) (bool, error) {
-			return runningPid(wo.StateDir) != pid, nil
+			_, held, err := localworld.Holder(wo.StateDir)
+			return !held, err
 		}); err != nil {
 			return err
 		}
@@ -352,22 +372,14 @@ func down(ctx context.Context, wo localworld.Options) error {
 			return err
 		}
 	}
-	if err := os.RemoveAll(wo.StateDir); err != nil {
+	kept, err := localworld.RemoveWorld(wo.StateDir)
+	if err != nil {
 		return err
+	}
+	if len(kept) > 0 {
+		wo.Progress(fmt.Sprintf("removed the world's files from %s and kept what winkube did not make there: %s", wo.StateDir, strings.Join(kept, ", ")))
+		return nil
 	}
 	wo.Progress("removed " + wo.StateDir)
 	return nil
-}
-
-// runningPid is the pid of the winkube up holding the state directory.
-func runningPid(dir string) int {
-	b, err := os.ReadFile(filepath.Join(dir, "pid"))
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || syscall.Kill(pid, 0) != nil {
-		return 0
-	}
-	return pid
 }

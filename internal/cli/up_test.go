@@ -12,6 +12,8 @@ import (
 func TestUpAndDownRefuseBadInput(t *testing.T) {
 	bin := t.TempDir()
 	dir := t.TempDir()
+	world := t.TempDir()
+	writeFiles(t, world, worldFiles)
 	cases := []struct {
 		args []string
 		want string
@@ -21,7 +23,9 @@ func TestUpAndDownRefuseBadInput(t *testing.T) {
 		// down's own settings pass up's flag checks: it gets as far as
 		// looking for the binaries (it once refused every run over a zero
 		// --timeout it has no flag for).
-		{[]string{"down", "--bin", bin, "--state-dir", dir}, "were not found in"},
+		{[]string{"down", "--bin", bin, "--state-dir", world}, "were not found in"},
+		// An empty directory is no world: there is nothing to delete.
+		{[]string{"down", "--bin", bin, "--state-dir", dir}, "is empty or holds no world"},
 	}
 	for _, c := range cases {
 		root := NewRootCommand()

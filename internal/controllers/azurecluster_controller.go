@@ -50,7 +50,7 @@ const APIServerPort = nsgrules.APIServerPort
 
 // +kubebuilder:rbac:groups=infrastructure.winkube.dev,resources=azureclusters;azureclusters/status;azureclusters/finalizers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // AzureClusterReconciler provisions a cluster's network and API-server

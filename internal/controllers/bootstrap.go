@@ -142,8 +142,13 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 	if err != nil {
 		log.FromContext(ctx).Info("bootstrap log unreadable", "error", err.Error())
 		cause = noNode + "; its bootstrap log could not be read through Azure"
-		return cause, cause + ": " + err.Error()
+		return cause, cause + ": " + machinelogs.Redact(err.Error())
 	}
+	// Whoever may read the AzureMachine or its namespace's Events reads
+	// what follows: the log loses its secrets (join tokens, certificate
+	// keys, SAS signatures) before anything is taken from it, whole so
+	// that a private key is recognized by its first and last lines.
+	l.Text = machinelogs.Redact(l.Text)
 	found := machinelogs.Cause(l.Text)
 	if found == "" {
 		found = noCause
@@ -151,7 +156,7 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 	if machinelogs.KubeletGaveUp(found) && l.Source == machinelogs.FromRunCommand {
 		// kubeadm says only that the kubelet never became healthy.
 		if out, _, err := m.logs.Run(rctx, m.target, machinelogs.KubeletScript(m.target.Windows)); err == nil {
-			if k := machinelogs.KubeletCause(out); k != "" {
+			if k := machinelogs.KubeletCause(machinelogs.Redact(out)); k != "" {
 				found = "the kubelet exited: " + k + " (kubeadm: " + found + ")"
 			}
 		}
@@ -161,7 +166,7 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 	if l.Source == machinelogs.FromRunCommand {
 		fmt.Fprintf(&b, "%s\nThe last lines of %s, read through Run Command:\n", cause, logPath(m.target.Windows))
 	} else {
-		fmt.Fprintf(&b, "%s\nThe last lines of the serial console (boot diagnostics; Run Command failed: %v):\n", cause, l.RunCommandErr)
+		fmt.Fprintf(&b, "%s\nThe last lines of the serial console (boot diagnostics; Run Command failed: %s):\n", cause, machinelogs.Redact(fmt.Sprint(l.RunCommandErr)))
 	}
 	b.WriteString(machinelogs.Tail(l.Text, bootLogTailLines))
 	return cause, b.String()

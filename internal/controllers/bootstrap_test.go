@@ -27,6 +27,12 @@ import (
 // registers in time is never looked into.
 func TestBootstrapFailureIsReportedWithItsLog(t *testing.T) {
 	const winLog = "2026-11-25 10:00:00.000 1234 INFO cloudbaseinit.plugins.common.userdataplugins.cloudconfig [-] Running runcmd\n" +
+		// Secrets a bootstrap log carries, which no condition or Event
+		// may repeat (the secrets list below).
+		"+ kubeadm join 192.0.2.10:6443 --token q1w2e3.r4t5y6u7i8o9p0a1 --discovery-token-ca-cert-hash sha256:0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9 --control-plane --certificate-key 6f1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c\n" +
+		"Downloading https://acct.blob.core.windows.net/k/k.zip?sv=2022-11-02&se=2026-12-01&sp=r&sig=U0FTc2lnbmF0dXJlMTIz%3D\n" +
+		`{"aadClientId": "c", "aadClientSecret": "Cl13nt~S3cret.x"}` + "\n" +
+		"-----BEGIN RSA PRIVATE KEY-----\nUFJJVkFURUtFWUJPRFk=\n-----END RSA PRIVATE KEY-----\n" +
 		"[preflight] Running pre-flight checks\n" +
 		"error execution phase preflight: couldn't validate the identity of the API Server: Get \"https://192.0.2.10:6443/api/v1/namespaces/kube-public/configmaps/cluster-info?timeout=10s\": dial tcp 192.0.2.10:6443: i/o timeout\n" +
 		"To see the stack trace of this error execute with --v=5 or higher\n"
@@ -83,6 +89,22 @@ func TestBootstrapFailureIsReportedWithItsLog(t *testing.T) {
 			t.Errorf("the Windows machine's condition says\n%s\nwant it to contain %q", cond.Message, want)
 		}
 	}
+	secrets := []string{"r4t5y6u7i8o9p0a1", "6f1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c", "U0FTc2lnbmF0dXJlMTIz", "Cl13nt~S3cret.x", "UFJJVkFURUtFWUJPRFk="}
+	noSecret := func(what, text string) {
+		t.Helper()
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("%s repeats the secret %q of the bootstrap log:\n%s", what, s, text)
+			}
+		}
+	}
+	if !strings.Contains(cond.Message, "--token [REDACTED]") || !strings.Contains(cond.Message, "sig=[REDACTED]") {
+		t.Errorf("the Windows machine's condition lost the log's lines instead of their secrets:\n%s", cond.Message)
+	}
+	noSecret("the Windows machine's BootstrapSucceeded condition", cond.Message)
+	for _, c := range am.Status.Conditions {
+		noSecret("condition "+c.Type, c.Message)
+	}
 	if r := conditions.Get(am, controllers.ReadyCondition); r == nil || r.Status != metav1.ConditionFalse || r.Reason != controllers.BootstrapFailedReason ||
 		!strings.Contains(r.Message, "i/o timeout") || strings.Contains(r.Message, "\n") {
 		t.Errorf("the Windows machine's Ready condition: %+v, want False/BootstrapFailed with the cause on one line", r)
@@ -120,6 +142,7 @@ func TestBootstrapFailureIsReportedWithItsLog(t *testing.T) {
 		}
 		return "no BootstrapFailed event for the Windows machine"
 	})
+	noSecret("the BootstrapFailed Event", warned.Message)
 	if warned.Count > 1 {
 		t.Errorf("the BootstrapFailed event was recorded %d times, want once", warned.Count)
 	}

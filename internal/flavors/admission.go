@@ -64,6 +64,8 @@ func AdmissionObjects(windowsTaint bool) []runtime.Object {
 		return metav1.ObjectMeta{Name: name, Namespace: AdmissionNamespace, Labels: map[string]string{"app.kubernetes.io/name": admissionName}}
 	}
 	labels := map[string]string{"app.kubernetes.io/name": admissionName}
+	m, v := workload.Configurations(admissionregistrationv1.WebhookClientConfig{
+		Service: &admissionregistrationv1.ServiceReference{Name: admissionName, Namespace: AdmissionNamespace, Port: ptr.To[int32](443)}})
 	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: AdmissionNamespace, Labels: map[string]string{AdmissionLabel: "disabled"}}}
 	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(admissionName)}
@@ -73,7 +75,13 @@ func AdmissionObjects(windowsTaint bool) []runtime.Object {
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"pods", "nodes", "namespaces", "services"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
-			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+			// Its own two webhook configurations, which this
+			// ClusterResourceSet creates, and no other: update on every
+			// configuration would let its token intercept (or switch
+			// off) any admission webhook of the cluster. create cannot
+			// be limited by name, so the server never creates them here.
+			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"}, ResourceNames: []string{m.Name}, Verbs: []string{"get", "update", "patch"}},
+			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"}, ResourceNames: []string{v.Name}, Verbs: []string{"get", "update", "patch"}},
 		}}
 	clusterBinding := &rbacv1.ClusterRoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: admissionName}, Subjects: subject,
@@ -121,8 +129,6 @@ func AdmissionObjects(windowsTaint bool) []runtime.Object {
 		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}}}
 	svc := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta(admissionName),
 		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook"), Protocol: corev1.ProtocolTCP}}}}
-	m, v := workload.Configurations(admissionregistrationv1.WebhookClientConfig{
-		Service: &admissionregistrationv1.ServiceReference{Name: admissionName, Namespace: AdmissionNamespace, Port: ptr.To[int32](443)}})
 	m.TypeMeta = metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"}
 	v.TypeMeta = metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"}
 	return []runtime.Object{ns, sa, clusterRole, clusterBinding, role, roleBinding, deploy, pdb, svc, m, v}

@@ -28,6 +28,7 @@ type admissionOptions struct {
 	insecure         []string
 	metricsAddr      string
 	caSecret         string
+	enableHTTP2      bool
 }
 
 func NewAdmissionCommand() *cobra.Command {
@@ -84,7 +85,8 @@ delivers them without one is completed).`,
 	f.StringVar(&o.failurePolicy, "registry-failure-policy", "open", "when an image's registry cannot be read: open (admit as is, with a warning) or closed (refuse)")
 	f.BoolVar(&o.windowsTaint, "windows-taint", false, "Windows nodes carry os=windows:NoSchedule: add its toleration to Windows pods")
 	f.StringSliceVar(&o.insecure, "insecure-registry", nil, "registries reached over plain HTTP (host:port)")
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "where to serve Prometheus metrics (0 to disable)")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "where to serve Prometheus metrics, as plain HTTP without authentication, such as 127.0.0.1:8080 (0 to disable)")
+	f.BoolVar(&o.enableHTTP2, "enable-http2", false, "let the webhook and metrics servers speak HTTP/2; off by default for HTTP/2 Rapid Reset (CVE-2023-44487)")
 	f.StringVar(&o.caSecret, "ca-secret", "winkube-admission-ca", "Secret in --service-namespace holding the CA every replica shares (\"\" for a CA of this process's own)")
 	return cmd
 }
@@ -117,6 +119,6 @@ func runAdmission(ctx context.Context, o *admissionOptions) error {
 		ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Name: o.serviceName, Namespace: o.serviceNamespace}},
 		CASecret:     client.ObjectKey{Namespace: o.serviceNamespace, Name: o.caSecret},
 		Install:      o.install, Resolver: r, FailClosed: o.failurePolicy == "closed", WindowsTaint: o.windowsTaint,
-		MetricsAddr: o.metricsAddr, Logger: ctrl.Log.WithName("admission"),
+		MetricsAddr: o.metricsAddr, EnableHTTP2: o.enableHTTP2, Logger: ctrl.Log.WithName("admission"),
 	})
 }

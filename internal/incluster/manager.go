@@ -29,6 +29,7 @@ import (
 	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/webhooks"
+	"github.com/winkube/winkube/internal/webhooks/workload"
 )
 
 type managerOptions struct {
@@ -45,6 +46,7 @@ type managerOptions struct {
 	webhookPort                            int
 	webhookCertDir                         string
 	noWebhooks                             bool
+	enableHTTP2                            bool
 
 	// customClouds and managerCredentialNamespaces: see the flags.
 	customClouds                []string
@@ -121,7 +123,8 @@ Lease over at once.`,
 	f.DurationVar(&o.requeue, "requeue", 5*time.Second, "how soon to look again at an Azure operation under way")
 	f.DurationVar(&o.bootstrapTimeout, "bootstrap-timeout", controllers.DefaultBootstrapTimeout, "how long a provisioned VM may take to become a node before its bootstrap is reported failed (condition BootstrapSucceeded) with its log, read through Azure's Run Command or boot diagnostics")
 	f.DurationVar(&o.poolBootstrapTimeout, "pool-bootstrap-timeout", controllers.DefaultPoolBootstrapTimeout, "the same for a scale-set (MachinePool) instance")
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "where to serve Prometheus metrics (0 to disable)")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "where to serve Prometheus metrics, as plain HTTP without authentication: keep it on a loopback address unless a NetworkPolicy restricts who reaches it (0 to disable)")
+	f.BoolVar(&o.enableHTTP2, "enable-http2", false, "let the webhook and metrics servers speak HTTP/2; off by default for HTTP/2 Rapid Reset (CVE-2023-44487), as kubebuilder's scaffold does")
 	f.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "where to serve /healthz and /readyz")
 	f.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
 	f.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "folder with tls.crt and tls.key for the webhook server")
@@ -278,9 +281,9 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 func (o *managerOptions) managerOptions() ctrl.Options {
 	opts := ctrl.Options{
 		Scheme:                  scheme.New(),
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr, TLSOpts: workload.TLSOptions(o.enableHTTP2)},
 		HealthProbeBindAddress:  o.healthAddr,
-		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir}),
+		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir, TLSOpts: workload.TLSOptions(o.enableHTTP2)}),
 		GracefulShutdownTimeout: &o.gracefulShutdown,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,

@@ -161,16 +161,19 @@ func lockState(dir string) (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+		holder := "another winkube"
+		if pid, _ := lockHolder(f); pid > 0 {
+			holder = fmt.Sprintf("another winkube (pid %d)", pid)
+		}
 		f.Close()
-		return nil, fmt.Errorf("state directory %s is in use by another winkube (pid %s); stop it first, or use --state-dir", dir, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("state directory %s is in use by %s; stop it first, or use --state-dir", dir, holder)
 	}
-	_ = os.WriteFile(filepath.Join(dir, "pid"), []byte(fmt.Sprint(os.Getpid())), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, pidFile), []byte(fmt.Sprint(os.Getpid())), 0o600)
 	return f, nil
 }
 
@@ -178,6 +181,9 @@ func lockState(dir string) (*os.File, error) {
 func Start(ctx context.Context, o Options) (*World, error) {
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
+	}
+	if err := ClaimStateDir(o.StateDir, o.Name); err != nil {
+		return nil, err
 	}
 	lock, err := lockState(o.StateDir)
 	if err != nil {
@@ -462,7 +468,7 @@ func (w *World) Stop() {
 		_ = w.env.Stop()
 	}
 	if w.lock != nil {
-		_ = os.Remove(filepath.Join(w.opts.StateDir, "pid"))
+		_ = os.Remove(filepath.Join(w.opts.StateDir, pidFile))
 		_ = w.lock.Close()
 	}
 }

@@ -222,7 +222,10 @@ func leaderElectionRole() *rbacv1.Role {
 func ManagerArgs() []string {
 	return []string{
 		"--leader-elect",
-		fmt.Sprintf("--metrics-bind-address=:%d", MetricsPort),
+		// Plain HTTP without authentication: only the Pod's own
+		// containers reach it (a kube-rbac-proxy sidecar, or a
+		// Prometheus agent beside it); see the README.
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", MetricsPort),
 		fmt.Sprintf("--health-probe-bind-address=:%d", HealthPort),
 		fmt.Sprintf("--webhook-port=%d", WebhookPort),
 		"--webhook-cert-dir=" + CertDir,

@@ -207,3 +207,26 @@ func TestMetadataMapsTheReleaseSeriesToTheContract(t *testing.T) {
 		}
 	}
 }
+
+// TestManagerRoleGrantsNoUnusedConfigMapVerbs: the manager only applies
+// (server-side) the services-endpoint ConfigMap of a cluster, and caches
+// none; reading, listing, watching or updating every ConfigMap of the
+// management cluster would let a compromised manager read what other
+// controllers keep there.
+func TestManagerRoleGrantsNoUnusedConfigMapVerbs(t *testing.T) {
+	role := components(t)["ClusterRole/"+release.ClusterRole].(*rbacv1.ClusterRole)
+	var verbs []string
+	for _, r := range role.Rules {
+		for _, res := range r.Resources {
+			if (res == "configmaps" || res == "*") && (len(r.APIGroups) == 0 || r.APIGroups[0] == "" || r.APIGroups[0] == "*") {
+				verbs = append(verbs, r.Verbs...)
+			}
+		}
+	}
+	allowed := map[string]bool{"create": true, "patch": true}
+	for _, v := range verbs {
+		if !allowed[v] {
+			t.Errorf("the manager's ClusterRole grants %q on ConfigMaps, which the manager never does (it applies one with create and patch)", v)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package workload
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -42,7 +43,10 @@ type ServerOptions struct {
 	FailClosed   bool
 	WindowsTaint bool
 	MetricsAddr  string
-	Logger       logr.Logger
+	// EnableHTTP2 lets the webhook and metrics servers speak HTTP/2; they
+	// speak only HTTP/1.1 otherwise (see TLSOptions).
+	EnableHTTP2 bool
+	Logger      logr.Logger
 	// Resync is how often the certificates and the configurations are
 	// checked; a minute when zero.
 	Resync time.Duration
@@ -72,8 +76,8 @@ func Serve(ctx context.Context, o ServerOptions) error {
 	}
 	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
 		Logger:        o.Logger,
-		Metrics:       metricsserver.Options{BindAddress: o.MetricsAddr},
-		WebhookServer: webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir}),
+		Metrics:       metricsserver.Options{BindAddress: o.MetricsAddr, TLSOpts: TLSOptions(o.EnableHTTP2)},
+		WebhookServer: webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir, TLSOpts: TLSOptions(o.EnableHTTP2)}),
 	})
 	if err != nil {
 		return err
@@ -128,15 +132,23 @@ func Serve(ctx context.Context, o ServerOptions) error {
 func install(ctx context.Context, c client.Client, cc admissionregistrationv1.WebhookClientConfig, ca []byte) error {
 	cc.CABundle = ca
 	m, v := Configurations(cc)
+	// Read first, then update: in a workload cluster the add-on's
+	// ClusterResourceSet creates both configurations, and the server's
+	// ServiceAccount may get and update those two by name and create
+	// none (RBAC cannot limit create by name). Only where nothing made
+	// them (a cluster without the add-on) does the server create them,
+	// with whatever rights its credential has there.
 	for _, obj := range []client.Object{m, v} {
-		err := c.Create(ctx, obj)
-		if apierrors.IsAlreadyExists(err) {
-			cur := obj.DeepCopyObject().(client.Object)
-			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
-				return err
-			}
+		cur := obj.DeepCopyObject().(client.Object)
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur)
+		switch {
+		case err == nil:
 			obj.SetResourceVersion(cur.GetResourceVersion())
 			err = c.Update(ctx, obj)
+		case apierrors.IsNotFound(err):
+			if err = c.Create(ctx, obj); apierrors.IsForbidden(err) {
+				err = fmt.Errorf("webhook configuration %s does not exist and this server may not create it: the admission add-on's ClusterResourceSet creates it: %w", obj.GetName(), err)
+			}
 		}
 		if err != nil {
 			return err
@@ -194,4 +206,18 @@ func installed(ctx context.Context, c client.Client, cc admissionregistrationv1.
 		}
 	}
 	return true
+}
+
+// TLSOptions are the servers' TLS settings: HTTP/1.1 only unless
+// enableHTTP2. HTTP/2's stream reset lets one client make a server start
+// work without bound (Rapid Reset, CVE-2023-44487, GHSA-qppj-fm5r-hxr3),
+// which is why kubebuilder's scaffold turns HTTP/2 off behind an
+// --enable-http2 flag (kubernetes-sigs/kubebuilder
+// testdata/project-v4/cmd/main.go at c074cfe064bc6902379b5cb9ec14a5a46c9aa427):
+// the servers offer only http/1.1 in ALPN.
+func TLSOptions(enableHTTP2 bool) []func(*tls.Config) {
+	if enableHTTP2 {
+		return nil
+	}
+	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
 }
