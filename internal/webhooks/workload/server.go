@@ -13,6 +13,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -138,18 +139,26 @@ func install(ctx context.Context, c client.Client, cc admissionregistrationv1.We
 	// none (RBAC cannot limit create by name). Only where nothing made
 	// them (a cluster without the add-on) does the server create them,
 	// with whatever rights its credential has there.
+	// Replicas install at the same time: one that loses the race to
+	// create or update reads again and puts its own CA over the winner's
+	// (both are the shared CA).
+	raced := func(err error) bool { return apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) }
 	for _, obj := range []client.Object{m, v} {
-		cur := obj.DeepCopyObject().(client.Object)
-		err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur)
-		switch {
-		case err == nil:
-			obj.SetResourceVersion(cur.GetResourceVersion())
-			err = c.Update(ctx, obj)
-		case apierrors.IsNotFound(err):
-			if err = c.Create(ctx, obj); apierrors.IsForbidden(err) {
-				err = fmt.Errorf("webhook configuration %s does not exist and this server may not create it: the admission add-on's ClusterResourceSet creates it: %w", obj.GetName(), err)
+		err := retry.OnError(retry.DefaultBackoff, raced, func() error {
+			cur := obj.DeepCopyObject().(client.Object)
+			err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur)
+			switch {
+			case err == nil:
+				obj.SetResourceVersion(cur.GetResourceVersion())
+				return c.Update(ctx, obj)
+			case apierrors.IsNotFound(err):
+				obj.SetResourceVersion("")
+				if err = c.Create(ctx, obj); apierrors.IsForbidden(err) {
+					err = fmt.Errorf("webhook configuration %s does not exist and this server may not create it: the admission add-on's ClusterResourceSet creates it: %w", obj.GetName(), err)
+				}
 			}
-		}
+			return err
+		})
 		if err != nil {
 			return err
 		}
