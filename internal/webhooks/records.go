@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -67,10 +68,24 @@ func (g *Records) manager(ctx context.Context) (string, error) {
 // manager.
 func (g *Records) check(ctx context.Context, oldObj, obj client.Object) field.ErrorList {
 	var changed []string
+	_, leaving := obj.GetAnnotations()[clusterctlv1.DeleteForMoveAnnotation]
 	for _, k := range []string{infrav1.CreatedResourcesAnnotation, infrav1.OperationsAnnotation} {
-		if oldObj.GetAnnotations()[k] != obj.GetAnnotations()[k] {
-			changed = append(changed, k)
+		v, kept := obj.GetAnnotations()[k]
+		if oldObj.GetAnnotations()[k] == v {
+			continue
 		}
+		// clusterctl move marks each source object for deletion with a
+		// JSON patch that replaces the whole annotations map
+		// (cmd/clusterctl/client/cluster/mover.go,
+		// addDeleteForMoveAnnotationPatch, cluster-api v1.14.2), which
+		// drops the records on the source copy just before it is deleted
+		// without its finalizers. Dropping them there only makes this copy
+		// forget (its status still has them); adding or changing records
+		// is never allowed.
+		if leaving && !kept {
+			continue
+		}
+		changed = append(changed, k)
 	}
 	if len(changed) == 0 {
 		return nil

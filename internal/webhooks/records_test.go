@@ -7,7 +7,9 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -71,9 +73,34 @@ func TestOnlyTheManagerChangesRecords(t *testing.T) {
 	if err := tenant.Patch(ctx, m, patch); err != nil {
 		t.Fatalf("the tenant may not change another annotation: %v", err)
 	}
-	// The manager is the webhook server's own user.
+	// Marking the object for deletion with delete-for-move does not let a
+	// tenant change its records in the same request ...
 	patch = client.MergeFrom(m.DeepCopy())
-	delete(m.Annotations, infrav1.CreatedResourcesAnnotation)
+	m.Annotations[clusterctlv1.DeleteForMoveAnnotation] = ""
+	m.Annotations[infrav1.CreatedResourcesAnnotation] = `[]`
+	if err := tenant.Patch(ctx, m, patch); err == nil || !strings.Contains(err.Error(), "only winkube's manager changes them") {
+		t.Fatalf("the tenant changed the records beside delete-for-move: %v", err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		t.Fatal(err)
+	}
+	// ... but clusterctl move's own patch, which replaces the annotations
+	// with delete-for-move alone on the source copy it is about to delete
+	// (mover.go, cluster-api v1.14.2), is accepted from whoever moves.
+	jsonPatch := client.RawPatch(types.JSONPatchType, []byte(`[{"op": "add", "path":"/metadata/annotations", "value":{"`+clusterctlv1.DeleteForMoveAnnotation+`":""}}]`))
+	moved := m.DeepCopy()
+	if err := tenant.Patch(ctx, moved, jsonPatch); err != nil {
+		t.Fatalf("clusterctl move's delete-for-move patch was refused: %v", err)
+	}
+	if _, ok := moved.Annotations[infrav1.CreatedResourcesAnnotation]; ok {
+		t.Fatalf("the delete-for-move patch kept the records: %v", moved.Annotations)
+	}
+	// The manager is the webhook server's own user.
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		t.Fatal(err)
+	}
+	patch = client.MergeFrom(m.DeepCopy())
+	m.Annotations[infrav1.CreatedResourcesAnnotation] = forged
 	if err := env.Client.Patch(ctx, m, patch); err != nil {
 		t.Fatalf("the manager may not change the records: %v", err)
 	}
