@@ -207,7 +207,7 @@ func TestTenantCannotHaveAnotherNamespacesResourcesDeleted(t *testing.T) {
 		m := &infrav1.AzureMachinePoolMachine{
 			ObjectMeta: metav1.ObjectMeta{Name: "thief", Namespace: tn.ns, Finalizers: []string{infrav1.MachinePoolMachineFinalizer},
 				Labels: map[string]string{clusterv1.ClusterNameLabel: own.Name}},
-			Spec:       infrav1.AzureMachinePoolMachineSpec{ProviderID: vpool.Spec.ProviderIDList[0], InstanceID: "0"},
+			Spec: infrav1.AzureMachinePoolMachineSpec{ProviderID: vpool.Spec.ProviderIDList[0], InstanceID: "0"},
 		}
 		if err := tn.c.Create(t.Context(), m); err != nil {
 			t.Fatal(err)
