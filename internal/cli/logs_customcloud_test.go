@@ -15,8 +15,6 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/endpoint"
-	"github.com/winkube/winkube/internal/scheme"
-	"github.com/winkube/winkube/internal/testenv"
 )
 
 // TestLogsRunCommandRefusesAnAzureClustersOwnCloud: whoever may edit an
@@ -27,17 +25,7 @@ import (
 // client secret, nor a token.
 func TestLogsRunCommandRefusesAnAzureClustersOwnCloud(t *testing.T) {
 	ctx := context.Background()
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := testenv.Start(testenv.Options{Scheme: scheme.New(), CRDDirectoryPaths: []string{
-		filepath.Join(root, "config", "crd"), filepath.Join(root, "config", "capi", "core-v1beta2"),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := logsEnv(t)
 	emu, login, creds := emulatorWithEntra(t, nil)
 
 	cert, err := emu.ServerCertificate("127.0.0.1")

@@ -49,17 +49,7 @@ const logsSubscription = "00000000-0000-4000-8000-00000000a135"
 // index says so, and which commands the machine refused.
 func TestLogsOfAMachineThatNeverJoined(t *testing.T) {
 	ctx := context.Background()
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := testenv.Start(testenv.Options{Scheme: scheme.New(), CRDDirectoryPaths: []string{
-		filepath.Join(root, "config", "crd"), filepath.Join(root, "config", "capi", "core-v1beta2"),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := logsEnv(t)
 
 	// The VM's disk: cloudbase-init ran and failed, nothing else started.
 	disk := vmdisk.Disk{Root: t.TempDir(), Windows: true, User: vmagent.WindowsUser}
@@ -146,6 +136,24 @@ func TestLogsOfAMachineThatNeverJoined(t *testing.T) {
 // the service principal, and a Machine whose AzureMachine "win-broken" has
 // no node; and the state a local world leaves for commands beside it,
 // whose Azure is cfg's.
+// logsEnv is a management cluster's API server with winkube's and Cluster
+// API's core CRDs, stopped when the test ends.
+func logsEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := testenv.Start(testenv.Options{Scheme: scheme.New(), CRDDirectoryPaths: []string{
+		filepath.Join(root, "config", "crd"), filepath.Join(root, "config", "capi", "core-v1beta2"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	return env
+}
+
 func logsManagement(t *testing.T, ctx context.Context, env *testenv.Env, cfg endpoint.Config, tenant, clientID, secret string, azEnv *infrav1.AzureEnvironment) (state string) {
 	t.Helper()
 	ns := "default"
