@@ -152,6 +152,16 @@ func New(opts Options) (*Runtime, error) {
 
 func key(id string) string { return strings.ToLower(id) }
 
+// metadataOf is what the machine's instance metadata says of it: the
+// emulator's VM, with the subscription of its ARM ID.
+func metadataOf(am arm.Machine) cloud.Metadata {
+	var sub string
+	if seg := strings.Split(am.ID, "/"); len(seg) > 2 && strings.EqualFold(seg[1], "subscriptions") {
+		sub = seg[2]
+	}
+	return cloud.Metadata{SubscriptionID: sub, ResourceGroup: am.ResourceGroup, Name: am.Name, ScaleSet: am.ScaleSet, InstanceID: am.InstanceID}
+}
+
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 
 func (r *Runtime) event(m *machine, msg string) {
@@ -166,7 +176,7 @@ func (r *Runtime) event(m *machine, msg string) {
 // boot failed, which the emulator shows in the VM's instance view).
 func (r *Runtime) Boot(ctx context.Context, am arm.Machine) error {
 	ctx, cancel := context.WithCancel(ctx)
-	m := &machine{arm: am, cancel: cancel, booted: make(chan struct{}), providerID: "azure://" + am.ID}
+	m := &machine{arm: am, cancel: cancel, booted: make(chan struct{}), providerID: cloud.ProviderID(metadataOf(am))}
 	name := am.Name
 	if am.InstanceID != "" {
 		name = am.ScaleSet + "_" + am.InstanceID

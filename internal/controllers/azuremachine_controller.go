@@ -35,6 +35,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/loadbalancers"
 	"github.com/winkube/winkube/internal/azure/machinelogs"
 	"github.com/winkube/winkube/internal/azure/networkinterfaces"
+	"github.com/winkube/winkube/internal/azure/providerid"
 	"github.com/winkube/winkube/internal/azure/tags"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/images"
@@ -400,7 +401,11 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	if am.Spec.ProviderID == "" {
 		r.event(am, corev1.EventTypeNormal, "VMCreated", "VM %s created", vmName)
 	}
-	am.Spec.ProviderID = "azure://" + ptr.Deref(vm.ID, "")
+	// As cloud-provider-azure writes node.spec.providerID (resource group
+	// in lower case): a machine written before winkube did is rewritten,
+	// which the webhook allows for this change alone, and Cluster API
+	// copies it to the Machine on its next reconcile.
+	am.Spec.ProviderID = providerid.FromARMID(ptr.Deref(vm.ID, ""))
 	nicObj, err := svc.NICs.Get(ctx, n.rg, nic.Name)
 	if err != nil || nicObj == nil {
 		return r.azureError(am, "reading the NIC", fmt.Errorf("%v", err))

@@ -30,6 +30,7 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/cloud"
+	"github.com/winkube/winkube/internal/azure/providerid"
 	"github.com/winkube/winkube/internal/azure/scalesets"
 	"github.com/winkube/winkube/internal/azure/tags"
 	"github.com/winkube/winkube/internal/images"
@@ -160,8 +161,9 @@ func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	return r.reconcileNormal(ctx, pc)
 }
 
-// ProviderIDOf is the provider ID of a scale-set instance, as its node has it.
-func ProviderIDOf(instanceARMID string) string { return "azure://" + instanceARMID }
+// ProviderIDOf is the provider ID of a scale-set instance, as its node has it:
+// cloud-provider-azure lower-cases the resource group (package providerid).
+func ProviderIDOf(instanceARMID string) string { return providerid.FromARMID(instanceARMID) }
 
 func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *poolContext) (ctrl.Result, error) {
 	amp, mp := pc.amp, pc.mp
@@ -419,6 +421,8 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 			}
 		} else if err := r.yieldController(ctx, amp, machines[in.InstanceID]); err != nil {
 			return ctrl.Result{}, err
+		} else if err := r.rewriteProviderID(ctx, machines[in.InstanceID], ProviderIDOf(in.ID)); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 	amp.Spec.ProviderIDList = ids
@@ -522,6 +526,18 @@ func (r *AzureMachinePoolReconciler) yieldController(ctx context.Context, amp *i
 	}
 	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	m.OwnerReferences = refs
+	return client.IgnoreNotFound(r.Client.Patch(ctx, m, patch))
+}
+
+// rewriteProviderID gives a pool machine written before winkube lower-cased
+// the resource group the provider ID its node has, so that Cluster API
+// finds the node; the webhook allows this change alone.
+func (r *AzureMachinePoolReconciler) rewriteProviderID(ctx context.Context, m *infrav1.AzureMachinePoolMachine, want string) error {
+	if m.Spec.ProviderID == want || !strings.EqualFold(m.Spec.ProviderID, want) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	m.Spec.ProviderID = want
 	return client.IgnoreNotFound(r.Client.Patch(ctx, m, patch))
 }
 

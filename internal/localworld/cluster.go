@@ -28,6 +28,7 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/flavors"
 )
 
@@ -47,6 +48,11 @@ func (w *World) CreateCluster(ctx context.Context) error {
 	}
 	if err := w.createIdentity(ctx); err != nil {
 		return err
+	}
+	for _, obj := range objs {
+		if ac, ok := obj.(*infrav1.AzureCluster); ok && o.ResourceGroup != "" {
+			ac.Spec.ResourceGroup = o.ResourceGroup
+		}
 	}
 	created := 0
 	for _, obj := range objs {

@@ -89,6 +89,11 @@ type Options struct {
 	// AzureDiskCSI labels the cluster for the flavors' Azure Disk CSI
 	// driver add-on, which its ClusterResourceSet then installs.
 	AzureDiskCSI bool
+	// ResourceGroup is the cluster's Azure resource group; empty is the
+	// cluster's name. Azure keeps a group's capitals in the IDs it returns,
+	// and the cloud provider lower-cases them in provider IDs: a group with
+	// capitals shows whether the two still find each other.
+	ResourceGroup string
 	// StateDir holds the management plane's etcd, the machines' disks, the
 	// kubeconfigs and the SSH key.
 	StateDir string

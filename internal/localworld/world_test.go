@@ -61,6 +61,36 @@ func nodeNames(ctx context.Context, t *testing.T, cs kubernetes.Interface) strin
 	return strings.Join(names, ",")
 }
 
+// machinesFindTheirNodes waits for every Machine to have its node, found by
+// Cluster API by exact provider ID, and checks that the cloud node manager
+// wrote the world's resource group (with capitals) in lower case.
+func machinesFindTheirNodes(ctx context.Context, t *testing.T, w *localworld.World, cs kubernetes.Interface) {
+	t.Helper()
+	poll.Until(t, 2*time.Minute, func() string {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		byID := map[string]string{}
+		for _, n := range nodes.Items {
+			if !strings.Contains(n.Spec.ProviderID, "/resourceGroups/e2e-group/") {
+				return fmt.Sprintf("node %s has provider ID %q: cloud-provider-azure writes the group in lower case", n.Name, n.Spec.ProviderID)
+			}
+			byID[n.Spec.ProviderID] = n.Name
+		}
+		ms := &clusterv1.MachineList{}
+		if err := w.Client.List(ctx, ms); err != nil {
+			return err.Error()
+		}
+		for _, m := range ms.Items {
+			if m.Status.NodeRef.Name == "" || byID[m.Spec.ProviderID] != m.Status.NodeRef.Name {
+				return fmt.Sprintf("machine %s (provider ID %q) has node %q; the nodes are %v", m.Name, m.Spec.ProviderID, m.Status.NodeRef.Name, byID)
+			}
+		}
+		return ""
+	})
+}
+
 // TestUpAndDown is issue 9's end-to-end run: a mixed cluster of one
 // control plane, one Linux and two Windows workers comes up through the
 // real Cluster API controllers; the IIS example runs on Windows; the
@@ -79,6 +109,10 @@ func TestUpAndDown(t *testing.T) {
 	o := localworld.Options{
 		Name: "e2e", Flavor: flavors.Windows, KubernetesVersion: "v1.36.3", ControlPlaneNodes: 1, LinuxNodes: 1, WindowsNodes: 2,
 		WindowsVersion: infrav1.WindowsServer2022, StateDir: state, Bin: bin,
+		// A group with capitals, as Azure users name them: the simulated
+		// cloud node manager lower-cases it in provider IDs, as
+		// cloud-provider-azure does, and Machines must still find nodes.
+		ResourceGroup: "E2E-Group",
 		// The flavors' metrics-server add-on, for kubectl top and the HPA.
 		MetricsServer: true,
 		// Short enough that Cluster API rotates the MachinePool's join
@@ -115,6 +149,7 @@ func TestUpAndDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := kubernetes.NewForConfigOrDie(cfg)
+	machinesFindTheirNodes(ctx, t, w, cs)
 	nodesBefore := nodeNames(ctx, t, cs)
 
 	// Stop and start again on the same state: the same cluster comes back

@@ -118,7 +118,7 @@ func (w *AzureMachine) ValidateUpdate(ctx context.Context, oldM, m *infrav1.Azur
 	errs := w.validate(ctx, m, recheck)
 	p := field.NewPath("spec")
 	errs = append(errs, immutableVMFields(&oldM.Spec.AzureVMSpec, &m.Spec.AzureVMSpec, p)...)
-	if oldM.Spec.ProviderID != "" && oldM.Spec.ProviderID != m.Spec.ProviderID {
+	if providerIDChanged(oldM.Spec.ProviderID, m.Spec.ProviderID) {
 		errs = append(errs, field.Forbidden(p.Child("providerID"), "cannot change once set: it names the machine's VM"))
 	}
 	errs = append(errs, w.Records.check(ctx, oldM, m)...)

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/providerid"
 	"github.com/winkube/winkube/internal/naming"
 )
 
@@ -143,7 +144,7 @@ func (AzureMachinePoolMachine) ValidateCreate(context.Context, *infrav1.AzureMac
 func (w AzureMachinePoolMachine) ValidateUpdate(ctx context.Context, oldM, m *infrav1.AzureMachinePoolMachine) (admission.Warnings, error) {
 	var errs field.ErrorList
 	p := field.NewPath("spec")
-	if oldM.Spec.ProviderID != "" && oldM.Spec.ProviderID != m.Spec.ProviderID {
+	if providerIDChanged(oldM.Spec.ProviderID, m.Spec.ProviderID) {
 		errs = append(errs, field.Forbidden(p.Child("providerID"), "cannot change once set: it names the scale-set instance"))
 	}
 	if oldM.Spec.InstanceID != "" && oldM.Spec.InstanceID != m.Spec.InstanceID {
@@ -156,6 +157,15 @@ func (w AzureMachinePoolMachine) ValidateUpdate(ctx context.Context, oldM, m *in
 // ValidateDelete allows deletion.
 func (AzureMachinePoolMachine) ValidateDelete(context.Context, *infrav1.AzureMachinePoolMachine) (admission.Warnings, error) {
 	return nil, nil
+}
+
+// providerIDChanged says whether a set provider ID would name something
+// else. Rewriting one as cloud-provider-azure writes it (the resource group
+// in lower case; package providerid) names the same VM: the controllers
+// do that to provider IDs they wrote before, so that Cluster API finds
+// their nodes.
+func providerIDChanged(old, cur string) bool {
+	return old != "" && old != cur && cur != providerid.Normalize(old)
 }
 
 // inUse reports whether a pool has instances (or had, as far as its status

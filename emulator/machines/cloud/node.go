@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,13 +24,37 @@ const (
 // Instance is what a VM's instance metadata tells the node manager running
 // on it.
 type Instance struct {
-	// ProviderID is azure:// and the VM's (or scale-set instance's) ARM ID.
+	// ProviderID is what ProviderID makes of the VM's metadata.
 	ProviderID   string
 	InstanceType string
 	Region       string
 	// Zone is <region>-<zone>, or the fault domain ("0") of a VM in no zone.
 	Zone      string
 	Addresses []corev1.NodeAddress
+}
+
+// Metadata is what a VM's instance metadata (IMDS compute) says of it that
+// azure-cloud-node-manager builds the provider ID from.
+type Metadata struct {
+	SubscriptionID, ResourceGroup string
+	// Name is the VM's name; for a scale-set instance, ScaleSet and
+	// InstanceID (IMDS names it <scale set>_<instance ID>).
+	Name, ScaleSet, InstanceID string
+}
+
+// ProviderID is the provider ID the node manager writes on the node of the
+// VM it runs on, composed from its instance metadata with the subscription
+// and resource group in lower case, whatever case ARM keeps them in
+// (cloud-provider-azure pkg/provider/azure_instances.go
+// getLocalInstanceProviderID, and azure_standard.go getStandardMachineID /
+// azure_vmss.go getVmssMachineID for the two templates). The node name,
+// which a standalone VM's ID is composed from, is its lower-case host name.
+func ProviderID(md Metadata) string {
+	sub, rg := strings.ToLower(md.SubscriptionID), strings.ToLower(md.ResourceGroup)
+	if md.ScaleSet != "" {
+		return fmt.Sprintf("azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s/virtualMachines/%s", sub, rg, md.ScaleSet, md.InstanceID)
+	}
+	return fmt.Sprintf("azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachines/%s", sub, rg, strings.ToLower(md.Name))
 }
 
 // InitializeNode is what azure-cloud-node-manager does for the node it runs
