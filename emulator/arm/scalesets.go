@@ -224,6 +224,12 @@ func (s *Server) newInstance(vmss *resource) (*resource, *armError) {
 			"osProfile":          osProfile,
 		},
 	})
+	// An instance made from a marketplace image sold through a plan names
+	// the plan as its own (VirtualMachineScaleSetVM.plan); its
+	// imageReference has no sign of it.
+	if plan, ok := vmss.body["plan"].(map[string]any); ok {
+		inst.body["plan"] = deepCopy(plan)
+	}
 	inst.body["name"] = vmss.id.Name() + "_" + strconv.Itoa(n)
 	inst.body["instanceId"] = strconv.Itoa(n)
 	if z := list(vmss.body, "zones"); len(z) > 0 {

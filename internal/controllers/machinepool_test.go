@@ -22,6 +22,16 @@ import (
 
 func (f *fixture) newPool(name string, replicas int32, windows bool, mutate ...func(*clusterv1.MachinePool)) (*clusterv1.MachinePool, *infrav1.AzureMachinePool) {
 	f.t.Helper()
+	tmpl := infrav1.AzureVMSpec{VMSize: "Standard_D4s_v3"}
+	if windows {
+		tmpl.OSDisk.OSType = infrav1.Windows
+	}
+	return f.newPoolOf(name, replicas, tmpl, mutate...)
+}
+
+// newPoolOf is newPool with the pool's VM template.
+func (f *fixture) newPoolOf(name string, replicas int32, tmpl infrav1.AzureVMSpec, mutate ...func(*clusterv1.MachinePool)) (*clusterv1.MachinePool, *infrav1.AzureMachinePool) {
+	f.t.Helper()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: f.ns}, Data: map[string][]byte{"value": []byte("<powershell>kubeadm join</powershell>")}}
 	mp := &clusterv1.MachinePool{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name}},
@@ -47,10 +57,7 @@ func (f *fixture) newPool(name string, replicas int32, windows bool, mutate ...f
 			Name: name, Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: name, UID: mp.UID}},
 		},
-		Spec: infrav1.AzureMachinePoolSpec{Template: infrav1.AzureVMSpec{VMSize: "Standard_D4s_v3"}},
-	}
-	if windows {
-		amp.Spec.Template.OSDisk.OSType = infrav1.Windows
+		Spec: infrav1.AzureMachinePoolSpec{Template: tmpl},
 	}
 	if err := env.Client.Create(f.ctx, amp); err != nil {
 		f.t.Fatal(err)

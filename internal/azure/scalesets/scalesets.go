@@ -77,8 +77,19 @@ func (in Instance) Current(spec Spec) bool {
 		zoneOK = zoneOK || z == in.Zone
 	}
 	storage := spec.StorageAccountType
-	return in.Size == spec.Size && in.Image == spec.Image && in.OSDiskSizeGB == spec.OSDiskSizeGB &&
+	return in.Size == spec.Size && sameImage(in.Image, spec.Image) && in.OSDiskSizeGB == spec.OSDiskSizeGB &&
 		(storage == "" || in.StorageType == "" || strings.EqualFold(in.StorageType, storage)) && zoneOK
+}
+
+// sameImage compares an instance's image as ARM returns it with the
+// model's. ARM's imageReference carries no thirdPartyImage flag (the plan
+// is a separate property) and returns names and IDs in the case it keeps
+// them, which may not be the request's: publisher, offer, SKU and resource
+// IDs are case-insensitive in ARM.
+func sameImage(got, want virtualmachines.Image) bool {
+	return strings.EqualFold(got.Publisher, want.Publisher) && strings.EqualFold(got.Offer, want.Offer) &&
+		strings.EqualFold(got.SKU, want.SKU) && strings.EqualFold(got.Version, want.Version) &&
+		strings.EqualFold(got.ID, want.ID) && strings.EqualFold(got.CommunityGalleryImageID, want.CommunityGalleryImageID)
 }
 
 // Service manages scale sets.

@@ -78,6 +78,28 @@ func TestInstanceCurrent(t *testing.T) {
 	}
 }
 
+// An instance's image as ARM returns it: no thirdPartyImage flag, and a
+// gallery image's ID in the case ARM keeps (the resource group of a
+// private gallery, for one).
+func TestInstanceCurrentComparesTheImageAsARMReturnsIt(t *testing.T) {
+	plan := base()
+	plan.Image = virtualmachines.Image{Publisher: "resf", Offer: "rockylinux-x86_64", SKU: "9-base", Version: "9.8.20260525", ThirdParty: true}
+	gallery := base()
+	gallery.Image = virtualmachines.Image{ID: "/subscriptions/s/resourceGroups/Images-RG/providers/Microsoft.Compute/galleries/g/images/win/versions/1.36.3"}
+	for name, tc := range map[string]struct {
+		spec scalesets.Spec
+		got  virtualmachines.Image
+	}{
+		"plan image":    {plan, virtualmachines.Image{Publisher: "resf", Offer: "rockylinux-x86_64", SKU: "9-base", Version: "9.8.20260525"}},
+		"gallery image": {gallery, virtualmachines.Image{ID: "/subscriptions/s/resourceGroups/images-rg/providers/Microsoft.Compute/galleries/g/images/win/versions/1.36.3"}},
+	} {
+		in := scalesets.Instance{Size: tc.spec.Size, Image: tc.got, OSDiskSizeGB: 128, StorageType: "Premium_LRS", Zone: "2"}
+		if !in.Current(tc.spec) {
+			t.Errorf("%s: an instance of the model's image, as ARM returns it, is taken for outdated", name)
+		}
+	}
+}
+
 // A scale set is written when it is missing, when its model or capacity
 // differ, and not for new custom data alone; the admin password goes only
 // with the create.
