@@ -79,6 +79,21 @@ type ComputeGalleryImage struct {
 	SubscriptionID *string `json:"subscriptionID,omitempty"`
 	// +optional
 	ResourceGroup *string `json:"resourceGroup,omitempty"`
+	// plan is the purchase plan of an image built from a marketplace image
+	// sold through one: every VM made from it must name that plan (CAPZ's
+	// computeGallery.plan).
+	// +optional
+	Plan *ImagePlan `json:"plan,omitempty"`
+}
+
+// ImagePlan is a marketplace purchase plan.
+type ImagePlan struct {
+	// +kubebuilder:validation:MinLength=1
+	Publisher string `json:"publisher"`
+	// +kubebuilder:validation:MinLength=1
+	Offer string `json:"offer"`
+	// +kubebuilder:validation:MinLength=1
+	SKU string `json:"sku"`
 }
 
 // OSDisk is a VM's operating-system disk.

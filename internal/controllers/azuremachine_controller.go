@@ -453,10 +453,16 @@ func vmImage(img *infrav1.Image) virtualmachines.Image {
 		return virtualmachines.Image{ID: *img.ID}
 	case img.ComputeGallery != nil:
 		g := img.ComputeGallery
-		if g.SubscriptionID != nil && g.ResourceGroup != nil {
-			return virtualmachines.Image{ID: fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/galleries/%s/images/%s/versions/%s", *g.SubscriptionID, *g.ResourceGroup, g.Gallery, g.Name, g.Version)}
+		var out virtualmachines.Image
+		if g.Plan != nil {
+			out.PlanPublisher, out.PlanProduct, out.PlanName = g.Plan.Publisher, g.Plan.Offer, g.Plan.SKU
 		}
-		return virtualmachines.Image{CommunityGalleryImageID: fmt.Sprintf("/CommunityGalleries/%s/Images/%s/Versions/%s", g.Gallery, g.Name, g.Version)}
+		if g.SubscriptionID != nil && g.ResourceGroup != nil {
+			out.ID = fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/galleries/%s/images/%s/versions/%s", *g.SubscriptionID, *g.ResourceGroup, g.Gallery, g.Name, g.Version)
+		} else {
+			out.CommunityGalleryImageID = fmt.Sprintf("/CommunityGalleries/%s/Images/%s/Versions/%s", g.Gallery, g.Name, g.Version)
+		}
+		return out
 	default:
 		m := img.Marketplace
 		return virtualmachines.Image{Publisher: m.Publisher, Offer: m.Offer, SKU: m.SKU, Version: m.Version, ThirdParty: m.ThirdPartyImage}

@@ -35,3 +35,26 @@ func TestPoolOnAPlanImageKeepsItsInstances(t *testing.T) {
 		t.Fatalf("scale set plan %+v (%v), want the image's", set.Plan, err)
 	}
 }
+
+// TestGalleryImageWithAPlanGivesTheVMThePlan: an image built from a
+// marketplace image sold through a plan keeps needing it; the gallery
+// image's plan goes on the VM (and on a pool's scale set), as CAPZ's
+// computeGallery.plan does.
+func TestGalleryImageWithAPlanGivesTheVMThePlan(t *testing.T) {
+	stop := startControllers(t, armCfg)
+	defer stop()
+	az := newAzure(t, armCfg)
+	f := newCluster(t, "gplan")
+	f.waitClusterProvisioned(time.Minute)
+	img := &infrav1.Image{ComputeGallery: &infrav1.ComputeGalleryImage{Gallery: "ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019", Name: "capi-ubun2-2404", Version: "1.36.3",
+		Plan: &infrav1.ImagePlan{Publisher: "resf", Offer: "rockylinux-x86_64", SKU: "9-base"}}}
+	f.newMachineWith("gplan-md-linux-abcde", false, false, "1", nil, func(s *infrav1.AzureMachineSpec) { s.Image = img })
+	f.waitMachinesProvisioned(time.Minute, "gplan-md-linux-abcde")
+	vm, err := az.vms.Get(f.ctx, f.ns, "gplan-md-linux-abcde", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := vm.Plan; p == nil || *p.Name != "9-base" || *p.Product != "rockylinux-x86_64" || *p.Publisher != "resf" {
+		t.Fatalf("VM plan %+v, want the gallery image's", vm.Plan)
+	}
+}

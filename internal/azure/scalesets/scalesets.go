@@ -213,6 +213,9 @@ func ModelDigest(spec Spec) string {
 	if img.ThirdParty {
 		fields = append(fields, "plan")
 	}
+	if img.PlanName != "" {
+		fields = append(fields, "plan="+img.PlanPublisher+"/"+img.PlanProduct+"/"+img.PlanName)
+	}
 	if spec.Caching != "" && spec.Caching != "ReadWrite" {
 		fields = append(fields, "caching="+spec.Caching)
 	}

@@ -23,6 +23,9 @@ type Image struct {
 	ThirdParty              bool
 	ID                      string
 	CommunityGalleryImageID string
+	// PlanPublisher, PlanProduct and PlanName are the purchase plan of a
+	// gallery image built from a marketplace image sold through one.
+	PlanPublisher, PlanProduct, PlanName string
 }
 
 // Plan is the purchase plan a VM or scale set made from the image names:
@@ -31,10 +34,15 @@ type Image struct {
 // any other image. Azure fails the provisioning of a VM without it
 // (VMMarketplaceInvalidInput).
 func (i Image) Plan() *armcompute.Plan {
-	if !i.ThirdParty || i.Publisher == "" {
-		return nil
+	switch {
+	case i.ThirdParty && i.Publisher != "":
+		return &armcompute.Plan{Name: to.Ptr(i.SKU), Product: to.Ptr(i.Offer), Publisher: to.Ptr(i.Publisher)}
+	case i.PlanName != "":
+		// A gallery image's plan, as CAPZ's ImageToPlan gives it
+		// (azure/converters/image.go @69ec3a40).
+		return &armcompute.Plan{Name: to.Ptr(i.PlanName), Product: to.Ptr(i.PlanProduct), Publisher: to.Ptr(i.PlanPublisher)}
 	}
-	return &armcompute.Plan{Name: to.Ptr(i.SKU), Product: to.Ptr(i.Offer), Publisher: to.Ptr(i.Publisher)}
+	return nil
 }
 
 // Spec is a VM.
