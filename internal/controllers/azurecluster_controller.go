@@ -332,8 +332,15 @@ func clusterSubnets(ac *infrav1.AzureCluster, n clusterNames, id func(rg, typ, n
 	var out []vnets.Subnet
 	for _, s := range ac.Spec.NetworkSpec.Subnets {
 		sn := vnets.Subnet{Name: s.Name, CIDRs: s.CIDRBlocks, NSGID: id(n.rg, "networkSecurityGroups", s.SecurityGroup.Name)}
+		// Every subnet takes the route table the cloud provider writes the
+		// nodes' pod routes into: the API server on a control-plane VM
+		// reaches webhooks, aggregated APIs and metrics in pods on workers
+		// only through them when pod addresses are routed (host-gw); VNet
+		// system routes know no pod CIDR. (CAPZ @0f5027f6 gives the
+		// control-plane subnet no route table, azurecluster_default.go
+		// setControlPlaneSubnetDefaults: its flavors encapsulate.)
+		sn.RouteTableID = id(n.rg, "routeTables", n.routeTable)
 		if s.Role == infrav1.SubnetNode {
-			sn.RouteTableID = id(n.rg, "routeTables", n.routeTable)
 			sn.NatGatewayID = id(n.rg, "natGateways", n.natGateway)
 		}
 		out = append(out, sn)

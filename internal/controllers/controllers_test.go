@@ -34,6 +34,18 @@ func TestClusterAndMachinesLifecycle(t *testing.T) {
 			t.Errorf("%d %s in the resource group, want %d: %v", len(inv[typ]), typ, want, inv)
 		}
 	}
+	// Both subnets take the node route table: with host-gw the API server
+	// reaches pods on workers only through the routes in it.
+	vnetsClient, _ := armnetwork.NewVirtualNetworksClient(subscription, armCfg.Credential, mustOptions(t))
+	vnet, err := vnetsClient.Get(f.ctx, f.ns, "mixed-vnet", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sn := range vnet.Properties.Subnets {
+		if rt := sn.Properties.RouteTable; rt == nil || !strings.HasSuffix(*rt.ID, "/routeTables/mixed-node-routetable") {
+			t.Errorf("subnet %s has route table %+v, want mixed-node-routetable", *sn.Name, rt)
+		}
+	}
 	ep := f.ac.Spec.ControlPlaneEndpoint
 	if addr, err := netip.ParseAddr(ep.Host); err != nil || !addr.IsLoopback() || ep.Port != 6443 {
 		t.Fatalf("controlPlaneEndpoint %+v, want the emulator's loopback public IP on 6443", ep)
