@@ -16,7 +16,9 @@ import (
 func TestProviderIDsAsTheCloudProviderWritesThem(t *testing.T) {
 	stop := startControllers(t, armCfg)
 	defer stop()
-	f := newCluster(t, "caps", func(s *infrav1.AzureClusterSpec) { s.ResourceGroup = "Caps-" + strings.TrimPrefix(s.ResourceGroup, "caps-") })
+	f := newCluster(t, "caps", func(s *infrav1.AzureClusterSpec) {
+		s.ResourceGroup = "Caps-" + strings.TrimPrefix(s.ResourceGroup, "caps-")
+	})
 	f.waitClusterProvisioned(time.Minute)
 	group := strings.ToLower(f.ac.Spec.ResourceGroup)
 	prefix := "azure:///subscriptions/" + subscription + "/resourceGroups/" + group + "/providers/Microsoft.Compute/"
