@@ -85,6 +85,7 @@ func (w *AzureCluster) ValidateCreate(ctx context.Context, c *infrav1.AzureClust
 		errs = append(errs, field.Invalid(path, name, "the cluster name "+naming.ClusterNameProblem(name)))
 	}
 	errs = append(errs, validateClusterNames(clusterName(c), &c.Spec, field.NewPath("spec"))...)
+	errs = append(errs, refusedOnWrite(nil, &c.Spec, field.NewPath("spec"))...)
 	errs = append(errs, w.validateAgainstCluster(ctx, c)...)
 	return nil, invalid(c, errs)
 }
@@ -105,6 +106,8 @@ func (w *AzureCluster) ValidateUpdate(ctx context.Context, oldC, c *infrav1.Azur
 	immutable(p.Child("networkSpec", "vnet", "name"), oldC.Spec.NetworkSpec.Vnet.Name != c.Spec.NetworkSpec.Vnet.Name, "cannot change once the VNet exists")
 	immutable(p.Child("networkSpec", "vnet", "resourceGroup"), oldC.Spec.NetworkSpec.Vnet.ResourceGroup != c.Spec.NetworkSpec.Vnet.ResourceGroup, "cannot change once the VNet exists")
 	immutable(p.Child("networkSpec", "vnet", "cidrBlocks"), !apiequality.Semantic.DeepEqual(oldC.Spec.NetworkSpec.Vnet.CIDRBlocks, c.Spec.NetworkSpec.Vnet.CIDRBlocks), "cannot change once the VNet exists: machines hold addresses in it")
+	errs = append(errs, immutableNetworkNames(&oldC.Spec.NetworkSpec, &c.Spec.NetworkSpec, p.Child("networkSpec"))...)
+	errs = append(errs, refusedOnWrite(&oldC.Spec, &c.Spec, p)...)
 	if oldEP := oldC.Spec.ControlPlaneEndpoint; oldEP.Host != "" {
 		immutable(p.Child("controlPlaneEndpoint"), oldEP != c.Spec.ControlPlaneEndpoint, "cannot change once set: every node and kubeconfig points at it")
 	}

@@ -217,3 +217,64 @@ func validateRules(s infrav1.SubnetSpec, p *field.Path) field.ErrorList {
 	}
 	return errs
 }
+
+// immutableNetworkNames refuses renaming what winkube made by name: a new
+// name makes a new load balancer, subnet or NSG and leaves the old one in
+// the group (the old load balancer keeps the API server's public IP, so
+// the new one cannot take it). Adding subnets is allowed; renaming or
+// removing one is not.
+func immutableNetworkNames(oldN, n *infrav1.NetworkSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if oldN.APIServerLB.Name != "" && oldN.APIServerLB.Name != n.APIServerLB.Name {
+		errs = append(errs, field.Forbidden(p.Child("apiServerLB", "name"), fmt.Sprintf("cannot change once set (was %s): the load balancer holds the API server's address", oldN.APIServerLB.Name)))
+	}
+	byName := map[string]int{}
+	for i, s := range n.Subnets {
+		byName[s.Name] = i
+	}
+	for _, old := range oldN.Subnets {
+		i, ok := byName[old.Name]
+		if !ok {
+			errs = append(errs, field.Forbidden(p.Child("subnets"), fmt.Sprintf("subnet %s cannot be renamed or removed once created: machines hold addresses in it", old.Name)))
+			continue
+		}
+		if oldNSG := old.SecurityGroup.Name; oldNSG != "" && oldNSG != n.Subnets[i].SecurityGroup.Name {
+			errs = append(errs, field.Forbidden(p.Child("subnets").Index(i).Child("securityGroup", "name"), fmt.Sprintf("cannot change once set (was %s): a new name makes a second NSG and leaves this one behind", oldNSG)))
+		}
+	}
+	return errs
+}
+
+// refusedOnWrite refuses what winkube cannot carry out, when it is
+// written: on create (old nil), or on an update that changes it, so that an
+// object written before these checks can still be updated and deleted.
+func refusedOnWrite(old, spec *infrav1.AzureClusterSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	n := &spec.NetworkSpec
+	if n.APIServerLB.Type == "Internal" && (old == nil || old.NetworkSpec.APIServerLB.Type != "Internal") {
+		errs = append(errs, field.NotSupported(p.Child("networkSpec", "apiServerLB", "type"), n.APIServerLB.Type, []string{"Public"}))
+	}
+	oldRules := map[string]infrav1.SecurityRule{}
+	if old != nil {
+		for _, s := range old.NetworkSpec.Subnets {
+			for _, r := range s.SecurityGroup.SecurityRules {
+				oldRules[s.Name+"/"+r.Name] = r
+			}
+		}
+	}
+	for i, s := range n.Subnets {
+		for j, r := range s.SecurityGroup.SecurityRules {
+			if prev, ok := oldRules[s.Name+"/"+r.Name]; ok && prev == r {
+				continue
+			}
+			rp := p.Child("networkSpec", "subnets").Index(i).Child("securityGroup", "securityRules").Index(j)
+			for _, f := range []struct{ name, v string }{{"sourcePorts", r.SourcePorts}, {"destinationPorts", r.DestinationPorts}, {"source", r.Source}, {"destination", r.Destination}} {
+				if strings.ContainsAny(f.v, ", ") {
+					errs = append(errs, field.Invalid(rp.Child(f.name), f.v,
+						"takes one value (a port, a range such as 8000-8080, an address prefix, a service tag or *): Azure refuses a list here, and the whole NSG with it; write one rule per value"))
+				}
+			}
+		}
+	}
+	return errs
+}
