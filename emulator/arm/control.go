@@ -66,6 +66,12 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
+			for _, f := range c.ProvisioningFailures {
+				if f.Code == "" || f.Times < 0 || (f.Operation != "" && f.Operation != OperationCreate && f.Operation != OperationAttachDataDisk) {
+					writeError(w, errorf(http.StatusBadRequest, "InvalidFault", "A provisioning failure needs a code, times of 0 or more, and an operation of %q, %q or none; got %q, %d and %q.", OperationCreate, OperationAttachDataDisk, f.Code, f.Times, f.Operation))
+					return
+				}
+			}
 			s.SetFaults(c)
 			writeJSON(w, http.StatusOK, c)
 		default:
