@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -30,32 +31,60 @@ func TestClusterHoldsItsIdentityUntilItsResourcesAreGone(t *testing.T) {
 	f.waitMachinesProvisioned(2*time.Minute, am.Name)
 
 	key := client.ObjectKey{Namespace: f.ns, Name: "keeper"}
-	poll.Until(t, time.Minute, func() string {
-		id := &infrav1.AzureClusterIdentity{}
-		if err := env.Client.Get(f.ctx, key, id); err != nil {
-			return err.Error()
-		}
-		for _, fin := range id.Finalizers {
-			if strings.HasPrefix(fin, "azurecluster.infrastructure.winkube.dev/") {
-				return ""
-			}
-		}
-		return fmt.Sprintf("the identity carries no finalizer of its cluster: %v", id.Finalizers)
-	})
+	// The cluster is provisioned, so it holds its identity (holdIdentity
+	// comes before anything it makes).
 	if err := env.Client.Delete(f.ctx, &infrav1.AzureClusterIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
 		t.Fatal(err)
 	}
 	// The machine and the cluster are deleted as the identity, which
 	// waits for them.
-	f.deleteAndWait(2*time.Minute, am)
+	if err := env.Client.Delete(f.ctx, am); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 2*time.Minute, func() string {
+		err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am)
+		if apierrors.IsNotFound(err) {
+			return ""
+		}
+		return fmt.Sprintf("the machine is not deleted once its identity was: %v %+v", err, am.Status.Conditions)
+	})
 	if err := env.Client.Get(f.ctx, key, &infrav1.AzureClusterIdentity{}); err != nil {
 		t.Fatalf("the identity went before its cluster: %v", err)
 	}
-	f.deleteAndWait(2*time.Minute, f.ac)
+	// An identity that goes anyway (its finalizer taken off by hand) stops
+	// the cluster's deletion with what to do, and restoring it resumes it.
+	id := &infrav1.AzureClusterIdentity{}
+	if err := env.Client.Get(f.ctx, key, id); err != nil {
+		t.Fatal(err)
+	}
+	spec := id.Spec
+	patch := client.MergeFrom(id.DeepCopy())
+	id.Finalizers = nil
+	if err := env.Client.Patch(f.ctx, id, patch); err != nil {
+		t.Fatal(err)
+	}
 	poll.Until(t, time.Minute, func() string {
 		if err := env.Client.Get(f.ctx, key, &infrav1.AzureClusterIdentity{}); !apierrors.IsNotFound(err) {
-			return fmt.Sprintf("the identity outlived its cluster: %v", err)
+			return fmt.Sprintf("the identity is still there: %v", err)
 		}
 		return ""
 	})
+	if err := env.Client.Delete(f.ctx, f.ac); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
+			return err.Error()
+		}
+		c := conditions.Get(f.ac, "Ready")
+		if c == nil || !strings.Contains(c.Message, "never as the manager's own credential") || !strings.Contains(c.Message, "restore the identity") ||
+			!strings.Contains(c.Message, "remove the finalizer azurecluster.infrastructure.winkube.dev from AzureCluster "+f.ns+"/"+f.ac.Name) {
+			return fmt.Sprintf("the blocked deletion does not say what to do: %+v", c)
+		}
+		return ""
+	})
+	if err := env.Client.Create(f.ctx, &infrav1.AzureClusterIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	f.deleteAndWait(2*time.Minute, f.ac)
 }
