@@ -3,6 +3,7 @@ package arm
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -25,6 +26,14 @@ func (s *Server) SetFaults(c FaultConfig) {
 	s.opts.ProvisioningFailures = c.ProvisioningFailures
 	s.opts.SKURestrictions = c.SKURestrictions
 	unlock()
+}
+
+// FaultConfig is a copy of the injected faults, with how many operations
+// each provisioning failure has failed.
+func (s *Server) FaultConfig() FaultConfig {
+	unlock := s.lock()
+	defer unlock()
+	return FaultConfig{Faults: slices.Clone(s.opts.Faults), ProvisioningFailures: slices.Clone(s.opts.ProvisioningFailures), SKURestrictions: slices.Clone(s.opts.SKURestrictions)}
 }
 
 // serveControl is the emulator's own API, beside ARM's:
@@ -50,10 +59,7 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 	case "faults":
 		switch r.Method {
 		case http.MethodGet:
-			unlock = s.lock()
-			c := FaultConfig{Faults: s.opts.Faults, ProvisioningFailures: s.opts.ProvisioningFailures, SKURestrictions: s.opts.SKURestrictions}
-			unlock()
-			writeJSON(w, http.StatusOK, c)
+			writeJSON(w, http.StatusOK, s.FaultConfig())
 		case http.MethodPut:
 			var c FaultConfig
 			if err := json.NewDecoder(r.Body).Decode(&c); err != nil {
@@ -63,6 +69,12 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 			for _, f := range c.Faults {
 				if f.Percent < 0 || f.Percent > 100 || (f.Status != 0 && (f.Status < 400 || f.Status > 599)) {
 					writeError(w, errorf(http.StatusBadRequest, "InvalidFault", "A fault needs percent 0-100 and a status from 400 to 599; got %v%% and %d.", f.Percent, f.Status))
+					return
+				}
+			}
+			for _, f := range c.ProvisioningFailures {
+				if f.Code == "" || f.Times < 0 || (f.Operation != "" && f.Operation != OperationCreate && f.Operation != OperationAttachDataDisk) {
+					writeError(w, errorf(http.StatusBadRequest, "InvalidFault", "A provisioning failure needs a code, times of 0 or more, and an operation of %q, %q or none; got %q, %d and %q.", OperationCreate, OperationAttachDataDisk, f.Code, f.Times, f.Operation))
 					return
 				}
 			}

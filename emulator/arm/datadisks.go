@@ -192,6 +192,10 @@ func (s *Server) planDataDisks(vm, old *resource, size string) (func(), *armErro
 			if disk == nil {
 				disk = s.createDataDisk(vm, a.entry, size)
 			}
+			if !kept[key(disk.idStr)] {
+				// What an injected AttachDataDisk failure fails (vmReady).
+				vm.secrets[secretAttaching] = "true"
+			}
 			s.attachDisk(disk, vm.idStr)
 			completeDataDisk(a.entry, disk)
 		}

@@ -276,3 +276,83 @@ func TestDataDiskRefusals(t *testing.T) {
 		t.Fatal("resource SKUs give Standard_B1s no MaxDataDiskCount of 2")
 	}
 }
+
+// A VM's state is its last operation's outcome: an injected AllocationFailed
+// fails the creation once (the instance view names it, nothing boots) and
+// the next PUT makes the VM; a data-disk attach that fails in its
+// operation leaves a running VM Failed with the disk kept in its model, and
+// the next successful operation returns it to Succeeded.
+func TestVMFailedStateIsTheLastOperations(t *testing.T) {
+	w := newWorld(t, func(o *arm.Options) {
+		o.ProvisioningFailures = []arm.ProvisioningFailure{
+			{NameContains: "alloc", Code: "AllocationFailed", Operation: arm.OperationCreate, Times: 1},
+			{NameContains: "disky", Code: "AttachDiskWhileBeingDetached", Message: "Cannot attach data disk 'd0' to VM 'disky' because the disk is currently being detached or the last detach operation failed.", Operation: arm.OperationAttachDataDisk, Times: 1},
+		}
+	})
+	w.group("rg")
+	subnet := w.network("rg")
+	vms := must(w.compute.NewVirtualMachinesClient(), nil)
+	state := func(name string) string {
+		t.Helper()
+		return *must(vms.Get(w.ctx, "rg", name, nil)).Properties.ProvisioningState
+	}
+	failedStatus := func(name string) *armcompute.InstanceViewStatus {
+		t.Helper()
+		for _, s := range must(vms.InstanceView(w.ctx, "rg", name, nil)).Statuses {
+			if strings.HasPrefix(*s.Code, "ProvisioningState/failed") {
+				return s
+			}
+		}
+		return nil
+	}
+
+	nic := w.nic("rg", "alloc-nic", subnet)
+	body := linuxVM(*nic.ID, "#cloud-config")
+	err := pollErr(vms.BeginCreateOrUpdate(w.ctx, "rg", "alloc", body, nil))
+	azureCode(t, err, "AllocationFailed")
+	if s := state("alloc"); s != "Failed" {
+		t.Fatalf("state %s after AllocationFailed, want Failed", s)
+	}
+	if st := failedStatus("alloc"); st == nil || *st.Code != "ProvisioningState/failed/AllocationFailed" || !strings.Contains(*st.Message, "sufficient capacity") || st.Time == nil {
+		t.Fatalf("the instance view does not name the failure: %+v", st)
+	}
+	if len(w.rt.Running()) != 0 {
+		t.Fatal("a VM whose allocation failed was booted")
+	}
+	// The retry: the same model, the secrets left out (Azure keeps them).
+	body.Properties.OSProfile.CustomData = nil
+	if err := pollErr(vms.BeginCreateOrUpdate(w.ctx, "rg", "alloc", body, nil)); err != nil {
+		t.Fatalf("the retry after AllocationFailed: %v", err)
+	}
+	if s := state("alloc"); s != "Succeeded" || failedStatus("alloc") != nil {
+		t.Fatalf("state %s after the retry, want Succeeded and no failed status", s)
+	}
+	if len(w.rt.Running()) != 1 {
+		t.Fatal("the VM made by the retry was not booted")
+	}
+
+	w.zonalVM("rg", "disky", "Standard_D2s_v3", "1", subnet)
+	d0 := w.emptyDisk("rg", "d0", "Premium_LRS", 4, "1")
+	_, err = w.putDataDisks("rg", "disky", []*armcompute.DataDisk{attachEntry(0, d0)})
+	azureCode(t, err, "AttachDiskWhileBeingDetached")
+	if s := state("disky"); s != "Failed" {
+		t.Fatalf("state %s after a failed attach, want Failed", s)
+	}
+	if st := failedStatus("disky"); st == nil || *st.Code != "ProvisioningState/failed/AttachDiskWhileBeingDetached" {
+		t.Fatalf("the instance view does not name the failed attach: %+v", st)
+	}
+	vm := must(vms.Get(w.ctx, "rg", "disky", nil)).VirtualMachine
+	if dd := vm.Properties.StorageProfile.DataDisks; len(dd) != 1 || *dd[0].Name != "d0" {
+		t.Fatalf("the failed attach's disk is not kept in the model: %+v", dd)
+	}
+	if len(w.rt.Running()) != 2 {
+		t.Fatal("a running VM stopped when an attach failed")
+	}
+	// The CSI driver's retry: the same list again (kubernetes-sigs/azuredisk-csi-driver #797).
+	if _, err := w.putDataDisks("rg", "disky", []*armcompute.DataDisk{attachEntry(0, d0)}); err != nil {
+		t.Fatal(err)
+	}
+	if s := state("disky"); s != "Succeeded" {
+		t.Fatalf("state %s after the next successful operation, want Succeeded", s)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,14 +104,34 @@ func (s *Server) slowerOperation(method, kind string) time.Duration {
 	return d
 }
 
-// ProvisioningFailure fails the provisioning of VMs whose name contains
-// NameContains (all VMs when empty) with Azure's error Code.
+// ProvisioningFailure fails the operations on VMs whose name contains
+// NameContains (all VMs when empty) with Azure's error Code. The VM is then
+// in provisioning state Failed, and the next operation on it that
+// succeeds returns it to Succeeded, as on Azure (a state is the outcome
+// of the last operation: MicrosoftDocs/azure-compute-docs
+// articles/virtual-machines/states-billing.md @3255b21d).
 type ProvisioningFailure struct {
 	NameContains string `json:"nameContains,omitempty"`
 	// Code such as OSProvisioningTimedOut.
 	Code    string `json:"code"`
 	Message string `json:"message,omitempty"`
+	// Operation narrows the failure to the VM's creation (OperationCreate:
+	// the PUT that made it, and PUTs of it until one succeeds) or to an
+	// operation that attaches a data disk (OperationAttachDataDisk); empty
+	// fails every operation.
+	Operation string `json:"operation,omitempty"`
+	// Times is how many operations fail, after which the failure is spent:
+	// an AllocationFailed that a retry clears. Zero fails every one.
+	Times int `json:"times,omitempty"`
+	// Failed counts the operations it failed (the control API shows it).
+	Failed int `json:"failed,omitempty"`
 }
+
+// Operations a ProvisioningFailure narrows to.
+const (
+	OperationCreate         = "Create"
+	OperationAttachDataDisk = "AttachDataDisk"
+)
 
 func (s *Server) injectFault(w http.ResponseWriter, method, kind string) *armError {
 	unlock := func() {}
@@ -145,20 +166,34 @@ func (s *Server) injectFault(w http.ResponseWriter, method, kind string) *armErr
 	return errorf(hit.Status, "InternalServerError", "Injected fault: %s %s failed with %d.", method, kind, hit.Status)
 }
 
-func (s *Server) provisioningFailure(name string) *ProvisioningFailure {
+// provisioningFailure is the failure, if any, of an operation on the VM or
+// instance name that does ops (OperationCreate, OperationAttachDataDisk);
+// a failure given Times counts this one. The caller holds s.mu.
+func (s *Server) provisioningFailure(name string, ops ...string) *ProvisioningFailure {
 	for i := range s.opts.ProvisioningFailures {
 		f := &s.opts.ProvisioningFailures[i]
-		if f.NameContains == "" || strings.Contains(name, f.NameContains) {
-			return f
+		if (f.NameContains != "" && !strings.Contains(name, f.NameContains)) || (f.Operation != "" && !slices.Contains(ops, f.Operation)) || (f.Times > 0 && f.Failed >= f.Times) {
+			continue
 		}
+		f.Failed++
+		return f
 	}
 	return nil
 }
 
 func (f *ProvisioningFailure) asError(vm string) *armError {
 	msg := f.Message
-	if msg == "" {
+	switch {
+	case msg != "":
+	case f.Code == "AllocationFailed" || f.Code == "ZonalAllocationFailed":
+		// As Azure words it (MicrosoftDocs/azure-docs
+		// articles/virtual-machines/troubleshooting/error-messages.md).
+		msg = "Allocation failed. We do not have sufficient capacity for the requested VM size in this region. Read more about improving likelihood of allocation success at http://aka.ms/allocation-guidance"
+	case f.Code == "OSProvisioningTimedOut":
 		msg = fmt.Sprintf("OS Provisioning for VM '%s' did not finish in the allotted time. The VM may still finish provisioning successfully. Please check provisioning state later.", vm)
+	default:
+		// The emulator's own text.
+		msg = fmt.Sprintf("The operation on VM '%s' failed with %s (injected).", vm, f.Code)
 	}
 	return errorf(http.StatusOK, f.Code, "%s", msg)
 }

@@ -305,7 +305,7 @@ func vmssReady(s *Server, r *resource) ([]Machine, *armError) {
 		if inst.provisioningState() != "Creating" {
 			continue
 		}
-		if f := s.provisioningFailure(str(inst.body, "name")); f != nil {
+		if f := s.provisioningFailure(str(inst.body, "name"), OperationCreate); f != nil {
 			inst.setState("Failed")
 			continue
 		}

@@ -235,6 +235,9 @@ func (s *Server) Load(path string) error {
 		if sr.ProvisioningState != "" {
 			res.setState(sr.ProvisioningState)
 		}
+		if k.typ == kindVM && res.provisioningState() == "Succeeded" {
+			res.secrets[secretMade] = "true" // saved before the emulator recorded it
+		}
 		s.resources[key(sr.ID)] = res
 	}
 	for _, r := range s.resources {

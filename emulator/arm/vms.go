@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Virtual machines: the PUT's rules, the OS disk a VM gets, the machine
@@ -164,19 +165,53 @@ func (s *Server) createOSDisk(vm *resource, osDisk map[string]any, os string) {
 	md["storageAccountType"] = storageType
 }
 
+// vmReady ends a VM's operation. A failed one leaves the VM in state
+// Failed with what it sent kept in its model (a data disk that failed to
+// attach stays listed: MicrosoftDocs/azure-docs
+// articles/virtual-machines/troubleshooting/troubleshoot-vm-deployment-detached.md,
+// kubernetes-sigs/azuredisk-csi-driver #780), and a VM that ran keeps
+// running; the instance view then names the failure. The next operation
+// that succeeds returns the VM to Succeeded and boots it if its creation
+// had failed.
 func vmReady(s *Server, r *resource) ([]Machine, *armError) {
 	dropDetached(r)
-	if f := s.provisioningFailure(r.id.Name()); f != nil {
-		return nil, f.asError(r.id.Name())
+	ops := []string{}
+	if r.secrets[secretMade] != "true" {
+		ops = append(ops, OperationCreate)
+	}
+	if r.secrets[secretAttaching] == "true" {
+		ops = append(ops, OperationAttachDataDisk)
+	}
+	delete(r.secrets, secretAttaching)
+	e := (*armError)(nil)
+	if f := s.provisioningFailure(r.id.Name(), ops...); f != nil {
+		e = f.asError(r.id.Name())
 	}
 	p := r.props()
-	if ref, _ := obj(p, "storageProfile")["imageReference"].(map[string]any); ref != nil {
-		if e := s.planMissing(r, ref); e != nil {
-			return nil, e
-		}
+	if ref, _ := obj(p, "storageProfile")["imageReference"].(map[string]any); ref != nil && e == nil {
+		e = s.planMissing(r, ref)
 	}
+	if e != nil {
+		r.secrets[secretFailureCode], r.secrets[secretFailureMessage], r.secrets[secretFailureTime] = e.Code, e.Message, s.now().UTC().Format(time.RFC3339Nano)
+		return nil, e
+	}
+	delete(r.secrets, secretFailureCode)
+	delete(r.secrets, secretFailureMessage)
+	delete(r.secrets, secretFailureTime)
+	r.secrets[secretMade] = "true"
 	return []Machine{s.machineOf(r, str(r.body, "location"), obj(p, "storageProfile"), obj(p, "osProfile"), list(p, "networkProfile", "networkInterfaces"), r.secrets, "", "")}, nil
 }
+
+// A VM's secrets ("true" or text): whether an operation of it ever
+// succeeded, whether the operation under way attaches a data disk, and its
+// last operation's failure.
+const (
+	secretMade           = "made"
+	secretAttaching      = "attachingDataDisk"
+	secretFailureCode    = "failureCode"
+	secretFailureMessage = "failureMessage"
+	secretFailureTime    = "failureTime"
+)
 
 // machineOf describes a provisioned VM or instance for the runtime.
 func (s *Server) machineOf(r *resource, location string, storage, osProfile map[string]any, nicRefs []any, secrets map[string]any, scaleSet, instance string) Machine {
@@ -311,7 +346,14 @@ func (s *Server) instanceView(r *resource) map[string]any {
 	}
 	statuses := []any{map[string]any{"code": "ProvisioningState/" + state, "level": "Info", "displayStatus": "Provisioning " + state}}
 	if state == "failed" {
-		statuses[0] = map[string]any{"code": "ProvisioningState/failed", "level": "Error", "displayStatus": "Provisioning failed"}
+		// ProvisioningState/<state>[/<errorCode>] (states-billing.md
+		// @3255b21d), with the failed operation's message and time.
+		st := map[string]any{"code": "ProvisioningState/failed", "level": "Error", "displayStatus": "Provisioning failed"}
+		if code, ok := r.secrets[secretFailureCode].(string); ok {
+			st["code"] = "ProvisioningState/failed/" + code
+			st["message"], st["time"] = r.secrets[secretFailureMessage], r.secrets[secretFailureTime]
+		}
+		statuses[0] = st
 	}
 	power := "PowerState/" + powerState(r)
 	statuses = append(statuses, map[string]any{"code": power, "level": "Info", "displayStatus": strings.TrimPrefix(power, "PowerState/")})

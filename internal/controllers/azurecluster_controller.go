@@ -127,7 +127,11 @@ func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if ie := (*identityError)(nil); errors.As(err, &ie) {
 		// Fixing the identity resumes the cluster (a watch); a namespace's
 		// labels are looked at again after a while.
-		setReady(ac, metav1.ConditionFalse, ie.reason, ie.msg)
+		msg := ie.msg
+		if deleting {
+			msg = deletionNeedsIdentity(ac, "the cluster's Azure resources", ie)
+		}
+		setReady(ac, metav1.ConditionFalse, ie.reason, msg)
 		return ctrl.Result{RequeueAfter: time.Minute}, nil
 	}
 	if err != nil {
@@ -200,6 +204,9 @@ func namesOf(ac *infrav1.AzureCluster, clusterName string) (clusterNames, error)
 func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav1.AzureCluster, svc *cloud.Services, clusterName string, owner tags.Owner) (ctrl.Result, error) {
 	if controllerutil.AddFinalizer(ac, infrav1.ClusterFinalizer) {
 		return ctrl.Result{RequeueAfter: persisted}, nil // the finalizer is saved before anything is created
+	}
+	if err := holdIdentity(ctx, r.Client, ac); err != nil {
+		return ctrl.Result{}, err
 	}
 	n, err := namesOf(ac, clusterName)
 	if err != nil {
@@ -495,6 +502,9 @@ func (r *AzureClusterReconciler) reconcileDelete(ctx context.Context, ac *infrav
 	n, err := namesOf(ac, clusterName)
 	if err != nil {
 		// reconcileNormal creates nothing from a spec this incomplete.
+		if err := releaseIdentity(ctx, r.Client, ac); err != nil {
+			return ctrl.Result{}, err
+		}
 		controllerutil.RemoveFinalizer(ac, infrav1.ClusterFinalizer)
 		return ctrl.Result{}, nil
 	}
@@ -549,6 +559,9 @@ func (r *AzureClusterReconciler) reconcileDelete(ctx context.Context, ac *infrav
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	r.Recorder.Eventf(ac, corev1.EventTypeNormal, "Deleted", "deleted the cluster's Azure resources")
+	if err := releaseIdentity(ctx, r.Client, ac); err != nil {
+		return ctrl.Result{}, err
+	}
 	controllerutil.RemoveFinalizer(ac, infrav1.ClusterFinalizer)
 	return ctrl.Result{}, nil
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/availabilitysets"
@@ -379,22 +380,18 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	}
 	var failed *virtualmachines.ProvisioningFailedError
 	if errors.As(err, &failed) {
-		am.Status.VMState = "Failed"
-		msg := failed.Error()
-		if cond := conditions.Get(am, ReadyCondition); failed.Code == "" && cond != nil && cond.Reason == VMProvisionFailedReason {
-			msg = cond.Message
-		}
-		if cond := conditions.Get(am, ReadyCondition); cond == nil || cond.Reason != VMProvisionFailedReason {
-			r.event(am, corev1.EventTypeWarning, VMProvisionFailedReason, "VM %s failed to provision: %s", vmName, msg)
-		}
-		setReady(am, metav1.ConditionFalse, VMProvisionFailedReason, msg)
-		return ctrl.Result{}, nil
+		return r.vmFailed(am, vmName, failed)
 	}
 	if err != nil {
 		return r.azureError(am, "VM", err)
 	}
 	if vm == nil {
 		am.Status.VMState = "Creating"
+		if cond := conditions.Get(am, ReadyCondition); cond != nil && cond.Reason == VMFailedReason {
+			// A failed creation sent again: the failure stays in view
+			// until the VM is made.
+			return ctrl.Result{RequeueAfter: r.Requeue}, nil
+		}
 		return r.provisioning(am, "creating the VM")
 	}
 	am.Status.VMState = ptr.Deref(vm.Properties.ProvisioningState, "")
@@ -435,6 +432,37 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	return r.boot.observe(ctx, machineBootstrap{obj: am, uid: am.UID, nodeRef: hasNode(machine), timeout: r.BootstrapTimeout,
 		target: machinelogs.Target{ResourceGroup: n.rg, VM: vmName, Windows: spec.Windows}, logs: svc.BootLogs,
 		recorder: func(typ, reason, msg string) { r.event(am, typ, reason, "%s", msg) }}), nil
+}
+
+// vmFailed reports a VM that Azure reports Failed. Only a failure that
+// sending the VM again cannot fix is terminal (the Machine must change);
+// otherwise the machine is reconciled again: a VM whose creation failed is
+// sent again, and one that ran is Ready again once Azure reports it
+// Succeeded, which the next successful operation on it does. CAPZ leaves
+// an existing VM alone whatever its state (virtualmachines/spec.go
+// @69ec3a40) and requeues an AzureMachinePoolMachine that is not Ready
+// every 30 s (exp/controllers/azuremachinepoolmachine_controller.go).
+func (r *AzureMachineReconciler) vmFailed(am *infrav1.AzureMachine, vmName string, failed *virtualmachines.ProvisioningFailedError) (ctrl.Result, error) {
+	am.Status.VMState = "Failed"
+	recheck := 6 * r.Requeue
+	reason, msg := VMFailedReason, ""
+	switch {
+	case failed.Terminal:
+		reason = VMProvisionFailedReason
+		msg = fmt.Sprintf("VM %s: %v: change what Azure refuses (the image, its plan), then delete the Machine: its MachineSet or MachinePool makes a new one", vmName, failed)
+	case failed.Ran:
+		msg = fmt.Sprintf("VM %s is in provisioning state Failed (%v). It may still run; winkube does not write it and checks it every %s: the machine is Ready again once Azure reports it Succeeded, which the next successful operation on it does (the disk driver's retry, or `az vm reapply`)", vmName, failed, recheck)
+	default:
+		msg = fmt.Sprintf("Azure failed to create VM %s (%v); winkube sends it again every %s until Azure makes it. If it keeps failing, choose another VM size, zone or location, or delete the Machine", vmName, failed, recheck)
+	}
+	if cond := conditions.Get(am, ReadyCondition); cond == nil || cond.Reason != reason || cond.Message != msg {
+		r.event(am, corev1.EventTypeWarning, reason, "%s", msg)
+	}
+	setReady(am, metav1.ConditionFalse, reason, msg)
+	if failed.Terminal {
+		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("VM %s: %w", vmName, failed))
+	}
+	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
 func (r *AzureMachineReconciler) provisioning(am *infrav1.AzureMachine, what string) (ctrl.Result, error) {

@@ -27,8 +27,14 @@ const (
 	DeletingReason                = "Deleting"
 	WaitingForClusterInfraReason  = "WaitingForClusterInfrastructure"
 	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
-	VMProvisionFailedReason       = "VMProvisionFailed"
-	VMNameConflictReason          = "VMNameConflict"
+	// VMProvisionFailedReason: Azure refused the VM for what only a change
+	// of the Machine fixes; the machine is failed for good.
+	VMProvisionFailedReason = "VMProvisionFailed"
+	// VMFailedReason: Azure reports the VM Failed (its creation, or an
+	// operation on it after it ran, failed); winkube sends a failed
+	// creation again and waits for a VM that ran to be Succeeded again.
+	VMFailedReason       = "VMFailed"
+	VMNameConflictReason = "VMNameConflict"
 	// VMDeletedReason: the machine's VM was deleted outside winkube; the
 	// machine is failed for good and waits to be replaced.
 	VMDeletedReason            = "VMDeleted"

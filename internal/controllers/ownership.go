@@ -172,8 +172,11 @@ func deleteByID(ctx context.Context, svc *cloud.Services, id, token string) (str
 // (and its finalizer) waiting, and returns err so that the controller
 // retries with backoff.
 func blocked(obj conditions.Setter, what string, err error) error {
-	setReady(obj, metav1.ConditionFalse, DeletionBlockedReason,
-		fmt.Sprintf("deleting %s: %v; the finalizer stays until Azure confirms it is gone", what, err))
+	msg := fmt.Sprintf("deleting %s: %v; the finalizer stays until Azure confirms it is gone", what, err)
+	if ie := (*identityError)(nil); errors.As(err, &ie) {
+		msg = deletionNeedsIdentity(obj, what, ie)
+	}
+	setReady(obj, metav1.ConditionFalse, DeletionBlockedReason, msg)
 	return fmt.Errorf("deleting %s: %w", what, err)
 }
 

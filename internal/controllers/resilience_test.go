@@ -9,8 +9,15 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/azure/endpoint"
@@ -156,36 +163,219 @@ func newEmulator(t testing.TB, o arm.Options) (*arm.Server, endpoint.Config) {
 		Retry: &policy.RetryOptions{MaxRetries: 3, RetryDelay: 10 * time.Millisecond, MaxRetryDelay: time.Second}}
 }
 
-// TestVMProvisioningFailureIsACondition: Azure failing a VM (here
-// OSProvisioningTimedOut) shows on the AzureMachine's Ready condition with
-// Azure's code and message, and the machine is not reported provisioned.
-func TestVMProvisioningFailureIsACondition(t *testing.T) {
-	_, cfg := newEmulator(t, arm.Options{ProvisioningFailures: []arm.ProvisioningFailure{{NameContains: "doomed", Code: "OSProvisioningTimedOut"}}})
+// readyOfMachine reads an AzureMachine and its Ready condition.
+func (f *fixture) readyOfMachine(name string) (*infrav1.AzureMachine, *metav1.Condition, error) {
+	am := &infrav1.AzureMachine{}
+	if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, am); err != nil {
+		return nil, nil, err
+	}
+	return am, conditions.Get(am, "Ready"), nil
+}
+
+// TestVMCreateFailuresAreRetried: a VM creation Azure fails for capacity
+// (AllocationFailed) or a slow guest (OSProvisioningTimedOut) shows on the
+// AzureMachine's Ready condition with Azure's code and message, is sent
+// again while it fails, and the machine is provisioned once Azure makes
+// the VM. A failure only a new Machine fixes (OSProvisioningClientError)
+// stays failed and is not sent again.
+func TestVMCreateFailuresAreRetried(t *testing.T) {
+	srv, cfg := newEmulator(t, arm.Options{ProvisioningFailures: []arm.ProvisioningFailure{
+		{NameContains: "alloc", Code: "AllocationFailed", Operation: arm.OperationCreate},
+		{NameContains: "slowos", Code: "OSProvisioningTimedOut", Operation: arm.OperationCreate},
+		{NameContains: "badimg", Code: "OSProvisioningClientError", Message: "OS provisioning failed: the image was not generalized.", Operation: arm.OperationCreate},
+	}})
 	stop := startControllers(t, cfg)
 	defer stop()
 	f := newCluster(t, "failing")
 	f.waitClusterProvisioned(time.Minute)
-	am := f.newMachine("failing-md-doomed-abcde", false, false, "")
-	var cond string
+	for name, text := range map[string]string{"failing-md-alloc-abcde": "sufficient capacity", "failing-md-slowos-abcde": "did not finish in the allotted time", "failing-md-badimg-abcde": "not generalized"} {
+		f.newMachine(name, false, false, "")
+		code := map[bool]string{true: "AllocationFailed", false: "OSProvisioningTimedOut"}[strings.Contains(name, "alloc")]
+		reason := "VMFailed"
+		if strings.Contains(name, "badimg") {
+			code, reason = "OSProvisioningClientError", "VMProvisionFailed"
+		}
+		poll.Until(t, time.Minute, func() string {
+			am, c, err := f.readyOfMachine(name)
+			if err != nil {
+				return err.Error()
+			}
+			// Cluster API's patch helper writes conditions and the rest of
+			// the status in two requests: wait for both halves.
+			if c == nil || c.Reason != reason || am.Status.VMState != "Failed" {
+				return fmt.Sprintf("%s: no %s condition and vmState Failed yet: %q %+v", name, reason, am.Status.VMState, am.Status.Conditions)
+			}
+			if !strings.Contains(c.Message, code) || !strings.Contains(c.Message, text) {
+				return fmt.Sprintf("%s: condition message %q lacks Azure's code %s and message", name, c.Message, code)
+			}
+			if ptr.Deref(am.Status.Initialization.Provisioned, false) {
+				return "a failed VM was reported provisioned"
+			}
+			return ""
+		})
+	}
+	// Sent again while it fails: each retry is one more failed creation.
 	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
+		c := srv.FaultConfig().ProvisioningFailures
+		if c[0].Failed < 3 || c[1].Failed < 3 {
+			return fmt.Sprintf("creations failed %d and %d times: the failed VMs are not sent again", c[0].Failed, c[1].Failed)
+		}
+		return ""
+	})
+	if n := srv.FaultConfig().ProvisioningFailures[2].Failed; n != 1 {
+		t.Fatalf("the creation Azure refused for its image was sent %d times, want once", n)
+	}
+	// Azure has capacity again, the guest reports in time: the machines
+	// are made. The image that was not prepared stays refused.
+	srv.SetFaults(arm.FaultConfig{ProvisioningFailures: []arm.ProvisioningFailure{{NameContains: "badimg", Code: "OSProvisioningClientError", Operation: arm.OperationCreate}}})
+	ams := f.waitMachinesProvisioned(time.Minute, "failing-md-alloc-abcde", "failing-md-slowos-abcde")
+	for name, am := range ams {
+		if c := conditions.Get(am, "Ready"); c == nil || c.Status != metav1.ConditionTrue {
+			t.Fatalf("%s provisioned and not Ready: %+v", name, c)
+		}
+	}
+	if _, c, err := f.readyOfMachine("failing-md-badimg-abcde"); err != nil || c == nil || c.Reason != "VMProvisionFailed" {
+		t.Fatalf("the machine whose image Azure refused: %+v, %v", c, err)
+	}
+	if n := srv.FaultConfig().ProvisioningFailures[0].Failed; n != 0 {
+		t.Fatalf("the creation Azure refused for its image was sent again %d times", n)
+	}
+}
+
+// attachDisk attaches a new empty disk to a VM as the Azure Disk CSI
+// driver does: a PUT of the VM holding its location and data disks only.
+func (a *azure) attachDisk(rg, vm, disk string) error {
+	ctx := context.Background()
+	p, err := a.disks.BeginCreateOrUpdate(ctx, rg, disk, armcompute.Disk{Location: to.Ptr("westeurope"), SKU: &armcompute.DiskSKU{Name: to.Ptr(armcompute.DiskStorageAccountTypesPremiumLRS)},
+		Properties: &armcompute.DiskProperties{CreationData: &armcompute.CreationData{CreateOption: to.Ptr(armcompute.DiskCreateOptionEmpty)}, DiskSizeGB: to.Ptr[int32](4)}}, nil)
+	if err != nil {
+		return err
+	}
+	d, err := p.PollUntilDone(ctx, nil)
+	if err != nil {
+		return err
+	}
+	return a.putDataDisks(rg, vm, []*armcompute.DataDisk{{Lun: to.Ptr[int32](0), CreateOption: to.Ptr(armcompute.DiskCreateOptionTypesAttach), ManagedDisk: &armcompute.ManagedDiskParameters{ID: d.ID}}})
+}
+
+func (a *azure) putDataDisks(rg, vm string, disks []*armcompute.DataDisk) error {
+	ctx := context.Background()
+	p, err := a.vms.BeginCreateOrUpdate(ctx, rg, vm, armcompute.VirtualMachine{Location: to.Ptr("westeurope"),
+		Properties: &armcompute.VirtualMachineProperties{StorageProfile: &armcompute.StorageProfile{DataDisks: disks}}}, nil)
+	if err != nil {
+		return err
+	}
+	_, err = p.PollUntilDone(ctx, nil)
+	return err
+}
+
+// TestRunningVMThatGoesFailedRecovers: a data-disk attach that Azure fails
+// leaves a running VM Failed. The machine says so (Ready False with Azure's
+// code) and stays provisioned, winkube keeps reading it without writing
+// it, and the machine is Ready again once the disk driver's next attach
+// succeeds and Azure reports the VM Succeeded.
+func TestRunningVMThatGoesFailedRecovers(t *testing.T) {
+	srv, cfg := newEmulator(t, arm.Options{})
+	stop := startControllers(t, cfg)
+	defer stop()
+	az := newAzure(t, cfg)
+	f := newCluster(t, "recover")
+	f.waitClusterProvisioned(time.Minute)
+	name := "recover-md-disky-abcde"
+	f.newMachine(name, false, false, "")
+	vm := f.waitMachinesProvisioned(time.Minute, name)[name].Status.VMName
+	srv.SetFaults(arm.FaultConfig{ProvisioningFailures: []arm.ProvisioningFailure{{NameContains: vm, Code: "AttachDiskWhileBeingDetached",
+		Message: "Cannot attach data disk 'pvc-1' to VM because the disk is currently being detached or the last detach operation failed.", Operation: arm.OperationAttachDataDisk, Times: 1}}})
+	if err := az.attachDisk(f.ns, vm, "pvc-1"); err == nil {
+		t.Fatal("the injected attach failure did not fail the attach")
+	}
+	vmPuts := srv.Counters()["PUT virtualMachines"]
+	// Nothing about the machine changed, so nothing wakes it: a Machine
+	// update does, as Cluster API's own writes would.
+	touch := func() {
+		m := &clusterv1.Machine{}
+		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, m); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(m.DeepCopy())
+		m.Labels["touched"] = fmt.Sprint(time.Now().UnixNano())
+		if err := env.Client.Patch(f.ctx, m, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touch()
+	poll.Until(t, time.Minute, func() string {
+		am, c, err := f.readyOfMachine(name)
+		if err != nil {
 			return err.Error()
 		}
-		// Cluster API's patch helper writes conditions and the rest of the
-		// status in two requests: wait for both halves.
-		if c := conditions.Get(am, "Ready"); c != nil && c.Reason == "VMProvisionFailed" && am.Status.VMState != "" {
-			cond = c.Message
-			return ""
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "VMFailed" || am.Status.VMState != "Failed" ||
+			!strings.Contains(c.Message, "AttachDiskWhileBeingDetached") || !strings.Contains(c.Message, "currently being detached") {
+			return fmt.Sprintf("the Failed VM is not on the machine's Ready condition with Azure's code: vmState %q %+v", am.Status.VMState, c)
 		}
-		return fmt.Sprintf("no VMProvisionFailed condition and vmState yet: %q %+v", am.Status.VMState, am.Status.Conditions)
+		if !ptr.Deref(am.Status.Initialization.Provisioned, false) {
+			return "a machine whose VM ran is no longer provisioned"
+		}
+		return ""
 	})
-	if !strings.Contains(cond, "OSProvisioningTimedOut") || !strings.Contains(cond, "did not finish in the allotted time") {
-		t.Fatalf("condition message %q lacks Azure's code and message", cond)
+	if n := srv.Counters()["PUT virtualMachines"]; n != vmPuts {
+		t.Fatalf("winkube wrote a VM that ran and went Failed (%d PUTs)", n-vmPuts)
 	}
-	if am.Status.Initialization.Provisioned != nil && *am.Status.Initialization.Provisioned {
-		t.Fatal("a failed VM was reported provisioned")
+	// The driver's retry succeeds: Azure reports the VM Succeeded, and the
+	// machine, rechecked on its own, is Ready again.
+	if err := az.putDataDisks(f.ns, vm, nil); err != nil {
+		t.Fatal(err)
 	}
-	if am.Status.VMState != "Failed" {
-		t.Fatalf("vmState %q, want Failed", am.Status.VMState)
+	poll.Until(t, time.Minute, func() string {
+		am, c, err := f.readyOfMachine(name)
+		if err != nil {
+			return err.Error()
+		}
+		if c == nil || c.Status != metav1.ConditionTrue || am.Status.VMState != "Succeeded" {
+			return fmt.Sprintf("the machine is not Ready again: vmState %q %+v", am.Status.VMState, c)
+		}
+		return ""
+	})
+}
+
+// TestVMBeingUpdatedStaysReady: a VM that ran and is being updated (a
+// data-disk attach under way) is still a running machine: Ready, with
+// vmState Updating, not "creating the VM".
+func TestVMBeingUpdatedStaysReady(t *testing.T) {
+	srv, cfg := newEmulator(t, arm.Options{})
+	stop := startControllers(t, cfg)
+	defer stop()
+	az := newAzure(t, cfg)
+	f := newCluster(t, "updating")
+	f.waitClusterProvisioned(time.Minute)
+	name := "updating-md-disky-abcde"
+	f.newMachine(name, false, false, "")
+	vm := f.waitMachinesProvisioned(time.Minute, name)[name].Status.VMName
+	// An attach that takes a while, as Azure's do.
+	srv.SetFaults(arm.FaultConfig{Faults: []arm.Fault{{Method: "PUT", Kind: "virtualMachines", OperationDelay: time.Hour}}})
+	p, err := az.vms.BeginCreateOrUpdate(f.ctx, f.ns, vm, armcompute.VirtualMachine{Location: to.Ptr("westeurope"),
+		Properties: &armcompute.VirtualMachineProperties{StorageProfile: &armcompute.StorageProfile{DataDisks: []*armcompute.DataDisk{{
+			Lun: to.Ptr[int32](0), CreateOption: to.Ptr(armcompute.DiskCreateOptionTypesEmpty), DiskSizeGB: to.Ptr[int32](4)}}}}}, nil)
+	if err != nil || p.Done() {
+		t.Fatalf("the attach did not start: %v", err)
 	}
+	m := &clusterv1.Machine{}
+	if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, m); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(m.DeepCopy())
+	m.Labels["touched"] = "1"
+	if err := env.Client.Patch(f.ctx, m, patch); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		am, c, err := f.readyOfMachine(name)
+		if err != nil {
+			return err.Error()
+		}
+		if am.Status.VMState != "Updating" || c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Sprintf("a VM being updated: vmState %q, Ready %+v; want Updating and Ready", am.Status.VMState, c)
+		}
+		return ""
+	})
 }

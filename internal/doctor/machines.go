@@ -16,7 +16,8 @@ import (
 // failedReasons are the Ready reasons winkube's controllers set when Azure
 // refused or failed a VM or scale set; the condition's message is Azure's.
 var failedReasons = map[string]string{
-	controllers.VMProvisionFailedReason:    "fix what Azure reports (quota, VM size, image, zone), then delete the Machine: its MachineSet or MachinePool makes a new one",
+	controllers.VMProvisionFailedReason:    "fix what Azure reports (the image, its plan), then delete the Machine: its MachineSet or MachinePool makes a new one",
+	controllers.VMFailedReason:             "winkube retries a failed creation and waits for a VM that ran to be Succeeded again; if it persists, fix what Azure reports (capacity: another size, zone or location) or delete the Machine",
 	controllers.AzureErrorReason:           "fix what Azure reports (quota, VM size, image, zone, permissions); the controller retries by itself",
 	controllers.InvalidConfigurationReason: "correct the AzureMachineTemplate (a new template, referenced from the MachineDeployment) as the message says",
 	controllers.VMNameConflictReason:       "rename the machines so their Windows computer names (15 characters: first 9 + '-' + last 5) differ",

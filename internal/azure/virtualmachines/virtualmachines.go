@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
@@ -79,17 +80,48 @@ type Spec struct {
 // ErrVanished is Reconcile's answer for a VM that was made and is gone.
 var ErrVanished = errors.New("the VM was made and has been deleted since")
 
-// ProvisioningFailedError is a VM that Azure failed to provision.
+// ProvisioningFailedError is a VM that Azure reports Failed: its last
+// operation failed (Azure's provisioning states, MicrosoftDocs/azure-compute-docs
+// articles/virtual-machines/states-billing.md @3255b21d). It is not terminal
+// unless Terminal says so: a VM that ran and went Failed (a data-disk attach
+// or an extension that failed) returns to Succeeded with the next operation
+// on it that succeeds, and a creation that failed for capacity or a slow
+// guest (AllocationFailed, OSProvisioningTimedOut) is sent again.
 type ProvisioningFailedError struct {
 	Code, Message string
+	// Ran says the VM had been provisioned before it failed: winkube does
+	// not write it, only watches for Azure to report it Succeeded again.
+	Ran bool
+	// Terminal says that sending the same VM again cannot succeed: Azure
+	// refused what the machine asks for (an image not prepared for
+	// provisioning, a plan the image needs), so the Machine must change.
+	Terminal bool
 }
 
 func (e *ProvisioningFailedError) Error() string {
-	if e.Code == "" {
-		return "VM provisioning failed: " + e.Message
+	what := "VM provisioning failed"
+	if e.Ran {
+		what = "the VM's last operation failed"
 	}
-	return fmt.Sprintf("VM provisioning failed: %s: %s", e.Code, e.Message)
+	if e.Code == "" {
+		return what + ": " + e.Message
+	}
+	return fmt.Sprintf("%s: %s: %s", what, e.Code, e.Message)
 }
+
+// terminalCodes are failures that only a change of the VM asked for fixes:
+// the guest image is not prepared for provisioning (OSProvisioningClientError,
+// MicrosoftDocs/azure-docs articles/virtual-machines/troubleshooting/error-messages.md),
+// a marketplace image sold with a plan the VM does not name. Everything else
+// Azure fails a VM with (capacity, timeouts, internal errors) may succeed
+// when sent again, which CAPZ does too: it treats no code of a failed VM
+// operation specially and retries the reconcile with backoff
+// (azure/services/async/async.go CreateOrUpdateResource @69ec3a40).
+var terminalCodes = map[string]bool{"OSProvisioningClientError": true, "VMMarketplaceInvalidInput": true}
+
+// errFailed is Parameters' answer for a VM that ran and is Failed; Reconcile
+// reads the instance view for what failed.
+var errFailed = errors.New("the VM is in provisioning state Failed")
 
 // ResourceRef makes a Spec an async.Spec.
 func (s Spec) ResourceRef() async.Ref { return async.Ref{ResourceGroup: s.ResourceGroup, Name: s.Name} }
@@ -98,11 +130,16 @@ func (s Spec) ResourceRef() async.Ref { return async.Ref{ResourceGroup: s.Resour
 // to name the machine that holds the name.
 func (s Spec) OwnerTags() map[string]*string { return nil }
 
-// Parameters makes the VM once. A VM that exists is never sent again (its
-// model cannot change, and its password must not be resent), only read: a
-// provisioned one is done, a failed one a *ProvisioningFailedError, one
-// still being made async.ErrNotYet. A VM made before and missing now was
-// deleted outside winkube: ErrVanished.
+// Parameters makes the VM once. A VM that exists is only read, never
+// written (its model cannot change, and its password must not be resent),
+// as CAPZ's VMSpec.Parameters does for any existing VM
+// (azure/services/virtualmachines/spec.go @69ec3a40): a provisioned one is
+// done, and so is one being updated once it ran (a data-disk attach: it
+// keeps running); one still being made is async.ErrNotYet. A VM that ran
+// and is Failed is errFailed. A VM whose creation failed is sent again
+// without its secrets (Azure keeps the password and custom data it was
+// made with), which retries the creation. A VM made before and missing now
+// was deleted outside winkube: ErrVanished.
 func (s Spec) Parameters(existing *armcompute.VirtualMachine) (*armcompute.VirtualMachine, error) {
 	if existing == nil {
 		if s.Made {
@@ -115,11 +152,15 @@ func (s Spec) Parameters(existing *armcompute.VirtualMachine) (*armcompute.Virtu
 	if existing.Properties != nil && existing.Properties.ProvisioningState != nil {
 		state = *existing.Properties.ProvisioningState
 	}
-	switch state {
-	case "Succeeded":
+	switch {
+	case state == "Succeeded", state == "Updating" && s.Made:
 		return nil, nil
-	case "Failed":
-		return nil, &ProvisioningFailedError{Message: "Azure reports the VM's provisioning state as Failed"}
+	case state == "Failed" && s.Made:
+		return nil, errFailed
+	case state == "Failed":
+		vm := model(s)
+		vm.Properties.OSProfile.AdminPassword, vm.Properties.OSProfile.CustomData = nil, nil
+		return &vm, nil
 	default:
 		return nil, async.ErrNotYet
 	}
@@ -127,7 +168,8 @@ func (s Spec) Parameters(existing *armcompute.VirtualMachine) (*armcompute.Virtu
 
 // Service manages VMs.
 type Service struct {
-	kind *async.Kind[armcompute.VirtualMachine]
+	kind         *async.Kind[armcompute.VirtualMachine]
+	instanceView func(ctx context.Context, rg, name string) (armcompute.VirtualMachineInstanceView, error)
 }
 
 // New returns a Service.
@@ -136,7 +178,11 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{kind: &async.Kind[armcompute.VirtualMachine]{
+	svc := &Service{instanceView: func(ctx context.Context, rg, name string) (armcompute.VirtualMachineInstanceView, error) {
+		v, err := c.InstanceView(ctx, rg, name, nil)
+		return v.VirtualMachineInstanceView, err
+	}}
+	svc.kind = &async.Kind[armcompute.VirtualMachine]{
 		Noun: "virtual machine",
 		Get: func(ctx context.Context, r async.Ref) (*armcompute.VirtualMachine, error) {
 			cur, err := c.Get(ctx, r.ResourceGroup, r.Name, nil)
@@ -150,7 +196,8 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 		},
 		ETag: func(vm *armcompute.VirtualMachine) *string { return vm.Etag },
 		Tags: func(vm *armcompute.VirtualMachine) map[string]*string { return vm.Tags },
-	}}, nil
+	}
+	return svc, nil
 }
 
 // Get returns the VM, or nil when it does not exist.
@@ -159,13 +206,16 @@ func (s *Service) Get(ctx context.Context, rg, name string) (*armcompute.Virtual
 }
 
 // Reconcile creates the VM once (see Parameters). It returns the VM once
-// provisioned, a *ProvisioningFailedError when Azure failed it, or the
-// token of the creation under way.
+// provisioned (or being updated after it ran), a *ProvisioningFailedError
+// when Azure reports it Failed, or the token of the creation under way.
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (vm *armcompute.VirtualMachine, next string, err error) {
 	next, done, err := async.Reconcile(ctx, s.kind, spec, token)
+	if errors.Is(err, errFailed) {
+		return nil, "", s.failure(ctx, spec)
+	}
 	if err != nil {
 		if code := async.Code(err); code != "" && async.IsProvisioningFailure(code) {
-			return nil, "", &ProvisioningFailedError{Code: code, Message: async.Message(err)}
+			return nil, "", &ProvisioningFailedError{Code: code, Message: async.Message(err), Terminal: terminalCodes[code]}
 		}
 		return nil, next, err
 	}
@@ -174,6 +224,33 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (vm *a
 	}
 	cur, err := s.Get(ctx, spec.ResourceGroup, spec.Name)
 	return cur, "", err
+}
+
+// failure is what Azure says of a VM that ran and is Failed: its instance
+// view's ProvisioningState/failed/<code> status and message.
+func (s *Service) failure(ctx context.Context, spec Spec) error {
+	view, err := s.instanceView(ctx, spec.ResourceGroup, spec.Name)
+	if err != nil {
+		return fmt.Errorf("reading the instance view of VM %s, which is in provisioning state Failed: %w", spec.Name, err)
+	}
+	f := &ProvisioningFailedError{Ran: true, Message: "Azure reports the VM's provisioning state as Failed"}
+	for _, st := range view.Statuses {
+		code := ptr(st.Code)
+		if rest, ok := strings.CutPrefix(code, "ProvisioningState/failed"); ok {
+			f.Code = strings.TrimPrefix(rest, "/")
+			if m := ptr(st.Message); m != "" {
+				f.Message = m
+			}
+		}
+	}
+	return f
+}
+
+func ptr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func model(spec Spec) armcompute.VirtualMachine {

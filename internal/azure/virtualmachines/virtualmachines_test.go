@@ -26,10 +26,10 @@ func TestParameters(t *testing.T) {
 		{"made before and missing: vanished, never made again", true, nil, false, func(err error) bool { return errors.Is(err, virtualmachines.ErrVanished) }},
 		{"provisioned: only read", true, vm("Succeeded"), false, nil},
 		{"being made: not yet", false, vm("Creating"), false, func(err error) bool { return errors.Is(err, async.ErrNotYet) }},
-		{"failed: a provisioning failure", true, vm("Failed"), false, func(err error) bool {
-			var pf *virtualmachines.ProvisioningFailedError
-			return errors.As(err, &pf)
-		}},
+		{"being updated after it ran (a disk attach): done, only read", true, vm("Updating"), false, nil},
+		{"being updated before it ran: not yet", false, vm("Updating"), false, func(err error) bool { return errors.Is(err, async.ErrNotYet) }},
+		{"failed after it ran: reported, never written", true, vm("Failed"), false, func(err error) bool { return err != nil && !errors.Is(err, async.ErrNotYet) }},
+		{"creation failed: sent again", false, vm("Failed"), true, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := virtualmachines.Spec{ResourceGroup: "rg", Name: "win-abcde", Location: "westeurope", Size: "Standard_D4s_v3", Windows: true,
@@ -41,7 +41,15 @@ func TestParameters(t *testing.T) {
 			if (body != nil) != tc.write {
 				t.Fatalf("write %v, want %v", body != nil, tc.write)
 			}
-			if body != nil && (*body.Properties.OSProfile.AdminPassword != "p" || *body.Properties.StorageProfile.OSDisk.OSType != armcompute.OperatingSystemTypesWindows) {
+			if body == nil {
+				return
+			}
+			// The password is sent once, at creation; a retry leaves it and
+			// the custom data to what Azure kept.
+			if wantSecrets := tc.existing == nil; (body.Properties.OSProfile.AdminPassword != nil) != wantSecrets || (body.Properties.OSProfile.CustomData != nil) != wantSecrets {
+				t.Fatalf("secrets sent %v, want %v", body.Properties.OSProfile.AdminPassword != nil, wantSecrets)
+			}
+			if body.Properties.OSProfile.AdminPassword != nil && *body.Properties.OSProfile.AdminPassword != "p" || *body.Properties.StorageProfile.OSDisk.OSType != armcompute.OperatingSystemTypesWindows {
 				t.Fatalf("body %+v", body.Properties.OSProfile)
 			}
 		})
