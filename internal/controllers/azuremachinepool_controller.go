@@ -304,58 +304,25 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("waiting for %d instances to be deleted", len(instances)-len(live)))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
-	var outdated, current []scalesets.Instance
+	members := make([]poolMember, 0, len(live))
+	outdated := 0
 	for _, in := range live {
-		if in.Current(spec) {
-			current = append(current, in)
-		} else {
-			outdated = append(outdated, in)
+		m := poolMember{ID: in.InstanceID, Current: in.Current(spec), Ready: instanceReady(in, machines[in.InstanceID]), Marked: marked(machines[in.InstanceID])}
+		if !m.Current {
+			outdated++
 		}
+		members = append(members, m)
 	}
-	surge := int64(scaled(amp.Spec.Strategy.MaxSurge, replicas, true))
-	unavailable := int64(scaled(amp.Spec.Strategy.MaxUnavailable, replicas, false))
-	desired := replicas
-	if len(outdated) > 0 {
-		desired = replicas + surge
-	}
-	// Victims: instances Cluster API asked to delete, then outdated ones as
-	// the rollout allows, then the oldest beyond the desired count.
+	plan := poolRollout{Replicas: replicas, Surge: int64(scaled(amp.Spec.Strategy.MaxSurge, replicas, true)), Unavailable: int64(scaled(amp.Spec.Strategy.MaxUnavailable, replicas, false))}
+	chosen, desired := selectToDelete(members, plan)
+	waitReason, waitMsg := rolloutWaiting(members, machines, plan, len(chosen))
 	var victims []scalesets.Instance
-	pick := func(in scalesets.Instance) {
-		for _, v := range victims {
-			if v.InstanceID == in.InstanceID {
-				return
+	for _, id := range chosen {
+		for _, in := range live {
+			if in.InstanceID == id {
+				victims = append(victims, in)
 			}
 		}
-		victims = append(victims, in)
-	}
-	excess := int64(len(live)) - desired
-	for _, in := range live {
-		if excess > int64(len(victims)) && marked(machines[in.InstanceID]) {
-			pick(in)
-		}
-	}
-	if len(outdated) > 0 {
-		readyCurrent := int64(0)
-		for _, in := range current {
-			if in.ProvisioningState == "Succeeded" {
-				readyCurrent++
-			}
-		}
-		available := readyCurrent + int64(len(outdated)) - int64(len(victims))
-		for _, in := range outdated {
-			if available-1 < replicas-unavailable {
-				break
-			}
-			pick(in)
-			available--
-		}
-	}
-	for _, in := range live {
-		if excess <= int64(len(victims)) {
-			break
-		}
-		pick(in)
 	}
 	for _, v := range victims {
 		if err := r.deleteInstanceMachine(ctx, machines[v.InstanceID]); err != nil {
@@ -425,8 +392,12 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	amp.Status.Replicas = int32(len(instances))
 	amp.Status.Initialization.Provisioned = ptr.To(true)
 	amp.Status.Ready = true
+	if waitReason != "" {
+		setReady(amp, metav1.ConditionFalse, waitReason, waitMsg)
+		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+	}
 	if !settled {
-		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("%d instances, %d wanted, %d to replace", len(instances), replicas, len(outdated)))
+		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("%d instances, %d wanted, %d to replace", len(instances), replicas, outdated))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	setReady(amp, metav1.ConditionTrue, ProvisionedReason, "")

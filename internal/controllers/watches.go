@@ -5,6 +5,7 @@ import (
 	"maps"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -34,6 +35,18 @@ var machineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool 
 		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
 		nodeRefSet(o) != nodeRefSet(n)
 }}
+
+// nodeReadyChanged passes the Machine updates whose node became Ready or
+// stopped being Ready (Cluster API mirrors the node's Ready condition as
+// the Machine's NodeReady): a pool's instance is available by it.
+var nodeReadyChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return nodeReady(e.ObjectOld) != nodeReady(e.ObjectNew)
+}}
+
+func nodeReady(o client.Object) bool {
+	m, ok := o.(*clusterv1.Machine)
+	return ok && conditions.IsTrue(m, clusterv1.MachineNodeReadyCondition)
+}
 
 // nodeRefSet: the Machine's node has registered, which ends the watch on
 // its bootstrap (bootstrap.go).
