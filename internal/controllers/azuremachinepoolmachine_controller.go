@@ -177,8 +177,9 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 		setReady(m, metav1.ConditionFalse, ProvisioningReason, "instance is "+in.ProvisioningState)
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
-	// The instance is gone (deleted outside winkube): so is this object.
-	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, m))
+	// The instance is gone (deleted outside winkube): so is this object,
+	// with its Machine.
+	return ctrl.Result{}, deleteThroughMachine(ctx, r.Client, m)
 }
 
 // reconcileDelete deletes the instance its provider ID names (which needs
