@@ -68,7 +68,7 @@ func (r *AzureMachinePoolReconciler) SetupWithManager(mgr ctrl.Manager, opts con
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePool{}).
 		// The pool owns its instances' machines without controlling them
 		// (the Machines Cluster API makes for them do).
-		Owns(&infrav1.AzureMachinePoolMachine{}, builder.MatchEveryOwner).
+		Owns(&infrav1.AzureMachinePoolMachine{}, builder.MatchEveryOwner, builder.WithPredicates(poolMachineChanged)).
 		// A MachinePool's spec (replicas, version, bootstrap data) is what
 		// the pool follows; Cluster API rewrites its status as instances
 		// come and go, which would wake the pool for nothing each time.
@@ -292,6 +292,20 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		return ctrl.Result{}, err
 	}
 	replicas := int64(ptr.Deref(mp.Spec.Replicas, 1))
+	// An instance deleted outside winkube takes its machine with it, through
+	// its Machine, which Cluster API's MachinePool then replaces.
+	listed := map[string]bool{}
+	for _, in := range instances {
+		listed[in.InstanceID] = true
+	}
+	for id, m := range machines {
+		if !listed[id] && m.DeletionTimestamp.IsZero() {
+			log.FromContext(ctx).Info("the scale-set instance is gone: deleting its machine", "instance", id)
+			if err := r.deleteInstanceMachine(ctx, m); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
 
 	// Instances on their way out no longer count; while any is, the scale
 	// set is left alone, so that its capacity only ever drops through the
@@ -306,58 +320,25 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("waiting for %d instances to be deleted", len(instances)-len(live)))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
-	var outdated, current []scalesets.Instance
+	members := make([]poolMember, 0, len(live))
+	outdated := 0
 	for _, in := range live {
-		if in.Current(spec) {
-			current = append(current, in)
-		} else {
-			outdated = append(outdated, in)
+		m := poolMember{ID: in.InstanceID, Current: in.Current(spec), Ready: instanceReady(in, machines[in.InstanceID]), Marked: marked(machines[in.InstanceID])}
+		if !m.Current {
+			outdated++
 		}
+		members = append(members, m)
 	}
-	surge := int64(scaled(amp.Spec.Strategy.MaxSurge, replicas, true))
-	unavailable := int64(scaled(amp.Spec.Strategy.MaxUnavailable, replicas, false))
-	desired := replicas
-	if len(outdated) > 0 {
-		desired = replicas + surge
-	}
-	// Victims: instances Cluster API asked to delete, then outdated ones as
-	// the rollout allows, then the oldest beyond the desired count.
+	plan := poolRollout{Replicas: replicas, Surge: int64(scaled(amp.Spec.Strategy.MaxSurge, replicas, true)), Unavailable: int64(scaled(amp.Spec.Strategy.MaxUnavailable, replicas, false))}
+	chosen, desired := selectToDelete(members, plan)
+	waitReason, waitMsg := rolloutWaiting(members, machines, plan, len(chosen))
 	var victims []scalesets.Instance
-	pick := func(in scalesets.Instance) {
-		for _, v := range victims {
-			if v.InstanceID == in.InstanceID {
-				return
+	for _, id := range chosen {
+		for _, in := range live {
+			if in.InstanceID == id {
+				victims = append(victims, in)
 			}
 		}
-		victims = append(victims, in)
-	}
-	excess := int64(len(live)) - desired
-	for _, in := range live {
-		if excess > int64(len(victims)) && marked(machines[in.InstanceID]) {
-			pick(in)
-		}
-	}
-	if len(outdated) > 0 {
-		readyCurrent := int64(0)
-		for _, in := range current {
-			if in.ProvisioningState == "Succeeded" {
-				readyCurrent++
-			}
-		}
-		available := readyCurrent + int64(len(outdated)) - int64(len(victims))
-		for _, in := range outdated {
-			if available-1 < replicas-unavailable {
-				break
-			}
-			pick(in)
-			available--
-		}
-	}
-	for _, in := range live {
-		if excess <= int64(len(victims)) {
-			break
-		}
-		pick(in)
 	}
 	for _, v := range victims {
 		if err := r.deleteInstanceMachine(ctx, machines[v.InstanceID]); err != nil {
@@ -379,22 +360,26 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	}
 	spec.Capacity = capacity
 	s := step{"scalesets", amp.Name}
-	next, done, err := pc.svc.ScaleSets.Reconcile(ctx, spec, token(amp.Status.LongRunningOperationStates, s, "PUT"))
+	tok := token(amp.Status.LongRunningOperationStates, s, "PUT")
+	// A write changes the instances listed above: the next reconcile
+	// lists them again, so that each lists them once.
+	params, err := spec.Parameters(cur)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	wrote := tok != "" || params != nil
+	next, done, err := pc.svc.ScaleSets.Reconcile(ctx, spec, tok)
 	record(&amp.Status.LongRunningOperationStates, s, n.rg, "PUT", next)
 	if err != nil {
 		return r.azureError(amp, "scale set", err)
 	}
-	if !done {
+	if !done || wrote {
 		setReady(amp, metav1.ConditionFalse, ProvisioningReason, "updating the scale set")
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	amp.Spec.ProviderID = "azure:///subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.rg + "/providers/Microsoft.Compute/virtualMachineScaleSets/" + amp.Name
 	if t.Identity == infrav1.VMIdentitySystemAssigned {
-		set, err := pc.svc.ScaleSets.Get(ctx, n.rg, amp.Name)
-		if err != nil {
-			return r.azureError(amp, "reading the scale set", err)
-		}
-		g, err := grantRole(ctx, pc.svc, &amp.Status.CreatedResources, t, pc.ac.Spec.SubscriptionID, n.rg, scalesets.PrincipalID(set), r.RoleAssignmentScopes)
+		g, err := grantRole(ctx, pc.svc, &amp.Status.CreatedResources, t, pc.ac.Spec.SubscriptionID, n.rg, scalesets.PrincipalID(cur), r.RoleAssignmentScopes)
 		if err != nil {
 			return r.azureError(amp, "role assignment", err)
 		}
@@ -406,10 +391,6 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 
 	// One AzureMachinePoolMachine per instance, so Cluster API can track
 	// each as a Machine.
-	instances, err = pc.svc.ScaleSets.Instances(ctx, n.rg, amp.Name)
-	if err != nil {
-		return r.azureError(amp, "listing instances", err)
-	}
 	var ids []string
 	settled := int64(len(instances)) == replicas
 	for _, in := range instances {
@@ -429,8 +410,12 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	amp.Status.Replicas = int32(len(instances))
 	amp.Status.Initialization.Provisioned = ptr.To(true)
 	amp.Status.Ready = true
+	if waitReason != "" {
+		setReady(amp, metav1.ConditionFalse, waitReason, waitMsg)
+		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+	}
 	if !settled {
-		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("%d instances, %d wanted, %d to replace", len(instances), replicas, len(outdated)))
+		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("%d instances, %d wanted, %d to replace", len(instances), replicas, outdated))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	setReady(amp, metav1.ConditionTrue, ProvisionedReason, "")
@@ -544,13 +529,22 @@ func (r *AzureMachinePoolReconciler) rewriteProviderID(ctx context.Context, m *i
 // deleteInstanceMachine removes an instance: through its Machine when
 // Cluster API made one (so the node is drained first), else directly.
 func (r *AzureMachinePoolReconciler) deleteInstanceMachine(ctx context.Context, m *infrav1.AzureMachinePoolMachine) error {
+	return deleteThroughMachine(ctx, r.Client, m)
+}
+
+// deleteThroughMachine deletes an instance's object through the Machine
+// Cluster API made for it, else directly: an object deleted under its
+// Machine leaves that Machine failed, and nothing replaces it. CAPZ deletes
+// a pool's machines so, those of vanished instances included
+// (azure/scope/machinepool.go DeleteMachine, CAPZ 69ec3a40).
+func deleteThroughMachine(ctx context.Context, c client.Client, m *infrav1.AzureMachinePoolMachine) error {
 	if m == nil || !m.DeletionTimestamp.IsZero() {
 		return nil
 	}
-	if machine, err := util.GetOwnerMachine(ctx, r.Client, m.ObjectMeta); err == nil && machine != nil {
-		return client.IgnoreNotFound(r.Client.Delete(ctx, machine))
+	if machine, err := util.GetOwnerMachine(ctx, c, m.ObjectMeta); err == nil && machine != nil {
+		return client.IgnoreNotFound(c.Delete(ctx, machine))
 	}
-	return client.IgnoreNotFound(r.Client.Delete(ctx, m))
+	return client.IgnoreNotFound(c.Delete(ctx, m))
 }
 
 func (r *AzureMachinePoolReconciler) azureError(amp *infrav1.AzureMachinePool, what string, err error) (ctrl.Result, error) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/cloud"
@@ -64,7 +66,7 @@ func (r *AzureMachinePoolMachineReconciler) SetupWithManager(mgr ctrl.Manager, o
 	// The instance's Machine (Cluster API's MachinePool controller makes
 	// one per instance) says when its node has registered.
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePoolMachine{}).
-		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToPoolMachine), builder.WithPredicates(machineChanged)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToPoolMachine), builder.WithPredicates(predicate.Or[client.Object](machineChanged, nodeReadyChanged))).
 		WithOptions(opts).Named("azuremachinepoolmachine").Complete(r)
 }
 
@@ -136,7 +138,6 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 		}
 		if in.ProvisioningState == "Succeeded" {
 			m.Status.Initialization.Provisioned = ptr.To(true)
-			setReady(m, metav1.ConditionTrue, ProvisionedReason, "")
 			// Whether the instance must be replaced is the pool's to
 			// decide (Instance.Current): Azure's latestModelApplied stays
 			// false after a write of new custom data alone, and polling
@@ -144,7 +145,25 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 			machine, err := util.GetOwnerMachine(ctx, r.Client, m.ObjectMeta)
 			if err != nil || machine == nil {
 				// Not yet owned: the Machine's creation wakes this one.
+				setReady(m, metav1.ConditionFalse, WaitingForNodeReason, "provisioned; waiting for Cluster API's Machine of this instance")
 				return ctrl.Result{}, client.IgnoreNotFound(err)
+			}
+			// Ready only once the instance's node is: a pool's rollout
+			// counts an instance available by it (poolrollout.go), as
+			// CAPZ's does (azure/scope/machinepoolmachine.go
+			// UpdateNodeStatus, CAPZ 69ec3a40). Cluster API's Machine
+			// mirrors the node's Ready condition as NodeReady.
+			if c := conditions.Get(machine, clusterv1.MachineNodeReadyCondition); hasNode(machine) && c != nil && c.Status == metav1.ConditionTrue {
+				setReady(m, metav1.ConditionTrue, ProvisionedReason, "")
+			} else {
+				msg := "provisioned; waiting for its node to register"
+				if hasNode(machine) {
+					msg = "node " + machine.Status.NodeRef.Name + " is not Ready"
+					if c != nil && c.Message != "" {
+						msg += ": " + c.Message
+					}
+				}
+				setReady(m, metav1.ConditionFalse, WaitingForNodeReason, msg)
 			}
 			return r.boot.observe(ctx, machineBootstrap{obj: m, uid: m.UID, nodeRef: hasNode(machine), timeout: r.BootstrapTimeout,
 				target: machinelogs.Target{ResourceGroup: n.rg, ScaleSet: pool.Name, InstanceID: m.Spec.InstanceID, Windows: pool.Spec.Template.OS() == infrav1.Windows},
@@ -158,8 +177,9 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 		setReady(m, metav1.ConditionFalse, ProvisioningReason, "instance is "+in.ProvisioningState)
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
-	// The instance is gone (deleted outside winkube): so is this object.
-	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, m))
+	// The instance is gone (deleted outside winkube): so is this object,
+	// with its Machine.
+	return ctrl.Result{}, deleteThroughMachine(ctx, r.Client, m)
 }
 
 // reconcileDelete deletes the instance its provider ID names (which needs

@@ -5,6 +5,7 @@ import (
 	"maps"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -34,6 +35,42 @@ var machineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool 
 		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
 		nodeRefSet(o) != nodeRefSet(n)
 }}
+
+// poolMachineChanged passes the changes of a pool's instance objects that
+// its pool acts on: one going (deleted, or being deleted), Cluster API's
+// delete-machine annotation, and its Ready condition (its node became Ready
+// or stopped being Ready) or bootstrap failing. Each instance object's
+// status changes several times while it comes up, and each woke the pool
+// to read the scale set and list every instance. CAPZ filters alike
+// (exp/controllers/helpers.go MachinePoolMachineHasStateOrVersionChange,
+// CAPZ 69ec3a40).
+var poolMachineChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*infrav1.AzureMachinePoolMachine)
+		n, ok2 := e.ObjectNew.(*infrav1.AzureMachinePoolMachine)
+		if !ok1 || !ok2 {
+			return true
+		}
+		_, markedOld := o.Annotations[clusterv1.DeleteMachineAnnotation]
+		_, markedNew := n.Annotations[clusterv1.DeleteMachineAnnotation]
+		return o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() || markedOld != markedNew ||
+			conditions.IsTrue(o, ReadyCondition) != conditions.IsTrue(n, ReadyCondition) ||
+			conditions.GetReason(o, BootstrapSucceededCondition) != conditions.GetReason(n, BootstrapSucceededCondition)
+	},
+}
+
+// nodeReadyChanged passes the Machine updates whose node became Ready or
+// stopped being Ready (Cluster API mirrors the node's Ready condition as
+// the Machine's NodeReady): a pool's instance is available by it.
+var nodeReadyChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return nodeReady(e.ObjectOld) != nodeReady(e.ObjectNew)
+}}
+
+func nodeReady(o client.Object) bool {
+	m, ok := o.(*clusterv1.Machine)
+	return ok && conditions.IsTrue(m, clusterv1.MachineNodeReadyCondition)
+}
 
 // nodeRefSet: the Machine's node has registered, which ends the watch on
 // its bootstrap (bootstrap.go).

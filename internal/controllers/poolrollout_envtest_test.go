@@ -1,0 +1,364 @@
+package controllers_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/controllers"
+	"github.com/winkube/winkube/internal/poll"
+)
+
+// playMachinePool plays Cluster API's part for a pool's instances, once:
+// each AzureMachinePoolMachine gets a Machine as its controller (Cluster
+// API's MachinePool controller makes one per instance), whose node is
+// registered and Ready when joined says so of the instance (Cluster API's
+// Machine controller mirrors the node's Ready condition as NodeReady); the
+// AzureMachinePoolMachine of a deleted Machine goes, as the garbage
+// collector, which envtest does not run, would have it.
+func (f *fixture) playMachinePool(pool string, joined func(instanceID string) bool) {
+	f.t.Helper()
+	for _, pm := range f.poolMachines(pool) {
+		if !pm.DeletionTimestamp.IsZero() {
+			continue
+		}
+		ref := metav1.GetControllerOf(&pm)
+		if ref == nil {
+			m := &clusterv1.Machine{
+				ObjectMeta: metav1.ObjectMeta{Name: pm.Name, Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name}},
+				Spec: clusterv1.MachineSpec{ClusterName: f.cluster.Name, Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To(pool + "-bootstrap")},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachinePoolMachine", Name: pm.Name}},
+			}
+			if err := env.Client.Create(f.ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
+				f.t.Fatal(err)
+			}
+			if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(m), m); err != nil {
+				f.t.Fatal(err)
+			}
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(&pm), &pm); err != nil {
+					return err
+				}
+				pm.OwnerReferences = append(pm.OwnerReferences, metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine",
+					Name: m.Name, UID: m.UID, Controller: ptr.To(true)})
+				return env.Client.Update(f.ctx, &pm)
+			})
+			if err != nil && !apierrors.IsNotFound(err) {
+				f.t.Fatal(err)
+			}
+			continue
+		}
+		m := &clusterv1.Machine{}
+		switch err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: ref.Name}, m); {
+		case apierrors.IsNotFound(err):
+			if err := env.Client.Delete(f.ctx, &pm); err != nil && !apierrors.IsNotFound(err) {
+				f.t.Fatal(err)
+			}
+			continue
+		case err != nil:
+			f.t.Fatal(err)
+		}
+		if joined(pm.Spec.InstanceID) && !conditions.IsTrue(m, clusterv1.MachineNodeReadyCondition) {
+			m.Status.NodeRef = clusterv1.MachineNodeReference{Name: "node-" + pm.Name}
+			conditions.Set(m, metav1.Condition{Type: clusterv1.MachineNodeReadyCondition, Status: metav1.ConditionTrue, Reason: clusterv1.MachineNodeReadyReason})
+			if err := env.Client.Status().Update(f.ctx, m); err != nil && !apierrors.IsConflict(err) {
+				f.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestPoolRolloutWaitsForReadyNodes is finding 3 of issue 54: with
+// maxSurge 1 and maxUnavailable 0, a rollout deletes no old instance until
+// a new instance's node is Ready. Azure provisioning the new instance is
+// not enough: when its bootstrap fails, the rollout stops, the old nodes
+// stay, and the pool's condition says why; once the node joins, the rollout
+// goes on.
+func TestPoolRolloutWaitsForReadyNodes(t *testing.T) {
+	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.PoolBootstrapTimeout = time.Second })
+	defer stop()
+	az := newAzure(t, armCfg)
+	f := newCluster(t, "rollout")
+	f.waitClusterProvisioned(time.Minute)
+	_, amp := f.newPool("rollout-pool-abcde", 2, true)
+	f.waitPool(amp, 2)
+	joined := map[string]bool{"0": true, "1": true}
+	poll.Until(t, time.Minute, func() string {
+		f.playMachinePool(amp.Name, func(id string) bool { return joined[id] })
+		for _, pm := range f.poolMachines(amp.Name) {
+			if !conditions.IsTrue(&pm, controllers.ReadyCondition) {
+				return fmt.Sprintf("%s: Ready %+v, want True once its node is Ready", pm.Name, conditions.Get(&pm, controllers.ReadyCondition))
+			}
+		}
+		return ""
+	})
+
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err
+		}
+		amp.Spec.Template.VMSize = "Standard_D8s_v3"
+		return env.Client.Update(f.ctx, amp)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The new instance is provisioned and never becomes a node.
+	poll.Until(t, 2*time.Minute, func() string {
+		f.playMachinePool(amp.Name, func(id string) bool { return joined[id] })
+		got := instanceIDs(az.instances(f.ns, amp.Name))
+		for _, pm := range f.poolMachines(amp.Name) {
+			if joined[pm.Spec.InstanceID] && !pm.DeletionTimestamp.IsZero() {
+				t.Fatalf("old instance %s is being deleted while the new instances (%s) have no Ready node", pm.Spec.InstanceID, got)
+			}
+		}
+		if !strings.HasPrefix(got, "0,1") {
+			t.Fatalf("instances %s: an old instance was deleted while the new one has no Ready node", got)
+		}
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err.Error()
+		}
+		if c := conditions.Get(amp, controllers.ReadyCondition); c == nil || c.Reason != controllers.BootstrapFailedReason {
+			return fmt.Sprintf("instances %s; pool Ready %+v, want BootstrapFailed naming the new instance", got, c)
+		}
+		return ""
+	})
+	c := conditions.Get(amp, controllers.ReadyCondition)
+	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,1,2" {
+		t.Fatalf("instances %s, want 0,1,2: the old two kept, one new", got)
+	}
+	if !strings.Contains(c.Message, "new instance 2") || !strings.Contains(c.Message, "(0,1) are kept") {
+		t.Errorf("the pool's condition says %q; want the failed instance and the old ones kept", c.Message)
+	}
+	t.Logf("pool condition: %s", c.Message)
+
+	// Every node joins now: the rollout goes on and ends with two new
+	// instances.
+	poll.Until(t, 3*time.Minute, func() string {
+		f.playMachinePool(amp.Name, func(string) bool { return true })
+		insts := az.instances(f.ns, amp.Name)
+		for _, in := range insts {
+			if in.id == "0" || in.id == "1" {
+				return fmt.Sprintf("old instance %s is still there: %s", in.id, instanceIDs(insts))
+			}
+		}
+		if len(insts) != 2 {
+			return fmt.Sprintf("%d instances", len(insts))
+		}
+		return ""
+	})
+	f.waitPool(amp, 2)
+}
+
+// TestVanishedPoolInstanceTakesItsMachine is finding 8 of issue 54: a
+// scale-set instance deleted outside winkube takes its Machine with it (its
+// object goes through the Machine, as CAPZ's does), instead of leaving the
+// Machine failed without its infrastructure; the pool makes a new instance.
+func TestVanishedPoolInstanceTakesItsMachine(t *testing.T) {
+	stop := startControllers(t, armCfg)
+	defer stop()
+	az := newAzure(t, armCfg)
+	f := newCluster(t, "vanish")
+	f.waitClusterProvisioned(time.Minute)
+	_, amp := f.newPool("vanish-pool-abcde", 2, true)
+	f.waitPool(amp, 2)
+	joined := func(string) bool { return true }
+	poll.Until(t, time.Minute, func() string {
+		f.playMachinePool(amp.Name, joined)
+		for _, pm := range f.poolMachines(amp.Name) {
+			if !conditions.IsTrue(&pm, controllers.ReadyCondition) {
+				return pm.Name + " is not Ready"
+			}
+		}
+		return ""
+	})
+	p, err := az.vmssVMs.BeginDelete(f.ctx, f.ns, amp.Name, "1", nil)
+	if err == nil {
+		_, err = p.PollUntilDone(f.ctx, nil)
+	}
+	if err != nil {
+		t.Fatalf("deleting instance 1 outside winkube: %v", err)
+	}
+	// Its node goes (the cloud controller deletes the Node of a VM that no
+	// longer exists) and Cluster API's Machine says so.
+	machine := amp.Name + "-1"
+	// (The pool may have seen the instance gone first.)
+	m := &clusterv1.Machine{}
+	if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: machine}, m); err == nil {
+		conditions.Set(m, metav1.Condition{Type: clusterv1.MachineNodeReadyCondition, Status: metav1.ConditionFalse, Reason: clusterv1.MachineNodeDeletedReason})
+		if err := env.Client.Status().Update(f.ctx, m); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	joined = func(id string) bool { return id != "1" }
+	poll.Until(t, 2*time.Minute, func() string {
+		f.playMachinePool(amp.Name, joined)
+		err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: machine}, &clusterv1.Machine{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("the Machine of vanished instance 1 is still there (%v): left failed without its infrastructure", err)
+		}
+		if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,2" {
+			return fmt.Sprintf("instances %s, want 0,2 (1 replaced)", got)
+		}
+		return ""
+	})
+	f.waitPool(amp, 2)
+}
+
+// TestPoolReconcilesOnlyForWhatItActsOn is finding 9 of issue 54: status
+// changes of a pool's instance objects that the pool does not act on do not
+// wake it, and a reconcile lists the scale set's instances once.
+func TestPoolReconcilesOnlyForWhatItActsOn(t *testing.T) {
+	cfg, err := armCfg.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := &listCounter{inner: cfg.Transport, suffix: "/virtualmachinescalesets/count-pool-abcde/virtualmachines"}
+	cfg.Transport = lists
+	stop := startControllers(t, cfg)
+	defer stop()
+	f := newCluster(t, "count")
+	f.waitClusterProvisioned(time.Minute)
+	mp, amp := f.newPool("count-pool-abcde", 2, true)
+	f.waitPool(amp, 2)
+
+	// Instance objects' status changes that say nothing to the pool, five
+	// rounds on each. The pool's own last writes may still wake it once or
+	// twice (the metric counts a reconcile once it has ended).
+	const rounds = 5
+	before := poolReconciles(t)
+	for range rounds {
+		for _, pm := range f.poolMachines(amp.Name) {
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(&pm), &pm); err != nil {
+					return err
+				}
+				pm.Status.ComputerName += "-changed"
+				return env.Client.Status().Update(f.ctx, &pm)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The instance controller writes each back: then both
+		// controllers have seen every change.
+		poll.Until(t, time.Minute, func() string {
+			for _, pm := range f.poolMachines(amp.Name) {
+				if strings.HasSuffix(pm.Status.ComputerName, "-changed") {
+					return pm.Name + " is not reconciled yet"
+				}
+			}
+			return ""
+		})
+	}
+	if n := poolReconciles(t) - before; n > 2 {
+		t.Errorf("%d pool reconciles for %d status changes of its instance objects that it does not act on; want none (2 at most, its own last writes)", n, 2*rounds)
+	}
+
+	// A scale-up: every reconcile lists the instances at most once.
+	before, lists0 := poolReconciles(t), lists.count()
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(mp), mp); err != nil {
+			return err
+		}
+		mp.Spec.Replicas = ptr.To[int32](6)
+		return env.Client.Update(f.ctx, mp)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.waitPool(amp, 6)
+	// The metric counts a reconcile once it has ended, a list is counted
+	// as it is sent: the two agree once the last reconcile has ended.
+	poll.Until(t, 30*time.Second, func() string {
+		reconciles, listed := poolReconciles(t)-before, lists.count()-lists0
+		if listed > reconciles {
+			return fmt.Sprintf("scale-up 2 to 6: %d instance lists in %d pool reconciles; want at most one each", listed, reconciles)
+		}
+		t.Logf("scale-up 2 to 6: %d pool reconciles, %d instance lists", reconciles, listed)
+		return ""
+	})
+
+	// A settled pool woken (here by a label of its own) lists once.
+	before, lists0 = poolReconciles(t), lists.count()
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err
+		}
+		amp.Labels["winkube.dev/touched"] = "true"
+		return env.Client.Update(f.ctx, amp)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, func() string {
+		reconciles, listed := poolReconciles(t)-before, lists.count()-lists0
+		if reconciles == 0 || listed > reconciles {
+			return fmt.Sprintf("settled pool woken: %d instance lists in %d pool reconciles; want at most one each", listed, reconciles)
+		}
+		return ""
+	})
+}
+
+// listCounter counts the requests to lists of one scale set's instances.
+type listCounter struct {
+	inner  policy.Transporter
+	suffix string
+	mu     sync.Mutex
+	n      int
+}
+
+func (l *listCounter) Do(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && strings.HasSuffix(strings.ToLower(req.URL.Path), l.suffix) {
+		l.mu.Lock()
+		l.n++
+		l.mu.Unlock()
+	}
+	return l.inner.Do(req)
+}
+
+func (l *listCounter) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// poolReconciles is how many reconciles the pool controllers of this
+// process have finished (controller-runtime's reconcile_total).
+func poolReconciles(t *testing.T) int {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fam := range families {
+		if fam.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "azuremachinepool" {
+					n += int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,55 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+)
+
+// members builds a pool from a spec per instance: its ID, then o (old
+// model) or n (new), then r (node Ready) or u (not), then d when Cluster
+// API marked it for deletion: "0or 1or 2nu".
+func members(spec string) []poolMember {
+	var out []poolMember
+	for _, f := range strings.Fields(spec) {
+		i := strings.IndexAny(f, "on")
+		flags := f[i:]
+		out = append(out, poolMember{ID: f[:i], Current: flags[0] == 'n', Ready: flags[1] == 'r', Marked: strings.Contains(flags, "d")})
+	}
+	return out
+}
+
+func TestSelectToDelete(t *testing.T) {
+	surge1 := poolRollout{Replicas: 2, Surge: 1}
+	for _, c := range []struct {
+		name    string
+		pool    string
+		plan    poolRollout
+		victims string
+		desired int64
+	}{
+		{"settled", "0nr 1nr", surge1, "", 2},
+		{"a new model surges first", "0or 1or", surge1, "", 3},
+		// Finding 3 of issue 54: Azure provisioned the new instance, its
+		// node is not Ready: no old node goes.
+		{"a new instance without a Ready node deletes nothing", "0or 1or 2nu", surge1, "", 3},
+		{"broken new instances keep the old nodes", "0or 1or 2nu 3nu", poolRollout{Replicas: 2, Surge: 2}, "", 4},
+		{"a new Ready node lets one old one go", "0or 1or 2nr", surge1, "0", 3},
+		{"two new Ready nodes let both old ones go", "0or 1or 2nr 3nr", poolRollout{Replicas: 2, Surge: 2}, "0,1", 4},
+		{"maxUnavailable lets one old Ready node go before any new one is Ready", "0or 1or 2nu", poolRollout{Replicas: 2, Surge: 1, Unavailable: 1}, "0", 3},
+		{"maxUnavailable 0 and no surge replaces nothing Ready", "0or 1or", poolRollout{Replicas: 2}, "", 2},
+		{"an old instance without a Ready node goes while the count holds", "0ou 1or 2nu", surge1, "0", 3},
+		{"old instances without nodes go one at a time", "0ou 1ou 2nu", surge1, "0", 3},
+		{"old instances without nodes keep the count", "0ou 1ou", surge1, "", 3},
+		{"a scale-down takes marked ones first", "0nr 1nrd 2nr 3nrd 4nr", poolRollout{Replicas: 2, Surge: 1}, "1,3,0", 2},
+		{"a scale-down takes instances without a Ready node first", "0nr 1nr 2nu", poolRollout{Replicas: 2, Surge: 1}, "2", 2},
+		{"a scale-down takes old models before the oldest", "0nr 1or 2nr", poolRollout{Replicas: 1, Surge: 1}, "1", 2},
+		{"a marked instance within the count stays", "0nrd 1nr", surge1, "", 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			victims, desired := selectToDelete(members(c.pool), c.plan)
+			if got := strings.Join(victims, ","); got != c.victims || desired != c.desired {
+				t.Errorf("pool %q, %+v: delete %q, %d wanted; want delete %q, %d wanted", c.pool, c.plan, got, desired, c.victims, c.desired)
+			}
+		})
+	}
+}
