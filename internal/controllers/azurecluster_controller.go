@@ -284,6 +284,9 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 		setReady(ac, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("creating %s %s", pending.service, pending.name))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
+	if err := reconcileClusterTags(ctx, svc, ac, n, owner); err != nil {
+		return r.azureError(ac, "tags", err)
+	}
 
 	ip, err := svc.PublicIPs.Get(ctx, n.rg, n.apiIP)
 	if err != nil || ip == nil || ip.Properties.IPAddress == nil {
