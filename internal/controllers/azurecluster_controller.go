@@ -138,6 +138,7 @@ func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, readBlocked(ac, deleting, "the AzureClusters", err)
 	}
 	ctx = tags.WithAdoptUnscoped(ctx, owner.AdoptUnscoped)
+	owner.UID = clusterUID(ac)
 	if dropped := dropForeignTokens(ac, svc); len(dropped) > 0 {
 		r.Recorder.Eventf(ac, corev1.EventTypeWarning, ForeignOperationReason,
 			"dropped the recorded operations %v: they would poll another host than the ARM endpoint %s; winkube starts them again", dropped, svc.ResourceManager)
@@ -611,9 +612,9 @@ func (r *AzureClusterReconciler) scopeGroup(ctx context.Context, ac *infrav1.Azu
 		setReady(ac, metav1.ConditionFalse, ResourceNotOwnedReason, err.Error())
 		return &ctrl.Result{RequeueAfter: time.Minute}, nil
 	}
-	if g.Tags[tags.NamespaceKey(owner.Cluster)] == nil {
+	if g.Tags[tags.NamespaceKey(owner.Cluster)] == nil || g.Tags[tags.UIDKey(owner.Cluster)] == nil {
 		if err := svc.Groups.AddTags(ctx, rg, want); err != nil {
-			res, err := r.azureError(ac, "resource group (adding the namespace tag)", err)
+			res, err := r.azureError(ac, "resource group (adding the namespace and identity tags)", err)
 			return &res, err
 		}
 	}

@@ -74,3 +74,21 @@ func reconcileClusterTags(ctx context.Context, svc *cloud.Services, ac *infrav1.
 	setLastAppliedTags(ac, want)
 	return nil
 }
+
+// clusterUID is the identity an AzureCluster's resources are tagged with
+// (tags.Owner.UID): its tags.ClusterUIDAnnotation, set to its own UID on
+// the first reconcile (saved with the object; clusterctl move carries it).
+// An identity tag is a refusal of same-named clusters, not a secret: a
+// tenant who writes another cluster's identity into its own AzureCluster
+// still needs that cluster's namespace name and Azure credentials that
+// reach its subscription.
+func clusterUID(ac *infrav1.AzureCluster) string {
+	if v := ac.Annotations[tags.ClusterUIDAnnotation]; v != "" {
+		return v
+	}
+	if ac.Annotations == nil {
+		ac.Annotations = map[string]string{}
+	}
+	ac.Annotations[tags.ClusterUIDAnnotation] = string(ac.UID)
+	return string(ac.UID)
+}
