@@ -322,6 +322,10 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 	c.call("ResourceGroups_CheckExistence", p, nil)
 	c.call("ResourceGroups_Update", p, map[string]any{"tags": map[string]any{"team": "a"}})
 	c.call("ResourceGroups_List", p, nil)
+	c.call("Tags_UpdateAtScope", p, map[string]any{"operation": "Merge", "properties": map[string]any{"tags": map[string]any{"cost-center": "42"}}})
+	if a := c.call("Tags_GetAtScope", p, nil); !strings.Contains(string(a.raw), `"team":"a"`) || !strings.Contains(string(a.raw), `"cost-center":"42"`) {
+		t.Errorf("the group's tags after a Merge: %s", a.raw)
+	}
 	c.call("SecurityGroups_CreateOrUpdate", p, loc)
 	c.call("SecurityRules_CreateOrUpdate", p, map[string]any{"properties": map[string]any{"protocol": "Tcp", "access": "Allow", "direction": "Inbound", "priority": 100,
 		"sourceAddressPrefix": "*", "sourcePortRange": "*", "destinationAddressPrefix": "*", "destinationPortRange": "443"}})
@@ -479,7 +483,7 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 				code, _ = e["code"].(string)
 			}
 			want := "NoRegisteredProviderFound"
-			if strings.HasPrefix(op.ID, "ResourceGroups_") || strings.HasPrefix(op.ID, "Resources_") {
+			if strings.HasPrefix(op.ID, "ResourceGroups_") || strings.HasPrefix(op.ID, "Resources_") || strings.HasPrefix(op.ID, "Tags_") {
 				want = "InvalidApiVersionParameter"
 			}
 			if op.Method == http.MethodHead {

@@ -187,6 +187,14 @@ var servedOperations = func() []operationSpec {
 	add(operationSpec{ID: "RoleDefinitions_Get", Method: http.MethodGet, Path: rd + "/{roleDefinitionId}", Versions: "authorization"})
 	add(operationSpec{ID: "RoleDefinitions_List", Method: http.MethodGet, Path: rd, Versions: "authorization"})
 
+	// Microsoft.Resources/tags at a resource group's or a resource's scope
+	// (armresources v1.2.0 TagsClient): what CAPZ's tags service reads and
+	// merges into (azure/services/tags, kubernetes-sigs/cluster-api-provider-azure
+	// 69ec3a40). Neither is a long-running operation.
+	tagsAt := "/{scope}/providers/Microsoft.Resources/tags/default"
+	add(operationSpec{ID: "Tags_GetAtScope", Method: http.MethodGet, Path: tagsAt, Versions: "resources"})
+	add(operationSpec{ID: "Tags_UpdateAtScope", Method: http.MethodPatch, Path: tagsAt, Versions: "resources", Sync: true})
+
 	for i := range ops {
 		ops[i].seg = strings.Split(strings.Trim(ops[i].Path, "/"), "/")
 		if ops[i].Created == 0 {

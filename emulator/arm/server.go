@@ -302,9 +302,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if strings.HasPrefix(op.ID, "RoleAssignments_") || strings.HasPrefix(op.ID, "RoleDefinitions_") {
+	switch {
+	case strings.HasPrefix(op.ID, "RoleAssignments_") || strings.HasPrefix(op.ID, "RoleDefinitions_"):
 		s.serveAuthorization(w, r, op, body)
-	} else {
+	case strings.HasPrefix(op.ID, "Tags_"):
+		s.serveTagsAtScope(w, r, body)
+	default:
 		s.route(w, r, body)
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

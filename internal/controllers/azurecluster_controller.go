@@ -142,6 +142,7 @@ func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, readBlocked(ac, deleting, "the AzureClusters", err)
 	}
 	ctx = tags.WithAdoptUnscoped(ctx, owner.AdoptUnscoped)
+	owner.UID = clusterUID(ac)
 	if dropped := dropForeignTokens(ac, svc); len(dropped) > 0 {
 		r.Recorder.Eventf(ac, corev1.EventTypeWarning, ForeignOperationReason,
 			"dropped the recorded operations %v: they would poll another host than the ARM endpoint %s; winkube starts them again", dropped, svc.ResourceManager)
@@ -290,6 +291,9 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 	if pending != nil {
 		setReady(ac, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("creating %s %s", pending.service, pending.name))
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+	}
+	if err := reconcileClusterTags(ctx, svc, ac, n, owner); err != nil {
+		return r.azureError(ac, "tags", err)
 	}
 
 	ip, err := svc.PublicIPs.Get(ctx, n.rg, n.apiIP)
@@ -628,9 +632,9 @@ func (r *AzureClusterReconciler) scopeGroup(ctx context.Context, ac *infrav1.Azu
 		setReady(ac, metav1.ConditionFalse, ResourceNotOwnedReason, err.Error())
 		return &ctrl.Result{RequeueAfter: time.Minute}, nil
 	}
-	if g.Tags[tags.NamespaceKey(owner.Cluster)] == nil {
+	if g.Tags[tags.NamespaceKey(owner.Cluster)] == nil || g.Tags[tags.UIDKey(owner.Cluster)] == nil {
 		if err := svc.Groups.AddTags(ctx, rg, want); err != nil {
-			res, err := r.azureError(ac, "resource group (adding the namespace tag)", err)
+			res, err := r.azureError(ac, "resource group (adding the namespace and identity tags)", err)
 			return &res, err
 		}
 	}

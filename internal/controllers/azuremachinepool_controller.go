@@ -249,6 +249,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		SubnetID: "/subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + n.nodeSubnet.Name,
 		Zones:    zones, Tags: tags.Build(pc.owner, poolRole(amp), mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)),
 	}
+	spec.LastAppliedTags, _ = lastAppliedTags(amp)
 	if md := t.OSDisk.ManagedDisk; md != nil {
 		spec.StorageAccountType = md.StorageAccountType
 	}
@@ -377,6 +378,8 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		setReady(amp, metav1.ConditionFalse, ProvisioningReason, "updating the scale set")
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
+	// The scale set has the spec's tags (they are part of its model).
+	setLastAppliedTags(amp, mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags))
 	amp.Spec.ProviderID = "azure:///subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.rg + "/providers/Microsoft.Compute/virtualMachineScaleSets/" + amp.Name
 	if t.Identity == infrav1.VMIdentitySystemAssigned {
 		g, err := grantRole(ctx, pc.svc, &amp.Status.CreatedResources, t, pc.ac.Spec.SubscriptionID, n.rg, scalesets.PrincipalID(cur), r.RoleAssignmentScopes)

@@ -26,6 +26,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/scalesets"
 	"github.com/winkube/winkube/internal/azure/securitygroups"
 	"github.com/winkube/winkube/internal/azure/subnets"
+	"github.com/winkube/winkube/internal/azure/tags"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/azure/vmimages"
 	"github.com/winkube/winkube/internal/azure/vnets"
@@ -52,6 +53,8 @@ type Services struct {
 	SKUs         *resourceskus.Service
 	Roles        *roleassignments.Service
 	Identities   *identities.Service
+	// Tags changes a resource's tags and nothing else.
+	Tags *tags.Service
 	// BootLogs reads a machine's bootstrap log through Azure.
 	BootLogs *machinelogs.Service
 	Images   *images.Resolver
@@ -175,6 +178,7 @@ func (c *Cloud) ForIdentity(id *Identity, subscription string) (*Services, error
 	set(func() (e error) { s.AvSets, e = availabilitysets.New(subscription, cfg); return })
 	set(func() (e error) { s.Roles, e = roleassignments.New(subscription, cfg); return })
 	set(func() (e error) { s.BootLogs, e = machinelogs.New(subscription, cfg); return })
+	set(func() (e error) { s.Tags, e = tags.NewService(subscription, cfg); return })
 	s.Identities = identities.New(cfg)
 	set(func() error {
 		l, e := vmimages.New(subscription, cfg)

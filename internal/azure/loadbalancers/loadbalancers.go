@@ -6,12 +6,14 @@ package loadbalancers
 
 import (
 	"context"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 const (
@@ -48,39 +50,79 @@ func (s Spec) BackendPoolID() string { return s.ID() + "/backendAddressPools/" +
 func (s Spec) ResourceRef() async.Ref        { return async.Ref{ResourceGroup: s.ResourceGroup, Name: s.Name} }
 func (s Spec) OwnerTags() map[string]*string { return s.Tags }
 
-// Parameters creates the load balancer, or brings it back to the spec. Its
-// inbound NAT rules are managed one by one (inboundnatrules) and carried
-// over from the existing load balancer, since a PUT replaces them. Nil when
-// it is provisioned as the spec says.
+// Parameters creates the load balancer, or brings winkube's parts of it
+// (its frontend, backend pool, probe, rule and outbound rule, by name) back
+// to the spec. The body is built from the load balancer Azure has: its
+// inbound NAT rules (managed one by one, inboundnatrules), the parts others
+// added (a frontend, a rule, a pool) and its tags are sent back as they
+// are, since a PUT replaces them. CAPZ builds from the existing load
+// balancer the same way (azure/services/loadbalancers/spec.go Parameters,
+// kubernetes-sigs/cluster-api-provider-azure 69ec3a40, keeps its frontends,
+// pools, probes and rules). Nil when it is provisioned as the spec says.
 func (s Spec) Parameters(existing *armnetwork.LoadBalancer) (*armnetwork.LoadBalancer, error) {
 	m := model(s)
-	if existing != nil && existing.Properties != nil {
-		p := existing.Properties
-		if async.Succeeded(p.ProvisioningState) && len(p.FrontendIPConfigurations) == 1 && len(p.LoadBalancingRules) == 1 &&
-			p.FrontendIPConfigurations[0].Properties != nil && p.FrontendIPConfigurations[0].Properties.PublicIPAddress != nil &&
-			ptrEq(p.FrontendIPConfigurations[0].Properties.PublicIPAddress.ID, s.PublicIPID) &&
-			p.LoadBalancingRules[0].Properties != nil && p.LoadBalancingRules[0].Properties.FrontendPort != nil &&
-			*p.LoadBalancingRules[0].Properties.FrontendPort == s.Port && current(p) {
-			return nil, nil
-		}
-		m.Properties.InboundNatRules = p.InboundNatRules
+	if existing == nil || existing.Properties == nil {
+		return &m, nil
 	}
+	p := existing.Properties
+	if async.Succeeded(p.ProvisioningState) && upToDate(p, s) {
+		return nil, nil
+	}
+	props := *p
+	mp := m.Properties
+	props.FrontendIPConfigurations = withOurs(p.FrontendIPConfigurations, mp.FrontendIPConfigurations, func(v *armnetwork.FrontendIPConfiguration) *string { return v.Name })
+	props.BackendAddressPools = withOurs(p.BackendAddressPools, mp.BackendAddressPools, func(v *armnetwork.BackendAddressPool) *string { return v.Name })
+	props.Probes = withOurs(p.Probes, mp.Probes, func(v *armnetwork.Probe) *string { return v.Name })
+	props.LoadBalancingRules = withOurs(p.LoadBalancingRules, mp.LoadBalancingRules, func(v *armnetwork.LoadBalancingRule) *string { return v.Name })
+	props.OutboundRules = withOurs(p.OutboundRules, mp.OutboundRules, func(v *armnetwork.OutboundRule) *string { return v.Name })
+	m.Properties = &props
+	m.Tags = tags.Merge(existing.Tags, s.Tags)
 	return &m, nil
 }
 
-func ptrEq(p *string, s string) bool { return p != nil && *p == s }
+// withOurs is have without the parts named as ours, then ours.
+func withOurs[T any](have, ours []*T, name func(*T) *string) []*T {
+	mine := map[string]bool{}
+	for _, o := range ours {
+		mine[strings.ToLower(*name(o))] = true
+	}
+	var out []*T
+	for _, h := range have {
+		if n := name(h); h != nil && (n == nil || !mine[strings.ToLower(*n)]) {
+			out = append(out, h)
+		}
+	}
+	return append(out, ours...)
+}
 
-// current says whether a load balancer made by an earlier winkube already
-// has what later ones add: the HTTPS readiness probe, no SNAT on the rule
-// and the outbound rule.
-func current(p *armnetwork.LoadBalancerPropertiesFormat) bool {
-	r := p.LoadBalancingRules[0].Properties
-	if r.DisableOutboundSnat == nil || !*r.DisableOutboundSnat || len(p.OutboundRules) != 1 || len(p.Probes) != 1 || p.Probes[0].Properties == nil {
+func named[T any](list []*T, name func(*T) *string, want string) *T {
+	for _, v := range list {
+		if n := name(v); v != nil && n != nil && strings.EqualFold(*n, want) {
+			return v
+		}
+	}
+	return nil
+}
+
+// upToDate says whether winkube's parts are as the spec says: the frontend
+// on the spec's IP, the rule on its port, and what later winkube versions
+// added (the HTTPS readiness probe, no SNAT on the rule, the outbound rule).
+func upToDate(p *armnetwork.LoadBalancerPropertiesFormat, s Spec) bool {
+	fe := named(p.FrontendIPConfigurations, func(v *armnetwork.FrontendIPConfiguration) *string { return v.Name }, Frontend)
+	rule := named(p.LoadBalancingRules, func(v *armnetwork.LoadBalancingRule) *string { return v.Name }, "apiserver")
+	probe := named(p.Probes, func(v *armnetwork.Probe) *string { return v.Name }, Probe)
+	out := named(p.OutboundRules, func(v *armnetwork.OutboundRule) *string { return v.Name }, OutboundRule)
+	if fe == nil || fe.Properties == nil || fe.Properties.PublicIPAddress == nil || !ptrEq(fe.Properties.PublicIPAddress.ID, s.PublicIPID) ||
+		rule == nil || rule.Properties == nil || rule.Properties.FrontendPort == nil || *rule.Properties.FrontendPort != s.Port ||
+		rule.Properties.DisableOutboundSnat == nil || !*rule.Properties.DisableOutboundSnat || out == nil || probe == nil || probe.Properties == nil ||
+		named(p.BackendAddressPools, func(v *armnetwork.BackendAddressPool) *string { return v.Name }, Backend) == nil {
 		return false
 	}
-	pr := p.Probes[0].Properties
+	pr := probe.Properties
 	return pr.Protocol != nil && *pr.Protocol == armnetwork.ProbeProtocolHTTPS && ptrEq(pr.RequestPath, ProbePath)
 }
+
+func ptrEq(p *string, s string) bool { return p != nil && *p == s }
 
 // Service manages load balancers.
 type Service struct {

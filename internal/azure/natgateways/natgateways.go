@@ -3,12 +3,14 @@ package natgateways
 
 import (
 	"context"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // Spec is a NAT gateway with one public IP.
@@ -23,14 +25,14 @@ func (s Spec) ResourceRef() async.Ref        { return async.Ref{ResourceGroup: s
 func (s Spec) OwnerTags() map[string]*string { return s.Tags }
 
 // Parameters is nil when the gateway exists with the spec's public IP;
-// otherwise the gateway with that IP, and with the idle timeout and zones
-// Azure has for it (what others may have set).
+// otherwise the gateway as Azure has it (its idle timeout, zones, tags and
+// the public IPs and prefixes others attached: a second IP added for SNAT
+// ports) with the spec's IP added. CAPZ starts from the existing gateway as
+// well (azure/services/natgateways/spec.go Parameters, kubernetes-sigs/
+// cluster-api-provider-azure 69ec3a40), but replaces its IPs with its one.
 func (s Spec) Parameters(existing *armnetwork.NatGateway) (*armnetwork.NatGateway, error) {
-	if existing != nil && existing.Properties != nil && async.Succeeded(existing.Properties.ProvisioningState) {
-		ips := existing.Properties.PublicIPAddresses
-		if len(ips) == 1 && ips[0].ID != nil && *ips[0].ID == s.PublicIPID {
-			return nil, nil
-		}
+	if existing != nil && existing.Properties != nil && async.Succeeded(existing.Properties.ProvisioningState) && hasIP(existing.Properties.PublicIPAddresses, s.PublicIPID) {
+		return nil, nil
 	}
 	out := &armnetwork.NatGateway{
 		Location: to.Ptr(s.Location), Tags: s.Tags,
@@ -38,13 +40,26 @@ func (s Spec) Parameters(existing *armnetwork.NatGateway) (*armnetwork.NatGatewa
 		Properties: &armnetwork.NatGatewayPropertiesFormat{},
 	}
 	if existing != nil {
-		out.Zones = existing.Zones
+		out.Zones, out.Tags = existing.Zones, tags.Merge(existing.Tags, s.Tags)
 		if existing.Properties != nil {
-			out.Properties.IdleTimeoutInMinutes = existing.Properties.IdleTimeoutInMinutes
+			props := *existing.Properties
+			props.Subnets, props.ProvisioningState, props.ResourceGUID = nil, nil, nil
+			out.Properties = &props
 		}
 	}
-	out.Properties.PublicIPAddresses = []*armnetwork.SubResource{{ID: to.Ptr(s.PublicIPID)}}
+	if !hasIP(out.Properties.PublicIPAddresses, s.PublicIPID) {
+		out.Properties.PublicIPAddresses = append(out.Properties.PublicIPAddresses, &armnetwork.SubResource{ID: to.Ptr(s.PublicIPID)})
+	}
 	return out, nil
+}
+
+func hasIP(ips []*armnetwork.SubResource, id string) bool {
+	for _, ip := range ips {
+		if ip != nil && ip.ID != nil && strings.EqualFold(*ip.ID, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // Service manages NAT gateways.

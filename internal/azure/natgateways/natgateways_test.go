@@ -1,6 +1,7 @@
 package natgateways_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
@@ -26,7 +27,7 @@ func TestParameters(t *testing.T) {
 	}{
 		{"missing: created", nil, 0},
 		{"as wanted: no write", gw("Succeeded", "/ip/nat", 10), -1},
-		{"another IP: the spec's, keeping the idle timeout someone set", gw("Succeeded", "/ip/other", 10), 10},
+		{"another IP: the spec's added, keeping that IP and the idle timeout someone set", gw("Succeeded", "/ip/other", 10), 10},
 		{"not provisioned: written again", gw("Failed", "/ip/nat", 4), 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -40,8 +41,18 @@ func TestParameters(t *testing.T) {
 				}
 				return
 			}
-			if body == nil || len(body.Properties.PublicIPAddresses) != 1 || *body.Properties.PublicIPAddresses[0].ID != "/ip/nat" {
-				t.Fatalf("body %+v", body)
+			if body == nil {
+				t.Fatal("no write")
+			}
+			var ips []string
+			for _, ip := range body.Properties.PublicIPAddresses {
+				ips = append(ips, *ip.ID)
+			}
+			if !slices.Contains(ips, "/ip/nat") {
+				t.Fatalf("the spec's IP is not sent: %v", ips)
+			}
+			if tc.existing != nil && !slices.Contains(ips, *tc.existing.Properties.PublicIPAddresses[0].ID) {
+				t.Fatalf("the gateway's IP %s was dropped: %v", *tc.existing.Properties.PublicIPAddresses[0].ID, ips)
 			}
 			if got := body.Properties.IdleTimeoutInMinutes; (tc.wantIdle == 0) != (got == nil) || (got != nil && *got != tc.wantIdle) {
 				t.Fatalf("idle timeout %v, want %d", got, tc.wantIdle)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // Spec is a route table.
@@ -43,6 +44,7 @@ func Merged(spec Spec, existing *armnetwork.RouteTable) armnetwork.RouteTable {
 		props := *existing.Properties
 		props.Subnets = nil
 		out.Properties = &props
+		out.Tags = tags.Merge(existing.Tags, spec.Tags)
 	}
 	return out
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/winkube/winkube/internal/azure/routetables"
 )
 
-// The routes the cloud provider writes for host-gw survive a table that
-// must be written again (its last write failed).
+// The routes the cloud provider writes for host-gw, and a tag someone set,
+// survive a table that must be written again (its last write failed).
 func TestParametersKeepTheRoutes(t *testing.T) {
 	cfg := azuretest.Start(t, "rg")
 	svc, err := routetables.New(azuretest.Subscription, cfg)
@@ -36,6 +36,10 @@ func TestParametersKeepTheRoutes(t *testing.T) {
 	if _, err := p.PollUntilDone(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := tables.UpdateTags(ctx, "rg", "rt", armnetwork.TagsObject{Tags: map[string]*string{"cost-center": to.Ptr("42"),
+		"sigs.k8s.io_cluster-api-provider-azure_cluster_demo": to.Ptr("owned")}}, nil); err != nil {
+		t.Fatal(err)
+	}
 	cur, err := tables.Get(ctx, "rg", "rt", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +54,9 @@ func TestParametersKeepTheRoutes(t *testing.T) {
 	}
 	if n := len(after.Properties.Routes); n != 1 || *after.Properties.Routes[0].Name != "node-1" {
 		t.Errorf("the table written again has %d routes, want node-1", n)
+	}
+	if after.Tags["cost-center"] == nil {
+		t.Errorf("the table written again lost the tag someone set: %v", after.Tags)
 	}
 }
 

@@ -5,6 +5,7 @@ package scalesets
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/tags"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 )
 
@@ -47,6 +49,10 @@ type Spec struct {
 	SubnetID      string
 	Zones         []string
 	Tags          map[string]*string
+	// LastAppliedTags are the additional tags an earlier write sent (the
+	// record of tags.LastAppliedAnnotation): a write of the model removes
+	// those Tags no longer has and keeps every other tag the scale set has.
+	LastAppliedTags map[string]string
 }
 
 // Instance is one scale-set VM.
@@ -94,6 +100,7 @@ func sameImage(got, want virtualmachines.Image) bool {
 
 // Service manages scale sets.
 type Service struct {
+	sets      *armcompute.VirtualMachineScaleSetsClient
 	vms       *armcompute.VirtualMachineScaleSetVMsClient
 	nics      *armnetwork.InterfacesClient
 	kind      *async.Kind[armcompute.VirtualMachineScaleSet]
@@ -114,7 +121,7 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{vms: vms, nics: nics,
+	return &Service{sets: sets, vms: vms, nics: nics,
 		kind: &async.Kind[armcompute.VirtualMachineScaleSet]{
 			Noun: "virtual machine scale set",
 			Get: func(ctx context.Context, r async.Ref) (*armcompute.VirtualMachineScaleSet, error) {
@@ -161,8 +168,9 @@ func (spec Spec) OwnerTags() map[string]*string { return nil }
 // to write the scale set: Cluster API's kubeadm bootstrap provider rewrites
 // a pool's custom data whenever it rotates the join token (at half the
 // token's lifetime), and a new model marks every instance out of date. It
-// is sent with the next write the model or the capacity needs, as CAPZ
-// does.
+// is sent with the next write the model needs, as CAPZ does. A write of the
+// model is built over what Azure has (Merged), and a change of capacity
+// alone is not a write of the model at all (Reconcile).
 func (spec Spec) Parameters(existing *armcompute.VirtualMachineScaleSet) (*armcompute.VirtualMachineScaleSet, error) {
 	if existing == nil {
 		m := model(spec, true)
@@ -172,14 +180,126 @@ func (spec Spec) Parameters(existing *armcompute.VirtualMachineScaleSet) (*armco
 		*existing.SKU.Capacity == spec.Capacity && sameModel(existing, spec) {
 		return nil, nil
 	}
-	m := model(spec, false)
+	m := Merged(spec, existing)
 	return &m, nil
 }
 
+// Merged is the model PUT for a spec over the scale set Azure has: the
+// spec's model, with what others add to a scale set kept, since a PUT
+// replaces it. Azure Policy's initiatives for monitoring and Defender add
+// VM extensions and a user-assigned identity; an operator sets scale-in
+// and automatic-repair policies; cost and policy tools add tags. A tag
+// winkube wrote before (LastAppliedTags) and the spec dropped is removed.
+func Merged(spec Spec, existing *armcompute.VirtualMachineScaleSet) armcompute.VirtualMachineScaleSet {
+	m := model(spec, false)
+	if existing == nil {
+		return m
+	}
+	t := map[string]*string{}
+	for k, v := range existing.Tags {
+		if last, ok := spec.LastAppliedTags[k]; ok && spec.Tags[k] == nil && v != nil && *v == last {
+			continue
+		}
+		t[k] = v
+	}
+	for k, v := range m.Tags {
+		t[k] = v
+	}
+	m.Tags = t
+	if p := existing.Properties; p != nil {
+		m.Properties.ScaleInPolicy, m.Properties.AutomaticRepairsPolicy = p.ScaleInPolicy, p.AutomaticRepairsPolicy
+		if vp := p.VirtualMachineProfile; vp != nil {
+			m.Properties.VirtualMachineProfile.ExtensionProfile = vp.ExtensionProfile
+		}
+	}
+	if id := existing.Identity; id != nil && len(id.UserAssignedIdentities) > 0 {
+		// User-assigned identities others attached stay; whether the
+		// scale set has a system-assigned one is the spec's to say.
+		uai := map[string]*armcompute.UserAssignedIdentitiesValue{}
+		for k := range id.UserAssignedIdentities {
+			uai[k] = &armcompute.UserAssignedIdentitiesValue{}
+		}
+		typ := armcompute.ResourceIdentityTypeUserAssigned
+		if m.Identity != nil {
+			for k, v := range m.Identity.UserAssignedIdentities {
+				uai[k] = v
+			}
+			if m.Identity.Type != nil && *m.Identity.Type == armcompute.ResourceIdentityTypeSystemAssigned {
+				typ = armcompute.ResourceIdentityTypeSystemAssignedUserAssigned
+			}
+		}
+		m.Identity = &armcompute.VirtualMachineScaleSetIdentity{Type: to.Ptr(typ), UserAssignedIdentities: uai}
+	}
+	return m
+}
+
+// capacityOnly reports whether Azure has the spec's model and only the
+// capacity differs.
+func capacityOnly(cur *armcompute.VirtualMachineScaleSet, spec Spec) bool {
+	return cur != nil && cur.Properties != nil && async.Succeeded(cur.Properties.ProvisioningState) && cur.SKU != nil && cur.SKU.Capacity != nil &&
+		*cur.SKU.Capacity != spec.Capacity && sameModel(cur, spec)
+}
+
 // Reconcile creates the scale set or updates its model and capacity (see
-// Parameters).
+// Parameters). A change of capacity alone is a PATCH of sku.capacity and
+// nothing else, so that the model, and what others added to it, is not
+// sent at all: CAPZ likewise leaves the VM profile out of the write when
+// only the capacity changed (azure/services/scalesets/spec.go
+// existingParameters, kubernetes-sigs/cluster-api-provider-azure
+// 69ec3a40). The PATCH carries the ETag read (If-Match).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
+	rg, name := spec.ResourceGroup, spec.Name
+	patch := func(ctx context.Context, body armcompute.VirtualMachineScaleSetUpdate) func(string) (async.Poller, error) {
+		return func(tok string) (async.Poller, error) {
+			return async.Wrap(s.sets.BeginUpdate(ctx, rg, name, body, &armcompute.VirtualMachineScaleSetsClientBeginUpdateOptions{ResumeToken: tok}))
+		}
+	}
+	if isUpdateToken(token) {
+		return async.Step(ctx, token, patch(ctx, armcompute.VirtualMachineScaleSetUpdate{}))
+	}
+	if token == "" {
+		cur, err := s.kind.Read(ctx, spec.ResourceRef())
+		if err != nil {
+			return "", false, err
+		}
+		if capacityOnly(cur, spec) {
+			return async.Step(ctx, "", patch(async.IfMatch(ctx, cur.Etag), capacityUpdate(cur, spec)))
+		}
+		if cur != nil {
+			if body, err := spec.Parameters(cur); err == nil && body == nil {
+				return "", true, nil
+			}
+		}
+	}
 	return async.Reconcile(ctx, s.kind, spec, token)
+}
+
+// capacityUpdate is the PATCH of a capacity change: the capacity, and, when
+// the custom data changed since the model was written (a rotated join
+// token), the new custom data with its digest, so that the instances the
+// change adds can join, as CAPZ sends custom data with a capacity change
+// (shouldPatchCustomData, same file).
+func capacityUpdate(cur *armcompute.VirtualMachineScaleSet, spec Spec) armcompute.VirtualMachineScaleSetUpdate {
+	u := armcompute.VirtualMachineScaleSetUpdate{SKU: &armcompute.SKU{Capacity: to.Ptr(spec.Capacity)}}
+	digest := CustomDataDigest(spec.CustomData)
+	if v := cur.Tags[CustomDataTag]; v != nil && *v == digest {
+		return u
+	}
+	u.Properties = &armcompute.VirtualMachineScaleSetUpdateProperties{VirtualMachineProfile: &armcompute.VirtualMachineScaleSetUpdateVMProfile{
+		OSProfile: &armcompute.VirtualMachineScaleSetUpdateOSProfile{CustomData: to.Ptr(base64.StdEncoding.EncodeToString(spec.CustomData))},
+	}}
+	// A PATCH's tags replace the scale set's: all of them are sent.
+	u.Tags = tags.Merge(cur.Tags, map[string]*string{CustomDataTag: to.Ptr(digest)})
+	return u
+}
+
+// isUpdateToken reports whether a resume token is a PATCH's (the SDK
+// names the response type it resumes into the token).
+func isUpdateToken(token string) bool {
+	var v struct {
+		Type string `json:"type"`
+	}
+	return token != "" && json.Unmarshal([]byte(token), &v) == nil && strings.HasSuffix(v.Type, "ClientUpdateResponse")
 }
 
 // ModelTag records, on the scale set, a digest of its model's fields

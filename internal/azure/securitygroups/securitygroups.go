@@ -10,6 +10,7 @@ import (
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // Rule is one security rule; an empty address or port range is "*".
@@ -127,6 +128,7 @@ func Merged(spec Spec, existing *armnetwork.SecurityGroup) armnetwork.SecurityGr
 		props.DefaultSecurityRules = nil
 		props.NetworkInterfaces, props.Subnets, props.FlowLogs = nil, nil, nil
 		out.Properties = &props
+		out.Tags = tags.Merge(existing.Tags, spec.Tags)
 	}
 	return out
 }

@@ -26,6 +26,15 @@
 // When the name is ambiguous, an unscoped resource is neither changed nor
 // deleted: its owner must add the namespace tag by hand (or delete the other
 // cluster) first.
+//
+// Namespace and name do not tell apart two clusters called "prod" in
+// "default" of two management clusters, which share a subscription (the
+// resource group defaults to a name of the cluster's). So the cluster's
+// group and network also carry UIDKey(cluster)=<the AzureCluster's
+// identity> (Owner.UID): the first cluster to tag a group owns it, and
+// the other is refused (*NotOwnedError with UID) and, when deleted, leaves
+// it alone. Resources tagged before winkube wrote that tag are adopted by
+// name and namespace, and tagged on the next write.
 package tags
 
 import (
@@ -52,9 +61,32 @@ const namespaceKeyPrefix = "winkube.dev_namespace_"
 // resource.
 func NamespaceKey(cluster string) string { return namespaceKeyPrefix + cluster }
 
+const uidKeyPrefix = "winkube.dev_uid_"
+
+// UIDKey is the tag naming the identity of the cluster that owns a
+// resource (Owner.UID): two clusters of the same name in the same
+// namespace of two management clusters, or a cluster and an earlier one
+// of its name whose group was left behind, tell their resources apart by
+// it.
+func UIDKey(cluster string) string { return uidKeyPrefix + cluster }
+
+// ClusterUIDAnnotation keeps, on an AzureCluster, the identity its
+// resources are tagged with (UIDKey): the AzureCluster's UID when it first
+// reconciled. A UID changes when clusterctl move recreates the object in
+// another management cluster; the annotation moves with it, so the moved
+// cluster still owns what it made.
+const ClusterUIDAnnotation = "winkube.dev/cluster-uid"
+
 // Owner is who a resource belongs to: a cluster in a namespace.
 type Owner struct {
 	Cluster, Namespace string
+	// UID, when set, is the cluster's identity (ClusterUIDAnnotation): a
+	// resource tagged with another UID is another cluster's of the same
+	// name. A resource without the UID tag (tagged by a winkube before it
+	// wrote one) is the owner's by its other tags, and the next write adds
+	// the UID tag (the migration); from then on a same-named cluster
+	// elsewhere never matches.
+	UID string
 	// AdoptUnscoped makes a resource tagged before namespace tags existed
 	// (cluster tag, no namespace tag) this owner's; see the package comment.
 	AdoptUnscoped bool
@@ -63,6 +95,9 @@ type Owner struct {
 // Owns reports whether tags t make a resource o's.
 func (o Owner) Owns(t map[string]*string) bool {
 	if !IsOwned(t, o.Cluster) {
+		return false
+	}
+	if uid := t[UIDKey(o.Cluster)]; o.UID != "" && uid != nil && *uid != o.UID {
 		return false
 	}
 	ns := t[NamespaceKey(o.Cluster)]
@@ -126,6 +161,9 @@ func Build(o Owner, role string, extra map[string]string) map[string]*string {
 	if o.Namespace != "" {
 		out[NamespaceKey(o.Cluster)] = to.Ptr(o.Namespace)
 	}
+	if o.UID != "" {
+		out[UIDKey(o.Cluster)] = to.Ptr(o.UID)
+	}
 	if role != "" {
 		out[RoleKey] = to.Ptr(role)
 	}
@@ -145,9 +183,18 @@ type NotOwnedError struct {
 	// Namespace, when set: the resource is the cluster's by name, but not
 	// provably of this namespace's cluster of that name.
 	Namespace string
+	// UID, when set: the resource is tagged as another cluster's of the
+	// same name and namespace (UIDKey), whose UID this is.
+	UID string
 }
 
 func (e *NotOwnedError) Error() string {
+	if e.UID != "" {
+		return fmt.Sprintf("%s %s belongs to another cluster named %s in namespace %s (tagged %s=%s: a cluster of the same name in another management cluster, "+
+			"or an earlier one whose resources were left behind): winkube will not change or delete it; set another resource group (or name) in the AzureCluster, "+
+			"or, if this is that cluster moved without its annotations, set the annotation %s=%s on the AzureCluster",
+			e.Kind, e.Name, e.Cluster, e.Namespace, UIDKey(e.Cluster), e.UID, ClusterUIDAnnotation, e.UID)
+	}
 	if e.Namespace != "" {
 		return fmt.Sprintf("%s %s is tagged %s=%s but not %s=%s: it belongs to a cluster of the same name in another namespace "+
 			"(or was tagged before winkube recorded namespaces, while another namespace has a cluster of this name): winkube will not change or delete it; "+
@@ -177,6 +224,9 @@ func CheckOwned(kind, name string, want, have map[string]*string, adoptUnscoped 
 		}
 		if h := have[NamespaceKey(cluster)]; (h == nil && !adoptUnscoped) || (h != nil && *h != *ns) {
 			return &NotOwnedError{Kind: kind, Name: name, Cluster: cluster, Namespace: *ns}
+		}
+		if w, h := want[UIDKey(cluster)], have[UIDKey(cluster)]; w != nil && h != nil && *h != *w {
+			return &NotOwnedError{Kind: kind, Name: name, Cluster: cluster, Namespace: *ns, UID: *h}
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package tags_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -54,5 +55,31 @@ func TestOwnershipNamesTheNamespace(t *testing.T) {
 	}
 	if err := tags.CheckOwned("VNet", "v", tags.Build(b, "vnet", nil), unscoped, true); err != nil {
 		t.Fatalf("adoption refused: %v", err)
+	}
+}
+
+// A cluster's identity tag keeps apart two clusters of one name in one
+// namespace (two management clusters): a resource tagged with another
+// identity is not the owner's and is refused; one tagged before identity
+// tags existed is adopted by name and namespace (the migration), and the
+// owner's next write tags it.
+func TestOwnerUID(t *testing.T) {
+	o := tags.Owner{Cluster: "prod", Namespace: "default", UID: "uid-b"}
+	mine := tags.Build(o, "vnet", nil)
+	if v := mine[tags.UIDKey("prod")]; v == nil || *v != "uid-b" {
+		t.Fatalf("Build writes no identity tag: %v", mine)
+	}
+	theirs := tags.Build(tags.Owner{Cluster: "prod", Namespace: "default", UID: "uid-a"}, "vnet", nil)
+	older := tags.Build(tags.Owner{Cluster: "prod", Namespace: "default"}, "vnet", nil)
+	if o.Owns(theirs) || !o.Owns(mine) || !o.Owns(older) {
+		t.Fatalf("Owns: another identity's %v, its own %v, untagged %v", o.Owns(theirs), o.Owns(mine), o.Owns(older))
+	}
+	err := tags.CheckOwned("resource group", "prod", mine, theirs, false)
+	var e *tags.NotOwnedError
+	if !errors.As(err, &e) || e.UID != "uid-a" || !strings.Contains(err.Error(), tags.ClusterUIDAnnotation) {
+		t.Fatalf("another identity's group: %v", err)
+	}
+	if err := tags.CheckOwned("resource group", "prod", mine, older, false); err != nil {
+		t.Fatalf("a group tagged before identity tags is refused: %v", err)
 	}
 }

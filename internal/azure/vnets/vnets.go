@@ -11,6 +11,7 @@ import (
 
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // Subnet is a subnet and what is attached to it.
@@ -122,13 +123,51 @@ func Merged(spec Spec, existing *armnetwork.VirtualNetwork) armnetwork.VirtualNe
 			subnets = append(subnets, sn)
 		}
 	}
-	return armnetwork.VirtualNetwork{
+	out := armnetwork.VirtualNetwork{
 		Location: to.Ptr(spec.Location), Tags: spec.Tags,
 		Properties: &armnetwork.VirtualNetworkPropertiesFormat{
 			AddressSpace: &armnetwork.AddressSpace{AddressPrefixes: to.SliceOfPtrs(spec.CIDRs...)},
 			Subnets:      subnets,
 		},
 	}
+	if existing != nil && existing.Properties != nil {
+		// A PUT replaces the whole VNet: what others set on it (DNS
+		// servers, a DDoS protection plan, an address space they added,
+		// encryption, flow timeout) is sent back as Azure has it. CAPZ
+		// starts from the existing VNet too (azure/services/
+		// virtualnetworks/spec.go Parameters, kubernetes-sigs/cluster-
+		// api-provider-azure 69ec3a40), but sets the address space to the
+		// spec's; here a prefix someone added stays.
+		props := *existing.Properties
+		props.Subnets = subnets
+		props.AddressSpace = &armnetwork.AddressSpace{AddressPrefixes: unionPrefixes(existing.Properties.AddressSpace, spec.CIDRs)}
+		props.VirtualNetworkPeerings = nil
+		out.Properties = &props
+		out.Tags = tags.Merge(existing.Tags, spec.Tags)
+	}
+	return out
+}
+
+// unionPrefixes is the address space Azure has with the spec's prefixes
+// that it lacks.
+func unionPrefixes(have *armnetwork.AddressSpace, want []string) []*string {
+	var out []*string
+	seen := map[string]bool{}
+	if have != nil {
+		for _, p := range have.AddressPrefixes {
+			if p != nil && !seen[*p] {
+				seen[*p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	for _, p := range want {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, to.Ptr(p))
+		}
+	}
+	return out
 }
 
 // MergedSubnet is a subnet as the spec says, over what else Azure has for
@@ -166,7 +205,8 @@ func SubnetProperties(sn Subnet) *armnetwork.SubnetPropertiesFormat {
 }
 
 func matches(cur *armnetwork.VirtualNetwork, spec Spec) bool {
-	if strings.Join(sorted(cur.Properties.AddressSpace.AddressPrefixes), ",") != strings.Join(sortedS(spec.CIDRs), ",") {
+	// Prefixes others added to the address space are theirs to keep.
+	if cur.Properties.AddressSpace == nil || len(unionPrefixes(cur.Properties.AddressSpace, spec.CIDRs)) != len(unionPrefixes(cur.Properties.AddressSpace, nil)) {
 		return false
 	}
 	have := map[string]*armnetwork.Subnet{}
