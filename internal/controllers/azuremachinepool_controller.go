@@ -95,6 +95,7 @@ type poolContext struct {
 
 // Reconcile brings one pool's scale set to its MachinePool.
 func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+	defer requeueWhenThrottled(ctx, &res, &reterr)
 	amp := &infrav1.AzureMachinePool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, amp); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -195,7 +196,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		if fromAzure(err) {
 			// Listing the images failed (a 429, a 5xx, no answer): the
 			// request is retried with backoff, not parked.
-			setReady(amp, metav1.ConditionFalse, azureReason(err), "choosing the image: "+err.Error())
+			setReady(amp, metav1.ConditionFalse, azureReason(err), "choosing the image: "+describe(err))
 			return ctrl.Result{}, fmt.Errorf("choosing the image: %w", err)
 		}
 		setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, "choosing the image: "+err.Error())
@@ -538,7 +539,7 @@ func (r *AzureMachinePoolReconciler) deleteInstanceMachine(ctx context.Context, 
 }
 
 func (r *AzureMachinePoolReconciler) azureError(amp *infrav1.AzureMachinePool, what string, err error) (ctrl.Result, error) {
-	setReady(amp, metav1.ConditionFalse, azureReason(err), fmt.Sprintf("%s: %v", what, err))
+	setReady(amp, metav1.ConditionFalse, azureReason(err), what+": "+describe(err))
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 

@@ -173,7 +173,7 @@ func deleteByID(ctx context.Context, svc *cloud.Services, id, token string) (str
 // retries with backoff.
 func blocked(obj conditions.Setter, what string, err error) error {
 	setReady(obj, metav1.ConditionFalse, DeletionBlockedReason,
-		fmt.Sprintf("deleting %s: %v; the finalizer stays until Azure confirms it is gone", what, err))
+		fmt.Sprintf("deleting %s: %s; the finalizer stays until Azure confirms it is gone", what, describe(err)))
 	return fmt.Errorf("deleting %s: %w", what, err)
 }
 
