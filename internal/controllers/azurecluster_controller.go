@@ -405,7 +405,7 @@ func (r *AzureClusterReconciler) azureError(obj interface {
 	SetConditions([]metav1.Condition)
 	GetConditions() []metav1.Condition
 }, what string, err error) (ctrl.Result, error) {
-	setReady(obj, metav1.ConditionFalse, azureReason(err), what+": "+describe(err))
+	reportAzureError(obj, what, err)
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 

@@ -245,7 +245,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		if fromAzure(err) {
 			// Listing the images failed (a 429, a 5xx, no answer): the
 			// request is retried with backoff, not parked.
-			setReady(am, metav1.ConditionFalse, azureReason(err), "choosing the image: "+describe(err))
+			reportAzureError(am, "choosing the image", err)
 			return ctrl.Result{}, fmt.Errorf("choosing the image: %w", err)
 		}
 		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, "choosing the image: "+err.Error())
@@ -442,7 +442,7 @@ func (r *AzureMachineReconciler) provisioning(am *infrav1.AzureMachine, what str
 }
 
 func (r *AzureMachineReconciler) azureError(am *infrav1.AzureMachine, what string, err error) (ctrl.Result, error) {
-	setReady(am, metav1.ConditionFalse, azureReason(err), what+": "+describe(err))
+	reportAzureError(am, what, err)
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 

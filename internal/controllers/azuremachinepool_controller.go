@@ -196,7 +196,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		if fromAzure(err) {
 			// Listing the images failed (a 429, a 5xx, no answer): the
 			// request is retried with backoff, not parked.
-			setReady(amp, metav1.ConditionFalse, azureReason(err), "choosing the image: "+describe(err))
+			reportAzureError(amp, "choosing the image", err)
 			return ctrl.Result{}, fmt.Errorf("choosing the image: %w", err)
 		}
 		setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, "choosing the image: "+err.Error())
@@ -539,7 +539,7 @@ func (r *AzureMachinePoolReconciler) deleteInstanceMachine(ctx context.Context, 
 }
 
 func (r *AzureMachinePoolReconciler) azureError(amp *infrav1.AzureMachinePool, what string, err error) (ctrl.Result, error) {
-	setReady(amp, metav1.ConditionFalse, azureReason(err), what+": "+describe(err))
+	reportAzureError(amp, what, err)
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 

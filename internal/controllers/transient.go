@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -100,6 +102,33 @@ func requeueWhenThrottled(ctx context.Context, res *ctrl.Result, reterr *error) 
 	}
 	log.FromContext(ctx).Info("Azure is throttling requests: retrying after the wait it asked for", "after", wait, "error", (*reterr).Error())
 	*res, *reterr = ctrl.Result{RequeueAfter: wait}, nil
+}
+
+// passing says whether an error is Azure's for now rather than for good:
+// throttled, a server error, or no answer in time. The services make one
+// try per call, so one such answer is enough to fail a reconcile.
+func passing(err error) bool {
+	if _, ok := throttled(err); ok {
+		return true
+	}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode >= http.StatusInternalServerError || re.StatusCode == http.StatusRequestTimeout
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// reportAzureError sets Ready False with what failed and why; but a
+// passing error leaves a Ready object Ready: its resources are what they
+// were, and one refused call (which the SDK's retries used to hide) must
+// not tell Cluster API, and a MachineHealthCheck watching it, that a
+// running machine is not, nor write a status that wakes the object again.
+func reportAzureError(obj conditions.Setter, what string, err error) {
+	if passing(err) && conditions.IsTrue(obj, ReadyCondition) {
+		return
+	}
+	setReady(obj, metav1.ConditionFalse, azureReason(err), what+": "+describe(err))
 }
 
 // describe is an error as a condition's message. A throttled request's is
