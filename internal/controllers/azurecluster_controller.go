@@ -88,6 +88,7 @@ func (r *AzureClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 
 // Reconcile brings one AzureCluster's Azure resources to its spec.
 func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+	defer requeueWhenThrottled(ctx, &res, &reterr)
 	ac := &infrav1.AzureCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ac); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -422,7 +423,7 @@ func (r *AzureClusterReconciler) azureError(obj interface {
 	SetConditions([]metav1.Condition)
 	GetConditions() []metav1.Condition
 }, what string, err error) (ctrl.Result, error) {
-	setReady(obj, metav1.ConditionFalse, azureReason(err), fmt.Sprintf("%s: %v", what, err))
+	reportAzureError(obj, what, err)
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 

@@ -99,6 +99,7 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 
 // Reconcile brings one AzureMachine's VM to its spec.
 func (r *AzureMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+	defer requeueWhenThrottled(ctx, &res, &reterr)
 	am := &infrav1.AzureMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, am); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -246,7 +247,7 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		if fromAzure(err) {
 			// Listing the images failed (a 429, a 5xx, no answer): the
 			// request is retried with backoff, not parked.
-			setReady(am, metav1.ConditionFalse, azureReason(err), "choosing the image: "+err.Error())
+			reportAzureError(am, "choosing the image", err)
 			return ctrl.Result{}, fmt.Errorf("choosing the image: %w", err)
 		}
 		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, "choosing the image: "+err.Error())
@@ -404,8 +405,11 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	// copies it to the Machine on its next reconcile.
 	am.Spec.ProviderID = providerid.FromARMID(ptr.Deref(vm.ID, ""))
 	nicObj, err := svc.NICs.Get(ctx, n.rg, nic.Name)
-	if err != nil || nicObj == nil {
-		return r.azureError(am, "reading the NIC", fmt.Errorf("%v", err))
+	if err == nil && nicObj == nil {
+		err = fmt.Errorf("NIC %s is gone", nic.Name)
+	}
+	if err != nil {
+		return r.azureError(am, "reading the NIC", err)
 	}
 	am.Status.Addresses = []clusterv1.MachineAddress{
 		{Type: clusterv1.MachineHostName, Address: vmName},
@@ -471,7 +475,7 @@ func (r *AzureMachineReconciler) provisioning(am *infrav1.AzureMachine, what str
 }
 
 func (r *AzureMachineReconciler) azureError(am *infrav1.AzureMachine, what string, err error) (ctrl.Result, error) {
-	setReady(am, metav1.ConditionFalse, azureReason(err), fmt.Sprintf("%s: %v", what, err))
+	reportAzureError(am, what, err)
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 

@@ -96,6 +96,7 @@ type poolContext struct {
 
 // Reconcile brings one pool's scale set to its MachinePool.
 func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+	defer requeueWhenThrottled(ctx, &res, &reterr)
 	amp := &infrav1.AzureMachinePool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, amp); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -197,7 +198,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		if fromAzure(err) {
 			// Listing the images failed (a 429, a 5xx, no answer): the
 			// request is retried with backoff, not parked.
-			setReady(amp, metav1.ConditionFalse, azureReason(err), "choosing the image: "+err.Error())
+			reportAzureError(amp, "choosing the image", err)
 			return ctrl.Result{}, fmt.Errorf("choosing the image: %w", err)
 		}
 		setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, "choosing the image: "+err.Error())
@@ -551,7 +552,7 @@ func deleteThroughMachine(ctx context.Context, c client.Client, m *infrav1.Azure
 }
 
 func (r *AzureMachinePoolReconciler) azureError(amp *infrav1.AzureMachinePool, what string, err error) (ctrl.Result, error) {
-	setReady(amp, metav1.ConditionFalse, azureReason(err), fmt.Sprintf("%s: %v", what, err))
+	reportAzureError(amp, what, err)
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 

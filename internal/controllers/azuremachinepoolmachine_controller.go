@@ -72,6 +72,7 @@ func (r *AzureMachinePoolMachineReconciler) SetupWithManager(mgr ctrl.Manager, o
 
 // Reconcile mirrors or deletes one instance.
 func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+	defer requeueWhenThrottled(ctx, &res, &reterr)
 	m := &infrav1.AzureMachinePoolMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

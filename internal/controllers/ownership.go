@@ -172,7 +172,7 @@ func deleteByID(ctx context.Context, svc *cloud.Services, id, token string) (str
 // (and its finalizer) waiting, and returns err so that the controller
 // retries with backoff.
 func blocked(obj conditions.Setter, what string, err error) error {
-	msg := fmt.Sprintf("deleting %s: %v; the finalizer stays until Azure confirms it is gone", what, err)
+	msg := fmt.Sprintf("deleting %s: %s; the finalizer stays until Azure confirms it is gone", what, describe(err))
 	if ie := (*identityError)(nil); errors.As(err, &ie) {
 		msg = deletionNeedsIdentity(obj, what, ie)
 	}

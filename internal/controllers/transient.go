@@ -3,9 +3,17 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // fromAzure reports whether an error is Azure's answer, or the failure to
@@ -19,4 +27,119 @@ func fromAzure(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// Throttling. The services' SDK clients never retry (cloud.Cloud): a
+// request Azure refuses for now comes back to the reconcile at once, and
+// the object is requeued for when Azure said to come back, instead of a
+// worker sleeping through the SDK's retries while every other object of
+// its kind waits. CAPZ does the same: its clients make one try
+// (azure/defaults.go ARMClientOptions, Retry.MaxRetries -1), and a 429's
+// Retry-After becomes the reconcile's RequeueAfter
+// (azure/services/async/async.go getRetryAfterFromError,
+// controllers/azuremachine_controller.go; cluster-api-provider-azure
+// @69ec3a40).
+const (
+	// defaultThrottleWait is the wait after a 429 that names none, as CAPZ
+	// waits (util/reconciler/defaults.go DefaultHTTP429RetryAfter @69ec3a40).
+	defaultThrottleWait = time.Minute
+	// maxThrottleWait bounds a Retry-After: ARM's throttling windows are
+	// minutes, and a date far off (a clock skewed, a proxy's header) must
+	// not park an object for longer.
+	maxThrottleWait = 10 * time.Minute
+)
+
+// throttled says whether Azure refused a request for now, a 429, or a 503
+// with a Retry-After, and when to come back.
+func throttled(err error) (time.Duration, bool) {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return 0, false
+	}
+	var h http.Header
+	if re.RawResponse != nil {
+		h = re.RawResponse.Header
+	}
+	wait, given := retryAfter(h)
+	switch {
+	case re.StatusCode == http.StatusTooManyRequests && !given:
+		wait = defaultThrottleWait
+	case re.StatusCode == http.StatusTooManyRequests, re.StatusCode == http.StatusServiceUnavailable && given:
+	default:
+		return 0, false
+	}
+	return min(max(wait, time.Second), maxThrottleWait), true
+}
+
+// retryAfter reads the wait a response asks for: ARM's milliseconds
+// (x-ms-retry-after-ms, retry-after-ms) when present, else Retry-After in
+// seconds or as an HTTP date (RFC 9110 section 10.2.3).
+func retryAfter(h http.Header) (time.Duration, bool) {
+	for _, k := range []string{"x-ms-retry-after-ms", "retry-after-ms"} {
+		if ms, err := strconv.ParseInt(h.Get(k), 10, 64); err == nil && ms >= 0 {
+			return time.Duration(ms) * time.Millisecond, true
+		}
+	}
+	v := h.Get("Retry-After")
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second, true
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return time.Until(at), true
+	}
+	return 0, false
+}
+
+// requeueWhenThrottled, deferred first in a Reconcile (so that it runs
+// last, after the status is written), turns a throttled error into a
+// requeue after Azure's wait: returned as an error, the request would come
+// back on the controller's backoff (milliseconds at first), long before
+// Azure takes requests again, and spend more of the subscription's budget.
+func requeueWhenThrottled(ctx context.Context, res *ctrl.Result, reterr *error) {
+	wait, ok := throttled(*reterr)
+	if !ok {
+		return
+	}
+	log.FromContext(ctx).Info("Azure is throttling requests: retrying after the wait it asked for", "after", wait, "error", (*reterr).Error())
+	*res, *reterr = ctrl.Result{RequeueAfter: wait}, nil
+}
+
+// passing says whether an error is Azure's for now rather than for good:
+// throttled, a server error, or no answer in time. The services make one
+// try per call, so one such answer is enough to fail a reconcile.
+func passing(err error) bool {
+	if _, ok := throttled(err); ok {
+		return true
+	}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode >= http.StatusInternalServerError || re.StatusCode == http.StatusRequestTimeout
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// reportAzureError sets Ready False with what failed and why; but a
+// passing error leaves a Ready object Ready: its resources are what they
+// were, and one refused call (which the SDK's retries used to hide) must
+// not tell Cluster API, and a MachineHealthCheck watching it, that a
+// running machine is not, nor write a status that wakes the object again.
+func reportAzureError(obj conditions.Setter, what string, err error) {
+	if passing(err) && conditions.IsTrue(obj, ReadyCondition) {
+		return
+	}
+	setReady(obj, metav1.ConditionFalse, azureReason(err), what+": "+describe(err))
+}
+
+// describe is an error as a condition's message. A throttled request's is
+// the same every time: Azure's text counts down the seconds left, and a
+// message that changed at every try would rewrite the status, and the
+// write would wake the object again before its wait is over.
+func describe(err error) string {
+	var re *azcore.ResponseError
+	if _, ok := throttled(err); ok && errors.As(err, &re) {
+		return fmt.Sprintf("Azure refused the request for now (HTTP %d %s): winkube retries after the wait Azure asked for; "+
+			"if this lasts, lower the request rate (fewer clusters or machines per subscription, or per identity)", re.StatusCode, re.ErrorCode)
+	}
+	return err.Error()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/winkube/winkube/internal/azure/availabilitysets"
 	"github.com/winkube/winkube/internal/azure/disks"
@@ -73,6 +74,9 @@ type Cloud struct {
 	// (Credential nil: the process has none, every cluster needs an
 	// identity).
 	Endpoint endpoint.Config
+	// CallTimeout bounds each request the services make
+	// (DefaultCallTimeout when zero).
+	CallTimeout time.Duration
 
 	mu     sync.Mutex
 	shared *endpoint.Config
@@ -83,6 +87,15 @@ type versioned struct {
 	version string
 	s       *Services
 }
+
+// DefaultCallTimeout bounds one request to Azure: ARM answers within
+// seconds, long-running work included (it returns an operation to poll,
+// and a reconcile polls it once). A request that hangs holds a controller
+// worker, and every object of its kind waits for a free one; abandoned,
+// the next reconcile asks again. CAPZ bounds a whole service reconcile to
+// 12 s (util/reconciler/defaults.go DefaultAzureServiceReconcileTimeout,
+// cluster-api-provider-azure @69ec3a40); one call gets as long here.
+const DefaultCallTimeout = 12 * time.Second
 
 // Identity is who services act as.
 type Identity struct {
@@ -155,6 +168,16 @@ func (c *Cloud) ForIdentity(id *Identity, subscription string) (*Services, error
 	if cfg.Credential == nil {
 		return nil, ErrNoCredential
 	}
+	// One try per call, whatever the endpoint's own retry settings: the
+	// SDK would sleep through a 429's Retry-After (up to a minute, three
+	// times) inside a reconcile. A refusal returns to the controller,
+	// which requeues the object for when Azure said to come back; CAPZ's
+	// clients make one try too (azure/defaults.go ARMClientOptions @69ec3a40).
+	timeout := c.CallTimeout
+	if timeout <= 0 {
+		timeout = DefaultCallTimeout
+	}
+	cfg.Retry = &policy.RetryOptions{MaxRetries: -1, TryTimeout: timeout}
 	s := &Services{Subscription: subscription, ResourceManager: cfg.ResourceManager()}
 	set := func(f func() error) {
 		if err == nil {

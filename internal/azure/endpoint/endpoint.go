@@ -35,7 +35,9 @@ type Config struct {
 	CACertPEM []byte
 	// Credential authenticates requests.
 	Credential azcore.TokenCredential
-	// Retry overrides the SDK's retry policy (tests shorten its delays).
+	// Retry overrides the SDK's retry policy (tests shorten its delays) for
+	// the clients made from the Config directly; the controllers' services
+	// (cloud.Cloud) make one try per call whatever it says.
 	Retry *policy.RetryOptions
 	// Transport, when set, carries every request (see Shared).
 	Transport policy.Transporter
