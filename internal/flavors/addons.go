@@ -44,6 +44,7 @@ func (b *builder) addons() []client.Object {
 	linux := b.linuxCNI()
 	cms := []*corev1.ConfigMap{b.configMap(b.cni.name+"-linux", linux...)}
 	if b.cni.name == "calico" {
+		cms = append(b.calicoCRDConfigMaps(), cms...)
 		// Calico's own objects, in a ConfigMap applied after the CRDs.
 		cms = append(cms, b.configMap("calico-resources", b.calicoResources()...))
 	}

@@ -209,7 +209,7 @@ func objectsOf(t *testing.T, flavor string, o flavors.Options) (top []runtime.Ob
 		}
 		for k, v := range cm.Data {
 			addonData[k] = v
-			for _, doc := range strings.Split(v, "---\n") {
+			for _, doc := range yamlDocs(v) {
 				if strings.Contains(doc, "apiVersion: crd.projectcalico.org/v1") {
 					continue // Calico's kinds, not in our schemes
 				}
