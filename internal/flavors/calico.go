@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -66,6 +69,16 @@ func CalicoManifest() string { return calicoManifest }
 
 // CalicoManifestObjects are the manifest's objects, in its order.
 func CalicoManifestObjects() []*unstructured.Unstructured {
+	parsed := calicoParsed()
+	out := make([]*unstructured.Unstructured, len(parsed))
+	for i, u := range parsed {
+		out[i] = u.DeepCopy()
+	}
+	return out
+}
+
+// calicoParsed is the manifest decoded once: half a megabyte of YAML.
+var calicoParsed = sync.OnceValue(func() []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(calicoManifest, -1) {
 		u := &unstructured.Unstructured{}
@@ -77,7 +90,7 @@ func CalicoManifestObjects() []*unstructured.Unstructured {
 		}
 	}
 	return out
-}
+})
 
 // calicoCRDs are every CustomResourceDefinition of the manifest, with
 // Calico's own schemas.
@@ -102,24 +115,36 @@ const calicoCRDChunk = 180_000
 // of those kinds.
 func (b *builder) calicoCRDConfigMaps() []*corev1.ConfigMap {
 	var out []*corev1.ConfigMap
-	var chunk []runtime.Object
+	for i, data := range calicoCRDChunks() {
+		name := fmt.Sprintf("calico-crds-%d", i)
+		out = append(out, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: b.o.ClusterName + "-" + name, Namespace: b.o.Namespace},
+			Data:       map[string]string{name + ".yaml": data},
+		})
+	}
+	return out
+}
+
+// calicoCRDChunks are the CRDs' YAML streams, rendered once.
+var calicoCRDChunks = sync.OnceValue(func() []string {
+	var out, chunk []string
 	size := 0
 	flush := func() {
 		if len(chunk) > 0 {
-			out = append(out, b.configMap(fmt.Sprintf("calico-crds-%d", len(out)), chunk...))
+			out = append(out, strings.Join(chunk, "---\n"))
 		}
 		chunk, size = nil, 0
 	}
 	for _, crd := range calicoCRDs() {
-		n := len(mustYAML(crd))
-		if size+n > calicoCRDChunk {
+		doc := string(mustYAML(crd))
+		if size+len(doc) > calicoCRDChunk {
 			flush()
 		}
-		chunk, size = append(chunk, crd), size+n
+		chunk, size = append(chunk, doc), size+len(doc)
 	}
 	flush()
 	return out
-}
+})
 
 // calicoManifestObject is the manifest's object of that kind and name.
 func calicoManifestObject(kind, name string) *unstructured.Unstructured {
@@ -380,8 +405,11 @@ func hostProcessContext() *corev1.SecurityContext {
 
 func (b *builder) calicoWindowsCNIConfig() *corev1.ConfigMap {
 	plugin := map[string]any{
-		"type": "calico", "mode": "vxlan", "vxlan_mac_prefix": "0E-2A", "vxlan_vni": VXLANVNI, "mtu": OverlayMTU,
-		"policy": map[string]any{"type": "k8s"}, "log_level": "info", "log_file_path": "c:/var/log/calico/cni/cni.log",
+		"type": "calico", "name": "Calico", "mode": "vxlan", "vxlan_mac_prefix": "0E-2A", "vxlan_vni": VXLANVNI, "mtu": OverlayMTU,
+		"policy": map[string]any{"type": "k8s"}, "log_file_path": "c:/var/log/calico/cni/cni.log",
+		// The CNI logging the operator's Installation defaults to
+		// (pkg/controller/installation/core_controller.go fillDefaults).
+		"log_level": "Info", "log_file_max_size": 100, "log_file_max_count": 10, "log_file_max_age": 30,
 		"windows_loopback_DSR": "__DSR_SUPPORT__", "windows_use_single_network": true,
 		"nodename": "__KUBERNETES_NODE_NAME__", "nodename_file": "__NODENAME_FILE__", "nodename_file_optional": true, "datastore_type": "kubernetes",
 		"capabilities": map[string]any{"dns": true},
@@ -464,7 +492,7 @@ func (b *builder) calicoWindows() []runtime.Object {
 		"CLUSTER_TYPE", "k8s,windows", "CALICO_DISABLE_FILE_LOGGING", "false", "FELIX_DEFAULTENDPOINTTOHOSTACTION", "ACCEPT",
 		"FELIX_HEALTHENABLED", "true"), fieldEnv("NODENAME", "spec.nodeName"), fieldEnv("NAMESPACE", "metadata.namespace"))
 	nodeEnv = append(nodeEnv, env("VXLAN_VNI", fmt.Sprint(VXLANVNI), "VXLAN_ADAPTER", "", "CALICO_MANAGE_CNI", "true",
-		"KUBE_NETWORK", "Calico.*", "FELIX_VXLANMTU", fmt.Sprint(OverlayMTU), "CALICO_NETWORKING_BACKEND", "vxlan",
+		"KUBE_NETWORK", "Calico.*", "FELIX_VXLANMTU", fmt.Sprint(OverlayMTU), "FELIX_WIREGUARDMTU", fmt.Sprint(OverlayMTU), "CALICO_NETWORKING_BACKEND", "vxlan",
 		"IP", "autodetect", "IP_AUTODETECTION_METHOD", "first-found", "IP6", "none", "FELIX_IPV6SUPPORT", "false")...)
 	nodeEnv = append(nodeEnv, servicesEndpointEnv()...)
 	nodeMounts := []corev1.VolumeMount{
@@ -487,7 +515,13 @@ func (b *builder) calicoWindows() []runtime.Object {
 		Env: nodeEnv, VolumeMounts: nodeMounts, SecurityContext: hostProcessContext(),
 	}
 	pod := corev1.PodSpec{
-		ServiceAccountName: calicoNodeSA, HostNetwork: true, Tolerations: tolerateAll(), TerminationGracePeriodSeconds: ptr.To[int64](5),
+		ServiceAccountName: calicoNodeSA, HostNetwork: true, TerminationGracePeriodSeconds: ptr.To[int64](5),
+		// The operator's (pkg/render/common/meta/meta.go TolerateAll).
+		Tolerations: []corev1.Toleration{
+			{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
+			{Effect: corev1.TaintEffectNoSchedule, Operator: corev1.TolerationOpExists},
+			{Effect: corev1.TaintEffectNoExecute, Operator: corev1.TolerationOpExists},
+		},
 		InitContainers: []corev1.Container{uninstall, install},
 		Containers:     []corev1.Container{felix, node},
 		Volumes: []corev1.Volume{
@@ -501,6 +535,9 @@ func (b *builder) calicoWindows() []runtime.Object {
 	}
 	cniConfig := b.calicoWindowsCNIConfig()
 	ds := daemonSet("calico-node-windows", windowsOSLabel, pod)
+	// The Installation's default nodeUpdateStrategy (fillDefaults).
+	ds.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
 	// As the operator does (hash.operator.tigera.io/cni-config): a
 	// changed CNI configuration rolls the pods, whose install-cni
 	// writes it.

@@ -2,12 +2,18 @@ package flavors_test
 
 import (
 	"crypto/sha1" //nolint:gosec // git's blob id, not a security hash
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -186,4 +192,147 @@ func TestCalicoCRDsFitKubectlApply(t *testing.T) {
 			t.Errorf("%s %s is %d bytes: kubectl apply cannot keep it in its last-applied annotation", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), len(j))
 		}
 	}
+}
+
+// operatorWindows reads the operator's render of the Windows objects
+// (testdata/tigera-operator/windows-v1.38.16.yaml, written from
+// tigera/operator pkg/render/windows.go at v1.38.16, 9cbd52a5).
+func operatorWindows(t *testing.T) (*appsv1.DaemonSet, map[string]any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "tigera-operator", "windows-v1.38.16.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := yamlDocs(string(data))
+	cm := &corev1.ConfigMap{}
+	ds := &appsv1.DaemonSet{}
+	if err := yaml.UnmarshalStrict([]byte(docs[0]), cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), ds); err != nil {
+		t.Fatal(err)
+	}
+	var conf map[string]any
+	if err := jsonUnmarshal(cm.Data["config"], &conf); err != nil {
+		t.Fatal(err)
+	}
+	return ds, conf
+}
+
+// TestCalicoWindowsIsTheOperatorsRender: calico-node-windows and
+// cni-config-windows are the tigera operator's render at the pinned
+// version, field by field, but for the differences below, each because
+// winkube installs Calico from manifests through a ClusterResourceSet
+// rather than through the operator. A change on either side that is not
+// one of these fails.
+func TestCalicoWindowsIsTheOperatorsRender(t *testing.T) {
+	want, wantConf := operatorWindows(t)
+	_, addons, _ := objectsOf(t, flavors.Windows, opts("v1.36.3", "2022"))
+	var got *appsv1.DaemonSet
+	var gotCM *corev1.ConfigMap
+	for _, o := range addons {
+		switch o := o.(type) {
+		case *appsv1.DaemonSet:
+			if o.Name == "calico-node-windows" {
+				got = o
+			}
+		case *corev1.ConfigMap:
+			if o.Name == "cni-config-windows" {
+				gotCM = o
+			}
+		}
+	}
+	if got == nil || gotCM == nil {
+		t.Fatalf("no calico-node-windows (%v) or cni-config-windows (%v)", got != nil, gotCM != nil)
+	}
+	if gotCM.Namespace != "kube-system" {
+		t.Errorf("cni-config-windows in %s, want kube-system", gotCM.Namespace)
+	}
+	var gotConf map[string]any
+	if err := jsonUnmarshal(gotCM.Data["config"], &gotConf); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. The CNI plugin's API server: the operator writes the address it
+	// read from kubernetes-services-endpoint into the configuration;
+	// a ClusterResourceSet's objects are fixed when the template is
+	// generated, so install-cni fills it in from the same ConfigMap's
+	// values (its __KUBERNETES_SERVICE_HOST__ and __KUBECONFIG_FILEPATH__
+	// placeholders).
+	plugin := wantConf["plugins"].([]any)[0].(map[string]any)
+	plugin["kubernetes"] = map[string]any{"k8s_api_root": "https://__KUBERNETES_SERVICE_HOST__:__KUBERNETES_SERVICE_PORT__", "kubeconfig": "__KUBECONFIG_FILEPATH__"}
+	if !reflect.DeepEqual(gotConf, wantConf) {
+		t.Errorf("cni-config-windows:\n got %v\nwant %v", gotConf, wantConf)
+	}
+
+	// 2. Namespace: calico-node's ServiceAccount is in kube-system, as
+	// the manifest install has it.
+	want.Namespace = "kube-system"
+	// 3. Labels the operator's handler does not set on the DaemonSet.
+	want.Labels = map[string]string{"k8s-app": "calico-node-windows"}
+	// 4. No Typha: its environment, its TLS volumes and mounts, and the
+	// CA's hash annotation go; the cni-config hash is compared by name
+	// (the operator hashes the data with its own function).
+	pod := &want.Spec.Template.Spec
+	delete(want.Spec.Template.Annotations, "tigera-operator.hash.operator.tigera.io/tigera-ca-private")
+	for k := range got.Spec.Template.Annotations {
+		want.Spec.Template.Annotations[k] = got.Spec.Template.Annotations[k]
+	}
+	typha := func(name string) bool {
+		return strings.HasPrefix(name, "FELIX_TYPHA") || name == "tigera-ca-bundle" || name == "node-certs"
+	}
+	// 5. Volumes for Linux paths the Windows containers never mount.
+	linuxOnly := func(name string) bool { return name == "lib-modules" || name == "xtables-lock" || name == "policysync" }
+	pod.Volumes = slices.DeleteFunc(pod.Volumes, func(v corev1.Volume) bool { return typha(v.Name) || linuxOnly(v.Name) })
+	// 6. The wireserver's HNS ACL (calicoStaticRules): its ConfigMap
+	// mounted into felix, which copies it beside calico-node.exe.
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "calico-static-rules", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "calico-static-rules"}}}})
+	for _, cs := range [][]corev1.Container{pod.InitContainers, pod.Containers} {
+		for i := range cs {
+			c := &cs[i]
+			c.Env = slices.DeleteFunc(slices.Clone(c.Env), func(e corev1.EnvVar) bool { return typha(e.Name) })
+			c.VolumeMounts = slices.DeleteFunc(slices.Clone(c.VolumeMounts), func(m corev1.VolumeMount) bool { return typha(m.Name) })
+			for j := range c.Env {
+				e := &c.Env[j]
+				switch e.Name {
+				case "CLUSTER_TYPE":
+					// 7. Not installed by the operator.
+					e.Value = "k8s,windows"
+				case "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT":
+					// 8. From the ConfigMap the operator reads them from.
+					e.Value, e.ValueFrom = "", &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "kubernetes-services-endpoint"}, Key: e.Name}}
+				}
+			}
+			if c.Name == "felix" {
+				c.Args = got.Spec.Template.Spec.Containers[0].Args
+				c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "calico-static-rules", MountPath: "/calico-static-rules", ReadOnly: true})
+			}
+		}
+	}
+	if !strings.Contains(strings.Join(got.Spec.Template.Spec.Containers[0].Args, " "), "felix-service.ps1") {
+		t.Errorf("felix does not run felix-service.ps1: %q", got.Spec.Template.Spec.Containers[0].Args)
+	}
+	gotJSON, _ := json.MarshalIndent(got, "", " ")
+	wantJSON, _ := json.MarshalIndent(want, "", " ")
+	if string(gotJSON) != string(wantJSON) {
+		t.Errorf("calico-node-windows differs from the operator's render (but for the listed differences):\n%s", lineDiff(string(wantJSON), string(gotJSON)))
+	}
+}
+
+// lineDiff lists the lines of b that are not in a and those of a not in b.
+func lineDiff(a, b string) string {
+	as, bs := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for _, l := range bs {
+		if !slices.Contains(as, l) {
+			out = append(out, "+ "+l)
+		}
+	}
+	for _, l := range as {
+		if !slices.Contains(bs, l) {
+			out = append(out, "- "+l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -125,10 +125,14 @@ func TestEveryFlavorVersionAndWindowsRelease(t *testing.T) {
 	}{
 		{flavors.WindowsDockershim, "v1.24.0", "2019", true},
 		{flavors.WindowsDockershim, "v1.23.5", "2019", false},
-		{flavors.Windows, "v1.31.4", "2025", true},
-		{flavors.Windows, "v1.32.0", "2025", false},
-		{flavors.Windows, "v1.22.1", "2022", true},
-		{flavors.Windows, "v1.22.1", "2019", false},
+		{flavors.WindowsFlannel, "v1.31.4", "2025", true},
+		{flavors.WindowsFlannel, "v1.32.0", "2025", false},
+		{flavors.WindowsFlannel, "v1.22.1", "2022", true},
+		{flavors.WindowsFlannel, "v1.22.1", "2019", false},
+		// Calico's kube-proxy for Windows is published from 1.33.
+		{flavors.Windows, "v1.32.9", "2022", true},
+		{flavors.MachinePoolWindows, "v1.32.9", "2022", true},
+		{flavors.Windows, "v1.33.0", "2022", false},
 		{flavors.Default, "v1.22.1", "2025", false}, // no Windows nodes, no Windows images needed
 	} {
 		_, err := flavors.Generate(tc.flavor, opts(tc.version, tc.win))
@@ -361,7 +365,7 @@ func TestSeedNumbers(t *testing.T) {
 	}
 
 	// 1.22 to 1.25 need the HostProcess feature gate on kubelet and API server.
-	top, _, _ = objectsOf(t, flavors.Windows, opts("v1.25.3", "2019"))
+	top, _, _ = objectsOf(t, flavors.WindowsFlannel, opts("v1.25.3", "2019"))
 	var gates int
 	for _, obj := range top {
 		switch o := obj.(type) {
