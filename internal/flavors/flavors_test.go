@@ -423,6 +423,16 @@ func TestClusterctlTemplate(t *testing.T) {
 			t.Errorf("template lacks ${%s}", v)
 		}
 	}
+	// The cloud provider's repository depends on the minor (oss/v2 from
+	// 1.32, as the chart has it): a variable, not a fixed oss/v2.
+	for _, img := range []string{"azure-cloud-controller-manager", "azure-cloud-node-manager"} {
+		if want := "${CLOUD_PROVIDER_AZURE_REPOSITORY:=mcr.microsoft.com/oss/v2/kubernetes}/" + img + ":${CLOUD_PROVIDER_AZURE_VERSION}"; !strings.Contains(text, want) {
+			t.Errorf("template lacks %s", want)
+		}
+	}
+	if strings.Contains(text, "image: mcr.microsoft.com/oss/v2/kubernetes/azure-cloud") {
+		t.Error("the template pins the cloud provider's images to oss/v2 for every Kubernetes version")
+	}
 	if !strings.Contains(text, "kube-proxy:${KUBERNETES_VERSION/+/_}-calico-hostprocess") {
 		t.Error("the kube-proxy image tag does not turn '+' into '_'")
 	}
@@ -435,6 +445,7 @@ func TestClusterctlTemplate(t *testing.T) {
 		"${AZURE_SSH_PUBLIC_KEY_B64}", "c3NoLWVkMjU1MTkgQUFBQQ==", "${AZURE_SSH_PUBLIC_KEY}", "ssh-ed25519 AAAA",
 		"${CONTROL_PLANE_MACHINE_COUNT}", "1", "${WORKER_MACHINE_COUNT}", "1", "${WINDOWS_WORKER_MACHINE_COUNT}", "2",
 		"${AZURE_CONTROL_PLANE_MACHINE_TYPE}", "Standard_D2s_v3", "${AZURE_NODE_MACHINE_TYPE}", "Standard_D4s_v3", "${CLOUD_PROVIDER_AZURE_VERSION}", "v1.36.0",
+		"${CLOUD_PROVIDER_AZURE_REPOSITORY:=mcr.microsoft.com/oss/v2/kubernetes}", "mcr.microsoft.com/oss/v2/kubernetes",
 		"${METRICS_SERVER:=disabled}", "disabled", "${AZUREDISK_CSI:=false}", "false").Replace(text)
 	if strings.Contains(filled, "${") {
 		t.Fatalf("unfilled variables remain")
