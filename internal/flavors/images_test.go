@@ -42,7 +42,16 @@ func TestEveryEmittedImageIsPublished(t *testing.T) {
 					for _, m := range emittedImage.FindAllStringSubmatch(data, -1) {
 						ref := m[1]
 						seen++
-						if ref == userFlannelImage || ref == userKubeProxyImage || strings.HasPrefix(ref, flavors.AdmissionImageRepository+":") {
+						if ref == userFlannelImage || ref == userKubeProxyImage {
+							continue
+						}
+						if ref == flavors.AdmissionImage() {
+							// The test binary is a development build: its
+							// admission image is the local world's, never
+							// a tag the release repository lacks.
+							if strings.HasPrefix(ref, flavors.AdmissionImageRepository+":") {
+								t.Errorf("a development build emits %s, which no release pushed", ref)
+							}
 							continue
 						}
 						if img, ok := flavors.PublishedAddonImage(ref); !ok || img.Source == "" {
@@ -68,6 +77,23 @@ func TestEveryEmittedImageIsPublished(t *testing.T) {
 	} {
 		if _, ok := flavors.PublishedAddonImage(ref); ok {
 			t.Errorf("%s is in the table of published images", ref)
+		}
+	}
+}
+
+// TestAdmissionImageOfABuild: only a release's tag names the published
+// manager image; a development build or a Go pseudo-version names the
+// image only the local world's registry serves.
+func TestAdmissionImageOfABuild(t *testing.T) {
+	for v, want := range map[string]string{
+		"v0.4.2":                             "ghcr.io/winkube/winkube-manager:v0.4.2",
+		"v1.0.0-rc.1":                        "ghcr.io/winkube/winkube-manager:v1.0.0-rc.1",
+		"v0.0.0-dev":                         flavors.AdmissionLocalRepository + ":v0.0.0-dev",
+		"v0.4.3-0.20261127101010-abcdef0123": flavors.AdmissionLocalRepository + ":v0.4.3-0.20261127101010-abcdef0123",
+		"v0.4.2+dirty":                       flavors.AdmissionLocalRepository + ":v0.4.2_dirty",
+	} {
+		if got := flavors.AdmissionImageFor(v); got != want {
+			t.Errorf("winkube %s: admission image %s, want %s", v, got, want)
 		}
 	}
 }

@@ -24,13 +24,13 @@ const (
 	// repository, which depends on the Kubernetes minor as the chart picks
 	// it: a template cannot compute it from ${KUBERNETES_VERSION}.
 	sentinelCPARepository = "wkcparepositorysentinel.example/kubernetes"
-	sentinelFlannel    = "wkflannelsentinel.example/flannel:windows"
-	sentinelProxy      = "wkproxysentinel.example/kube-proxy:windows"
-	sentinelMetrics    = "wkmetricssentinel"
-	sentinelAzureDisk  = "wkazurediskcsisentinel"
-	sentinelCP         = 771
-	sentinelLinux      = 772
-	sentinelWindows    = 773
+	sentinelFlannel       = "wkflannelsentinel.example/flannel:windows"
+	sentinelProxy         = "wkproxysentinel.example/kube-proxy:windows"
+	sentinelMetrics       = "wkmetricssentinel"
+	sentinelAzureDisk     = "wkazurediskcsisentinel"
+	sentinelCP            = 771
+	sentinelLinux         = 772
+	sentinelWindows       = 773
 )
 
 // Template renders a flavor as a clusterctl template: ${VARIABLE}
