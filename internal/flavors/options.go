@@ -197,7 +197,8 @@ const KubeProxyCalicoUnpublished = "kube-proxy for Windows, docker.io/sigwindows
 const FlannelImagesMissing = "no flannel image for Windows nodes is published: sig-windows-tools removed its HostProcess flannel " +
 	"(kubernetes-sigs/sig-windows-tools 729ae7cd, April 2025) and no longer builds kube-proxy's -flannel-hostprocess tags (a95c9b07). " +
 	"Build both images (flanneld.exe from flannel's release archive, the flannel and sdnoverlay/sdnbridge CNI plugins, and a start.ps1 " +
-	"that installs them into C:\\opt\\cni\\bin and reads /mounts/kube-flannel/ and /mounts/kube-proxy/), push them to your registry and pass " +
+	"that installs them into C:\\opt\\cni\\bin and reads /mounts/kube-flannel/net-conf.json and /mounts/kube-flannel-windows/cni-conf-containerd.json, " +
+	"as sig-windows-tools' last hostprocess/flannel did; kube-proxy's from /mounts/var/lib/kube-proxy/; see the README), push them to your registry and pass " +
 	"--flannel-windows-image and --kube-proxy-windows-image; or use --flavor windows, whose Calico images are published"
 
 func windowsVersionOf(s string) infrav1.WindowsServerVersion { return infrav1.WindowsServerVersion(s) }
