@@ -57,6 +57,31 @@ func upstreamCalico(t *testing.T) []*unstructured.Unstructured {
 	return out
 }
 
+// calicoParts sorts objects into CRDs, ClusterRoles' rules and
+// ClusterRoleBindings by name, and Tiers' specs.
+func calicoParts(t *testing.T, objs []*unstructured.Unstructured) (crds map[string]*unstructured.Unstructured,
+	roles map[string][]rbacv1.PolicyRule, bindings map[string]*rbacv1.ClusterRoleBinding, tiers map[string]map[string]any) {
+	t.Helper()
+	crds, roles, bindings, tiers = map[string]*unstructured.Unstructured{}, map[string][]rbacv1.PolicyRule{}, map[string]*rbacv1.ClusterRoleBinding{}, map[string]map[string]any{}
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "CustomResourceDefinition":
+			crds[u.GetName()] = u
+		case "ClusterRole":
+			r := &rbacv1.ClusterRole{}
+			mustConvert(t, u, r)
+			roles[r.Name] = r.Rules
+		case "ClusterRoleBinding":
+			b := &rbacv1.ClusterRoleBinding{}
+			mustConvert(t, u, b)
+			bindings[b.Name] = b
+		case "Tier":
+			tiers[u.GetName()], _, _ = unstructured.NestedMap(u.Object, "spec")
+		}
+	}
+	return crds, roles, bindings, tiers
+}
+
 // TestCalicoIsTheRelease: every flavor that runs Calico delivers every CRD
 // of Calico v3.30.7's calico-vxlan.yaml with its schema, the release's
 // ClusterRoles for calico-node, the CNI plugin, calico-kube-controllers
@@ -65,24 +90,7 @@ func upstreamCalico(t *testing.T) []*unstructured.Unstructured {
 // the staged policies and the Kubernetes (Baseline)AdminNetworkPolicies:
 // without them Felix never reaches in-sync.
 func TestCalicoIsTheRelease(t *testing.T) {
-	upstream := upstreamCalico(t)
-	wantCRDs := map[string]*unstructured.Unstructured{}
-	wantRoles := map[string][]rbacv1.PolicyRule{}
-	wantBindings := map[string]*rbacv1.ClusterRoleBinding{}
-	for _, u := range upstream {
-		switch u.GetKind() {
-		case "CustomResourceDefinition":
-			wantCRDs[u.GetName()] = u
-		case "ClusterRole":
-			r := &rbacv1.ClusterRole{}
-			mustConvert(t, u, r)
-			wantRoles[r.Name] = r.Rules
-		case "ClusterRoleBinding":
-			b := &rbacv1.ClusterRoleBinding{}
-			mustConvert(t, u, b)
-			wantBindings[b.Name] = b
-		}
-	}
+	wantCRDs, wantRoles, wantBindings, _ := calicoParts(t, upstreamCalico(t))
 	if len(wantCRDs) != 24 || len(wantRoles) != 4 {
 		t.Fatalf("the manifest has %d CRDs and %d ClusterRoles, want 24 and 4", len(wantCRDs), len(wantRoles))
 	}
@@ -91,27 +99,7 @@ func TestCalicoIsTheRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gotCRDs := map[string]*unstructured.Unstructured{}
-		gotRoles := map[string][]rbacv1.PolicyRule{}
-		gotBindings := map[string]*rbacv1.ClusterRoleBinding{}
-		tiers := map[string]map[string]any{}
-		for _, u := range addonObjects(t, objs) {
-			switch u.GetKind() {
-			case "CustomResourceDefinition":
-				gotCRDs[u.GetName()] = u
-			case "ClusterRole":
-				r := &rbacv1.ClusterRole{}
-				mustConvert(t, u, r)
-				gotRoles[r.Name] = r.Rules
-			case "ClusterRoleBinding":
-				b := &rbacv1.ClusterRoleBinding{}
-				mustConvert(t, u, b)
-				gotBindings[b.Name] = b
-			case "Tier":
-				spec, _, _ := unstructured.NestedMap(u.Object, "spec")
-				tiers[u.GetName()] = spec
-			}
-		}
+		gotCRDs, gotRoles, gotBindings, tiers := calicoParts(t, addonObjects(t, objs))
 		for name, want := range wantCRDs {
 			got := gotCRDs[name]
 			if got == nil {
