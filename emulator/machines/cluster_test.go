@@ -51,6 +51,15 @@ func (m *mixed) template(name string) bootstrapv1.KubeadmConfigSpec {
 	panic("no KubeadmConfigTemplate " + name)
 }
 
+func (m *mixed) hasAddons(name string) bool {
+	for _, o := range m.objs {
+		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == m.cluster.Name+"-"+name {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *mixed) addons(name string) string {
 	for _, o := range m.objs {
 		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == m.cluster.Name+"-"+name {
@@ -201,6 +210,10 @@ func TestMixedClusterBoots(t *testing.T) {
 	}
 	if ready, msg := nodeReady(n); ready || !strings.Contains(msg, "cni plugin not initialized") {
 		t.Fatalf("a node without a CNI is Ready=%v (%s), want NotReady for the network plugin", ready, msg)
+	}
+	// Calico's CRDs come in ConfigMaps of their own, ahead of the rest.
+	for i := 0; m.hasAddons(fmt.Sprintf("calico-crds-%d", i)); i++ {
+		applyYAML(t, ctx, m.wc, m.addons(fmt.Sprintf("calico-crds-%d", i)))
 	}
 	applyYAML(t, ctx, m.wc, m.addons("calico-linux"))
 	applyYAML(t, ctx, m.wc, m.addons("calico-resources"))

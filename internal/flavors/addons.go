@@ -37,6 +37,12 @@ const (
 	flannelCNIPlugin        = "docker.io/flannel/flannel-cni-plugin"
 	flannelCNIPluginVersion = "v1.5.1-flannel2"
 	csiProxyImage           = "ghcr.io/kubernetes-sigs/sig-windows/csi-proxy"
+	flannelWindowsConfig    = "kube-flannel-windows-cfg"
+	// FlannelWindowsCNIKey is the key of the Windows CNI configuration
+	// the last upstream flannel start.ps1 read, from
+	// /mounts/kube-flannel-windows/ (sig-windows-tools
+	// hostprocess/flannel/flanneld/start.ps1 before 729ae7cd, 03f99247).
+	FlannelWindowsCNIKey = "cni-conf-containerd.json"
 )
 
 func (b *builder) addons() []client.Object {
@@ -44,6 +50,7 @@ func (b *builder) addons() []client.Object {
 	linux := b.linuxCNI()
 	cms := []*corev1.ConfigMap{b.configMap(b.cni.name+"-linux", linux...)}
 	if b.cni.name == "calico" {
+		cms = append(b.calicoCRDConfigMaps(), cms...)
 		// Calico's own objects, in a ConfigMap applied after the CRDs.
 		cms = append(cms, b.configMap("calico-resources", b.calicoResources()...))
 	}
@@ -53,12 +60,10 @@ func (b *builder) addons() []client.Object {
 		return objs
 	}
 	windowsCNI := b.crs(b.o.ClusterName+"-"+b.cni.name+"-windows", map[string]string{"cni-windows": b.cni.name}, b.configMap(b.cni.name+"-windows", b.windowsCNI()...))
-	if b.cni.name == "calico" {
-		// The API server's address, which the provider publishes once
-		// its load balancer has one: the set applies when it exists.
-		set := windowsCNI[0].(*addonsv1.ClusterResourceSet)
-		set.Spec.Resources = append(set.Spec.Resources, addonsv1.ResourceRef{Kind: "ConfigMap", Name: b.o.ClusterName + infrav1.ServicesEndpointSuffix})
-	}
+	// The API server's address, which the provider publishes once its
+	// load balancer has one: the set applies when it exists.
+	set := windowsCNI[0].(*addonsv1.ClusterResourceSet)
+	set.Spec.Resources = append(set.Spec.Resources, addonsv1.ResourceRef{Kind: "ConfigMap", Name: b.o.ClusterName + infrav1.ServicesEndpointSuffix})
 	objs = append(objs, windowsCNI...)
 	objs = append(objs, b.crs(b.o.ClusterName+"-kube-proxy-windows", map[string]string{"windows": "enabled"}, b.configMap("kube-proxy-windows", b.kubeProxyWindows()))...)
 	objs = append(objs, b.crs(b.o.ClusterName+"-csi-proxy", map[string]string{"csi-proxy": "enabled"}, b.configMap("csi-proxy", b.csiProxy()))...)
@@ -161,9 +166,17 @@ func (b *builder) kubeProxyWindows() *appsv1.DaemonSet {
 		Volumes: []corev1.Volume{configMapVolume("kube-proxy", "kube-proxy")},
 	}
 	if b.cni.name == "flannel" {
-		// The user's image: its own entrypoint, not Calico's start.ps1.
-		pod.Containers[0].Args, pod.Containers[0].WorkingDir = nil, ""
-		pod.Containers[0].Env = append(pod.Containers[0].Env, corev1.EnvVar{Name: "KUBE_NETWORK", Value: b.windowsNetworkName()})
+		// The user's image: its own entrypoint, not Calico's start.ps1,
+		// with what the last upstream flannel kube-proxy read
+		// (sig-windows-tools hostprocess/flannel/kube-proxy/
+		// kube-proxy.yml and start.ps1 before 729ae7cd, 03f99247):
+		// NODE_NAME, KUBE_NETWORK, CNI_BIN_PATH (host-local for the
+		// source VIP) and kubeadm's ConfigMap at /mounts/var/lib/kube-proxy.
+		c := &pod.Containers[0]
+		c.Args, c.WorkingDir = nil, ""
+		c.Env = []corev1.EnvVar{{Name: "KUBE_NETWORK", Value: b.windowsNetworkName()}, {Name: "CNI_BIN_PATH", Value: `C:\opt\cni\bin`},
+			fieldEnv("NODE_NAME", "spec.nodeName"), fieldEnv("POD_IP", "status.podIP")}
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "kube-proxy", MountPath: "/mounts/var/lib/kube-proxy"}}
 	}
 	hostProcess(&pod)
 	pod.Tolerations = append([]corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}}, pod.Tolerations...)
@@ -304,16 +317,28 @@ func (b *builder) flannelWindows() []runtime.Object {
 			map[string]any{"Name": "EndpointPolicy", "Value": map[string]any{"Type": "SDNROUTE", "Settings": map[string]any{"DestinationPrefix": ServiceCIDR, "NeedEncap": true}}},
 		}}
 	}
-	config := b.flannelConfig("kube-flannel-windows-cfg", map[string]any{"name": b.windowsNetworkName(), "cniVersion": "0.2.0", "type": "flannel", "capabilities": map[string]any{"portMappings": true, "dns": true}, "delegate": delegate})
+	config := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: flannelWindowsConfig, Namespace: addonNamespace, Labels: map[string]string{"app": "flannel"}},
+		Data: map[string]string{FlannelWindowsCNIKey: jsonString(map[string]any{"name": b.windowsNetworkName(), "cniVersion": "0.3.0", "type": "flannel",
+			"capabilities": map[string]any{"portMappings": true, "dns": true}, "delegate": delegate})},
+	}
 	pod := corev1.PodSpec{
 		ServiceAccountName: "flannel",
 		Containers: []corev1.Container{{
 			Name: "kube-flannel", Image: b.o.FlannelWindowsImage,
-			Env: []corev1.EnvVar{nodeNameEnv(), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+			Env: append([]corev1.EnvVar{nodeNameEnv(), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace"),
 				{Name: "KUBE_NETWORK", Value: b.windowsNetworkName()}, {Name: "SERVICE_SUBNET", Value: ServiceCIDR}, {Name: "CNI_BIN_PATH", Value: `C:\opt\cni\bin`}, {Name: "CNI_CONFIG_PATH", Value: `C:\etc\cni\net.d`}},
-			VolumeMounts: []corev1.VolumeMount{{Name: "flannel-cfg", MountPath: "/mounts/kube-flannel/"}, {Name: "kube-proxy", MountPath: "/mounts/kube-proxy"}},
+				// flanneld on Windows cannot reach the API server
+				// through the kubernetes Service (flannel-io/flannel#1772):
+				// the address the provider publishes, as the upstream
+				// manifest overrode it.
+				servicesEndpointEnv()...),
+			VolumeMounts: []corev1.VolumeMount{{Name: "flannel-cfg", MountPath: "/mounts/kube-flannel/"}, {Name: "flannel-windows-cfg", MountPath: "/mounts/kube-flannel-windows/"}},
 		}},
-		Volumes: []corev1.Volume{configMapVolume("flannel-cfg", config.Name), configMapVolume("kube-proxy", "kube-proxy")},
+		// net-conf.json from the Linux nodes' kube-flannel-cfg, the
+		// CNI configuration from the Windows one.
+		Volumes: []corev1.Volume{configMapVolume("flannel-cfg", "kube-flannel-cfg"), configMapVolume("flannel-windows-cfg", config.Name)},
 	}
 	hostProcess(&pod)
 	return []runtime.Object{config, daemonSet("kube-flannel-ds-windows", windowsOSLabel, pod)}

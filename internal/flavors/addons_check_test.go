@@ -54,7 +54,7 @@ func addonObjects(t *testing.T, objs []client.Object) []*unstructured.Unstructur
 				cm = &corev1.ConfigMap{Data: map[string]string{"x.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kubernetes-services-endpoint\n  namespace: kube-system\ndata:\n  KUBERNETES_SERVICE_HOST: 10.0.0.100\n  KUBERNETES_SERVICE_PORT: \"6443\"\n"}}
 			}
 			for _, data := range cm.Data {
-				for _, doc := range strings.Split(data, "---\n") {
+				for _, doc := range yamlDocs(data) {
 					if strings.TrimSpace(doc) == "" {
 						continue
 					}

@@ -1,6 +1,8 @@
 package flavors
 
 import (
+	"regexp"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,8 +43,29 @@ const (
 )
 
 // AdmissionImage is the image reference of this winkube's admission server.
-func AdmissionImage() string {
-	return AdmissionImageRepository + ":" + imageTag(version.Get().Version)
+func AdmissionImage() string { return AdmissionImageFor(version.Get().Version) }
+
+// AdmissionLocalRepository names the admission image of a development
+// build: only release tags are pushed to AdmissionImageRepository (the
+// Makefile's image target, run by a release), so a development build's
+// image exists only in the local world's registry, which serves it under
+// this name. The .invalid domain (RFC 2606) never resolves: outside the
+// local world the pull fails at once rather than finding a stranger's
+// image.
+const AdmissionLocalRepository = "winkube-local.invalid/winkube-manager"
+
+// releaseVersion is a release's tag: vMAJOR.MINOR.PATCH, optionally a
+// -rc.N or -beta.N prerelease, never a Go pseudo-version or -dev.
+var releaseVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-(alpha|beta|rc)\.[0-9]+)?$`)
+
+// AdmissionImageFor is the admission image of a winkube of that version:
+// the published image for a release, the local world's for any other
+// build.
+func AdmissionImageFor(v string) string {
+	if releaseVersion.MatchString(v) && v != "v0.0.0" {
+		return AdmissionImageRepository + ":" + v
+	}
+	return AdmissionLocalRepository + ":" + imageTag(v)
 }
 
 func (b *builder) admission() []client.Object {

@@ -2,18 +2,23 @@ package flavors
 
 import (
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"regexp"
+	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 )
@@ -30,6 +35,9 @@ const (
 	calicoNodeSA       = "calico-node"
 	calicoCNIPluginSA  = "calico-cni-plugin"
 	calicoKubeCtrlName = "calico-kube-controllers"
+	// calicoTierGetterName is the manifest's role for
+	// kube-controller-manager's garbage collector.
+	calicoTierGetterName = "calico-tier-getter"
 	// AzureWireserver is Azure's host endpoint for the VM agent and
 	// metadata; pods must not reach it (it would hand them the node's
 	// secrets), so CAPZ blocks it with a Calico policy.
@@ -37,92 +45,141 @@ const (
 	clusterDNS      = "10.96.0.10"
 )
 
-// calicoKinds are the kinds Calico's manifests define, with their scope.
-var calicoKinds = []struct {
-	kind       string
-	namespaced bool
-}{
-	{"BGPConfiguration", false}, {"BGPFilter", false}, {"BGPPeer", false}, {"BlockAffinity", false},
-	{"CalicoNodeStatus", false}, {"ClusterInformation", false}, {"FelixConfiguration", false},
-	{"GlobalNetworkPolicy", false}, {"GlobalNetworkSet", false}, {"HostEndpoint", false}, {"IPAMBlock", false},
-	{"IPAMConfig", false}, {"IPAMHandle", false}, {"IPPool", false}, {"IPReservation", false},
-	{"KubeControllersConfiguration", false}, {"NetworkPolicy", true}, {"NetworkSet", true},
+// calicoManifest is Calico v3.30.7's manifests/calico-vxlan.yaml as the
+// release ships it (projectcalico/calico, tag v3.30.7, 74485ea4; git blob
+// 5f75d30c), unchanged: winkube takes every CRD with its schema and the
+// ClusterRoles of calico-node, calico-cni-plugin, calico-kube-controllers
+// and calico-tier-getter from it, so what a workload cluster gets is what
+// the release grants. Felix lists and watches every kind its syncer knows
+// (libcalico-go/lib/backend/syncersv1/felixsyncer/felixsyncerv1.go),
+// tiers, staged policies and the Kubernetes (Baseline)AdminNetworkPolicies
+// among them; a rule missing there is a 403, which its watcher cache
+// retries for ever, and Felix programs no data plane until every cache is
+// in sync.
+//
+//go:embed calico-vxlan-v3.30.7.yaml
+var calicoManifest string
+
+// CalicoManifestBlob is the git blob id of manifests/calico-vxlan.yaml at
+// Calico's tag v3.30.7: the embedded copy must hash to it.
+const CalicoManifestBlob = "5f75d30c09b4d402a58776440eeef2d66920be7d"
+
+// CalicoManifest is the embedded upstream manifest.
+func CalicoManifest() string { return calicoManifest }
+
+// CalicoManifestObjects are the manifest's objects, in its order.
+func CalicoManifestObjects() []*unstructured.Unstructured {
+	parsed := calicoParsed()
+	out := make([]*unstructured.Unstructured, len(parsed))
+	for i, u := range parsed {
+		out[i] = u.DeepCopy()
+	}
+	return out
 }
 
-func plural(kind string) string {
-	lower := []rune{}
-	for _, r := range kind {
-		if r >= 'A' && r <= 'Z' {
-			r += 'a' - 'A'
+// calicoParsed is the manifest decoded once: half a megabyte of YAML.
+var calicoParsed = sync.OnceValue(func() []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(calicoManifest, -1) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			panic(fmt.Sprintf("the embedded Calico manifest: %v", err))
 		}
-		lower = append(lower, r)
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
 	}
-	s := string(lower)
-	if s[len(s)-1] == 'y' {
-		return s[:len(s)-1] + "ies"
-	}
-	if s[len(s)-1] == 's' {
-		return s + "es"
-	}
-	return s + "s"
-}
+	return out
+})
 
-// calicoCRDs are compact definitions of Calico's kinds: the names, scope
-// and version Calico's clients use, with a schema that keeps every field
-// (x-kubernetes-preserve-unknown-fields) instead of Calico's full
-// validation schemas.
+// calicoCRDs are every CustomResourceDefinition of the manifest, with
+// Calico's own schemas.
 func calicoCRDs() []runtime.Object {
-	out := make([]runtime.Object, 0, len(calicoKinds))
-	for _, k := range calicoKinds {
-		scope := apiextensionsv1.ClusterScoped
-		if k.namespaced {
-			scope = apiextensionsv1.NamespaceScoped
+	var out []runtime.Object
+	for _, u := range CalicoManifestObjects() {
+		if u.GetKind() == "CustomResourceDefinition" {
+			out = append(out, u)
 		}
-		p := plural(k.kind)
-		out = append(out, &apiextensionsv1.CustomResourceDefinition{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
-			ObjectMeta: metav1.ObjectMeta{Name: p + "." + calicoGroup},
-			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-				Group: calicoGroup, Scope: scope,
-				Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: k.kind, ListKind: k.kind + "List", Plural: p, Singular: p[:len(p)-1]},
-				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: &apiextensionsv1.CustomResourceValidation{
-					OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)},
-				}}},
-			},
+	}
+	return out
+}
+
+// calicoCRDChunk bounds each ConfigMap of Calico's CRDs: the CRDs
+// together are half a megabyte, and `kubectl apply` (client-side, as the
+// README's clusterctl example runs it) keeps each object's whole JSON in
+// its last-applied annotation, whose limit is 256 KiB.
+const calicoCRDChunk = 180_000
+
+// calicoCRDConfigMaps hold Calico's CRDs, in the manifest's order, in
+// ConfigMaps of at most calicoCRDChunk bytes, applied ahead of the objects
+// of those kinds.
+func (b *builder) calicoCRDConfigMaps() []*corev1.ConfigMap {
+	var out []*corev1.ConfigMap
+	for i, data := range calicoCRDChunks() {
+		name := fmt.Sprintf("calico-crds-%d", i)
+		out = append(out, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: b.o.ClusterName + "-" + name, Namespace: b.o.Namespace},
+			Data:       map[string]string{name + ".yaml": data},
 		})
 	}
 	return out
 }
 
-func crdRules(verbs []string, resources ...string) rbacv1.PolicyRule {
-	return rbacv1.PolicyRule{APIGroups: []string{calicoGroup}, Resources: resources, Verbs: verbs}
+// calicoCRDChunks are the CRDs' YAML streams, rendered once.
+var calicoCRDChunks = sync.OnceValue(func() []string {
+	var out, chunk []string
+	size := 0
+	flush := func() {
+		if len(chunk) > 0 {
+			out = append(out, strings.Join(chunk, "---\n"))
+		}
+		chunk, size = nil, 0
+	}
+	for _, crd := range calicoCRDs() {
+		doc := string(mustYAML(crd))
+		if size+len(doc) > calicoCRDChunk {
+			flush()
+		}
+		chunk, size = append(chunk, doc), size+len(doc)
+	}
+	flush()
+	return out
+})
+
+// calicoManifestObject is the manifest's object of that kind and name.
+func calicoManifestObject(kind, name string) *unstructured.Unstructured {
+	for _, u := range CalicoManifestObjects() {
+		if u.GetKind() == kind && u.GetName() == name {
+			return u
+		}
+	}
+	panic(fmt.Sprintf("the embedded Calico manifest has no %s %s", kind, name))
 }
 
-var readVerbs = []string{"get", "list", "watch"}
+// calicoRules are the rules of the manifest's ClusterRole of that name.
+func calicoRules(name string) []rbacv1.PolicyRule {
+	role := &rbacv1.ClusterRole{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(calicoManifestObject("ClusterRole", name).Object, role); err != nil {
+		panic(fmt.Sprintf("the embedded Calico manifest's ClusterRole %s: %v", name, err))
+	}
+	return role.Rules
+}
 
-// calicoNodeRBAC is what calico-node (Felix, startup, install-cni) does in
-// Kubernetes-datastore mode, and the CNI plugin's own identity.
+// calicoTierGetter lets kube-controller-manager's garbage collector read
+// tiers, as the manifest grants it (templates/tier-getter.yaml).
+func calicoTierGetter() []runtime.Object {
+	return []runtime.Object{
+		calicoManifestObject("ClusterRole", calicoTierGetterName),
+		calicoManifestObject("ClusterRoleBinding", calicoTierGetterName),
+	}
+}
+
+// calicoNodeRBAC is calico-node's identity (Felix, startup, install-cni)
+// and the CNI plugin's, with the release's rules.
 func calicoNodeRBAC() []runtime.Object {
-	node := serviceAccount(calicoNodeSA,
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "nodes", "namespaces", "configmaps"}, Verbs: []string{"get"}},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces", "serviceaccounts", "nodes"}, Verbs: []string{"list", "watch", "get"}},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status", "pods/status"}, Verbs: []string{"patch", "update"}},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{calicoCNIPluginSA}, Verbs: []string{"create"}},
-		rbacv1.PolicyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"watch", "list"}},
-		rbacv1.PolicyRule{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"watch", "list"}},
-		crdRules(readVerbs, "felixconfigurations", "bgppeers", "bgpfilters", "bgpconfigurations", "ippools", "ipreservations", "ipamblocks",
-			"globalnetworkpolicies", "globalnetworksets", "networkpolicies", "networksets", "clusterinformations", "hostendpoints", "blockaffinities", "caliconodestatuses"),
-		crdRules([]string{"create", "update"}, "ippools", "felixconfigurations", "clusterinformations", "caliconodestatuses"),
-		crdRules([]string{"get", "list", "create", "update", "delete"}, "blockaffinities", "ipamblocks", "ipamhandles"),
-		crdRules([]string{"get", "create"}, "ipamconfigs"),
-		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get"}},
-	)
-	plugin := serviceAccount(calicoCNIPluginSA,
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "nodes", "namespaces"}, Verbs: []string{"get"}},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}},
-		crdRules([]string{"get", "list", "create", "update", "delete"}, "blockaffinities", "ipamblocks", "ipamhandles", "clusterinformations", "ippools", "ipreservations", "ipamconfigs"),
-	)
-	return append(node, plugin...)
+	node := serviceAccount(calicoNodeSA, calicoRules(calicoNodeSA)...)
+	plugin := serviceAccount(calicoCNIPluginSA, calicoRules(calicoCNIPluginSA)...)
+	return append(append(node, plugin...), calicoTierGetter()...)
 }
 
 func cmKey(envName, configMap, key string) corev1.EnvVar {
@@ -159,8 +216,7 @@ func (b *builder) calicoConfig() *corev1.ConfigMap {
 // calicoLinux is Calico on Linux nodes: calico-node (VXLAN, VNI 4096, MTU
 // 1350) with install-cni, calico-kube-controllers, and the objects they need.
 func (b *builder) calicoLinux() []runtime.Object {
-	objs := calicoCRDs()
-	objs = append(objs, calicoNodeRBAC()...)
+	objs := calicoNodeRBAC()
 	objs = append(objs, b.calicoConfig())
 	dirOrCreate := ptr.To(corev1.HostPathDirectoryOrCreate)
 	hostVol := func(name, path string, t *corev1.HostPathType) corev1.Volume {
@@ -241,15 +297,7 @@ func (b *builder) calicoLinux() []runtime.Object {
 // calicoKubeControllers garbage-collects IPAM of deleted nodes and keeps
 // Calico's node objects in step with Kubernetes'.
 func (b *builder) calicoKubeControllers() []runtime.Object {
-	objs := serviceAccount(calicoKubeCtrlName,
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: readVerbs},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: readVerbs},
-		crdRules([]string{"list"}, "ipreservations"),
-		crdRules([]string{"get", "list", "create", "update", "delete", "watch"}, "blockaffinities", "ipamblocks", "ipamhandles"),
-		crdRules([]string{"list", "watch"}, "ippools"),
-		crdRules([]string{"get", "list", "create", "update", "delete"}, "hostendpoints"),
-		crdRules([]string{"get", "list", "create", "update", "watch"}, "clusterinformations", "kubecontrollersconfigurations"),
-	)
+	objs := serviceAccount(calicoKubeCtrlName, calicoRules(calicoKubeCtrlName)...)
 	labels := map[string]string{"k8s-app": calicoKubeCtrlName}
 	deploy := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
@@ -293,7 +341,30 @@ func (b *builder) calicoResources() []runtime.Object {
 		"metadata": map[string]any{"name": "default"},
 		"spec":     map[string]any{"strictAffinity": true, "autoAllocateBlocks": true, "maxBlocksPerHost": int64(0)},
 	}}
-	return []runtime.Object{ipam}
+	return append([]runtime.Object{ipam}, calicoTiers()...)
+}
+
+// calicoTiers are the tiers calico-node's start-up creates when they are
+// missing (libcalico-go/lib/clientv3/client.go EnsureInitialized and
+// ensureTierExists, with the names of lib/names/policy.go and the orders of
+// api/pkg/apis/projectcalico/v3/tier.go, calico v3.30.7): the default tier
+// that holds every untiered Calico and Kubernetes policy, and the tiers of
+// AdminNetworkPolicies and BaselineAdminNetworkPolicies. Created with the
+// add-ons, they exist before the first Felix lists tiers; a start-up that
+// finds them leaves them as they are.
+func calicoTiers() []runtime.Object {
+	tier := func(name, action string, order int64) runtime.Object {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": calicoGroup + "/v1", "kind": "Tier",
+			"metadata": map[string]any{"name": name},
+			"spec":     map[string]any{"order": order, "defaultAction": action},
+		}}
+	}
+	return []runtime.Object{
+		tier("default", "Deny", 1_000_000),
+		tier("adminnetworkpolicy", "Pass", 1_000),
+		tier("baselineadminnetworkpolicy", "Pass", 10_000_000),
+	}
 }
 
 // Calico for Windows as tigera/operator v1.38.16 renders it for Calico
@@ -334,8 +405,11 @@ func hostProcessContext() *corev1.SecurityContext {
 
 func (b *builder) calicoWindowsCNIConfig() *corev1.ConfigMap {
 	plugin := map[string]any{
-		"type": "calico", "mode": "vxlan", "vxlan_mac_prefix": "0E-2A", "vxlan_vni": VXLANVNI, "mtu": OverlayMTU,
-		"policy": map[string]any{"type": "k8s"}, "log_level": "info", "log_file_path": "c:/var/log/calico/cni/cni.log",
+		"type": "calico", "name": "Calico", "mode": "vxlan", "vxlan_mac_prefix": "0E-2A", "vxlan_vni": VXLANVNI, "mtu": OverlayMTU,
+		"policy": map[string]any{"type": "k8s"}, "log_file_path": "c:/var/log/calico/cni/cni.log",
+		// The CNI logging the operator's Installation defaults to
+		// (pkg/controller/installation/core_controller.go fillDefaults).
+		"log_level": "Info", "log_file_max_size": 100, "log_file_max_count": 10, "log_file_max_age": 30,
 		"windows_loopback_DSR": "__DSR_SUPPORT__", "windows_use_single_network": true,
 		"nodename": "__KUBERNETES_NODE_NAME__", "nodename_file": "__NODENAME_FILE__", "nodename_file_optional": true, "datastore_type": "kubernetes",
 		"capabilities": map[string]any{"dns": true},
@@ -356,8 +430,26 @@ func (b *builder) calicoWindowsCNIConfig() *corev1.ConfigMap {
 
 // calicoStaticRules is the HNS ACL that keeps Windows pods from Azure's
 // wireserver, as CAPZ ships it (templates/addons/windows/calico/calico.yaml,
-// 69ec3a40); Felix reads static-rules.json beside its executable
-// (felix/dataplane/windows/policysets/static_rules.go, calico 87c15906).
+// 69ec3a40, where nothing mounts it). What blocks the wireserver for
+// Calico on Windows upstream is Felix's own static rules: Felix's Windows
+// data plane adds the rules of static-rules.json, read from the directory
+// of the calico-node.exe it runs as, to every endpoint's ACLs
+// (felix/dataplane/windows/policysets/static_rules.go FileReader, calico
+// v3.30.7 74485ea4), and Calico's Windows installer writes that file
+// there for Azure (node/windows-packaging/install-calico-windows.ps1
+// SetAKSCalicoStaticRules, the same rule). The tigera operator renders
+// nothing for it (pkg/render/windows.go, v1.38.16).
+//
+// In a HostProcess container that directory is the image's CalicoWindows
+// under the sandbox mount point. A single-file subPath mount cannot put
+// the file there (Kubernetes' Windows storage page lists subPath as
+// unsupported), so felix mounts the ConfigMap as a directory and copies
+// the file beside calico-node.exe before felix-service.ps1 starts Felix.
+// felixWithStaticRules is that command, through the image's PowerShell
+// entrypoint.
+const felixWithStaticRules = "Copy-Item -Force -Path " + windowsSandbox + "/" + calicoStaticRulesName + "/static-rules.json -Destination " +
+	calicoWindowsWorkingDir + "static-rules.json; & " + windowsSandbox + "/CalicoWindows/felix-service.ps1"
+
 func calicoStaticRules() *corev1.ConfigMap {
 	rules := map[string]any{"Provider": "azure", "Version": "0.1", "Rules": []any{map[string]any{
 		"Name": "EndpointPolicy",
@@ -400,7 +492,7 @@ func (b *builder) calicoWindows() []runtime.Object {
 		"CLUSTER_TYPE", "k8s,windows", "CALICO_DISABLE_FILE_LOGGING", "false", "FELIX_DEFAULTENDPOINTTOHOSTACTION", "ACCEPT",
 		"FELIX_HEALTHENABLED", "true"), fieldEnv("NODENAME", "spec.nodeName"), fieldEnv("NAMESPACE", "metadata.namespace"))
 	nodeEnv = append(nodeEnv, env("VXLAN_VNI", fmt.Sprint(VXLANVNI), "VXLAN_ADAPTER", "", "CALICO_MANAGE_CNI", "true",
-		"KUBE_NETWORK", "Calico.*", "FELIX_VXLANMTU", fmt.Sprint(OverlayMTU), "CALICO_NETWORKING_BACKEND", "vxlan",
+		"KUBE_NETWORK", "Calico.*", "FELIX_VXLANMTU", fmt.Sprint(OverlayMTU), "FELIX_WIREGUARDMTU", fmt.Sprint(OverlayMTU), "CALICO_NETWORKING_BACKEND", "vxlan",
 		"IP", "autodetect", "IP_AUTODETECTION_METHOD", "first-found", "IP6", "none", "FELIX_IPV6SUPPORT", "false")...)
 	nodeEnv = append(nodeEnv, servicesEndpointEnv()...)
 	nodeMounts := []corev1.VolumeMount{
@@ -409,9 +501,9 @@ func (b *builder) calicoWindows() []runtime.Object {
 	}
 	felixExe := windowsSandbox + "/CalicoWindows/calico-node.exe"
 	felix := corev1.Container{
-		Name: "felix", Image: nodeImage, Args: []string{windowsSandbox + "/CalicoWindows/felix-service.ps1"}, WorkingDir: calicoWindowsWorkingDir,
+		Name: "felix", Image: nodeImage, Args: []string{"-Command", felixWithStaticRules}, WorkingDir: calicoWindowsWorkingDir,
 		Env: nodeEnv, SecurityContext: hostProcessContext(),
-		VolumeMounts: append(append([]corev1.VolumeMount(nil), nodeMounts...), corev1.VolumeMount{Name: calicoStaticRulesName, MountPath: "/CalicoWindows/static-rules.json", SubPath: "static-rules.json"}),
+		VolumeMounts: append(append([]corev1.VolumeMount(nil), nodeMounts...), corev1.VolumeMount{Name: calicoStaticRulesName, MountPath: "/" + calicoStaticRulesName, ReadOnly: true}),
 		LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{felixExe, "-felix-live"}}},
 			InitialDelaySeconds: 10, FailureThreshold: 6, TimeoutSeconds: 10, PeriodSeconds: 10},
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{felixExe, "-felix-ready"}}},
@@ -423,7 +515,13 @@ func (b *builder) calicoWindows() []runtime.Object {
 		Env: nodeEnv, VolumeMounts: nodeMounts, SecurityContext: hostProcessContext(),
 	}
 	pod := corev1.PodSpec{
-		ServiceAccountName: calicoNodeSA, HostNetwork: true, Tolerations: tolerateAll(), TerminationGracePeriodSeconds: ptr.To[int64](5),
+		ServiceAccountName: calicoNodeSA, HostNetwork: true, TerminationGracePeriodSeconds: ptr.To[int64](5),
+		// The operator's (pkg/render/common/meta/meta.go TolerateAll).
+		Tolerations: []corev1.Toleration{
+			{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
+			{Effect: corev1.TaintEffectNoSchedule, Operator: corev1.TolerationOpExists},
+			{Effect: corev1.TaintEffectNoExecute, Operator: corev1.TolerationOpExists},
+		},
 		InitContainers: []corev1.Container{uninstall, install},
 		Containers:     []corev1.Container{felix, node},
 		Volumes: []corev1.Volume{
@@ -437,6 +535,9 @@ func (b *builder) calicoWindows() []runtime.Object {
 	}
 	cniConfig := b.calicoWindowsCNIConfig()
 	ds := daemonSet("calico-node-windows", windowsOSLabel, pod)
+	// The Installation's default nodeUpdateStrategy (fillDefaults).
+	ds.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
 	// As the operator does (hash.operator.tigera.io/cni-config): a
 	// changed CNI configuration rolls the pods, whose install-cni
 	// writes it.

@@ -42,6 +42,16 @@ var cloudProviderAzureVersions = map[int]string{
 	35: "v1.35.4", 36: "v1.36.0",
 }
 
+// The chart pulls from mcr.microsoft.com/oss/kubernetes (values.yaml
+// imageRepository) but from oss/v2 for Kubernetes 1.32 and later
+// (helm/cloud-provider-azure/templates/cloud-provider-azure.yaml, "if ge
+// .Capabilities.KubeVersion.Minor 32", cloud-provider-azure 7b31c76c).
+const (
+	cloudProviderAzureRepository   = "mcr.microsoft.com/oss/kubernetes"
+	cloudProviderAzureRepositoryV2 = "mcr.microsoft.com/oss/v2/kubernetes"
+	cloudProviderAzureV2Minor      = 32
+)
+
 // CloudProviderAzureImages are the cloud-controller-manager and
 // cloud-node-manager images for a Kubernetes minor; ok is false for a minor
 // cloud-provider-azure has no release for. From v1.32 the chart pulls them
@@ -51,9 +61,9 @@ func CloudProviderAzureImages(minor int) (ccm, cnm string, ok bool) {
 	if !ok {
 		return "", "", false
 	}
-	repo := "mcr.microsoft.com/oss/kubernetes"
-	if minor >= 32 {
-		repo = "mcr.microsoft.com/oss/v2/kubernetes"
+	repo := cloudProviderAzureRepository
+	if minor >= cloudProviderAzureV2Minor {
+		repo = cloudProviderAzureRepositoryV2
 	}
 	return repo + "/azure-cloud-controller-manager:" + v, repo + "/azure-cloud-node-manager:" + v, true
 }
@@ -87,8 +97,8 @@ func rule(group string, resources []string, verbs ...string) rbacv1.PolicyRule {
 func (b *builder) cloudProviderAzure() []runtime.Object {
 	ccmImage, cnmImage, ok := CloudProviderAzureImages(b.v.Minor)
 	if !ok { // a clusterctl template: the release is a variable
-		ccmImage = "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-controller-manager:" + sentinelCPAVersion
-		cnmImage = "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-node-manager:" + sentinelCPAVersion
+		ccmImage = sentinelCPARepository + "/azure-cloud-controller-manager:" + sentinelCPAVersion
+		cnmImage = sentinelCPARepository + "/azure-cloud-node-manager:" + sentinelCPAVersion
 	}
 	objs := serviceAccount(cloudControllerManager,
 		rule("", []string{"events"}, "create", "patch", "update"),

@@ -125,10 +125,14 @@ func TestEveryFlavorVersionAndWindowsRelease(t *testing.T) {
 	}{
 		{flavors.WindowsDockershim, "v1.24.0", "2019", true},
 		{flavors.WindowsDockershim, "v1.23.5", "2019", false},
-		{flavors.Windows, "v1.31.4", "2025", true},
-		{flavors.Windows, "v1.32.0", "2025", false},
-		{flavors.Windows, "v1.22.1", "2022", true},
-		{flavors.Windows, "v1.22.1", "2019", false},
+		{flavors.WindowsFlannel, "v1.31.4", "2025", true},
+		{flavors.WindowsFlannel, "v1.32.0", "2025", false},
+		{flavors.WindowsFlannel, "v1.22.1", "2022", true},
+		{flavors.WindowsFlannel, "v1.22.1", "2019", false},
+		// Calico's kube-proxy for Windows is published from 1.33.
+		{flavors.Windows, "v1.32.9", "2022", true},
+		{flavors.MachinePoolWindows, "v1.32.9", "2022", true},
+		{flavors.Windows, "v1.33.0", "2022", false},
 		{flavors.Default, "v1.22.1", "2025", false}, // no Windows nodes, no Windows images needed
 	} {
 		_, err := flavors.Generate(tc.flavor, opts(tc.version, tc.win))
@@ -209,7 +213,7 @@ func objectsOf(t *testing.T, flavor string, o flavors.Options) (top []runtime.Ob
 		}
 		for k, v := range cm.Data {
 			addonData[k] = v
-			for _, doc := range strings.Split(v, "---\n") {
+			for _, doc := range yamlDocs(v) {
 				if strings.Contains(doc, "apiVersion: crd.projectcalico.org/v1") {
 					continue // Calico's kinds, not in our schemes
 				}
@@ -361,7 +365,7 @@ func TestSeedNumbers(t *testing.T) {
 	}
 
 	// 1.22 to 1.25 need the HostProcess feature gate on kubelet and API server.
-	top, _, _ = objectsOf(t, flavors.Windows, opts("v1.25.3", "2019"))
+	top, _, _ = objectsOf(t, flavors.WindowsFlannel, opts("v1.25.3", "2019"))
 	var gates int
 	for _, obj := range top {
 		switch o := obj.(type) {
@@ -419,6 +423,16 @@ func TestClusterctlTemplate(t *testing.T) {
 			t.Errorf("template lacks ${%s}", v)
 		}
 	}
+	// The cloud provider's repository depends on the minor (oss/v2 from
+	// 1.32, as the chart has it): a variable, not a fixed oss/v2.
+	for _, img := range []string{"azure-cloud-controller-manager", "azure-cloud-node-manager"} {
+		if want := "${CLOUD_PROVIDER_AZURE_REPOSITORY:=mcr.microsoft.com/oss/v2/kubernetes}/" + img + ":${CLOUD_PROVIDER_AZURE_VERSION}"; !strings.Contains(text, want) {
+			t.Errorf("template lacks %s", want)
+		}
+	}
+	if strings.Contains(text, "image: mcr.microsoft.com/oss/v2/kubernetes/azure-cloud") {
+		t.Error("the template pins the cloud provider's images to oss/v2 for every Kubernetes version")
+	}
 	if !strings.Contains(text, "kube-proxy:${KUBERNETES_VERSION/+/_}-calico-hostprocess") {
 		t.Error("the kube-proxy image tag does not turn '+' into '_'")
 	}
@@ -431,6 +445,7 @@ func TestClusterctlTemplate(t *testing.T) {
 		"${AZURE_SSH_PUBLIC_KEY_B64}", "c3NoLWVkMjU1MTkgQUFBQQ==", "${AZURE_SSH_PUBLIC_KEY}", "ssh-ed25519 AAAA",
 		"${CONTROL_PLANE_MACHINE_COUNT}", "1", "${WORKER_MACHINE_COUNT}", "1", "${WINDOWS_WORKER_MACHINE_COUNT}", "2",
 		"${AZURE_CONTROL_PLANE_MACHINE_TYPE}", "Standard_D2s_v3", "${AZURE_NODE_MACHINE_TYPE}", "Standard_D4s_v3", "${CLOUD_PROVIDER_AZURE_VERSION}", "v1.36.0",
+		"${CLOUD_PROVIDER_AZURE_REPOSITORY:=mcr.microsoft.com/oss/v2/kubernetes}", "mcr.microsoft.com/oss/v2/kubernetes",
 		"${METRICS_SERVER:=disabled}", "disabled", "${AZUREDISK_CSI:=false}", "false").Replace(text)
 	if strings.Contains(filled, "${") {
 		t.Fatalf("unfilled variables remain")

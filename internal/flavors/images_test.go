@@ -1,6 +1,7 @@
 package flavors_test
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,18 +19,20 @@ var emittedImage = regexp.MustCompile(`(?m)^\s*-?\s*image:\s*"?([^\s"]+)`)
 // images the user names (flannel on Windows) are not.
 func TestEveryEmittedImageIsPublished(t *testing.T) {
 	seen := 0
+	generated := 0
 	for _, flavor := range flavors.Names() {
-		for _, version := range []string{"v1.36.3", "v1.33.5"} {
-			o := opts(version, infrav1.WindowsServer2022)
-			if flavor == flavors.WindowsDockershim {
-				o = opts("v1.23.17", infrav1.WindowsServer2019)
-			}
+		// Every Kubernetes minor a flavor accepts: each image must be
+		// published for the version it is emitted for.
+		for minor := 22; minor <= 36; minor++ {
+			version := fmt.Sprintf("v1.%d.5", minor)
+			o := opts(version, infrav1.WindowsServer2019)
 			o.MetricsServer = true // the optional add-ons' images too
 			o.AzureDiskCSI = true
 			objs, err := flavors.Generate(flavor, o)
 			if err != nil {
-				t.Fatalf("%s %s: %v", flavor, version, err)
+				continue // refused, saying why (TestEveryFlavorVersionAndWindowsRelease)
 			}
+			generated++
 			for _, obj := range objs {
 				cm, ok := obj.(*corev1.ConfigMap)
 				if !ok {
@@ -39,7 +42,16 @@ func TestEveryEmittedImageIsPublished(t *testing.T) {
 					for _, m := range emittedImage.FindAllStringSubmatch(data, -1) {
 						ref := m[1]
 						seen++
-						if ref == userFlannelImage || ref == userKubeProxyImage || strings.HasPrefix(ref, flavors.AdmissionImageRepository+":") {
+						if ref == userFlannelImage || ref == userKubeProxyImage {
+							continue
+						}
+						if ref == flavors.AdmissionImage() {
+							// The test binary is a development build: its
+							// admission image is the local world's, never
+							// a tag the release repository lacks.
+							if strings.HasPrefix(ref, flavors.AdmissionImageRepository+":") {
+								t.Errorf("a development build emits %s, which no release pushed", ref)
+							}
 							continue
 						}
 						if img, ok := flavors.PublishedAddonImage(ref); !ok || img.Source == "" {
@@ -49,6 +61,9 @@ func TestEveryEmittedImageIsPublished(t *testing.T) {
 				}
 			}
 		}
+	}
+	if generated < 40 {
+		t.Fatalf("only %d flavor and version combinations generated", generated)
 	}
 	if seen < 20 {
 		t.Fatalf("only %d image references found: the scan is broken", seen)
@@ -62,6 +77,23 @@ func TestEveryEmittedImageIsPublished(t *testing.T) {
 	} {
 		if _, ok := flavors.PublishedAddonImage(ref); ok {
 			t.Errorf("%s is in the table of published images", ref)
+		}
+	}
+}
+
+// TestAdmissionImageOfABuild: only a release's tag names the published
+// manager image; a development build or a Go pseudo-version names the
+// image only the local world's registry serves.
+func TestAdmissionImageOfABuild(t *testing.T) {
+	for v, want := range map[string]string{
+		"v0.4.2":                             "ghcr.io/winkube/winkube-manager:v0.4.2",
+		"v1.0.0-rc.1":                        "ghcr.io/winkube/winkube-manager:v1.0.0-rc.1",
+		"v0.0.0-dev":                         flavors.AdmissionLocalRepository + ":v0.0.0-dev",
+		"v0.4.3-0.20261127101010-abcdef0123": flavors.AdmissionLocalRepository + ":v0.4.3-0.20261127101010-abcdef0123",
+		"v0.4.2+dirty":                       flavors.AdmissionLocalRepository + ":v0.4.2_dirty",
+	} {
+		if got := flavors.AdmissionImageFor(v); got != want {
+			t.Errorf("winkube %s: admission image %s, want %s", v, got, want)
 		}
 	}
 }

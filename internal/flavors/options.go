@@ -171,18 +171,34 @@ func check(flavor string, o Options) (images.Version, error) {
 		}
 		return v, fmt.Errorf("--flavor %s: %w", flavor, err)
 	}
+	if cniOf(flavor).name == "calico" && !o.versionIsVariable && !v.AtLeast(1, KubeProxyCalicoMinMinor) {
+		return v, fmt.Errorf("--flavor %s with Kubernetes %s: %s; use --kubernetes-version v1.%d.0 or later", flavor, v, KubeProxyCalicoUnpublished, KubeProxyCalicoMinMinor)
+	}
 	if cniOf(flavor).name == "flannel" && !o.versionIsVariable && (o.FlannelWindowsImage == "" || o.KubeProxyWindowsImage == "") {
 		return v, fmt.Errorf("--flavor %s: %s", flavor, FlannelImagesMissing)
 	}
 	return v, nil
 }
 
+// KubeProxyCalicoMinMinor is the first Kubernetes minor whose kube-proxy
+// for Windows (sigwindowstools/kube-proxy:<version>-calico-hostprocess)
+// sig-windows-tools builds: its daily sync workflow pushes every stable
+// release from MIN_VERSION="1.33" (.github/workflows/
+// sync-kube-proxy-images.yaml, 77474f59); no other workflow publishes
+// older tags that winkube can show.
+const KubeProxyCalicoMinMinor = 33
+
+// KubeProxyCalicoUnpublished says why an older version is refused.
+const KubeProxyCalicoUnpublished = "kube-proxy for Windows, docker.io/sigwindowstools/kube-proxy:<version>-calico-hostprocess, is published only for " +
+	"Kubernetes v1.33 and later (kubernetes-sigs/sig-windows-tools .github/workflows/sync-kube-proxy-images.yaml builds from MIN_VERSION 1.33)"
+
 // FlannelImagesMissing says why the flannel flavors need the user's
 // images for Windows, and what to do.
 const FlannelImagesMissing = "no flannel image for Windows nodes is published: sig-windows-tools removed its HostProcess flannel " +
 	"(kubernetes-sigs/sig-windows-tools 729ae7cd, April 2025) and no longer builds kube-proxy's -flannel-hostprocess tags (a95c9b07). " +
 	"Build both images (flanneld.exe from flannel's release archive, the flannel and sdnoverlay/sdnbridge CNI plugins, and a start.ps1 " +
-	"that installs them into C:\\opt\\cni\\bin and reads /mounts/kube-flannel/ and /mounts/kube-proxy/), push them to your registry and pass " +
+	"that installs them into C:\\opt\\cni\\bin and reads /mounts/kube-flannel/net-conf.json and /mounts/kube-flannel-windows/cni-conf-containerd.json, " +
+	"as sig-windows-tools' last hostprocess/flannel did; kube-proxy's from /mounts/var/lib/kube-proxy/; see the README), push them to your registry and pass " +
 	"--flannel-windows-image and --kube-proxy-windows-image; or use --flavor windows, whose Calico images are published"
 
 func windowsVersionOf(s string) infrav1.WindowsServerVersion { return infrav1.WindowsServerVersion(s) }

@@ -327,7 +327,27 @@ func TestWindowsAddonsStartAsOnANode(t *testing.T) {
 		if typ, ok := node.Network("Calico"); !ok || typ != "Overlay" {
 			t.Fatalf("Calico's HNS network: %q %v", typ, ok)
 		}
-		expect(t, "felix", startIn(t, c, ns, node, ds, "felix", nil), process.Runs, "")
+		felix := startIn(t, c, ns, node, ds, "felix", nil)
+		expect(t, "felix", felix, process.Runs, "")
+		// Felix found the wireserver rule beside calico-node.exe, where
+		// its Windows data plane reads static-rules.json; on 2019 with
+		// containerd 1.6 (sandbox C:\C\<id>) too.
+		const wireserver = "static rule wireserver: Block 168.63.129.16/32 port 80"
+		if !strings.Contains(strings.Join(felix.Log, "\n"), wireserver) {
+			t.Errorf("felix read no wireserver rule: %q", felix.Log)
+		}
+		old := newTestNode(t, "windows", build2019, "1.6.36")
+		old.CreateNetwork("Calico", "Overlay")
+		if felix := startIn(t, c, ns, old, ds, "felix", nil); felix.State != process.Runs || !strings.Contains(strings.Join(felix.Log, "\n"), wireserver) {
+			t.Errorf("felix on containerd 1.6: state %d %q, log %q", felix.State, felix.Message, felix.Log)
+		}
+		// The ConfigMap not mounted: Felix starts without the rule.
+		felix = startIn(t, c, ns, node, ds, "felix", func(_ *corev1.Pod, ct *corev1.Container) {
+			ct.Args = []string{"$env:CONTAINER_SANDBOX_MOUNT_POINT/CalicoWindows/felix-service.ps1"}
+		})
+		if strings.Contains(strings.Join(felix.Log, "\n"), wireserver) {
+			t.Errorf("felix-service.ps1 alone found a wireserver rule: %q", felix.Log)
+		}
 	})
 
 	t.Run("cni-config-windows without nodename_file_optional", func(t *testing.T) {

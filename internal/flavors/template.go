@@ -20,13 +20,17 @@ const (
 	sentinelCPSize     = "Standard_WKCPSENTINEL"
 	sentinelNodeSize   = "Standard_WKNODESENTINEL"
 	sentinelCPAVersion = "v1.99.0-wkcpasentinel"
-	sentinelFlannel    = "wkflannelsentinel.example/flannel:windows"
-	sentinelProxy      = "wkproxysentinel.example/kube-proxy:windows"
-	sentinelMetrics    = "wkmetricssentinel"
-	sentinelAzureDisk  = "wkazurediskcsisentinel"
-	sentinelCP         = 771
-	sentinelLinux      = 772
-	sentinelWindows    = 773
+	// sentinelCPARepository stands for the cloud provider's image
+	// repository, which depends on the Kubernetes minor as the chart picks
+	// it: a template cannot compute it from ${KUBERNETES_VERSION}.
+	sentinelCPARepository = "wkcparepositorysentinel.example/kubernetes"
+	sentinelFlannel       = "wkflannelsentinel.example/flannel:windows"
+	sentinelProxy         = "wkproxysentinel.example/kube-proxy:windows"
+	sentinelMetrics       = "wkmetricssentinel"
+	sentinelAzureDisk     = "wkazurediskcsisentinel"
+	sentinelCP            = 771
+	sentinelLinux         = 772
+	sentinelWindows       = 773
 )
 
 // Template renders a flavor as a clusterctl template: ${VARIABLE}
@@ -86,6 +90,9 @@ func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTa
 	// which a label cannot be.
 	replace(sentinelAzureDisk, "AZUREDISK_CSI", `"${AZUREDISK_CSI:=`+azureDiskCSIDisabled+`}"`)
 	replace(sentinelCPAVersion, "CLOUD_PROVIDER_AZURE_VERSION", "${CLOUD_PROVIDER_AZURE_VERSION}")
+	// The chart's repository for 1.32 and later by default; older
+	// Kubernetes sets mcr.microsoft.com/oss/kubernetes.
+	replace(sentinelCPARepository, "CLOUD_PROVIDER_AZURE_REPOSITORY", "${CLOUD_PROVIDER_AZURE_REPOSITORY:="+cloudProviderAzureRepositoryV2+"}")
 	replace(sentinelVersion+"-", "KUBERNETES_VERSION", "${KUBERNETES_VERSION/+/_}-")
 	replace(sentinelVersion, "KUBERNETES_VERSION", "${KUBERNETES_VERSION}")
 	replace(sentinelName, "CLUSTER_NAME", "${CLUSTER_NAME}")

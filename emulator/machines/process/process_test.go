@@ -108,6 +108,9 @@ func TestWindowsExecutable(t *testing.T) {
 		{"relative script from the working directory", w2022, corev1.Container{Args: []string{`.\run.ps1`}, WorkingDir: "$env:CONTAINER_SANDBOX_MOUNT_POINT/app/"}, Runs, ""},
 		{"-File from the working directory", w2022, corev1.Container{Args: []string{"-File", "run.ps1"}, WorkingDir: "$env:CONTAINER_SANDBOX_MOUNT_POINT/app/"}, Runs, ""},
 		{"bare name: PowerShell does not look in the working directory", w2022, corev1.Container{Args: []string{"run.ps1"}, WorkingDir: "$env:CONTAINER_SANDBOX_MOUNT_POINT/app/"}, Exits, "The term 'run.ps1' is not recognized"},
+		{"-Command: Copy-Item then the script", w2022, corev1.Container{Args: []string{"-Command", "Copy-Item -Force -Path $env:CONTAINER_SANDBOX_MOUNT_POINT/app/tool.exe -Destination $env:CONTAINER_SANDBOX_MOUNT_POINT/app/copy.exe; & $env:CONTAINER_SANDBOX_MOUNT_POINT/app/run.ps1"}}, Runs, ""},
+		{"-Command: Copy-Item of a missing file", w2022, corev1.Container{Args: []string{"-Command", "Copy-Item -Force -Path $env:CONTAINER_SANDBOX_MOUNT_POINT/gone.json -Destination $env:CONTAINER_SANDBOX_MOUNT_POINT/app/x.json; & $env:CONTAINER_SANDBOX_MOUNT_POINT/app/run.ps1"}}, Exits, "Copy-Item : Cannot find path"},
+		{"-Command: & a missing script", w2022, corev1.Container{Args: []string{"-Command", "Copy-Item -Force -Path $env:CONTAINER_SANDBOX_MOUNT_POINT/app/tool.exe -Destination $env:CONTAINER_SANDBOX_MOUNT_POINT/app/copy.exe; & $env:CONTAINER_SANDBOX_MOUNT_POINT/app/gone.ps1"}}, Exits, "is not recognized"},
 		{"relative script from C:\\", w2022, corev1.Container{Args: []string{`.\run.ps1`}}, Exits, `The term '.\run.ps1' is not recognized`},
 	} {
 		got := start(c.build, c.spec)

@@ -83,6 +83,9 @@ func psNotRecognized(name string) string {
 // powershell runs a script named on its command line (powershell.exe
 // <script> or -File <script>), relative to the working directory.
 func powershell(p *Proc) Outcome {
+	if o, ok := psStatements(p); ok {
+		return o
+	}
 	script, file := "", false
 	for i := 0; i < len(p.Args); i++ {
 		a := p.Args[i]
@@ -118,6 +121,45 @@ func powershell(p *Proc) Outcome {
 		return m(p)
 	}
 	return Outcome{State: Runs}
+}
+
+// psStatements runs a -Command of several statements (a; b): Copy-Item
+// -Path <file> -Destination <file>, and the call operator on a script
+// (& <script>), which runs as powershell <script> would. ok is false for
+// any other command line.
+func psStatements(p *Proc) (Outcome, bool) {
+	if len(p.Args) != 2 || !strings.EqualFold(p.Args[0], "-Command") || !strings.Contains(p.Args[1], ";") {
+		return Outcome{}, false
+	}
+	for _, stmt := range strings.Split(p.Args[1], ";") {
+		f := strings.Fields(stmt)
+		switch {
+		case len(f) == 0:
+		case strings.EqualFold(f[0], "Copy-Item"):
+			var src, dst string
+			for i := 1; i+1 < len(f); i++ {
+				switch strings.ToLower(f[i]) {
+				case "-path":
+					src = f[i+1]
+				case "-destination":
+					dst = f[i+1]
+				}
+			}
+			data, err := p.View.ReadFile(src, p.Cwd)
+			if err != nil {
+				return exits(1, "Copy-Item : Cannot find path '%s' because it does not exist.", src), true
+			}
+			if _, err := p.View.WriteFile(dst, p.Cwd, data); err != nil {
+				return exits(1, "Copy-Item : %v", err), true
+			}
+		case f[0] == "&" && len(f) == 2:
+			p.Args = []string{f[1]}
+			return powershell(p), true
+		default:
+			return Outcome{State: Runs}, true // not modelled
+		}
+	}
+	return Outcome{State: Runs}, true
 }
 
 // need is a script's dot-source or Import-Module of a file relative to
@@ -343,6 +385,32 @@ func calicoFelixService(p *Proc) Outcome {
 	}
 	if err != nil {
 		return waits("[felix-service.ps1] Starting calico felix process: felix exited: %v", err)
+	}
+	// Felix's Windows data plane reads static-rules.json beside the
+	// calico-node.exe it runs as (the working directory here) and panics
+	// on one it cannot use; felix-service.ps1 then starts it again
+	// (felix/dataplane/windows/policysets/static_rules.go, v3.30.7).
+	if data, err := p.View.ReadFile(`.\static-rules.json`, p.Cwd); err == nil {
+		var rules struct {
+			Provider string
+			Rules    []struct {
+				Rule struct {
+					ID              string `json:"Id"`
+					Action          string
+					RemoteAddresses string
+					RemotePorts     string
+				}
+			}
+		}
+		if err := json.Unmarshal(data, &rules); err != nil {
+			return waits("[felix-service.ps1] Starting calico felix process: Failed to unmarshal static rules file: %v", err)
+		}
+		if rules.Provider == "" {
+			return waits("[felix-service.ps1] Starting calico felix process: Provider is not specified")
+		}
+		for _, r := range rules.Rules {
+			p.Logf("static rule %s: %s %s port %s", r.Rule.ID, r.Rule.Action, r.Rule.RemoteAddresses, r.Rule.RemotePorts)
+		}
 	}
 	return Outcome{State: Runs}
 }
