@@ -23,6 +23,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -106,6 +107,9 @@ type machine struct {
 	proxyNode *proxy.NodeConfig
 	// installed is what the node's pods last said they installed.
 	installed map[string]bool
+	// sessions are the node's running system components' own lists and
+	// watches, by pod (rights.go).
+	sessions map[types.UID][]*componentSession
 	// providerID is what the node's spec.providerID is set to.
 	providerID string
 	// logs are the machine's service logs on its disk.
@@ -424,6 +428,8 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		Egress:    egress(am),
 		Serve:     r.modelledServers(m),
 		CSIPlugin: r.csiPlugins(m),
+		Stopped:   func(uid types.UID) { r.stopSessions(m, uid) },
+		ExecProbe: r.execProbe(m),
 		Log:       r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {
@@ -579,6 +585,7 @@ func (r *Runtime) stop(m *machine) {
 	if k != nil {
 		k.Stop()
 	}
+	r.stopAllSessions(m)
 	r.stopProxy(m)
 	r.stopAccess(m)
 	if wc != nil {
