@@ -612,7 +612,7 @@ func (r *Runtime) ensureCloud(m *machine) error {
 		return err
 	}
 	r.clusters[m.endpoint] = &workloadCluster{admin: m.cp.SuperAdmin, grants: &components.Grants{TTL: 30 * time.Second}, cloud: cloud.Start(cloud.Config{
-		Client: admin, Images: ccmImage, Instances: machineInstances{r}, Connect: r.opts.Cloud, IMDS: r.nodeIMDS(m.endpoint),
+		Client: admin, Images: ccmImage, Synced: r.ccmSynced, Instances: machineInstances{r}, Connect: r.opts.Cloud, IMDS: r.nodeIMDS(m.endpoint),
 		ReadNodeFile: r.nodeFiles(m.endpoint), PrivateIP: r.privateIP,
 		Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
 	}), disks: azuredisk.StartController(azuredisk.ControllerConfig{

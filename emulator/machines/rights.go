@@ -55,8 +55,16 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, admin kubernetes
 				state = "not in sync"
 			}
 			m.logs.Write(vmdisk.Containerd, "%s: %s", who, state)
-			if comp.Effect == components.EffectServiceRules {
+			switch comp.Effect {
+			case components.EffectServiceRules:
 				r.refreshProxy(m)
+			case components.EffectCloudController:
+				r.mu.Lock()
+				wc := r.clusters[m.endpoint]
+				r.mu.Unlock()
+				if wc != nil {
+					wc.cloud.Resync()
+				}
 			}
 		},
 	})
@@ -242,4 +250,20 @@ func (r *Runtime) initializeNode(m *machine, host string, pod *corev1.Pod) {
 			wait = min(2*wait, 30*time.Second)
 		}
 	}()
+}
+
+// ccmSynced says whether a cloud-controller-manager pod's own informers
+// have synced; a pod the runtime runs no session for (its node is not
+// one of this runtime's machines) is not held back.
+func (r *Runtime) ccmSynced(pod *corev1.Pod) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.machines {
+		for _, cs := range m.sessions[pod.UID] {
+			if cs.comp.Effect == components.EffectCloudController {
+				return cs.s.Synced()
+			}
+		}
+	}
+	return true
 }

@@ -191,7 +191,9 @@ func (s *Session) set(w Watch, synced bool, err string) bool {
 	st.err = err
 	st.synced = st.synced || synced
 	fresh := err != "" && err != st.logged
-	st.logged = err
+	if err != "" {
+		st.logged = err
+	}
 	was := s.synced
 	s.synced = s.notSynced() == ""
 	now := s.synced
@@ -246,7 +248,6 @@ func (s *Session) run(ctx context.Context, mc metadata.Interface, dc discovery.D
 			wait = min(2*wait, cfg.Sync.MaxRetry)
 			continue
 		}
-		wait = cfg.Sync.Retry
 		s.set(w, true, "")
 		// Then watch from the list's version until the server ends the
 		// watch (client-go asks for 5 to 10 minutes), and list again.
@@ -255,12 +256,18 @@ func (s *Session) run(ctx context.Context, mc metadata.Interface, dc discovery.D
 		wo.TimeoutSeconds = ptr(int64(300 + rand.IntN(300))) //nolint:gosec // jitter, not a secret
 		wi, err := mc.Resource(w.gvr()).Watch(ctx, wo)
 		if err != nil {
-			cfg.Log("failed to watch %s: %v", w, err)
-			if !sleep(cfg.Sync.Retry) {
+			// Listed, so still in sync; the list and watch start again
+			// after the back-off, as a reflector's ListAndWatch does.
+			if s.set(w, true, "watch: "+err.Error()) {
+				cfg.Log("failed to watch %s: %v", w, err)
+			}
+			if !sleep(wait) {
 				return
 			}
+			wait = min(2*wait, cfg.Sync.MaxRetry)
 			continue
 		}
+		wait = cfg.Sync.Retry
 		for range wi.ResultChan() {
 		}
 		wi.Stop()
