@@ -110,6 +110,8 @@ type machine struct {
 	// sessions are the node's running system components' own lists and
 	// watches, by pod (rights.go).
 	sessions map[types.UID][]*componentSession
+	// podCIDR is the node's pod CIDR, as its kubelet hands addresses out.
+	podCIDR func() netip.Prefix
 	// providerID is what the node's spec.providerID is set to.
 	providerID string
 	// logs are the machine's service logs on its disk.
@@ -436,7 +438,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		return err
 	}
 	r.mu.Lock()
-	m.kubelet, m.kubeletVersion = k, info.KubeletVersion
+	m.kubelet, m.kubeletVersion, m.podCIDR = k, info.KubeletVersion, k.PodCIDR
 	r.mu.Unlock()
 	return nil
 }

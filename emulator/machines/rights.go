@@ -185,10 +185,10 @@ func (r *Runtime) podRoute(m *machine, ip netip.Addr) error {
 	r.mu.Lock()
 	var owner *machine
 	for _, o := range r.machines {
-		if o.endpoint != m.endpoint || o.kubelet == nil {
+		if o.endpoint != m.endpoint || o.podCIDR == nil {
 			continue
 		}
-		if p := o.kubelet.PodCIDR(); p.IsValid() && p.Contains(ip) {
+		if p := o.podCIDR(); p.IsValid() && p.Contains(ip) {
 			owner = o
 		}
 	}

@@ -185,7 +185,7 @@ func Start(cfg Config) *Controller {
 // Resync looks at every node and Service again: whether a
 // cloud-controller-manager acts has changed.
 func (c *Controller) Resync() {
-	if c.nodes == nil || c.svcs == nil {
+	if c == nil || c.nodes == nil || c.svcs == nil {
 		return
 	}
 	for _, k := range c.nodes.ListKeys() {
