@@ -87,20 +87,21 @@ func (r *Runtime) componentHooks(m *machine, host, os string, pnode process.Node
 		if err := metricsServerStart(c); err != nil {
 			return err
 		}
-		if img == nil || img.Process == nil {
-			return nil
+		if img != nil && img.Process != nil {
+			if err := startProcess(ctx, admin, m, pnode, pod, c, *img.Process); err != nil {
+				return err
+			}
 		}
-		return startProcess(ctx, admin, m, pnode, pod, c, *img.Process)
+		// The process runs: what it lists and watches, it does with its
+		// pod's credentials.
+		r.startSession(m, wc, admin, checker.Find(os, *c), pod)
+		return nil
 	}
-	started := func(ctx context.Context, pod *corev1.Pod) {
+	started := func(_ context.Context, pod *corev1.Pod) {
 		if checker.Effect(os, pod) != components.EffectInitializesNode {
 			return
 		}
-		if err := cloud.InitializeNode(ctx, admin, m.nodeName, instance(m, host)); err != nil {
-			m.logs.Write(vmdisk.Kubelet, "cloud-node-manager: failed to initialize node %s: %v", m.nodeName, err)
-			return
-		}
-		m.logs.Write(vmdisk.Kubelet, "cloud-node-manager: initialized node %s (%s)", m.nodeName, m.providerID)
+		r.initializeNode(m, host, pod)
 	}
 	return check, started
 }

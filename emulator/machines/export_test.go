@@ -4,6 +4,16 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/emulator/machines/components"
+	"github.com/winkube/winkube/emulator/machines/proxy"
+	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
 // DialFromNode connects from a node as its shell's curl does.
@@ -30,3 +40,83 @@ var MetricsServerStart = metricsServerStart
 
 // AzureDiskProxyCheck is azureDiskProxyCheck, for its test.
 var AzureDiskProxyCheck = azureDiskProxyCheck
+
+// AddComponentNode runs node nodeName of the cluster whose API server is
+// cfg (reached at endpoint) on a machine without a VM or kubelet: its
+// system components' sessions, kube-proxy and routes, for the tests of
+// what their rights do. Its pods' IPs are in podCIDR.
+func (r *Runtime) AddComponentNode(cfg *rest.Config, endpoint, nodeName string, host netip.Addr, podCIDR netip.Prefix, dir string) {
+	m := &machine{arm: arm.Machine{Name: nodeName, ID: "/test/" + nodeName, OS: "Linux", VMSize: "Standard_D2s_v3", Location: "westeurope"},
+		nodeName: nodeName, endpoint: endpoint, dir: dir, providerID: "azure:///test/" + nodeName, booted: make(chan struct{}), cancel: func() {}}
+	close(m.booted)
+	m.logs = vmdisk.NewLogs(m.disk(""))
+	m.podCIDR = func() netip.Prefix { return podCIDR }
+	m.proxyNode = &proxy.NodeConfig{NodeName: nodeName, Address: host, Logs: m.logs}
+	r.mu.Lock()
+	if r.clusters[endpoint] == nil {
+		r.clusters[endpoint] = &workloadCluster{admin: cfg}
+	}
+	r.machines[key(m.arm.ID)] = m
+	r.mu.Unlock()
+	r.ensureProxy(m)
+}
+
+func (r *Runtime) testMachine(nodeName string) *machine {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.machines {
+		if m.nodeName == nodeName {
+			return m
+		}
+	}
+	return nil
+}
+
+// StartComponents starts what the pod's system components list and
+// watch, as the node's kubelet does when its containers run, and what the
+// pod installs on the node.
+func (r *Runtime) StartComponents(nodeName string, pod *corev1.Pod, installs ...string) error {
+	m := r.testMachine(nodeName)
+	r.mu.Lock()
+	wc := r.clusters[m.endpoint]
+	r.mu.Unlock()
+	admin, err := kubernetes.NewForConfig(wc.admin)
+	if err != nil {
+		return err
+	}
+	for _, c := range pod.Spec.Containers {
+		r.startSession(m, wc, admin, catalog().Find("linux", c), pod)
+	}
+	if catalog().Effect("linux", pod) == components.EffectInitializesNode {
+		r.initializeNode(m, "10.1.0.4", pod)
+	}
+	if len(installs) > 0 {
+		what := map[string]bool{}
+		for _, i := range installs {
+			what[i] = true
+		}
+		r.setInstalled(m, what)
+	}
+	return nil
+}
+
+// StopComponents ends them, as when the pod goes.
+func (r *Runtime) StopComponents(nodeName string, pod *corev1.Pod) {
+	r.stopSessions(r.testMachine(nodeName), pod.UID)
+}
+
+// ExecProbe is the node's kubelet running an exec probe of the pod.
+func (r *Runtime) ExecProbe(nodeName string, pod *corev1.Pod, container string, command []string) (handled, ok bool, msg string) {
+	return r.execProbe(r.testMachine(nodeName))(pod, container, command)
+}
+
+// RemoveComponentNode stops what AddComponentNode started.
+func (r *Runtime) RemoveComponentNode(nodeName string) {
+	m := r.testMachine(nodeName)
+	r.stopAllSessions(m)
+	r.stopProxy(m)
+	r.mu.Lock()
+	delete(r.machines, key(m.arm.ID))
+	delete(r.clusters, m.endpoint)
+	r.mu.Unlock()
+}

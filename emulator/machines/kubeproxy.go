@@ -69,7 +69,7 @@ func (r *Runtime) ensureProxy(m *machine) {
 	m.proxy = pn
 	active := m.installed["kube-proxy"]
 	r.mu.Unlock()
-	pn.SetActive(active)
+	pn.SetActive(active && r.proxySynced(m))
 }
 
 // setInstalled records what the node's pods installed and tells its
@@ -83,7 +83,7 @@ func (r *Runtime) setInstalled(m *machine, what map[string]bool) {
 		r.ensureProxy(m)
 		return
 	}
-	pn.SetActive(what["kube-proxy"])
+	pn.SetActive(what["kube-proxy"] && r.proxySynced(m))
 }
 
 // stopProxy closes the node's proxy; the last node of a cluster stops
@@ -137,6 +137,9 @@ func (r *Runtime) nodeDial(m *machine) func(ctx context.Context, addr string) (n
 			}
 		}
 		if a, ok := r.opts.Network.Lookup("pod/" + endpoint + "/" + ip.String()); ok {
+			if err := r.podRoute(m, ip); err != nil {
+				return nil, fmt.Errorf("dial tcp %s: connect: %w", addr, err)
+			}
 			return hostnet.Dial(net.JoinHostPort(a.String(), port))
 		}
 		if a, ok := r.opts.Network.Lookup(ip.String()); ok {

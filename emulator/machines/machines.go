@@ -23,6 +23,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -106,6 +107,11 @@ type machine struct {
 	proxyNode *proxy.NodeConfig
 	// installed is what the node's pods last said they installed.
 	installed map[string]bool
+	// sessions are the node's running system components' own lists and
+	// watches, by pod (rights.go).
+	sessions map[types.UID][]*componentSession
+	// podCIDR is the node's pod CIDR, as its kubelet hands addresses out.
+	podCIDR func() netip.Prefix
 	// providerID is what the node's spec.providerID is set to.
 	providerID string
 	// logs are the machine's service logs on its disk.
@@ -434,13 +440,15 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		Egress:    egress(am),
 		Serve:     r.modelledServers(m),
 		CSIPlugin: r.csiPlugins(m),
+		Stopped:   func(uid types.UID) { r.stopSessions(m, uid) },
+		ExecProbe: r.execProbe(m),
 		Log:       r.opts.Log.WithName("kubelet").WithValues("node", m.nodeName),
 	})
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
-	m.kubelet, m.kubeletVersion = k, info.KubeletVersion
+	m.kubelet, m.kubeletVersion, m.podCIDR = k, info.KubeletVersion, k.PodCIDR
 	r.mu.Unlock()
 	return nil
 }
@@ -589,6 +597,7 @@ func (r *Runtime) stop(m *machine) {
 	if k != nil {
 		k.Stop()
 	}
+	r.stopAllSessions(m)
 	r.stopProxy(m)
 	r.stopAccess(m)
 	if wc != nil {
@@ -615,7 +624,7 @@ func (r *Runtime) ensureCloud(m *machine) error {
 		return err
 	}
 	r.clusters[m.endpoint] = &workloadCluster{admin: m.cp.SuperAdmin, grants: &components.Grants{TTL: 30 * time.Second}, cloud: cloud.Start(cloud.Config{
-		Client: admin, Images: ccmImage, Instances: machineInstances{r}, Connect: r.opts.Cloud, IMDS: r.nodeIMDS(m.endpoint),
+		Client: admin, Images: ccmImage, Synced: r.ccmSynced, Instances: machineInstances{r}, Connect: r.opts.Cloud, IMDS: r.nodeIMDS(m.endpoint),
 		ReadNodeFile: r.nodeFiles(m.endpoint), PrivateIP: r.privateIP,
 		Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
 	}), disks: azuredisk.StartController(azuredisk.ControllerConfig{

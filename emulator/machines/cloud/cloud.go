@@ -50,6 +50,12 @@ type Config struct {
 	// Running and Ready pod of one of them in kube-system makes the
 	// controller active.
 	Images func(image string) bool
+	// Synced, when set, says whether a cloud-controller-manager pod's own
+	// informers (its Services and Nodes, listed with its ServiceAccount's
+	// token) have synced: until then its controllers do nothing, as
+	// cloud-provider's controllers wait for their caches. Tell the
+	// controller with Resync when it changes.
+	Synced func(pod *corev1.Pod) bool
 	// Instances may be nil: Nodes are then never deleted.
 	Instances Instances
 	// Connect gives Azure's network, where the service controller
@@ -137,13 +143,7 @@ func Start(cfg Config) *Controller {
 		if p, ok := o.(*corev1.Pod); !ok || !c.isCCM(p) {
 			return
 		}
-		for _, k := range c.nodes.ListKeys() {
-			c.queue.Add("node/" + k)
-		}
-		for _, k := range c.svcs.ListKeys() {
-			c.queue.Add("svc/" + k)
-		}
-		c.queue.Add(poolKey)
+		c.Resync()
 	}
 	_, _ = pi.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: all, UpdateFunc: func(_, o any) { all(o) }, DeleteFunc: all})
 	f.Start(ctx.Done())
@@ -182,6 +182,21 @@ func Start(cfg Config) *Controller {
 	return c
 }
 
+// Resync looks at every node and Service again: whether a
+// cloud-controller-manager acts has changed.
+func (c *Controller) Resync() {
+	if c == nil || c.nodes == nil || c.svcs == nil {
+		return
+	}
+	for _, k := range c.nodes.ListKeys() {
+		c.queue.Add("node/" + k)
+	}
+	for _, k := range c.svcs.ListKeys() {
+		c.queue.Add("svc/" + k)
+	}
+	c.queue.Add(poolKey)
+}
+
 // Stop stops the controller.
 func (c *Controller) Stop() {
 	c.cancel()
@@ -216,7 +231,8 @@ func (c *Controller) activeCCM() (*corev1.Pod, corev1.Container) {
 	ccms, _ := c.pods.ByIndex(ccmIndex, "true")
 	for _, o := range ccms {
 		p := o.(*corev1.Pod)
-		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || !podReady(p) || c.cfg.Images == nil {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || !podReady(p) || c.cfg.Images == nil ||
+			(c.cfg.Synced != nil && !c.cfg.Synced(p)) {
 			continue
 		}
 		for _, ct := range p.Spec.Containers {

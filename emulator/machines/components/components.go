@@ -135,6 +135,16 @@ type Component struct {
 	Effect string `json:"effect,omitempty"`
 	Source string `json:"source"`
 	Needs  []Need `json:"needs"`
+
+	// Watches are what the running component lists and watches with its
+	// pod's credentials (its ServiceAccount's token), from its source at
+	// the version the local world runs; Sync how it treats their errors.
+	// Until every required one is listed the component does not act:
+	// Effect does not happen, and an exec probe naming SyncProbe fails.
+	Watches     []Watch `json:"watches,omitempty"`
+	WatchSource string  `json:"watchSource,omitempty"`
+	Sync        Sync    `json:"sync,omitzero"`
+	SyncProbe   string  `json:"syncProbe,omitempty"`
 }
 
 // Effects of running components.
@@ -146,6 +156,12 @@ const (
 	// EffectCloudController: the cloud's service and node lifecycle
 	// controllers run (cloud-provider-azure's controller manager).
 	EffectCloudController = "cloud-controller"
+	// EffectPodRoutes: the node's routes to other nodes' pods (VXLAN
+	// routes, HNS remote-subnet policies) are programmed (Felix).
+	EffectPodRoutes = "pod-routes"
+	// EffectServiceRules: the node's Service rules are programmed
+	// (kube-proxy).
+	EffectServiceRules = "service-rules"
 )
 
 // Upstream sources.
@@ -282,6 +298,7 @@ func Catalog() []Component {
 				mount("/var/lib/calico", "/var/lib/calico", calicoManifest, "Unable to write the node name file: %s"),
 				mount("/host/etc/cni/net.d", "/etc/cni/net.d", calicoManifest, "Failed to read the CNI configuration: %s"),
 			}, calicoNodePerms(calicoManifest), crds(calicoCRDs, calicoFelixCRDs...)),
+			Effect: EffectPodRoutes, Watches: felixWatches, WatchSource: felixSyncer, Sync: felixSync, SyncProbe: "-felix-ready",
 		},
 		{
 			Name: "calico install-cni", Images: []string{"docker.io/calico/cni"}, OS: "linux", Source: calicoManifest,
@@ -306,13 +323,15 @@ func Catalog() []Component {
 				perm("create", "crd.projectcalico.org", "kubecontrollersconfigurations", calicoManifest), perm("update", "crd.projectcalico.org", "clusterinformations", calicoManifest),
 				perm("list", "crd.projectcalico.org", "hostendpoints", calicoManifest),
 			}, crds(calicoCRDs, "kubecontrollersconfigurations", "clusterinformations", "ipamblocks", "blockaffinities", "ipamhandles", "ippools", "hostendpoints", "ipreservations")),
+			Watches: kubeControllersWatches, WatchSource: kubeControllersSrc, Sync: informerSync, SyncProbe: "-r",
 		},
 		{
 			// How its processes start, and what they need of the node,
 			// is emulator/machines/process's: only what they ask of the
 			// API server is here.
 			Name: "calico-node-windows", Images: []string{"docker.io/calico/node-windows", "docker.io/calico/cni-windows"}, OS: "windows", Source: calicoWindows,
-			Needs: cat(calicoNodePerms(calicoWindows), crds(calicoCRDs, calicoFelixCRDs...)),
+			Needs:  cat(calicoNodePerms(calicoWindows), crds(calicoCRDs, calicoFelixCRDs...)),
+			Effect: EffectPodRoutes, Watches: felixWatches, WatchSource: felixSyncer, Sync: felixSync, SyncProbe: "-felix-ready",
 		},
 		{
 			Name: "kube-flannel", Images: []string{"docker.io/flannel/flannel"}, Containers: []string{"kube-flannel"}, OS: "linux", Source: flannelManifest,
@@ -345,6 +364,14 @@ func Catalog() []Component {
 				perm("list", "", "services", kubeadmProxyRBAC), perm("watch", "", "services", kubeadmProxyRBAC),
 				perm("list", "discovery.k8s.io", "endpointslices", kubeadmProxyRBAC), perm("get", "", "nodes", kubeadmProxyRBAC),
 			},
+			Effect: EffectServiceRules, Watches: kubeProxyWatches, WatchSource: kubeProxySrc, Sync: informerSync,
+		},
+		{
+			// kubeadm's kube-proxy DaemonSet: its kubeconfig (the
+			// kube-proxy ConfigMap) names the pod's ServiceAccount token.
+			Name: "kube-proxy", Images: []string{"registry.k8s.io/kube-proxy"}, OS: "linux", Source: kubeadmProxyRBAC,
+			Needs: []Need{perm("get", "", "nodes", kubeadmProxyRBAC)},
+			Effect: EffectServiceRules, Watches: kubeProxyWatches, WatchSource: kubeProxySrc, Sync: informerSync,
 		},
 		{
 			Name: "cloud-controller-manager", OS: "linux", Source: ccmChart, Effect: EffectCloudController,
@@ -360,6 +387,7 @@ func Catalog() []Component {
 				perm("get", "coordination.k8s.io", "leases", ccmChart), perm("create", "coordination.k8s.io", "leases", ccmChart), perm("update", "coordination.k8s.io", "leases", ccmChart),
 				perm("list", "discovery.k8s.io", "endpointslices", ccmChart),
 			},
+			Watches: ccmWatches, WatchSource: ccmSrc, Sync: informerSync,
 		},
 		{
 			Name: "cloud-node-manager", OS: "linux", Source: ccmChart, Effect: EffectInitializesNode,
@@ -369,6 +397,7 @@ func Catalog() []Component {
 				{Env: "NODE_NAME", Source: ccmChart, Log: "cloud-node-manager: --node-name is empty: %s"},
 				perm("get", "", "nodes", ccmChart), perm("update", "", "nodes", ccmChart), perm("patch", "", "nodes", ccmChart), perm("patch", "", "nodes/status", ccmChart),
 			},
+			Watches: nodeManagerWatches, WatchSource: nodeManagerSrc, Sync: informerSync,
 		},
 		{
 			// One program is the controller and the node plugins: without
@@ -456,6 +485,7 @@ func Catalog() []Component {
 			Needs: []Need{
 				perm("get", "", "nodes", ccmChart), perm("update", "", "nodes", ccmChart), perm("patch", "", "nodes", ccmChart), perm("patch", "", "nodes/status", ccmChart),
 			},
+			Watches: nodeManagerWatches, WatchSource: nodeManagerSrc, Sync: informerSync,
 		},
 	}
 }

@@ -85,6 +85,15 @@ type Config struct {
 	// Started, when set, is told when a pod's containers first run, so
 	// that what the simulated processes do on the node can happen.
 	Started func(ctx context.Context, pod *corev1.Pod)
+	// Stopped, when set, is told when a pod's containers have ended for
+	// good (the pod deleted or finished), so that what Started began for
+	// it stops.
+	Stopped func(uid types.UID)
+	// ExecProbe, when set, is asked for an exec probe's result: handled
+	// false leaves the probe to the kubelet's default (counted as
+	// succeeding); otherwise ok and msg are the command's result, for a
+	// process whose health command the runtime models.
+	ExecProbe ExecProbe
 	// PodAddress is the host address where a pod of this node, by its pod
 	// IP, is reached: its containers' servers listen there (serve.go).
 	// Pod IPs are not addresses of this machine; nil serves no pod ports.

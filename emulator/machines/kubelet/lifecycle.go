@@ -126,7 +126,11 @@ type ctrRun struct {
 type runEnv struct {
 	ctx   context.Context
 	check StartCheck
+	exec  ExecProbe
 }
+
+// ExecProbe runs a container's exec probe command (see Config.ExecProbe).
+type ExecProbe func(pod *corev1.Pod, container string, command []string) (handled, ok bool, msg string)
 
 func newPodRun(pod *corev1.Pod) *podRun {
 	r := &podRun{pod: pod, volumes: map[string]*csiVolume{}}
@@ -244,7 +248,7 @@ func (r *podRun) advance(now time.Time, env runEnv) time.Time {
 				continue
 			}
 			soon(c.exitAt)
-			if kill := r.runProbes(now, c); kill != "" {
+			if kill := r.runProbes(now, c, env.exec); kill != "" {
 				r.event(corev1.EventTypeNormal, "Killing", "Container %s %s, will be restarted", c.spec.Name, kill)
 				r.exit(now, c, exitKilled, "Error", "")
 				continue

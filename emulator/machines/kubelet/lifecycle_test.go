@@ -238,6 +238,35 @@ func TestExecProbeIsNotRun(t *testing.T) {
 	}
 }
 
+// TestModelledExecProbeDecides: an exec probe whose command the runtime
+// models (Felix's -felix-ready) gets the command's result: failing, the
+// container stays running and not Ready, with the Unhealthy event; once
+// it passes, Ready.
+func TestModelledExecProbeDecides(t *testing.T) {
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{ReadinessProbe: &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/calico-node", "-felix-ready"}}}, FailureThreshold: 1}})
+	synced := false
+	e := runEnv{ctx: context.Background(), exec: func(_ *corev1.Pod, _ string, cmd []string) (bool, bool, string) {
+		if cmd[len(cmd)-1] != "-felix-ready" {
+			return false, false, ""
+		}
+		if !synced {
+			return true, false, "calico-node is not ready: not in sync with the datastore"
+		}
+		return true, true, ""
+	}}
+	r.advance(t0, e)
+	r.advance(t0.Add(time.Second), e)
+	if s, cs := statusOf(r); ready(s) || cs.State.Running == nil || !hasEvent(r, "Unhealthy", "not in sync") || hasEvent(r, "ProbeNotRun", "") {
+		t.Fatalf("ready %v state %+v events %+v", ready(s), cs.State, r.events)
+	}
+	synced = true
+	r.advance(t0.Add(20*time.Second), e)
+	if s, _ := statusOf(r); !ready(s) {
+		t.Fatalf("not Ready once the probe passes: events %+v", r.events)
+	}
+}
+
 // TestInitContainersRunFirst: a failing init container of a Never pod
 // fails the pod before the main containers start.
 func TestInitContainersRunFirst(t *testing.T) {

@@ -215,7 +215,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		run.net = k.podNet(ctx, pod, hostNet, ip)
 	}
 	now := time.Now()
-	next := run.advance(now, runEnv{ctx: ctx, check: k.cfg.StartCheck})
+	next := run.advance(now, runEnv{ctx: ctx, check: k.cfg.StartCheck, exec: k.cfg.ExecProbe})
 	run.fill(status)
 	// What the running processes serve on the node: a process still
 	// waiting for something serves nothing yet.
@@ -296,7 +296,20 @@ func (k *Kubelet) dropRun(uid types.UID) {
 	delete(k.runs, uid)
 	k.mu.Unlock()
 	k.dropViews(uid)
+	k.stopped(uid)
 }
+
+// stopped tells Config.Stopped that a pod's containers ended.
+func (k *Kubelet) stopped(uid types.UID) {
+	if k.cfg.Stopped != nil {
+		k.cfg.Stopped(uid)
+	}
+}
+
+// PodCIDR is the node's pod CIDR as its IPAM hands addresses out from it
+// (invalid before the controller-manager assigned one): the pod IPs that
+// live on this node.
+func (k *Kubelet) PodCIDR() netip.Prefix { return k.ipam.prefix() }
 
 func failedSummary(f map[string]*ContainerFailure) string {
 	for c, v := range f {
@@ -338,6 +351,7 @@ func (k *Kubelet) forget(ctx context.Context) {
 	for i, r := range goneRuns {
 		k.unmountVolumes(ctx, r)
 		k.deregisterCSIPlugins(ctx, goneUIDs[i])
+		k.stopped(goneUIDs[i])
 	}
 	for _, uid := range gone {
 		k.releaseIP(uid, "")

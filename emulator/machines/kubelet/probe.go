@@ -88,13 +88,13 @@ func (p *probeRun) record(now time.Time, ok bool) bool {
 
 // runProbes runs the container's due probes; it returns why the kubelet
 // kills the container ("failed liveness probe"), or "".
-func (r *podRun) runProbes(now time.Time, c *ctrRun) string {
+func (r *podRun) runProbes(now time.Time, c *ctrRun, exec ExecProbe) string {
 	s := &c.probes
 	do := func(p *probeRun) (bool, bool) {
 		if p == nil || now.Before(p.due) {
 			return false, false
 		}
-		ok, msg := r.probe(c, p.p)
+		ok, msg := r.probe(c, p.p, exec)
 		if !ok {
 			r.event(corev1.EventTypeWarning, "Unhealthy", "%s probe failed: %s", p.kind, msg)
 		}
@@ -129,9 +129,10 @@ func (r *podRun) runProbes(now time.Time, c *ctrRun) string {
 // same thing; a port no container serves refuses the connection, as an
 // unserved port of a real pod does. A gRPC probe passes when the port
 // accepts a connection: the simulated server speaks HTTP, not gRPC's
-// health protocol, and is counted as SERVING. An exec probe cannot run: it
-// is counted as succeeding, and the kubelet says so in an event.
-func (r *podRun) probe(c *ctrRun, p *corev1.Probe) (bool, string) {
+// health protocol, and is counted as SERVING. An exec probe runs when the
+// runtime models its command (exec); otherwise it cannot run: it is
+// counted as succeeding, and the kubelet says so in an event.
+func (r *podRun) probe(c *ctrRun, p *corev1.Probe, exec ExecProbe) (bool, string) {
 	ip := "0.0.0.0"
 	if r.podIP != "" {
 		ip = r.podIP
@@ -139,6 +140,11 @@ func (r *podRun) probe(c *ctrRun, p *corev1.Probe) (bool, string) {
 	host, port, scheme, path := ip, int32(0), "", ""
 	switch {
 	case p.Exec != nil:
+		if exec != nil {
+			if handled, ok, msg := exec(r.pod, c.spec.Name, p.Exec.Command); handled {
+				return ok, msg
+			}
+		}
 		r.event(corev1.EventTypeNormal, "ProbeNotRun", "exec probe %q of container %s not run: the emulated container runs no process, so the kubelet counts it as succeeding", strings.Join(p.Exec.Command, " "), c.spec.Name)
 		return true, ""
 	case p.TCPSocket != nil:

@@ -180,11 +180,11 @@ func declaredPortAnswers(t *testing.T, n *servingNode) {
 	// The probe reached the server: its request is how the pod got Ready,
 	// and a probe of the undeclared port is refused the same way.
 	r := &podRun{pod: pod, podIP: pod.Status.PodIP, net: &podNet{addr: host}, mains: []*ctrRun{{spec: pod.Spec.Containers[0]}}}
-	if ok, msg := r.probe(r.mains[0], probe); !ok {
+	if ok, msg := r.probe(r.mains[0], probe, nil); !ok {
 		t.Errorf("the readiness probe fails against the running pod: %s", msg)
 	}
 	bad := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(9090)}}}
-	if ok, msg := r.probe(r.mains[0], bad); ok || !strings.Contains(msg, pod.Status.PodIP+":9090: connect: connection refused") {
+	if ok, msg := r.probe(r.mains[0], bad, nil); ok || !strings.Contains(msg, pod.Status.PodIP+":9090: connect: connection refused") {
 		t.Errorf("probe of an undeclared port: %v %q", ok, msg)
 	}
 

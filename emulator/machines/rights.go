@@ -1,0 +1,269 @@
+package machines
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/components"
+	"github.com/winkube/winkube/emulator/machines/vmdisk"
+)
+
+// componentSession is a running system component's own lists and
+// watches, made with its pod's ServiceAccount token: what it may do is
+// what the API server's RBAC lets that identity do, never the runtime's.
+type componentSession struct {
+	comp *components.Component
+	pod  *corev1.Pod
+	s    *components.Session
+	cfg  *rest.Config
+}
+
+// startSession starts what a component's process lists and watches, once
+// per pod and component, when its container runs. The component is known
+// by its image and command line, as a kubelet knows nothing else of it.
+func (r *Runtime) startSession(m *machine, wc *workloadCluster, admin kubernetes.Interface, comp *components.Component, pod *corev1.Pod) {
+	if comp == nil || len(comp.Watches) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, cs := range m.sessions[pod.UID] {
+		if cs.comp.Name == comp.Name {
+			r.mu.Unlock()
+			return
+		}
+	}
+	r.mu.Unlock()
+	cfg := serviceAccountConfig(wc.admin, admin, pod)
+	who := fmt.Sprintf("%s/%s (%s)", pod.Namespace, pod.Name, comp.Name)
+	s, err := components.StartSession(components.SessionConfig{
+		Config: cfg, Node: m.nodeName, Watches: comp.Watches, Sync: comp.Sync,
+		Log: func(format string, args ...any) {
+			m.logs.Write(vmdisk.Containerd, "%s: %s", who, fmt.Sprintf(format, args...))
+		},
+		OnChange: func(synced bool) {
+			state := "in sync: every list succeeded"
+			if !synced {
+				state = "not in sync"
+			}
+			m.logs.Write(vmdisk.Containerd, "%s: %s", who, state)
+			switch comp.Effect {
+			case components.EffectServiceRules:
+				r.refreshProxy(m)
+			case components.EffectCloudController:
+				r.mu.Lock()
+				wc := r.clusters[m.endpoint]
+				r.mu.Unlock()
+				if wc != nil {
+					wc.cloud.Resync()
+				}
+			}
+		},
+	})
+	if err != nil {
+		m.logs.Write(vmdisk.Containerd, "%s: %v", who, err)
+		return
+	}
+	cs := &componentSession{comp: comp, pod: pod, s: s, cfg: cfg}
+	r.mu.Lock()
+	if m.sessions == nil {
+		m.sessions = map[types.UID][]*componentSession{}
+	}
+	m.sessions[pod.UID] = append(m.sessions[pod.UID], cs)
+	r.mu.Unlock()
+	if comp.Effect == components.EffectServiceRules {
+		r.refreshProxy(m)
+	}
+}
+
+// stopSessions ends what the pod's components listed and watched.
+func (r *Runtime) stopSessions(m *machine, uid types.UID) {
+	r.mu.Lock()
+	gone := m.sessions[uid]
+	delete(m.sessions, uid)
+	r.mu.Unlock()
+	for _, cs := range gone {
+		cs.s.Stop()
+	}
+	for _, cs := range gone {
+		if cs.comp.Effect == components.EffectServiceRules {
+			r.refreshProxy(m)
+		}
+	}
+}
+
+func (r *Runtime) stopAllSessions(m *machine) {
+	r.mu.Lock()
+	var uids []types.UID
+	for uid := range m.sessions {
+		uids = append(uids, uid)
+	}
+	r.mu.Unlock()
+	for _, uid := range uids {
+		r.stopSessions(m, uid)
+	}
+}
+
+// synced says whether the node's components with effect are in sync:
+// ok false when the node runs none (the effect is then not gated here).
+func (r *Runtime) synced(m *machine, effect string) (synced, ok bool, why string) {
+	r.mu.Lock()
+	var ss []*componentSession
+	for _, list := range m.sessions {
+		for _, cs := range list {
+			if cs.comp.Effect == effect {
+				ss = append(ss, cs)
+			}
+		}
+	}
+	r.mu.Unlock()
+	if len(ss) == 0 {
+		return false, false, ""
+	}
+	for _, cs := range ss {
+		if ns := cs.s.NotSynced(); ns != "" {
+			return false, true, fmt.Sprintf("%s/%s (%s) not in sync: %s", cs.pod.Namespace, cs.pod.Name, cs.comp.Name, ns)
+		}
+	}
+	return true, true, ""
+}
+
+// execProbe is the health command of a component whose sync it reports
+// (calico-node -felix-ready, kube-controllers' check-status -r): it fails
+// while the component is not in sync, as Felix's readiness endpoint
+// answers 503 until its datastore is in sync.
+func (r *Runtime) execProbe(m *machine) func(pod *corev1.Pod, container string, command []string) (bool, bool, string) {
+	return func(pod *corev1.Pod, container string, command []string) (bool, bool, string) {
+		r.mu.Lock()
+		list := m.sessions[pod.UID]
+		r.mu.Unlock()
+		for _, cs := range list {
+			if cs.comp.SyncProbe == "" || !slices.Contains(command, cs.comp.SyncProbe) {
+				continue
+			}
+			if ns := cs.s.NotSynced(); ns != "" {
+				return true, false, fmt.Sprintf("%s is not ready: not in sync with the datastore (%s)", cs.comp.Name, ns)
+			}
+			return true, true, ""
+		}
+		return false, false, ""
+	}
+}
+
+// refreshProxy tells the node's kube-proxy whether it programs its rules:
+// its pod runs and, when the runtime knows the component, it has listed
+// what kube-proxy's proxier waits for (Services and EndpointSlices).
+func (r *Runtime) refreshProxy(m *machine) {
+	r.mu.Lock()
+	pn, installed := m.proxy, m.installed["kube-proxy"]
+	r.mu.Unlock()
+	if pn == nil {
+		return
+	}
+	pn.SetActive(installed && r.proxySynced(m))
+}
+
+func (r *Runtime) proxySynced(m *machine) bool {
+	synced, known, _ := r.synced(m, components.EffectServiceRules)
+	return synced || !known
+}
+
+// podRoute says whether a connection from machine m reaches pod IP ip of
+// its cluster: a pod of another node is reached only through routes that
+// the CNI's agent on both nodes programmed (Felix's VXLAN routes and
+// tunnel, HNS remote-subnet policies), which it does only once in sync
+// (Felix's int_dataplane.go / win_dataplane.go apply nothing before).
+func (r *Runtime) podRoute(m *machine, ip netip.Addr) error {
+	r.mu.Lock()
+	var owner *machine
+	for _, o := range r.machines {
+		if o.endpoint != m.endpoint || o.podCIDR == nil {
+			continue
+		}
+		if p := o.podCIDR(); p.IsValid() && p.Contains(ip) {
+			owner = o
+		}
+	}
+	r.mu.Unlock()
+	if owner == nil || owner == m {
+		return nil
+	}
+	for _, n := range []*machine{m, owner} {
+		if synced, known, why := r.synced(n, components.EffectPodRoutes); known && !synced {
+			return fmt.Errorf("no route to host: node %s has no routes to other nodes' pods (%s)", n.nodeName, why)
+		}
+	}
+	return nil
+}
+
+// initializeNode is the cloud node manager's node controller: once its
+// Node informer has synced it initializes the node with the pod's own
+// credentials (get, update nodes; patch nodes/status), retrying as its
+// informer's events do until the pod goes.
+func (r *Runtime) initializeNode(m *machine, host string, pod *corev1.Pod) {
+	r.mu.Lock()
+	var cs *componentSession
+	for _, c := range m.sessions[pod.UID] {
+		if c.comp.Effect == components.EffectInitializesNode {
+			cs = c
+		}
+	}
+	r.mu.Unlock()
+	if cs == nil {
+		return
+	}
+	client, err := kubernetes.NewForConfig(cs.cfg)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer cancel()
+		wait, last := time.Second, ""
+		for {
+			err := fmt.Errorf("waiting for the node informer to sync: %s", cs.s.NotSynced())
+			if cs.s.Synced() {
+				if err = cloud.InitializeNode(ctx, client, m.nodeName, instance(m, host)); err == nil {
+					m.logs.Write(vmdisk.Kubelet, "cloud-node-manager: initialized node %s (%s)", m.nodeName, m.providerID)
+					return
+				}
+			}
+			if err.Error() != last {
+				m.logs.Write(vmdisk.Kubelet, "cloud-node-manager: failed to initialize node %s: %v", m.nodeName, err)
+				last = err.Error()
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-cs.s.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			wait = min(2*wait, 30*time.Second)
+		}
+	}()
+}
+
+// ccmSynced says whether a cloud-controller-manager pod's own informers
+// have synced; a pod the runtime runs no session for (its node is not
+// one of this runtime's machines) is not held back.
+func (r *Runtime) ccmSynced(pod *corev1.Pod) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.machines {
+		for _, cs := range m.sessions[pod.UID] {
+			if cs.comp.Effect == components.EffectCloudController {
+				return cs.s.Synced()
+			}
+		}
+	}
+	return true
+}
