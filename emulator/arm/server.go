@@ -111,6 +111,9 @@ type Server struct {
 	// now is the clock their expiry is checked against.
 	blobKey []byte
 	now     func() time.Time
+	// newerVersions are the api-versions, by resource provider, that were
+	// served as an older one and logged (apiversions.go).
+	newerVersions map[string]bool
 
 	ca       *certAuthority
 	imds     *imdsServer
@@ -150,6 +153,8 @@ func New(opts Options) (*Server, error) {
 		agentBusy: map[string]bool{},
 		blobKey:   newBlobKey(),
 		now:       time.Now,
+
+		newerVersions: map[string]bool{},
 	}
 	s.attachDataPlane()
 	return s, nil
@@ -278,9 +283,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, unservedError(r.Method, r.URL.Path))
 			return
 		}
-		if e := checkAPIVersion(op, r.URL.Query().Get("api-version")); e != nil {
+		asked := r.URL.Query().Get("api-version")
+		served, e := servedAPIVersion(op, asked)
+		if e != nil {
 			writeError(w, e)
 			return
+		}
+		if served != asked {
+			w.Header().Set(ServedAPIVersionHeader, served)
+			s.noteNewerAPIVersion(op, asked, served)
 		}
 		r = withOperation(r, op)
 	}
