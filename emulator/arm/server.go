@@ -114,6 +114,9 @@ type Server struct {
 	// newerVersions are the api-versions, by resource provider, that were
 	// served as an older one and logged (apiversions.go).
 	newerVersions map[string]bool
+	// loginEndpoint is the Entra ID authority host the metadata document
+	// names (metadata.go).
+	loginEndpoint string
 
 	ca       *certAuthority
 	imds     *imdsServer
@@ -251,6 +254,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isBlobPath(r.URL.Path) {
 		// A SAS URL carries its own authorization, as Azure Storage's do.
 		s.serveBlob(w, r)
+		return
+	}
+	if r.URL.Path == metadataPath {
+		// Read before a client has credentials (metadata.go).
+		s.serveMetadata(w, r)
 		return
 	}
 	who, e := s.authenticate(r)

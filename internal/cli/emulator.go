@@ -197,6 +197,7 @@ func runEmulator(ctx context.Context, cmd *cobra.Command, o *emulatorOptions) er
 		return err
 	}
 	defer login.Close()
+	srv.SetLoginEndpoint(login.URL())
 	caFile := o.caFile
 	if caFile == "" {
 		dir := ""
