@@ -47,6 +47,11 @@ var vmSizes = map[string]vmSize{
 	"Standard_DS2_v2": {2, 7, "standardDSv2Family", true, "V1,V2", true, 8}, "Standard_F2s_v2": {2, 4, "standardFSv2Family", true, "V1,V2", true, 4},
 	"Standard_E4s_v3": {4, 32, "standardESv3Family", true, "V1,V2", true, 8},
 	"Standard_A2_v2":  {2, 4, "standardAv2Family", false, "V1", false, 4},
+	// The size of the Compute specification's VM examples
+	// (VirtualMachine_Create_WithSshAuthentication.json): one vCPU, no
+	// Premium SSD, no accelerated networking, 4 data disks
+	// (virtual-machines/dv2-dsv2-series.md).
+	"Standard_D1_v2": {1, 3.5, "standardDv2Family", false, "V1,V2", false, 4},
 }
 
 // checkGeneration refuses an image the size cannot boot, as Azure does
@@ -171,9 +176,12 @@ type locationInfo struct {
 	zones []string
 }
 
-// locations are the regions the emulator knows; westcentralus has no
-// availability zones, as in Azure.
+// locations are the regions the emulator knows; westcentralus and westus
+// have no availability zones, as in Azure (westus is the region of the
+// Compute specification's examples, e.g. VirtualMachine_Create_
+// WithSshAuthentication.json).
 var locations = map[string]locationInfo{
+	"westus":     {nil},
 	"westeurope": {[]string{"1", "2", "3"}}, "northeurope": {[]string{"1", "2", "3"}}, "uksouth": {[]string{"1", "2", "3"}},
 	"eastus": {[]string{"1", "2", "3"}}, "eastus2": {[]string{"1", "2", "3"}}, "westus2": {[]string{"1", "2", "3"}},
 	"westus3": {[]string{"1", "2", "3"}}, "southcentralus": {[]string{"1", "2", "3"}}, "centralus": {[]string{"1", "2", "3"}},

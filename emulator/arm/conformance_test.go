@@ -90,6 +90,39 @@ type conformance struct {
 	tried map[string]int
 	// bearer is the token presented; the static test token when empty.
 	bearer string
+	// sends, when set, is another client whose api-versions are sent
+	// (clients_test.go).
+	sends *apiClient
+}
+
+// version is the api-version the operation is called with: the client's,
+// or the SDK's of go.mod for an operation the client does not have.
+func (c *conformance) version(id string) string {
+	op := c.sdk[id]
+	if c.sends != nil {
+		if v := c.sends.version(op.Method, op.Path); v != "" {
+			return v
+		}
+	}
+	return op.APIVersion
+}
+
+// checkServedAs holds an answer to a version the emulator does not list to
+// the header that names the version it was served as.
+func (c *conformance) checkServedAs(id, asked string, a answer) {
+	c.t.Helper()
+	got := a.header.Get(arm.ServedAPIVersionHeader)
+	for _, op := range arm.ServedOperations() {
+		if op.ID != id {
+			continue
+		}
+		switch {
+		case slices.Contains(op.APIVersions, asked) && got != "":
+			c.t.Errorf("%s at its own api-version %s: answered %s %s", id, asked, arm.ServedAPIVersionHeader, got)
+		case !slices.Contains(op.APIVersions, asked) && (got == "" || !slices.Contains(op.APIVersions, got)):
+			c.t.Errorf("%s at api-version %s, which the emulator does not list: %s is %q, not one of its versions", id, asked, arm.ServedAPIVersionHeader, got)
+		}
+	}
 }
 
 func (c *conformance) token() string {
@@ -163,7 +196,8 @@ func (c *conformance) call(id string, params map[string]string, body any) answer
 		c.t.Fatalf("no SDK operation %s", id)
 	}
 	c.tried[id]++
-	a := c.do(op.Method, fill(op.Path, params), op.APIVersion, body, nil)
+	a := c.do(op.Method, fill(op.Path, params), c.version(id), body, nil)
+	c.checkServedAs(id, c.version(id), a)
 	if !slices.Contains(op.Statuses, a.status) {
 		c.t.Errorf("%s: answered %d (%s), the SDK accepts %v", id, a.status, bytes.TrimSpace(a.raw), op.Statuses)
 		return a
@@ -246,7 +280,7 @@ func (c *conformance) notFound(id string, params map[string]string, group bool, 
 		last := strings.Trim(seg[len(seg)-1], "{}")
 		params[last] = params[last] + "99"
 	}
-	a := c.do(op.Method, fill(op.Path, params), op.APIVersion, nil, nil)
+	a := c.do(op.Method, fill(op.Path, params), c.version(id), nil, nil)
 	if op.Method == http.MethodDelete && code == "" {
 		if !slices.Contains(op.Statuses, a.status) {
 			c.t.Errorf("%s of a missing resource: %d, the SDK accepts %v", id, a.status, op.Statuses)
@@ -264,12 +298,22 @@ func (c *conformance) notFound(id string, params map[string]string, group bool, 
 
 // Every served operation answers as the SDK declares: on success, when
 // what it names does not exist, on conflict, and when the api-version is
-// one Azure does not have.
+// one Azure does not have; at the api-versions of go.mod's SDK, of the
+// newest SDK releases of each language tried (clients_test.go), and at a version
+// dated after every one the emulator knows.
 func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
+	sdk := sdkOperations(t)
+	t.Run("Azure SDK for Go modules of go.mod", func(t *testing.T) { conform(t, sdk, nil) })
+	for _, cl := range loadClients(t) {
+		t.Run(cl.name, func(t *testing.T) { conform(t, sdk, cl) })
+	}
+}
+
+func conform(t *testing.T, sdk map[string]sdkops.Operation, cl *apiClient) {
 	w := newWorld(t, nil)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(w.srv.CACertPEM())
-	c := &conformance{t: t, base: w.srv.URL(), sdk: sdkOperations(t), tried: map[string]int{},
+	c := &conformance{t: t, base: w.srv.URL(), sdk: sdk, tried: map[string]int{}, sends: cl,
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}}
 
 	p := map[string]string{
@@ -380,7 +424,7 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 		"Subnets_List", "LoadBalancers_List", "LoadBalancers_ListAll", "InboundNatRules_List", "LoadBalancerBackendAddressPools_List",
 		"LoadBalancerFrontendIPConfigurations_List", "LoadBalancerProbes_List", "LoadBalancerLoadBalancingRules_List", "Interfaces_List", "Interfaces_ListAll",
 		"VirtualMachines_List", "VirtualMachines_ListAll", "VirtualMachines_InstanceView", "VirtualMachineScaleSets_List", "VirtualMachineScaleSets_ListAll",
-		"VirtualMachineScaleSetVMs_List", "VirtualMachineScaleSetVMs_Get", "VirtualMachineScaleSetVMs_GetInstanceView", "Disks_List", "Disks_ListByResourceGroup",
+		"VirtualMachineScaleSetVMs_List", "VirtualMachineScaleSetVMs_Get", "VirtualMachineScaleSetVMs_GetInstanceView", "VirtualMachineScaleSets_GetInstanceView", "Disks_List", "Disks_ListByResourceGroup",
 		"Images_List", "Images_ListByResourceGroup", "Resources_ListByResourceGroup", "Interfaces_ListVirtualMachineScaleSetNetworkInterfaces",
 		"Interfaces_ListVirtualMachineScaleSetVMNetworkInterfaces", "VirtualMachineImages_ListPublishers", "VirtualMachineImages_ListOffers",
 		"VirtualMachineImages_ListSKUs", "VirtualMachineImages_List", "VirtualMachineImages_Get", "CommunityGalleries_Get", "CommunityGalleryImages_List",
@@ -474,16 +518,19 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 		t.Errorf("deleting a NIC that a VM uses: %d", a.status)
 	}
 
-	// Api-versions Azure does not have.
+	// Api-versions Azure does not have: before the type existed, between
+	// two of its versions and an unknown preview (even a later one) are
+	// refused with the type's answer; malformed ones with ARM's own.
 	for _, op := range arm.ServedOperations() {
-		for _, v := range []string{"2099-01-01", "2015-05-01-preview-bogus"} {
+		between := oldestStable(t, op.APIVersions).AddDate(0, 0, 1).Format(time.DateOnly)
+		for _, v := range []string{"2013-01-01", between, "2099-01-01-preview", "2015-05-01-preview-bogus", "2025-02-30", "latest", "2025-4-1"} {
 			a := c.do(op.Method, fill(op.Path, p), v, nil, nil)
 			code := ""
 			if e, ok := a.body["error"].(map[string]any); ok {
 				code, _ = e["code"].(string)
 			}
 			want := "NoRegisteredProviderFound"
-			if strings.HasPrefix(op.ID, "ResourceGroups_") || strings.HasPrefix(op.ID, "Resources_") || strings.HasPrefix(op.ID, "Tags_") {
+			if strings.HasPrefix(op.ID, "ResourceGroups_") || strings.HasPrefix(op.ID, "Resources_") || strings.HasPrefix(op.ID, "Tags_") || !slices.Contains([]string{"2013-01-01", between, "2099-01-01-preview"}, v) {
 				want = "InvalidApiVersionParameter"
 			}
 			if op.Method == http.MethodHead {
@@ -501,7 +548,15 @@ func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
 	// Deletes, dependents first.
 	c.call("VirtualMachineScaleSets_CreateOrUpdate", p, with(loc, "sku", map[string]any{"name": "Standard_D2s_v3", "capacity": 2},
 		"properties", map[string]any{"upgradePolicy": map[string]any{"mode": "Manual"}, "virtualMachineProfile": ssProfile}))
-	c.call("VirtualMachineScaleSets_DeleteInstances", p, map[string]any{"instanceIds": []any{"1"}})
+	// Over-provisioning leaves gaps in the instance IDs, as on Azure: the
+	// one deleted is one the scale set lists.
+	var added []any
+	for _, v := range c.call("VirtualMachineScaleSetVMs_List", p, nil).body["value"].([]any) {
+		if id, _ := v.(map[string]any)["instanceId"].(string); id != "0" {
+			added = append(added, id)
+		}
+	}
+	c.call("VirtualMachineScaleSets_DeleteInstances", p, map[string]any{"instanceIds": added[:1]})
 	for _, op := range []string{"VirtualMachineRunCommands_Delete", "VirtualMachineScaleSetVMRunCommands_Delete", "VirtualMachineScaleSetVMs_Delete", "VirtualMachineScaleSets_Delete", "VirtualMachines_Delete", "AvailabilitySets_Delete", "Disks_Delete", "Images_Delete",
 		"Interfaces_Delete", "InboundNatRules_Delete", "LoadBalancerBackendAddressPools_Delete", "LoadBalancers_Delete", "Subnets_Delete", "VirtualNetworks_Delete",
 		"NatGateways_Delete", "PublicIPAddresses_Delete", "Routes_Delete", "RouteTables_Delete", "SecurityRules_Delete", "SecurityGroups_Delete"} {
@@ -545,7 +600,7 @@ func obj(m map[string]any, k string) map[string]any {
 // an emulator whose Entra directory knows an Owner, as whom it calls them.
 func conformIdentity(t *testing.T, base *conformance, p map[string]string) *conformance {
 	w := newIDWorld(t)
-	ic := &conformance{t: t, base: w.srv.URL(), sdk: base.sdk, tried: map[string]int{}, client: base.client, bearer: w.ownerToken}
+	ic := &conformance{t: t, base: w.srv.URL(), sdk: base.sdk, tried: map[string]int{}, client: base.client, bearer: w.ownerToken, sends: base.sends}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(w.srv.CACertPEM())
 	ic.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}

@@ -119,6 +119,7 @@ var servedOperations = func() []operationSpec {
 	crud("VirtualMachineScaleSets", "compute", ss, true, false)
 	add(operationSpec{ID: "VirtualMachineScaleSets_Update", Method: http.MethodPatch, Path: ss, Versions: "compute"})
 	add(operationSpec{ID: "VirtualMachineScaleSets_DeleteInstances", Method: http.MethodPost, Path: ss + "/delete", Versions: "compute"})
+	add(operationSpec{ID: "VirtualMachineScaleSets_GetInstanceView", Method: http.MethodGet, Path: ss + "/instanceView", Versions: "compute"})
 	add(operationSpec{ID: "VirtualMachineScaleSets_UpdateInstances", Method: http.MethodPost, Path: ss + "/manualupgrade", Versions: "compute"})
 	for _, a := range []string{"Start", "Deallocate", "Restart"} {
 		add(operationSpec{ID: "VirtualMachineScaleSets_" + a, Method: http.MethodPost, Path: ss + "/" + lowerFirst(a), Versions: "compute"})

@@ -111,6 +111,12 @@ type Server struct {
 	// now is the clock their expiry is checked against.
 	blobKey []byte
 	now     func() time.Time
+	// newerVersions are the api-versions, by resource provider, that were
+	// served as an older one and logged (apiversions.go).
+	newerVersions map[string]bool
+	// loginEndpoint is the Entra ID authority host the metadata document
+	// names (metadata.go).
+	loginEndpoint string
 
 	ca       *certAuthority
 	imds     *imdsServer
@@ -150,6 +156,8 @@ func New(opts Options) (*Server, error) {
 		agentBusy: map[string]bool{},
 		blobKey:   newBlobKey(),
 		now:       time.Now,
+
+		newerVersions: map[string]bool{},
 	}
 	s.attachDataPlane()
 	return s, nil
@@ -248,6 +256,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveBlob(w, r)
 		return
 	}
+	if r.URL.Path == metadataPath {
+		// Read before a client has credentials (metadata.go).
+		s.serveMetadata(w, r)
+		return
+	}
 	who, e := s.authenticate(r)
 	if e != nil {
 		writeError(w, e)
@@ -278,9 +291,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, unservedError(r.Method, r.URL.Path))
 			return
 		}
-		if e := checkAPIVersion(op, r.URL.Query().Get("api-version")); e != nil {
+		asked := r.URL.Query().Get("api-version")
+		served, e := servedAPIVersion(op, asked)
+		if e != nil {
 			writeError(w, e)
 			return
+		}
+		if served != asked {
+			w.Header().Set(ServedAPIVersionHeader, served)
+			s.noteNewerAPIVersion(op, asked, served)
 		}
 		r = withOperation(r, op)
 	}

@@ -77,6 +77,7 @@ func putVM(s *Server, r, old *resource) *armError {
 		return e
 	}
 	dataDisks()
+	vmDefaults(p)
 	if old != nil {
 		p["vmId"] = old.props()["vmId"]
 		obj(storage, "osDisk")["managedDisk"] = get(old.props(), "storageProfile", "osDisk", "managedDisk")
@@ -334,6 +335,10 @@ func (s *Server) serveInstanceView(w http.ResponseWriter, id resourceID) {
 	r := s.lookup(id.String())
 	if r == nil {
 		writeError(w, notFound(id))
+		return
+	}
+	if r.kind.typ == kindVMSS {
+		writeJSON(w, http.StatusOK, s.scaleSetInstanceView(r))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.instanceView(r))

@@ -68,7 +68,27 @@ principals named by --operator may use it. Tokens of tenants other than
 them for a subscription of another tenant.
 
 With --state the resources survive a restart: they are loaded at start and
-saved on exit (and every --save-every), the directory beside them.`,
+saved on exit (and every --save-every), the directory beside them.
+
+GET /metadata/endpoints?api-version=2022-09-01 (also 1.0, 2015-01-01,
+2019-05-01) answers without a token, naming this ARM, its Entra ID and the
+token audience: 'az cloud register -n WinkubeEmulator
+--endpoint-resource-manager <ARM URL>' reads it. Api-versions: those Azure
+publishes up to today's SDKs are served; a date later than the newest the
+emulator knows is served as that newest one, and the answer's
+X-Winkube-Served-Api-Version header says which; malformed, unknown and
+too-old versions are refused as ARM refuses them.
+
+Clients tried (2026-11-28): the Azure SDK for Go (go.mod's modules and
+armresources/v3 v3.0.1, armcompute/v8 v8.4.0, armnetwork/v9 v9.0.0), for
+JavaScript (@azure/arm-resources 8.0.0, arm-compute 25.1.1, arm-network
+39.0.0, identity 4.14.1), for Python (Debian's azure-mgmt-compute 29.0.0,
+azure-identity 1.13.0b2), and the Azure CLI 2.45.0 ('cloud register'
+works; its 'login' needs login.microsoftonline.com for instance
+discovery). An operation the emulator lacks answers 404 NotFound, 405
+MethodNotAllowed or 400 InvalidResourceType/NoRegisteredProviderFound:
+report it to winkube's issue tracker with the method, path, api-version,
+the client and its version.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -197,6 +217,7 @@ func runEmulator(ctx context.Context, cmd *cobra.Command, o *emulatorOptions) er
 		return err
 	}
 	defer login.Close()
+	srv.SetLoginEndpoint(login.URL())
 	caFile := o.caFile
 	if caFile == "" {
 		dir := ""

@@ -85,8 +85,11 @@ func (w *World) serveDirectory() error {
 	if err != nil {
 		return err
 	}
-	w.login, err = entra.Serve(w.dir, "127.0.0.1:0", cert)
-	return err
+	if w.login, err = entra.Serve(w.dir, "127.0.0.1:0", cert); err != nil {
+		return err
+	}
+	w.emu.SetLoginEndpoint(w.login.URL())
+	return nil
 }
 
 // Directory is the world's Entra ID, for tests and diagnosis.

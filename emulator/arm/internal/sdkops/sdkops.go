@@ -54,9 +54,13 @@ func Load(dir string) ([]Operation, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("sdkops: no generated clients in %s", dir)
 	}
+	consts, err := stringConsts(dir)
+	if err != nil {
+		return nil, err
+	}
 	var out []Operation
 	for _, f := range files {
-		ops, err := parseFile(f)
+		ops, err := parseFile(f, consts)
 		if err != nil {
 			return nil, err
 		}
@@ -71,7 +75,7 @@ type method struct {
 	body         *ast.BlockStmt
 }
 
-func parseFile(path string) ([]Operation, error) {
+func parseFile(path string, consts map[string]string) ([]Operation, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -110,7 +114,7 @@ func parseFile(path string) ([]Operation, error) {
 		if !strings.HasSuffix(m.name, "CreateRequest") {
 			continue
 		}
-		op := Operation{Path: urlPath(m.body), Method: httpMethod(m.body), APIVersion: apiVersion(m.body)}
+		op := Operation{Path: urlPath(m.body), Method: httpMethod(m.body), APIVersion: apiVersion(m.body, consts)}
 		if op.Path == "" || op.Method == "" {
 			return nil, fmt.Errorf("sdkops: %s.%s: no URL path or HTTP method", m.client, m.name)
 		}
@@ -207,14 +211,55 @@ func httpMethod(body *ast.BlockStmt) string {
 	return out
 }
 
-// apiVersion is the value of reqQP.Set("api-version", "...").
-func apiVersion(body *ast.BlockStmt) string {
+// stringConsts are a module's package-level string constants: newer
+// generators (armcompute v8) name each api-version once,
+// reqQP.Set("api-version", version20260401).
+func stringConsts(dir string) (map[string]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, p := range files {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, sp := range g.Specs {
+				vs := sp.(*ast.ValueSpec)
+				for i, n := range vs.Names {
+					if i < len(vs.Values) {
+						if v := stringLit(vs.Values[i]); v != "" {
+							out[n.Name] = v
+						}
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// apiVersion is the value of reqQP.Set("api-version", "..."), a literal
+// or one of the package's constants.
+func apiVersion(body *ast.BlockStmt, consts map[string]string) string {
 	out := ""
 	ast.Inspect(body, func(n ast.Node) bool {
 		c, ok := n.(*ast.CallExpr)
 		if ok && len(c.Args) == 2 && stringLit(c.Args[0]) == "api-version" {
 			if sel, ok := c.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Set" {
 				out = stringLit(c.Args[1])
+				if id, ok := c.Args[1].(*ast.Ident); ok {
+					out = consts[id.Name]
+				}
 			}
 		}
 		return out == ""
