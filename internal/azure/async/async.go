@@ -94,8 +94,10 @@ func Message(err error) string {
 }
 
 // IsProvisioningFailure reports whether an Azure error code means the
-// operation ran and the resource failed (rather than a request that can be
-// retried).
+// operation ran and the resource failed (rather than a request refused).
+// It says nothing of whether sending the resource again can succeed: most
+// of these (AllocationFailed, OSProvisioningTimedOut) can, and the caller
+// decides (virtualmachines.ProvisioningFailedError.Terminal).
 func IsProvisioningFailure(code string) bool {
 	switch code {
 	case "OSProvisioningTimedOut", "OSProvisioningClientError", "OSProvisioningInternalError", "VMExtensionProvisioningError",
