@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -114,6 +115,23 @@ func (w *AzureMachinePool) ValidateUpdate(ctx context.Context, oldMP, mp *infrav
 	}
 	if o, n := windowsRelease(&oldMP.Spec.Template), windowsRelease(&mp.Spec.Template); inUse(oldMP) && o != "" && n != "" && o != n {
 		errs = append(errs, field.Forbidden(p.Child("windowsServerVersion"), windowsReleaseChange(&oldMP.Spec.Template, &mp.Spec.Template, "pool")))
+	}
+	if inUse(oldMP) {
+		// The scale set's model would change and its instances would not:
+		// Azure applies a new NIC configuration or identity only to
+		// instances made after it (the model is Manual-upgrade), winkube
+		// replaces instances only for what they report (size, image, OS
+		// disk, zone), and CAPZ never sends the network profile to an
+		// existing scale set (azure/services/scalesets/spec.go
+		// existingParameters, CAPZ 69ec3a40).
+		const newPool = "would change the scale set's model and not its instances: create a new pool beside this one and scale this one to 0"
+		o, n := &oldMP.Spec.Template, &mp.Spec.Template
+		if !equality.Semantic.DeepEqual(o.AcceleratedNetworking, n.AcceleratedNetworking) {
+			errs = append(errs, field.Forbidden(p.Child("acceleratedNetworking"), "a change on a pool in use "+newPool))
+		}
+		if o.Identity != n.Identity || !equality.Semantic.DeepEqual(o.UserAssignedIdentities, n.UserAssignedIdentities) {
+			errs = append(errs, field.Forbidden(p.Child("identity"), "a change of identity or userAssignedIdentities on a pool in use "+newPool))
+		}
 	}
 	if oldMP.Spec.Template.SSHPublicKey != mp.Spec.Template.SSHPublicKey {
 		errs = append(errs, field.Forbidden(p.Child("sshPublicKey"), "cannot change on an existing scale set"))

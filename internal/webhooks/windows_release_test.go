@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 )
@@ -59,5 +60,46 @@ func TestWindowsReleaseDoesNotChangeInPlace(t *testing.T) {
 	idle.Spec.Template.WindowsServerVersion = infrav1.WindowsServer2022
 	if err := env.Client.Update(ctx, idle); err != nil {
 		t.Errorf("release change of a pool without instances: %v", err)
+	}
+}
+
+// Issue 54, finding 8: accelerated networking and identity edits of a pool
+// in use are refused with the way to make them (a new pool); a pool without
+// instances may change them.
+func TestPoolInUseRefusesEditsItWouldNotRoll(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(ctx, t, "poolnic")
+	windows := infrav1.AzureVMSpec{VMSize: "Standard_D4s_v3", OSDisk: infrav1.OSDisk{OSType: infrav1.Windows}}
+	busy := &infrav1.AzureMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "busy", Namespace: ns}, Spec: infrav1.AzureMachinePoolSpec{Template: windows}}
+	idle := busy.DeepCopy()
+	idle.Name = "idle"
+	for _, mp := range []*infrav1.AzureMachinePool{busy, idle} {
+		if err := env.Client.Create(ctx, mp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy.Status.Replicas = 2
+	if err := env.Client.Status().Update(ctx, busy); err != nil {
+		t.Fatal(err)
+	}
+	on := true
+	for name, edit := range map[string]func(*infrav1.AzureVMSpec){
+		"spec.template.acceleratedNetworking": func(s *infrav1.AzureVMSpec) { s.AcceleratedNetworking = &on },
+		"spec.template.identity":              func(s *infrav1.AzureVMSpec) { s.Identity = infrav1.VMIdentitySystemAssigned },
+	} {
+		for _, mp := range []*infrav1.AzureMachinePool{busy, idle} {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(mp), mp); err != nil {
+				t.Fatal(err)
+			}
+			changed := mp.DeepCopy()
+			edit(&changed.Spec.Template)
+			err := env.Client.Update(ctx, changed)
+			switch {
+			case mp == busy && (err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "create a new pool")):
+				t.Errorf("%s of a pool in use: %v, want a refusal naming the field and a new pool", name, err)
+			case mp == idle && err != nil:
+				t.Errorf("%s of a pool without instances: %v", name, err)
+			}
+		}
 	}
 }
