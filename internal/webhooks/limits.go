@@ -63,7 +63,7 @@ func validateClusterNames(cluster string, s *infrav1.AzureClusterSpec, p *field.
 // with a character Azure reserves, a value longer than 256.
 func validateTags(t map[string]string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if max := tags.MaxTags - 2; len(t) > max {
+	if max := tags.MaxTags - tags.OwnTags; len(t) > max {
 		errs = append(errs, field.TooMany(p, len(t), max))
 	}
 	for k, v := range t {

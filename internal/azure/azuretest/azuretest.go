@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -85,4 +86,25 @@ func Writes[R any](t testing.TB, body *R, err error, write bool) bool {
 		t.Fatalf("Parameters writes %v, want %v: %+v", body != nil, write, body)
 	}
 	return body != nil
+}
+
+// PublicIP creates a static Standard public IP in group rg and returns its
+// ARM ID.
+func PublicIP(t testing.TB, cfg endpoint.Config, rg, name string) string {
+	t.Helper()
+	ips, err := endpoint.NewClient(cfg, Subscription, armnetwork.NewPublicIPAddressesClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ips.BeginCreateOrUpdate(context.Background(), rg, name, armnetwork.PublicIPAddress{Location: to.Ptr(Location),
+		SKU:        &armnetwork.PublicIPAddressSKU{Name: to.Ptr(armnetwork.PublicIPAddressSKUNameStandard)},
+		Properties: &armnetwork.PublicIPAddressPropertiesFormat{PublicIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodStatic)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.PollUntilDone(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *r.ID
 }

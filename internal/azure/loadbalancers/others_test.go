@@ -22,21 +22,7 @@ func TestReconcileKeepsWhatOthersAdded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ips, _ := endpoint.NewClient(cfg, azuretest.Subscription, armnetwork.NewPublicIPAddressesClient)
-	ipID := func(name string) string {
-		t.Helper()
-		p, err := ips.BeginCreateOrUpdate(ctx, "rg", name, armnetwork.PublicIPAddress{Location: to.Ptr(azuretest.Location),
-			SKU:        &armnetwork.PublicIPAddressSKU{Name: to.Ptr(armnetwork.PublicIPAddressSKUNameStandard)},
-			Properties: &armnetwork.PublicIPAddressPropertiesFormat{PublicIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodStatic)}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := p.PollUntilDone(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return *r.ID
-	}
+	ipID := func(name string) string { return azuretest.PublicIP(t, cfg, "rg", name) }
 	spec := loadbalancers.Spec{ResourceGroup: "rg", Name: "api-lb", Location: azuretest.Location, SubscriptionID: azuretest.Subscription,
 		PublicIPID: ipID("api-ip"), Port: 6443, Tags: map[string]*string{"winkube.dev_cluster_c": to.Ptr("owned")}}
 	reconcile := func() {

@@ -21,21 +21,7 @@ func TestReconcileKeepsASecondPublicIP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ips, _ := endpoint.NewClient(cfg, azuretest.Subscription, armnetwork.NewPublicIPAddressesClient)
-	ipID := func(name string) string {
-		t.Helper()
-		p, err := ips.BeginCreateOrUpdate(ctx, "rg", name, armnetwork.PublicIPAddress{Location: to.Ptr(azuretest.Location),
-			SKU:        &armnetwork.PublicIPAddressSKU{Name: to.Ptr(armnetwork.PublicIPAddressSKUNameStandard)},
-			Properties: &armnetwork.PublicIPAddressPropertiesFormat{PublicIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodStatic)}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := p.PollUntilDone(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return *r.ID
-	}
+	ipID := func(name string) string { return azuretest.PublicIP(t, cfg, "rg", name) }
 	spec := natgateways.Spec{ResourceGroup: "rg", Name: "nat", Location: azuretest.Location, PublicIPID: ipID("nat-ip"),
 		Tags: map[string]*string{"winkube.dev_cluster_c": to.Ptr("owned")}}
 	reconcile := func() {

@@ -128,6 +128,12 @@ const RoleKey = "winkube.dev_role"
 // Azure's tag limits (azure-resource-manager/management/tag-resources.md):
 // at most 50 tags on a resource, a name of at most 512 characters without
 // <, >, %, &, \, ? or /, a value of at most 256.
+// OwnTags is the most tags winkube writes on one resource, which the 50
+// leave for additionalTags: the cluster, namespace and role tags, with a
+// scale set's model and custom-data digests (a cluster resource's identity
+// tag is the fourth).
+const OwnTags = 5
+
 const (
 	MaxTags        = 50
 	MaxNameLength  = 512
