@@ -318,7 +318,7 @@ func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 		{"GET", "virtualMachines", 500, "deleting virtualmachines " + vm},
 		{"DELETE", "virtualMachines", 500, "Injected fault: DELETE virtualMachines failed with 500"},
 		{"DELETE", "disks", 409, "Injected fault: DELETE disks failed with 409"},
-		{"DELETE", "networkInterfaces", 429, "too many requests for DELETE networkInterfaces"},
+		{"DELETE", "networkInterfaces", 429, "Azure refused the request for now (HTTP 429 TooManyRequests)"},
 		{"DELETE", "loadBalancers/inboundNatRules", 500, "Injected fault: DELETE loadBalancers/inboundNatRules failed with 500"},
 	} {
 		r.api.set()
