@@ -21,6 +21,11 @@ import (
 // unreachable is containerd's failure to reach a registry's port 443.
 var unreachable = regexp.MustCompile(`^failed to pull and unpack image "[^"]+": failed to resolve reference "[^"]+": failed to do request: Head "https://[^"]+/v2/[^"]+/manifests/[^"]+": dial tcp [0-9.]+:443: i/o timeout$`)
 
+// backOffPrefix is how the kubelet words the same error while it backs
+// off (Back-off pulling image "<ref>": ErrImagePull: <error>): which of the
+// two a poll sees first is a matter of timing.
+var backOffPrefix = regexp.MustCompile(`^Back-off pulling image "[^"]+": ErrImagePull: `)
+
 // privateSubnet: a worker on a subnet with no way to the internet joins
 // (the API server is in its VNet) but pulls no image: its pods wait in
 // ErrImagePull as containerd's dial to the registry times out, and its
@@ -36,7 +41,7 @@ func (m *mixed) privateSubnet(t *testing.T, ctx context.Context) {
 			// The first failure shows ErrImagePull, a sync in the back-off
 			// ImagePullBackOff carrying the same error.
 			if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {
-				return w.Message
+				return backOffPrefix.ReplaceAllString(w.Message, "")
 			}
 		}
 		return ""
