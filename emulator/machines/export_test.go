@@ -120,3 +120,18 @@ func (r *Runtime) RemoveComponentNode(nodeName string) {
 	delete(r.clusters, m.endpoint)
 	r.mu.Unlock()
 }
+
+// ComponentReads is the number of requests the node's system components
+// have sent with their own credentials (lists, watches, discovery).
+func (r *Runtime) ComponentReads(nodeName string) int64 {
+	m := r.testMachine(nodeName)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, list := range m.sessions {
+		for _, cs := range list {
+			n += cs.s.Reads()
+		}
+	}
+	return n
+}

@@ -27,6 +27,8 @@ import (
 // their system components may do is what RBAC the test writes lets their
 // ServiceAccounts do.
 type rightsWorld struct {
+	// top is the test the world lives for: roles outlive a subtest.
+	top      *testing.T
 	cs       kubernetes.Interface
 	ns       string
 	endpoint string
@@ -35,7 +37,7 @@ type rightsWorld struct {
 
 func newRightsWorld(t *testing.T, ctx context.Context, ns string) *rightsWorld {
 	t.Helper()
-	w := &rightsWorld{cs: kubernetes.NewForConfigOrDie(env.Config), ns: ns, endpoint: strings.TrimPrefix(env.Config.Host, "https://"), dirs: map[string]string{}}
+	w := &rightsWorld{top: t, cs: kubernetes.NewForConfigOrDie(env.Config), ns: ns, endpoint: strings.TrimPrefix(env.Config.Host, "https://"), dirs: map[string]string{}}
 	if _, err := w.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func (w *rightsWorld) role(t *testing.T, ctx context.Context, sa string, rules .
 		if _, err := w.cs.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
+		w.top.Cleanup(func() {
 			_ = w.cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 			_ = w.cs.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
 		})
@@ -288,5 +290,41 @@ func TestComponentRightsInTheLocalWorld(t *testing.T) {
 			}
 			return ""
 		})
+	})
+
+	// What a node's components read once in sync with their rights (the
+	// roles above now grant everything): one list and one watch per
+	// resource (a 404 list, a type not installed, no watch), and one
+	// discovery request per kind listed only while served. Issue 51
+	// measures the cost per node from these.
+	t.Run("reads per node", func(t *testing.T) {
+		felix := w.pod(t, ctx, "calico-node-reads", b, "calico-node", corev1.Container{Name: "calico-node", Image: "docker.io/calico/node:v3.30.7"})
+		proxy := w.pod(t, ctx, "kube-proxy-reads", b, "kube-proxy", corev1.Container{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.36.3"})
+		cnm := w.pod(t, ctx, "cloud-node-manager-reads", b, "cloud-node-manager",
+			corev1.Container{Name: "cloud-node-manager", Image: "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-node-manager:v1.36.0"})
+		for _, p := range []*corev1.Pod{felix, proxy, cnm} {
+			if err := rt.StartComponents(b, p); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rt.StopComponents(b, p) })
+		}
+		// Felix: 17 kinds always listed (11 Calico CRDs, none installed
+		// here: 404, no watch; 6 Kubernetes kinds and NetworkPolicies:
+		// list and watch), 6 listed only while served (discovery);
+		// kube-proxy 4 lists and watches; the node manager 1.
+		const want = 11 + 7*2 + 6 + 4*2 + 1*2
+		poll.Until(t, time.Minute, func() string {
+			if _, ok, msg := rt.ExecProbe(b, felix, "calico-node", []string{"-felix-ready"}); !ok {
+				return msg
+			}
+			if n := rt.ComponentReads(b); n < want {
+				return fmt.Sprintf("%d requests so far, want %d", n, want)
+			}
+			return ""
+		})
+		if n := rt.ComponentReads(b); n != want {
+			t.Errorf("the node's components sent %d requests to get in sync, want %d", n, want)
+		}
+		t.Logf("requests per node to get in sync: %d (Felix %d, kube-proxy %d, cloud-node-manager %d)", rt.ComponentReads(b), 11+7*2+6, 4*2, 2)
 	})
 }

@@ -370,7 +370,7 @@ func Catalog() []Component {
 			// kubeadm's kube-proxy DaemonSet: its kubeconfig (the
 			// kube-proxy ConfigMap) names the pod's ServiceAccount token.
 			Name: "kube-proxy", Images: []string{"registry.k8s.io/kube-proxy"}, OS: "linux", Source: kubeadmProxyRBAC,
-			Needs: []Need{perm("get", "", "nodes", kubeadmProxyRBAC)},
+			Needs:  []Need{perm("get", "", "nodes", kubeadmProxyRBAC)},
 			Effect: EffectServiceRules, Watches: kubeProxyWatches, WatchSource: kubeProxySrc, Sync: informerSync,
 		},
 		{

@@ -26,8 +26,19 @@ func TestCatalogIsWellFormed(t *testing.T) {
 		}
 		names[c.Name] = true
 		for _, img := range c.Images {
-			if strings.Contains(img[strings.LastIndex(img, "/")+1:], ":") || strings.Count(img, "/") < 2 {
+			// A registry host, then the path (registry.k8s.io's images
+			// have no namespace).
+			host, _, _ := strings.Cut(img, "/")
+			if strings.Contains(img[strings.LastIndex(img, "/")+1:], ":") || !strings.Contains(host, ".") || strings.Count(img, "/") < 1 {
 				t.Errorf("%s: image %q is not a canonical repository without tag", c.Name, img)
+			}
+		}
+		if len(c.Watches) > 0 && (c.WatchSource == "" || c.Sync.Retry <= 0 || c.Sync.MaxRetry < c.Sync.Retry || (c.Sync.NotFoundSynced && c.Sync.MissingRetry <= 0)) {
+			t.Errorf("%s lists and watches without the source it follows or a retry: %q %+v", c.Name, c.WatchSource, c.Sync)
+		}
+		for _, w := range c.Watches {
+			if w.Version == "" || w.Resource == "" {
+				t.Errorf("%s: watch %+v names no resource", c.Name, w)
 			}
 		}
 		for i, n := range c.Needs {
@@ -58,6 +69,7 @@ func TestFindByImageOSAndContainer(t *testing.T) {
 		os, name, image, want string
 	}{
 		{"linux", "calico-node", "calico/node:v3.30.7", "calico-node"},
+		{"linux", "kube-proxy", "registry.k8s.io/kube-proxy:v1.36.3", "kube-proxy"},
 		{"linux", "calico-node", "docker.io/calico/node@sha256:0123456789012345678901234567890123456789012345678901234567890123", "calico-node"},
 		{"linux", "kube-flannel", "docker.io/flannel/flannel:v0.25.6", "kube-flannel"},
 		{"linux", "install-cni", "docker.io/flannel/flannel:v0.25.6", "flannel install-cni"},

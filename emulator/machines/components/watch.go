@@ -12,8 +12,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -249,18 +251,11 @@ func (s *Session) run(ctx context.Context, mc metadata.Interface, dc discovery.D
 			continue
 		}
 		s.set(w, true, "")
-		// Then watch from the list's version until the server ends the
-		// watch (client-go asks for 5 to 10 minutes), and list again.
-		wo := opts
-		wo.Limit, wo.ResourceVersion, wo.Watch, wo.AllowWatchBookmarks = 0, list.ResourceVersion, true, true
-		wo.TimeoutSeconds = ptr(int64(300 + rand.IntN(300))) //nolint:gosec // jitter, not a secret
-		wi, err := mc.Resource(w.gvr()).Watch(ctx, wo)
-		if err != nil {
-			// Listed, so still in sync; the list and watch start again
-			// after the back-off, as a reflector's ListAndWatch does.
-			if s.set(w, true, "watch: "+err.Error()) {
-				cfg.Log("failed to watch %s: %v", w, err)
-			}
+		// Then watch from the list's version; when the server ends a
+		// watch (client-go asks for 5 to 10 minutes), watch again from
+		// the last version seen, and list again only when that version
+		// is gone (410) or the watch fails, as a reflector does.
+		if !s.watch(ctx, mc, cfg, w, opts, list.ResourceVersion) {
 			if !sleep(wait) {
 				return
 			}
@@ -268,10 +263,40 @@ func (s *Session) run(ctx context.Context, mc metadata.Interface, dc discovery.D
 			continue
 		}
 		wait = cfg.Sync.Retry
-		for range wi.ResultChan() {
+	}
+}
+
+// watch watches w from rv until it must be listed again: false when a
+// watch request failed (to be retried after a back-off).
+func (s *Session) watch(ctx context.Context, mc metadata.Interface, cfg SessionConfig, w Watch, opts metav1.ListOptions, rv string) bool {
+	for ctx.Err() == nil {
+		wo := opts
+		wo.Limit, wo.ResourceVersion, wo.Watch, wo.AllowWatchBookmarks = 0, rv, true, true
+		wo.TimeoutSeconds = ptr(int64(300 + rand.IntN(300))) //nolint:gosec // jitter, not a secret
+		wi, err := mc.Resource(w.gvr()).Watch(ctx, wo)
+		if err != nil {
+			// Listed, so still in sync.
+			if s.set(w, true, "watch: "+err.Error()) {
+				cfg.Log("failed to watch %s: %v", w, err)
+			}
+			return false
+		}
+		gone := false
+		for ev := range wi.ResultChan() {
+			if ev.Type == watch.Error {
+				gone = true
+				continue
+			}
+			if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
+				rv = m.GetResourceVersion()
+			}
 		}
 		wi.Stop()
+		if gone {
+			return true
+		}
 	}
+	return true
 }
 
 func ptr[T any](v T) *T { return &v }
