@@ -2,12 +2,19 @@ package arm_test
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"log"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/winkube/winkube/emulator/arm"
 )
 
 // apiClient is a client other than go.mod's SDK, by the api-version it
@@ -103,4 +110,30 @@ func oldestStable(t *testing.T, versions []string) time.Time {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// A client newer than the emulator is served, and told so twice: in the
+// answer's header and, once per provider and version, in the emulator's
+// log, where whoever runs it sees that it guessed.
+func TestANewerAPIVersionIsServedAndLogged(t *testing.T) {
+	var logged bytes.Buffer
+	log.SetOutput(&logged)
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+	w := newWorld(t, nil)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(w.srv.CACertPEM())
+	c := &conformance{t: t, base: w.srv.URL(), tried: map[string]int{},
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}}
+	for range 2 {
+		a := c.do(http.MethodPut, "/subscriptions/"+sub+"/resourcegroups/rg", afterToday, map[string]any{"location": location}, nil)
+		if a.status != http.StatusCreated && a.status != http.StatusOK {
+			t.Fatalf("a resource group at api-version %s: %d %s", afterToday, a.status, a.raw)
+		}
+		if got := a.header.Get(arm.ServedAPIVersionHeader); got != "2025-04-01" {
+			t.Errorf("%s: %q, want the newest Microsoft.Resources version the emulator knows, 2025-04-01", arm.ServedAPIVersionHeader, got)
+		}
+	}
+	if n := strings.Count(logged.String(), "api-version "+afterToday); n != 1 {
+		t.Errorf("the log names %s %d times, want once:\n%s", afterToday, n, logged.String())
+	}
 }

@@ -100,8 +100,8 @@ func TestSpecExamplesReplay(t *testing.T) {
 		return map[string]string{"{subscription-id}": sub, "aaaaaaaaaaaaaaaaaaaaaaaaa": instanceOf(set)}
 	}
 	min := gen("aaaaaaaaaaaaaaa")
-	for _, f := range []string{"VirtualMachineScaleSet_GetInstanceView_MinimumSet_Gen.json", "VirtualMachineScaleSet_GetInstanceView_MaximumSet_Gen.json"} {
-		replayExample(t, c, specExample{file: f, source: computeExamples2411 + "virtualMachineScaleSetExamples/", op: "VirtualMachineScaleSets_GetInstanceView", bind: min})
+	for f, commit := range map[string]string{"VirtualMachineScaleSet_GetInstanceView_MinimumSet_Gen.json": "0f5a8c9c", "VirtualMachineScaleSet_GetInstanceView_MaximumSet_Gen.json": "bcfc354a"} {
+		replayExample(t, c, specExample{file: f, source: computeExamples2411 + "virtualMachineScaleSetExamples/ @" + commit, op: "VirtualMachineScaleSets_GetInstanceView", bind: min})
 	}
 	replayExample(t, c, specExample{file: "VirtualMachineScaleSet_DeleteInstances_MinimumSet_Gen.json", source: computeExamples2411 + "virtualMachineScaleSetExamples/ @91785a4a",
 		op: "VirtualMachineScaleSets_DeleteInstances", body: "vmInstanceIDs", bind: min})
