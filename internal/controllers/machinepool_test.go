@@ -117,6 +117,21 @@ func (f *fixture) waitPool(amp *infrav1.AzureMachinePool, n int32) {
 	})
 }
 
+// setPoolVMSize changes the pool's VM size, a new model.
+func (f *fixture) setPoolVMSize(amp *infrav1.AzureMachinePool, size string) {
+	f.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err
+		}
+		amp.Spec.Template.VMSize = size
+		return env.Client.Update(f.ctx, amp)
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func (f *fixture) poolMachines(pool string) []infrav1.AzureMachinePoolMachine {
 	list := &infrav1.AzureMachinePoolMachineList{}
 	if err := env.Client.List(f.ctx, list, client.InNamespace(f.ns), client.MatchingLabels{infrav1.MachinePoolNameLabel: pool}); err != nil {
@@ -321,16 +336,7 @@ func TestPoolRollsForItsModelNotForANewJoinToken(t *testing.T) {
 		t.Error("the scale-up did not send the new custom data")
 	}
 
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
-			return err
-		}
-		amp.Spec.Template.VMSize = "Standard_D8s_v3"
-		return env.Client.Update(f.ctx, amp)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.setPoolVMSize(amp, "Standard_D8s_v3")
 	poll.Until(t, 3*time.Minute, func() string {
 		insts := az.instances(f.ns, amp.Name)
 		for _, in := range insts {

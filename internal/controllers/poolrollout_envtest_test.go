@@ -82,6 +82,21 @@ func (f *fixture) playMachinePool(pool string, joined func(instanceID string) bo
 	}
 }
 
+// joinPool plays Cluster API's part until every instance's object is
+// Ready: each instance joined has a Ready node.
+func (f *fixture) joinPool(pool string, joined func(instanceID string) bool) {
+	f.t.Helper()
+	poll.Until(f.t, time.Minute, func() string {
+		f.playMachinePool(pool, joined)
+		for _, pm := range f.poolMachines(pool) {
+			if !conditions.IsTrue(&pm, controllers.ReadyCondition) {
+				return fmt.Sprintf("%s: Ready %+v, want True once its node is Ready", pm.Name, conditions.Get(&pm, controllers.ReadyCondition))
+			}
+		}
+		return ""
+	})
+}
+
 // TestPoolRolloutWaitsForReadyNodes is finding 3 of issue 54: with
 // maxSurge 1 and maxUnavailable 0, a rollout deletes no old instance until
 // a new instance's node is Ready. Azure provisioning the new instance is
@@ -97,26 +112,9 @@ func TestPoolRolloutWaitsForReadyNodes(t *testing.T) {
 	_, amp := f.newPool("rollout-pool-abcde", 2, true)
 	f.waitPool(amp, 2)
 	joined := map[string]bool{"0": true, "1": true}
-	poll.Until(t, time.Minute, func() string {
-		f.playMachinePool(amp.Name, func(id string) bool { return joined[id] })
-		for _, pm := range f.poolMachines(amp.Name) {
-			if !conditions.IsTrue(&pm, controllers.ReadyCondition) {
-				return fmt.Sprintf("%s: Ready %+v, want True once its node is Ready", pm.Name, conditions.Get(&pm, controllers.ReadyCondition))
-			}
-		}
-		return ""
-	})
+	f.joinPool(amp.Name, func(id string) bool { return joined[id] })
 
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
-			return err
-		}
-		amp.Spec.Template.VMSize = "Standard_D8s_v3"
-		return env.Client.Update(f.ctx, amp)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.setPoolVMSize(amp, "Standard_D8s_v3")
 	// The new instance is provisioned and never becomes a node.
 	poll.Until(t, 2*time.Minute, func() string {
 		f.playMachinePool(amp.Name, func(id string) bool { return joined[id] })
@@ -177,15 +175,7 @@ func TestVanishedPoolInstanceTakesItsMachine(t *testing.T) {
 	_, amp := f.newPool("vanish-pool-abcde", 2, true)
 	f.waitPool(amp, 2)
 	joined := func(string) bool { return true }
-	poll.Until(t, time.Minute, func() string {
-		f.playMachinePool(amp.Name, joined)
-		for _, pm := range f.poolMachines(amp.Name) {
-			if !conditions.IsTrue(&pm, controllers.ReadyCondition) {
-				return pm.Name + " is not Ready"
-			}
-		}
-		return ""
-	})
+	f.joinPool(amp.Name, joined)
 	p, err := az.vmssVMs.BeginDelete(f.ctx, f.ns, amp.Name, "1", nil)
 	if err == nil {
 		_, err = p.PollUntilDone(f.ctx, nil)
