@@ -107,7 +107,7 @@ func (w *bootstrapWatch) observe(ctx context.Context, m machineBootstrap) ctrl.R
 		return ctrl.Result{RequeueAfter: m.timeout - since + time.Second}
 	}
 	if unexplained := strings.Contains(firstLine(cond.Message), noCause); cond.Reason == BootstrapFailedReason && !w.due(m.uid, unexplained) {
-		failReady(m.obj, cond, m.timeout, firstLine(cond.Message))
+		setReady(m.obj, metav1.ConditionFalse, BootstrapFailedReason, firstLine(cond.Message))
 		if unexplained {
 			return ctrl.Result{RequeueAfter: rereadUnexplained}
 		}
@@ -118,22 +118,11 @@ func (w *bootstrapWatch) observe(ctx context.Context, m machineBootstrap) ctrl.R
 		m.recorder(corev1.EventTypeWarning, BootstrapFailedReason, cause)
 	}
 	conditions.Set(m.obj, metav1.Condition{Type: BootstrapSucceededCondition, Status: metav1.ConditionFalse, Reason: BootstrapFailedReason, Message: msg})
-	failReady(m.obj, cond, m.timeout, cause)
+	setReady(m.obj, metav1.ConditionFalse, BootstrapFailedReason, cause)
 	if strings.Contains(cause, noCause) {
 		return ctrl.Result{RequeueAfter: rereadUnexplained}
 	}
 	return ctrl.Result{RequeueAfter: rereadBootLog}
-}
-
-// failReady sets Ready False for a failed bootstrap, as of its deadline:
-// the callers set Ready True (the machine is provisioned) before they ask
-// observe, and a transition from that True dated now would change the
-// condition at every reconcile, each write of it waking the machine
-// again. waiting is the BootstrapSucceeded condition, whose transition
-// time is when the wait for a node began.
-func failReady(obj conditions.Setter, waiting *metav1.Condition, timeout time.Duration, cause string) {
-	conditions.Set(obj, metav1.Condition{Type: ReadyCondition, Status: metav1.ConditionFalse, Reason: BootstrapFailedReason, Message: cause,
-		LastTransitionTime: metav1.NewTime(waiting.LastTransitionTime.Add(timeout))})
 }
 
 // diagnose reads the machine's bootstrap log through Azure and returns the

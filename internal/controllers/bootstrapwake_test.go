@@ -21,7 +21,12 @@ import (
 // woken again and again (anything does: its Machine, its Cluster, an
 // annotation), neither rewrites its Ready condition nor wakes itself with
 // the write. Each wake is one reconcile and no status write; the Ready
-// condition keeps the time its bootstrap failed.
+// condition keeps the time its bootstrap failed. The reconcile sets Ready
+// True (provisioned) before the bootstrap watch sets it False again, but
+// Cluster API's patch helper applies an owned condition with
+// meta.SetStatusCondition, which keeps the stored transition time while
+// the status is unchanged (cluster-api v1.14.2 util/conditions/patch.go,
+// Apply): the flip stays in memory. This test keeps it so.
 func TestBootstrapFailedMachineStaysPut(t *testing.T) {
 	runtime.Answer = func(string, arm.Command) (arm.CommandResult, error) {
 		return arm.CommandResult{Stdout: "[preflight] Running pre-flight checks\nerror execution phase preflight: couldn't validate the identity of the API Server: dial tcp 192.0.2.10:6443: i/o timeout\n"}, nil
