@@ -2,6 +2,7 @@ package machines_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,5 +151,56 @@ func TestNodeManagerInitializesItsNode(t *testing.T) {
 	// The instance metadata of another VM cannot take the node over.
 	if err := cloud.InitializeNode(ctx, cs, "init-me", cloud.Instance{ProviderID: "azure:///subscriptions/x/other"}); err == nil {
 		t.Error("a node's provider ID was changed")
+	}
+}
+
+// TestCloudWaitsForTheCCMsOwnSync: a cloud-controller-manager pod running
+// Ready whose own informers have not synced (its ServiceAccount may not
+// list what they list) does not make the cloud act; once they sync, after
+// a Resync, it does.
+func TestCloudWaitsForTheCCMsOwnSync(t *testing.T) {
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	catalog := &components.Checker{Components: components.Catalog()}
+	var synced atomic.Bool
+	c := cloud.Start(cloud.Config{
+		Client: cs, Log: logr.Discard(),
+		Images: func(image string) bool { return catalog.HasEffect("linux", image, components.EffectCloudController) },
+		Synced: func(*corev1.Pod) bool { return synced.Load() },
+	})
+	t.Cleanup(c.Stop)
+	pod, err := cs.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "cloud-controller-manager-sync"},
+		Spec: corev1.PodSpec{NodeName: "cp", Containers: []corev1.Container{{Name: "cloud-controller-manager",
+			Image: "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-controller-manager:v1.36.0"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Pods("kube-system").Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	})
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if _, err = cs.CoreV1().Pods("kube-system").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The controller has seen the pod Running and Ready (its informer),
+	// yet does not act.
+	poll.Until(t, 10*time.Second, func() string {
+		synced.Store(true)
+		defer synced.Store(false)
+		if !c.Active() {
+			return "the controller has not seen the Ready pod yet"
+		}
+		return ""
+	})
+	if c.Active() {
+		t.Fatal("the cloud acts while the cloud-controller-manager's own informers have not synced")
+	}
+	synced.Store(true)
+	c.Resync()
+	if !c.Active() {
+		t.Fatal("the cloud does not act once the cloud-controller-manager has synced")
 	}
 }
