@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"math/big"
 	"os"
@@ -74,11 +75,19 @@ func loadPair(certPath, keyPath string) (*x509.Certificate, crypto.Signer, []byt
 }
 
 func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, crypto.Signer, error) {
+	// Cluster API's decoders answer (nil, nil) for bytes holding no PEM
+	// block (an empty or truncated Secret or file): that is unreadable too.
 	cert, err := certs.DecodeCertPEM(certPEM)
+	if err == nil && cert == nil {
+		err = errors.New("no PEM certificate")
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	key, err := certs.DecodePrivateKeyPEM(keyPEM)
+	if err == nil && key == nil {
+		err = errors.New("no PEM private key")
+	}
 	if err != nil {
 		return nil, nil, err
 	}

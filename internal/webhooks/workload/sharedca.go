@@ -94,7 +94,7 @@ func ensureSharedCA(ctx context.Context, c client.Client, key client.ObjectKey, 
 
 // bundle is the current CA, and the previous one while it is still valid.
 func bundle(current, previous []byte, now time.Time) []byte {
-	if old, err := certs.DecodeCertPEM(previous); err == nil && now.Before(old.NotAfter) {
+	if old, err := certs.DecodeCertPEM(previous); err == nil && old != nil && now.Before(old.NotAfter) {
 		return append(append([]byte{}, current...), previous...)
 	}
 	return current
