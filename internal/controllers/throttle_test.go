@@ -94,7 +94,7 @@ func machineReconciler(cfg endpoint.Config, change func(*cloud.Cloud)) *controll
 // than writing what it just recorded (a finalizer, the resources it is about
 // to make), which it requeues at once. The guard is only there so that a
 // reconcile that sleeps fails the test instead of hanging it.
-func reconcileUntilAzure(t *testing.T, r *controllers.AzureMachineReconciler, am *infrav1.AzureMachine, guard time.Duration) (ctrl.Result, error, time.Duration) {
+func reconcileUntilAzure(t *testing.T, r *controllers.AzureMachineReconciler, am *infrav1.AzureMachine, guard time.Duration) (ctrl.Result, time.Duration, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
@@ -102,7 +102,7 @@ func reconcileUntilAzure(t *testing.T, r *controllers.AzureMachineReconciler, am
 	for i := 0; ; i++ {
 		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(am)})
 		if err != nil || res.RequeueAfter > 10*time.Millisecond || i == 10 {
-			return res, err, time.Since(start)
+			return res, time.Since(start), err
 		}
 	}
 }
@@ -122,7 +122,7 @@ func TestThrottledReconcileRequeuesAfterRetryAfter(t *testing.T) {
 	t.Logf("the subscription's writes are spent: Azure asks to wait %s", wait)
 
 	before := emu.Counters()["THROTTLED writes"]
-	res, err, took := reconcileUntilAzure(t, machineReconciler(ctrlCfg, nil), am, 20*time.Second)
+	res, took, err := reconcileUntilAzure(t, machineReconciler(ctrlCfg, nil), am, 20*time.Second)
 	throttledCalls := emu.Counters()["THROTTLED writes"] - before
 	t.Logf("the reconcile returned after %s with %+v, %v; Azure throttled %d of its writes", took.Round(time.Millisecond), res, err, throttledCalls)
 	if err != nil || res.RequeueAfter < time.Second || res.RequeueAfter > time.Minute {
@@ -153,7 +153,7 @@ func TestAzureCallsTimeOut(t *testing.T) {
 	emu.SetFaults(arm.FaultConfig{Faults: []arm.Fault{{Method: "GET", Kind: "virtualMachines", Delay: time.Minute}}})
 	defer emu.SetFaults(arm.FaultConfig{})
 	r := machineReconciler(cfg, func(c *cloud.Cloud) { c.CallTimeout = time.Second })
-	res, err, took := reconcileUntilAzure(t, r, am, 30*time.Second)
+	res, took, err := reconcileUntilAzure(t, r, am, 30*time.Second)
 	t.Logf("with Azure not answering, the reconcile returned after %s: %+v, %v", took.Round(time.Millisecond), res, err)
 	if !errors.Is(err, context.DeadlineExceeded) || took >= 30*time.Second {
 		t.Fatalf("the reconcile returned %v after %s: want the call abandoned after its timeout (1 s), well before the test's 30 s guard", err, took.Round(time.Second))
@@ -161,7 +161,7 @@ func TestAzureCallsTimeOut(t *testing.T) {
 }
 
 // gauge reads a controller-runtime metric of one controller: a gauge's
-// value, or a counter's sum over its labels.
+// value, a counter's, or a histogram's sum, over its other labels.
 func gauge(t *testing.T, name, controller string) float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
@@ -176,7 +176,7 @@ func gauge(t *testing.T, name, controller string) float64 {
 		for _, m := range fam.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "controller" && l.GetValue() == controller {
-					v += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+					v += m.GetGauge().GetValue() + m.GetCounter().GetValue() + m.GetHistogram().GetSampleSum()
 				}
 			}
 		}
@@ -191,7 +191,7 @@ func gauge(t *testing.T, name, controller string) float64 {
 // only).
 func sampleWorkers(t *testing.T, controller string) func() (mean, most, seconds float64) {
 	t.Helper()
-	seconds0 := histogramSum(t, "controller_runtime_reconcile_time_seconds", controller)
+	seconds0 := gauge(t, "controller_runtime_reconcile_time_seconds", controller)
 	done, finished := make(chan struct{}), make(chan struct{})
 	var n, sum, most float64
 	go func() {
@@ -210,31 +210,8 @@ func sampleWorkers(t *testing.T, controller string) func() (mean, most, seconds 
 	return func() (float64, float64, float64) {
 		close(done)
 		<-finished
-		return sum / max(n, 1), most, histogramSum(t, "controller_runtime_reconcile_time_seconds", controller) - seconds0
+		return sum / max(n, 1), most, gauge(t, "controller_runtime_reconcile_time_seconds", controller) - seconds0
 	}
-}
-
-// histogramSum is the sum of a controller's histogram.
-func histogramSum(t *testing.T, name, controller string) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v float64
-	for _, fam := range families {
-		if fam.GetName() != name {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == controller {
-					v += m.GetHistogram().GetSampleSum()
-				}
-			}
-		}
-	}
-	return v
 }
 
 // TestThrottlingHoldsNoWorkers: 20 machines reconciled by 4 workers while
