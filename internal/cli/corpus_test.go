@@ -65,6 +65,7 @@ func TestBadInvocations(t *testing.T) {
 		{gen("--kubernetes-version", "v1.17.4"), []string{"--kubernetes-version", "oldest"}},
 		{gen("--flavor", "bogus"), []string{"--flavor", "windows-flannel"}},
 		{gen("--flavor", "windows-dockershim", "--kubernetes-version", "v1.30.0"), []string{"--flavor", "windows"}},
+		{gen("--flavor", "windows-dockershim", "--kubernetes-version", "v1.23.17"), []string{"--flavor windows-dockershim", "HostProcess", "v1.24", "--flavor windows (containerd)"}},
 		{gen("--windows-version", "2016"), []string{"--windows-version", "2022"}},
 		{gen("--windows-version", "2025", "--kubernetes-version", "v1.30.2"), []string{"--windows-version"}},
 		{gen("--control-plane-nodes", "2"), []string{"--control-plane-nodes", "odd"}},
@@ -84,6 +85,7 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"generate", "cluster", "--clusterctl-template", "-o", "json"}, []string{"--output"}},
 		// up, down, bench: refused before any binary is looked for
 		{[]string{"up", "--flavor", "bogus"}, []string{"--flavor"}},
+		{[]string{"up", "--flavor", "windows-dockershim"}, []string{"--flavor windows-dockershim", "HostProcess", "--flavor windows (containerd)"}},
 		{[]string{"up", "Demo"}, []string{"NAME", "Demo"}},
 		{[]string{"up", "--kubernetes-version", "v1.99.0"}, []string{"--kubernetes-version", "v1.36.3"}},
 		{[]string{"up", "--windows-version", "2016"}, []string{"--windows-version"}},

@@ -44,7 +44,9 @@ func newGenerateClusterCommand() *cobra.Command {
   machinepool-windows  the same with the Windows workers in a scale set
   windows-flannel      Flannel VXLAN (VNI 4096, port 4789, MTU 1400/1350)
   windows-hostgw       Flannel host-gw (l2bridge) where routes can be set
-  windows-dockershim   Docker EE on Windows, Kubernetes v1.23 and older only
+
+windows-dockershim is refused: Docker cannot run the HostProcess add-ons and
+the kubelet lost dockershim in Kubernetes v1.24; use windows (containerd).
 
 No flannel image for Windows is published any more (sig-windows-tools removed
 its HostProcess flannel in April 2025, and kube-proxy's -flannel-hostprocess

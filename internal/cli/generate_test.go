@@ -31,9 +31,14 @@ func TestGenerateCluster(t *testing.T) {
 			t.Errorf("output lacks %s", want)
 		}
 	}
-	if _, err := run(t, "generate", "cluster", "demo", "--flavor", "windows-dockershim", "--kubernetes-version", "v1.30.0", "--location", "westeurope",
-		"--subscription-id", "s", "--ssh-public-key", key); err == nil || !strings.Contains(err.Error(), "use flavor windows") {
-		t.Fatalf("dockershim on 1.30: %v", err)
+	// Refused on the last version that still had dockershim too: Docker
+	// cannot run the flavor's HostProcess add-ons.
+	for _, version := range []string{"v1.30.0", "v1.23.17"} {
+		if _, err := run(t, "generate", "cluster", "demo", "--flavor", "windows-dockershim", "--kubernetes-version", version, "--location", "westeurope",
+			"--subscription-id", "s", "--ssh-public-key", key); err == nil || !strings.Contains(err.Error(), "Docker does not support HostProcess containers") ||
+			!strings.Contains(err.Error(), "--flavor windows (containerd)") {
+			t.Fatalf("dockershim on %s: %v", version, err)
+		}
 	}
 	if _, err := run(t, "generate", "cluster", "demo", "--windows-version", "2016", "--kubernetes-version", "v1.36.3", "--location", "westeurope",
 		"--subscription-id", "s", "--ssh-public-key", key); err == nil || !strings.Contains(err.Error(), "2019, 2022 or 2025") {

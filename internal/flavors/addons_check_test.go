@@ -565,9 +565,6 @@ func TestAddonsMeetWhatTheirComponentsNeed(t *testing.T) {
 func TestCloudProviderLabelSelectsTheAddon(t *testing.T) {
 	for _, flavor := range flavors.Names() {
 		o := opts("v1.36.3", "2022")
-		if flavor == flavors.WindowsDockershim {
-			o = opts("v1.23.5", "2019")
-		}
 		objs, err := flavors.Generate(flavor, o)
 		if err != nil {
 			t.Fatal(err)

@@ -23,11 +23,7 @@ import (
 // objects a real API server accepts; the opt-out leaves both out.
 func TestAdmissionIsInEveryClusterByDefault(t *testing.T) {
 	for _, flavor := range flavors.Names() {
-		version := "v1.36.3"
-		if flavor == flavors.WindowsDockershim {
-			version = "v1.23.17"
-		}
-		o := opts(version, "2019")
+		o := opts("v1.36.3", "2019")
 		objs, err := flavors.Generate(flavor, o)
 		if err != nil {
 			t.Fatal(err)

@@ -37,7 +37,6 @@ const (
 
 	// ContainerdSocket is the Windows kubelet's CRI endpoint.
 	ContainerdSocket = "npipe:////./pipe/containerd-containerd"
-	DockershimSocket = "npipe:////./pipe/dockershim"
 	// NodeNameFromMetadata makes the node's name the VM's computer name.
 	NodeNameFromMetadata = `{{ ds.meta_data["local_hostname"] }}`
 	uninitializedTaint   = "node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule"
@@ -53,7 +52,7 @@ type cni struct {
 
 func cniOf(flavor string) cni {
 	switch flavor {
-	case WindowsFlannel, WindowsDockershim:
+	case WindowsFlannel:
 		return cni{"flannel", "vxlan", FlannelPodCIDR}
 	case WindowsHostGW:
 		return cni{"flannel", "host-gw", FlannelPodCIDR}
@@ -303,10 +302,6 @@ func (b *builder) machineDeployment(name string, replicas int32, infraKind, infr
 // windowsConfig is the kubeadm configuration of a Windows node: cloudbase-init
 // runs it; containerd on its named pipe; the kubelet as the seeds set it.
 func (b *builder) windowsConfig(infraName string) bootstrapv1.KubeadmConfigSpec {
-	socket := ContainerdSocket
-	if b.flavor == WindowsDockershim {
-		socket = DockershimSocket
-	}
 	taints := uninitializedTaint
 	if b.o.WindowsTaint {
 		taints += "," + windowsTaint
@@ -317,7 +312,7 @@ func (b *builder) windowsConfig(infraName string) bootstrapv1.KubeadmConfigSpec 
 	}
 	return bootstrapv1.KubeadmConfigSpec{
 		JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: bootstrapv1.NodeRegistrationOptions{
-			Name: NodeNameFromMetadata, CRISocket: socket, KubeletExtraArgs: kubelet,
+			Name: NodeNameFromMetadata, CRISocket: ContainerdSocket, KubeletExtraArgs: kubelet,
 		}},
 		Users: []bootstrapv1.User{{Name: "capi", Groups: "Administrators", SSHAuthorizedKeys: []string{b.o.SSHPublicKey}}},
 		PreKubeadmCommands: []string{
@@ -332,13 +327,9 @@ func (b *builder) windowsConfig(infraName string) bootstrapv1.KubeadmConfigSpec 
 }
 
 func (b *builder) windowsTemplateSpec() infrav1.AzureVMSpec {
-	runtime := infrav1.Containerd
-	if b.flavor == WindowsDockershim {
-		runtime = infrav1.Dockershim
-	}
 	return infrav1.AzureVMSpec{
 		VMSize: b.o.NodeVMSize, OSDisk: infrav1.OSDisk{OSType: infrav1.Windows, DiskSizeGB: ptr.To[int32](128)},
-		WindowsServerVersion: b.o.WindowsVersion, ContainerRuntime: runtime, EnableIPForwarding: b.routed(), Identity: b.vmIdentity(),
+		WindowsServerVersion: b.o.WindowsVersion, ContainerRuntime: infrav1.Containerd, EnableIPForwarding: b.routed(), Identity: b.vmIdentity(),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,8 +124,9 @@ func TestEveryFlavorVersionAndWindowsRelease(t *testing.T) {
 		win             infrav1.WindowsServerVersion
 		refused         bool
 	}{
+		// Docker cannot run the HostProcess add-ons, on any version.
 		{flavors.WindowsDockershim, "v1.24.0", "2019", true},
-		{flavors.WindowsDockershim, "v1.23.5", "2019", false},
+		{flavors.WindowsDockershim, "v1.23.5", "2019", true},
 		{flavors.WindowsFlannel, "v1.31.4", "2025", true},
 		{flavors.WindowsFlannel, "v1.32.0", "2025", false},
 		{flavors.WindowsFlannel, "v1.22.1", "2022", true},
@@ -139,6 +141,32 @@ func TestEveryFlavorVersionAndWindowsRelease(t *testing.T) {
 		if (err != nil) != tc.refused {
 			t.Errorf("%s %s Windows %s: error %v, want refused=%v", tc.flavor, tc.version, tc.win, err, tc.refused)
 		}
+	}
+}
+
+// windows-dockershim would put HostProcess add-ons on Docker nodes, which
+// Docker cannot run, and a CRI socket that makes kubeadm start the kubelet
+// without dockershim: it is refused on every version, as a generated cluster
+// and as a clusterctl template, with why and what to use instead.
+func TestDockershimFlavorIsRefusedWithWhyAndWhatInstead(t *testing.T) {
+	want := []string{"Docker does not support HostProcess containers", "removed in Kubernetes v1.24", "kubernetes/kubernetes#97252",
+		"cannot be shown to be published", "--flavor windows (containerd)", "change-runtime-containerd"}
+	for _, version := range []string{"v1.23.5", "v1.23.17", "v1.36.3"} {
+		_, err := flavors.Generate(flavors.WindowsDockershim, opts(version, "2019"))
+		if err == nil {
+			t.Fatalf("windows-dockershim %s generated", version)
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("windows-dockershim %s: error %q does not say %q", version, err, w)
+			}
+		}
+	}
+	if _, _, err := flavors.Template(scheme.New(), flavors.WindowsDockershim, "2019", false); err == nil || !strings.Contains(err.Error(), "HostProcess") {
+		t.Errorf("windows-dockershim clusterctl template: %v", err)
+	}
+	if slices.Contains(flavors.Names(), flavors.WindowsDockershim) {
+		t.Errorf("flavors.Names() offers windows-dockershim: %v", flavors.Names())
 	}
 }
 

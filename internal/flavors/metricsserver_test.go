@@ -54,9 +54,6 @@ func metricsServerParts(objs []client.Object) (*clusterv1.Cluster, *addonsv1.Clu
 func TestMetricsServerIsOptIn(t *testing.T) {
 	for _, flavor := range flavors.Names() {
 		o := opts("v1.36.3", "2022")
-		if flavor == flavors.WindowsDockershim {
-			o = opts("v1.23.17", "2019")
-		}
 		objs, err := flavors.Generate(flavor, o)
 		if err != nil {
 			t.Fatal(err)

@@ -26,13 +26,32 @@ const (
 	MachinePoolWindows = "machinepool-windows"
 	WindowsFlannel     = "windows-flannel"
 	WindowsHostGW      = "windows-hostgw"
-	WindowsDockershim  = "windows-dockershim"
+	// WindowsDockershim is no longer a flavor: check refuses it with
+	// DockershimRefused, so a user who still asks for it learns why and
+	// what to use.
+	WindowsDockershim = "windows-dockershim"
 )
 
 // Names lists the flavors.
 func Names() []string {
-	return []string{Default, Windows, MachinePoolWindows, WindowsFlannel, WindowsHostGW, WindowsDockershim}
+	return []string{Default, Windows, MachinePoolWindows, WindowsFlannel, WindowsHostGW}
 }
+
+// DockershimRefused says why the windows-dockershim flavor is refused and
+// what to use instead. Its add-ons (the CNI and kube-proxy for Windows) can
+// only be HostProcess pods today, and Docker cannot run HostProcess containers
+// (kubernetes-sigs/sig-windows-tools hostprocess/README.md); the Docker-era
+// form (rancher/wins and sigwindowstools' -nanoserver images, as CAPZ's
+// dockershim templates used before 80a6ddb1e) has no tag winkube can show to
+// be published for the versions it would need. And the kubelet lost dockershim
+// in Kubernetes v1.24 (kubernetes/kubernetes#97252, KEP-2221, CHANGELOG-1.24),
+// so no supported release runs it.
+const DockershimRefused = "--flavor windows-dockershim is not supported: its Windows add-ons (the CNI and kube-proxy) run as HostProcess pods, " +
+	"which Docker cannot run (kubernetes-sigs/sig-windows-tools hostprocess/README.md: \"Docker does not support HostProcess containers\"); " +
+	"the kubelet's dockershim was removed in Kubernetes v1.24 (kubernetes/kubernetes#97252, CHANGELOG-1.24.md); and the wins and -nanoserver " +
+	"images the Docker path needed cannot be shown to be published. Use --flavor windows (containerd); to move an existing Docker node to " +
+	"containerd, replace its machines with ones whose template says containerRuntime: containerd, or follow \"Changing the Container Runtime " +
+	"on a Node from Docker Engine to containerd\" (kubernetes.io/docs/tasks/administer-cluster/migrating-from-dockershim/change-runtime-containerd/)"
 
 // Options are the values a flavor is built from.
 type Options struct {
@@ -117,6 +136,9 @@ func (o *Options) Missing() []string {
 
 // check refuses what a flavor cannot build, saying why.
 func check(flavor string, o Options) (images.Version, error) {
+	if flavor == WindowsDockershim {
+		return images.Version{}, errors.New(DockershimRefused)
+	}
 	if missing := o.Missing(); len(missing) > 0 {
 		return images.Version{}, fmt.Errorf("missing required values: %s", strings.Join(missing, ", "))
 	}
@@ -157,14 +179,7 @@ func check(flavor string, o Options) (images.Version, error) {
 	if flavor == Default {
 		return v, nil
 	}
-	runtime := infrav1.Containerd
-	if flavor == WindowsDockershim {
-		runtime = infrav1.Dockershim
-		if v.AtLeast(1, images.DockershimRemovedMinor) {
-			return v, fmt.Errorf("--flavor windows-dockershim needs Kubernetes v1.23 or older (dockershim was removed in v1.24); for %s use flavor windows", v)
-		}
-	}
-	if err := images.ValidateRuntime(v, infrav1.Windows, o.WindowsVersion, runtime); err != nil {
+	if err := images.ValidateRuntime(v, infrav1.Windows, o.WindowsVersion, infrav1.Containerd); err != nil {
 		var ce *images.CombinationError
 		if errors.As(err, &ce) && ce.Field == "windowsServerVersion" {
 			return v, fmt.Errorf("--windows-version %s: %w", o.WindowsVersion, err)

@@ -50,19 +50,11 @@ func Metadata(version string) (*clusterctlv1.Metadata, error) {
 	}, nil
 }
 
-// TemplateFlavors are the flavors a release carries templates of: all but
-// windows-dockershim, which needs Kubernetes v1.23 or older while clusterctl
-// templates take ${KUBERNETES_VERSION} and target v1.26 and newer (the
-// HostProcess feature gate of 1.22-1.25 cannot be a variable). `winkube
-// generate cluster --flavor windows-dockershim` still renders it.
+// TemplateFlavors are the flavors a release carries templates of: every
+// flavor (windows-dockershim is refused everywhere, see
+// flavors.DockershimRefused).
 func TemplateFlavors() []string {
-	var out []string
-	for _, f := range flavors.Names() {
-		if f != flavors.WindowsDockershim {
-			out = append(out, f)
-		}
-	}
-	return out
+	return flavors.Names()
 }
 
 // RepositoryOptions say which release to write.
