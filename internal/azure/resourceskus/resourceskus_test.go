@@ -16,7 +16,7 @@ func TestZonesAndSizesLessTheSubscriptionsRestrictions(t *testing.T) {
 	srv, cfg := azuretest.StartServer(t, "rg")
 	var everySizeOutOfZone3 []arm.SKURestriction
 	for _, size := range []string{"Standard_B1s", "Standard_B2s", "Standard_B2ms", "Standard_D2s_v3", "Standard_D4s_v3", "Standard_D8s_v3", "Standard_D2_v3", "Standard_D4_v3",
-		"Standard_D2s_v5", "Standard_D4s_v5", "Standard_D8s_v5", "Standard_DS2_v2", "Standard_F2s_v2", "Standard_E4s_v3", "Standard_A2_v2"} {
+		"Standard_D2s_v5", "Standard_D4s_v5", "Standard_D8s_v5", "Standard_DS2_v2", "Standard_F2s_v2", "Standard_E4s_v3", "Standard_A2_v2", "Standard_D1_v2"} {
 		everySizeOutOfZone3 = append(everySizeOutOfZone3, arm.SKURestriction{Size: size, Location: azuretest.Location, Zones: []string{"3"}})
 	}
 	srv.SetFaults(arm.FaultConfig{SKURestrictions: append(everySizeOutOfZone3, arm.SKURestriction{Size: "Standard_E4s_v3", Location: azuretest.Location, Reason: "QuotaId"})})
