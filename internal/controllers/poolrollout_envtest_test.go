@@ -229,8 +229,8 @@ func TestPoolReconcilesOnlyForWhatItActsOn(t *testing.T) {
 	f.waitPool(amp, 2)
 
 	// Instance objects' status changes that say nothing to the pool, five
-	// rounds on each. The pool's own last writes may still wake it once or
-	// twice (the metric counts a reconcile once it has ended).
+	// rounds on each. The pool's own last writes may still wake it (the
+	// metric counts a reconcile once it has ended).
 	const rounds = 5
 	before := poolReconciles(t)
 	for range rounds {
@@ -257,8 +257,12 @@ func TestPoolReconcilesOnlyForWhatItActsOn(t *testing.T) {
 			return ""
 		})
 	}
-	if n := poolReconciles(t) - before; n > 2 {
-		t.Errorf("%d pool reconciles for %d status changes of its instance objects that it does not act on; want none (2 at most, its own last writes)", n, 2*rounds)
+	// Woken by every change, the pool reconciles at least once a round
+	// (13 to 16 times here before its watch was narrowed); its own last
+	// writes and a settling requeue may still wake it a few times on a
+	// loaded machine (3 seen in a full CI run).
+	if n := poolReconciles(t) - before; n >= rounds {
+		t.Errorf("%d pool reconciles for %d status changes of its instance objects that it does not act on; want fewer than one a round (its own last writes and requeues only)", n, 2*rounds)
 	}
 
 	// A scale-up: every reconcile lists the instances at most once.
