@@ -155,17 +155,7 @@ func (s *Server) primaryIPConfig(r *resource) map[string]any {
 	if primary < 0 {
 		primary = 0
 	}
-	confs := list(nics[primary].props(), "ipConfigurations")
-	for _, c := range confs {
-		if m, ok := c.(map[string]any); ok && get(m, "properties", "primary") == true {
-			return m
-		}
-	}
-	if len(confs) > 0 {
-		m, _ := confs[0].(map[string]any)
-		return m
-	}
-	return nil
+	return primaryOf(list(nics[primary].props(), "ipConfigurations"))
 }
 
 // instanceNICPrimary says whether an instance's NIC was made from the scale

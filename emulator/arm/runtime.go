@@ -2,6 +2,7 @@ package arm
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 )
 
@@ -41,6 +42,11 @@ type Machine struct {
 	// called: a NAT gateway attached after boot counts (outbound.go). Nil
 	// for machines not made by the emulator.
 	Outbound func(protocol string) (Egress, error)
+	// NextHop is the route Azure picks for a packet the machine sends to
+	// an address, asked of the emulator's resources when called: a route
+	// table attached or a route written after boot counts (nexthop.go).
+	// Nil for machines not made by the emulator.
+	NextHop func(dest netip.Addr) (Hop, error)
 	// DataDisks are the managed data disks attached to the VM, read from
 	// the emulator's resources when called: a disk attached or detached
 	// after boot counts (datadisks.go). Nil for machines not made by the

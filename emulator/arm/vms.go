@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -224,6 +225,7 @@ func (s *Server) machineOf(r *resource, location string, storage, osProfile map[
 	}
 	id := r.idStr
 	m.Outbound = func(protocol string) (Egress, error) { return s.Outbound(id, protocol) }
+	m.NextHop = func(dest netip.Addr) (Hop, error) { return s.NextHop(id, dest) }
 	if scaleSet == "" {
 		// Scale-set instances take no data disks of their own here
 		// (updateInstance keeps their model the scale set's).
