@@ -94,7 +94,11 @@ func (r *Runtime) componentHooks(m *machine, host, os string, pnode process.Node
 		}
 		// The process runs: what it lists and watches, it does with its
 		// pod's credentials.
-		r.startSession(m, wc, admin, checker.Find(os, *c), pod)
+		comp := checker.Find(os, *c)
+		r.startSession(m, wc, admin, comp, pod)
+		if comp != nil && comp.Effect == components.EffectPodNetwork {
+			r.learnPodBackend(ctx, admin, m, pod, *c)
+		}
 		return nil
 	}
 	started := func(_ context.Context, pod *corev1.Pod) {

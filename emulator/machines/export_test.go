@@ -61,6 +61,16 @@ func (r *Runtime) AddComponentNode(cfg *rest.Config, endpoint, nodeName string, 
 	r.ensureProxy(m)
 }
 
+// SetNodeNIC gives a node of AddComponentNode the VNet address of its NIC
+// and the emulator's routes for the packets it sends, as a machine the
+// emulator booted has them (arm.Machine).
+func (r *Runtime) SetNodeNIC(nodeName, privateIP string, nextHop func(netip.Addr) (arm.Hop, error)) {
+	m := r.testMachine(nodeName)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m.arm.PrivateIPs, m.arm.NextHop = []string{privateIP}, nextHop
+}
+
 func (r *Runtime) testMachine(nodeName string) *machine {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -85,7 +95,11 @@ func (r *Runtime) StartComponents(nodeName string, pod *corev1.Pod, installs ...
 		return err
 	}
 	for _, c := range pod.Spec.Containers {
-		r.startSession(m, wc, admin, catalog().Find("linux", c), pod)
+		comp := catalog().Find("linux", c)
+		r.startSession(m, wc, admin, comp, pod)
+		if comp != nil && comp.Effect == components.EffectPodNetwork {
+			r.learnPodBackend(context.Background(), admin, m, pod, c)
+		}
 	}
 	if catalog().Effect("linux", pod) == components.EffectInitializesNode {
 		r.initializeNode(m, "10.1.0.4", pod)

@@ -57,7 +57,11 @@ func (r *Runtime) ensureProxy(m *machine) {
 		r.proxies.all[m.endpoint] = sp
 	}
 	sp.nodes++
-	pn := sp.c.Node(*cfg)
+	nc := *cfg
+	// What kube-proxy forwards to a pod leaves this node as the node's own
+	// packets do: through the node's routes to the pod.
+	nc.PodRoute = func(ip netip.Addr) error { return r.podRoute(m, ip) }
+	pn := sp.c.Node(nc)
 	r.proxies.mu.Unlock()
 	r.mu.Lock()
 	if m.proxy != nil || m.proxyNode == nil {

@@ -112,6 +112,10 @@ type machine struct {
 	sessions map[types.UID][]*componentSession
 	// podCIDR is the node's pod CIDR, as its kubelet hands addresses out.
 	podCIDR func() netip.Prefix
+	// podBackend is how the node's CNI agent carries pod packets to other
+	// nodes, as it read its configuration when it started ("host-gw",
+	// "vxlan"; "" while none said: encapsulated, as before).
+	podBackend string
 	// providerID is what the node's spec.providerID is set to.
 	providerID string
 	// logs are the machine's service logs on its disk.

@@ -180,7 +180,11 @@ func (r *Runtime) proxySynced(m *machine) bool {
 // its cluster: a pod of another node is reached only through routes that
 // the CNI's agent on both nodes programmed (Felix's VXLAN routes and
 // tunnel, HNS remote-subnet policies), which it does only once in sync
-// (Felix's int_dataplane.go / win_dataplane.go apply nothing before).
+// (Felix's int_dataplane.go / win_dataplane.go apply nothing before), and,
+// when m sends pod packets unencapsulated (host-gw), through a route of
+// its subnet to the pod's node (podnetwork.go). Whatever m forwards to a
+// pod takes the same way: its own connections and what its kube-proxy
+// forwards to a Service's endpoint.
 func (r *Runtime) podRoute(m *machine, ip netip.Addr) error {
 	r.mu.Lock()
 	var owner *machine
@@ -201,7 +205,7 @@ func (r *Runtime) podRoute(m *machine, ip netip.Addr) error {
 			return fmt.Errorf("no route to host: node %s has no routes to other nodes' pods (%s)", n.nodeName, why)
 		}
 	}
-	return nil
+	return r.underlayRoute(m, owner, ip)
 }
 
 // initializeNode is the cloud node manager's node controller: once its

@@ -162,6 +162,11 @@ const (
 	// EffectServiceRules: the node's Service rules are programmed
 	// (kube-proxy).
 	EffectServiceRules = "service-rules"
+	// EffectPodNetwork: the node's routes to other nodes' pods follow the
+	// backend of the network configuration the agent reads as it starts
+	// (flanneld's net-conf.json): host-gw sends pod packets unencapsulated
+	// to the VNet, which then needs a route for them.
+	EffectPodNetwork = "pod-network"
 )
 
 // Upstream sources.
@@ -346,6 +351,7 @@ func Catalog() []Component {
 				perm("get", "", "pods", flannelManifest), perm("list", "", "nodes", flannelManifest),
 				perm("watch", "", "nodes", flannelManifest), perm("patch", "", "nodes/status", flannelManifest),
 			},
+			Effect: EffectPodNetwork,
 		},
 		{
 			Name: "flannel install-cni", Images: []string{"docker.io/flannel/flannel"}, Containers: []string{"install-cni"}, OS: "linux", Source: flannelManifest,

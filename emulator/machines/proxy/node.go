@@ -35,7 +35,12 @@ type NodeConfig struct {
 	// ("Overlay" for VXLAN, "L2Bridge" for host-gw), read when kube-proxy
 	// starts, as kube-proxy reads it; nil or "" on Linux.
 	HNSNetworkType func() string
-	Logs           *vmdisk.Logs
+	// PodRoute says why a connection from this node does not reach a pod
+	// IP (nil when it does): a connection forwarded to another node's
+	// pod needs the node's routes to it, as a DNATed packet leaves by the
+	// node's routing table or HNS policies. Nil: every pod is reached.
+	PodRoute func(podIP netip.Addr) error
+	Logs     *vmdisk.Logs
 }
 
 // Node is one node's kube-proxy.
@@ -378,6 +383,13 @@ func (n *Node) dialEndpoint(s *service, port string, local bool, client string) 
 		return nil, fmt.Errorf("service %s has no ready endpoints%s", s.key, map[bool]string{true: " on node " + n.cfg.NodeName}[local])
 	}
 	e := n.pick(s, port, client, cands)
+	if n.cfg.PodRoute != nil {
+		if ip, err := netip.ParseAddr(e.addr); err == nil {
+			if err := n.cfg.PodRoute(ip); err != nil {
+				return nil, &routeError{endpoint: e.addr, err: err}
+			}
+		}
+	}
 	host, err := n.c.address(e.addr)
 	if err != nil {
 		return nil, err
@@ -479,6 +491,19 @@ func (n *Node) healthHandler(key string) http.Handler {
 	})
 }
 
+// routeError is a Service's endpoint the node has no route to: the
+// connection to the ClusterIP is DNATed to it and then lost.
+type routeError struct {
+	endpoint string
+	err      error
+}
+
+func (e *routeError) Error() string {
+	return fmt.Sprintf("to endpoint %s: %v", e.endpoint, e.err)
+}
+
+func (e *routeError) Unwrap() error { return e.err }
+
 // ErrNoRoute is a Service IP the node cannot reach.
 var ErrNoRoute = errors.New("no route to the Service IP from this node")
 
@@ -518,6 +543,10 @@ func (n *Node) DialService(ctx context.Context, addr string) (conn net.Conn, han
 		return nil, true, fmt.Errorf("dial tcp %s: connect: connection refused (service %s has no port %d)", addr, s.key, port)
 	}
 	c, err := n.dialEndpoint(s, p.name, s.itpLocal, n.cfg.Address.String())
+	var noRoute *routeError
+	if errors.As(err, &noRoute) {
+		return nil, true, fmt.Errorf("dial tcp %s: connect: %w", addr, noRoute)
+	}
 	if err != nil {
 		return nil, true, fmt.Errorf("dial tcp %s: connect: connection refused (%v)", addr, err)
 	}
