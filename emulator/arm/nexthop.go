@@ -28,6 +28,13 @@ type Hop struct {
 	// Subnet is the ID of the subnet the packet leaves, RouteTable the
 	// ID of the route table attached to it ("" for none).
 	Subnet, RouteTable string
+	// ApplianceNIC is the NIC of the VNet holding a VirtualAppliance
+	// route's next hop address ("" for none), and Forwards its
+	// enableIPForwarding: without it Azure drops a packet the NIC gets
+	// for an address other than its own (the same document, "Virtual
+	// appliance").
+	ApplianceNIC string
+	Forwards     bool
 }
 
 func (h Hop) String() string {
@@ -125,6 +132,19 @@ func (s *Server) NextHop(id string, dest netip.Addr) (Hop, error) {
 	best.Subnet = subnet.idStr
 	if table != nil {
 		best.RouteTable = table.idStr
+	}
+	if best.Type == HopVirtualAppliance {
+		vnet := ""
+		if parent, ok := subnet.id.Parent(); ok {
+			vnet = strings.ToLower(parent.String()) + "/subnets/"
+		}
+		for _, nic := range s.nicsUsing(func(ipc map[string]any) bool {
+			return str(ipc, "properties", "privateIPAddress") == best.IP && strings.HasPrefix(strings.ToLower(refID(ipc, "properties", "subnet")), vnet)
+		}) {
+			if !nic.deleting {
+				best.ApplianceNIC, best.Forwards = nic.idStr, get(nic.props(), "enableIPForwarding") == true
+			}
+		}
 	}
 	return best, nil
 }

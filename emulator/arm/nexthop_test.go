@@ -37,10 +37,16 @@ func TestNextHop(t *testing.T) {
 	}
 	vnet(false)
 	nics := must(w.net.NewInterfacesClient(), nil)
+	// The node's NIC at 10.1.0.5, forwarding what is not its own.
 	for name, sn := range map[string]string{"cp-nic": "cp", "node-nic": "node"} {
+		ipc := &armnetwork.InterfaceIPConfigurationPropertiesFormat{
+			Subnet: &armnetwork.Subnet{ID: to.Ptr(net + "virtualNetworks/vnet/subnets/" + sn)}, PrivateIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodDynamic)}
+		if name == "node-nic" {
+			ipc.PrivateIPAllocationMethod, ipc.PrivateIPAddress = to.Ptr(armnetwork.IPAllocationMethodStatic), to.Ptr("10.1.0.5")
+		}
 		done(nics.BeginCreateOrUpdate(w.ctx, "rg", name, armnetwork.Interface{Location: to.Ptr(location), Properties: &armnetwork.InterfacePropertiesFormat{
-			IPConfigurations: []*armnetwork.InterfaceIPConfiguration{{Name: to.Ptr("ipconfig1"), Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{
-				Subnet: &armnetwork.Subnet{ID: to.Ptr(net + "virtualNetworks/vnet/subnets/" + sn)}, PrivateIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodDynamic)}}},
+			EnableIPForwarding: to.Ptr(name == "node-nic"),
+			IPConfigurations:   []*armnetwork.InterfaceIPConfiguration{{Name: to.Ptr("ipconfig1"), Properties: ipc}},
 		}}, nil))
 	}
 	routes := must(w.net.NewRoutesClient(), nil)
@@ -74,6 +80,12 @@ func TestNextHop(t *testing.T) {
 		if h.Type != c.typ || h.IP != c.ip || h.Prefix.String() != c.prefix {
 			t.Errorf("%s to %s: %s, want %s %s %s", c.nic, c.dest, h, c.prefix, c.typ, c.ip)
 		}
+	}
+	if h := hop("node-nic", "10.244.1.7"); h.ApplianceNIC != net+"networkInterfaces/node-nic" || !h.Forwards {
+		t.Errorf("the next hop 10.1.0.5 is node-nic, which forwards; got NIC %q forwarding %v", h.ApplianceNIC, h.Forwards)
+	}
+	if h := hop("node-nic", "10.244.2.7"); h.ApplianceNIC != "" || h.Forwards {
+		t.Errorf("no NIC holds 10.1.0.9; got NIC %q forwarding %v", h.ApplianceNIC, h.Forwards)
 	}
 	if h := hop("cp-nic", "10.244.1.7"); h.RouteTable != "" || h.Route != "" {
 		t.Errorf("the control-plane subnet has no route table, yet the hop names %q / %q", h.RouteTable, h.Route)

@@ -246,6 +246,9 @@ func (s *Server) newInstance(vmss *resource) (*resource, *armError) {
 			"location":   vmss.body["location"],
 			"properties": map[string]any{"ipConfigurations": deepCopy(map[string]any{"l": list(ncm, "properties", "ipConfigurations")})["l"], "virtualMachine": map[string]any{"id": inst.idStr}},
 		})
+		if f, ok := get(ncm, "properties", "enableIPForwarding").(bool); ok {
+			nic.props()["enableIPForwarding"] = f
+		}
 		if e := s.fillIPConfigurations(nic, list(nic.props(), "ipConfigurations"), nil); e != nil {
 			delete(s.resources, key(inst.idStr))
 			return nil, e

@@ -85,8 +85,9 @@ func (r *Runtime) routesNatively(m *machine) bool {
 // sends unencapsulated to pod IP ip of owner: Azure's SDN forwards it only
 // by the routes of the subnet m's NIC is in, which must send the pod's
 // address to owner's address (a route table attached to the subnet, with
-// the route the cloud provider or the user wrote); the system routes know
-// no pod CIDR and drop it (None) or send it elsewhere.
+// the route the cloud provider or the user wrote), and hands it to
+// owner's NIC only if that NIC forwards (enableIPForwarding); the system
+// routes know no pod CIDR and drop it (None) or send it elsewhere.
 func (r *Runtime) underlayRoute(m, owner *machine, ip netip.Addr) error {
 	if !r.routesNatively(m) || m.arm.NextHop == nil || len(owner.arm.PrivateIPs) == 0 {
 		return nil
@@ -97,6 +98,9 @@ func (r *Runtime) underlayRoute(m, owner *machine, ip netip.Addr) error {
 	}
 	want := owner.arm.PrivateIPs[0]
 	if hop.Type == arm.HopVirtualAppliance && hop.IP == want {
+		if !hop.Forwards {
+			return fmt.Errorf("no route to host: node %s's NIC %s (%s) does not have IP forwarding enabled: Azure drops the packets for its pod %s, which are not addressed to the NIC", owner.nodeName, path.Base(hop.ApplianceNIC), want, ip)
+		}
 		return nil
 	}
 	subnet := path.Base(hop.Subnet)

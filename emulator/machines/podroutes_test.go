@@ -163,8 +163,9 @@ func TestServiceTrafficToAnOutOfSyncNode(t *testing.T) {
 // the machine does (its egress dials as the node does, controlplane.go).
 // With the node route table on the worker subnet only (what winkube
 // attached before), the API server cannot reach the webhook: no route;
-// with it on the control-plane subnet too, it can; a route to the wrong
-// node is no route either; and VXLAN needs no route at all.
+// with it on the control-plane subnet too, it can, once the worker's NIC
+// forwards (enableIPForwarding, which the host-gw flavor sets); a route to
+// the wrong node is no route either; and VXLAN needs no route at all.
 func TestHostGWPodTrafficTakesTheSubnetsRoutes(t *testing.T) {
 	ctx := context.Background()
 	az := newAzure(t, ctx, "hostgw-rg")
@@ -197,8 +198,8 @@ func TestHostGWPodTrafficTakesTheSubnetsRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nicOf := func(name, subnet string) (id, ip string) {
-		spec := networkinterfaces.Spec{ResourceGroup: rg, Name: name, Location: az.location, SubnetID: subnet, IPForwarding: true}
+	nicOf := func(name, subnet string, forwarding bool) (id, ip string) {
+		spec := networkinterfaces.Spec{ResourceGroup: rg, Name: name, Location: az.location, SubnetID: subnet, IPForwarding: forwarding}
 		until(t, ctx, func(tok string) (string, bool, error) { return nics.Reconcile(ctx, spec, tok) })
 		got, err := nics.Get(ctx, rg, name)
 		if err != nil || got == nil {
@@ -209,8 +210,9 @@ func TestHostGWPodTrafficTakesTheSubnetsRoutes(t *testing.T) {
 
 	w := newRightsWorld(t, ctx, "hostgw")
 	a, b := "hostgw-a", "hostgw-b"
-	nicA, ipA := nicOf("hostgw-a-nic", az.cpSubnet)
-	_, ipB := nicOf("hostgw-b-nic", az.nodeSubnet)
+	nicA, ipA := nicOf("hostgw-a-nic", az.cpSubnet, true)
+	// The worker's NIC does not forward yet.
+	_, ipB := nicOf("hostgw-b-nic", az.nodeSubnet, false)
 	rt.SetNodeNIC(a, ipA, func(d netip.Addr) (arm.Hop, error) { return emu.NextHop(nicA, d) })
 	rt.SetNodeNIC(b, ipB, nil)
 
@@ -275,8 +277,26 @@ func TestHostGWPodTrafficTakesTheSubnetsRoutes(t *testing.T) {
 	}
 	t.Logf("route table on the worker subnet only: %s", dialOutcome(ctx, a, vip))
 
-	// The node route table on the control-plane subnet too.
+	// The node route table on the control-plane subnet too: the packets
+	// reach the worker's NIC, which drops them until it forwards.
 	attach("cp", "node")
+	if got := dialOutcome(ctx, a, webhook); !strings.Contains(got, "no route to host") || !strings.Contains(got, "hostgw-b-nic (10.1.0.") || !strings.Contains(got, "IP forwarding") {
+		t.Errorf("the worker's NIC took packets for its pod without IP forwarding: %q", got)
+	}
+	ifaces, err := endpoint.NewClient(armCfg, subscriptID, armnetwork.NewInterfacesClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := ifaces.Get(ctx, rg, "hostgw-b-nic", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Properties.EnableIPForwarding = to.Ptr(true)
+	if p, err := ifaces.BeginCreateOrUpdate(ctx, rg, "hostgw-b-nic", cur.Interface, nil); err != nil {
+		t.Fatal(err)
+	} else if _, err := p.PollUntilDone(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
 	for _, addr := range []string{vip, webhook} {
 		if got := dialOutcome(ctx, a, addr); got != "" {
 			t.Errorf("with the route table on the control-plane subnet, the API server does not reach the webhook at %s: %s", addr, got)

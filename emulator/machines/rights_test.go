@@ -150,26 +150,7 @@ func TestComponentRightsInTheLocalWorld(t *testing.T) {
 			t.Cleanup(func() { rt.StopComponents(n, p) })
 		}
 		// A pod of node b, serving.
-		podIP := "192.168.2.10"
-		host, err := hn.HostAddress("pod/" + w.endpoint + "/" + podIP)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(host.String(), "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-		target := net.JoinHostPort(podIP, fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
+		target := w.servePod(t, "192.168.2.10")
 		ready := []string{"/bin/calico-node", "-felix-ready"}
 
 		poll.Until(t, time.Minute, func() string {
