@@ -117,14 +117,8 @@ func TestServiceTrafficToAnOutOfSyncNode(t *testing.T) {
 	a, b := "felixsvc-a", "felixsvc-b"
 	w.role(t, ctx, "calico-node-a", felixRules("")...)
 	w.role(t, ctx, "calico-node-b", felixRules("networksets")...)
-	node := corev1.Container{Name: "calico-node", Image: "docker.io/calico/node:v3.30.7"}
-	fa, fb := w.pod(t, ctx, "calico-node-a", a, "calico-node-a", node), w.pod(t, ctx, "calico-node-b", b, "calico-node-b", node)
-	for n, p := range map[string]*corev1.Pod{a: fa, b: fb} {
-		if err := rt.StartComponents(n, p); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rt.StopComponents(n, p) })
-	}
+	fa := w.felix(t, ctx, "calico-node-a", a, "calico-node-a")
+	w.felix(t, ctx, "calico-node-b", b, "calico-node-b")
 	w.kubeProxy(t, ctx, a)
 	target := w.servePod(t, "192.168.2.10")
 	vip := w.service(t, ctx, "webhook", b, target)

@@ -98,6 +98,17 @@ func (w *rightsWorld) pod(t *testing.T, ctx context.Context, name, node, sa stri
 	return p
 }
 
+// felix runs calico-node (Felix) on node as ServiceAccount sa.
+func (w *rightsWorld) felix(t *testing.T, ctx context.Context, name, node, sa string) *corev1.Pod {
+	t.Helper()
+	p := w.pod(t, ctx, name, node, sa, corev1.Container{Name: "calico-node", Image: "docker.io/calico/node:v3.30.7"})
+	if err := rt.StartComponents(node, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.StopComponents(node, p) })
+	return p
+}
+
 func (w *rightsWorld) log(node, service string) string {
 	data, _ := os.ReadFile(filepath.Join(w.dirs[node], "root", vmdisk.LogPath(false, service)))
 	return string(data)
@@ -141,14 +152,8 @@ func TestComponentRightsInTheLocalWorld(t *testing.T) {
 
 	t.Run("Felix", func(t *testing.T) {
 		w.role(t, ctx, "calico-node", felixRules("networksets")...)
-		node := corev1.Container{Name: "calico-node", Image: "docker.io/calico/node:v3.30.7"}
-		pa, pb := w.pod(t, ctx, "calico-node-a", a, "calico-node", node), w.pod(t, ctx, "calico-node-b", b, "calico-node", node)
-		for n, p := range map[string]*corev1.Pod{a: pa, b: pb} {
-			if err := rt.StartComponents(n, p); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { rt.StopComponents(n, p) })
-		}
+		pa := w.felix(t, ctx, "calico-node-a", a, "calico-node")
+		w.felix(t, ctx, "calico-node-b", b, "calico-node")
 		// A pod of node b, serving.
 		target := w.servePod(t, "192.168.2.10")
 		ready := []string{"/bin/calico-node", "-felix-ready"}
