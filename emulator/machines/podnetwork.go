@@ -22,7 +22,9 @@ import (
 const flannelNetConfDir = "/etc/kube-flannel"
 
 // learnPodBackend records the backend of the network configuration the
-// node's flanneld reads as it starts (net-conf.json's Backend.Type): with
+// node's flanneld reads once, as it starts (net-conf.json's Backend.Type;
+// flannel-io/flannel pkg/subnet/kube/kube.go at
+// 8f9ffd2482d8509bb19944af6fcfed36b6ca9b23, NewSubnetManager): with
 // host-gw, flanneld routes each other node's pod subnet through that
 // node's address, unencapsulated (flannel-io/flannel
 // pkg/backend/hostgw/hostgw.go at 9428fb888ee31c36c5c509bcb8029f82b518f6a1,
@@ -57,9 +59,6 @@ func (r *Runtime) learnPodBackend(ctx context.Context, admin kubernetes.Interfac
 		return
 	}
 	backend := strings.ToLower(conf.Backend.Type)
-	if backend == "" {
-		backend = "udp" // flannel's default backend when none is named
-	}
 	r.mu.Lock()
 	m.podBackend = backend
 	r.mu.Unlock()
