@@ -162,6 +162,26 @@ func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	return r.reconcileNormal(ctx, pc)
 }
 
+// poolImage is the pool's image: the user's, or the default pinned in
+// status.image while it is still a default for the request, so that a new
+// marketplace build does not roll every default-image pool; a change of
+// Kubernetes version, OS or Windows Server version resolves it again.
+func (r *AzureMachinePoolReconciler) poolImage(ctx context.Context, pc *poolContext, req images.Request) (*infrav1.Image, error) {
+	amp := pc.amp
+	if amp.Spec.Template.Image != nil {
+		amp.Status.Image = nil
+		return amp.Spec.Template.Image, nil
+	}
+	if images.IsDefaultFor(amp.Status.Image, req) {
+		return amp.Status.Image, nil
+	}
+	img, err := pc.svc.Images.Resolve(ctx, nil, req)
+	if err == nil {
+		amp.Status.Image = img.DeepCopy()
+	}
+	return img, err
+}
+
 // ProviderIDOf is the provider ID of a scale-set instance, as its node has it:
 // cloud-provider-azure lower-cases the resource group (package providerid).
 func ProviderIDOf(instanceARMID string) string { return providerid.FromARMID(instanceARMID) }
@@ -192,7 +212,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	}
 	amp.Status.ComputerNamePrefix = prefix
 	amp.Status.InfrastructureMachineKind = "AzureMachinePoolMachine"
-	img, err := pc.svc.Images.Resolve(ctx, t.Image, images.Request{Location: pc.ac.Spec.Location, KubernetesVersion: mp.Spec.Template.Spec.Version,
+	img, err := r.poolImage(ctx, pc, images.Request{Location: pc.ac.Spec.Location, KubernetesVersion: mp.Spec.Template.Spec.Version,
 		OS: t.OS(), WindowsVersion: t.WindowsServerVersion, Runtime: t.ContainerRuntime})
 	if err != nil {
 		if fromAzure(err) {
