@@ -299,7 +299,7 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 
 	ip, err := svc.PublicIPs.Get(ctx, n.rg, n.apiIP)
 	if err != nil || ip == nil || ip.Properties.IPAddress == nil {
-		return r.azureError(ac, "API server IP", fmt.Errorf("reading the API server's public IP: %v", err))
+		return r.azureError(ac, "API server IP", fmt.Errorf("reading the API server's public IP: %w", err))
 	}
 	if ac.Spec.ControlPlaneEndpoint.Host == "" {
 		ac.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: *ip.Properties.IPAddress, Port: APIServerPort}
