@@ -8,7 +8,6 @@ import (
 	"fmt"
 	events "k8s.io/client-go/tools/record"
 	"math/big"
-	"sigs.k8s.io/cluster-api/util/paused"
 	"strings"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -26,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -100,45 +97,15 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 // Reconcile brings one AzureMachine's VM to its spec.
 func (r *AzureMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	defer requeueWhenThrottled(ctx, &res, &reterr)
-	am := &infrav1.AzureMachine{}
-	if err := r.Client.Get(ctx, req.NamespacedName, am); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	helper, err := patch.NewHelper(am, r.Client)
-	if err != nil {
+	s, err := openScope[*clusterv1.Machine](ctx, r.Client, req.NamespacedName, &infrav1.AzureMachine{})
+	if s == nil {
 		return ctrl.Result{}, err
 	}
-	defer patchOnReturn(ctx, helper, am, &reterr)
-	restoreRecords(am)
-	deleting := !am.DeletionTimestamp.IsZero()
-	// Only NotFound means an object is gone. Any other error leaves the
-	// machine as it is (deletion included: its finalizer stays) and is
-	// retried with backoff.
-	machine, err := util.GetOwnerMachine(ctx, r.Client, am.ObjectMeta)
-	switch {
-	case gone(err) && deleting:
-		machine = nil
-	case err != nil:
-		return ctrl.Result{}, readBlocked(am, deleting, "the owning Machine", err)
+	defer s.close(ctx, &reterr)
+	if stop, err := s.load(ctx, r.Client, machineOwner); stop {
+		return ctrl.Result{}, err
 	}
-	if machine == nil && !deleting {
-		log.FromContext(ctx).Info("waiting for Cluster API to set the owning Machine")
-		return ctrl.Result{}, nil
-	}
-	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, am.ObjectMeta)
-	switch {
-	case (gone(err) || errors.Is(err, util.ErrNoCluster)) && deleting:
-		cluster = nil
-	case err != nil:
-		return ctrl.Result{}, readBlocked(am, deleting, "the Cluster", err)
-	}
-	// CAPI's contract: a paused Cluster (clusterctl move pauses it) or a
-	// paused object is not reconciled, and its Paused condition says so.
-	if cluster != nil {
-		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, am); err != nil || isPaused || requeue {
-			return ctrl.Result{}, err
-		}
-	}
+	am, machine, cluster, deleting := s.obj, s.owner, s.cluster, s.deleting
 	if deleting {
 		// What to delete is in the machine's own status: the AzureCluster
 		// is not needed (and may be gone).
@@ -163,17 +130,42 @@ func machineRole(am *infrav1.AzureMachine) string {
 	return tags.ObjectRole("machine", am.Namespace, am.Name)
 }
 
+// machineScope is what the phases of an AzureMachine's reconcile share.
+type machineScope struct {
+	am      *infrav1.AzureMachine
+	ac      *infrav1.AzureCluster
+	machine *clusterv1.Machine
+	cluster *clusterv1.Cluster
+}
+
 func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav1.AzureMachine, ac *infrav1.AzureCluster, machine *clusterv1.Machine, cluster *clusterv1.Cluster) (ctrl.Result, error) {
-	if controllerutil.AddFinalizer(am, infrav1.MachineFinalizer) {
-		return ctrl.Result{RequeueAfter: persisted}, nil
+	return runPhases(ctx, &machineScope{am: am, ac: ac, machine: machine, cluster: cluster},
+		r.holdFinalizer, r.waitForPrerequisites,
+		func(ctx context.Context, ms *machineScope) (*ctrl.Result, error) {
+			return stop(r.reconcileVM(ctx, ms.am, ms.ac, ms.machine, ms.cluster))
+		})
+}
+
+// holdFinalizer saves the finalizer before anything is created.
+func (r *AzureMachineReconciler) holdFinalizer(_ context.Context, ms *machineScope) (*ctrl.Result, error) {
+	if controllerutil.AddFinalizer(ms.am, infrav1.MachineFinalizer) {
+		return &ctrl.Result{RequeueAfter: persisted}, nil
 	}
+	return nil, nil
+}
+
+// waitForPrerequisites waits for the cluster's infrastructure and the
+// bootstrap data, and stops at a terminal failure: the Machine must be
+// replaced.
+func (r *AzureMachineReconciler) waitForPrerequisites(_ context.Context, ms *machineScope) (*ctrl.Result, error) {
+	am, machine, cluster := ms.am, ms.machine, ms.cluster
 	if cluster == nil || !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		setReady(am, metav1.ConditionFalse, WaitingForClusterInfraReason, "waiting for the cluster's infrastructure")
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
 	if machine.Spec.Bootstrap.DataSecretName == nil {
 		setReady(am, metav1.ConditionFalse, WaitingForBootstrapDataReason, "waiting for the bootstrap provider's data secret")
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
 	if cond := conditions.Get(am, ReadyCondition); cond != nil && (cond.Reason == VMProvisionFailedReason || cond.Reason == VMDeletedReason) {
 		// Terminal: the Machine must be replaced. The state goes with the
@@ -181,8 +173,14 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		if cond.Reason == VMDeletedReason {
 			am.Status.VMState = "Deleted"
 		}
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
+	return nil, nil
+}
+
+// reconcileVM makes the machine's VM and what it needs (NIC, NAT rule,
+// availability set, role assignment), each step resumable, and reports it.
+func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.AzureMachine, ac *infrav1.AzureCluster, machine *clusterv1.Machine, cluster *clusterv1.Cluster) (ctrl.Result, error) {
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: am.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, secret); err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading the bootstrap data: %w", err)
