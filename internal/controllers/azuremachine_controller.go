@@ -344,33 +344,18 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 		return r.provisioning(am, "creating the NIC")
 	}
 
-	spec := virtualmachines.Spec{
-		ResourceGroup: n.rg, Name: vmName, Location: ac.Spec.Location, Size: am.Spec.VMSize,
-		Windows: am.Spec.OS() == infrav1.Windows, ComputerName: vmName, Image: vmImage(img),
-		OSDiskSizeGB: ptr.Deref(am.Spec.OSDisk.DiskSizeGB, 128), CustomData: customData, AdminUsername: AdminUsername,
-		NICID: "/subscriptions/" + ac.Spec.SubscriptionID + "/resourceGroups/" + n.rg + "/providers/Microsoft.Network/networkInterfaces/" + nic.Name,
-		Zone:  machine.Spec.FailureDomain, Tags: owned, AvailabilitySetID: avSetID,
+	spec, err := vmSpec(am, ac.Spec, n.rg, vmName, nic.Name, machine.Spec.FailureDomain, vmImage(img), customData, owned, avSetID)
+	if err != nil {
+		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())
+		return ctrl.Result{}, nil
 	}
-	if md := am.Spec.OSDisk.ManagedDisk; md != nil {
-		spec.StorageAccountType = md.StorageAccountType
-	}
-	spec.Caching = am.Spec.OSDisk.CachingType
 	if spec.Windows {
 		// Random, sent once at creation, never logged or stored: access is
 		// by SSH key (from the bootstrap data's users).
 		if spec.AdminPassword, err = randomPassword(); err != nil {
 			return ctrl.Result{}, err
 		}
-	} else {
-		key, err := base64.StdEncoding.DecodeString(am.Spec.SSHPublicKey)
-		if err != nil || len(key) == 0 {
-			setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, "spec.sshPublicKey is not a base64-encoded OpenSSH key")
-			return ctrl.Result{}, nil
-		}
-		spec.SSHPublicKey = strings.TrimSpace(string(key))
 	}
-	spec.Identity, spec.UserAssigned = vmIdentity(&am.Spec.AzureVMSpec)
-	spec.Made = am.Spec.ProviderID != ""
 	vmStep := step{"virtualmachines", vmName}
 	vm, next, err := svc.VMs.Reconcile(ctx, spec, token(am.Status.LongRunningOperationStates, vmStep, "PUT"))
 	record(&am.Status.LongRunningOperationStates, vmStep, n.rg, "PUT", next)
@@ -434,6 +419,35 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 	return r.boot.observe(ctx, machineBootstrap{obj: am, uid: am.UID, nodeRef: hasNode(machine), timeout: r.BootstrapTimeout,
 		target: machinelogs.Target{ResourceGroup: n.rg, VM: vmName, Windows: spec.Windows}, logs: svc.BootLogs,
 		recorder: func(typ, reason, msg string) { r.event(am, typ, reason, "%s", msg) }}), nil
+}
+
+// vmSpec is the VM a machine asks Azure for, from its spec and what the
+// reconcile chose (image, NIC, zone or availability set), without calling
+// anything: CAPZ builds its VM spec likewise as a plain value
+// (azure/scope/machine.go VMSpec @69ec3a40). A Windows VM's admin password
+// is the caller's (random, never stored); err says what in the spec to fix.
+func vmSpec(am *infrav1.AzureMachine, cluster infrav1.AzureClusterSpec, rg, vmName, nicName, zone string, img virtualmachines.Image, customData []byte, tags map[string]*string, avSetID string) (virtualmachines.Spec, error) {
+	spec := virtualmachines.Spec{
+		ResourceGroup: rg, Name: vmName, Location: cluster.Location, Size: am.Spec.VMSize,
+		Windows: am.Spec.OS() == infrav1.Windows, ComputerName: vmName, Image: img,
+		OSDiskSizeGB: ptr.Deref(am.Spec.OSDisk.DiskSizeGB, 128), CustomData: customData, AdminUsername: AdminUsername,
+		NICID: "/subscriptions/" + cluster.SubscriptionID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/networkInterfaces/" + nicName,
+		Zone:  zone, Tags: tags, AvailabilitySetID: avSetID,
+	}
+	if md := am.Spec.OSDisk.ManagedDisk; md != nil {
+		spec.StorageAccountType = md.StorageAccountType
+	}
+	spec.Caching = am.Spec.OSDisk.CachingType
+	if !spec.Windows {
+		key, err := base64.StdEncoding.DecodeString(am.Spec.SSHPublicKey)
+		if err != nil || len(key) == 0 {
+			return spec, errors.New("spec.sshPublicKey is not a base64-encoded OpenSSH key")
+		}
+		spec.SSHPublicKey = strings.TrimSpace(string(key))
+	}
+	spec.Identity, spec.UserAssigned = vmIdentity(&am.Spec.AzureVMSpec)
+	spec.Made = am.Spec.ProviderID != ""
+	return spec, nil
 }
 
 // vmFailed reports a VM that Azure reports Failed. Only a failure that
