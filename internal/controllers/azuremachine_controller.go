@@ -726,7 +726,7 @@ func (r *AzureMachineReconciler) deletionInterrupted(am *infrav1.AzureMachine, v
 	am.Status.VMState = "Deleting"
 	setReady(am, metav1.ConditionFalse, VMDeletedReason, fmt.Sprintf("VM %s was being deleted when this machine was moved or re-created without its deletion (clusterctl move does not carry one); Azure is deleting it: delete the Machine again to finish", vmName))
 	r.event(am, corev1.EventTypeWarning, VMDeletedReason, "VM %s was being deleted before this machine was moved or re-created", vmName)
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("VM %s was being deleted when machine %s was re-created", vmName, am.Name))
 }
 
 // vanished fails a machine whose VM was made and is gone: deleted outside
@@ -738,5 +738,5 @@ func (r *AzureMachineReconciler) vanished(am *infrav1.AzureMachine, vmName strin
 	am.Status.VMState = "Deleted"
 	setReady(am, metav1.ConditionFalse, VMDeletedReason, fmt.Sprintf("VM %s was deleted outside winkube; this machine will not make it again: delete the Machine (a MachineHealthCheck does) to replace it", vmName))
 	r.event(am, corev1.EventTypeWarning, VMDeletedReason, "VM %s was deleted outside winkube", vmName)
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("VM %s of machine %s was deleted outside winkube", vmName, am.Name))
 }
