@@ -33,6 +33,8 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s imports %s: the emulator must not know winkube's internals", pkg, imp)
 			case strings.HasPrefix(pkg, mod+"internal/") && strings.HasPrefix(imp, mod+"emulator") && !wiresTheLocalWorld[pkg]:
 				t.Errorf("%s imports %s: production code must not depend on the simulation", pkg, imp)
+			case pkg == mod+"internal/doctor" && imp == mod+"internal/controllers":
+				t.Errorf("%s imports %s: the condition types and reasons it reads are in api/v1alpha1", pkg, imp)
 			}
 		}
 	}

@@ -80,6 +80,14 @@ type AzureMachinePoolStatus struct {
 	// computerNamePrefix is the scale set's Windows or Linux name prefix.
 	// +optional
 	ComputerNamePrefix string `json:"computerNamePrefix,omitempty"`
+	// image is the default image the pool resolved when spec.template.image
+	// is unset, kept so that a newer build of it in the marketplace does
+	// not roll the pool: it is resolved again only when the Kubernetes
+	// version, OS or Windows Server version asks for another image. CAPZ
+	// records the pool's image in the same field (azure/scope/machinepool.go
+	// SaveVMImageToStatus @69ec3a40).
+	// +optional
+	Image *Image `json:"image,omitempty"`
 	// createdResources are the ARM IDs of what the pool created (its scale
 	// set), recorded before creation; deletion removes exactly these.
 	// +optional

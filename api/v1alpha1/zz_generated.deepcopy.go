@@ -715,6 +715,11 @@ func (in *AzureMachinePoolSpec) DeepCopy() *AzureMachinePoolSpec {
 func (in *AzureMachinePoolStatus) DeepCopyInto(out *AzureMachinePoolStatus) {
 	*out = *in
 	in.Initialization.DeepCopyInto(&out.Initialization)
+	if in.Image != nil {
+		in, out := &in.Image, &out.Image
+		*out = new(Image)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.CreatedResources != nil {
 		in, out := &in.CreatedResources, &out.CreatedResources
 		*out = make([]string, len(*in))

@@ -164,9 +164,26 @@ func imageDiskGB(os string) float64 {
 	return 30
 }
 
+// marketplaceImages is the marketplace catalog as it is now.
+func (s *Server) marketplaceImages() []MarketplaceImage {
+	s.catalogMu.RLock()
+	defer s.catalogMu.RUnlock()
+	return s.opts.Catalog.Marketplace
+}
+
+// PublishImage adds a version to the marketplace catalog while the
+// emulator serves, as a publisher's new build appears in Azure's (for
+// cncf-upstream's version-free SKUs, a new date in the last field of a
+// Kubernetes release's version).
+func (s *Server) PublishImage(im MarketplaceImage) {
+	s.catalogMu.Lock()
+	defer s.catalogMu.Unlock()
+	s.opts.Catalog.Marketplace = append(s.opts.Catalog.Marketplace[:len(s.opts.Catalog.Marketplace):len(s.opts.Catalog.Marketplace)], im)
+}
+
 func (s *Server) marketplace(pub, offer, sku string) []MarketplaceImage {
 	var out []MarketplaceImage
-	for _, im := range s.opts.Catalog.Marketplace {
+	for _, im := range s.marketplaceImages() {
 		if strings.EqualFold(im.Publisher, pub) && strings.EqualFold(im.Offer, offer) && strings.EqualFold(im.SKU, sku) {
 			out = append(out, im)
 		}
@@ -208,13 +225,13 @@ func (s *Server) serveImages(w http.ResponseWriter, location string, seg []strin
 	}
 	switch len(seg) {
 	case 4: // offers
-		for _, im := range s.opts.Catalog.Marketplace {
+		for _, im := range s.marketplaceImages() {
 			if match(im.Publisher, pub) {
 				add(im.Offer)
 			}
 		}
 	case 6: // skus
-		for _, im := range s.opts.Catalog.Marketplace {
+		for _, im := range s.marketplaceImages() {
 			if match(im.Publisher, pub) && match(im.Offer, seg[4]) {
 				add(im.SKU)
 			}
@@ -445,7 +462,7 @@ func (s *Server) servePublishers(w http.ResponseWriter, location string) {
 	}
 	seen := map[string]bool{}
 	items := []any{}
-	for _, im := range s.opts.Catalog.Marketplace {
+	for _, im := range s.marketplaceImages() {
 		if seen[strings.ToLower(im.Publisher)] {
 			continue
 		}

@@ -85,6 +85,9 @@ type Server struct {
 	opts Options
 
 	mu sync.Mutex
+	// catalogMu guards the marketplace catalog, which PublishImage extends
+	// while the emulator serves.
+	catalogMu sync.RWMutex
 	// saveMu orders Saves, so that an older snapshot never replaces a
 	// newer one on disk.
 	saveMu    sync.Mutex

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	events "k8s.io/client-go/tools/record"
-	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -24,12 +23,10 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -89,37 +86,15 @@ func (r *AzureClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 // Reconcile brings one AzureCluster's Azure resources to its spec.
 func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	defer requeueWhenThrottled(ctx, &res, &reterr)
-	ac := &infrav1.AzureCluster{}
-	if err := r.Client.Get(ctx, req.NamespacedName, ac); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	helper, err := patch.NewHelper(ac, r.Client)
-	if err != nil {
+	s, err := openScope[*clusterv1.Cluster](ctx, r.Client, req.NamespacedName, &infrav1.AzureCluster{})
+	if s == nil {
 		return ctrl.Result{}, err
 	}
-	defer patchOnReturn(ctx, helper, ac, &reterr)
-	restoreRecords(ac)
-	deleting := !ac.DeletionTimestamp.IsZero()
-	cluster, err := util.GetOwnerCluster(ctx, r.Client, ac.ObjectMeta)
-	switch {
-	case gone(err) && deleting:
-		cluster = nil // its name is still in the owner reference
-	case err != nil:
-		// Only NotFound says the Cluster is gone; anything else leaves
-		// its pause state unknown.
-		return ctrl.Result{}, readBlocked(ac, deleting, "the owning Cluster", err)
+	defer s.close(ctx, &reterr)
+	if stop, err := s.load(ctx, r.Client, clusterOwner); stop {
+		return ctrl.Result{}, err
 	}
-	if cluster == nil && !deleting {
-		log.FromContext(ctx).Info("waiting for Cluster API to set the owning Cluster")
-		return ctrl.Result{}, nil
-	}
-	// CAPI's contract: a paused Cluster (clusterctl move pauses it) or a
-	// paused object is not reconciled, and its Paused condition says so.
-	if cluster != nil {
-		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, ac); err != nil || isPaused || requeue {
-			return ctrl.Result{}, err
-		}
-	}
+	ac, cluster, deleting := s.obj, s.cluster, s.deleting
 	clusterName := clusterNameOf(ac)
 	if cluster != nil {
 		clusterName = cluster.Name
@@ -203,22 +178,54 @@ func namesOf(ac *infrav1.AzureCluster, clusterName string) (clusterNames, error)
 	return n, nil
 }
 
+// clusterScope is what the phases of an AzureCluster's reconcile share.
+type clusterScope struct {
+	ac          *infrav1.AzureCluster
+	svc         *cloud.Services
+	clusterName string
+	owner       tags.Owner
+	n           clusterNames
+}
+
 func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav1.AzureCluster, svc *cloud.Services, clusterName string, owner tags.Owner) (ctrl.Result, error) {
-	if controllerutil.AddFinalizer(ac, infrav1.ClusterFinalizer) {
-		return ctrl.Result{RequeueAfter: persisted}, nil // the finalizer is saved before anything is created
+	return runPhases(ctx, &clusterScope{ac: ac, svc: svc, clusterName: clusterName, owner: owner},
+		r.holdFinalizerAndIdentity, r.validate, r.reconcileNetwork, r.reconcileEndpoint)
+}
+
+// holdFinalizerAndIdentity saves the finalizer before anything is created,
+// and keeps the cluster's identity while the cluster has resources.
+func (r *AzureClusterReconciler) holdFinalizerAndIdentity(ctx context.Context, cs *clusterScope) (*ctrl.Result, error) {
+	if controllerutil.AddFinalizer(cs.ac, infrav1.ClusterFinalizer) {
+		return &ctrl.Result{RequeueAfter: persisted}, nil // the finalizer is saved before anything is created
 	}
-	if err := holdIdentity(ctx, r.Client, ac); err != nil {
-		return ctrl.Result{}, err
+	if err := holdIdentity(ctx, r.Client, cs.ac); err != nil {
+		return &ctrl.Result{}, err
 	}
-	n, err := namesOf(ac, clusterName)
+	return nil, nil
+}
+
+// validate refuses a spec winkube cannot build (the webhooks refuse it
+// first when they are installed).
+func (r *AzureClusterReconciler) validate(_ context.Context, cs *clusterScope) (*ctrl.Result, error) {
+	ac := cs.ac
+	n, err := namesOf(ac, cs.clusterName)
 	if err != nil {
 		setReady(ac, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
 	if ac.Spec.NetworkSpec.APIServerLB.Type == "Internal" {
 		setReady(ac, metav1.ConditionFalse, InvalidConfigurationReason, "internal API-server load balancers are not implemented yet: use type Public")
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
+	cs.n = n
+	return nil, nil
+}
+
+// reconcileNetwork makes the resource group, the security groups, route
+// table, NAT gateway, VNet and subnets, and the API server's IP and load
+// balancer, one step at a time (runActions), then their tags.
+func (r *AzureClusterReconciler) reconcileNetwork(ctx context.Context, cs *clusterScope) (*ctrl.Result, error) {
+	ac, svc, clusterName, owner, n := cs.ac, cs.svc, cs.clusterName, cs.owner, cs.n
 	loc, sub := ac.Spec.Location, ac.Spec.SubscriptionID
 	owned := func(role string) map[string]*string { return tags.Build(owner, role, ac.Spec.AdditionalTags) }
 	id := func(rg, typ, name string) string {
@@ -226,10 +233,10 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 	}
 
 	if err := svc.Groups.Reconcile(ctx, resourcegroupsSpec(n.rg, loc, owned("resourcegroup"))); err != nil {
-		return r.azureError(ac, "resource group", err)
+		return stop(r.azureError(ac, "resource group", err))
 	}
 	if res, err := r.scopeGroup(ctx, ac, svc, n.rg, owner); res != nil || err != nil {
-		return ptr.Deref(res, ctrl.Result{}), err
+		return res, err
 	}
 	cpCIDRs := n.cpSubnet.CIDRBlocks
 	cpSource := "VirtualNetwork"
@@ -284,32 +291,43 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 		// Nothing tells when the user renames or removes it, so look again
 		// now and then.
 		setReady(ac, metav1.ConditionFalse, ResourceNotOwnedReason, err.Error())
-		return ctrl.Result{RequeueAfter: time.Minute}, nil
+		return &ctrl.Result{RequeueAfter: time.Minute}, nil
 	}
 	if err != nil {
-		return r.azureError(ac, failed.service+" "+failed.name, err)
+		return stop(r.azureError(ac, failed.service+" "+failed.name, err))
 	}
 	if pending != nil {
 		setReady(ac, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("creating %s %s", pending.service, pending.name))
-		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+		return &ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	if err := reconcileClusterTags(ctx, svc, ac, n, owner); err != nil {
-		return r.azureError(ac, "tags", err)
+		return stop(r.azureError(ac, "tags", err))
 	}
+	return nil, nil
+}
+
+// reconcileEndpoint sets the control-plane endpoint from the API server's
+// IP, publishes it, and reports the location's zones as failure domains.
+func (r *AzureClusterReconciler) reconcileEndpoint(ctx context.Context, cs *clusterScope) (*ctrl.Result, error) {
+	ac, svc, clusterName, n := cs.ac, cs.svc, cs.clusterName, cs.n
+	loc := ac.Spec.Location
 
 	ip, err := svc.PublicIPs.Get(ctx, n.rg, n.apiIP)
-	if err != nil || ip == nil || ip.Properties.IPAddress == nil {
-		return r.azureError(ac, "API server IP", fmt.Errorf("reading the API server's public IP: %v", err))
+	if err == nil && (ip == nil || ip.Properties.IPAddress == nil) {
+		err = fmt.Errorf("public IP %s has no address", n.apiIP)
+	}
+	if err != nil {
+		return stop(r.azureError(ac, "API server IP", fmt.Errorf("reading the API server's public IP: %w", err)))
 	}
 	if ac.Spec.ControlPlaneEndpoint.Host == "" {
 		ac.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: *ip.Properties.IPAddress, Port: APIServerPort}
 	}
 	if err := r.publishServicesEndpoint(ctx, ac, clusterName); err != nil {
-		return ctrl.Result{}, err
+		return &ctrl.Result{}, err
 	}
 	zones, err := svc.SKUs.Zones(ctx, loc)
 	if err != nil {
-		return r.azureError(ac, "zones", err)
+		return stop(r.azureError(ac, "zones", err))
 	}
 	ac.Status.FailureDomains = nil
 	for _, z := range zones {
@@ -320,7 +338,7 @@ func (r *AzureClusterReconciler) reconcileNormal(ctx context.Context, ac *infrav
 	}
 	ac.Status.Initialization.Provisioned = ptr.To(true)
 	setReady(ac, metav1.ConditionTrue, ProvisionedReason, "")
-	return ctrl.Result{}, nil
+	return nil, nil
 }
 
 // userRules are the subnet's rules as the user wrote them: every field is

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	events "k8s.io/client-go/tools/record"
 	"math/big"
-	"sigs.k8s.io/cluster-api/util/paused"
 	"strings"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -26,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -100,45 +97,15 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 // Reconcile brings one AzureMachine's VM to its spec.
 func (r *AzureMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	defer requeueWhenThrottled(ctx, &res, &reterr)
-	am := &infrav1.AzureMachine{}
-	if err := r.Client.Get(ctx, req.NamespacedName, am); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	helper, err := patch.NewHelper(am, r.Client)
-	if err != nil {
+	s, err := openScope[*clusterv1.Machine](ctx, r.Client, req.NamespacedName, &infrav1.AzureMachine{})
+	if s == nil {
 		return ctrl.Result{}, err
 	}
-	defer patchOnReturn(ctx, helper, am, &reterr)
-	restoreRecords(am)
-	deleting := !am.DeletionTimestamp.IsZero()
-	// Only NotFound means an object is gone. Any other error leaves the
-	// machine as it is (deletion included: its finalizer stays) and is
-	// retried with backoff.
-	machine, err := util.GetOwnerMachine(ctx, r.Client, am.ObjectMeta)
-	switch {
-	case gone(err) && deleting:
-		machine = nil
-	case err != nil:
-		return ctrl.Result{}, readBlocked(am, deleting, "the owning Machine", err)
+	defer s.close(ctx, &reterr)
+	if stop, err := s.load(ctx, r.Client, machineOwner); stop {
+		return ctrl.Result{}, err
 	}
-	if machine == nil && !deleting {
-		log.FromContext(ctx).Info("waiting for Cluster API to set the owning Machine")
-		return ctrl.Result{}, nil
-	}
-	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, am.ObjectMeta)
-	switch {
-	case (gone(err) || errors.Is(err, util.ErrNoCluster)) && deleting:
-		cluster = nil
-	case err != nil:
-		return ctrl.Result{}, readBlocked(am, deleting, "the Cluster", err)
-	}
-	// CAPI's contract: a paused Cluster (clusterctl move pauses it) or a
-	// paused object is not reconciled, and its Paused condition says so.
-	if cluster != nil {
-		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, am); err != nil || isPaused || requeue {
-			return ctrl.Result{}, err
-		}
-	}
+	am, machine, cluster, deleting := s.obj, s.owner, s.cluster, s.deleting
 	if deleting {
 		// What to delete is in the machine's own status: the AzureCluster
 		// is not needed (and may be gone).
@@ -163,17 +130,42 @@ func machineRole(am *infrav1.AzureMachine) string {
 	return tags.ObjectRole("machine", am.Namespace, am.Name)
 }
 
+// machineScope is what the phases of an AzureMachine's reconcile share.
+type machineScope struct {
+	am      *infrav1.AzureMachine
+	ac      *infrav1.AzureCluster
+	machine *clusterv1.Machine
+	cluster *clusterv1.Cluster
+}
+
 func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav1.AzureMachine, ac *infrav1.AzureCluster, machine *clusterv1.Machine, cluster *clusterv1.Cluster) (ctrl.Result, error) {
-	if controllerutil.AddFinalizer(am, infrav1.MachineFinalizer) {
-		return ctrl.Result{RequeueAfter: persisted}, nil
+	return runPhases(ctx, &machineScope{am: am, ac: ac, machine: machine, cluster: cluster},
+		r.holdFinalizer, r.waitForPrerequisites,
+		func(ctx context.Context, ms *machineScope) (*ctrl.Result, error) {
+			return stop(r.reconcileVM(ctx, ms.am, ms.ac, ms.machine, ms.cluster))
+		})
+}
+
+// holdFinalizer saves the finalizer before anything is created.
+func (r *AzureMachineReconciler) holdFinalizer(_ context.Context, ms *machineScope) (*ctrl.Result, error) {
+	if controllerutil.AddFinalizer(ms.am, infrav1.MachineFinalizer) {
+		return &ctrl.Result{RequeueAfter: persisted}, nil
 	}
+	return nil, nil
+}
+
+// waitForPrerequisites waits for the cluster's infrastructure and the
+// bootstrap data, and stops at a terminal failure: the Machine must be
+// replaced.
+func (r *AzureMachineReconciler) waitForPrerequisites(_ context.Context, ms *machineScope) (*ctrl.Result, error) {
+	am, machine, cluster := ms.am, ms.machine, ms.cluster
 	if cluster == nil || !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		setReady(am, metav1.ConditionFalse, WaitingForClusterInfraReason, "waiting for the cluster's infrastructure")
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
 	if machine.Spec.Bootstrap.DataSecretName == nil {
 		setReady(am, metav1.ConditionFalse, WaitingForBootstrapDataReason, "waiting for the bootstrap provider's data secret")
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
 	if cond := conditions.Get(am, ReadyCondition); cond != nil && (cond.Reason == VMProvisionFailedReason || cond.Reason == VMDeletedReason) {
 		// Terminal: the Machine must be replaced. The state goes with the
@@ -181,8 +173,14 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		if cond.Reason == VMDeletedReason {
 			am.Status.VMState = "Deleted"
 		}
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
+	return nil, nil
+}
+
+// reconcileVM makes the machine's VM and what it needs (NIC, NAT rule,
+// availability set, role assignment), each step resumable, and reports it.
+func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.AzureMachine, ac *infrav1.AzureCluster, machine *clusterv1.Machine, cluster *clusterv1.Cluster) (ctrl.Result, error) {
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: am.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, secret); err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading the bootstrap data: %w", err)
@@ -346,33 +344,18 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 		return r.provisioning(am, "creating the NIC")
 	}
 
-	spec := virtualmachines.Spec{
-		ResourceGroup: n.rg, Name: vmName, Location: ac.Spec.Location, Size: am.Spec.VMSize,
-		Windows: am.Spec.OS() == infrav1.Windows, ComputerName: vmName, Image: vmImage(img),
-		OSDiskSizeGB: ptr.Deref(am.Spec.OSDisk.DiskSizeGB, 128), CustomData: customData, AdminUsername: AdminUsername,
-		NICID: "/subscriptions/" + ac.Spec.SubscriptionID + "/resourceGroups/" + n.rg + "/providers/Microsoft.Network/networkInterfaces/" + nic.Name,
-		Zone:  machine.Spec.FailureDomain, Tags: owned, AvailabilitySetID: avSetID,
+	spec, err := vmSpec(am, ac.Spec, n.rg, vmName, nic.Name, machine.Spec.FailureDomain, vmImage(img), customData, owned, avSetID)
+	if err != nil {
+		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())
+		return ctrl.Result{}, nil
 	}
-	if md := am.Spec.OSDisk.ManagedDisk; md != nil {
-		spec.StorageAccountType = md.StorageAccountType
-	}
-	spec.Caching = am.Spec.OSDisk.CachingType
 	if spec.Windows {
 		// Random, sent once at creation, never logged or stored: access is
 		// by SSH key (from the bootstrap data's users).
 		if spec.AdminPassword, err = randomPassword(); err != nil {
 			return ctrl.Result{}, err
 		}
-	} else {
-		key, err := base64.StdEncoding.DecodeString(am.Spec.SSHPublicKey)
-		if err != nil || len(key) == 0 {
-			setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, "spec.sshPublicKey is not a base64-encoded OpenSSH key")
-			return ctrl.Result{}, nil
-		}
-		spec.SSHPublicKey = strings.TrimSpace(string(key))
 	}
-	spec.Identity, spec.UserAssigned = vmIdentity(&am.Spec.AzureVMSpec)
-	spec.Made = am.Spec.ProviderID != ""
 	vmStep := step{"virtualmachines", vmName}
 	vm, next, err := svc.VMs.Reconcile(ctx, spec, token(am.Status.LongRunningOperationStates, vmStep, "PUT"))
 	record(&am.Status.LongRunningOperationStates, vmStep, n.rg, "PUT", next)
@@ -436,6 +419,35 @@ func (r *AzureMachineReconciler) reconcileNormal(ctx context.Context, am *infrav
 	return r.boot.observe(ctx, machineBootstrap{obj: am, uid: am.UID, nodeRef: hasNode(machine), timeout: r.BootstrapTimeout,
 		target: machinelogs.Target{ResourceGroup: n.rg, VM: vmName, Windows: spec.Windows}, logs: svc.BootLogs,
 		recorder: func(typ, reason, msg string) { r.event(am, typ, reason, "%s", msg) }}), nil
+}
+
+// vmSpec is the VM a machine asks Azure for, from its spec and what the
+// reconcile chose (image, NIC, zone or availability set), without calling
+// anything: CAPZ builds its VM spec likewise as a plain value
+// (azure/scope/machine.go VMSpec @69ec3a40). A Windows VM's admin password
+// is the caller's (random, never stored); err says what in the spec to fix.
+func vmSpec(am *infrav1.AzureMachine, cluster infrav1.AzureClusterSpec, rg, vmName, nicName, zone string, img virtualmachines.Image, customData []byte, tags map[string]*string, avSetID string) (virtualmachines.Spec, error) {
+	spec := virtualmachines.Spec{
+		ResourceGroup: rg, Name: vmName, Location: cluster.Location, Size: am.Spec.VMSize,
+		Windows: am.Spec.OS() == infrav1.Windows, ComputerName: vmName, Image: img,
+		OSDiskSizeGB: ptr.Deref(am.Spec.OSDisk.DiskSizeGB, 128), CustomData: customData, AdminUsername: AdminUsername,
+		NICID: "/subscriptions/" + cluster.SubscriptionID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/networkInterfaces/" + nicName,
+		Zone:  zone, Tags: tags, AvailabilitySetID: avSetID,
+	}
+	if md := am.Spec.OSDisk.ManagedDisk; md != nil {
+		spec.StorageAccountType = md.StorageAccountType
+	}
+	spec.Caching = am.Spec.OSDisk.CachingType
+	if !spec.Windows {
+		key, err := base64.StdEncoding.DecodeString(am.Spec.SSHPublicKey)
+		if err != nil || len(key) == 0 {
+			return spec, errors.New("spec.sshPublicKey is not a base64-encoded OpenSSH key")
+		}
+		spec.SSHPublicKey = strings.TrimSpace(string(key))
+	}
+	spec.Identity, spec.UserAssigned = vmIdentity(&am.Spec.AzureVMSpec)
+	spec.Made = am.Spec.ProviderID != ""
+	return spec, nil
 }
 
 // vmFailed reports a VM that Azure reports Failed. Only a failure that
@@ -714,7 +726,7 @@ func (r *AzureMachineReconciler) deletionInterrupted(am *infrav1.AzureMachine, v
 	am.Status.VMState = "Deleting"
 	setReady(am, metav1.ConditionFalse, VMDeletedReason, fmt.Sprintf("VM %s was being deleted when this machine was moved or re-created without its deletion (clusterctl move does not carry one); Azure is deleting it: delete the Machine again to finish", vmName))
 	r.event(am, corev1.EventTypeWarning, VMDeletedReason, "VM %s was being deleted before this machine was moved or re-created", vmName)
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("VM %s was being deleted when machine %s was re-created", vmName, am.Name))
 }
 
 // vanished fails a machine whose VM was made and is gone: deleted outside
@@ -726,5 +738,5 @@ func (r *AzureMachineReconciler) vanished(am *infrav1.AzureMachine, vmName strin
 	am.Status.VMState = "Deleted"
 	setReady(am, metav1.ConditionFalse, VMDeletedReason, fmt.Sprintf("VM %s was deleted outside winkube; this machine will not make it again: delete the Machine (a MachineHealthCheck does) to replace it", vmName))
 	r.event(am, corev1.EventTypeWarning, VMDeletedReason, "VM %s was deleted outside winkube", vmName)
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("VM %s of machine %s was deleted outside winkube", vmName, am.Name))
 }

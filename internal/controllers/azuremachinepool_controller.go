@@ -3,9 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"slices"
 	"strings"
@@ -18,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -97,43 +94,15 @@ type poolContext struct {
 // Reconcile brings one pool's scale set to its MachinePool.
 func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	defer requeueWhenThrottled(ctx, &res, &reterr)
-	amp := &infrav1.AzureMachinePool{}
-	if err := r.Client.Get(ctx, req.NamespacedName, amp); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	helper, err := patch.NewHelper(amp, r.Client)
-	if err != nil {
+	s, err := openScope[*clusterv1.MachinePool](ctx, r.Client, req.NamespacedName, &infrav1.AzureMachinePool{})
+	if s == nil {
 		return ctrl.Result{}, err
 	}
-	defer patchOnReturn(ctx, helper, amp, &reterr)
-	restoreRecords(amp)
-	deleting := !amp.DeletionTimestamp.IsZero()
-	// Only NotFound means an object is gone; any other error is retried
-	// with backoff, and a pool being deleted keeps its finalizer meanwhile.
-	mp, err := util.GetOwnerMachinePool(ctx, r.Client, amp.ObjectMeta)
-	switch {
-	case gone(err) && deleting:
-		mp = nil
-	case err != nil:
-		return ctrl.Result{}, readBlocked(amp, deleting, "the owning MachinePool", err)
+	defer s.close(ctx, &reterr)
+	if stop, err := s.load(ctx, r.Client, poolOwner); stop {
+		return ctrl.Result{}, err
 	}
-	if mp == nil && !deleting {
-		return ctrl.Result{}, nil // Cluster API sets the owner
-	}
-	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, amp.ObjectMeta)
-	switch {
-	case (gone(err) || errors.Is(err, util.ErrNoCluster)) && deleting:
-		cluster = nil
-	case err != nil:
-		return ctrl.Result{}, readBlocked(amp, deleting, "the Cluster", err)
-	}
-	// CAPI's contract: a paused Cluster (clusterctl move pauses it) or a
-	// paused object is not reconciled, and its Paused condition says so.
-	if cluster != nil {
-		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, amp); err != nil || isPaused || requeue {
-			return ctrl.Result{}, err
-		}
-	}
+	amp, mp, cluster, deleting := s.obj, s.owner, s.cluster, s.deleting
 	pc := &poolContext{amp: amp, mp: mp, cluster: cluster, ac: &infrav1.AzureCluster{}}
 	if deleting {
 		// What to delete is in the pool's own status.
@@ -160,6 +129,26 @@ func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		}
 	}
 	return r.reconcileNormal(ctx, pc)
+}
+
+// poolImage is the pool's image: the user's, or the default pinned in
+// status.image while it is still a default for the request, so that a new
+// marketplace build does not roll every default-image pool; a change of
+// Kubernetes version, OS or Windows Server version resolves it again.
+func (r *AzureMachinePoolReconciler) poolImage(ctx context.Context, pc *poolContext, req images.Request) (*infrav1.Image, error) {
+	amp := pc.amp
+	if amp.Spec.Template.Image != nil {
+		amp.Status.Image = nil
+		return amp.Spec.Template.Image, nil
+	}
+	if images.IsDefaultFor(amp.Status.Image, req) {
+		return amp.Status.Image, nil
+	}
+	img, err := pc.svc.Images.Resolve(ctx, nil, req)
+	if err == nil {
+		amp.Status.Image = img.DeepCopy()
+	}
+	return img, err
 }
 
 // ProviderIDOf is the provider ID of a scale-set instance, as its node has it:
@@ -192,7 +181,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	}
 	amp.Status.ComputerNamePrefix = prefix
 	amp.Status.InfrastructureMachineKind = "AzureMachinePoolMachine"
-	img, err := pc.svc.Images.Resolve(ctx, t.Image, images.Request{Location: pc.ac.Spec.Location, KubernetesVersion: mp.Spec.Template.Spec.Version,
+	img, err := r.poolImage(ctx, pc, images.Request{Location: pc.ac.Spec.Location, KubernetesVersion: mp.Spec.Template.Spec.Version,
 		OS: t.OS(), WindowsVersion: t.WindowsServerVersion, Runtime: t.ContainerRuntime})
 	if err != nil {
 		if fromAzure(err) {

@@ -197,7 +197,7 @@ func (r *AzureMachinePoolMachineReconciler) reconcileDelete(ctx context.Context,
 	}
 	id, err := arm.ParseResourceID(strings.TrimPrefix(m.Spec.ProviderID, "azure://"))
 	if err != nil || id.Parent == nil {
-		return ctrl.Result{}, blocked(m, "instance "+m.Spec.ProviderID, fmt.Errorf("the provider ID is not a scale-set instance's ARM ID: %v", err))
+		return ctrl.Result{}, blocked(m, "instance "+m.Spec.ProviderID, fmt.Errorf("the provider ID is not a scale-set instance's ARM ID: %w", err))
 	}
 	rg, set, instance := id.ResourceGroupName, id.Parent.Name, id.Name
 	svc, err := r.Identities.ServicesFor(ctx, m, id.SubscriptionID)

@@ -15,21 +15,16 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/machinelogs"
 )
 
-// BootstrapSucceededCondition says whether a provisioned machine's
-// bootstrap (cloud-init or cloudbase-init, then kubeadm) made it a node.
-// CAPZ names its condition and reason alike (api/v1beta1/consts.go
-// BootstrapSucceededCondition, BootstrapFailedReason @69ec3a40).
+// The BootstrapSucceeded condition and its reasons (api/v1alpha1).
 const (
-	BootstrapSucceededCondition = "BootstrapSucceeded"
-	// WaitingForNodeReason: provisioned, no node yet, within the deadline.
-	WaitingForNodeReason = "WaitingForNode"
-	// BootstrapFailedReason: no node by the deadline; the message has the
-	// cause and the end of the bootstrap log.
-	BootstrapFailedReason = "BootstrapFailed"
-	NodeJoinedReason      = "NodeJoined"
+	BootstrapSucceededCondition = infrav1.BootstrapSucceededCondition
+	WaitingForNodeReason        = infrav1.WaitingForNodeReason
+	BootstrapFailedReason       = infrav1.BootstrapFailedReason
+	NodeJoinedReason            = infrav1.NodeJoinedReason
 )
 
 // Bootstrap deadlines: how long a provisioned machine may take to become

@@ -10,48 +10,30 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 )
 
-// Condition types and reasons winkube's objects report; Ready sums them up
-// and is what Cluster API mirrors.
+// Condition types and reasons: they live in api/v1alpha1 (see there); the
+// names stay here for the package's callers.
 const (
-	ReadyCondition = "Ready"
-	// CloudProviderCredentialsCondition says whether the cloud provider on
-	// a machine's node has credentials Azure would accept: false for a
-	// managed-identity azure.json on a VM without an identity.
-	CloudProviderCredentialsCondition = "CloudProviderCredentials"
-
-	// Reasons.
-	ProvisionedReason             = "Provisioned"
-	ProvisioningReason            = "Provisioning"
-	DeletingReason                = "Deleting"
-	WaitingForClusterInfraReason  = "WaitingForClusterInfrastructure"
-	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
-	// VMProvisionFailedReason: Azure refused the VM for what only a change
-	// of the Machine fixes; the machine is failed for good.
-	VMProvisionFailedReason = "VMProvisionFailed"
-	// VMFailedReason: Azure reports the VM Failed (its creation, or an
-	// operation on it after it ran, failed); winkube sends a failed
-	// creation again and waits for a VM that ran to be Succeeded again.
-	VMFailedReason       = "VMFailed"
-	VMNameConflictReason = "VMNameConflict"
-	// VMDeletedReason: the machine's VM was deleted outside winkube; the
-	// machine is failed for good and waits to be replaced.
-	VMDeletedReason            = "VMDeleted"
-	InvalidConfigurationReason = "InvalidConfiguration"
-	AzureErrorReason           = "AzureError"
-	// DeletionBlockedReason: deletion waits (finalizer kept) on an error
-	// other than NotFound; the message says which resource and why.
-	DeletionBlockedReason = "DeletionBlocked"
-	// ResourceNotOwnedReason: a resource winkube would create exists and is
-	// not winkube's; it is left as it is.
-	ResourceNotOwnedReason = "ResourceNotOwned"
-	// RecordDroppedReason (an Event): a recorded resource that Azure does
-	// not show as the object's was forgotten, not deleted.
-	RecordDroppedReason = "RecordDropped"
-	// ForeignOperationReason (an Event): a recorded operation that would
-	// poll another host than the ARM endpoint was dropped.
-	ForeignOperationReason = "ForeignOperationDropped"
+	ReadyCondition                    = infrav1.ReadyCondition
+	CloudProviderCredentialsCondition = infrav1.CloudProviderCredentialsCondition
+	ProvisionedReason                 = infrav1.ProvisionedReason
+	ProvisioningReason                = infrav1.ProvisioningReason
+	DeletingReason                    = infrav1.DeletingReason
+	WaitingForClusterInfraReason      = infrav1.WaitingForClusterInfraReason
+	WaitingForBootstrapDataReason     = infrav1.WaitingForBootstrapDataReason
+	VMProvisionFailedReason           = infrav1.VMProvisionFailedReason
+	VMFailedReason                    = infrav1.VMFailedReason
+	VMNameConflictReason              = infrav1.VMNameConflictReason
+	VMDeletedReason                   = infrav1.VMDeletedReason
+	InvalidConfigurationReason        = infrav1.InvalidConfigurationReason
+	AzureErrorReason                  = infrav1.AzureErrorReason
+	DeletionBlockedReason             = infrav1.DeletionBlockedReason
+	ResourceNotOwnedReason            = infrav1.ResourceNotOwnedReason
+	RecordDroppedReason               = infrav1.RecordDroppedReason
+	ForeignOperationReason            = infrav1.ForeignOperationReason
 )
 
 // persisted continues a reconcile once what it just recorded (a finalizer,

@@ -33,24 +33,16 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // Reasons of a cluster whose identity cannot be used.
+// (api/v1alpha1).
 const (
-	IdentityNotFoundReason       = "IdentityNotFound"
-	NamespaceNotAllowedReason    = "NamespaceNotAllowedByIdentity"
-	IdentitySecretNotFoundReason = "IdentitySecretNotFound"
-	InvalidIdentityReason        = "InvalidIdentity"
-	// IdentityAuthenticationFailedReason: Entra ID refused the identity's
-	// credential (a wrong or expired secret, an unknown client).
-	IdentityAuthenticationFailedReason = "IdentityAuthenticationFailed"
-	// CustomCloudNotConfiguredReason: the cluster names a Custom cloud the
-	// operator did not configure; no credential is sent to its hosts.
-	CustomCloudNotConfiguredReason = "CustomCloudNotConfigured"
-	// ManagerCredentialNotAllowedReason: a cluster without an identityRef
-	// in a namespace the operator did not enable the manager's own
-	// credential for.
-	ManagerCredentialNotAllowedReason = "ManagerCredentialNotAllowed"
-	// ClusterIdentityUnknownReason: an object's AzureCluster is gone, so
-	// the identity its resources were made as is unknown.
-	ClusterIdentityUnknownReason = "ClusterIdentityUnknown"
+	IdentityNotFoundReason             = infrav1.IdentityNotFoundReason
+	NamespaceNotAllowedReason          = infrav1.NamespaceNotAllowedReason
+	IdentitySecretNotFoundReason       = infrav1.IdentitySecretNotFoundReason
+	InvalidIdentityReason              = infrav1.InvalidIdentityReason
+	IdentityAuthenticationFailedReason = infrav1.IdentityAuthenticationFailedReason
+	CustomCloudNotConfiguredReason     = infrav1.CustomCloudNotConfiguredReason
+	ManagerCredentialNotAllowedReason  = infrav1.ManagerCredentialNotAllowedReason
+	ClusterIdentityUnknownReason       = infrav1.ClusterIdentityUnknownReason
 )
 
 // AllNamespaces in ManagerCredentialNamespaces enables the manager's own

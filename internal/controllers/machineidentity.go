@@ -19,9 +19,8 @@ import (
 	"github.com/winkube/winkube/internal/azure/roleassignments"
 )
 
-// RoleAssignmentFailedReason: the machine's system-assigned identity could
-// not be given its role; the message says what the manager lacks.
-const RoleAssignmentFailedReason = "RoleAssignmentFailed"
+// RoleAssignmentFailedReason is infrav1's.
+const RoleAssignmentFailedReason = infrav1.RoleAssignmentFailedReason
 
 // principalReplication is how soon a role assignment Azure refused for a
 // principal it does not know yet is tried again: a new identity takes
@@ -141,13 +140,11 @@ func grantRole(ctx context.Context, svc *cloud.Services, created *[]string, vm *
 	return roleGrant{}, err
 }
 
-// NoCloudProviderCredentialsReason: azure.json would have the cloud
-// provider use the VM's managed identity, and the VM has none.
-const NoCloudProviderCredentialsReason = "NoManagedIdentity"
-
-// IdentityNotAttachedReason: azure.json names the cluster's user-assigned
-// identity, and the VM does not have it.
-const IdentityNotAttachedReason = "UserAssignedIdentityNotAttached"
+// The CloudProviderCredentials condition's reasons (api/v1alpha1).
+const (
+	NoCloudProviderCredentialsReason = infrav1.NoCloudProviderCredentialsReason
+	IdentityNotAttachedReason        = infrav1.IdentityNotAttachedReason
+)
 
 // checkCloudProviderCredentials sets CloudProviderCredentials: on Azure,
 // cloud-provider-azure with useManagedIdentityExtension asks the VM's

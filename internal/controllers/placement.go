@@ -15,9 +15,8 @@ import (
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 )
 
-// SizeNotAvailableReason: the subscription may not deploy the machine's
-// VM size where the machine is placed (Azure's SkuNotAvailable).
-const SizeNotAvailableReason = "SizeNotAvailable"
+// SizeNotAvailableReason is infrav1's.
+const SizeNotAvailableReason = infrav1.SizeNotAvailableReason
 
 // restrictionRecheck is when a machine whose size is restricted looks
 // again: a restriction lifts when the subscription's quota or offer

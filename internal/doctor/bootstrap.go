@@ -7,7 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/winkube/winkube/internal/controllers"
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 )
 
 // bootstrapFixes say what to change for a bootstrap that failed, by what
@@ -54,16 +54,16 @@ func bootstrapFix(cause string) string {
 // the fix.
 func bootstrapFailed(kind string, m metav1.ObjectMeta, conds []metav1.Condition) []Finding {
 	for _, c := range conds {
-		if c.Type != controllers.BootstrapSucceededCondition || c.Status != metav1.ConditionFalse {
+		if c.Type != infrav1.BootstrapSucceededCondition || c.Status != metav1.ConditionFalse {
 			continue
 		}
 		obj := ref(kind, m.Namespace, m.Name)
 		switch c.Reason {
-		case controllers.BootstrapFailedReason:
+		case infrav1.BootstrapFailedReason:
 			cause, _, _ := strings.Cut(c.Message, "\n")
 			return []Finding{{Check: "machines", Severity: Error, Object: obj,
 				Message: fmt.Sprintf("%s %s/%s did not become a node: %s", kind, m.Namespace, m.Name, c.Message), Fix: bootstrapFix(cause)}}
-		case controllers.WaitingForNodeReason:
+		case infrav1.WaitingForNodeReason:
 			return []Finding{{Check: "machines", Severity: Info, Object: obj,
 				Message: fmt.Sprintf("%s %s/%s is provisioned and bootstrapping (no node yet, for %s)", kind, m.Namespace, m.Name, sinceTransition(c)),
 				Fix:     "wait: the provider reads its bootstrap log if no node registers by the bootstrap deadline"}}

@@ -10,17 +10,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
-	"github.com/winkube/winkube/internal/controllers"
 )
 
 // failedReasons are the Ready reasons winkube's controllers set when Azure
 // refused or failed a VM or scale set; the condition's message is Azure's.
 var failedReasons = map[string]string{
-	controllers.VMProvisionFailedReason:    "fix what Azure reports (the image, its plan), then delete the Machine: its MachineSet or MachinePool makes a new one",
-	controllers.VMFailedReason:             "winkube retries a failed creation and waits for a VM that ran to be Succeeded again; if it persists, fix what Azure reports (capacity: another size, zone or location) or delete the Machine",
-	controllers.AzureErrorReason:           "fix what Azure reports (quota, VM size, image, zone, permissions); the controller retries by itself",
-	controllers.InvalidConfigurationReason: "correct the AzureMachineTemplate (a new template, referenced from the MachineDeployment) as the message says",
-	controllers.VMNameConflictReason:       "rename the machines so their Windows computer names (15 characters: first 9 + '-' + last 5) differ",
+	infrav1.VMProvisionFailedReason:    "fix what Azure reports (the image, its plan), then delete the Machine: its MachineSet or MachinePool makes a new one",
+	infrav1.VMFailedReason:             "winkube retries a failed creation and waits for a VM that ran to be Succeeded again; if it persists, fix what Azure reports (capacity: another size, zone or location) or delete the Machine",
+	infrav1.AzureErrorReason:           "fix what Azure reports (quota, VM size, image, zone, permissions); the controller retries by itself",
+	infrav1.InvalidConfigurationReason: "correct the AzureMachineTemplate (a new template, referenced from the MachineDeployment) as the message says",
+	infrav1.VMNameConflictReason:       "rename the machines so their Windows computer names (15 characters: first 9 + '-' + last 5) differ",
 }
 
 // FailedMachines reports AzureMachines and AzureMachinePools of the
@@ -66,7 +65,7 @@ func FailedMachines(ctx context.Context, c client.Client, namespace, clusterName
 
 func failed(kind string, m metav1.ObjectMeta, conds []metav1.Condition, vmState string) []Finding {
 	for _, c := range conds {
-		if c.Type != controllers.ReadyCondition || c.Status != metav1.ConditionFalse {
+		if c.Type != infrav1.ReadyCondition || c.Status != metav1.ConditionFalse {
 			continue
 		}
 		if fix, ok := failedReasons[c.Reason]; ok {

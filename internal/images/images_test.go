@@ -246,3 +246,44 @@ func ReferenceCatalog() Catalog {
 	}
 	return c
 }
+
+// A default image stays the pool's through newer builds of it, and is no
+// longer its default once the request asks for another image.
+func TestIsDefaultFor(t *testing.T) {
+	mkt := func(offer, sku, version string) *infrav1.Image {
+		return &infrav1.Image{Marketplace: &infrav1.MarketplaceImage{Publisher: Publisher, Offer: offer, SKU: sku, Version: version}}
+	}
+	gallery := func(name, version string) *infrav1.Image {
+		return &infrav1.Image{ComputeGallery: &infrav1.ComputeGalleryImage{Gallery: CommunityGallery, Name: name, Version: version}}
+	}
+	linux131 := Request{KubernetesVersion: "v1.31.1"}
+	win131 := Request{KubernetesVersion: "v1.31.1", OS: infrav1.Windows}
+	for _, c := range []struct {
+		name string
+		img  *infrav1.Image
+		req  Request
+		want bool
+	}{
+		{"an older build of the same release", mkt(LinuxOffer, "ubuntu-2404-gen1", "131.1.20240101"), linux131, true},
+		{"the other version-free Linux SKU", mkt(LinuxOffer, "ubuntu-2204-gen1", "131.1.20250101"), linux131, true},
+		{"a build of another Kubernetes release", mkt(LinuxOffer, "ubuntu-2404-gen1", "130.4.20240101"), linux131, false},
+		{"a Kubernetes patch upgrade", mkt(LinuxOffer, "ubuntu-2404-gen1", "131.1.20240101"), Request{KubernetesVersion: "v1.31.2"}, false},
+		{"the Windows SKU of the default Windows Server", mkt(WindowsOffer, "windows-2022-containerd-gen1", "131.1.20240101"), win131, true},
+		{"another Windows Server than asked", mkt(WindowsOffer, "windows-2019-containerd-gen1", "131.1.20240101"), win131, false},
+		{"a Linux image for a Windows pool", mkt(LinuxOffer, "ubuntu-2404-gen1", "131.1.20240101"), win131, false},
+		{"an old-style SKU names its release", mkt(LinuxOffer, "k8s-1dot22dot1-ubuntu-2004", "2021.08.01"), Request{KubernetesVersion: "v1.22.1"}, true},
+		{"an old-style SKU of another release", mkt(LinuxOffer, "k8s-1dot22dot1-ubuntu-2004", "2021.08.01"), Request{KubernetesVersion: "v1.22.2"}, false},
+		{"another publisher's image", &infrav1.Image{Marketplace: &infrav1.MarketplaceImage{Publisher: "someone", Offer: LinuxOffer, SKU: "ubuntu-2404-gen1", Version: "131.1.1"}}, linux131, false},
+		{"the community gallery's image of the release", gallery("capi-ubun2-2404", "1.31.1"), linux131, true},
+		{"the gallery's Windows image", gallery("capi-win-2022-containerd", "1.31.1"), win131, true},
+		{"the gallery's image of another release", gallery("capi-ubun2-2404", "1.31.0"), linux131, false},
+		{"an image by ID", &infrav1.Image{ID: ptrTo("/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/images/i")}, linux131, false},
+		{"nothing pinned", nil, linux131, false},
+	} {
+		if got := IsDefaultFor(c.img, c.req); got != c.want {
+			t.Errorf("%s: IsDefaultFor = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -96,15 +96,7 @@ func (r *Resolver) Resolve(ctx context.Context, explicit *infrav1.Image, req Req
 	if err != nil {
 		return nil, err
 	}
-	if req.OS == "" {
-		req.OS = infrav1.Linux
-	}
-	if req.OS == infrav1.Windows && req.WindowsVersion == "" {
-		req.WindowsVersion = infrav1.WindowsServer2022
-	}
-	if req.Runtime == "" {
-		req.Runtime = infrav1.Containerd
-	}
+	req = withDefaults(req)
 	if err := ValidateRuntime(v, req.OS, req.WindowsVersion, req.Runtime); err != nil {
 		return nil, err
 	}
@@ -122,6 +114,52 @@ func (r *Resolver) Resolve(ctx context.Context, explicit *infrav1.Image, req Req
 		return nil, fmt.Errorf("%w; nor does the community gallery %s have version %s of %s", err, CommunityGallery, strings.TrimPrefix(v.String(), "v"), GalleryImageName(req))
 	}
 	return img, err
+}
+
+func withDefaults(req Request) Request {
+	if req.OS == "" {
+		req.OS = infrav1.Linux
+	}
+	if req.OS == infrav1.Windows && req.WindowsVersion == "" {
+		req.WindowsVersion = infrav1.WindowsServer2022
+	}
+	if req.Runtime == "" {
+		req.Runtime = infrav1.Containerd
+	}
+	return req
+}
+
+// IsDefaultFor says whether img is one of the images Resolve could pick as
+// the default for req, whatever build of it: the community gallery's image
+// of the request's Kubernetes version, or a marketplace SKU tried for it
+// with, for the version-free SKUs, a version of that Kubernetes release.
+// A pool keeps such an image when the marketplace publishes a newer build,
+// and resolves again when a change of Kubernetes version, OS, Windows
+// Server version or runtime makes it false.
+func IsDefaultFor(img *infrav1.Image, req Request) bool {
+	if img == nil {
+		return false
+	}
+	v, err := ParseVersion(req.KubernetesVersion)
+	if err != nil {
+		return false
+	}
+	req = withDefaults(req)
+	if g := img.ComputeGallery; g != nil {
+		return req.Runtime == infrav1.Containerd && g.Gallery == CommunityGallery && g.SubscriptionID == nil &&
+			g.Name == GalleryImageName(req) && g.Version == strings.TrimPrefix(v.String(), "v")
+	}
+	m := img.Marketplace
+	if m == nil || img.ID != nil || m.Publisher != Publisher {
+		return false
+	}
+	if offer, _, _ := Candidates(v, req); m.Offer != offer {
+		return false
+	}
+	if contains(oldStyleSKUs(v, req), m.SKU) {
+		return true // the SKU names the Kubernetes version
+	}
+	return contains(newStyleSKUs(req), m.SKU) && strings.HasPrefix(m.Version, VersionPrefix(v))
 }
 
 // GalleryImageName is the community gallery's image definition for a
