@@ -62,7 +62,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&AzureMachinePoolReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, RoleAssignmentScopes: o.RoleAssignmentScopes}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.PoolBootstrapTimeout}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.PoolBootstrapTimeout}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	for _, kind := range []string{"AzureMachineTemplate", "AzureMachinePool", "AzureMachine"} {
