@@ -63,6 +63,9 @@ func (r *AzureMachinePoolMachineReconciler) SetupWithManager(mgr ctrl.Manager, o
 	if r.Identities == nil {
 		r.Identities = newIdentities(mgr, r.Cloud, Options{})
 	}
+	if r.boot.slots == nil {
+		r.boot.slots = newRunCommandSlots(DefaultRunCommandConcurrency)
+	}
 	if r.BootstrapTimeout == 0 {
 		r.BootstrapTimeout = DefaultPoolBootstrapTimeout
 	}
@@ -174,7 +177,7 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 			}
 			return r.boot.observe(ctx, machineBootstrap{obj: m, uid: m.UID, nodeRef: hasNode(machine), timeout: r.BootstrapTimeout,
 				target: machinelogs.Target{ResourceGroup: n.rg, ScaleSet: pool.Name, InstanceID: m.Spec.InstanceID, Windows: pool.Spec.Template.OS() == infrav1.Windows},
-				logs:   svc.BootLogs,
+				logs:   svc.BootLogs, futures: &m.Status.LongRunningOperationStates,
 				recorder: func(typ, reason, msg string) {
 					if r.Recorder != nil {
 						r.Recorder.Eventf(m, typ, reason, "%s", msg)
