@@ -88,6 +88,12 @@ const runCommandKind = "POST"
 // slot, is looked at again: Azure's take seconds to minutes.
 const runCommandPoll = 2 * time.Second
 
+// What a machine's BootstrapSucceeded says while its log is being read.
+const (
+	readingLog     = "reading its bootstrap log through Azure (Run Command)"
+	waitingForSlot = "its bootstrap log is read through Azure once one of the manager's Run Commands under way finishes (--run-command-concurrency)"
+)
+
 // runCommandCall bounds one start or poll of a Run Command.
 const runCommandCall = 30 * time.Second
 
@@ -148,9 +154,13 @@ func (w *bootstrapWatch) observe(ctx context.Context, m machineBootstrap) ctrl.R
 		return ctrl.Result{RequeueAfter: rereadBootLog}
 	}
 	cause, msg, pending := w.diagnose(ctx, m, since)
-	if pending {
+	if pending != "" {
 		if cond.Reason == BootstrapFailedReason {
+			// A log read again: the failure stands meanwhile.
 			setReady(m.obj, metav1.ConditionFalse, BootstrapFailedReason, firstLine(cond.Message))
+		} else {
+			conditions.Set(m.obj, metav1.Condition{Type: BootstrapSucceededCondition, Status: metav1.ConditionFalse, Reason: WaitingForNodeReason,
+				Message: fmt.Sprintf("no node registered %s after %s was provisioned; %s", since.Round(time.Minute), m.target, pending)})
 		}
 		return ctrl.Result{RequeueAfter: runCommandPoll}
 	}
@@ -167,12 +177,12 @@ func (w *bootstrapWatch) observe(ctx context.Context, m machineBootstrap) ctrl.R
 
 // diagnose reads the machine's bootstrap log through Azure and returns the
 // cause in one line and the condition's message: the cause, where the log
-// came from, and its end. It waits for no Run Command: pending says that
-// one is under way (its token recorded) or waits for a slot, and the
-// machine is to be looked at again.
-func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since time.Duration) (cause, msg string, pending bool) {
+// came from, and its end. It waits for no Run Command: pending, when not
+// empty, says that one is under way (its token recorded) or waits for a
+// slot, and the machine is to be looked at again.
+func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since time.Duration) (cause, msg, pending string) {
 	if !w.slots.acquire(m.uid) {
-		return "", "", true
+		return "", "", waitingForSlot
 	}
 	rctx, cancel := context.WithTimeout(ctx, runCommandCall)
 	defer cancel()
@@ -185,30 +195,29 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 		next, done, _, _, err := m.logs.RunStep(rctx, m.target, machinelogs.KubeletScript(m.target.Windows), ktok)
 		record(m.futures, kubeletLogStep, rg, runCommandKind, next)
 		if !done && err == nil {
-			return "", "", true
+			return "", "", readingLog
 		}
 	}
 	noNode := fmt.Sprintf("no node registered %s after %s was provisioned", since.Round(time.Second), m.target)
 	if !reading {
-		tok := token(*m.futures, bootLogStep, runCommandKind)
-		if tok == "" {
-			w.mu.Lock()
-			if w.lastRead == nil {
-				w.lastRead = map[types.UID]time.Time{}
-			}
-			w.lastRead[m.uid] = time.Now()
-			w.mu.Unlock()
-		}
-		next, read, done, err := m.logs.ReadStep(rctx, m.target, tok)
+		next, read, done, err := m.logs.ReadStep(rctx, m.target, token(*m.futures, bootLogStep, runCommandKind))
 		record(m.futures, bootLogStep, rg, runCommandKind, next)
 		if !done && err == nil {
-			return "", "", true
+			return "", "", readingLog
 		}
+		// Read now, whichever manager started the command: the next read
+		// is due from here.
+		w.mu.Lock()
+		if w.lastRead == nil {
+			w.lastRead = map[types.UID]time.Time{}
+		}
+		w.lastRead[m.uid] = time.Now()
+		w.mu.Unlock()
 		if err != nil {
 			w.slots.release(m.uid)
 			log.FromContext(ctx).Info("bootstrap log unreadable", "error", err.Error())
 			cause = noNode + "; its bootstrap log could not be read through Azure"
-			return cause, cause + ": " + machinelogs.Redact(err.Error()), false
+			return cause, cause + ": " + machinelogs.Redact(err.Error()), ""
 		}
 		// Whoever may read the AzureMachine or its namespace's Events reads
 		// what follows: the log loses its secrets (join tokens, certificate
@@ -227,7 +236,7 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 		record(m.futures, kubeletLogStep, rg, runCommandKind, next)
 		if !done && err == nil {
 			w.hold(m.uid, &l)
-			return "", "", true
+			return "", "", readingLog
 		}
 		w.hold(m.uid, nil)
 		if err == nil {
@@ -245,7 +254,7 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 		fmt.Fprintf(&b, "%s\nThe last lines of the serial console (boot diagnostics; Run Command failed: %s):\n", cause, machinelogs.Redact(fmt.Sprint(l.RunCommandErr)))
 	}
 	b.WriteString(machinelogs.Tail(l.Text, bootLogTailLines))
-	return cause, b.String(), false
+	return cause, b.String(), ""
 }
 
 // heldLog is the bootstrap log read whose kubelet log is being read.
