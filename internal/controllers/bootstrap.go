@@ -194,7 +194,8 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 		// the bootstrap log is read again.
 		next, done, _, _, err := m.logs.RunStep(rctx, m.target, machinelogs.KubeletScript(m.target.Windows), ktok)
 		record(m.futures, kubeletLogStep, rg, runCommandKind, next)
-		if !done && err == nil {
+		if !done && (err == nil || next != "") {
+			logPollError(ctx, err)
 			return "", "", readingLog
 		}
 	}
@@ -202,7 +203,8 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 	if !reading {
 		next, read, done, err := m.logs.ReadStep(rctx, m.target, token(*m.futures, bootLogStep, runCommandKind))
 		record(m.futures, bootLogStep, rg, runCommandKind, next)
-		if !done && err == nil {
+		if !done {
+			logPollError(ctx, err)
 			return "", "", readingLog
 		}
 		// Read now, whichever manager started the command: the next read
@@ -234,7 +236,8 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 		// kubeadm says only that the kubelet never became healthy.
 		next, done, out, _, err := m.logs.RunStep(rctx, m.target, machinelogs.KubeletScript(m.target.Windows), token(*m.futures, kubeletLogStep, runCommandKind))
 		record(m.futures, kubeletLogStep, rg, runCommandKind, next)
-		if !done && err == nil {
+		if !done && (err == nil || next != "") {
+			logPollError(ctx, err)
 			w.hold(m.uid, &l)
 			return "", "", readingLog
 		}
@@ -255,6 +258,14 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 	}
 	b.WriteString(machinelogs.Tail(l.Text, bootLogTailLines))
 	return cause, b.String(), ""
+}
+
+// logPollError logs a Run Command's poll that failed; the command is
+// polled again.
+func logPollError(ctx context.Context, err error) {
+	if err != nil {
+		log.FromContext(ctx).Info("polling a Run Command failed; polling it again", "error", err.Error())
+	}
 }
 
 // heldLog is the bootstrap log read whose kubelet log is being read.

@@ -41,8 +41,6 @@ type managerOptions struct {
 	requeue       time.Duration
 	// bootstrapTimeout and poolBootstrapTimeout: see the flags.
 	bootstrapTimeout, poolBootstrapTimeout time.Duration
-	// runCommandConcurrency: see the flag.
-	runCommandConcurrency int
 	metricsAddr                            string
 	healthAddr                             string
 	webhookPort                            int
@@ -55,6 +53,8 @@ type managerOptions struct {
 	managerCredentialNamespaces []string
 	// roleAssignmentScopes: see the flag.
 	roleAssignmentScopes []string
+	// runCommandConcurrency: see the flag.
+	runCommandConcurrency int
 
 	leaderElect         bool
 	leaderElectionNS    string

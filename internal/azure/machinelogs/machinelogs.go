@@ -207,7 +207,8 @@ func (s *Service) Run(ctx context.Context, t Target, script []string) (stdout, s
 // and returns either its output (done) or the token to resume it with. A
 // reconcile that waited instead would hold its worker for as long as the
 // VM agent takes (minutes on Azure). A token whose operation is gone is
-// dropped (next "", not done, no error): the caller starts again.
+// dropped (next "", not done, no error): the caller starts again. A poll
+// that failed returns the error with the token still to resume.
 func (s *Service) RunStep(ctx context.Context, t Target, script []string, token string) (next string, done bool, stdout, stderr string, err error) {
 	id := "RunShellScript"
 	if t.Windows {
@@ -251,7 +252,13 @@ func pollOnce[T any](ctx context.Context, p *runtime.Poller[T], token string) (r
 			if token != "" && async.IsNotFound(err) {
 				return res, "", false, nil
 			}
-			return res, "", false, err
+			// The request failed, not the command (throttled, cut off, a
+			// manager stopping): it runs on, and is resumed rather than
+			// started again, which the VM agent would refuse meanwhile.
+			if next, terr := p.ResumeToken(); terr == nil {
+				token = next
+			}
+			return res, token, false, err
 		}
 	}
 	if p.Done() {
@@ -265,11 +272,12 @@ func pollOnce[T any](ctx context.Context, p *runtime.Poller[T], token string) (r
 // ReadStep is Read without waiting for Run Command: it starts or resumes
 // the log script's Run Command (token), and once that is done returns the
 // log, read from the serial console when Run Command gave nothing. While
-// the command runs it returns its resume token and done false.
+// the command runs it returns its resume token and done false (with the
+// error of a poll that failed, the command still to resume).
 func (s *Service) ReadStep(ctx context.Context, t Target, token string) (next string, l Log, done bool, err error) {
 	next, done, stdout, stderr, rcErr := s.RunStep(ctx, t, Script(t.Windows), token)
-	if rcErr == nil && !done {
-		return next, Log{}, false, nil
+	if !done && (rcErr == nil || next != "") {
+		return next, Log{}, false, rcErr
 	}
 	if rcErr == nil {
 		if strings.TrimSpace(stdout) != "" {
