@@ -217,40 +217,40 @@ func (s *Service) RunStep(ctx context.Context, t Target, script []string, token 
 	in := armcompute.RunCommandInput{CommandID: to.Ptr(id), Script: to.SliceOfPtrs(script...)}
 	var res armcompute.RunCommandResult
 	if t.ScaleSet != "" {
-		p, err := s.insts.BeginRunCommand(ctx, t.ResourceGroup, t.ScaleSet, t.InstanceID, in,
-			&armcompute.VirtualMachineScaleSetVMsClientBeginRunCommandOptions{ResumeToken: token})
-		if err != nil {
-			return "", false, "", "", err
-		}
-		r, next, done, err := pollOnce(ctx, p, token)
-		if !done || err != nil {
-			return next, false, "", "", err
-		}
-		res = r.RunCommandResult
+		next, done, err = pollOnce(ctx, token, &res, func() (*runtime.Poller[armcompute.VirtualMachineScaleSetVMsClientRunCommandResponse], error) {
+			return s.insts.BeginRunCommand(ctx, t.ResourceGroup, t.ScaleSet, t.InstanceID, in,
+				&armcompute.VirtualMachineScaleSetVMsClientBeginRunCommandOptions{ResumeToken: token})
+		})
 	} else {
-		p, err := s.vms.BeginRunCommand(ctx, t.ResourceGroup, t.VM, in,
-			&armcompute.VirtualMachinesClientBeginRunCommandOptions{ResumeToken: token})
-		if err != nil {
-			return "", false, "", "", err
-		}
-		r, next, done, err := pollOnce(ctx, p, token)
-		if !done || err != nil {
-			return next, false, "", "", err
-		}
-		res = r.RunCommandResult
+		next, done, err = pollOnce(ctx, token, &res, func() (*runtime.Poller[armcompute.VirtualMachinesClientRunCommandResponse], error) {
+			return s.vms.BeginRunCommand(ctx, t.ResourceGroup, t.VM, in, &armcompute.VirtualMachinesClientBeginRunCommandOptions{ResumeToken: token})
+		})
+	}
+	if !done || err != nil {
+		return next, false, "", "", err
 	}
 	stdout, stderr = outputs(res)
 	return "", true, stdout, stderr, nil
 }
 
-// pollOnce polls a started or resumed operation once: its result when
-// done, else its resume token. An operation gone (404 on a resumed token)
-// is reported not done with no token, so that it is started again.
-func pollOnce[T any](ctx context.Context, p *runtime.Poller[T], token string) (res T, next string, done bool, err error) {
+// runCommandResponse is either client's Run Command response.
+type runCommandResponse interface {
+	armcompute.VirtualMachinesClientRunCommandResponse | armcompute.VirtualMachineScaleSetVMsClientRunCommandResponse
+}
+
+// pollOnce starts or resumes an operation (begin) and polls it once: its
+// result into res when done, else its resume token. An operation gone (404
+// on a resumed token) is reported not done with no token, so that it is
+// started again.
+func pollOnce[T runCommandResponse](ctx context.Context, token string, res *armcompute.RunCommandResult, begin func() (*runtime.Poller[T], error)) (next string, done bool, err error) {
+	p, err := begin()
+	if err != nil {
+		return "", false, err
+	}
 	if !p.Done() {
 		if _, err := p.Poll(ctx); err != nil {
 			if token != "" && async.IsNotFound(err) {
-				return res, "", false, nil
+				return "", false, nil
 			}
 			// The request failed, not the command (throttled, cut off, a
 			// manager stopping): it runs on, and is resumed rather than
@@ -258,15 +258,24 @@ func pollOnce[T any](ctx context.Context, p *runtime.Poller[T], token string) (r
 			if next, terr := p.ResumeToken(); terr == nil {
 				token = next
 			}
-			return res, token, false, err
+			return token, false, err
 		}
 	}
 	if p.Done() {
-		res, err = p.Result(ctx)
-		return res, "", err == nil, err
+		r, err := p.Result(ctx)
+		if err != nil {
+			return "", false, err
+		}
+		switch r := any(r).(type) {
+		case armcompute.VirtualMachinesClientRunCommandResponse:
+			*res = r.RunCommandResult
+		case armcompute.VirtualMachineScaleSetVMsClientRunCommandResponse:
+			*res = r.RunCommandResult
+		}
+		return "", true, nil
 	}
 	next, err = p.ResumeToken()
-	return res, next, false, err
+	return next, false, err
 }
 
 // ReadStep is Read without waiting for Run Command: it starts or resumes
