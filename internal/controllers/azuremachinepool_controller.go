@@ -338,7 +338,13 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	var victims []scalesets.Instance
 	for _, id := range chosen {
 		for _, in := range live {
-			if in.InstanceID == id {
+			// An instance is deleted through its object: one chosen
+			// before it has one (an instance the scale set made since
+			// the last reconcile, such as one a capacity written from
+			// a read that a deletion outdated brings back) gets it below
+			// and goes at the next reconcile. Chosen and skipped every
+			// time, it would hold the pool above its replicas forever.
+			if in.InstanceID == id && machines[id] != nil {
 				victims = append(victims, in)
 			}
 		}

@@ -164,3 +164,59 @@ func TestMachineMadeForADeletedInstanceGoesWithIt(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolDeletesAnInstanceItHasNoObjectForYet: an instance the scale set
+// has beyond the pool's replicas, made since the pool last looked (here by
+// a capacity written outside winkube; a capacity the pool wrote from a
+// read that an instance's deletion had outdated does the same), is the
+// first the pool chooses to delete, being new and not Ready. It has no
+// object yet to be deleted through: the pool chose it, deleted nothing,
+// and waited for its deletion forever, three instances for two replicas
+// (TestPoolRolloutWaitsForReadyNodes, "after 3m0s: 3 instances").
+func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
+	stop := startControllers(t, armCfg)
+	defer stop()
+	az := newAzure(t, armCfg)
+	f := newCluster(t, "extra")
+	f.waitClusterProvisioned(time.Minute)
+	_, amp := f.newPool("extra-pool-abcde", 2, false)
+	f.waitPool(amp, 2)
+	f.joinPool(amp.Name, func(string) bool { return true })
+
+	set, err := az.vmss.Get(f.ctx, f.ns, amp.Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.SKU.Capacity = ptr.To[int64](3)
+	p, err := az.vmss.BeginCreateOrUpdate(f.ctx, f.ns, amp.Name, set.VirtualMachineScaleSet, nil)
+	if err == nil {
+		_, err = p.PollUntilDone(f.ctx, nil)
+	}
+	if err != nil {
+		t.Fatalf("scaling the scale set to 3 outside winkube: %v", err)
+	}
+	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,1,2" {
+		t.Fatalf("instances %s after the scale-out, want 0,1,2", got)
+	}
+	// Something wakes the pool (here a label of its own).
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err
+		}
+		amp.Labels["winkube.dev/touched"] = "true"
+		return env.Client.Update(f.ctx, amp)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err.Error()
+		}
+		if got := az.instances(f.ns, amp.Name); len(got) != 2 {
+			return fmt.Sprintf("instances %s for 2 replicas; pool Ready %+v", instanceIDs(got), conditions.Get(amp, controllers.ReadyCondition))
+		}
+		return ""
+	})
+	f.waitPool(amp, 2)
+}
