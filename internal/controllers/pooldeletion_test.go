@@ -81,16 +81,7 @@ func TestPoolDeletionTakesEveryInstancesMachine(t *testing.T) {
 		return ""
 	})
 
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(mp), mp); err != nil {
-			return err
-		}
-		mp.Spec.Replicas = ptr.To[int32](3)
-		return env.Client.Update(f.ctx, mp)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.setPoolReplicas(mp, 3)
 	fresh := amp.Name + "-3"
 	poll.Until(t, 2*time.Minute, func() string {
 		for _, pm := range f.poolMachines(amp.Name) {
@@ -199,16 +190,7 @@ func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 		t.Fatalf("instances %s after the scale-out, want 0,1,2", got)
 	}
 	// Something wakes the pool (here a label of its own).
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
-			return err
-		}
-		amp.Labels["winkube.dev/touched"] = "true"
-		return env.Client.Update(f.ctx, amp)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.touchPool(amp)
 	poll.Until(t, time.Minute, func() string {
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
 			return err.Error()
@@ -219,4 +201,34 @@ func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 		return ""
 	})
 	f.waitPool(amp, 2)
+}
+
+// setPoolReplicas sets the MachinePool's replicas.
+func (f *fixture) setPoolReplicas(mp *clusterv1.MachinePool, n int32) {
+	f.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(mp), mp); err != nil {
+			return err
+		}
+		mp.Spec.Replicas = ptr.To(n)
+		return env.Client.Update(f.ctx, mp)
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// touchPool wakes the pool with a label of its own.
+func (f *fixture) touchPool(amp *infrav1.AzureMachinePool) {
+	f.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err
+		}
+		amp.Labels["winkube.dev/touched"] = "true"
+		return env.Client.Update(f.ctx, amp)
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
 }

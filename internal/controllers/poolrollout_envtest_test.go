@@ -301,16 +301,7 @@ func TestPoolReconcilesOnlyForWhatItActsOn(t *testing.T) {
 
 	// A settled pool woken (here by a label of its own) lists once.
 	before, lists0 = poolReconciles(t), lists.count()
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
-			return err
-		}
-		amp.Labels["winkube.dev/touched"] = "true"
-		return env.Client.Update(f.ctx, amp)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.touchPool(amp)
 	poll.Until(t, 30*time.Second, func() string {
 		reconciles, listed := poolReconciles(t)-before, lists.count()-lists0
 		if reconciles == 0 || listed > reconciles {
