@@ -12,6 +12,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
@@ -203,32 +204,91 @@ func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 	f.waitPool(amp, 2)
 }
 
-// setPoolReplicas sets the MachinePool's replicas.
-func (f *fixture) setPoolReplicas(mp *clusterv1.MachinePool, n int32) {
+// TestPoolDeletesANewInstanceThroughItsMachine: an instance chosen for
+// deletion whose Machine Cluster API has made, but whose object does not
+// name it yet, goes through that Machine (so that Cluster API drains its
+// node first), not by its object deleted under it. The test plays Cluster
+// API's Machine controller: it holds the Machine with its finalizer, and
+// deletes the object only once the Machine is being deleted.
+func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
+	stop := startControllers(t, armCfg)
+	defer stop()
+	az := newAzure(t, armCfg)
+	f := newCluster(t, "through")
+	f.waitClusterProvisioned(time.Minute)
+	mp, amp := f.newPool("through-pool-abcde", 2, false)
+	f.waitPool(amp, 2)
+	f.joinPool(amp.Name, func(string) bool { return true })
+
+	f.setPoolReplicas(mp, 3)
+	fresh := amp.Name + "-2"
+	pm := &infrav1.AzureMachinePoolMachine{}
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: fresh}, pm); err != nil {
+			return fmt.Sprintf("instances %s; object %s: %v", instanceIDs(az.instances(f.ns, amp.Name)), fresh, err)
+		}
+		return ""
+	})
+	const held = "test.winkube.dev/machine-controller"
+	f.edit(pm, func() { controllerutil.AddFinalizer(pm, held) })
+	m := f.makeInstanceMachine(amp.Name, fresh)
+	f.edit(m, func() { controllerutil.AddFinalizer(m, held) })
+
+	// The scale-down chooses the new instance, whose node is not Ready.
+	f.setPoolReplicas(mp, 2)
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(pm), pm); err != nil {
+			return err.Error()
+		}
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			return err.Error()
+		}
+		if !pm.DeletionTimestamp.IsZero() {
+			t.Fatalf("the pool deleted %s under its Machine (Machine being deleted: %t)", fresh, !m.DeletionTimestamp.IsZero())
+		}
+		if m.DeletionTimestamp.IsZero() {
+			return "the chosen instance's Machine is not being deleted"
+		}
+		return ""
+	})
+	// Cluster API's Machine controller deletes the object, then lets the
+	// Machine go once the object is gone.
+	if err := env.Client.Delete(f.ctx, pm); err != nil {
+		t.Fatal(err)
+	}
+	f.edit(pm, func() { controllerutil.RemoveFinalizer(pm, held) })
+	waitGone(t, pm)
+	f.edit(m, func() { controllerutil.RemoveFinalizer(m, held) })
+	f.waitPool(amp, 2)
+	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,1" {
+		t.Errorf("instances %s, want 0,1: the new instance chosen", got)
+	}
+}
+
+// edit reads obj again and updates it with change, until no one else wrote
+// it meanwhile.
+func (f *fixture) edit(obj client.Object, change func()) {
 	f.t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(mp), mp); err != nil {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
-		mp.Spec.Replicas = ptr.To(n)
-		return env.Client.Update(f.ctx, mp)
+		change()
+		return env.Client.Update(f.ctx, obj)
 	})
 	if err != nil {
 		f.t.Fatal(err)
 	}
 }
 
+// setPoolReplicas sets the MachinePool's replicas.
+func (f *fixture) setPoolReplicas(mp *clusterv1.MachinePool, n int32) {
+	f.t.Helper()
+	f.edit(mp, func() { mp.Spec.Replicas = ptr.To(n) })
+}
+
 // touchPool wakes the pool with a label of its own.
 func (f *fixture) touchPool(amp *infrav1.AzureMachinePool) {
 	f.t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
-			return err
-		}
-		amp.Labels["winkube.dev/touched"] = "true"
-		return env.Client.Update(f.ctx, amp)
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	f.edit(amp, func() { amp.Labels["winkube.dev/touched"] = "true" })
 }
