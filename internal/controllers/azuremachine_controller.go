@@ -73,6 +73,9 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if r.Requeue == 0 {
 		r.Requeue = 5 * time.Second
 	}
+	if r.boot.slots == nil {
+		r.boot.slots = newRunCommandSlots(DefaultRunCommandConcurrency)
+	}
 	if r.BootstrapTimeout == 0 {
 		r.BootstrapTimeout = DefaultBootstrapTimeout
 	}
@@ -417,7 +420,7 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 	am.Status.Initialization.Provisioned = ptr.To(true)
 	setReady(am, metav1.ConditionTrue, ProvisionedReason, "")
 	return r.boot.observe(ctx, machineBootstrap{obj: am, uid: am.UID, nodeRef: hasNode(machine), timeout: r.BootstrapTimeout,
-		target: machinelogs.Target{ResourceGroup: n.rg, VM: vmName, Windows: spec.Windows}, logs: svc.BootLogs,
+		target: machinelogs.Target{ResourceGroup: n.rg, VM: vmName, Windows: spec.Windows}, logs: svc.BootLogs, futures: &am.Status.LongRunningOperationStates,
 		recorder: func(typ, reason, msg string) { r.event(am, typ, reason, "%s", msg) }}), nil
 }
 

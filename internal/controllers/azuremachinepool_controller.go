@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -326,7 +327,13 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	var victims []scalesets.Instance
 	for _, id := range chosen {
 		for _, in := range live {
-			if in.InstanceID == id {
+			// An instance is deleted through its object: one chosen
+			// before it has one (an instance the scale set made since
+			// the last reconcile, such as one a capacity written from
+			// a read that a deletion outdated brings back) gets it below
+			// and goes at the next reconcile. Chosen and skipped every
+			// time, it would hold the pool above its replicas forever.
+			if in.InstanceID == id && machines[id] != nil {
 				victims = append(victims, in)
 			}
 		}
@@ -522,7 +529,11 @@ func (r *AzureMachinePoolReconciler) rewriteProviderID(ctx context.Context, m *i
 // deleteInstanceMachine removes an instance: through its Machine when
 // Cluster API made one (so the node is drained first), else directly.
 func (r *AzureMachinePoolReconciler) deleteInstanceMachine(ctx context.Context, m *infrav1.AzureMachinePoolMachine) error {
-	return deleteThroughMachine(ctx, r.Client, m)
+	reader := r.Reader
+	if reader == nil {
+		reader = r.Client
+	}
+	return deleteThroughMachine(ctx, r.Client, reader, m)
 }
 
 // deleteThroughMachine deletes an instance's object through the Machine
@@ -530,14 +541,61 @@ func (r *AzureMachinePoolReconciler) deleteInstanceMachine(ctx context.Context, 
 // Machine leaves that Machine failed, and nothing replaces it. CAPZ deletes
 // a pool's machines so, those of vanished instances included
 // (azure/scope/machinepool.go DeleteMachine, CAPZ 69ec3a40).
-func deleteThroughMachine(ctx context.Context, c client.Client, m *infrav1.AzureMachinePoolMachine) error {
+func deleteThroughMachine(ctx context.Context, c client.Client, reader client.Reader, m *infrav1.AzureMachinePoolMachine) error {
 	if m == nil || !m.DeletionTimestamp.IsZero() {
 		return nil
 	}
-	if machine, err := util.GetOwnerMachine(ctx, c, m.ObjectMeta); err == nil && machine != nil {
+	machine, err := instanceMachine(ctx, reader, m)
+	if err != nil {
+		return err
+	}
+	if machine != nil {
 		return client.IgnoreNotFound(c.Delete(ctx, machine))
 	}
 	return client.IgnoreNotFound(c.Delete(ctx, m))
+}
+
+// instanceMachine is the Machine Cluster API made for an instance's object,
+// nil when there is none. The object names its Machine (a controller
+// reference) only some time after the Machine exists: Cluster API's
+// MachinePool creates the Machine under the object's name with the object
+// as its infrastructureRef, and its Machine controller writes the reference
+// at a later reconcile (cluster-api v1.14.2,
+// core/reconcilers/machinepool/machinepool_controller_phases.go
+// computeDesiredMachine; core/reconcilers/machine/machine_controller_phases.go
+// ensureExternalOwnershipAndWatch), which may never come once the Cluster is
+// being deleted. A Machine found by its reference alone is the instance's
+// all the same: an object deleted without it leaves it without
+// infrastructure, and, where no garbage collector runs (winkube up), the
+// Cluster's deletion waits for it forever. CAPZ leaves such an object to
+// the garbage collector (azure/scope/machinepool.go DeleteMachine, CAPZ
+// b81d0c74).
+func instanceMachine(ctx context.Context, reader client.Reader, m *infrav1.AzureMachinePoolMachine) (*clusterv1.Machine, error) {
+	for _, ref := range m.OwnerReferences {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil || ref.Kind != "Machine" || gv.Group != clusterv1.GroupVersion.Group {
+			continue
+		}
+		machine := &clusterv1.Machine{}
+		switch err := reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, machine); {
+		case err == nil:
+			return machine, nil
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("reading Machine %s of %s: %w", ref.Name, m.Name, err)
+		}
+	}
+	machine := &clusterv1.Machine{}
+	switch err := reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Name}, machine); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading Machine %s: %w", m.Name, err)
+	}
+	ref := machine.Spec.InfrastructureRef
+	if ref.APIGroup != infrav1.GroupVersion.Group || ref.Kind != "AzureMachinePoolMachine" || ref.Name != m.Name {
+		return nil, nil
+	}
+	return machine, nil
 }
 
 func (r *AzureMachinePoolReconciler) azureError(amp *infrav1.AzureMachinePool, what string, err error) (ctrl.Result, error) {

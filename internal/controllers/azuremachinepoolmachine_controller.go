@@ -9,6 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	events "k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -35,6 +37,10 @@ import (
 // AzureMachinePoolMachine and deletes the instance when the object goes.
 type AzureMachinePoolMachineReconciler struct {
 	Client client.Client
+	// Reader reads an instance's Machine live when the instance's object
+	// goes: a cached read that lags the Machine's creation would leave it
+	// behind (Client when nil).
+	Reader client.Reader
 	Cloud  *cloud.Cloud
 	// Identities resolves the cluster's identity to its services.
 	Identities *Identities
@@ -56,6 +62,9 @@ func (r *AzureMachinePoolMachineReconciler) SetupWithManager(mgr ctrl.Manager, o
 	}
 	if r.Identities == nil {
 		r.Identities = newIdentities(mgr, r.Cloud, Options{})
+	}
+	if r.boot.slots == nil {
+		r.boot.slots = newRunCommandSlots(DefaultRunCommandConcurrency)
 	}
 	if r.BootstrapTimeout == 0 {
 		r.BootstrapTimeout = DefaultPoolBootstrapTimeout
@@ -168,7 +177,7 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 			}
 			return r.boot.observe(ctx, machineBootstrap{obj: m, uid: m.UID, nodeRef: hasNode(machine), timeout: r.BootstrapTimeout,
 				target: machinelogs.Target{ResourceGroup: n.rg, ScaleSet: pool.Name, InstanceID: m.Spec.InstanceID, Windows: pool.Spec.Template.OS() == infrav1.Windows},
-				logs:   svc.BootLogs,
+				logs:   svc.BootLogs, futures: &m.Status.LongRunningOperationStates,
 				recorder: func(typ, reason, msg string) {
 					if r.Recorder != nil {
 						r.Recorder.Eventf(m, typ, reason, "%s", msg)
@@ -180,7 +189,36 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 	}
 	// The instance is gone (deleted outside winkube): so is this object,
 	// with its Machine.
-	return ctrl.Result{}, deleteThroughMachine(ctx, r.Client, m)
+	return ctrl.Result{}, deleteThroughMachine(ctx, r.Client, r.reader(), m)
+}
+
+func (r *AzureMachinePoolMachineReconciler) reader() client.Reader {
+	if r.Reader == nil {
+		return r.Client
+	}
+	return r.Reader
+}
+
+// release lets the object go once its instance is: the Machine Cluster API
+// made for it goes too. A Machine made after the object was deleted
+// directly (Cluster API's MachinePool makes one for each object it lists,
+// those being deleted included, and the pool deletes an object directly
+// while it has no Machine yet) would be left without infrastructure,
+// pending forever where no garbage collector runs, and a Cluster being
+// deleted waits for it.
+func (r *AzureMachinePoolMachineReconciler) release(ctx context.Context, m *infrav1.AzureMachinePoolMachine) error {
+	machine, err := instanceMachine(ctx, r.reader(), m)
+	if err != nil {
+		return err
+	}
+	if machine != nil && machine.DeletionTimestamp.IsZero() {
+		log.FromContext(ctx).Info("deleting the Machine of an instance that is gone", "machine", machine.Name)
+		if err := r.Client.Delete(ctx, machine); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting Machine %s of instance %s: %w", machine.Name, m.Spec.InstanceID, err)
+		}
+	}
+	controllerutil.RemoveFinalizer(m, infrav1.MachinePoolMachineFinalizer)
+	return nil
 }
 
 // reconcileDelete deletes the instance its provider ID names (which needs
@@ -192,8 +230,7 @@ func (r *AzureMachinePoolMachineReconciler) reconcileDelete(ctx context.Context,
 	if m.Spec.ProviderID == "" {
 		// The pool makes these objects from instances, provider ID
 		// included: an object without one names no instance.
-		controllerutil.RemoveFinalizer(m, infrav1.MachinePoolMachineFinalizer)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.release(ctx, m)
 	}
 	id, err := arm.ParseResourceID(strings.TrimPrefix(m.Spec.ProviderID, "azure://"))
 	if err != nil || id.Parent == nil {
@@ -214,8 +251,7 @@ func (r *AzureMachinePoolMachineReconciler) reconcileDelete(ctx context.Context,
 			setReady(m, metav1.ConditionFalse, DeletingReason, "waiting for the deletion of scale set "+set+" to remove instance "+instance)
 			return ctrl.Result{RequeueAfter: r.Requeue}, nil
 		}
-		controllerutil.RemoveFinalizer(m, infrav1.MachinePoolMachineFinalizer)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.release(ctx, m)
 	}
 	s := step{"scalesetvms", instance}
 	tok := token(m.Status.LongRunningOperationStates, s, "DELETE")
@@ -232,8 +268,7 @@ func (r *AzureMachinePoolMachineReconciler) reconcileDelete(ctx context.Context,
 				r.Recorder.Eventf(m, corev1.EventTypeWarning, RecordDroppedReason,
 					"instance %s is not of a scale set of a pool of namespace %s: winkube does not delete it", m.Spec.ProviderID, m.Namespace)
 			}
-			controllerutil.RemoveFinalizer(m, infrav1.MachinePoolMachineFinalizer)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.release(ctx, m)
 		}
 	}
 	next, done, err := svc.ScaleSets.DeleteInstance(ctx, rg, set, instance, tok)
@@ -244,6 +279,5 @@ func (r *AzureMachinePoolMachineReconciler) reconcileDelete(ctx context.Context,
 	if !done {
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
-	controllerutil.RemoveFinalizer(m, infrav1.MachinePoolMachineFinalizer)
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, r.release(ctx, m)
 }

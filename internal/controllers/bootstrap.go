@@ -56,16 +56,52 @@ const bootLogTailLines = 15
 type bootstrapWatch struct {
 	mu       sync.Mutex
 	lastRead map[types.UID]time.Time
+	// bootLogs are the bootstrap logs read whose kubelet log is being read
+	// (a second Run Command) to say why the kubelet gave up.
+	bootLogs map[types.UID]machinelogs.Log
+	// slots bound the Run Commands under way, shared by every controller
+	// of the manager.
+	slots *runCommandSlots
 }
+
+// The Run Commands of a bootstrap diagnosis, recorded (resume tokens) in
+// the machine's LongRunningOperationStates as its other operations are:
+// a reconcile starts one and returns, later ones poll it once each, and a
+// restarted manager resumes it rather than starting another (Azure runs
+// one at a time per VM and refuses a second with 409 Conflict).
+var (
+	bootLogStep    = step{service: "runcommand", name: "bootstrap-log"}
+	kubeletLogStep = step{service: "runcommand", name: "kubelet-log"}
+)
+
+// runCommandKind is the Type of a Run Command's record: an action (POST),
+// so that no PUT or DELETE resumes it.
+const runCommandKind = "POST"
+
+// runCommandPoll is how soon a Run Command under way, or one waiting for a
+// slot, is looked at again: Azure's take seconds to minutes.
+const runCommandPoll = 2 * time.Second
+
+// What a machine's BootstrapSucceeded says while its log is being read.
+const (
+	readingLog     = "reading its bootstrap log through Azure (Run Command)"
+	waitingForSlot = "its bootstrap log is read through Azure once one of the manager's Run Commands under way finishes (--run-command-concurrency)"
+)
+
+// runCommandCall bounds one start or poll of a Run Command.
+const runCommandCall = 30 * time.Second
 
 // machineBootstrap is what the watch needs of one machine.
 type machineBootstrap struct {
-	obj      conditions.Setter
-	uid      types.UID
-	nodeRef  bool
-	timeout  time.Duration
-	target   machinelogs.Target
-	logs     *machinelogs.Service
+	obj     conditions.Setter
+	uid     types.UID
+	nodeRef bool
+	timeout time.Duration
+	target  machinelogs.Target
+	logs    *machinelogs.Service
+	// futures are the machine's LongRunningOperationStates, where the Run
+	// Commands' resume tokens are kept.
+	futures  *infrav1.Futures
 	recorder func(typ, reason, msg string)
 }
 
@@ -85,6 +121,8 @@ func (w *bootstrapWatch) observe(ctx context.Context, m machineBootstrap) ctrl.R
 		}
 		conditions.Set(m.obj, metav1.Condition{Type: BootstrapSucceededCondition, Status: metav1.ConditionTrue, Reason: NodeJoinedReason})
 		w.forget(m.uid)
+		record(m.futures, bootLogStep, "", runCommandKind, "")
+		record(m.futures, kubeletLogStep, "", runCommandKind, "")
 		return ctrl.Result{}
 	}
 	if cond != nil && cond.Status == metav1.ConditionTrue {
@@ -101,14 +139,25 @@ func (w *bootstrapWatch) observe(ctx context.Context, m machineBootstrap) ctrl.R
 	if since < m.timeout {
 		return ctrl.Result{RequeueAfter: m.timeout - since + time.Second}
 	}
-	if unexplained := strings.Contains(firstLine(cond.Message), noCause); cond.Reason == BootstrapFailedReason && !w.due(m.uid, unexplained) {
+	underway := token(*m.futures, bootLogStep, runCommandKind) != "" || token(*m.futures, kubeletLogStep, runCommandKind) != ""
+	if unexplained := strings.Contains(firstLine(cond.Message), noCause); cond.Reason == BootstrapFailedReason && !underway && !w.due(m.uid, unexplained) {
 		setReady(m.obj, metav1.ConditionFalse, BootstrapFailedReason, firstLine(cond.Message))
 		if unexplained {
 			return ctrl.Result{RequeueAfter: rereadUnexplained}
 		}
 		return ctrl.Result{RequeueAfter: rereadBootLog}
 	}
-	cause, msg := w.diagnose(ctx, m, since)
+	cause, msg, pending := w.diagnose(ctx, m, since)
+	if pending != "" {
+		if cond.Reason == BootstrapFailedReason {
+			// A log read again: the failure stands meanwhile.
+			setReady(m.obj, metav1.ConditionFalse, BootstrapFailedReason, firstLine(cond.Message))
+		} else {
+			conditions.Set(m.obj, metav1.Condition{Type: BootstrapSucceededCondition, Status: metav1.ConditionFalse, Reason: WaitingForNodeReason,
+				Message: fmt.Sprintf("no node registered %s after %s was provisioned; %s", since.Round(time.Minute), m.target, pending)})
+		}
+		return ctrl.Result{RequeueAfter: runCommandPoll}
+	}
 	if cond.Reason != BootstrapFailedReason {
 		m.recorder(corev1.EventTypeWarning, BootstrapFailedReason, cause)
 	}
@@ -122,40 +171,78 @@ func (w *bootstrapWatch) observe(ctx context.Context, m machineBootstrap) ctrl.R
 
 // diagnose reads the machine's bootstrap log through Azure and returns the
 // cause in one line and the condition's message: the cause, where the log
-// came from, and its end.
-func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since time.Duration) (cause, msg string) {
-	w.mu.Lock()
-	if w.lastRead == nil {
-		w.lastRead = map[types.UID]time.Time{}
+// came from, and its end. It waits for no Run Command: pending, when not
+// empty, says that one is under way (its token recorded) or waits for a
+// slot, and the machine is to be looked at again.
+func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since time.Duration) (cause, msg, pending string) {
+	if !w.slots.acquire(m.uid) {
+		return "", "", waitingForSlot
 	}
-	w.lastRead[m.uid] = time.Now()
-	w.mu.Unlock()
-	noNode := fmt.Sprintf("no node registered %s after %s was provisioned", since.Round(time.Second), m.target)
-	rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	rctx, cancel := context.WithTimeout(ctx, runCommandCall)
 	defer cancel()
-	l, err := m.logs.Read(rctx, m.target)
-	if err != nil {
-		log.FromContext(ctx).Info("bootstrap log unreadable", "error", err.Error())
-		cause = noNode + "; its bootstrap log could not be read through Azure"
-		return cause, cause + ": " + machinelogs.Redact(err.Error())
+	rg := m.target.ResourceGroup
+	l, reading := w.heldLog(m.uid)
+	if ktok := token(*m.futures, kubeletLogStep, runCommandKind); ktok != "" && !reading {
+		// A kubelet log a previous manager asked for, whose bootstrap log
+		// it took with it: the agent finishes that command first, then
+		// the bootstrap log is read again.
+		next, done, _, _, err := m.logs.RunStep(rctx, m.target, machinelogs.KubeletScript(m.target.Windows), ktok)
+		record(m.futures, kubeletLogStep, rg, runCommandKind, next)
+		if !done && (err == nil || next != "") {
+			logPollError(ctx, err)
+			return "", "", readingLog
+		}
 	}
-	// Whoever may read the AzureMachine or its namespace's Events reads
-	// what follows: the log loses its secrets (join tokens, certificate
-	// keys, SAS signatures) before anything is taken from it, whole so
-	// that a private key is recognized by its first and last lines.
-	l.Text = machinelogs.Redact(l.Text)
+	noNode := fmt.Sprintf("no node registered %s after %s was provisioned", since.Round(time.Second), m.target)
+	if !reading {
+		next, read, done, err := m.logs.ReadStep(rctx, m.target, token(*m.futures, bootLogStep, runCommandKind))
+		record(m.futures, bootLogStep, rg, runCommandKind, next)
+		if !done {
+			logPollError(ctx, err)
+			return "", "", readingLog
+		}
+		// Read now, whichever manager started the command: the next read
+		// is due from here.
+		w.mu.Lock()
+		if w.lastRead == nil {
+			w.lastRead = map[types.UID]time.Time{}
+		}
+		w.lastRead[m.uid] = time.Now()
+		w.mu.Unlock()
+		if err != nil {
+			w.slots.release(m.uid)
+			log.FromContext(ctx).Info("bootstrap log unreadable", "error", err.Error())
+			cause = noNode + "; its bootstrap log could not be read through Azure"
+			return cause, cause + ": " + machinelogs.Redact(err.Error()), ""
+		}
+		// Whoever may read the AzureMachine or its namespace's Events reads
+		// what follows: the log loses its secrets (join tokens, certificate
+		// keys, SAS signatures) before anything is taken from it, whole so
+		// that a private key is recognized by its first and last lines.
+		read.Text = machinelogs.Redact(read.Text)
+		l = read
+	}
 	found := machinelogs.Cause(l.Text)
 	if found == "" {
 		found = noCause
 	}
 	if machinelogs.KubeletGaveUp(found) && l.Source == machinelogs.FromRunCommand {
 		// kubeadm says only that the kubelet never became healthy.
-		if out, _, err := m.logs.Run(rctx, m.target, machinelogs.KubeletScript(m.target.Windows)); err == nil {
+		next, done, out, _, err := m.logs.RunStep(rctx, m.target, machinelogs.KubeletScript(m.target.Windows), token(*m.futures, kubeletLogStep, runCommandKind))
+		record(m.futures, kubeletLogStep, rg, runCommandKind, next)
+		if !done && (err == nil || next != "") {
+			logPollError(ctx, err)
+			w.hold(m.uid, &l)
+			return "", "", readingLog
+		}
+		w.hold(m.uid, nil)
+		if err == nil {
 			if k := machinelogs.KubeletCause(machinelogs.Redact(out)); k != "" {
 				found = "the kubelet exited: " + k + " (kubeadm: " + found + ")"
 			}
 		}
 	}
+	w.slots.release(m.uid)
 	cause = noNode + ": " + found
 	var b strings.Builder
 	if l.Source == machinelogs.FromRunCommand {
@@ -164,7 +251,37 @@ func (w *bootstrapWatch) diagnose(ctx context.Context, m machineBootstrap, since
 		fmt.Fprintf(&b, "%s\nThe last lines of the serial console (boot diagnostics; Run Command failed: %s):\n", cause, machinelogs.Redact(fmt.Sprint(l.RunCommandErr)))
 	}
 	b.WriteString(machinelogs.Tail(l.Text, bootLogTailLines))
-	return cause, b.String()
+	return cause, b.String(), ""
+}
+
+// logPollError logs a Run Command's poll that failed; the command is
+// polled again.
+func logPollError(ctx context.Context, err error) {
+	if err != nil {
+		log.FromContext(ctx).Info("polling a Run Command failed; polling it again", "error", err.Error())
+	}
+}
+
+// heldLog is the bootstrap log read whose kubelet log is being read.
+func (w *bootstrapWatch) heldLog(uid types.UID) (machinelogs.Log, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l, ok := w.bootLogs[uid]
+	return l, ok
+}
+
+// hold keeps l (or, nil, forgets it) while the kubelet log is read.
+func (w *bootstrapWatch) hold(uid types.UID, l *machinelogs.Log) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if l == nil {
+		delete(w.bootLogs, uid)
+		return
+	}
+	if w.bootLogs == nil {
+		w.bootLogs = map[types.UID]machinelogs.Log{}
+	}
+	w.bootLogs[uid] = *l
 }
 
 // due says whether the log is to be read again: every rereadBootLog, or
@@ -183,8 +300,63 @@ func (w *bootstrapWatch) due(uid types.UID, unexplained bool) bool {
 
 func (w *bootstrapWatch) forget(uid types.UID) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	delete(w.lastRead, uid)
+	delete(w.bootLogs, uid)
+	w.mu.Unlock()
+	w.slots.release(uid)
+}
+
+// DefaultRunCommandConcurrency is how many Run Commands (bootstrap logs
+// read through Azure) a manager has under way at once, by default.
+const DefaultRunCommandConcurrency = 4
+
+// runCommandIdle is how long a slot stays taken by a machine that stopped
+// polling its Run Command (deleted, or its node joined elsewhere).
+const runCommandIdle = 2 * time.Minute
+
+// runCommandSlots bound the Run Commands under way across the manager: a
+// restart that finds many machines' bootstraps failed, or many failing at
+// once, reads their logs a few at a time rather than all at once. A Run
+// Command resumed from a token takes a slot like a new one.
+type runCommandSlots struct {
+	mu   sync.Mutex
+	max  int
+	held map[types.UID]time.Time
+}
+
+func newRunCommandSlots(n int) *runCommandSlots {
+	if n <= 0 {
+		n = DefaultRunCommandConcurrency
+	}
+	return &runCommandSlots{max: n, held: map[types.UID]time.Time{}}
+}
+
+// acquire takes (or renews) uid's slot; false when all are taken.
+func (s *runCommandSlots) acquire(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if _, ok := s.held[uid]; !ok {
+		for u, at := range s.held {
+			if now.Sub(at) > runCommandIdle {
+				delete(s.held, u)
+			}
+		}
+		if len(s.held) >= s.max {
+			return false
+		}
+	}
+	s.held[uid] = now
+	return true
+}
+
+func (s *runCommandSlots) release(uid types.UID) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.held, uid)
 }
 
 func logPath(windows bool) string {

@@ -134,7 +134,7 @@ func newRig(t *testing.T, o arm.Options) *rig {
 		(&controllers.AzureClusterReconciler{Client: c, Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
 		(&controllers.AzureMachineReconciler{Client: c, Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
 		(&controllers.AzureMachinePoolReconciler{Client: c, Reader: mgr.GetAPIReader(), Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
-		(&controllers.AzureMachinePoolMachineReconciler{Client: c, Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
+		(&controllers.AzureMachinePoolMachineReconciler{Client: c, Reader: mgr.GetAPIReader(), Cloud: cl, Identities: ids, Requeue: requeue}).SetupWithManager(mgr, opts),
 	} {
 		if err != nil {
 			t.Fatal(err)

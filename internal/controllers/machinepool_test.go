@@ -317,16 +317,7 @@ func TestPoolRollsForItsModelNotForANewJoinToken(t *testing.T) {
 	if err := env.Client.Update(f.ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(mp), mp); err != nil {
-			return err
-		}
-		mp.Spec.Replicas = ptr.To[int32](3)
-		return env.Client.Update(f.ctx, mp)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.setPoolReplicas(mp, 3)
 	f.waitPool(amp, 3)
 	after := instanceIDs(az.instances(f.ns, amp.Name))
 	if !strings.HasPrefix(after, before+",") {

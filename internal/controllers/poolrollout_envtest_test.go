@@ -38,17 +38,7 @@ func (f *fixture) playMachinePool(pool string, joined func(instanceID string) bo
 		}
 		ref := metav1.GetControllerOf(&pm)
 		if ref == nil {
-			m := &clusterv1.Machine{
-				ObjectMeta: metav1.ObjectMeta{Name: pm.Name, Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name}},
-				Spec: clusterv1.MachineSpec{ClusterName: f.cluster.Name, Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To(pool + "-bootstrap")},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachinePoolMachine", Name: pm.Name}},
-			}
-			if err := env.Client.Create(f.ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
-				f.t.Fatal(err)
-			}
-			if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(m), m); err != nil {
-				f.t.Fatal(err)
-			}
+			m := f.makeInstanceMachine(pool, pm.Name)
 			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(&pm), &pm); err != nil {
 					return err
@@ -80,6 +70,26 @@ func (f *fixture) playMachinePool(pool string, joined func(instanceID string) bo
 			}
 		}
 	}
+}
+
+// makeInstanceMachine makes the Machine Cluster API's MachinePool makes for
+// an instance's object, named after it with the object as its
+// infrastructureRef; its Machine controller names the Machine on the object
+// (a controller reference) only later.
+func (f *fixture) makeInstanceMachine(pool, name string) *clusterv1.Machine {
+	f.t.Helper()
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name}},
+		Spec: clusterv1.MachineSpec{ClusterName: f.cluster.Name, Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To(pool + "-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachinePoolMachine", Name: name}},
+	}
+	if err := env.Client.Create(f.ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
+		f.t.Fatal(err)
+	}
+	if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		f.t.Fatal(err)
+	}
+	return m
 }
 
 // joinPool plays Cluster API's part until every instance's object is
@@ -291,16 +301,7 @@ func TestPoolReconcilesOnlyForWhatItActsOn(t *testing.T) {
 
 	// A settled pool woken (here by a label of its own) lists once.
 	before, lists0 = poolReconciles(t), lists.count()
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
-			return err
-		}
-		amp.Labels["winkube.dev/touched"] = "true"
-		return env.Client.Update(f.ctx, amp)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.touchPool(amp)
 	poll.Until(t, 30*time.Second, func() string {
 		reconciles, listed := poolReconciles(t)-before, lists.count()-lists0
 		if reconciles == 0 || listed > reconciles {

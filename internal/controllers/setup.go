@@ -38,6 +38,10 @@ type Options struct {
 	// bootstrap is called failed and its log read through Azure
 	// (DefaultBootstrapTimeout, DefaultPoolBootstrapTimeout when zero).
 	BootstrapTimeout, PoolBootstrapTimeout time.Duration
+	// RunCommandConcurrency is how many Run Commands (a failed bootstrap's
+	// log read through Azure) the manager has under way at once, across
+	// machines and pool machines (DefaultRunCommandConcurrency when zero).
+	RunCommandConcurrency int
 	// RoleAssignmentScopes are the ARM scopes, beyond each cluster's own
 	// resource group, where the manager grants a machine's system-assigned
 	// identity the role its systemAssignedIdentityRole asks for (a
@@ -56,13 +60,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&AzureClusterReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&AzureMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.BootstrapTimeout, RoleAssignmentScopes: o.RoleAssignmentScopes}).SetupWithManager(mgr, opts); err != nil {
+	slots := newRunCommandSlots(o.RunCommandConcurrency)
+	if err := (&AzureMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.BootstrapTimeout, RoleAssignmentScopes: o.RoleAssignmentScopes, boot: bootstrapWatch{slots: slots}}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	if err := (&AzureMachinePoolReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, RoleAssignmentScopes: o.RoleAssignmentScopes}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.PoolBootstrapTimeout}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.PoolBootstrapTimeout, boot: bootstrapWatch{slots: slots}}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	for _, kind := range []string{"AzureMachineTemplate", "AzureMachinePool", "AzureMachine"} {

@@ -53,6 +53,8 @@ type managerOptions struct {
 	managerCredentialNamespaces []string
 	// roleAssignmentScopes: see the flag.
 	roleAssignmentScopes []string
+	// runCommandConcurrency: see the flag.
+	runCommandConcurrency int
 
 	leaderElect         bool
 	leaderElectionNS    string
@@ -123,6 +125,7 @@ Lease over at once.`,
 	f.DurationVar(&o.requeue, "requeue", 5*time.Second, "how soon to look again at an Azure operation under way")
 	f.DurationVar(&o.bootstrapTimeout, "bootstrap-timeout", controllers.DefaultBootstrapTimeout, "how long a provisioned VM may take to become a node before its bootstrap is reported failed (condition BootstrapSucceeded) with its log, read through Azure's Run Command or boot diagnostics")
 	f.DurationVar(&o.poolBootstrapTimeout, "pool-bootstrap-timeout", controllers.DefaultPoolBootstrapTimeout, "the same for a scale-set (MachinePool) instance")
+	f.IntVar(&o.runCommandConcurrency, "run-command-concurrency", controllers.DefaultRunCommandConcurrency, "how many Run Commands (failed bootstraps' logs read through Azure) the manager has under way at once; the others wait their turn")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "where to serve Prometheus metrics, as plain HTTP without authentication: keep it on a loopback address unless a NetworkPolicy restricts who reaches it (0 to disable)")
 	f.BoolVar(&o.enableHTTP2, "enable-http2", false, "let the webhook and metrics servers speak HTTP/2; off by default for HTTP/2 Rapid Reset (CVE-2023-44487), as kubebuilder's scaffold does")
 	f.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "where to serve /healthz and /readyz")
@@ -252,7 +255,7 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 		return err
 	}
 	if err := controllers.Setup(mgr, controllers.Options{Cloud: c, FederatedTokenFile: os.Getenv("AZURE_FEDERATED_TOKEN_FILE"), Concurrency: o.concurrency, Requeue: o.requeue,
-		BootstrapTimeout: o.bootstrapTimeout, PoolBootstrapTimeout: o.poolBootstrapTimeout,
+		BootstrapTimeout: o.bootstrapTimeout, PoolBootstrapTimeout: o.poolBootstrapTimeout, RunCommandConcurrency: o.runCommandConcurrency,
 		CustomClouds: customClouds, ManagerCredentialNamespaces: o.managerCredentialNamespaces, RoleAssignmentScopes: o.roleAssignmentScopes}); err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -34,6 +35,7 @@ import (
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/rehearsal"
 )
 
 // checkPoolAndReplacement runs, in a booted world, two things only Cluster
@@ -51,6 +53,117 @@ func checkPoolAndReplacement(ctx context.Context, t *testing.T, w *localworld.Wo
 	lost := deleteAWorkersVM(ctx, t, w, start)
 	rotateWithoutReplacing(ctx, t, w, cs, pool, start)
 	lost.replaced(ctx, t, w, cs, start)
+	brokenRolloutKeepsOldNodes(ctx, t, w, cs, pool, start)
+}
+
+// brokenRolloutKeepsOldNodes is issue 54's finding 3 in the world: the
+// pool's bootstrap is broken as 'winkube rehearse bootstrap-failure
+// unreachable-endpoint' breaks a machine's (Cluster API writes it into the
+// pool's bootstrap data at its next token rotation), then a new Kubernetes
+// version rolls the pool. The new instance is provisioned and never joins;
+// with maxSurge 1 and maxUnavailable 0 no old instance goes, both old nodes
+// stay Ready, and the pool's condition says the rollout waits for the new
+// instance's node.
+func brokenRolloutKeepsOldNodes(ctx context.Context, t *testing.T, w *localworld.World, cs kubernetes.Interface, name string, start time.Time) {
+	t.Helper()
+	key := client.ObjectKey{Namespace: "default", Name: name}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cfg := &bootstrapv1.KubeadmConfig{}
+		if err := w.Client.Get(ctx, key, cfg); err != nil {
+			return err
+		}
+		if err := rehearsal.Break(&cfg.Spec, rehearsal.UnreachableEndpoint, rehearsal.Options{Windows: true}); err != nil {
+			t.Fatal(err)
+		}
+		return w.Client.Update(ctx, cfg)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 3*time.Minute, func() string {
+		cfg := &bootstrapv1.KubeadmConfig{}
+		if err := w.Client.Get(ctx, key, cfg); err != nil {
+			return err.Error()
+		}
+		secret := &corev1.Secret{}
+		if err := w.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: cfg.Status.DataSecretName}, secret); err != nil {
+			return err.Error()
+		}
+		if !strings.Contains(string(secret.Data["value"]), rehearsal.UnreachableAddress) {
+			return "the pool's bootstrap data does not have the broken discovery yet"
+		}
+		return ""
+	})
+	old := map[string]bool{}
+	for _, pm := range poolInstances(ctx, t, w, name) {
+		old[pm.Spec.InstanceID] = true
+	}
+	t.Logf("%6.1fs pool %s: bootstrap broken (discovery at %s), rolling instances %v to v1.36.2", time.Since(start).Seconds(), name, rehearsal.UnreachableAddress, old)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		mp := &clusterv1.MachinePool{}
+		if err := w.Client.Get(ctx, key, mp); err != nil {
+			return err
+		}
+		mp.Spec.Template.Spec.Version = "v1.36.2"
+		return w.Client.Update(ctx, mp)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	poll.Until(t, 4*time.Minute, func() string {
+		fresh := ""
+		for _, pm := range poolInstances(ctx, t, w, name) {
+			switch {
+			case old[pm.Spec.InstanceID] && !pm.DeletionTimestamp.IsZero():
+				t.Fatalf("old instance %s of pool %s is being deleted while no new instance's node is Ready", pm.Spec.InstanceID, name)
+			case !old[pm.Spec.InstanceID] && pm.Status.ProvisioningState == "Succeeded":
+				fresh = pm.Spec.InstanceID
+			}
+		}
+		if fresh == "" {
+			return "no new instance provisioned yet"
+		}
+		amp := &infrav1.AzureMachinePool{}
+		if err := w.Client.Get(ctx, key, amp); err != nil {
+			return err.Error()
+		}
+		c := conditions.Get(amp, controllers.ReadyCondition)
+		if c == nil || (c.Reason != controllers.WaitingForNodeReason && c.Reason != controllers.BootstrapFailedReason) || !strings.Contains(c.Message, "new instance") || !strings.Contains(c.Message, fresh) {
+			return fmt.Sprintf("new instance %s provisioned; pool Ready %+v, want the rollout waiting for its node", fresh, c)
+		}
+		msg = c.Message
+		return ""
+	})
+	t.Logf("%6.1fs pool %s: %s", time.Since(start).Seconds(), name, msg)
+	mp := &clusterv1.MachinePool{}
+	if err := w.Client.Get(ctx, key, mp); err != nil {
+		t.Fatal(err)
+	}
+	ready := 0
+	for _, ref := range mp.Status.NodeRefs {
+		if node, err := cs.CoreV1().Nodes().Get(ctx, ref.Name, metav1.GetOptions{}); err == nil && util.IsNodeReady(node) {
+			ready++
+		}
+	}
+	if ready != len(old) {
+		t.Errorf("pool %s has %d Ready nodes during the broken rollout, want its %d old ones", name, ready, len(old))
+	}
+	for _, pm := range poolInstances(ctx, t, w, name) {
+		if old[pm.Spec.InstanceID] && !pm.DeletionTimestamp.IsZero() {
+			t.Errorf("old instance %s of pool %s is being deleted", pm.Spec.InstanceID, name)
+		}
+	}
+}
+
+// poolInstances are a pool's AzureMachinePoolMachines.
+func poolInstances(ctx context.Context, t *testing.T, w *localworld.World, name string) []infrav1.AzureMachinePoolMachine {
+	t.Helper()
+	ms := &infrav1.AzureMachinePoolMachineList{}
+	if err := w.Client.List(ctx, ms, client.InNamespace("default"), client.MatchingLabels{infrav1.MachinePoolNameLabel: name}); err != nil {
+		t.Fatal(err)
+	}
+	return ms.Items
 }
 
 // startWindowsPool applies the machinepool-windows flavor's pool, of one

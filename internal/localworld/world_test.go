@@ -312,9 +312,11 @@ func TestUpAndDown(t *testing.T) {
 
 	// Down: Cluster API deletes everything; then nothing runs and the
 	// state directory is free.
+	deleting := time.Now()
 	if err := w.DeleteCluster(ctx); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("%6.1fs cluster deleted in %s", time.Since(start).Seconds(), time.Since(deleting).Round(time.Second))
 	if n := w.Runtime().Nodes(); len(n) != 0 {
 		t.Errorf("machines still running after the cluster was deleted: %+v", n)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"k8s.io/utils/ptr"
 
+	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 )
 
@@ -199,6 +200,108 @@ func (s *Service) Run(ctx context.Context, t Target, script []string) (stdout, s
 	}
 	stdout, stderr = outputs(res)
 	return stdout, stderr, nil
+}
+
+// RunStep runs a script on the machine without waiting for it: it starts
+// the Run Command (token "") or resumes the one token names, polls it once,
+// and returns either its output (done) or the token to resume it with. A
+// reconcile that waited instead would hold its worker for as long as the
+// VM agent takes (minutes on Azure). A token whose operation is gone is
+// dropped (next "", not done, no error): the caller starts again. A poll
+// that failed returns the error with the token still to resume.
+func (s *Service) RunStep(ctx context.Context, t Target, script []string, token string) (next string, done bool, stdout, stderr string, err error) {
+	id := "RunShellScript"
+	if t.Windows {
+		id = "RunPowerShellScript"
+	}
+	in := armcompute.RunCommandInput{CommandID: to.Ptr(id), Script: to.SliceOfPtrs(script...)}
+	var res armcompute.RunCommandResult
+	if t.ScaleSet != "" {
+		next, done, err = pollOnce(ctx, token, &res, func() (*runtime.Poller[armcompute.VirtualMachineScaleSetVMsClientRunCommandResponse], error) {
+			return s.insts.BeginRunCommand(ctx, t.ResourceGroup, t.ScaleSet, t.InstanceID, in,
+				&armcompute.VirtualMachineScaleSetVMsClientBeginRunCommandOptions{ResumeToken: token})
+		})
+	} else {
+		next, done, err = pollOnce(ctx, token, &res, func() (*runtime.Poller[armcompute.VirtualMachinesClientRunCommandResponse], error) {
+			return s.vms.BeginRunCommand(ctx, t.ResourceGroup, t.VM, in, &armcompute.VirtualMachinesClientBeginRunCommandOptions{ResumeToken: token})
+		})
+	}
+	if !done || err != nil {
+		return next, false, "", "", err
+	}
+	stdout, stderr = outputs(res)
+	return "", true, stdout, stderr, nil
+}
+
+// runCommandResponse is either client's Run Command response.
+type runCommandResponse interface {
+	armcompute.VirtualMachinesClientRunCommandResponse | armcompute.VirtualMachineScaleSetVMsClientRunCommandResponse
+}
+
+// pollOnce starts or resumes an operation (begin) and polls it once: its
+// result into res when done, else its resume token. An operation gone (404
+// on a resumed token) is reported not done with no token, so that it is
+// started again.
+func pollOnce[T runCommandResponse](ctx context.Context, token string, res *armcompute.RunCommandResult, begin func() (*runtime.Poller[T], error)) (next string, done bool, err error) {
+	p, err := begin()
+	if err != nil {
+		return "", false, err
+	}
+	if !p.Done() {
+		if _, err := p.Poll(ctx); err != nil {
+			if token != "" && async.IsNotFound(err) {
+				return "", false, nil
+			}
+			// The request failed, not the command (throttled, cut off, a
+			// manager stopping): it runs on, and is resumed rather than
+			// started again, which the VM agent would refuse meanwhile.
+			if next, terr := p.ResumeToken(); terr == nil {
+				token = next
+			}
+			return token, false, err
+		}
+	}
+	if p.Done() {
+		r, err := p.Result(ctx)
+		if err != nil {
+			return "", false, err
+		}
+		switch r := any(r).(type) {
+		case armcompute.VirtualMachinesClientRunCommandResponse:
+			*res = r.RunCommandResult
+		case armcompute.VirtualMachineScaleSetVMsClientRunCommandResponse:
+			*res = r.RunCommandResult
+		}
+		return "", true, nil
+	}
+	next, err = p.ResumeToken()
+	return next, false, err
+}
+
+// ReadStep is Read without waiting for Run Command: it starts or resumes
+// the log script's Run Command (token), and once that is done returns the
+// log, read from the serial console when Run Command gave nothing. While
+// the command runs it returns its resume token and done false (with the
+// error of a poll that failed, the command still to resume).
+func (s *Service) ReadStep(ctx context.Context, t Target, token string) (next string, l Log, done bool, err error) {
+	next, done, stdout, stderr, rcErr := s.RunStep(ctx, t, Script(t.Windows), token)
+	if !done && (rcErr == nil || next != "") {
+		return next, Log{}, false, rcErr
+	}
+	if rcErr == nil {
+		if strings.TrimSpace(stdout) != "" {
+			return "", Log{Source: FromRunCommand, Text: stdout}, true, nil
+		}
+		if stderr = strings.TrimSpace(stderr); stderr == "" {
+			stderr = "no output"
+		}
+		rcErr = errors.New(stderr)
+	}
+	serial, bdErr := s.serialLog(ctx, t)
+	if bdErr != nil {
+		return "", Log{}, true, fmt.Errorf("reading the bootstrap log of %s: Run Command: %v; boot diagnostics: %w", t, rcErr, bdErr)
+	}
+	return "", Log{Source: FromBootDiagnostics, Text: Tail(serial, Lines), RunCommandErr: rcErr}, true, nil
 }
 
 // outputs are a Run Command result's standard output and error: Azure

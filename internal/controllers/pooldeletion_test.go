@@ -1,0 +1,294 @@
+package controllers_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/controllers"
+	"github.com/winkube/winkube/internal/poll"
+)
+
+// poolLeftovers says what of a deleted pool is still there: its
+// AzureMachinePool, instance objects, the Machines made for them (Machines
+// being deleted count: in this test nothing holds them), and its scale set.
+func (f *fixture) poolLeftovers(az *azure, amp *infrav1.AzureMachinePool, names []string) string {
+	f.t.Helper()
+	var left []string
+	if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), &infrav1.AzureMachinePool{}); !apierrors.IsNotFound(err) {
+		left = append(left, fmt.Sprintf("AzureMachinePool %s (%v)", amp.Name, err))
+	}
+	for _, pm := range f.poolMachines(amp.Name) {
+		left = append(left, "AzureMachinePoolMachine "+pm.Name)
+	}
+	for _, name := range names {
+		m := &clusterv1.Machine{}
+		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, m); !apierrors.IsNotFound(err) {
+			left = append(left, fmt.Sprintf("Machine %s (deleting: %t, %v)", name, !m.DeletionTimestamp.IsZero(), err))
+		}
+	}
+	if _, err := az.vmss.Get(f.ctx, f.ns, amp.Name, nil); err == nil {
+		left = append(left, "scale set "+amp.Name)
+	}
+	return strings.Join(left, ", ")
+}
+
+// TestPoolDeletionTakesEveryInstancesMachine is the deletion hang of issue
+// 54 (TestUpAndDown, "deleting: 2 machines left"): a Cluster deleted while
+// its pool rolled to instances that never became nodes. Cluster API's
+// MachinePool had made a Machine for the newest instance's object, whose
+// controller reference its Machine controller had not written yet (it
+// never did: the Cluster was being deleted); the pool's deletion, finding
+// no Machine by that reference, deleted the object directly and left the
+// Machine without infrastructure and never deleted. Nothing else deletes
+// such a Machine where no garbage collector runs (winkube up), and the
+// Cluster waits for its Machines.
+//
+// Here the pool rolls with a failed bootstrap (instance 2, its Machine
+// fully made), then makes instance 3, whose Machine exists and is not
+// named by its object; then the pool is deleted as Cluster API deletes it.
+// Every instance's Machine, object and the scale set must go.
+func TestPoolDeletionTakesEveryInstancesMachine(t *testing.T) {
+	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.PoolBootstrapTimeout = time.Second })
+	defer stop()
+	az := newAzure(t, armCfg)
+	f := newCluster(t, "pooldel")
+	f.waitClusterProvisioned(time.Minute)
+	mp, amp := f.newPool("pooldel-pool-abcde", 2, true)
+	f.waitPool(amp, 2)
+	joined := func(id string) bool { return id == "0" || id == "1" }
+	f.joinPool(amp.Name, joined)
+
+	f.setPoolVMSize(amp, "Standard_D8s_v3")
+	poll.Until(t, 2*time.Minute, func() string {
+		f.playMachinePool(amp.Name, joined)
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err.Error()
+		}
+		if c := conditions.Get(amp, controllers.ReadyCondition); c == nil || c.Reason != controllers.BootstrapFailedReason {
+			return fmt.Sprintf("instances %s; pool Ready %+v, want the rollout stopped on the new instance's failed bootstrap", instanceIDs(az.instances(f.ns, amp.Name)), c)
+		}
+		return ""
+	})
+
+	f.setPoolReplicas(mp, 3)
+	fresh := amp.Name + "-3"
+	poll.Until(t, 2*time.Minute, func() string {
+		for _, pm := range f.poolMachines(amp.Name) {
+			if pm.Name == fresh {
+				return ""
+			}
+		}
+		return fmt.Sprintf("instances %s; no object for instance 3 yet", instanceIDs(az.instances(f.ns, amp.Name)))
+	})
+	f.makeInstanceMachine(amp.Name, fresh)
+
+	var names []string
+	for _, pm := range f.poolMachines(amp.Name) {
+		names = append(names, pm.Name)
+	}
+	// Cluster API deletes the MachinePool, whose deletion deletes the
+	// AzureMachinePool.
+	f.deleteAndWait(time.Minute, mp)
+	if err := env.Client.Delete(f.ctx, amp); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	poll.Until(t, 2*time.Minute, func() string {
+		if left := f.poolLeftovers(az, amp, names); left != "" {
+			return "left after the pool's deletion: " + left
+		}
+		return ""
+	})
+	t.Logf("pool with a failed and an unnamed instance deleted in %s", time.Since(start).Round(time.Second))
+}
+
+// TestMachineMadeForADeletedInstanceGoesWithIt: Cluster API's MachinePool
+// makes a Machine for every instance object it lists, those being deleted
+// included, and the pool deletes an object directly while no Machine is
+// known for it. A Machine made while the object waits for its instance's
+// deletion goes with the object; left, it would wait without
+// infrastructure forever.
+func TestMachineMadeForADeletedInstanceGoesWithIt(t *testing.T) {
+	r := newRig(t, arm.Options{})
+	f := r.cluster("latem")
+	f.waitClusterProvisioned(time.Minute)
+	_, amp := f.newPool("latem-pool-abcde", 2, false)
+	f.waitPool(amp, 2)
+	victim := f.poolMachines(amp.Name)[0].DeepCopy()
+
+	deletes := r.armFault("DELETE", "virtualMachineScaleSets/virtualMachines", 500)
+	if err := env.Client.Delete(f.ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if deletes() == 0 {
+			return "the instance's deletion has not been tried yet"
+		}
+		return ""
+	})
+	f.makeInstanceMachine(amp.Name, victim.Name)
+	r.heal()
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(victim), victim); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("AzureMachinePoolMachine %s still there (%v)", victim.Name, err)
+		}
+		m := &clusterv1.Machine{}
+		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: victim.Name}, m); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("Machine %s outlived its instance and its object (deleting: %t, %v)", victim.Name, !m.DeletionTimestamp.IsZero(), err)
+		}
+		return ""
+	})
+	for _, in := range r.az.instances(f.ns, amp.Name) {
+		if in.id == victim.Spec.InstanceID {
+			t.Fatalf("instance %s outlived its object", in.id)
+		}
+	}
+}
+
+// TestPoolDeletesAnInstanceItHasNoObjectForYet: an instance the scale set
+// has beyond the pool's replicas, made since the pool last looked (here by
+// a capacity written outside winkube; a capacity the pool wrote from a
+// read that an instance's deletion had outdated does the same), is the
+// first the pool chooses to delete, being new and not Ready. It has no
+// object yet to be deleted through: the pool chose it, deleted nothing,
+// and waited for its deletion forever, three instances for two replicas
+// (TestPoolRolloutWaitsForReadyNodes, "after 3m0s: 3 instances").
+func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
+	stop := startControllers(t, armCfg)
+	defer stop()
+	az := newAzure(t, armCfg)
+	f := newCluster(t, "extra")
+	f.waitClusterProvisioned(time.Minute)
+	_, amp := f.newPool("extra-pool-abcde", 2, false)
+	f.waitPool(amp, 2)
+	f.joinPool(amp.Name, func(string) bool { return true })
+
+	set, err := az.vmss.Get(f.ctx, f.ns, amp.Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.SKU.Capacity = ptr.To[int64](3)
+	p, err := az.vmss.BeginCreateOrUpdate(f.ctx, f.ns, amp.Name, set.VirtualMachineScaleSet, nil)
+	if err == nil {
+		_, err = p.PollUntilDone(f.ctx, nil)
+	}
+	if err != nil {
+		t.Fatalf("scaling the scale set to 3 outside winkube: %v", err)
+	}
+	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,1,2" {
+		t.Fatalf("instances %s after the scale-out, want 0,1,2", got)
+	}
+	// Something wakes the pool (here a label of its own).
+	f.touchPool(amp)
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err.Error()
+		}
+		if got := az.instances(f.ns, amp.Name); len(got) != 2 {
+			return fmt.Sprintf("instances %s for 2 replicas; pool Ready %+v", instanceIDs(got), conditions.Get(amp, controllers.ReadyCondition))
+		}
+		return ""
+	})
+	f.waitPool(amp, 2)
+}
+
+// TestPoolDeletesANewInstanceThroughItsMachine: an instance chosen for
+// deletion whose Machine Cluster API has made, but whose object does not
+// name it yet, goes through that Machine (so that Cluster API drains its
+// node first), not by its object deleted under it. The test plays Cluster
+// API's Machine controller: it holds the Machine with its finalizer, and
+// deletes the object only once the Machine is being deleted.
+func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
+	stop := startControllers(t, armCfg)
+	defer stop()
+	az := newAzure(t, armCfg)
+	f := newCluster(t, "through")
+	f.waitClusterProvisioned(time.Minute)
+	mp, amp := f.newPool("through-pool-abcde", 2, false)
+	f.waitPool(amp, 2)
+	f.joinPool(amp.Name, func(string) bool { return true })
+
+	f.setPoolReplicas(mp, 3)
+	fresh := amp.Name + "-2"
+	pm := &infrav1.AzureMachinePoolMachine{}
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: fresh}, pm); err != nil {
+			return fmt.Sprintf("instances %s; object %s: %v", instanceIDs(az.instances(f.ns, amp.Name)), fresh, err)
+		}
+		return ""
+	})
+	const held = "test.winkube.dev/machine-controller"
+	f.edit(pm, func() { controllerutil.AddFinalizer(pm, held) })
+	m := f.makeInstanceMachine(amp.Name, fresh)
+	f.edit(m, func() { controllerutil.AddFinalizer(m, held) })
+
+	// The scale-down chooses the new instance, whose node is not Ready.
+	f.setPoolReplicas(mp, 2)
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(pm), pm); err != nil {
+			return err.Error()
+		}
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			return err.Error()
+		}
+		if !pm.DeletionTimestamp.IsZero() {
+			t.Fatalf("the pool deleted %s under its Machine (Machine being deleted: %t)", fresh, !m.DeletionTimestamp.IsZero())
+		}
+		if m.DeletionTimestamp.IsZero() {
+			return "the chosen instance's Machine is not being deleted"
+		}
+		return ""
+	})
+	// Cluster API's Machine controller deletes the object, then lets the
+	// Machine go once the object is gone.
+	if err := env.Client.Delete(f.ctx, pm); err != nil {
+		t.Fatal(err)
+	}
+	f.edit(pm, func() { controllerutil.RemoveFinalizer(pm, held) })
+	waitGone(t, pm)
+	f.edit(m, func() { controllerutil.RemoveFinalizer(m, held) })
+	f.waitPool(amp, 2)
+	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,1" {
+		t.Errorf("instances %s, want 0,1: the new instance chosen", got)
+	}
+}
+
+// edit reads obj again and updates it with change, until no one else wrote
+// it meanwhile.
+func (f *fixture) edit(obj client.Object, change func()) {
+	f.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change()
+		return env.Client.Update(f.ctx, obj)
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// setPoolReplicas sets the MachinePool's replicas.
+func (f *fixture) setPoolReplicas(mp *clusterv1.MachinePool, n int32) {
+	f.t.Helper()
+	f.edit(mp, func() { mp.Spec.Replicas = ptr.To(n) })
+}
+
+// touchPool wakes the pool with a label of its own.
+func (f *fixture) touchPool(amp *infrav1.AzureMachinePool) {
+	f.t.Helper()
+	f.edit(amp, func() { amp.Labels["winkube.dev/touched"] = "true" })
+}
