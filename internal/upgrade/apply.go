@@ -245,4 +245,3 @@ func yamlOf(obj client.Object) (string, error) {
 	}
 	return "# new template: kubectl apply -f <this file>\n" + strings.Join(out, "\n") + "---\n", nil
 }
-

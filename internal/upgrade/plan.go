@@ -437,7 +437,9 @@ func (pl *planner) referenceImages(ctx context.Context) {
 	for k := range users {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return string(keys[i].os)+string(keys[i].win) < string(keys[j].os)+string(keys[j].win) })
+	sort.Slice(keys, func(i, j int) bool {
+		return string(keys[i].os)+string(keys[i].win) < string(keys[j].os)+string(keys[j].win)
+	})
 	if pl.o.Images == nil {
 		if len(keys) > 0 {
 			pl.p.add(CheckReferenceImage, doctor.Warning, "", "the reference images of "+pl.o.target.String()+" were not looked up (no image catalog given)",
