@@ -281,7 +281,12 @@ func build(ctx context.Context, o *Options) (*Plan, error) {
 			fmt.Sprintf("set spec.topology.version to %s on the Cluster; pin windowsServerVersion in the Windows classes' AzureMachineTemplates first", o.target))
 		return p, nil
 	}
+	// What the control plane runs: its lowest machine's version (the
+	// spec's is where it is going).
 	p.From = s.kcp.Spec.Version
+	if s.kcp.Status.Version != "" {
+		p.From = s.kcp.Status.Version
+	}
 	pl := &planner{o: o, s: s, p: p}
 	pl.skew()
 	pl.referenceImages(ctx)
@@ -615,7 +620,7 @@ func (pl *planner) drainTimeouts() {
 func (pl *planner) steps() error {
 	t := pl.o.Target
 	kcp := pl.s.kcp
-	pl.p.Steps = append(pl.p.Steps, Step{Kind: "KubeadmControlPlane", Name: kcp.Name, OS: "linux", From: kcp.Spec.Version, obj: kcp,
+	pl.p.Steps = append(pl.p.Steps, Step{Kind: "KubeadmControlPlane", Name: kcp.Name, OS: "linux", From: pl.p.From, obj: kcp,
 		Manifest: patchDoc("KubeadmControlPlane", controlplanev1.GroupVersion.String(), kcp.Namespace, kcp.Name, "  version: "+t+"\n")})
 	for _, windows := range []bool{false, true} {
 		for _, po := range pl.s.mds {
