@@ -82,9 +82,9 @@ func (o *Options) Validate() error {
 	if o.ClusterName == "" || o.Namespace == "" {
 		return errors.New("name the cluster and its namespace in the management cluster")
 	}
-	v, err := images.ParseVersion(o.Target)
-	if err != nil || !strings.HasPrefix(o.Target, "v") {
-		return fmt.Errorf("--to %q: give the Kubernetes version as vMAJOR.MINOR.PATCH, such as v1.36.3", o.Target)
+	v, err := ParseTarget(o.Target)
+	if err != nil {
+		return err
 	}
 	o.target = v
 	if o.Progress == nil {
@@ -97,6 +97,15 @@ func (o *Options) Validate() error {
 		o.PollInterval = 5 * time.Second
 	}
 	return nil
+}
+
+// ParseTarget reads a target version, vMAJOR.MINOR.PATCH.
+func ParseTarget(s string) (images.Version, error) {
+	v, err := images.ParseVersion(s)
+	if err != nil || !strings.HasPrefix(s, "v") {
+		return v, fmt.Errorf("--to %q: give the Kubernetes version as vMAJOR.MINOR.PATCH, such as v1.36.3", s)
+	}
+	return v, nil
 }
 
 // Step is one change of the upgrade, in the order it is made.
