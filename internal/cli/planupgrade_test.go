@@ -55,7 +55,7 @@ func TestPlanUpgradeOnALocalWorld(t *testing.T) {
 				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(x), x); err != nil {
 					t.Fatal(err)
 				}
-				x.Status.Version, x.Status.Versions = "v1.35.4", []clusterv1.StatusVersion{{Version: "v1.35.4", Replicas: 1}}
+				x.Status.Versions = []clusterv1.StatusVersion{{Version: "v1.35.4", Replicas: 1}}
 				if err := env.Client.Status().Update(ctx, x); err != nil {
 					t.Fatal(err)
 				}

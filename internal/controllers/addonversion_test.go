@@ -89,7 +89,6 @@ func TestAddonsFollowTheControlPlaneVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 		kcp.Status.Versions = []clusterv1.StatusVersion{{Version: v, Replicas: 1}}
-		kcp.Status.Version = v
 		if err := c.Status().Update(ctx, kcp); err != nil {
 			t.Fatal(err)
 		}

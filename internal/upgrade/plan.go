@@ -293,8 +293,8 @@ func build(ctx context.Context, o *Options) (*Plan, error) {
 	// What the control plane runs: its lowest machine's version (the
 	// spec's is where it is going).
 	p.From = s.kcp.Spec.Version
-	if s.kcp.Status.Version != "" {
-		p.From = s.kcp.Status.Version
+	if low := lowest(s.kcp.Status.Versions); low != "" {
+		p.From = low
 	}
 	pl := &planner{o: o, s: s, p: p}
 	pl.skew()
@@ -354,8 +354,8 @@ func (pl *planner) skew() {
 	obj := "KubeadmControlPlane/" + kcp.Namespace + "/" + kcp.Name
 	// The control plane's version is its lowest machine's while it rolls.
 	cur := kcp.Spec.Version
-	if kcp.Status.Version != "" && kcp.Spec.Version != pl.o.Target {
-		cur = kcp.Status.Version
+	if low := lowest(kcp.Status.Versions); low != "" && kcp.Spec.Version != pl.o.Target {
+		cur = low
 	}
 	cv, err := images.ParseVersion(cur)
 	if err != nil {
@@ -390,6 +390,18 @@ func (pl *planner) skew() {
 				"replace the node (its pool's version) before the control plane moves")
 		}
 	}
+}
+
+// lowest is the oldest version machines run ("" when none is reported).
+func lowest(vs []clusterv1.StatusVersion) string {
+	out, low := "", images.Version{}
+	for _, v := range vs {
+		pv, err := images.ParseVersion(v.Version)
+		if err == nil && (out == "" || newer(low, pv)) {
+			out, low = v.Version, pv
+		}
+	}
+	return out
 }
 
 func versions(vs []clusterv1.StatusVersion) string {

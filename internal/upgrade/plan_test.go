@@ -83,7 +83,7 @@ func (f *fixture) setStatus(obj client.Object, version string) {
 	case *controlplanev1.KubeadmControlPlane:
 		n := *x.Spec.Replicas
 		x.Status.ObservedGeneration, x.Status.Replicas, x.Status.ReadyReplicas, x.Status.UpToDateReplicas = x.Generation, &n, &n, &n
-		x.Status.Versions, x.Status.Version = []clusterv1.StatusVersion{{Version: version, Replicas: n}}, version
+		x.Status.Versions = []clusterv1.StatusVersion{{Version: version, Replicas: n}}
 	case *clusterv1.MachineDeployment:
 		n := *x.Spec.Replicas
 		x.Status.ObservedGeneration, x.Status.Replicas, x.Status.ReadyReplicas, x.Status.UpToDateReplicas = x.Generation, &n, &n, &n
