@@ -30,7 +30,7 @@ func newPlanCommand() *cobra.Command {
 			return badInputf(cmd, "name what to plan: winkube plan windows-upgrade --to 2022")
 		},
 	}
-	cmd.AddCommand(newPlanWindowsUpgradeCommand())
+	cmd.AddCommand(newPlanWindowsUpgradeCommand(), newPlanUpgradeCommand())
 	return cmd
 }
 

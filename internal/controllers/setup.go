@@ -70,6 +70,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.PoolBootstrapTimeout, boot: bootstrapWatch{slots: slots}}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
+	if err := (&AddonVersionReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}).SetupWithManager(mgr, opts); err != nil {
+		return err
+	}
 	for _, kind := range []string{"AzureMachineTemplate", "AzureMachinePool", "AzureMachine"} {
 		if err := (&AzureJSONReconciler{Client: mgr.GetClient(), Kind: kind, TenantID: o.TenantID, Credentials: ids.azureJSONCredentials(o.TenantID), IdentityClientID: ids.userAssignedClientID}).SetupWithManager(mgr, opts); err != nil {
 			return err

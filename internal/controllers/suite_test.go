@@ -67,6 +67,8 @@ func TestMain(m *testing.M) {
 		CRDDirectoryPaths: []string{
 			filepath.Join(root, "config", "crd"),
 			filepath.Join(root, "config", "capi", "core-v1beta2"),
+			filepath.Join(root, "config", "capi", "controlplane-kubeadm-v1beta2"),
+			filepath.Join(root, "config", "capi", "addons-v1beta2"),
 		},
 		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook")}},
 	}

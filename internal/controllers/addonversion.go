@@ -1,0 +1,202 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	events "k8s.io/client-go/tools/record"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/winkube/winkube/internal/flavors"
+	"github.com/winkube/winkube/internal/images"
+)
+
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kubeadmcontrolplanes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=addons.cluster.x-k8s.io,resources=clusterresourcesets,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;update
+
+// AddonsFollowedReason is the Event of a Cluster whose version-bound
+// add-ons were moved to its control plane's version.
+const AddonsFollowedReason = "AddonsFollowVersion"
+
+// AddonVersionReconciler keeps a Cluster's version-bound add-ons (the
+// Windows kube-proxy and the cloud controller and node managers, which the
+// flavors and the clusterctl templates deliver as ClusterResourceSet
+// ConfigMaps) at its control plane's version. KubeadmControlPlane moves
+// only the Linux kube-proxy, once every control-plane Machine runs the new
+// version (sigs.k8s.io/cluster-api v1.14.2 controlplane/kubeadm/pkg/
+// workload_cluster.go, UpdateKubeProxyImageInfo); this does the same for
+// the rest at the same moment, and the sets' Reconcile strategy applies
+// the changed ConfigMaps to the workload cluster.
+type AddonVersionReconciler struct {
+	Client client.Client
+	// Reader reads what the manager does not cache (ConfigMaps,
+	// ClusterResourceSets, the control plane).
+	Reader   client.Reader
+	Recorder events.EventRecorder
+}
+
+var kcpGK = schema.GroupKind{Group: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane"}
+
+// SetupWithManager registers the controller: on Clusters, and on
+// KubeadmControlPlanes when Cluster API's control-plane provider is
+// installed (a management cluster may run another one; its Cluster's
+// status changes when its control plane's do).
+func (r *AddonVersionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.Reader == nil {
+		r.Reader = mgr.GetAPIReader()
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorderFor("addonversion-controller")
+	}
+	b := ctrl.NewControllerManagedBy(mgr).For(&clusterv1.Cluster{})
+	if _, err := mgr.GetRESTMapper().RESTMapping(kcpGK, controlplanev1.GroupVersion.Version); err == nil {
+		b = b.Watches(&controlplanev1.KubeadmControlPlane{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfControlPlane))
+	} else if !meta.IsNoMatchError(err) {
+		return err
+	}
+	return b.WithOptions(opts).Named("addonversion").Complete(r)
+}
+
+// clustersOfControlPlane are the Clusters whose controlPlaneRef names it.
+func (r *AddonVersionReconciler) clustersOfControlPlane(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &clusterv1.ClusterList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, c := range list.Items {
+		ref := c.Spec.ControlPlaneRef
+		if ref.Name == o.GetName() && ref.Kind == kcpGK.Kind && ref.APIGroup == kcpGK.Group {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+		}
+	}
+	return out
+}
+
+// Reconcile moves the Cluster's version-bound add-ons to its control
+// plane's version once the control plane has rolled out.
+func (r *AddonVersionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cluster := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !cluster.DeletionTimestamp.IsZero() || (cluster.Spec.Paused != nil && *cluster.Spec.Paused) || !cluster.Spec.ControlPlaneRef.IsDefined() {
+		return ctrl.Result{}, nil
+	}
+	v, ok, err := r.rolledOutVersion(ctx, cluster)
+	if err != nil || !ok {
+		return ctrl.Result{}, err
+	}
+	sets := &addonsv1.ClusterResourceSetList{}
+	if err := r.Reader.List(ctx, sets, client.InNamespace(cluster.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the ClusterResourceSets of namespace %s: %w", cluster.Namespace, err)
+	}
+	for i := range sets.Items {
+		set := &sets.Items[i]
+		sel, err := metav1.LabelSelectorAsSelector(&set.Spec.ClusterSelector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(cluster.Labels)) {
+			continue
+		}
+		for _, res := range set.Spec.Resources {
+			// Only the cluster's own ConfigMaps (<cluster>-<add-on>, as the
+			// flavors and the clusterctl templates name them): a ConfigMap
+			// shared by clusters of other versions is left to its owner.
+			if res.Kind != "ConfigMap" || !strings.HasPrefix(res.Name, cluster.Name+"-") {
+				continue
+			}
+			if err := r.follow(ctx, cluster, res.Name, v); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// rolledOutVersion is the control plane's version once all its machines
+// run it (status.versions holds only spec.version; status.version, the
+// lowest, for providers without versions).
+func (r *AddonVersionReconciler) rolledOutVersion(ctx context.Context, cluster *clusterv1.Cluster) (images.Version, bool, error) {
+	ref := cluster.Spec.ControlPlaneRef
+	cp := &unstructured.Unstructured{}
+	cp.SetGroupVersionKind(schema.GroupVersionKind{Group: ref.APIGroup, Kind: ref.Kind})
+	mapping, err := r.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+	if err != nil {
+		return images.Version{}, false, fmt.Errorf("the Cluster's control plane kind %s.%s: %w", ref.Kind, ref.APIGroup, err)
+	}
+	cp.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, cp); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			// Not there yet, or a provider the manager may not read.
+			log.FromContext(ctx).V(1).Info("cannot read the control plane", "error", err.Error())
+			return images.Version{}, false, nil
+		}
+		return images.Version{}, false, err
+	}
+	want, _, _ := unstructured.NestedString(cp.Object, "spec", "version")
+	if want == "" {
+		return images.Version{}, false, nil
+	}
+	versions, found, _ := unstructured.NestedSlice(cp.Object, "status", "versions")
+	if found {
+		if len(versions) != 1 {
+			return images.Version{}, false, nil
+		}
+		if m, ok := versions[0].(map[string]any); !ok || m["version"] != want {
+			return images.Version{}, false, nil
+		}
+	} else if got, _, _ := unstructured.NestedString(cp.Object, "status", "version"); got != want {
+		return images.Version{}, false, nil
+	}
+	v, err := images.ParseVersion(want)
+	if err != nil {
+		return images.Version{}, false, nil //nolint:nilerr // the control plane's webhook owns its version's form
+	}
+	return v, true, nil
+}
+
+// follow rewrites one ConfigMap's version-bound images; the update is
+// guarded by its resourceVersion, so a concurrent edit is read again.
+func (r *AddonVersionReconciler) follow(ctx context.Context, cluster *clusterv1.Cluster, name string, v images.Version) error {
+	cm := &corev1.ConfigMap{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: name}, cm); err != nil {
+		return client.IgnoreNotFound(err) // the set waits for it too
+	}
+	var moved []string
+	for k, doc := range cm.Data {
+		out, changes, err := flavors.FollowVersion(doc, v)
+		if err != nil {
+			r.Recorder.Eventf(cluster, corev1.EventTypeWarning, AddonsFollowedReason,
+				"ConfigMap %s: %v; set the image in the ConfigMap yourself, or upgrade to a version it has", name, err)
+		}
+		for _, c := range changes {
+			moved = append(moved, c.From+" -> "+c.To)
+		}
+		cm.Data[k] = out
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	if err := r.Client.Update(ctx, cm); err != nil {
+		return fmt.Errorf("moving ConfigMap %s/%s to Kubernetes %s: %w", cm.Namespace, name, v, err)
+	}
+	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, AddonsFollowedReason, "ConfigMap %s follows the control plane to %s: %s", name, v, strings.Join(moved, ", "))
+	return nil
+}

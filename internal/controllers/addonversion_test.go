@@ -1,0 +1,160 @@
+package controllers_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/controllers"
+	"github.com/winkube/winkube/internal/flavors"
+	"github.com/winkube/winkube/internal/poll"
+)
+
+// TestAddonsFollowTheControlPlaneVersion: a cluster made by the windows
+// flavor at v1.35.4 whose KubeadmControlPlane moves to v1.36.3 gets its
+// kube-proxy-windows and cloud-provider-azure ConfigMaps re-rendered to
+// v1.36.3's images once every control-plane machine runs it (as Cluster
+// API moves the Linux kube-proxy), not while the rollout is under way;
+// the CNI's ConfigMap and another cluster's stay as they were.
+func TestAddonsFollowTheControlPlaneVersion(t *testing.T) {
+	ctx := context.Background()
+	c := env.Client
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "addonversion-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := flavors.Generate(flavors.Windows, flavors.Options{ClusterName: "up", Namespace: ns.Name, KubernetesVersion: "v1.35.4",
+		WindowsVersion: infrav1.WindowsServer2022, LinuxNodes: 1, WindowsNodes: 1, Location: "westeurope",
+		SubscriptionID: "00000000-0000-0000-0000-000000000001", SSHPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cluster *clusterv1.Cluster
+	var kcp *controlplanev1.KubeadmControlPlane
+	for _, o := range objs {
+		switch x := o.(type) {
+		case *clusterv1.Cluster:
+			cluster = x
+		case *controlplanev1.KubeadmControlPlane:
+			kcp = x
+		}
+	}
+	// The add-on sets and their ConfigMaps, the Cluster and its control
+	// plane, as clusterctl would apply them (the Cluster paused: no
+	// Cluster API controller runs here).
+	for _, o := range objs {
+		switch o.(type) {
+		case *corev1.ConfigMap, *clusterv1.Cluster, *controlplanev1.KubeadmControlPlane, *addonsv1.ClusterResourceSet:
+		default:
+			continue
+		}
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	// Another cluster's ConfigMap of the same content, in a set that
+	// selects it too: not this cluster's to move.
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared-kube-proxy-windows", Namespace: ns.Name}}
+	key := client.ObjectKey{Namespace: ns.Name, Name: "up-kube-proxy-windows"}
+	mine := &corev1.ConfigMap{}
+	if err := c.Get(ctx, key, mine); err != nil {
+		t.Fatal(err)
+	}
+	other.Data = mine.Data
+	if err := c.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	set := &addonsv1.ClusterResourceSet{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "up-kube-proxy-windows"}, set); err != nil {
+		t.Fatal(err)
+	}
+	set.Spec.Resources = append(set.Spec.Resources, addonsv1.ResourceRef{Kind: "ConfigMap", Name: other.Name})
+	if err := c.Update(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	setStatus := func(v string) {
+		t.Helper()
+		if err := c.Get(ctx, client.ObjectKeyFromObject(kcp), kcp); err != nil {
+			t.Fatal(err)
+		}
+		kcp.Status.Versions = []clusterv1.StatusVersion{{Version: v, Replicas: 1}}
+		if err := c.Status().Update(ctx, kcp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setStatus("v1.35.4")
+	cni := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "up-calico-windows"}, cni); err != nil {
+		t.Fatal(err)
+	}
+
+	// The rollout starts: one machine of each version.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(kcp), kcp); err != nil {
+		t.Fatal(err)
+	}
+	kcp.Spec.Version = "v1.36.3"
+	if err := c.Update(ctx, kcp); err != nil {
+		t.Fatal(err)
+	}
+	kcp.Status.Versions = []clusterv1.StatusVersion{{Version: "v1.35.4", Replicas: 1}, {Version: "v1.36.3", Replicas: 1}}
+	if err := c.Status().Update(ctx, kcp); err != nil {
+		t.Fatal(err)
+	}
+	// A reconcile while the rollout is under way leaves the old images.
+	r := &controllers.AddonVersionReconciler{Client: c, Reader: c, Recorder: record.NewFakeRecorder(10)}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cluster)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, key, mine); err != nil {
+		t.Fatal(err)
+	}
+	if doc := mine.Data["kube-proxy-windows.yaml"]; !strings.Contains(doc, "kube-proxy:v1.35.4-calico-hostprocess") {
+		t.Fatalf("kube-proxy-windows moved before the control plane rolled out:\n%s", doc)
+	}
+
+	stop := startControllers(t, armCfg)
+	defer stop()
+	setStatus("v1.36.3")
+	ccm, cnm, _ := flavors.CloudProviderAzureImages(36)
+	poll.Until(t, 30*time.Second, func() string {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, key, cm); err != nil {
+			return err.Error()
+		}
+		if doc := cm.Data["kube-proxy-windows.yaml"]; !strings.Contains(doc, "image: docker.io/sigwindowstools/kube-proxy:v1.36.3-calico-hostprocess") {
+			return "kube-proxy-windows still runs: " + doc[strings.Index(doc, "image:"):][:80]
+		}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "up-cloud-provider-azure"}, cm); err != nil {
+			return err.Error()
+		}
+		doc := cm.Data["cloud-provider-azure.yaml"]
+		if !strings.Contains(doc, "image: "+ccm) || !strings.Contains(doc, "image: "+cnm) || strings.Contains(doc, "v1.35.") {
+			return "cloud-provider-azure is not at " + ccm + " and " + cnm
+		}
+		return ""
+	})
+	if err := c.Get(ctx, client.ObjectKeyFromObject(other), other); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(other.Data["kube-proxy-windows.yaml"], "v1.35.4-calico-hostprocess") {
+		t.Error("another cluster's ConfigMap moved with this cluster")
+	}
+	after := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cni), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != cni.ResourceVersion {
+		t.Error("the CNI's ConfigMap, which no version binds, was rewritten")
+	}
+}

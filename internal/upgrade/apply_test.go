@@ -1,0 +1,171 @@
+package upgrade_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/upgrade"
+)
+
+// syncBuffer is the progress a test reads while Run writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (f *fixture) kcpVersion() (string, int64) {
+	k := &controlplanev1.KubeadmControlPlane{}
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(f.kcp), k); err != nil {
+		f.t.Fatal(err)
+	}
+	return k.Spec.Version, k.Generation
+}
+
+func (f *fixture) mdVersion(name string) string {
+	md := &clusterv1.MachineDeployment{}
+	if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, md); err != nil {
+		f.t.Fatal(err)
+	}
+	return md.Spec.Template.Spec.Version
+}
+
+func (f *fixture) run(ctx context.Context, progress *syncBuffer) chan error {
+	o := f.options("v1.36.3")
+	o.Progress, o.PollInterval = progress, 20*time.Millisecond
+	done := make(chan error, 1)
+	go func() {
+		_, err := upgrade.Run(ctx, o)
+		done <- err
+	}()
+	return done
+}
+
+// TestApplyRollsInOrderAndResumes: the control plane first, the Linux pool
+// once the control plane is Ready on the target, the Windows pool once the
+// Linux one is; interrupted while it waits for the control plane, a second
+// run does not change it again but waits and goes on.
+func TestApplyRollsInOrderAndResumes(t *testing.T) {
+	f := newFixture(t, "v1.35.4", infrav1.WindowsServer2022)
+	progress := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := f.run(ctx, progress)
+	poll.Until(t, 30*time.Second, func() string {
+		if v, _ := f.kcpVersion(); v != "v1.36.3" {
+			return "the control plane is at " + v
+		}
+		return ""
+	})
+	if v := f.mdVersion(linuxMD); v != "v1.35.4" {
+		t.Fatalf("the Linux pool moved to %s before the control plane rolled out", v)
+	}
+	cancel()
+	err := <-done
+	var se *upgrade.StepError
+	if !errors.As(err, &se) || se.Number != 1 || !strings.Contains(err.Error(), "run the upgrade to v1.36.3 again: it continues from this step") {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	_, gen := f.kcpVersion()
+
+	progress = &syncBuffer{}
+	done = f.run(context.Background(), progress)
+	poll.Until(t, 30*time.Second, func() string {
+		if !strings.Contains(progress.String(), "spec.version is v1.36.3 already") {
+			return "the second run has not found the control plane's change: " + progress.String()
+		}
+		return ""
+	})
+	if v := f.mdVersion(linuxMD); v != "v1.35.4" {
+		t.Fatalf("the Linux pool moved to %s before the control plane rolled out", v)
+	}
+	f.setStatus(f.kcp, "v1.36.3")
+	poll.Until(t, 30*time.Second, func() string {
+		if v := f.mdVersion(linuxMD); v != "v1.36.3" {
+			return "the Linux pool is at " + v
+		}
+		return ""
+	})
+	if v := f.mdVersion(windowsMD); v != "v1.35.4" {
+		t.Fatalf("the Windows pool moved to %s before the Linux pool rolled out", v)
+	}
+	f.setStatus(&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: linuxMD}}, "v1.36.3")
+	poll.Until(t, 30*time.Second, func() string {
+		if v := f.mdVersion(windowsMD); v != "v1.36.3" {
+			return "the Windows pool is at " + v
+		}
+		return ""
+	})
+	f.setStatus(&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: windowsMD}}, "v1.36.3")
+	if err := <-done; err != nil {
+		t.Fatalf("second run: %v\n%s", err, progress)
+	}
+	if _, g := f.kcpVersion(); g != gen {
+		t.Errorf("the second run changed the control plane again (generation %d -> %d)", gen, g)
+	}
+	out := progress.String()
+	for _, line := range []string{"[1/3] KubeadmControlPlane up-control-plane (linux): v1.35.4 -> v1.36.3", "[2/3] MachineDeployment up-md-0 (linux)",
+		"[3/3] MachineDeployment up-md-win (windows)", "[3/3] MachineDeployment up-md-win: every machine runs v1.36.3 and is Ready", "runs v1.36.3"} {
+		if !strings.Contains(out, line) {
+			t.Errorf("progress lacks %q:\n%s", line, out)
+		}
+	}
+	t.Log("\n" + out)
+}
+
+// TestApplyStopsAtTheFirstFailure: a control plane that does not roll out
+// in time stops the upgrade there, saying what it waited for and how to
+// go on; the pools are not touched.
+func TestApplyStopsAtTheFirstFailure(t *testing.T) {
+	f := newFixture(t, "v1.35.4", infrav1.WindowsServer2022)
+	o := f.options("v1.36.3")
+	o.PollInterval, o.StepTimeout = 20*time.Millisecond, time.Second
+	_, err := upgrade.Run(context.Background(), o)
+	var se *upgrade.StepError
+	if !errors.As(err, &se) || se.Step.Kind != "KubeadmControlPlane" {
+		t.Fatalf("got %v, want the control plane's step to fail", err)
+	}
+	for _, want := range []string{"step 1/3, KubeadmControlPlane up-control-plane to v1.36.3", "not rolled out after 1s", "run the upgrade to v1.36.3 again"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if v := f.mdVersion(linuxMD); v != "v1.35.4" {
+		t.Errorf("the Linux pool moved to %s after the control plane failed", v)
+	}
+}
+
+// TestApplyRefusesAPlanWithErrors: nothing changes when the plan has an
+// error (two minors at once).
+func TestApplyRefusesAPlanWithErrors(t *testing.T) {
+	f := newFixture(t, "v1.35.4", infrav1.WindowsServer2022)
+	err := upgrade.Apply(context.Background(), f.c, client.ObjectKey{Namespace: f.ns, Name: "up"}, "v1.37.0", nil)
+	if !errors.Is(err, upgrade.ErrPlanHasErrors) || !strings.Contains(err.Error(), "one minor at a time") {
+		t.Fatalf("got %v, want the plan's errors", err)
+	}
+	if v, _ := f.kcpVersion(); v != "v1.35.4" {
+		t.Errorf("the control plane moved to %s", v)
+	}
+}
