@@ -7,8 +7,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/localworld"
@@ -22,7 +25,7 @@ func newNodeCommand() *cobra.Command {
 		Use:   "node",
 		Short: "Join a Windows Server machine winkube did not create to a cluster, or remove it",
 	}
-	cmd.AddCommand(newNodeJoinCommand())
+	cmd.AddCommand(newNodeJoinCommand(), newNodeLeaveCommand())
 	return cmd
 }
 
@@ -144,5 +147,51 @@ machine; otherwise (or with --print-script) it prints it.`,
 	f.DurationVar(&o.TokenTTL, "token-ttl", nodejoin.DefaultTokenTTL, "lifetime of the bootstrap token")
 	f.StringVar(&o.ContainerdVersion, "containerd-version", "", "containerd release to install (default: the one the cluster's Windows nodes of this release run, else "+nodejoin.DefaultContainerd+")")
 	f.BoolVar(&o.PrintScript, "print-script", false, "print the script (with a new token) instead of running it")
+	f.DurationVar(&o.Wait, "wait", 10*time.Minute, "with --ssh: how long to wait for the node to be Ready with kube-proxy and the CNI running before diagnosing it (0: do not wait)")
+	return cmd
+}
+
+func newNodeLeaveCommand() *cobra.Command {
+	cl := &doctorOptions{}
+	m := &machineSSH{}
+	drainTimeout := 5 * time.Minute
+	cmd := &cobra.Command{
+		Use:   "leave NODE",
+		Short: "Drain a node that 'node join' added, reset its machine and remove it from the cluster",
+		Long: `leave undoes 'winkube node join': it cordons the node, evicts its pods (not
+the DaemonSets' or static pods, as kubectl drain --ignore-daemonsets), then with
+--ssh runs kubeadm reset on the machine and removes the kubelet and containerd
+services and their files, deletes the Node, and deletes the bootstrap tokens
+'node join' made for it. Without --ssh the machine is left as it is.`,
+		Example: `  winkube node leave byo-win-1 --local winkube --ssh 127.0.0.50 -l Administrator`,
+		Args:    oneNode("leave"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl.cmd = cmd
+			if err := cl.resolveLocal(); err != nil {
+				return err
+			}
+			c, err := cl.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			cs, err := kubernetes.NewForConfig(c.workloadConfig)
+			if err != nil {
+				return err
+			}
+			var runner nodejoin.Runner
+			if m.address != "" {
+				conn, err := m.dial(cmd.Context(), args[0], cl.stateDir, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "winkube: "+s) })
+				if err != nil {
+					return fmt.Errorf("logging in to %s: %w", m.address, err)
+				}
+				defer conn.Close()
+				runner = conn
+			}
+			return nodejoin.Leave(cmd.Context(), cs, strings.ToLower(args[0]), runner, drainTimeout, cmd.ErrOrStderr())
+		},
+	}
+	cl.clusterFlags(cmd, "to reach the workload cluster through its kubeconfig Secret", "remove from")
+	m.addFlags(cmd)
+	cmd.Flags().DurationVar(&drainTimeout, "drain-timeout", drainTimeout, "how long to wait for the node's pods to be evicted")
 	return cmd
 }

@@ -8,6 +8,7 @@
 package nodejoin
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -41,6 +42,9 @@ type Options struct {
 	// PrintScript only prints the script (with a real token) and does not
 	// run it.
 	PrintScript bool
+	// Wait is how long the post-join check waits for the node to be Ready
+	// with its kube-proxy and CNI pods Running (0: no check).
+	Wait time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -93,6 +97,10 @@ type Result struct {
 	Findings []Finding
 	Plan     Plan
 	Script   string
+	// PostJoin are the post-join check's findings; Diagnosis is the tail
+	// of the machine's logs when the script or the check failed.
+	PostJoin  []Finding
+	Diagnosis string
 }
 
 // PreflightError is a preflight that found errors; nothing was created.
@@ -172,11 +180,36 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, runner Runner, out io
 		return res, nil
 	}
 	fmt.Fprintf(out, "winkube: running the join script on %s (its transcript: %s)\n", o.Node, TranscriptPath)
-	if err := runner.Run(EncodedCommand(res.Script), out, out); err != nil {
-		return res, fmt.Errorf("the join script failed on %s (its last lines above say which step and what to change; the transcript is %s): %w", o.Node, TranscriptPath, err)
+	var transcript bytes.Buffer
+	if err := runner.Run(EncodedCommand(res.Script), io.MultiWriter(out, &transcript), out); err != nil {
+		step, failure := FailedStep(transcript.String())
+		res.Diagnosis = Diagnose(runner, diagnosisLines)
+		fmt.Fprint(out, res.Diagnosis)
+		return res, fmt.Errorf("the join script failed on %s in step %s: %s: %w", o.Node, step, failure, err)
 	}
+	if o.Wait <= 0 {
+		return res, nil
+	}
+	fmt.Fprintf(out, "winkube: waiting up to %s for node %s to be Ready with kube-proxy and the CNI running\n", o.Wait, res.Plan.NodeName)
+	if res.PostJoin, err = WaitJoined(ctx, cs, res.Plan.NodeName, o.Wait); err != nil {
+		return res, err
+	}
+	if len(res.PostJoin) > 0 {
+		var msgs []string
+		for _, f := range res.PostJoin {
+			fmt.Fprintln(out, "winkube: post-join: "+f.String())
+			msgs = append(msgs, f.Problem)
+		}
+		res.Diagnosis = Diagnose(runner, diagnosisLines)
+		fmt.Fprint(out, res.Diagnosis)
+		return res, fmt.Errorf("node %s joined but is not working after %s: %s", res.Plan.NodeName, o.Wait, strings.Join(msgs, "; "))
+	}
+	fmt.Fprintf(out, "winkube: node %s is Ready, with kube-proxy and the CNI running\n", res.Plan.NodeName)
 	return res, nil
 }
+
+// diagnosisLines is how much of each log a diagnosis shows.
+const diagnosisLines = 20
 
 // EncodedCommand is the command line that runs script in Windows
 // PowerShell: -EncodedCommand takes the script as base64 of UTF-16LE, so
