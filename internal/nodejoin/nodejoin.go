@@ -185,7 +185,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, runner Runner, out io
 		step, failure := FailedStep(transcript.String())
 		res.Diagnosis = Diagnose(runner, diagnosisLines)
 		fmt.Fprint(out, res.Diagnosis)
-		return res, fmt.Errorf("the join script failed on %s in step %s: %s: %w", o.Node, step, failure, err)
+		where := "before its first step (the machine did not run it: see its shell's message above)"
+		if step != "" {
+			where = "in step " + step
+		}
+		if failure != "" {
+			where += ": " + failure
+		}
+		return res, fmt.Errorf("the join script failed on %s %s: %w", o.Node, where, err)
 	}
 	if o.Wait <= 0 {
 		return res, nil
