@@ -104,6 +104,11 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"version", "extra"}, []string{`"extra"`}},
 		// node access: refused before the management cluster is asked
 		{[]string{"ssh"}, []string{"MACHINE|NODE"}},
+		// node join
+		{[]string{"node", "join"}, []string{"MACHINE|NODE"}},
+		{[]string{"node", "join", "byo-win-1", "--windows-version", "2016"}, []string{"--windows-version", "2022"}},
+		{[]string{"node", "join", "byo-win-1", "--containerd-version", "v1.7.25"}, []string{"--containerd-version", "1.7.25"}},
+		{[]string{"node", "join", "byo-win-1", "--api-server", "10.0.0.4"}, []string{"--api-server", "host:port"}},
 		{[]string{"ssh", "node-a", "hostname"}, []string{"--"}},
 		{[]string{"ssh", "--state-dir", missingWorld, "node-a", "--", "hostname"}, []string{"--state-dir"}},
 		{[]string{"rdp"}, []string{"MACHINE|NODE"}},

@@ -43,7 +43,7 @@ func NewRootCommandFor(arg0 string) *cobra.Command {
 // pluginWords are the commands whose names in help texts and examples
 // become 'kubectl winkube ...' when run as kubectl's plugin; 'winkube up' and
 // the like stay, as those are the winkube binary's.
-var pluginWords = regexp.MustCompile(`\bwinkube (ssh|rdp|logs|generate|version|doctor|plan|images)\b`)
+var pluginWords = regexp.MustCompile(`\bwinkube (ssh|rdp|logs|generate|version|doctor|plan|images|node)\b`)
 
 func speakAsPlugin(c *cobra.Command) {
 	fix := func(s string) string {
@@ -89,6 +89,6 @@ Shell completion (flavors, versions, local worlds, machines and nodes):
 	}
 	root.AddCommand(forPlugin(newVersionCommand()), newEmulatorCommand(), incluster.NewManagerCommand(), forPlugin(newGenerateCommand()), incluster.NewAdmissionCommand(),
 		newUpCommand(), newDownCommand(), newBenchCommand(), forPlugin(newSSHCommand()), forPlugin(newRDPCommand()), forPlugin(newLogsCommand()),
-		forPlugin(newDoctorCommand()), forPlugin(newPlanCommand()), forPlugin(newRehearseCommand()), forPlugin(newImagesCommand()))
+		forPlugin(newDoctorCommand()), forPlugin(newPlanCommand()), forPlugin(newRehearseCommand()), forPlugin(newImagesCommand()), forPlugin(newNodeCommand()))
 	return root
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"golang.org/x/crypto/ssh"
 
@@ -113,5 +115,32 @@ func TestLinuxShellCommands(t *testing.T) {
 	}
 	if out, status := session(t, c, "powershell.exe", false, ""); status != exitNotFound || !strings.Contains(out, "cannot run") {
 		t.Errorf("powershell on Linux: %d %q", status, out)
+	}
+}
+
+// encode is PowerShell's -EncodedCommand form: base64 of UTF-16LE.
+func encode(s string) string {
+	var b []byte
+	for _, r := range utf16.Encode([]rune(s)) {
+		b = append(b, byte(r), byte(r>>8))
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// powershell -EncodedCommand runs the decoded command, as a real one does
+// (winkube node join sends its script so); a whole script is refused as
+// one, since the shell runs single commands only, never taken as an
+// interactive session that reads nothing and succeeds.
+func TestEncodedCommand(t *testing.T) {
+	c := serve(t, windowsMachine(t))
+	for _, flag := range []string{"-EncodedCommand", "-ec", "-e", "-enc"} {
+		if out, status := session(t, c, "powershell.exe -NoProfile -NonInteractive "+flag+" "+encode("hostname"), false, ""); status != 0 || out != "win-abcde\n" {
+			t.Errorf("powershell %s hostname: %d %q", flag, status, out)
+		}
+	}
+	script := "# a join script\n$ErrorActionPreference = 'Stop'\nhostname\n"
+	out, status := session(t, c, "powershell.exe -NoProfile -ExecutionPolicy Bypass -EncodedCommand "+encode(script), false, "")
+	if status != exitNotFound || !strings.Contains(out, "a script of 3 lines (# a join script ...)") {
+		t.Errorf("an encoded script: %d %q", status, out)
 	}
 }

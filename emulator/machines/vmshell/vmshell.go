@@ -10,6 +10,7 @@ package vmshell
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf16"
 
 	"golang.org/x/term"
 
@@ -106,6 +108,12 @@ func (m *Machine) Run(line string, out, errw io.Writer) int {
 	line = strings.TrimSpace(line)
 	if line == "" {
 		return 0
+	}
+	if n := strings.Count(line, "\n") + 1; n > 1 {
+		// A whole script (powershell -EncodedCommand's): the shell runs
+		// single commands only, and says so of the script as a whole.
+		first, _, _ := strings.Cut(line, "\n")
+		return m.refuse(fmt.Sprintf("a script of %d lines (%s ...)", n, strings.TrimSpace(first)), errw)
 	}
 	stages := strings.Split(line, "|")
 	args, err := split(stages[0])
@@ -462,8 +470,32 @@ func (m *Machine) Launch(line string) (sh sshd.Shell, command string, ok bool) {
 		if flags[key] {
 			return &sub, strings.Join(rest[i+1:], " "), true
 		}
+		if m.Disk.Windows && name != "cmd" && encodedCommandFlag(key) && i+1 < len(rest) {
+			return &sub, decodeCommand(rest[i+1]), true
+		}
 	}
 	return &sub, "", true
+}
+
+// encodedCommandFlag: PowerShell takes -EncodedCommand by any prefix that
+// is not ambiguous (-e, -en, -enc, ...) and by its alias -ec.
+func encodedCommandFlag(key string) bool {
+	return key == "-ec" || len(key) >= 2 && strings.HasPrefix("-encodedcommand", key)
+}
+
+// decodeCommand is -EncodedCommand's argument: base64 of the command's
+// UTF-16LE. A value that is not is left as it is, which the shell then
+// refuses as a command it cannot run.
+func decodeCommand(arg string) string {
+	raw, err := base64.StdEncoding.DecodeString(arg)
+	if err != nil || len(raw)%2 != 0 {
+		return arg
+	}
+	u := make([]uint16, len(raw)/2)
+	for i := range u {
+		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+	}
+	return string(utf16.Decode(u))
 }
 
 // Prompt is the shell's prompt for the user.

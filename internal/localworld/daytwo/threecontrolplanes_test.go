@@ -103,6 +103,8 @@ func TestThreeControlPlanes(t *testing.T) {
 	checkMoveOff2019(ctx, t, w, o, start)
 	checkWindowsLimits(ctx, t, w, o, start)
 	checkDiskVolume(ctx, t, w, start)
+	checkNodeJoin(ctx, t, w)
+	t.Logf("%6.1fs node join's token, CA hash and preflight work against the world's cluster; node leave removed the node", time.Since(start).Seconds())
 	checkRehearsedFailures(ctx, t, w, o, start)
 	if err := w.DeleteCluster(ctx); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/localworld"
+	"github.com/winkube/winkube/internal/nodeaccess"
+	"github.com/winkube/winkube/internal/nodejoin"
+	"github.com/winkube/winkube/internal/nodessh"
+)
+
+func newNodeCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Join a Windows Server machine winkube did not create to a cluster, or remove it",
+	}
+	cmd.AddCommand(newNodeJoinCommand(), newNodeLeaveCommand())
+	return cmd
+}
+
+// machineSSH are the flags that reach a machine no Cluster API object
+// describes: its own SSH address, no jump host.
+type machineSSH struct {
+	address, user, knownHosts string
+	identities                []string
+	noAgent                   bool
+}
+
+func (m *machineSSH) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&m.address, "ssh", "", "the machine's SSH address, HOST or HOST:PORT (Windows OpenSSH with PowerShell as its shell); without it the script is printed")
+	f.StringVarP(&m.user, "user", "l", nodessh.DefaultUser, "user to log in as (an Administrator)")
+	f.StringArrayVarP(&m.identities, "identity", "i", nil, "private key file to log in with (repeatable; default: ~/.ssh/id_ed25519, id_ecdsa, id_rsa, the local world's key and ssh-agent's keys)")
+	f.StringVar(&m.knownHosts, "known-hosts", "", "known-hosts file (default ~/.winkube/known_hosts, or the local world's)")
+	f.BoolVar(&m.noAgent, "no-agent", false, "do not offer ssh-agent's keys")
+}
+
+// dial logs in to the machine directly.
+func (m *machineSSH) dial(ctx context.Context, name, stateDir string, progress func(string)) (*nodessh.Conn, error) {
+	addr := m.address
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(addr, "22")
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	var defaults []string
+	if stateDir != "" {
+		defaults = append(defaults, filepath.Join(stateDir, localworld.SSHKeyFile))
+	}
+	signers, err := nodessh.LoadSigners(m.identities, append(defaults, nodessh.DefaultKeyFiles()...), !m.noAgent)
+	if err != nil {
+		return nil, err
+	}
+	kh := m.knownHosts
+	switch {
+	case kh == "" && stateDir != "":
+		kh = filepath.Join(stateDir, "known_hosts")
+	case kh == "":
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, errors.New("no home directory for the known-hosts file: pass --known-hosts")
+		}
+		kh = filepath.Join(home, ".winkube", "known_hosts")
+	}
+	t := &nodeaccess.Target{Hostname: name, Address: host, OS: infrav1.Windows, Direct: true, JumpHosts: []string{addr}}
+	return nodessh.Dial(ctx, t, nodessh.Options{User: m.user, Signers: signers, KnownHosts: &nodessh.KnownHosts{Path: kh}, Progress: progress})
+}
+
+func newNodeJoinCommand() *cobra.Command {
+	o := nodejoin.Options{}
+	cl := &doctorOptions{}
+	m := &machineSSH{}
+	win := string(infrav1.WindowsServer2022)
+	cmd := &cobra.Command{
+		Use:   "join MACHINE",
+		Short: "Prepare a Windows Server machine and join it to a kubeadm-based cluster",
+		Long: `join adds a Windows Server 2019, 2022 or 2025 machine that no Cluster API
+provider created to a kubeadm-based cluster (winkube's or any other), the path
+sig-windows-tools' PrepareNode.ps1 and kubeadm join walk by hand. MACHINE is
+its host name, which becomes the node's name.
+
+First a preflight on the cluster: kube-public/cluster-info and kubeadm's
+bootstrap bindings, the host name (15 characters at most, not a node yet), the
+Windows release against the Kubernetes version, a CNI that serves Windows
+(Calico with strictAffinity, or flannel VXLAN with VNI 4096 and port 4789) with
+its Windows DaemonSet, and kube-proxy-windows at the cluster's version. Each
+problem is printed with its fix, and nothing is created.
+
+Then it creates a bootstrap token as kubeadm token create does (24 hours by
+default) and renders the PowerShell script that checks the machine (host name,
+build, API server reachable, clock), installs the Containers feature, containerd
+(the cluster's Windows nodes' version), kubelet and kubeadm (the cluster's
+version, each verified by its published SHA-256), registers the kubelet service
+after containerd, opens the kubelet's port, excludes the CNI from Defender, and
+runs kubeadm join on containerd's pipe. With --ssh it runs the script on the
+machine; otherwise (or with --print-script) it prints it.`,
+		Example: `  winkube node join byo-win-1 --kubeconfig cluster.kubeconfig --windows-version 2022 --print-script > join.ps1
+  winkube node join byo-win-1 --local winkube --ssh 127.0.0.50 -l Administrator -i ~/.ssh/id_ed25519`,
+		Args: oneNode("join"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl.cmd = cmd
+			o.Node, o.WindowsVersion = args[0], infrav1.WindowsServerVersion(win)
+			if err := o.Validate(); err != nil {
+				return badInput(cmd, err)
+			}
+			if err := cl.resolveLocal(); err != nil {
+				return err
+			}
+			c, err := cl.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var runner nodejoin.Runner
+			if m.address != "" && !o.PrintScript {
+				conn, err := m.dial(cmd.Context(), o.Node, cl.stateDir, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "winkube: "+s) })
+				if err != nil {
+					return fmt.Errorf("logging in to %s: %w", m.address, err)
+				}
+				defer conn.Close()
+				runner = conn
+			}
+			res, err := nodejoin.Run(cmd.Context(), c.workloadConfig, o, runner, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if runner == nil {
+				_, err = fmt.Fprint(cmd.OutOrStdout(), res.Script)
+			}
+			return err
+		},
+	}
+	cl.clusterFlags(cmd, "to reach the workload cluster through its kubeconfig Secret", "join to")
+	m.addFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&win, "windows-version", win, "the machine's Windows Server release: 2019, 2022 or 2025")
+	f.StringVar(&o.APIServer, "api-server", "", "HOST:PORT of the API server as the machine reaches it (default: the server kube-public/cluster-info publishes)")
+	f.DurationVar(&o.TokenTTL, "token-ttl", nodejoin.DefaultTokenTTL, "lifetime of the bootstrap token")
+	f.StringVar(&o.ContainerdVersion, "containerd-version", "", "containerd release to install (default: the one the cluster's Windows nodes of this release run, else "+nodejoin.DefaultContainerd+")")
+	f.BoolVar(&o.PrintScript, "print-script", false, "print the script (with a new token) instead of running it")
+	f.DurationVar(&o.Wait, "wait", 10*time.Minute, "with --ssh: how long to wait for the node to be Ready with kube-proxy and the CNI running before diagnosing it (0: do not wait)")
+	return cmd
+}
+
+func newNodeLeaveCommand() *cobra.Command {
+	cl := &doctorOptions{}
+	m := &machineSSH{}
+	drainTimeout := 5 * time.Minute
+	cmd := &cobra.Command{
+		Use:   "leave NODE",
+		Short: "Drain a node that 'node join' added, reset its machine and remove it from the cluster",
+		Long: `leave undoes 'winkube node join': it cordons the node, evicts its pods (not
+the DaemonSets' or static pods, as kubectl drain --ignore-daemonsets), then with
+--ssh runs kubeadm reset on the machine and removes the kubelet and containerd
+services and their files, deletes the Node, and deletes the bootstrap tokens
+'node join' made for it. Without --ssh the machine is left as it is.`,
+		Example: `  winkube node leave byo-win-1 --local winkube --ssh 127.0.0.50 -l Administrator`,
+		Args:    oneNode("leave"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl.cmd = cmd
+			if err := cl.resolveLocal(); err != nil {
+				return err
+			}
+			c, err := cl.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			cs, err := kubernetes.NewForConfig(c.workloadConfig)
+			if err != nil {
+				return err
+			}
+			var runner nodejoin.Runner
+			if m.address != "" {
+				conn, err := m.dial(cmd.Context(), args[0], cl.stateDir, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "winkube: "+s) })
+				if err != nil {
+					return fmt.Errorf("logging in to %s: %w", m.address, err)
+				}
+				defer conn.Close()
+				runner = conn
+			}
+			return nodejoin.Leave(cmd.Context(), cs, strings.ToLower(args[0]), runner, drainTimeout, cmd.ErrOrStderr())
+		},
+	}
+	cl.clusterFlags(cmd, "to reach the workload cluster through its kubeconfig Secret", "remove from")
+	m.addFlags(cmd)
+	cmd.Flags().DurationVar(&drainTimeout, "drain-timeout", drainTimeout, "how long to wait for the node's pods to be evicted")
+	return cmd
+}
