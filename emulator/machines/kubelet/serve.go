@@ -126,17 +126,10 @@ func (r *podRun) openPorts(c *ctrRun) {
 	if r.net.run != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		if r.net.run(ctx, r.pod, c.spec, r.net.addr) {
-			// The program holds the ports: they are the container's for
-			// listening, and closing them ends the program.
-			for i, port := range portsOf(c.spec, img) {
-				stop := context.CancelFunc(func() {})
-				if i == 0 {
-					stop = cancel
-				}
-				c.servers = append(c.servers, ctrServer{port: port, stop: stop})
-			}
-			if len(c.servers) == 0 {
-				c.servers = append(c.servers, ctrServer{stop: cancel})
+			// The program holds the ports; closing them ends it.
+			c.servers = append(c.servers, ctrServer{stop: cancel})
+			for _, port := range portsOf(c.spec, img) {
+				c.servers = append(c.servers, ctrServer{port: port})
 			}
 			return
 		}
