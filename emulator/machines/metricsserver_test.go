@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/winkube/winkube/emulator/machines"
+	"github.com/winkube/winkube/emulator/registry"
 )
 
 // The metrics-server process acts as its pod's service account, with a
@@ -77,5 +79,20 @@ func TestMetricsServerRunsWithItsPodsArguments(t *testing.T) {
 	got = machines.MetricsServerArgs([]string{"--kubeconfig", "/etc/ms/kubeconfig"}, dir, addr, "/k/kubeconfig")
 	if j := strings.Join(got, " "); !strings.Contains(j, "--kubeconfig="+filepath.Join(dir, "fs", "etc/ms/kubeconfig")) || strings.Contains(j, "--kubeconfig=/k/") {
 		t.Errorf("the pod's own kubeconfig: %v", got)
+	}
+}
+
+// The program the runtime runs for the add-on's container is the release
+// its image names: hack/tools pins sigs.k8s.io/metrics-server at the
+// image's tag.
+func TestMetricsServerProgramIsTheImagesRelease(t *testing.T) {
+	mod, err := os.ReadFile(filepath.Join("..", "..", "hack", "tools", "metrics-server", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tag, _ := strings.Cut(registry.MetricsServerImage, ":")
+	pin := regexp.MustCompile(`(?m)^\s*sigs\.k8s\.io/metrics-server (\S+)`).FindSubmatch(mod)
+	if pin == nil || string(pin[1]) != tag {
+		t.Errorf("hack/tools/metrics-server/go.mod pins sigs.k8s.io/metrics-server %q, want %s, the tag of %s", pin, tag, registry.MetricsServerImage)
 	}
 }
