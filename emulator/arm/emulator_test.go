@@ -364,3 +364,25 @@ func TestAzureValidationErrors(t *testing.T) {
 	_, err = w.groups.CreateOrUpdate(w.ctx, "rg", armresources.ResourceGroup{Location: to.Ptr("eastus")}, nil)
 	azureCode(t, err, "InvalidResourceGroupLocation")
 }
+
+// Public IPs are handed out from PublicIPStart on, wrapping around the
+// pool: a local world starts each new world's addresses elsewhere in its
+// block, so that its API server is not where a kubectl cached an earlier
+// world's discovery.
+func TestPublicIPsStartWhereTold(t *testing.T) {
+	w := newWorld(t, func(o *arm.Options) {
+		o.PublicIPPool = netip.MustParsePrefix("127.5.0.0/16")
+		o.PublicIPStart = netip.MustParseAddr("127.5.255.253")
+	})
+	w.group("rg")
+	pips := must(w.net.NewPublicIPAddressesClient(), nil)
+	var got []string
+	for _, name := range []string{"a", "b", "c"} {
+		pip := done(pips.BeginCreateOrUpdate(w.ctx, "rg", name, armnetwork.PublicIPAddress{Location: to.Ptr(location)}, nil))
+		got = append(got, *pip.Properties.IPAddress)
+	}
+	// .255 is skipped, then the pool's beginning.
+	if strings.Join(got, " ") != "127.5.255.253 127.5.255.254 127.5.0.1" {
+		t.Errorf("public IPs %v, want 127.5.255.253, 127.5.255.254, then 127.5.0.1", got)
+	}
+}

@@ -397,12 +397,19 @@ func (s *Server) allocatePublicIP() (string, *armError) {
 		}
 	}
 	pool := s.opts.PublicIPPool
-	for a := pool.Addr().Next(); pool.Contains(a); a = a.Next() {
-		if b := a.As4(); b[3] == 0 || b[3] == 255 {
-			continue
-		}
-		if !used[a.String()] {
-			return a.String(), nil
+	start := pool.Addr().Next()
+	if pool.Contains(s.opts.PublicIPStart) {
+		start = s.opts.PublicIPStart
+	}
+	// From start to the pool's end, then from its beginning to start.
+	for _, r := range [][2]netip.Addr{{start, netip.Addr{}}, {pool.Addr().Next(), start}} {
+		for a := r[0]; pool.Contains(a) && a != r[1]; a = a.Next() {
+			if b := a.As4(); b[3] == 0 || b[3] == 255 {
+				continue
+			}
+			if !used[a.String()] {
+				return a.String(), nil
+			}
 		}
 	}
 	return "", errorf(http.StatusConflict, "PublicIPCountLimitReached", "Cannot create more than %d public IP addresses for this subscription in this region.", len(used))

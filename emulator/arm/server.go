@@ -72,6 +72,12 @@ type Options struct {
 	Catalog *Catalog
 	// PublicIPPool is where public IPs come from; 127.1.0.0/16 when unset.
 	PublicIPPool netip.Prefix
+	// PublicIPStart is the pool's address where handing out starts (the
+	// next free one from there, wrapping around the pool); the pool's
+	// first when unset. A local world starts each new world elsewhere, so
+	// that its API server is not at an address a client cached for an
+	// earlier one.
+	PublicIPStart netip.Addr
 	// OnChange, when set, is called after what Save writes may have
 	// changed (a write request was served, an operation moved on), without
 	// the emulator's lock held. It must return at once: a caller that keeps

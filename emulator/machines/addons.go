@@ -84,9 +84,6 @@ func (r *Runtime) componentHooks(m *machine, host, os string, pnode process.Node
 		if err != nil {
 			return err
 		}
-		if err := metricsServerStart(c); err != nil {
-			return err
-		}
 		if img != nil && img.Process != nil {
 			if err := startProcess(ctx, admin, m, pnode, pod, c, *img.Process); err != nil {
 				return err

@@ -35,8 +35,9 @@ func (r *Runtime) DialFromNode(ctx context.Context, nodeName, addr string) (net.
 // ServiceAccountConfig is how a modelled process reaches the API server.
 var ServiceAccountConfig = serviceAccountConfig
 
-// MetricsServerStart is what metrics-server does with its flags as it starts.
-var MetricsServerStart = metricsServerStart
+// MetricsServerArgs is the add-on container's command line as the real
+// metrics-server is started with it.
+var MetricsServerArgs = metricsServerArgs
 
 // AzureDiskProxyCheck is azureDiskProxyCheck, for its test.
 var AzureDiskProxyCheck = azureDiskProxyCheck

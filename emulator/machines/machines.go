@@ -442,7 +442,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		NetworkConfigured: cniConfigured(m), SetUpNetwork: cniAdd(m),
 		Installed: func(what map[string]bool) { r.setInstalled(m, what) },
 		Egress:    egress(am),
-		Serve:     r.modelledServers(m),
+		Run:       r.realPrograms(m),
 		CSIPlugin: r.csiPlugins(m),
 		Stopped:   func(uid types.UID) { r.stopSessions(m, uid) },
 		ExecProbe: r.execProbe(m),

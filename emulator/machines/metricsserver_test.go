@@ -2,7 +2,10 @@ package machines_test
 
 import (
 	"context"
-	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -12,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/winkube/winkube/emulator/machines"
-	"github.com/winkube/winkube/emulator/machines/kubelet"
+	"github.com/winkube/winkube/emulator/registry"
 )
 
 // The metrics-server process acts as its pod's service account, with a
@@ -52,19 +55,44 @@ func TestModelledProcessActsAsItsServiceAccount(t *testing.T) {
 	}
 }
 
-// metrics-server ends at once on flags its validation refuses, as the
-// real process panics with the error; other images are not its concern.
-func TestMetricsServerRefusesItsBadFlags(t *testing.T) {
-	bad := &corev1.Container{Image: "registry.k8s.io/metrics-server/metrics-server:v0.8.0", Args: []string{"--metric-resolution=5s"}}
-	var exited *kubelet.Exited
-	if err := machines.MetricsServerStart(bad); !errors.As(err, &exited) || exited.Code != 2 || !strings.Contains(exited.Message, "at least 10s") {
-		t.Errorf("a 5s resolution: %v", err)
+// The real metrics-server runs with the Deployment's own command line,
+// its container's paths and network moved where the process on the host
+// has them: the emptyDir at /tmp under the container's directory, the
+// pod's host address to bind, and the in-cluster credentials as a
+// kubeconfig; every other flag as the manifest writes it.
+func TestMetricsServerRunsWithItsPodsArguments(t *testing.T) {
+	dir := t.TempDir()
+	addr := netip.MustParseAddr("127.6.0.9")
+	manifest := []string{"--cert-dir=/tmp", "--secure-port=10250", "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+		"--kubelet-use-node-status-port", "--metric-resolution=15s", "--kubelet-insecure-tls", "--bind-address", "0.0.0.0"}
+	got := machines.MetricsServerArgs(append([]string{"/metrics-server"}, manifest...), dir, addr, "/k/kubeconfig")
+	want := []string{"--cert-dir=" + filepath.Join(dir, "fs", "tmp"), "--secure-port=10250", "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+		"--kubelet-use-node-status-port", "--metric-resolution=15s", "--kubelet-insecure-tls", "--bind-address=127.6.0.9",
+		"--kubeconfig=/k/kubeconfig", "--authentication-kubeconfig=/k/kubeconfig", "--authorization-kubeconfig=/k/kubeconfig"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("metrics-server runs with\n%v\nwant\n%v", got, want)
 	}
-	good := &corev1.Container{Image: "registry.k8s.io/metrics-server/metrics-server:v0.8.0", Args: []string{"--secure-port=10250", "--metric-resolution=15s", "--kubelet-insecure-tls"}}
-	if err := machines.MetricsServerStart(good); err != nil {
-		t.Errorf("the manifest's flags: %v", err)
+	if st, err := os.Stat(filepath.Join(dir, "fs", "tmp")); err != nil || !st.IsDir() {
+		t.Errorf("the certificate directory is not made: %v", err)
 	}
-	if err := machines.MetricsServerStart(&corev1.Container{Image: "docker.io/library/busybox:1.36", Args: []string{"--metric-resolution=5s"}}); err != nil {
-		t.Errorf("busybox: %v", err)
+	// A kubeconfig the pod gives is its own (moved like any path).
+	got = machines.MetricsServerArgs([]string{"--kubeconfig", "/etc/ms/kubeconfig"}, dir, addr, "/k/kubeconfig")
+	if j := strings.Join(got, " "); !strings.Contains(j, "--kubeconfig="+filepath.Join(dir, "fs", "etc/ms/kubeconfig")) || strings.Contains(j, "--kubeconfig=/k/") {
+		t.Errorf("the pod's own kubeconfig: %v", got)
+	}
+}
+
+// The program the runtime runs for the add-on's container is the release
+// its image names: hack/tools pins sigs.k8s.io/metrics-server at the
+// image's tag.
+func TestMetricsServerProgramIsTheImagesRelease(t *testing.T) {
+	mod, err := os.ReadFile(filepath.Join("..", "..", "hack", "tools", "metrics-server", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tag, _ := strings.Cut(registry.MetricsServerImage, ":")
+	pin := regexp.MustCompile(`(?m)^\s*sigs\.k8s\.io/metrics-server (\S+)`).FindSubmatch(mod)
+	if pin == nil || string(pin[1]) != tag {
+		t.Errorf("hack/tools/metrics-server/go.mod pins sigs.k8s.io/metrics-server %q, want %s, the tag of %s", pin, tag, registry.MetricsServerImage)
 	}
 }

@@ -26,7 +26,8 @@ var (
 )
 
 // MetricsServerImage is the metrics-server release the add-on runs; the
-// machine runtime serves the metrics API from its container.
+// machine runtime runs the same release's program (hack/tools/
+// metrics-server pins it) as its container's process.
 const MetricsServerImage = "registry.k8s.io/metrics-server/metrics-server:v0.8.0"
 
 // The Azure Disk CSI driver and its sidecars, as the driver's Helm chart

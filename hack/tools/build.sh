@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries winkube runs (envtest, the local management
-# plane, emulated control-plane VMs) from the Go module proxy into bin/.
+# plane, emulated control-plane VMs), kubectl and metrics-server from the Go
+# module proxy into bin/.
 # Nothing is fetched from anywhere else. A stamp file records a hash of the pins
 # so that a second run does nothing unless the pinned versions changed.
 set -euo pipefail
@@ -9,7 +10,24 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bin=${BIN_DIR:-$root/bin}
 stamp=$bin/.tools-stamp
-tools=(kube-apiserver kube-controller-manager kube-scheduler kubeadm etcd)
+tools=(kube-apiserver kube-controller-manager kube-scheduler kubeadm kubectl etcd)
+
+# metrics-server, the program the metrics-server add-on's pod runs in the
+# local world (the version its image tag names: registry.MetricsServerImage),
+# has its own module: it pins older k8s.io libraries than the control plane.
+# Its own stamp, so that a change of either pin rebuilds only its binary.
+# The version is stamped where its Makefile puts it (sigs.k8s.io/
+# metrics-server v0.8.0 Makefile, VERSION_LDFLAGS: client-go's pkg/version).
+ms_want=$(cat "$here/metrics-server/go.mod" "$here/metrics-server/go.sum" | sha256sum | cut -d' ' -f1)
+if [ "$ms_want" != "$(cat "$bin/.metrics-server-stamp" 2>/dev/null || true)" ] || [ ! -x "$bin/metrics-server" ]; then
+	msver=$(cd "$here/metrics-server" && go list -m -f '{{.Version}}' sigs.k8s.io/metrics-server)
+	echo "hack/tools: building metrics-server ($msver)" >&2
+	t0=$(date +%s)
+	mkdir -p "$bin"
+	(cd "$here/metrics-server" && go build -trimpath -ldflags "-s -w -X k8s.io/client-go/pkg/version.gitVersion=$msver" -o "$bin/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server)
+	echo "$ms_want" > "$bin/.metrics-server-stamp"
+	echo "hack/tools: metrics-server built in $(( $(date +%s) - t0 ))s" >&2
+fi
 
 want=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" "$here/cmd/etcd/main.go" | sha256sum | cut -d' ' -f1)
 have=$(cat "$stamp" 2>/dev/null || true)

@@ -113,6 +113,10 @@ func (o *upOptions) world(name string, progress func(string)) (localworld.Option
 	if err := o.checkFlags(); err != nil {
 		return localworld.Options{}, err
 	}
+	// The add-on's pod runs the real metrics-server, from bin/ as well.
+	if _, err := os.Stat(filepath.Join(bin, "metrics-server")); o.metricsServer && err != nil {
+		return localworld.Options{}, fmt.Errorf("--metrics-server runs the metrics-server that hack/tools builds, and %s has none: build it with `make tools` (or leave out --metrics-server)", bin)
+	}
 	wv := infrav1.WindowsServerVersion(o.windowsVersion)
 	// Before the log is opened in it: a directory that is not a world's
 	// gets nothing written into it.

@@ -14,11 +14,16 @@ func TestUpAndDownRefuseBadInput(t *testing.T) {
 	dir := t.TempDir()
 	world := t.TempDir()
 	writeFiles(t, world, worldFiles)
+	// The control plane's binaries without metrics-server, which
+	// --metrics-server's pod runs.
+	noMetrics := t.TempDir()
+	writeFiles(t, noMetrics, map[string]string{"kube-apiserver": ""})
 	cases := []struct {
 		args []string
 		want string
 	}{
 		{[]string{"up", "--bin", bin, "--state-dir", dir}, "were not found in"},
+		{[]string{"up", "--metrics-server", "--bin", noMetrics, "--state-dir", t.TempDir()}, "has none: build it with `make tools`"},
 		{[]string{"down", "--state-dir", filepath.Join(dir, "missing")}, "nothing to delete"},
 		// down's own settings pass up's flag checks: it gets as far as
 		// looking for the binaries (it once refused every run over a zero

@@ -2,11 +2,16 @@ package localworld_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -59,7 +64,7 @@ func startAutoscaling(ctx context.Context, t *testing.T, cs kubernetes.Interface
 // (the API server reaching its pod through its egress), then the
 // HorizontalPodAutoscaler scaling the Windows Deployment up on those
 // numbers, and down when its pods' load drops.
-func checkMetrics(ctx context.Context, t *testing.T, cfg *rest.Config, cs kubernetes.Interface, start time.Time) {
+func checkMetrics(ctx context.Context, t *testing.T, cfg *rest.Config, kubeconfig []byte, bin string, cs kubernetes.Interface, start time.Time) {
 	t.Helper()
 	mc := metricsclient.NewForConfigOrDie(cfg)
 	poll.Until(t, 3*time.Minute, func() string {
@@ -94,6 +99,9 @@ func checkMetrics(ctx context.Context, t *testing.T, cfg *rest.Config, cs kubern
 		return ""
 	})
 	t.Logf("%6.1fs kubectl top nodes and pods answer for Linux and Windows nodes", time.Since(start).Seconds())
+	metricsDiscovered(ctx, t, cs)
+	kubectlTop(ctx, t, kubeconfig, bin, cs)
+	t.Logf("%6.1fs aggregated discovery lists metrics.k8s.io; the built kubectl's top answers", time.Since(start).Seconds())
 
 	replicas := func(want int32) func() string {
 		return func() string {
@@ -129,6 +137,117 @@ func checkMetrics(ctx context.Context, t *testing.T, cfg *rest.Config, cs kubern
 	}
 	poll.Until(t, 3*time.Minute, replicas(1))
 	t.Logf("%6.1fs the HPA scaled it back to 1 at 5%%", time.Since(start).Seconds())
+}
+
+// metricsDiscovered reads the workload API server's aggregated discovery
+// (/apis as apidiscovery.k8s.io/v2, which kubectl uses since 1.30 and
+// from which client-go drops a Stale group): metrics.k8s.io v1beta1 is
+// there, current, with its nodes and pods, and no group is Stale.
+func metricsDiscovered(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	poll.Until(t, time.Minute, func() string {
+		raw, err := cs.Discovery().RESTClient().Get().AbsPath("/apis").
+			SetHeader("Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList").DoRaw(ctx)
+		if err != nil {
+			return "GET /apis (aggregated): " + err.Error()
+		}
+		var list apidiscoveryv2.APIGroupDiscoveryList
+		if err := json.Unmarshal(raw, &list); err != nil || list.Kind != "APIGroupDiscoveryList" {
+			return fmt.Sprintf("GET /apis answers no APIGroupDiscoveryList (%v): %.200s", err, raw)
+		}
+		var stale []string
+		resources := ""
+		for _, g := range list.Items {
+			for _, v := range g.Versions {
+				if v.Freshness == apidiscoveryv2.DiscoveryFreshnessStale {
+					stale = append(stale, g.Name+"/"+v.Version)
+				}
+				if g.Name == "metrics.k8s.io" && v.Version == "v1beta1" {
+					for _, r := range v.Resources {
+						resources += " " + r.Resource
+					}
+				}
+			}
+		}
+		if len(stale) > 0 {
+			return fmt.Sprintf("stale groups in aggregated discovery (client-go drops them): %v", stale)
+		}
+		if !strings.Contains(resources+" ", " nodes ") || !strings.Contains(resources+" ", " pods ") {
+			return fmt.Sprintf("metrics.k8s.io/v1beta1 in aggregated discovery has resources [%s], want nodes and pods", resources)
+		}
+		return ""
+	})
+}
+
+// kubectlTop runs the kubectl hack/tools builds (a current one: it reads
+// aggregated discovery) as a user would, with a discovery cache of its
+// own: `kubectl top nodes` shows every node, Linux and Windows, and
+// `kubectl top pods -A` a pod on each OS.
+func kubectlTop(ctx context.Context, t *testing.T, kubeconfig []byte, bin string, cs kubernetes.Interface) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", path}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+dir, "KUBECACHEDIR="+filepath.Join(dir, "cache"))
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	// rows is each NAME's row of a kubectl top table (the column nameCol).
+	rows := func(out string, nameCol int) map[string]string {
+		got := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+			if f := strings.Fields(l); len(f) > nameCol {
+				got[f[nameCol]] = l
+			}
+		}
+		return got
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		out, err := kubectl("top", "nodes")
+		if err != nil {
+			return fmt.Sprintf("kubectl top nodes: %v: %s", err, out)
+		}
+		got := rows(out, 0)
+		for _, n := range nodes.Items {
+			if l, ok := got[n.Name]; !ok || strings.Contains(l, "<unknown>") {
+				return fmt.Sprintf("kubectl top nodes has no usage for %s (%s):\n%s", n.Name, n.Labels[corev1.LabelOSStable], out)
+			}
+		}
+		return ""
+	})
+	nodeOS := map[string]string{}
+	for _, n := range nodes.Items {
+		nodeOS[n.Name] = n.Labels[corev1.LabelOSStable]
+	}
+	poll.Until(t, time.Minute, func() string {
+		out, err := kubectl("top", "pods", "-A")
+		if err != nil {
+			return fmt.Sprintf("kubectl top pods -A: %v: %s", err, out)
+		}
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		got := rows(out, 1)
+		seen := map[string]string{}
+		for _, p := range pods.Items {
+			if _, ok := got[p.Name]; ok && nodeOS[p.Spec.NodeName] != "" {
+				seen[nodeOS[p.Spec.NodeName]] = p.Namespace + "/" + p.Name
+			}
+		}
+		if seen["linux"] == "" || seen["windows"] == "" {
+			return fmt.Sprintf("kubectl top pods -A shows no pod of a Linux and a Windows node (%v):\n%s", seen, out)
+		}
+		return ""
+	})
 }
 
 // metricsServerState says where the metrics-server add-on is, for a

@@ -304,7 +304,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	// The world's subscription is in its tenant, and only the world's own
 	// principal may use the emulator's control API (faults, counters).
 	if w.emu, err = arm.New(arm.Options{Directory: w.dir, TenantID: Tenant, Operators: []string{w.sp.ObjectID},
-		PollInterval: 200 * time.Millisecond, Runtime: w.rt, PublicIPPool: w.block.Public,
+		PollInterval: 200 * time.Millisecond, Runtime: w.rt, PublicIPPool: w.block.Public, PublicIPStart: publicIPStart(w.block.Public),
 		BootDelayLinux: 500 * time.Millisecond, BootDelayWindows: 2 * time.Second, OnChange: emuSaver.mark}); err != nil {
 		return err
 	}

@@ -144,7 +144,7 @@ func TestUpAndDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("all nodes Ready after %s", time.Since(start).Round(time.Second))
-	cfg, _, err := w.Workload(ctx)
+	cfg, kubeconfig, err := w.Workload(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestUpAndDown(t *testing.T) {
 	})
 	t.Logf("%6.1fs iis-1809 stays Pending on a 2022-only cluster, explained", time.Since(start).Seconds())
 	checkDataPath(ctx, t, w, cs, wc, cfg, start)
-	checkMetrics(ctx, t, cfg, cs, start)
+	checkMetrics(ctx, t, cfg, kubeconfig, bin, cs, start)
 
 	// Scale the Windows workers 2 -> 3 -> 1, then roll them to another
 	// Kubernetes version, all through the MachineDeployment.

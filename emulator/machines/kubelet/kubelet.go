@@ -120,9 +120,10 @@ type Config struct {
 	// volumes there, and hostPath volumes are its directories. Without
 	// it (Root "") an emptyDir lives only in the exec sessions' memory.
 	Disk vmdisk.Disk
-	// Serve, when set, is asked what a running container's port serves
-	// instead of the simulated page (serve.go).
-	Serve ServeFunc
+	// Run, when set, is asked to start the real program behind a
+	// container as it starts (serve.go): what it starts binds the
+	// container's ports itself instead of the simulated page.
+	Run RunFunc
 	// CSIPlugin, when set, is asked when a pod's containers first run
 	// whether the pod is a CSI driver's node plugin with its registrar:
 	// the driver's name and its node service, which the kubelet then

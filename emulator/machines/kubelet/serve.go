@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -51,17 +50,23 @@ type podNet struct {
 	// (the kubelet API, SSH, the static control-plane pods): a hostNetwork
 	// container "listening" there shares the real process's socket.
 	held map[int32]bool
-	// serve is Config.Serve.
-	serve ServeFunc
+	// run is Config.Run.
+	run RunFunc
 }
 
-// ServeFunc says what a running container's port serves when its image's
-// process is modelled (metrics-server's API): a nil handler serves the
-// simulated page; a non-nil tlsCfg serves the handler over TLS. ctx ends
-// when the container's process stops.
-type ServeFunc func(ctx context.Context, pod *corev1.Pod, c corev1.Container, port int32) (h http.Handler, tlsCfg *tls.Config)
+// RunFunc starts the real program behind a container whose image the
+// runtime has one for (metrics-server), listening on addr, the pod's host
+// address: true when it did, and the program then binds the container's
+// ports itself. False leaves the container simulated: its ports serve the
+// page. ctx ends when the container stops, and the program with it; a
+// program that ends by itself stops answering, so that the container's
+// probes fail and the kubelet restarts it, as a crashed process's
+// would.
+type RunFunc func(ctx context.Context, pod *corev1.Pod, c corev1.Container, addr netip.Addr) bool
 
-// ctrServer is one listening port of a running container.
+// ctrServer is one listening port of a running container: the simulated
+// page's server, or a port the container's real program holds (srv nil),
+// whose stop ends the program.
 type ctrServer struct {
 	port int32
 	srv  *http.Server
@@ -118,6 +123,18 @@ func (r *podRun) openPorts(c *ctrRun) {
 		return
 	}
 	img := r.images[c.spec.Name]
+	if r.net.run != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		if r.net.run(ctx, r.pod, c.spec, r.net.addr) {
+			// The program holds the ports; closing them ends it.
+			c.servers = append(c.servers, ctrServer{stop: cancel})
+			for _, port := range portsOf(c.spec, img) {
+				c.servers = append(c.servers, ctrServer{port: port})
+			}
+			return
+		}
+		cancel()
+	}
 	for _, port := range portsOf(c.spec, img) {
 		addr := net.JoinHostPort(r.net.addr.String(), strconv.Itoa(int(port)))
 		ln, err := localports.Listen(addr)
@@ -128,28 +145,15 @@ func (r *podRun) openPorts(c *ctrRun) {
 			r.event(corev1.EventTypeWarning, "Failed", "container %s: its server cannot listen on port %d: %v", c.spec.Name, port, err)
 			continue
 		}
-		var handler http.Handler = r.page(c, img, port)
-		stop := context.CancelFunc(func() {})
-		if r.net.serve != nil {
-			ctx, cancel := context.WithCancel(context.Background())
-			if h, tlsCfg := r.net.serve(ctx, r.pod, c.spec, port); h != nil {
-				handler, stop = h, cancel
-				if tlsCfg != nil {
-					ln = tls.NewListener(ln, tlsCfg)
-				}
-			} else {
-				cancel()
-			}
-		}
 		srv := &http.Server{
-			Handler:           handler,
+			Handler:           r.page(c, img, port),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       30 * time.Second,
 		}
 		// One goroutine per listening port; connections get their own
 		// only while open.
 		go func() { _ = srv.Serve(ln) }()
-		c.servers = append(c.servers, ctrServer{port: port, srv: srv, stop: stop})
+		c.servers = append(c.servers, ctrServer{port: port, srv: srv})
 	}
 }
 
@@ -157,7 +161,9 @@ func (r *podRun) openPorts(c *ctrRun) {
 // as a stopped process's sockets close.
 func (c *ctrRun) closePorts() {
 	for _, s := range c.servers {
-		_ = s.srv.Close()
+		if s.srv != nil {
+			_ = s.srv.Close()
+		}
 		if s.stop != nil {
 			s.stop()
 		}
@@ -229,7 +235,7 @@ request:   %s %s
 // podNet is where a pod's containers listen: the node's address for a
 // hostNetwork or HostProcess pod, else its pod IP's host address.
 func (k *Kubelet) podNet(ctx context.Context, pod *corev1.Pod, hostNet bool, ip netip.Addr) *podNet {
-	n := &podNet{node: k.cfg.NodeName, os: k.cfg.NodeInfo.OSImage, held: k.heldPorts(), serve: k.cfg.Serve}
+	n := &podNet{node: k.cfg.NodeName, os: k.cfg.NodeInfo.OSImage, held: k.heldPorts(), run: k.cfg.Run}
 	if v := k.cfg.NodeInfo.KernelVersion; v != "" {
 		n.os += " (" + v + ")"
 	}
