@@ -436,6 +436,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		Capacity: capacity(am), NodeInfo: info, StaticPods: static, StaticProcesses: procs, Images: r.opts.Images, Logs: m.logs,
 		StartCheck: check, Started: started, PodAddress: r.podAddress(m.endpoint), Disk: m.disk(""),
 		NetworkConfigured: cniConfigured(m), SetUpNetwork: cniAdd(m),
+		NetworkAddressed: r.cniNetworkAddressed(m), TearDownNetwork: r.cniTearDown(m),
 		Installed: func(what map[string]bool) { r.setInstalled(m, what) },
 		Egress:    egress(am),
 		Serve:     r.modelledServers(m),
