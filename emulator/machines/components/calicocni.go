@@ -187,7 +187,9 @@ func calicoCNIAdd(ctx context.Context, cfg *rest.Config, node string, pod *corev
 	return nil
 }
 
-func ipamErr(err error) error { return fmt.Errorf("error adding host side routes for endpoint: IPAM: %w", err) }
+func ipamErr(err error) error {
+	return fmt.Errorf("error adding host side routes for endpoint: IPAM: %w", err)
+}
 
 // CalicoCNIDel is the plugin's DEL: the IPAM handle released and the
 // pod's IP annotations emptied (a pod already gone is not an error).
