@@ -187,9 +187,9 @@ func calicoCNIAdd(ctx context.Context, cfg *rest.Config, node string, pod *corev
 	return nil
 }
 
-func ipamErr(err error) error {
-	return fmt.Errorf("error adding host side routes for endpoint: IPAM: %w", err)
-}
+// ipamErr is a failure of the calico-ipam plugin, which the calico
+// plugin runs as a CNI IPAM plugin and whose error it returns.
+func ipamErr(err error) error { return fmt.Errorf("calico-ipam: %w", err) }
 
 // CalicoCNIDel is the plugin's DEL: the IPAM handle released and the
 // pod's IP annotations emptied (a pod already gone is not an error).
