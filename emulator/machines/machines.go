@@ -630,6 +630,7 @@ func (r *Runtime) ensureCloud(m *machine) error {
 		Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
 	}), disks: azuredisk.StartController(azuredisk.ControllerConfig{
 		Client: admin, Role: azureDiskRole, ReadNodeFile: r.nodeFiles(m.endpoint), IMDS: r.nodeIMDS(m.endpoint), Connect: r.opts.Compute,
+		PodClient: podClient(m.cp.SuperAdmin, admin),
 		Log: r.opts.Log.WithName("azuredisk").WithValues("endpoint", m.endpoint),
 	})}
 	// Nodes of this cluster that registered before it was known get

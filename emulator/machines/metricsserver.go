@@ -117,6 +117,14 @@ func serviceAccountConfig(adminCfg *rest.Config, admin kubernetes.Interface, pod
 	return cfg
 }
 
+// podClient is the API server as a pod's processes reach it, with its
+// ServiceAccount's token.
+func podClient(adminCfg *rest.Config, admin kubernetes.Interface) func(pod *corev1.Pod) (kubernetes.Interface, error) {
+	return func(pod *corev1.Pod) (kubernetes.Interface, error) {
+		return kubernetes.NewForConfig(serviceAccountConfig(adminCfg, admin, pod))
+	}
+}
+
 type tokenSource func() (*oauth2.Token, error)
 
 func (f tokenSource) Token() (*oauth2.Token, error) { return f() }
