@@ -80,7 +80,7 @@ type ControllerConfig struct {
 	// it, so that the chart's RBAC decides, as on a cluster; without it,
 	// Client.
 	PodClient func(p *corev1.Pod) (kubernetes.Interface, error)
-	Log     logr.Logger
+	Log       logr.Logger
 }
 
 // Controller is a running disk CSI controller.
