@@ -629,7 +629,7 @@ func (r *Runtime) ensureCloud(m *machine) error {
 		ReadNodeFile: r.nodeFiles(m.endpoint), PrivateIP: r.privateIP,
 		Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
 	}), disks: azuredisk.StartController(azuredisk.ControllerConfig{
-		Client: admin, PodClient: podClient(m.cp.SuperAdmin, admin), Role: azureDiskRole, ReadNodeFile: r.nodeFiles(m.endpoint), IMDS: r.nodeIMDS(m.endpoint), Connect: r.opts.Compute,
+		Client: admin, PodClient: podClient(m.cp.SuperAdmin, admin), Synced: r.sidecarSynced, Role: azureDiskRole, ReadNodeFile: r.nodeFiles(m.endpoint), IMDS: r.nodeIMDS(m.endpoint), Connect: r.opts.Compute,
 		Log: r.opts.Log.WithName("azuredisk").WithValues("endpoint", m.endpoint),
 	})}
 	// Nodes of this cluster that registered before it was known get

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/winkube/winkube/emulator/machines/azuredisk"
 	"github.com/winkube/winkube/emulator/machines/cloud"
 	"github.com/winkube/winkube/emulator/machines/components"
 	"github.com/winkube/winkube/emulator/machines/process"
@@ -391,4 +392,22 @@ func (r *Runtime) ccmSynced(pod *corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// sidecarSynced says whether the Azure Disk CSI controller pod's sidecar
+// of a role has synced its own informers; a pod this runtime runs no
+// session for (its node is not one of its machines) is not held back.
+func (r *Runtime) sidecarSynced(pod *corev1.Pod, role string) (bool, string) {
+	name := map[string]string{azuredisk.RoleProvisioner: "csi-provisioner", azuredisk.RoleAttacher: "csi-attacher"}[role]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.machines {
+		for _, cs := range m.sessions[pod.UID] {
+			if cs.comp.Name == name {
+				ns := cs.s.NotSynced()
+				return ns == "", ns
+			}
+		}
+	}
+	return true, ""
 }

@@ -80,7 +80,12 @@ type ControllerConfig struct {
 	// it, so that the chart's RBAC decides, as on a cluster; without it,
 	// Client.
 	PodClient func(p *corev1.Pod) (kubernetes.Interface, error)
-	Log       logr.Logger
+	// Synced, when set, says whether the pod's sidecar of a role has
+	// listed what it waits for with the pod's credentials (its
+	// informers): until then that sidecar does nothing, and why is the
+	// second result.
+	Synced func(p *corev1.Pod, role string) (bool, string)
+	Log    logr.Logger
 }
 
 // Controller is a running disk CSI controller.
@@ -318,6 +323,11 @@ func (c *Controller) acting(ctx context.Context, role string) (*driverCloud, err
 	p := c.activeDriver()
 	if p == nil || !c.has(p, role) {
 		return nil, nil
+	}
+	if c.cfg.Synced != nil {
+		if ok, why := c.cfg.Synced(p, role); !ok {
+			return nil, fmt.Errorf("csi-%s in pod %s/%s waits for its informers to sync: %s", role, p.Namespace, p.Name, why)
+		}
 	}
 	return c.cloudOf(ctx, p)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/machines"
 	"github.com/winkube/winkube/emulator/machines/azuredisk"
+	"github.com/winkube/winkube/emulator/machines/components"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/poll"
 )
@@ -147,7 +149,21 @@ func TestControllerActsWithItsPodsRights(t *testing.T) {
 	sa := renderedControllerRBAC(t, ctx, cs)
 	vmID := newVM(t, ctx, compute, "node-r")
 	logs := make(chan string, 1000)
+	// The provisioner's informers, listed with the pod's token (the
+	// machine runtime runs them as the catalog's session of the
+	// csi-provisioner container).
+	var provisioner *components.Session
+	var provisionerMu sync.Mutex
 	c := azuredisk.StartController(azuredisk.ControllerConfig{
+		Synced: func(p *corev1.Pod, role string) (bool, string) {
+			provisionerMu.Lock()
+			defer provisionerMu.Unlock()
+			if role != azuredisk.RoleProvisioner || provisioner == nil {
+				return true, ""
+			}
+			ns := provisioner.NotSynced()
+			return ns == "", ns
+		},
 		Client: cs, Role: role,
 		Log: funcr.New(func(prefix, args string) {
 			select {
@@ -193,6 +209,37 @@ func TestControllerActsWithItsPodsRights(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cs.CoreV1().Pods("kube-system").Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	})
+	// The provisioner lists VolumeAttachments, which only the attacher's
+	// role grants (the sidecars share one ServiceAccount): without that
+	// rule its informers never sync and it provisions nothing.
+	const attacherRole = "azuredisk-external-attacher-role"
+	hadVA := setRule(t, ctx, cs, attacherRole, "volumeattachments", nil)
+	tr, err := cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podCfg := rest.AnonymousClientConfig(env.Config)
+	podCfg.BearerToken = tr.Status.Token
+	var comp *components.Component
+	for _, ct := range pod.Spec.Containers {
+		if f := components.New(cs).Find("linux", ct); f != nil && f.Name == "csi-provisioner" {
+			comp = f
+		}
+	}
+	if comp == nil || len(comp.Watches) == 0 {
+		t.Fatal("the catalog's csi-provisioner lists nothing")
+	}
+	ps, err := components.StartSession(components.SessionConfig{Config: podCfg, Node: "node-r", Watches: comp.Watches, Sync: comp.Sync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ps.Stop)
+	provisionerMu.Lock()
+	provisioner = ps
+	provisionerMu.Unlock()
+
 	pod.Status.Phase = corev1.PodRunning
 	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	if _, err := cs.CoreV1().Pods("kube-system").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
@@ -215,6 +262,25 @@ func TestControllerActsWithItsPodsRights(t *testing.T) {
 		Provisioner: azuredisk.DriverName, Parameters: map[string]string{"skuName": "StandardSSD_LRS"}, ReclaimPolicy: &del}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waits := "csi-provisioner in pod kube-system/" + pod.Name + " waits for its informers to sync: volumeattachments.storage.k8s.io: "
+	poll.Until(t, time.Minute, func() string {
+		for {
+			select {
+			case l := <-logs:
+				if strings.Contains(l, waits) && strings.Contains(l, "forbidden") {
+					return ""
+				}
+				continue
+			default:
+			}
+			return "the provisioner does not say it waits for its refused list of VolumeAttachments; provisioner session: " + ps.Describe()
+		}
+	})
+	if _, err := cs.CoreV1().PersistentVolumes().Get(ctx, "pvc-"+string(pvc.UID), metav1.GetOptions{}); err == nil {
+		t.Fatal("a PV provisioned by a provisioner whose informers have not synced")
+	}
+	setRule(t, ctx, cs, attacherRole, "volumeattachments", hadVA)
+
 	var pv *corev1.PersistentVolume
 	poll.Until(t, time.Minute, func() string {
 		var err error
@@ -225,7 +291,6 @@ func TestControllerActsWithItsPodsRights(t *testing.T) {
 	})
 
 	// The attacher may not write the attachment's status.
-	const attacherRole = "azuredisk-external-attacher-role"
 	had := setRule(t, ctx, cs, attacherRole, "volumeattachments/status", nil)
 	if len(had) == 0 {
 		t.Fatalf("the rendered %s grants nothing on volumeattachments/status", attacherRole)
