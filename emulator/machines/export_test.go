@@ -32,9 +32,6 @@ func (r *Runtime) DialFromNode(ctx context.Context, nodeName, addr string) (net.
 	return r.nodeDial(m)(ctx, addr)
 }
 
-// ServiceAccountConfig is how a modelled process reaches the API server.
-var ServiceAccountConfig = serviceAccountConfig
-
 // MetricsServerStart is what metrics-server does with its flags as it starts.
 var MetricsServerStart = metricsServerStart
 

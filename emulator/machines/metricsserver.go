@@ -94,6 +94,12 @@ func metricsServerStart(c *corev1.Container) error {
 // TokenRequest bound to the pod, one hour, renewed before it expires),
 // minted with the runtime's administrator client. The process reaches the
 // API server where the runtime does, not through the kubernetes Service.
+// ServiceAccountConfig is serviceAccountConfig, for the local world's
+// processes that stand in for a pod (the workload admission).
+func ServiceAccountConfig(adminCfg *rest.Config, admin kubernetes.Interface, pod *corev1.Pod) *rest.Config {
+	return serviceAccountConfig(adminCfg, admin, pod)
+}
+
 func serviceAccountConfig(adminCfg *rest.Config, admin kubernetes.Interface, pod *corev1.Pod) *rest.Config {
 	sa := pod.Spec.ServiceAccountName
 	if sa == "" {

@@ -10,19 +10,16 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"golang.org/x/oauth2"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/transport"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/winkube/winkube/emulator/machines"
 	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/webhooks/workload"
@@ -137,30 +134,8 @@ func podConfig(admin *rest.Config, pod *corev1.Pod) (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	sa := pod.Spec.ServiceAccountName
-	if sa == "" {
-		sa = "default"
-	}
-	mint := tokenSource(func() (*oauth2.Token, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		tr, err := cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-			ExpirationSeconds: ptr.To[int64](3600),
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		}}, metav1.CreateOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("service account %s/%s token: %w", pod.Namespace, sa, err)
-		}
-		return &oauth2.Token{AccessToken: tr.Status.Token, TokenType: "Bearer", Expiry: tr.Status.ExpirationTimestamp.Add(-12 * time.Minute)}, nil
-	})
-	cfg := rest.AnonymousClientConfig(admin)
-	cfg.WrapTransport = transport.TokenSourceWrapTransport(oauth2.ReuseTokenSource(nil, mint))
-	return cfg, nil
+	return machines.ServiceAccountConfig(admin, cs, pod), nil
 }
-
-type tokenSource func() (*oauth2.Token, error)
-
-func (f tokenSource) Token() (*oauth2.Token, error) { return f() }
 
 func (w *World) runAdmission(ctx context.Context, cfg *rest.Config) error {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -143,14 +143,18 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 			k.event(ctx, pod, corev1.EventTypeWarning, "NetworkNotReady", "network is not ready: "+reason)
 			return k.writeStatus(ctx, pod, status)
 		}
+		// cniFailed is a failed CNI ADD: the sandbox is not created.
+		cniFailed := func(err error) error {
+			msg := fmt.Sprintf("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox %q: %v", process.ContainerID(pod, "sandbox"), err)
+			k.waiting(status, pod, "ContainerCreating", "")
+			k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", msg)
+			k.cfg.Logs.Write(vmdisk.CNI, "ADD %s failed: %v", key, err)
+			_ = k.writeStatus(ctx, pod, status)
+			return err
+		}
 		if k.cfg.SetUpNetwork != nil && pod.Status.PodIP == "" {
 			if err := k.cfg.SetUpNetwork(ctx, pod); err != nil {
-				msg := fmt.Sprintf("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox %q: %v", process.ContainerID(pod, "sandbox"), err)
-				k.waiting(status, pod, "ContainerCreating", "")
-				k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", msg)
-				k.cfg.Logs.Write(vmdisk.CNI, "ADD %s failed: %v", key, err)
-				_ = k.writeStatus(ctx, pod, status)
-				return err
+				return cniFailed(err)
 			}
 		}
 		had := pod.Status.PodIP
@@ -167,12 +171,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		if k.cfg.NetworkAddressed != nil && fresh && pod.Status.PodIP == "" {
 			if err := k.cfg.NetworkAddressed(ctx, pod, process.ContainerID(pod, "sandbox"), ip); err != nil {
 				k.releaseIP(uid, key)
-				msg := fmt.Sprintf("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox %q: %v", process.ContainerID(pod, "sandbox"), err)
-				k.waiting(status, pod, "ContainerCreating", "")
-				k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", msg)
-				k.cfg.Logs.Write(vmdisk.CNI, "ADD %s failed: %v", key, err)
-				_ = k.writeStatus(ctx, pod, status)
-				return err
+				return cniFailed(err)
 			}
 		}
 	}
