@@ -32,9 +32,6 @@ func (r *Runtime) DialFromNode(ctx context.Context, nodeName, addr string) (net.
 	return r.nodeDial(m)(ctx, addr)
 }
 
-// ServiceAccountConfig is how a modelled process reaches the API server.
-var ServiceAccountConfig = serviceAccountConfig
-
 // MetricsServerArgs is the add-on container's command line as the real
 // metrics-server is started with it.
 var MetricsServerArgs = metricsServerArgs

@@ -440,6 +440,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		Capacity: capacity(am), NodeInfo: info, StaticPods: static, StaticProcesses: procs, Images: r.opts.Images, Logs: m.logs,
 		StartCheck: check, Started: started, PodAddress: r.podAddress(m.endpoint), Disk: m.disk(""),
 		NetworkConfigured: cniConfigured(m), SetUpNetwork: cniAdd(m),
+		NetworkAddressed: r.cniNetworkAddressed(m), TearDownNetwork: r.cniTearDown(m),
 		Installed: func(what map[string]bool) { r.setInstalled(m, what) },
 		Egress:    egress(am),
 		Run:       r.realPrograms(m),
@@ -632,7 +633,7 @@ func (r *Runtime) ensureCloud(m *machine) error {
 		ReadNodeFile: r.nodeFiles(m.endpoint), PrivateIP: r.privateIP,
 		Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),
 	}), disks: azuredisk.StartController(azuredisk.ControllerConfig{
-		Client: admin, Role: azureDiskRole, ReadNodeFile: r.nodeFiles(m.endpoint), IMDS: r.nodeIMDS(m.endpoint), Connect: r.opts.Compute,
+		Client: admin, PodClient: podClient(m.cp.SuperAdmin, admin), Synced: r.sidecarSynced, Role: azureDiskRole, ReadNodeFile: r.nodeFiles(m.endpoint), IMDS: r.nodeIMDS(m.endpoint), Connect: r.opts.Compute,
 		Log: r.opts.Log.WithName("azuredisk").WithValues("endpoint", m.endpoint),
 	})}
 	// Nodes of this cluster that registered before it was known get

@@ -309,6 +309,12 @@ func metricsServerArgs(cmdline []string, dir string, addr netip.Addr, kubeconfig
 // TokenRequest bound to the pod, one hour, renewed before it expires),
 // minted with the runtime's administrator client. The process reaches the
 // API server where the runtime does, not through the kubernetes Service.
+// ServiceAccountConfig is serviceAccountConfig, for the local world's
+// processes that stand in for a pod (the workload admission).
+func ServiceAccountConfig(adminCfg *rest.Config, admin kubernetes.Interface, pod *corev1.Pod) *rest.Config {
+	return serviceAccountConfig(adminCfg, admin, pod)
+}
+
 func serviceAccountConfig(adminCfg *rest.Config, admin kubernetes.Interface, pod *corev1.Pod) *rest.Config {
 	mint := tokenSource(func() (*oauth2.Token, error) {
 		tr, err := boundToken(context.Background(), admin, pod)
@@ -321,6 +327,14 @@ func serviceAccountConfig(adminCfg *rest.Config, admin kubernetes.Interface, pod
 	cfg := rest.AnonymousClientConfig(adminCfg)
 	cfg.WrapTransport = transport.TokenSourceWrapTransport(oauth2.ReuseTokenSource(nil, mint))
 	return cfg
+}
+
+// podClient is the API server as a pod's processes reach it, with its
+// ServiceAccount's token.
+func podClient(adminCfg *rest.Config, admin kubernetes.Interface) func(pod *corev1.Pod) (kubernetes.Interface, error) {
+	return func(pod *corev1.Pod) (kubernetes.Interface, error) {
+		return kubernetes.NewForConfig(serviceAccountConfig(adminCfg, admin, pod))
+	}
 }
 
 type tokenSource func() (*oauth2.Token, error)

@@ -5,15 +5,20 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/winkube/winkube/emulator/machines/azuredisk"
 	"github.com/winkube/winkube/emulator/machines/cloud"
 	"github.com/winkube/winkube/emulator/machines/components"
+	"github.com/winkube/winkube/emulator/machines/process"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
@@ -25,6 +30,17 @@ type componentSession struct {
 	pod  *corev1.Pod
 	s    *components.Session
 	cfg  *rest.Config
+
+	// cniMu guards cniCfg: for calico-node, the kubeconfig its
+	// install-cni writes for the CNI plugin.
+	cniMu  sync.Mutex
+	cniCfg *rest.Config
+}
+
+// calicoNode says whether the session is calico-node's (Linux or
+// Windows): what writes the CNI plugin's credentials on its node.
+func (cs *componentSession) calicoNode() bool {
+	return cs.comp.Effect == components.EffectPodRoutes && strings.HasPrefix(cs.comp.Name, "calico-node")
 }
 
 // startSession starts what a component's process lists and watches, once
@@ -81,6 +97,116 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, admin kubernetes
 	r.mu.Unlock()
 	if comp.Effect == components.EffectServiceRules {
 		r.refreshProxy(m)
+	}
+	if cs.calicoNode() {
+		go ensureClusterInformation(cs, func(format string, args ...any) {
+			m.logs.Write(vmdisk.Containerd, "%s: %s", who, fmt.Sprintf(format, args...))
+		})
+	}
+}
+
+// ensureClusterInformation is calico-node's startup writing Calico's
+// ClusterInformation with its own token, retried until it succeeds or the
+// pod goes (calico-node exits and is restarted until it can).
+func ensureClusterInformation(cs *componentSession, log func(format string, args ...any)) {
+	version := "v3.30.7"
+	for _, c := range cs.pod.Spec.Containers {
+		if i := strings.LastIndex(c.Image, ":"); i > 0 && strings.Contains(c.Image, "calico/node") {
+			version = c.Image[i+1:]
+		}
+	}
+	last := ""
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := components.EnsureClusterInformation(ctx, cs.cfg, version)
+		cancel()
+		if err == nil {
+			return
+		}
+		if err.Error() != last {
+			log("Unable to initialize ClusterInformation: %v", err)
+			last = err.Error()
+		}
+		t := time.NewTimer(5 * time.Second)
+		select {
+		case <-cs.s.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// calicoCNI is the calico-node session of the machine, whose install-cni
+// gave the node's CNI plugin its credentials; nil on a node without one.
+func (r *Runtime) calicoCNI(m *machine) *componentSession {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, list := range m.sessions {
+		for _, cs := range list {
+			if cs.calicoNode() {
+				return cs
+			}
+		}
+	}
+	return nil
+}
+
+// cniConfig is the CNI plugin's kubeconfig on the node: a token of the
+// calico-cni-plugin ServiceAccount, requested once with calico-node's.
+func (cs *componentSession) cniConfig(ctx context.Context) (*rest.Config, error) {
+	cs.cniMu.Lock()
+	defer cs.cniMu.Unlock()
+	if cs.cniCfg != nil {
+		return cs.cniCfg, nil
+	}
+	cfg, err := components.CalicoCNIConfig(ctx, cs.cfg, cs.pod.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	cs.cniCfg = cfg
+	return cfg, nil
+}
+
+// cniNetworkAddressed is the Calico CNI plugin's ADD, once the sandbox
+// has its address, with the plugin's own credentials: a rule missing
+// from the calico-cni-plugin role leaves the pod without an address, as
+// on a node. Nodes without calico-node have nothing to do here.
+func (r *Runtime) cniNetworkAddressed(m *machine) func(ctx context.Context, pod *corev1.Pod, containerID string, ip netip.Addr) error {
+	return func(ctx context.Context, pod *corev1.Pod, containerID string, ip netip.Addr) error {
+		cs := r.calicoCNI(m)
+		if cs == nil {
+			return nil
+		}
+		cfg, err := cs.cniConfig(ctx)
+		if err != nil {
+			return err
+		}
+		return components.CalicoCNIAdd(ctx, cfg, m.nodeName, pod, containerID, ip)
+	}
+}
+
+// cniTearDown is the Calico CNI plugin's DEL for a pod whose address the
+// kubelet released; its failure is logged, as containerd logs a failed
+// DEL and tries again with the next sandbox clean-up.
+func (r *Runtime) cniTearDown(m *machine) func(uid types.UID, pod string) {
+	return func(uid types.UID, pod string) {
+		cs := r.calicoCNI(m)
+		ns, name, ok := strings.Cut(pod, "/")
+		if cs == nil || !ok {
+			return
+		}
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cfg, err := cs.cniConfig(ctx)
+			if err == nil {
+				err = components.CalicoCNIDel(ctx, cfg, ns, name, process.ContainerID(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}}, "sandbox"))
+			}
+			if err != nil {
+				m.logs.Write(vmdisk.CNI, "DEL %s failed: %v", pod, err)
+			}
+		}()
 	}
 }
 
@@ -270,4 +396,22 @@ func (r *Runtime) ccmSynced(pod *corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// sidecarSynced says whether the Azure Disk CSI controller pod's sidecar
+// of a role has synced its own informers; a pod this runtime runs no
+// session for (its node is not one of its machines) is not held back.
+func (r *Runtime) sidecarSynced(pod *corev1.Pod, role string) (bool, string) {
+	name := map[string]string{azuredisk.RoleProvisioner: "csi-provisioner", azuredisk.RoleAttacher: "csi-attacher"}[role]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.machines {
+		for _, cs := range m.sessions[pod.UID] {
+			if cs.comp.Name == name {
+				ns := cs.s.NotSynced()
+				return ns == "", ns
+			}
+		}
+	}
+	return true, ""
 }

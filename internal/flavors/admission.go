@@ -97,7 +97,9 @@ func AdmissionObjects(windowsTaint bool) []runtime.Object {
 		ObjectMeta: metav1.ObjectMeta{Name: admissionName},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"pods", "nodes", "namespaces", "services"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+			// get: the build reporter reads its own event back, by name,
+			// to count a repeat (internal/webhooks/workload builds.go).
+			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"get", "create", "patch", "update"}},
 			// Its own two webhook configurations, which this
 			// ClusterResourceSet creates, and no other: update on every
 			// configuration would let its token intercept (or switch

@@ -3,6 +3,7 @@ package flavors_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -217,5 +220,115 @@ func withTierCRD(change apiChange) apiChange {
 				}
 			}
 		}
+	}
+}
+
+// TestCNIPluginActsWithItsOwnRights runs Calico's CNI plugin's ADD and
+// DEL for a pod against the rendered add-ons, with the credentials
+// calico-node's install-cni writes for it (a token of the
+// calico-cni-plugin ServiceAccount, requested with calico-node's own):
+// with the add-ons' RBAC the pod gets its address annotations and an
+// IPAM handle, and DEL releases them; with a rule of the
+// calico-cni-plugin role removed, the API server refuses the plugin and
+// the pod gets no address, as on a node.
+func TestCNIPluginActsWithItsOwnRights(t *testing.T) {
+	ctx := context.Background()
+	objs, err := flavors.Generate(flavors.Windows, opts("v1.36.3", "2022"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addons := addonObjects(t, objs)
+	applyAddons(t, ctx, addons)
+	waitServed(t, ctx, "ipamhandle")
+	admin := kubernetes.NewForConfigOrDie(env.Config)
+	node := workloadPods(t, addons)["calico-node"].DeepCopy()
+	node.Name, node.GenerateName, node.Spec.NodeName = "", "calico-node-", "cni-node"
+	node, err = admin.CoreV1().Pods(node.Namespace).Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Pods(node.Namespace).Delete(ctx, node.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	nodeCfg := podToken(t, ctx, admin, node)
+	// calico-node's startup, with its own token.
+	if err := components.EnsureClusterInformation(ctx, nodeCfg, "v3.30.7"); err != nil {
+		t.Fatalf("calico-node cannot write ClusterInformation with the add-ons' RBAC: %v", err)
+	}
+	cni, err := components.CalicoCNIConfig(ctx, nodeCfg, node.Namespace)
+	if err != nil {
+		t.Fatalf("calico-node cannot get the CNI plugin's token with the add-ons' RBAC: %v", err)
+	}
+	dc := dynamic.NewForConfigOrDie(env.Config)
+	handles := dc.Resource(schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "ipamhandles"})
+	ip := netip.MustParseAddr("192.168.7.9")
+
+	workload := func(t *testing.T, name string) *corev1.Pod {
+		t.Helper()
+		p, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{NodeName: "cni-node", Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10.2"}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		})
+		return p
+	}
+	podIP := func(name string) string {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Annotations["cni.projectcalico.org/podIP"]
+	}
+
+	t.Run("with the add-ons' RBAC", func(t *testing.T) {
+		p := workload(t, "cni-allowed")
+		if err := components.CalicoCNIAdd(ctx, cni, "cni-node", p, "c0ffee", ip); err != nil {
+			t.Fatalf("ADD with the calico-cni-plugin role: %v", err)
+		}
+		if got := podIP(p.Name); got != ip.String()+"/32" {
+			t.Errorf("pod's Calico address annotation %q, want %s/32", got, ip)
+		}
+		if _, err := handles.Get(ctx, "k8s-pod-network.c0ffee", metav1.GetOptions{}); err != nil {
+			t.Errorf("the IPAM handle of the pod's sandbox: %v", err)
+		}
+		if err := components.CalicoCNIDel(ctx, cni, "default", p.Name, "c0ffee"); err != nil {
+			t.Fatalf("DEL with the calico-cni-plugin role: %v", err)
+		}
+		if _, err := handles.Get(ctx, "k8s-pod-network.c0ffee", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the IPAM handle after DEL: %v, want it gone", err)
+		}
+		if got := podIP(p.Name); got != "" {
+			t.Errorf("pod's Calico address annotation after DEL %q, want it emptied", got)
+		}
+	})
+
+	for _, tc := range []struct{ name, resource, refused string }{
+		// The endpoint is the pod's annotations, written through
+		// pods/status.
+		{name: "the plugin may not patch pods/status", resource: "pods/status", refused: `cannot patch resource "pods/status"`},
+		// One rule grants every IPAM kind (and ClusterInformation).
+		{name: "the plugin may not touch IPAM", resource: "ipamhandles", refused: `clusterinformations.crd.projectcalico.org "default" is forbidden`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			restore := dropRule("calico-cni-plugin", tc.resource)(t, ctx)
+			defer restore()
+			p := workload(t, "cni-"+strings.ReplaceAll(strings.Split(tc.resource, "/")[0], "ipam", "ipam-"))
+			poll.Until(t, 30*time.Second, func() string {
+				err := components.CalicoCNIAdd(ctx, cni, "cni-node", p, "d00d", ip)
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					return fmt.Sprintf("ADD without the rule for %s: %v, want %q", tc.resource, err, tc.refused)
+				}
+				return ""
+			})
+			if got := podIP(p.Name); got != "" {
+				t.Errorf("the pod got Calico address %q without the rule for %s", got, tc.resource)
+			}
+			if _, err := handles.Get(ctx, "k8s-pod-network.d00d", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("an IPAM handle left by a failed ADD: %v", err)
+			}
+		})
 	}
 }

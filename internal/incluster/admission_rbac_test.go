@@ -10,6 +10,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -139,6 +140,28 @@ func TestAdmissionServiceAccountReachesOnlyItsOwnWebhooks(t *testing.T) {
 		resp.Body.Close()
 		if resp.Proto != "HTTP/1.1" {
 			t.Fatalf("an HTTP/2 client got %s from the admission server, want HTTP/1.1", resp.Proto)
+		}
+		return ""
+	})
+
+	// Its build reporter, as that ServiceAccount: a pod that only a
+	// Windows build no node has would run gets its Warning event. (The
+	// reporter reads its own event back before counting a repeat; a read
+	// through the manager's cache would list and watch every Event of the
+	// cluster, which the role does not grant: the cache never syncs and
+	// the event never comes.)
+	waiting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "iis-1809", Namespace: flavors.AdmissionNamespace},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "iis", Image: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019"}},
+			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+					{Key: workload.WindowsBuildLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"10.0.17763"}}}}}}}}}}
+	if err := env.Client.Create(ctx, waiting); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		ev := &corev1.Event{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: waiting.Namespace, Name: waiting.Name + ".winkube-windows-build"}, ev); err != nil {
+			return "the build reporter, as its ServiceAccount, recorded no event for the waiting pod: " + err.Error()
 		}
 		return ""
 	})

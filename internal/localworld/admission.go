@@ -12,11 +12,14 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/winkube/winkube/emulator/machines"
 	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/webhooks/workload"
@@ -46,6 +49,9 @@ func (w *World) serveAdmission(ctx context.Context) {
 	type server struct {
 		cancel context.CancelFunc
 		done   chan error
+		// pod is the admission pod whose ServiceAccount token the
+		// server acts with.
+		pod types.UID
 	}
 	var srv *server
 	halt := func() {
@@ -76,36 +82,59 @@ func (w *World) serveAdmission(ctx context.Context) {
 		if err != nil {
 			continue // no workload cluster yet
 		}
-		running, err := admissionRunning(ctx, cfg)
-		switch {
-		case err != nil:
-		case running && srv == nil:
-			sctx, cancel := context.WithCancel(ctx)
-			srv = &server{cancel: cancel, done: make(chan error, 1)}
-			go func(done chan error) { done <- w.runAdmission(sctx, cfg) }(srv.done)
-			w.opts.progress("workload admission: serving the winkube-admission pods' webhooks in this process")
-		case !running && srv != nil:
+		pod, err := admissionRunning(ctx, cfg)
+		if err != nil {
+			continue
+		}
+		if srv != nil && (pod == nil || pod.UID != srv.pod) {
+			// Its token is bound to a pod that is gone.
 			halt()
+		}
+		if pod != nil && srv == nil {
+			scfg, err := podConfig(cfg, pod)
+			if err != nil {
+				continue
+			}
+			sctx, cancel := context.WithCancel(ctx)
+			srv = &server{cancel: cancel, done: make(chan error, 1), pod: pod.UID}
+			go func(done chan error) { done <- w.runAdmission(sctx, scfg) }(srv.done)
+			w.opts.progress("workload admission: serving the winkube-admission pods' webhooks in this process, with the pod's ServiceAccount token")
 		}
 	}
 }
 
-// admissionRunning reports whether a pod of the admission Deployment runs.
-func admissionRunning(ctx context.Context, cfg *rest.Config) (bool, error) {
+// admissionRunning is a running pod of the admission Deployment, the
+// oldest; nil when none runs.
+func admissionRunning(ctx context.Context, cfg *rest.Config) (*corev1.Pod, error) {
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	pods := &corev1.PodList{}
 	if err := c.List(ctx, pods, client.InNamespace(flavors.AdmissionNamespace), client.MatchingLabels{"app.kubernetes.io/name": "winkube-admission"}); err != nil {
-		return false, err
+		return nil, err
 	}
-	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-			return true, nil
+	var out *corev1.Pod
+	for i, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil &&
+			(out == nil || p.CreationTimestamp.Before(&out.CreationTimestamp) || (p.CreationTimestamp.Equal(&out.CreationTimestamp) && p.Name < out.Name)) {
+			out = &pods.Items[i]
 		}
 	}
-	return false, nil
+	return out, nil
+}
+
+// podConfig is the API server as a pod's process reaches it: a token of
+// its ServiceAccount bound to the pod, renewed before it expires, as the
+// kubelet projects it. The admission then has the rights the add-on's
+// RBAC gives it on a cluster (flavors.AdmissionObjects), not the
+// workload's admin's.
+func podConfig(admin *rest.Config, pod *corev1.Pod) (*rest.Config, error) {
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	return machines.ServiceAccountConfig(admin, cs, pod), nil
 }
 
 func (w *World) runAdmission(ctx context.Context, cfg *rest.Config) error {

@@ -62,11 +62,11 @@ func (c *Controller) syncAttachment(ctx context.Context, name string) error {
 	lun, err := c.csiAttach(ctx, dc, va)
 	if err != nil {
 		// saveAttachError: the message as the error reads.
-		_ = c.patchStatus(ctx, va.Name, map[string]any{"attachError": map[string]any{"message": err.Error(), "time": metav1.Now()}})
+		_ = c.patchStatus(ctx, dc, va.Name, map[string]any{"attachError": map[string]any{"message": err.Error(), "time": metav1.Now()}})
 		return fmt.Errorf("failed to attach: %s", err)
 	}
 	// markAsAttached.
-	return c.patchStatus(ctx, va.Name, map[string]any{"attached": true, "attachmentMetadata": map[string]string{lunKey: strconv.Itoa(lun)}, "attachError": nil})
+	return c.patchStatus(ctx, dc, va.Name, map[string]any{"attached": true, "attachmentMetadata": map[string]string{lunKey: strconv.Itoa(lun)}, "attachError": nil})
 }
 
 // csiAttach checks what it can before it puts its finalizer on the
@@ -89,7 +89,7 @@ func (c *Controller) csiAttach(ctx context.Context, dc *driverCloud, va *storage
 		}
 		if !slices.Contains(pv.Finalizers, attacherFinalizer) {
 			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": append(slices.Clone(pv.Finalizers), attacherFinalizer), "resourceVersion": pv.ResourceVersion}})
-			if _, err := c.cfg.Client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			if _, err := dc.api.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				return 0, fmt.Errorf("could not add PersistentVolume finalizer: %s", err)
 			}
 		}
@@ -102,7 +102,7 @@ func (c *Controller) csiAttach(ctx context.Context, dc *driverCloud, va *storage
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 			"finalizers":  append(slices.DeleteFunc(slices.Clone(va.Finalizers), func(f string) bool { return f == attacherFinalizer }), attacherFinalizer),
 			"annotations": map[string]string{vaNodeIDAnnotation: nodeID}, "resourceVersion": va.ResourceVersion}})
-		if _, err := c.cfg.Client.StorageV1().VolumeAttachments().Patch(ctx, va.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := dc.api.StorageV1().VolumeAttachments().Patch(ctx, va.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return 0, fmt.Errorf("could not save VolumeAttachment: %s", err)
 		}
 	}
@@ -373,18 +373,18 @@ func (c *Controller) detach(ctx context.Context, dc *driverCloud, va *storagev1.
 		return c.unpublish(ctx, dc, src.VolumeHandle, nodeID)
 	}()
 	if err != nil {
-		_ = c.patchStatus(ctx, va.Name, map[string]any{"detachError": map[string]any{"message": err.Error(), "time": metav1.Now()}})
+		_ = c.patchStatus(ctx, dc, va.Name, map[string]any{"detachError": map[string]any{"message": err.Error(), "time": metav1.Now()}})
 		return fmt.Errorf("failed to detach: %s", err)
 	}
 	keep := slices.DeleteFunc(slices.Clone(va.Finalizers), func(f string) bool { return f == attacherFinalizer })
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": keep, "resourceVersion": va.ResourceVersion}})
-	if _, err := c.cfg.Client.StorageV1().VolumeAttachments().Patch(ctx, va.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := dc.api.StorageV1().VolumeAttachments().Patch(ctx, va.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("could not mark as detached: %s", err)
 	}
-	err = c.patchStatus(ctx, va.Name, map[string]any{"attached": false, "detachError": nil, "attachmentMetadata": nil})
+	err = c.patchStatus(ctx, dc, va.Name, map[string]any{"attached": false, "detachError": nil, "attachmentMetadata": nil})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -445,12 +445,12 @@ func (c *Controller) detachFromVM(ctx context.Context, dc *driverCloud, diskURI,
 
 // patchStatus merges fields into an attachment's status, through the
 // status subresource as external-attacher writes it.
-func (c *Controller) patchStatus(ctx context.Context, name string, status map[string]any) error {
+func (c *Controller) patchStatus(ctx context.Context, dc *driverCloud, name string, status map[string]any) error {
 	patch, err := json.Marshal(map[string]any{"status": status})
 	if err != nil {
 		return err
 	}
-	_, err = c.cfg.Client.StorageV1().VolumeAttachments().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, err = dc.api.StorageV1().VolumeAttachments().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
 }
 

@@ -73,7 +73,19 @@ type ControllerConfig struct {
 	// Connect gives the compute RP of a subscription, reached with a
 	// credential.
 	Connect func(cr cloud.Credentials, subscription string) (*armcompute.ClientFactory, error)
-	Log     logr.Logger
+	// PodClient, when set, is the API server as the controller pod's
+	// processes reach it: its ServiceAccount's token. What the sidecars
+	// and the driver write (PVs, VolumeAttachments and their status,
+	// events) and the cloud config Secret the driver reads go through
+	// it, so that the chart's RBAC decides, as on a cluster; without it,
+	// Client.
+	PodClient func(p *corev1.Pod) (kubernetes.Interface, error)
+	// Synced, when set, says whether the pod's sidecar of a role has
+	// listed what it waits for with the pod's credentials (its
+	// informers): until then that sidecar does nothing, and why is the
+	// second result.
+	Synced func(p *corev1.Pod, role string) (bool, string)
+	Log    logr.Logger
 }
 
 // Controller is a running disk CSI controller.
@@ -102,6 +114,8 @@ type Controller struct {
 type driverCloud struct {
 	config cloud.AzureConfig
 	cred   cloud.Credentials
+	// api is the API server with the pod's credentials.
+	api kubernetes.Interface
 	// identity is the provisioner's identity, as external-provisioner
 	// makes it when it starts (<time>-<random>-<driver>), and the
 	// component its events come from (<driver>_<hostname>_<uuid>).
@@ -310,6 +324,11 @@ func (c *Controller) acting(ctx context.Context, role string) (*driverCloud, err
 	if p == nil || !c.has(p, role) {
 		return nil, nil
 	}
+	if c.cfg.Synced != nil {
+		if ok, why := c.cfg.Synced(p, role); !ok {
+			return nil, fmt.Errorf("csi-%s in pod %s/%s waits for its informers to sync: %s", role, p.Namespace, p.Name, why)
+		}
+	}
 	return c.cloudOf(ctx, p)
 }
 
@@ -353,10 +372,17 @@ func (c *Controller) cloudOf(ctx context.Context, p *corev1.Pod) (*driverCloud, 
 	if v, ok := process.Arg(*ct, "--cloud-config-secret-namespace"); ok {
 		ns = v
 	}
+	api := c.cfg.Client
+	if c.cfg.PodClient != nil {
+		var err error
+		if api, err = c.cfg.PodClient(p); err != nil {
+			return nil, err
+		}
+	}
 	var data []byte
 	where := ""
 	if name != "" && ns != "" {
-		if s, err := c.cfg.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && len(s.Data[cloudConfigKey]) > 0 {
+		if s, err := api.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && len(s.Data[cloudConfigKey]) > 0 {
 			data, where = s.Data[cloudConfigKey], "secret "+ns+"/"+name
 		}
 	}
@@ -393,7 +419,7 @@ func (c *Controller) cloudOf(ctx context.Context, p *corev1.Pod) (*driverCloud, 
 	if p.Spec.HostNetwork {
 		host = p.Spec.NodeName
 	}
-	dc = &driverCloud{config: cfg, cred: cr,
+	dc = &driverCloud{config: cfg, cred: cr, api: api,
 		identity:  fmt.Sprintf("%d-%d-%s", time.Now().UnixMilli(), rand.IntN(10000), DriverName),
 		component: DriverName + "_" + host + "_" + string(uuid.NewUUID())}
 	c.mu.Lock()
@@ -437,7 +463,7 @@ func (c *Controller) compute(dc *driverCloud, sub string) (*armcompute.ClientFac
 // event records an event on an object, as the sidecars' recorders do; a
 // Warning repeating the last one for the object is not recorded again
 // (the real recorder would count it).
-func (c *Controller) event(ctx context.Context, ref corev1.ObjectReference, typ, reason, msg, component string) {
+func (c *Controller) event(ctx context.Context, dc *driverCloud, ref corev1.ObjectReference, typ, reason, msg string) {
 	key := ref.Kind + "/" + ref.Namespace + "/" + ref.Name
 	c.mu.Lock()
 	if typ == corev1.EventTypeWarning && c.warned[key] == reason+msg {
@@ -455,10 +481,10 @@ func (c *Controller) event(ctx context.Context, ref corev1.ObjectReference, typ,
 		ns = metav1.NamespaceDefault
 	}
 	now := metav1.Now()
-	_, err := c.cfg.Client.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+	_, err := dc.api.CoreV1().Events(ns).Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: ref.Name + ".", Namespace: ns},
 		InvolvedObject: ref, Reason: reason, Message: msg, Type: typ, Count: 1, FirstTimestamp: now, LastTimestamp: now,
-		Source: corev1.EventSource{Component: component},
+		Source: corev1.EventSource{Component: dc.component},
 	}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		c.cfg.Log.V(1).Info("recording an event", "object", key, "reason", reason, "error", err.Error())

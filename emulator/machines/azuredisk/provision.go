@@ -107,16 +107,16 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 		return nil
 	}
 	ref := corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID, ResourceVersion: pvc.ResourceVersion}
-	c.event(ctx, ref, corev1.EventTypeNormal, "Provisioning", fmt.Sprintf("External provisioner is provisioning volume for claim %q", pvc.Namespace+"/"+pvc.Name), dc.component)
+	c.event(ctx, dc, ref, corev1.EventTypeNormal, "Provisioning", fmt.Sprintf("External provisioner is provisioning volume for claim %q", pvc.Namespace+"/"+pvc.Name))
 	pv, err := c.provision(ctx, dc, pvc, sc, pvName)
 	if err != nil {
-		c.event(ctx, ref, corev1.EventTypeWarning, "ProvisioningFailed", fmt.Sprintf("failed to provision volume with StorageClass %q: %v", sc.Name, err), dc.component)
+		c.event(ctx, dc, ref, corev1.EventTypeWarning, "ProvisioningFailed", fmt.Sprintf("failed to provision volume with StorageClass %q: %v", sc.Name, err))
 		return err
 	}
-	if _, err := c.cfg.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := dc.api.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	c.event(ctx, ref, corev1.EventTypeNormal, "ProvisioningSucceeded", "Successfully provisioned volume "+pvName, dc.component)
+	c.event(ctx, dc, ref, corev1.EventTypeNormal, "ProvisioningSucceeded", "Successfully provisioned volume "+pvName)
 	return nil
 }
 
@@ -391,7 +391,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	pv := o.(*corev1.PersistentVolume)
 	if pv.DeletionTimestamp != nil && slices.Contains(pv.Finalizers, attacherFinalizer) {
 		if dc, err := c.acting(ctx, RoleAttacher); dc != nil && err == nil && !c.usedByAttachment(pv.Name) {
-			if err := c.removeFinalizer(ctx, pv, attacherFinalizer); err != nil {
+			if err := c.removeFinalizer(ctx, dc, pv, attacherFinalizer); err != nil {
 				return err
 			}
 		}
@@ -406,17 +406,17 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	}
 	if err := c.deleteDisk(ctx, dc, pv.Spec.CSI.VolumeHandle); err != nil {
 		ref := corev1.ObjectReference{Kind: "PersistentVolume", APIVersion: "v1", Name: pv.Name, UID: pv.UID, ResourceVersion: pv.ResourceVersion}
-		c.event(ctx, ref, corev1.EventTypeWarning, "VolumeFailedDelete", err.Error(), dc.component)
+		c.event(ctx, dc, ref, corev1.EventTypeWarning, "VolumeFailedDelete", err.Error())
 		return err
 	}
 	// The disk is gone: the provisioner's finalizer comes off, then the
 	// PV goes.
 	if slices.Contains(pv.Finalizers, provisionerFinalizer) {
-		if err := c.removeFinalizer(ctx, pv, provisionerFinalizer); err != nil {
+		if err := c.removeFinalizer(ctx, dc, pv, provisionerFinalizer); err != nil {
 			return err
 		}
 	}
-	err = c.cfg.Client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pv.UID}})
+	err = dc.api.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pv.UID}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
@@ -472,8 +472,8 @@ func notFound(err error) bool {
 
 // removeFinalizer takes one finalizer off a PV, as the sidecars do with a
 // patch that fails if the list changed meanwhile.
-func (c *Controller) removeFinalizer(ctx context.Context, pv *corev1.PersistentVolume, finalizer string) error {
-	cur, err := c.cfg.Client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+func (c *Controller) removeFinalizer(ctx context.Context, dc *driverCloud, pv *corev1.PersistentVolume, finalizer string) error {
+	cur, err := dc.api.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -485,6 +485,6 @@ func (c *Controller) removeFinalizer(ctx context.Context, pv *corev1.PersistentV
 		return nil
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": keep, "resourceVersion": cur.ResourceVersion}})
-	_, err = c.cfg.Client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = dc.api.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }

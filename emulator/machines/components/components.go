@@ -460,6 +460,7 @@ func Catalog() []Component {
 				perm("get", "storage.k8s.io", "storageclasses", externalProvisioner), perm("get", "storage.k8s.io", "csinodes", externalProvisioner),
 				perm("get", "", "nodes", externalProvisioner),
 			}, leasePerms(externalProvisioner)),
+			Watches: provisionerWatches, WatchSource: provisionerSrc, Sync: informerSync,
 		},
 		{
 			Name: "csi-attacher", Images: []string{csiAttacherRepo}, OS: "linux", Source: externalAttacher,
@@ -467,6 +468,7 @@ func Catalog() []Component {
 				perm("patch", "storage.k8s.io", "volumeattachments", externalAttacher), perm("patch", "storage.k8s.io", "volumeattachments/status", externalAttacher),
 				perm("get", "storage.k8s.io", "csinodes", externalAttacher), perm("patch", "", "persistentvolumes", externalAttacher),
 			}, leasePerms(externalAttacher)),
+			Watches: attacherWatches, WatchSource: attacherSrc, Sync: informerSync,
 		},
 		{
 			Name: "csi-resizer", Images: []string{csiResizerRepo}, OS: "linux", Source: externalResizer,

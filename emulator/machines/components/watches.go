@@ -33,6 +33,18 @@ const (
 	// cloud-provider-azure's EndpointSlice informer serves only its
 	// multiple-load-balancer mode.
 	ccmSrc = "kubernetes/cloud-provider controllers/service/controller.go, controllers/nodelifecycle; kubernetes-sigs/cloud-provider-azure pkg/provider/azure.go"
+	// kubernetes-csi/external-provisioner v6.3.0 (34c6fc21)
+	// cmd/csi-provisioner/csi-provisioner.go: StorageClasses, claims,
+	// VolumeAttachments (the driver publishes volumes), CSINodes and
+	// Nodes (Topology=true), every informer of its factory waited for
+	// before it runs; the vendored sig-storage-lib-external-provisioner
+	// v13 controller/controller.go adds its own PV informer and waits for
+	// it too.
+	provisionerSrc = "kubernetes-csi/external-provisioner cmd/csi-provisioner/csi-provisioner.go, vendor/sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller/controller.go (v6.3.0, 34c6fc21)"
+	// kubernetes-csi/external-attacher v4.12.0 (f395fb4f)
+	// cmd/csi-attacher/main.go: VolumeAttachments and PVs (the controller
+	// waits for both), CSINodes (the handler's node IDs).
+	attacherSrc = "kubernetes-csi/external-attacher cmd/csi-attacher/main.go (v4.12.0, f395fb4f)"
 )
 
 const calicoGroup = "crd.projectcalico.org"
@@ -93,4 +105,15 @@ var nodeManagerWatches = []Watch{{Version: "v1", Resource: "nodes"}}
 var ccmWatches = []Watch{
 	{Version: "v1", Resource: "services"}, {Version: "v1", Resource: "nodes"},
 	{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices", Optional: true},
+}
+
+var provisionerWatches = []Watch{
+	{Group: "storage.k8s.io", Version: "v1", Resource: "storageclasses"}, {Version: "v1", Resource: "persistentvolumeclaims"},
+	{Version: "v1", Resource: "persistentvolumes"}, {Group: "storage.k8s.io", Version: "v1", Resource: "volumeattachments"},
+	{Group: "storage.k8s.io", Version: "v1", Resource: "csinodes"}, {Version: "v1", Resource: "nodes"},
+}
+
+var attacherWatches = []Watch{
+	{Group: "storage.k8s.io", Version: "v1", Resource: "volumeattachments"}, {Version: "v1", Resource: "persistentvolumes"},
+	{Group: "storage.k8s.io", Version: "v1", Resource: "csinodes"},
 }

@@ -107,6 +107,14 @@ type Config struct {
 	// the host's network, run before its sandbox gets an address; its
 	// error fails the sandbox (FailedCreatePodSandBox), retried.
 	SetUpNetwork func(ctx context.Context, pod *corev1.Pod) error
+	// NetworkAddressed, when set, is the rest of the CNI's ADD once the
+	// sandbox has its address (the sandbox's container ID): what the
+	// plugin writes to the API server for it. Its error fails the
+	// sandbox as SetUpNetwork's does, and the address is released.
+	NetworkAddressed func(ctx context.Context, pod *corev1.Pod, containerID string, ip netip.Addr) error
+	// TearDownNetwork, when set, is the CNI's DEL once a pod's address is
+	// released (pod is namespace/name).
+	TearDownNetwork func(uid types.UID, pod string)
 	// Installed, when set, is told what the node's pods have installed
 	// ("cni", "kube-proxy") whenever that changes, so that the runtime can
 	// start what they would have set up (kube-proxy's Service rules).

@@ -143,25 +143,36 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 			k.event(ctx, pod, corev1.EventTypeWarning, "NetworkNotReady", "network is not ready: "+reason)
 			return k.writeStatus(ctx, pod, status)
 		}
+		// cniFailed is a failed CNI ADD: the sandbox is not created.
+		cniFailed := func(err error) error {
+			msg := fmt.Sprintf("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox %q: %v", process.ContainerID(pod, "sandbox"), err)
+			k.waiting(status, pod, "ContainerCreating", "")
+			k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", msg)
+			k.cfg.Logs.Write(vmdisk.CNI, "ADD %s failed: %v", key, err)
+			_ = k.writeStatus(ctx, pod, status)
+			return err
+		}
 		if k.cfg.SetUpNetwork != nil && pod.Status.PodIP == "" {
 			if err := k.cfg.SetUpNetwork(ctx, pod); err != nil {
-				msg := fmt.Sprintf("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox %q: %v", process.ContainerID(pod, "sandbox"), err)
-				k.waiting(status, pod, "ContainerCreating", "")
-				k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", msg)
-				k.cfg.Logs.Write(vmdisk.CNI, "ADD %s failed: %v", key, err)
-				_ = k.writeStatus(ctx, pod, status)
-				return err
+				return cniFailed(err)
 			}
 		}
 		had := pod.Status.PodIP
 		if ignoredHostNet {
 			had = "" // the node's IP, as reported, is not the sandbox's
 		}
-		if ip, err = k.podIP(ctx, uid, key, had); err != nil {
+		fresh := false
+		if ip, fresh, err = k.podIP(ctx, uid, key, had); err != nil {
 			k.waiting(status, pod, "ContainerCreating", "")
 			k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
 			_ = k.writeStatus(ctx, pod, status)
 			return err
+		}
+		if k.cfg.NetworkAddressed != nil && fresh && pod.Status.PodIP == "" {
+			if err := k.cfg.NetworkAddressed(ctx, pod, process.ContainerID(pod, "sandbox"), ip); err != nil {
+				k.releaseIP(uid, key)
+				return cniFailed(err)
+			}
 		}
 	}
 	images := map[string]*Pulled{}
@@ -523,7 +534,7 @@ type ipam struct {
 
 // podIP allocates a pod's address; a pod that already has one (the kubelet
 // restarted) keeps it.
-func (k *Kubelet) podIP(ctx context.Context, uid, pod, had string) (netip.Addr, error) {
+func (k *Kubelet) podIP(ctx context.Context, uid, pod, had string) (netip.Addr, bool, error) {
 	a, fresh, err := k.allocate(ctx, uid, pod, had)
 	if err == nil && fresh {
 		k.cfg.Logs.Write(vmdisk.CNI, "ADD %s: address %s from pod CIDR %s", pod, a, k.ipam.prefix())
@@ -531,7 +542,7 @@ func (k *Kubelet) podIP(ctx context.Context, uid, pod, had string) (netip.Addr, 
 	if err != nil {
 		k.cfg.Logs.Write(vmdisk.CNI, "ADD %s failed: %v", pod, err)
 	}
-	return a, err
+	return a, fresh, err
 }
 
 // loadCIDR reads the node's pod CIDR, which the controller-manager's node
@@ -573,6 +584,9 @@ func (k *Kubelet) releaseIP(uid, pod string) {
 	k.ipam.mu.Unlock()
 	if had {
 		k.cfg.Logs.Write(vmdisk.CNI, "DEL %s: released %s", pod, a)
+		if k.cfg.TearDownNetwork != nil {
+			k.cfg.TearDownNetwork(types.UID(uid), pod)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -76,7 +77,12 @@ func Serve(ctx context.Context, o ServerOptions) error {
 		return fmt.Errorf("serving certificate: %w", err)
 	}
 	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
-		Logger:        o.Logger,
+		Logger: o.Logger,
+		// The build reporter reads back only its own Events, by name: a
+		// cached read would list and watch every Event of the cluster,
+		// which its role (flavors.AdmissionObjects) does not grant, and
+		// would wait for ever for a cache that never syncs.
+		Client:        client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Event{}}}},
 		Metrics:       metricsserver.Options{BindAddress: o.MetricsAddr, TLSOpts: TLSOptions(o.EnableHTTP2)},
 		WebhookServer: webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir, TLSOpts: TLSOptions(o.EnableHTTP2)}),
 	})
