@@ -208,6 +208,15 @@ func upgrade(ctx context.Context, t *testing.T, w *localworld.World, cs kubernet
 	update(ctx, t, w.Client, &controlplanev1.KubeadmControlPlane{}, kcpName, func(obj client.Object) {
 		kcp := obj.(*controlplanev1.KubeadmControlPlane)
 		kcp.Spec.Version = to
+		// The local world does not run Cluster API's defaulting webhooks,
+		// which give every KubeadmControlPlane a RollingUpdate strategy
+		// with maxSurge 1 (Default in controlplane/kubeadm/webhooks/admission/kubeadmcontrolplane.go,
+		// kubernetes-sigs/cluster-api v1.14.2); without them the provider
+		// rolls nothing ("RolloutStrategy type is not set").
+		kcp.Spec.Rollout.Strategy.Type = controlplanev1.RollingUpdateStrategyType
+		if kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge == nil {
+			kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(1))
+		}
 		replicas = ptr.Deref(kcp.Spec.Replicas, 1)
 	})
 	poll.Until(t, 8*time.Minute, func() string {
