@@ -5,7 +5,7 @@ BIN := $(CURDIR)/bin
 export KUBEBUILDER_ASSETS := $(BIN)
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
-.PHONY: all build run test tools vet lint generate verify-generate krew release image
+.PHONY: all build run test tools tools-previous vet lint generate verify-generate krew release image
 
 # What `make release` and `make image` publish. Build for your own registry
 # with e.g. `make image release REGISTRY=registry.example.com/platform`.
@@ -16,9 +16,13 @@ OUT := $(CURDIR)/out
 
 all: build
 
-## tools: build kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kubeadm into bin/ (only when their pins changed)
+## tools: build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubeadm, kubectl and metrics-server into bin/ (only when their pins changed)
 tools:
 	@bash hack/tools/build.sh
+
+## tools-previous: also build the previous minor's control plane into bin/v1.35.4/ (for `winkube up --kubernetes-version v1.35.4`)
+tools-previous:
+	@TOOLS_PREVIOUS=1 bash hack/tools/build.sh
 
 ## build: build bin/winkube, and bin/kubectl-winkube (the same binary as kubectl's plugin)
 build:

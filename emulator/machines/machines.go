@@ -47,6 +47,12 @@ import (
 type Options struct {
 	// Bin holds the control-plane binaries and kubeadm.
 	Bin string
+	// Versions holds further control-plane binaries (kube-apiserver,
+	// kube-controller-manager, kube-scheduler, kubeadm) by the Kubernetes
+	// version they are ("v1.35.4"): a control-plane machine whose
+	// ClusterConfiguration names one runs them, as a VM runs what its
+	// image installed; any other version runs Bin's. etcd is always Bin's.
+	Versions map[string]string
 	// Dir holds each machine's disk; a machine's folder is removed when
 	// the machine is deleted.
 	Dir string
@@ -146,6 +152,13 @@ func New(opts Options) (*Runtime, error) {
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubeadm"} {
 		if _, err := os.Stat(filepath.Join(opts.Bin, b)); err != nil {
 			return nil, fmt.Errorf("machine runtime: %s is missing from %s (run `make tools`)", b, opts.Bin)
+		}
+	}
+	for v, dir := range opts.Versions {
+		for _, b := range controlplane.VersionedBinaries {
+			if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+				return nil, fmt.Errorf("machine runtime: %s of Kubernetes %s is missing from %s (run `make tools`)", b, v, dir)
+			}
 		}
 	}
 	if opts.JoinTimeout == 0 {
@@ -281,7 +294,7 @@ func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.
 		return errors.New("a Windows machine cannot run a Kubernetes control plane")
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Config{
-		Bin: r.opts.Bin, Dir: m.dir, NodeName: m.nodeName, PrivateIP: m.arm.PrivateIPs[0], Host: host, Boot: b, Join: j,
+		Bin: r.opts.Bin, Versions: r.opts.Versions, Dir: m.dir, NodeName: m.nodeName, PrivateIP: m.arm.PrivateIPs[0], Host: host, Boot: b, Join: j,
 		Progress: func(s string) { r.event(m, s) },
 		// The API server reaches Services and pods as from this machine.
 		Dial: r.nodeDial(m),

@@ -29,6 +29,40 @@ if [ "$ms_want" != "$(cat "$bin/.metrics-server-stamp" 2>/dev/null || true)" ] |
 	echo "hack/tools: metrics-server built in $(( $(date +%s) - t0 ))s" >&2
 fi
 
+# The previous minor's control plane, for a local world that starts there
+# and rehearses an upgrade to the pin above (issue 49): each v1.*/ module
+# pins one release and builds into bin/<its version>/, stamped on its own.
+# Only on request (make tools-previous): it costs about 17 CPU-minutes cold,
+# which the default build and CI do not pay while no test needs it.
+# etcd is not rebuilt: kubeadm v1.35 and v1.36 both default to etcd 3.6.x
+# (cmd/kubeadm/app/constants/constants.go DefaultEtcdVersion at
+# kubernetes/kubernetes v1.35.4 and v1.36.3), which bin/etcd serves.
+for prev in "$here"/v1.*/; do
+	[ "${TOOLS_PREVIOUS:-0}" = 1 ] || break
+	pver=$(cd "$prev" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+	pbin=$bin/$pver
+	pwant=$(cat "$prev/go.mod" "$prev/go.sum" "$here/build.sh" | sha256sum | cut -d' ' -f1)
+	pmissing=0
+	for t in kube-apiserver kube-controller-manager kube-scheduler kubeadm; do [ -x "$pbin/$t" ] || pmissing=1; done
+	if [ "$pwant" = "$(cat "$pbin/.tools-stamp" 2>/dev/null || true)" ] && [ $pmissing = 0 ]; then
+		continue
+	fi
+	pmajor=${pver#v}; pmajor=${pmajor%%.*}
+	pminor=${pver#v*.}; pminor=${pminor%%.*}
+	pflags="-s -w"
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		pflags+=" -X $pkg.gitVersion=$pver -X $pkg.gitMajor=$pmajor -X $pkg.gitMinor=$pminor -X $pkg.gitTreeState=clean"
+	done
+	mkdir -p "$pbin"
+	t0=$(date +%s)
+	for t in kube-apiserver kube-controller-manager kube-scheduler kubeadm; do
+		echo "hack/tools: building $t ($pver)" >&2
+		(cd "$prev" && go build -trimpath -ldflags "$pflags" -o "$pbin/$t" "k8s.io/kubernetes/cmd/$t")
+	done
+	echo "$pwant" > "$pbin/.tools-stamp"
+	echo "hack/tools: $pver's control plane built in $(( $(date +%s) - t0 ))s" >&2
+done
+
 want=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" "$here/cmd/etcd/main.go" | sha256sum | cut -d' ' -f1)
 have=$(cat "$stamp" 2>/dev/null || true)
 missing=0

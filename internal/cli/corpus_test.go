@@ -88,6 +88,8 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"up", "--flavor", "windows-dockershim"}, []string{"--flavor windows-dockershim", "HostProcess", "--flavor windows (containerd)"}},
 		{[]string{"up", "Demo"}, []string{"NAME", "Demo"}},
 		{[]string{"up", "--kubernetes-version", "v1.99.0"}, []string{"--kubernetes-version", "v1.36.3"}},
+		// a version generate accepts, but no binaries of it are built
+		{[]string{"up", "--kubernetes-version", "v1.34.6"}, []string{"--kubernetes-version", "v1.35.4", "v1.36.3"}},
 		{[]string{"up", "--windows-version", "2016"}, []string{"--windows-version"}},
 		{[]string{"up", "--control-plane-nodes", "0"}, []string{"--control-plane-nodes"}},
 		{[]string{"up", "--windows-nodes", "-2"}, []string{"--windows-nodes"}},

@@ -50,6 +50,9 @@ func (o *upOptions) defaultStateDir(name string) error {
 
 // checkFlags refuses flag values no world can be made of.
 func (o *upOptions) checkFlags() error {
+	if err := localworld.CheckKubernetesVersion(o.version); err != nil {
+		return err
+	}
 	switch infrav1.WindowsServerVersion(o.windowsVersion) {
 	case infrav1.WindowsServer2019, infrav1.WindowsServer2022, infrav1.WindowsServer2025:
 	default:
@@ -235,7 +238,8 @@ long as this process. Interrupt it (Ctrl-C) to stop it: the state stays, and
 		},
 	}
 	cmd.Flags().StringVar(&o.flavor, "flavor", flavors.Windows, "cluster flavor: "+strings.Join(flavors.Names(), ", "))
-	cmd.Flags().StringVar(&o.version, "kubernetes-version", "v1.36.3", "Kubernetes version of the cluster")
+	cmd.Flags().StringVar(&o.version, "kubernetes-version", localworld.KubernetesVersion,
+		"Kubernetes version of the cluster: "+strings.Join(localworld.KubernetesVersions(), " or ")+" (the previous minor, to rehearse an upgrade)")
 	cmd.Flags().Int32Var(&o.controlPlane, "control-plane-nodes", 1, "control-plane machines (odd: 1, 3 or 5); each runs etcd, kube-apiserver, kube-controller-manager and kube-scheduler")
 	cmd.Flags().Int32Var(&o.linux, "linux-nodes", 1, "Linux worker machines")
 	cmd.Flags().Int32Var(&o.windows, "windows-nodes", 2, "Windows worker machines")

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -187,6 +186,9 @@ func Start(ctx context.Context, o Options) (*World, error) {
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
+	if err := CheckKubernetesVersion(o.KubernetesVersion); err != nil {
+		return nil, err
+	}
 	if err := ClaimStateDir(o.StateDir, o.Name); err != nil {
 		return nil, err
 	}
@@ -267,11 +269,15 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := os.WriteFile(filepath.Join(o.StateDir, RegistryFile), []byte(w.reg.Host()+"\n"), 0o600); err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, filepath.Join(o.Bin, "kubeadm"), "config", "images", "list", "--kubernetes-version", o.KubernetesVersion).Output()
+	images, err := w.catalog(ctx)
 	if err != nil {
-		return fmt.Errorf("kubeadm config images list: %w", err)
+		return err
 	}
-	if err := w.reg.PushAll(ctx, Catalog(o.KubernetesVersion, strings.Fields(string(out)))); err != nil {
+	if err := w.reg.PushAll(ctx, images); err != nil {
+		return err
+	}
+	versions, err := versionBins(o.Bin, o.KubernetesVersion)
+	if err != nil {
 		return err
 	}
 	if w.block, err = claimBlock(o.StateDir); err != nil {
@@ -292,7 +298,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	var armCfg endpoint.Config
 	emuSaver := newWriteBehind("Azure resources", func() error { return w.emu.Save(filepath.Join(o.StateDir, emulatorState)) }, o.Log)
 	w.rt, err = machines.New(machines.Options{
-		Bin: o.Bin, Dir: filepath.Join(o.StateDir, "machines"), Network: w.net, Images: w.reg,
+		Bin: o.Bin, Versions: versions, Dir: filepath.Join(o.StateDir, "machines"), Network: w.net, Images: w.reg,
 		Cloud:   machines.ARMNetwork(connectARM(&armCfg)),
 		Compute: machines.ARMCompute(connectARM(&armCfg)),
 		Events:  func(machine, msg string) { w.boots.note(machine); o.Log.V(1).Info(msg, "machine", machine) },

@@ -37,6 +37,10 @@ type Config struct {
 	// Bin holds etcd, kube-apiserver, kube-controller-manager,
 	// kube-scheduler and kubeadm.
 	Bin string
+	// Versions holds the VersionedBinaries of other Kubernetes versions,
+	// by version ("v1.35.4"): the machine runs those of its
+	// ClusterConfiguration's kubernetesVersion, Bin's when none is listed.
+	Versions map[string]string
 	// Dir is the VM's disk: files from its custom data live under Dir/root.
 	Dir      string
 	NodeName string
@@ -180,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	specs := cp.components()
 	for _, s := range specs {
 		cfg.progress("starting " + s.name)
-		p, err := start(s.name, filepath.Join(cfg.Bin, s.name), s.args, logs)
+		p, err := start(s.name, cp.binary(s.name), s.args, logs)
 		if err != nil {
 			return nil, err
 		}
@@ -265,7 +269,7 @@ func (cp *ControlPlane) Pids() map[string]int {
 }
 
 func (cp *ControlPlane) kubeadm(ctx context.Context, args ...string) error {
-	cmd := exec.CommandContext(ctx, filepath.Join(cp.cfg.Bin, "kubeadm"), args...)
+	cmd := exec.CommandContext(ctx, cp.binary("kubeadm"), args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -467,6 +471,22 @@ func hasTaint(ts []corev1.Taint, t corev1.Taint) bool {
 		}
 	}
 	return false
+}
+
+// VersionedBinaries are the binaries a control-plane machine runs at its
+// own Kubernetes version; etcd is one for all: kubeadm v1.35 and v1.36 both
+// run etcd 3.6 (DefaultEtcdVersion in cmd/kubeadm/app/constants/constants.go,
+// kubernetes/kubernetes v1.35.4 and v1.36.3).
+var VersionedBinaries = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubeadm"}
+
+// binary is the path of one of the machine's binaries: of its
+// ClusterConfiguration's version when Versions has it, as a VM's image
+// carries the kubeadm and components of one release.
+func (cp *ControlPlane) binary(name string) string {
+	if dir, ok := cp.cfg.Versions[cp.cluster.KubernetesVersion]; ok && name != "etcd" {
+		return filepath.Join(dir, name)
+	}
+	return filepath.Join(cp.cfg.Bin, name)
 }
 
 // KubernetesVersion is the cluster's, from its ClusterConfiguration.

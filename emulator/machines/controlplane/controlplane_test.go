@@ -23,3 +23,22 @@ func TestFailedBootReturnsItsError(t *testing.T) {
 		t.Fatalf("Start with an unwritable disk: %v, %v", cp, err)
 	}
 }
+
+// A machine runs the components and kubeadm of its ClusterConfiguration's
+// version when the runtime has them, as a VM runs what its image carries;
+// etcd, one minor for both versions, and any version without binaries of
+// its own run Bin's.
+func TestMachineRunsItsVersionsBinaries(t *testing.T) {
+	cfg := Config{Bin: "/bin", Versions: map[string]string{"v1.35.4": "/bin/v1.35.4"}}
+	for _, c := range []struct{ version, name, want string }{
+		{"v1.35.4", "kube-apiserver", "/bin/v1.35.4/kube-apiserver"},
+		{"v1.35.4", "kubeadm", "/bin/v1.35.4/kubeadm"},
+		{"v1.35.4", "etcd", "/bin/etcd"},
+		{"v1.36.3", "kube-apiserver", "/bin/kube-apiserver"},
+	} {
+		cp := &ControlPlane{cfg: cfg, cluster: &bootdata.ClusterConfiguration{KubernetesVersion: c.version}}
+		if got := cp.binary(c.name); got != c.want {
+			t.Errorf("a %s machine runs %s from %s, want %s", c.version, c.name, got, c.want)
+		}
+	}
+}
