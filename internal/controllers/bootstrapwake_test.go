@@ -50,6 +50,22 @@ func TestBootstrapFailedMachineStaysPut(t *testing.T) {
 		return ""
 	})
 
+	// The failure stands once the boot log is read; the kubelet log's Run
+	// Command may still be under way, polled every runCommandPoll (2 s), and
+	// those reconciles are the diagnosis', not wakes. Count from the first
+	// quiet window longer than that poll.
+	poll.Until(t, time.Minute, func() string {
+		before := gauge(t, "controller_runtime_reconcile_total", "azuremachine")
+		<-time.After(3 * time.Second)
+		if after := gauge(t, "controller_runtime_reconcile_total", "azuremachine"); after != before {
+			return fmt.Sprintf("%.0f reconciles in 3s: the diagnosis is still polling", after-before)
+		}
+		return ""
+	})
+	if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
+		t.Fatal(err)
+	}
+
 	w, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
