@@ -208,9 +208,19 @@ func (b *builder) calicoConfig() *corev1.ConfigMap {
 		ObjectMeta: metav1.ObjectMeta{Name: calicoConfigName, Namespace: addonNamespace},
 		Data: map[string]string{
 			"typha_service_name": "none", "calico_backend": "vxlan", "veth_mtu": fmt.Sprint(OverlayMTU),
-			"cni_network_config": jsonString(cni),
+			"cni_network_config": cniTemplate(cni),
 		},
 	}
+}
+
+// cniTemplate writes the CNI configuration template with __CNI_MTU__ as a
+// bare token, as calico-vxlan.yaml has it (projectcalico/calico v3.30.7,
+// 74485ea4): install-cni substitutes the text as it stands
+// (cni-plugin/pkg/install/install.go), and the plugin reads mtu into an
+// int (cni-plugin/pkg/types/types.go), so a quoted token became the
+// string "1350" and every pod's CNI ADD failed to load the netconf.
+func cniTemplate(conf map[string]any) string {
+	return strings.Replace(jsonString(conf), `"__CNI_MTU__"`, "__CNI_MTU__", 1)
 }
 
 // calicoLinux is Calico on Linux nodes: calico-node (VXLAN, VNI 4096, MTU

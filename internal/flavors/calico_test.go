@@ -324,3 +324,42 @@ func lineDiff(a, b string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestCalicoCNIConfigLoadsAsThePluginReadsIt: install-cni fills the
+// template's tokens in as text (projectcalico/calico v3.30.7 74485ea4,
+// cni-plugin/pkg/install/install.go) and the calico plugin decodes mtu as
+// an int (cni-plugin/pkg/types/types.go); a netconf it cannot decode fails
+// every pod's CNI ADD on Linux nodes.
+func TestCalicoCNIConfigLoadsAsThePluginReadsIt(t *testing.T) {
+	for _, flavor := range []string{flavors.Default, flavors.Windows, flavors.MachinePoolWindows} {
+		objs, err := flavors.Generate(flavor, opts("v1.36.3", "2022"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var data map[string]any
+		for _, u := range addonObjects(t, objs) {
+			if u.GetKind() == "ConfigMap" && u.GetName() == "calico-config" {
+				data, _, _ = unstructured.NestedMap(u.Object, "data")
+			}
+		}
+		tmpl, _ := data["cni_network_config"].(string)
+		mtu, _ := data["veth_mtu"].(string)
+		if tmpl == "" || mtu == "" {
+			t.Fatalf("%s: calico-config has no cni_network_config or veth_mtu: %v", flavor, data)
+		}
+		conf := strings.NewReplacer("__KUBERNETES_NODE_NAME__", "node-0", "__KUBECONFIG_FILEPATH__", "/etc/cni/net.d/calico-kubeconfig",
+			"__CNI_MTU__", mtu).Replace(tmpl)
+		var netconf struct {
+			Plugins []struct {
+				Type string `json:"type"`
+				MTU  int    `json:"mtu"`
+			} `json:"plugins"`
+		}
+		if err := json.Unmarshal([]byte(conf), &netconf); err != nil {
+			t.Fatalf("%s: the calico plugin cannot load the netconf install-cni writes: %v\n%s", flavor, err, conf)
+		}
+		if len(netconf.Plugins) == 0 || netconf.Plugins[0].Type != "calico" || netconf.Plugins[0].MTU != flavors.OverlayMTU {
+			t.Errorf("%s: first plugin %+v, want calico with mtu %d", flavor, netconf.Plugins, flavors.OverlayMTU)
+		}
+	}
+}
