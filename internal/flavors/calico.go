@@ -272,6 +272,16 @@ func (b *builder) calicoLinux() []runtime.Object {
 				{Name: "FELIX_DEFAULTENDPOINTTOHOSTACTION", Value: "ACCEPT"},
 				{Name: "FELIX_IPV6SUPPORT", Value: "false"},
 				{Name: "FELIX_HEALTHENABLED", Value: "true"},
+				// Felix v3.30.7 turns TX checksum offload off on
+				// vxlan.calico only for kernels up to 5.7
+				// (felix/environment/feature_detect_linux.go, 74485ea4);
+				// on Azure's newer kernels the SNATed node-to-Service
+				// packets it encapsulates then carry a bad UDP checksum
+				// and are dropped (projectcalico/calico#4865). CAPZ
+				// forces the override for that reason
+				// (templates/addons/calico/patches/calico-node.yaml,
+				// cluster-api-provider-azure 69ec3a40).
+				{Name: "FELIX_FEATUREDETECTOVERRIDE", Value: "ChecksumOffloadBroken=true"},
 			},
 			SecurityContext: privileged,
 			Resources:       corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}},

@@ -363,3 +363,39 @@ func TestCalicoCNIConfigLoadsAsThePluginReadsIt(t *testing.T) {
 		}
 	}
 }
+
+// TestCalicoNodeDisablesVXLANChecksumOffload: on Azure, Felix must turn TX
+// checksum offload off on its VXLAN device whatever the kernel, as CAPZ
+// makes it do (cluster-api-provider-azure 69ec3a40,
+// templates/addons/calico/patches/calico-node.yaml); Felix v3.30.7 on its
+// own does so only for kernels up to 5.7, and Service traffic from a node
+// to a pod on another node is then dropped (projectcalico/calico#4865).
+func TestCalicoNodeDisablesVXLANChecksumOffload(t *testing.T) {
+	for _, flavor := range []string{flavors.Default, flavors.Windows, flavors.MachinePoolWindows} {
+		objs, err := flavors.Generate(flavor, opts("v1.36.3", "2022"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, u := range addonObjects(t, objs) {
+			if u.GetKind() != "DaemonSet" || u.GetName() != "calico-node" {
+				continue
+			}
+			ds := &appsv1.DaemonSet{}
+			mustConvert(t, u, ds)
+			found = true
+			for _, c := range ds.Spec.Template.Spec.Containers {
+				if c.Name != "calico-node" {
+					continue
+				}
+				i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "FELIX_FEATUREDETECTOVERRIDE" })
+				if i < 0 || c.Env[i].Value != "ChecksumOffloadBroken=true" {
+					t.Errorf("%s: calico-node has no FELIX_FEATUREDETECTOVERRIDE=ChecksumOffloadBroken=true: Felix leaves VXLAN checksum offload on, and Azure drops node-to-Service traffic across nodes", flavor)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("%s: no calico-node DaemonSet among the add-ons", flavor)
+		}
+	}
+}
