@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -175,6 +176,23 @@ func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 	f.waitPool(amp, 2)
 	f.joinPool(amp.Name, func(string) bool { return true })
 
+	// Paused (Cluster API's pause contract), the pool does not look while
+	// the scale set grows, so the extra instance is there when it does.
+	f.edit(amp, func() {
+		if amp.Annotations == nil {
+			amp.Annotations = map[string]string{}
+		}
+		amp.Annotations[clusterv1.PausedAnnotation] = "true"
+	})
+	poll.Until(t, time.Minute, func() string {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err.Error()
+		}
+		if c := conditions.Get(amp, clusterv1.PausedCondition); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Sprintf("the pool is not paused yet: %+v", c)
+		}
+		return ""
+	})
 	set, err := az.vmss.Get(f.ctx, f.ns, amp.Name, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -190,8 +208,8 @@ func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,1,2" {
 		t.Fatalf("instances %s after the scale-out, want 0,1,2", got)
 	}
-	// Something wakes the pool (here a label of its own).
-	f.touchPool(amp)
+	// Unpausing wakes the pool.
+	f.edit(amp, func() { delete(amp.Annotations, clusterv1.PausedAnnotation) })
 	poll.Until(t, time.Minute, func() string {
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
 			return err.Error()
