@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/winkube/winkube/internal/localworld"
 )
 
 // TestUpAndDownRefuseBadInput: mistakes are refused before anything starts,
@@ -43,11 +45,11 @@ func TestUpAndDownRefuseBadInput(t *testing.T) {
 			t.Errorf("winkube %s: %v, want an error saying %q", strings.Join(c.args, " "), err, c.want)
 		}
 	}
-	o := &upOptions{controlPlane: 2, windowsVersion: "2022", stateDir: dir, bin: "../../bin"}
+	o := &upOptions{controlPlane: 2, windowsVersion: "2022", version: localworld.KubernetesVersion, stateDir: dir, bin: "../../bin"}
 	if _, err := o.world("x", nil); err == nil || !strings.Contains(err.Error(), "odd number") {
 		t.Errorf("2 control planes: %v", err)
 	}
-	o = &upOptions{controlPlane: 1, windowsVersion: "2016", stateDir: dir, bin: "../../bin"}
+	o = &upOptions{controlPlane: 1, windowsVersion: "2016", version: localworld.KubernetesVersion, stateDir: dir, bin: "../../bin"}
 	if _, err := o.world("x", nil); err == nil || !strings.Contains(err.Error(), "2019, 2022 or 2025") {
 		t.Errorf("Windows 2016: %v", err)
 	}
