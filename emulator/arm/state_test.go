@@ -3,6 +3,7 @@ package arm_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -72,6 +73,17 @@ func TestOnChangeKeepsTheSavedStateCurrent(t *testing.T) {
 	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", linuxVM(*nic.ID, "#cloud-config\n"), nil))
 	_ = pollErr(vms.BeginCreateOrUpdate(w.ctx, "rg", "doomed-vm", linuxVM(*nic2.ID, ""), nil))
 
+	// The VMs' boots end on the emulator's own timers (BootDelayLinux), which
+	// mark changes of their own: reads are measured once those are over, a
+	// quiet second after the last mark.
+	poll.Until(t, 30*time.Second, func() string {
+		before := c.marks.Load()
+		<-time.After(time.Second)
+		if n := c.marks.Load(); n != before {
+			return fmt.Sprintf("%d changes marked in the last second", n-before)
+		}
+		return ""
+	})
 	marks := c.marks.Load()
 	_ = must(vms.Get(w.ctx, "rg", "vm", nil))
 	for pager := vms.NewListPager("rg", nil); pager.More(); {
