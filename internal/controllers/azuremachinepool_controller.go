@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"slices"
@@ -32,6 +33,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/resourceskus"
 	"github.com/winkube/winkube/internal/azure/scalesets"
 	"github.com/winkube/winkube/internal/azure/tags"
+	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/images"
 	"github.com/winkube/winkube/internal/naming"
 )
@@ -247,7 +249,6 @@ func (r *AzureMachinePoolReconciler) choosePoolImage(ctx context.Context, pc *po
 func (r *AzureMachinePoolReconciler) buildScaleSetModel(ctx context.Context, pc *poolContext) (*ctrl.Result, error) {
 	amp, mp, img, size := pc.amp, pc.mp, pc.img, pc.size
 	t := &amp.Spec.Template
-	windows, prefix := t.OS() == infrav1.Windows, amp.Status.ComputerNamePrefix
 	n := pc.names
 	cur, err := pc.svc.ScaleSets.Get(ctx, n.rg, amp.Name)
 	if err != nil {
@@ -280,11 +281,39 @@ func (r *AzureMachinePoolReconciler) buildScaleSetModel(ctx context.Context, pc 
 			return &ctrl.Result{}, nil
 		}
 	}
+	spec, err := scaleSetSpec(amp, pc.ac.Spec, n, vmImage(img), pc.customData, tags.Build(pc.owner, poolRole(amp), mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)), zones, size, cur)
+	if err != nil {
+		setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())
+		return &ctrl.Result{}, nil
+	}
+	if spec.Windows {
+		if spec.AdminPassword, err = randomPassword(); err != nil {
+			return &ctrl.Result{}, err
+		}
+	}
+	pc.cur, pc.spec = cur, spec
+	return nil, nil
+}
+
+// scaleSetSpec is the scale set a pool asks Azure for, from its spec and what
+// the reconcile read or chose (image, zones, the size's capabilities, the
+// scale set as it is), without calling anything, as vmSpec is for a VM;
+// CAPZ builds its scale set spec likewise as a plain value
+// (azure/scope/machinepool.go ScaleSetSpec @69ec3a40). A Windows pool's
+// admin password is the caller's (random, never stored); err says what in
+// the spec to fix.
+func scaleSetSpec(amp *infrav1.AzureMachinePool, cluster infrav1.AzureClusterSpec, n clusterNames, img virtualmachines.Image, customData []byte, tags map[string]*string, zones []string, size resourceskus.Size, cur *armcompute.VirtualMachineScaleSet) (scalesets.Spec, error) {
+	t := &amp.Spec.Template
+	windows := t.OS() == infrav1.Windows
+	prefix := amp.Name
+	if windows {
+		prefix = naming.WindowsScaleSetPrefix(amp.Name)
+	}
 	spec := scalesets.Spec{
-		ResourceGroup: n.rg, Name: amp.Name, Location: pc.ac.Spec.Location, Size: t.VMSize, Windows: windows, ComputerNamePrefix: prefix,
-		Image: vmImage(img), OSDiskSizeGB: ptr.Deref(t.OSDisk.DiskSizeGB, 128), CustomData: pc.customData, AdminUsername: AdminUsername,
-		SubnetID: "/subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + n.nodeSubnet.Name,
-		Zones:    zones, Tags: tags.Build(pc.owner, poolRole(amp), mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)),
+		ResourceGroup: n.rg, Name: amp.Name, Location: cluster.Location, Size: t.VMSize, Windows: windows, ComputerNamePrefix: prefix,
+		Image: img, OSDiskSizeGB: ptr.Deref(t.OSDisk.DiskSizeGB, 128), CustomData: customData, AdminUsername: AdminUsername,
+		SubnetID: "/subscriptions/" + cluster.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + n.nodeSubnet.Name,
+		Zones:    zones, Tags: tags,
 	}
 	spec.LastAppliedTags, _ = lastAppliedTags(amp)
 	if md := t.OSDisk.ManagedDisk; md != nil {
@@ -297,20 +326,14 @@ func (r *AzureMachinePoolReconciler) buildScaleSetModel(ctx context.Context, pc 
 	if t.AcceleratedNetworking == nil && cur != nil {
 		spec.Accelerated = scalesets.AcceleratedNetworking(cur)
 	}
-	if windows {
-		if spec.AdminPassword, err = randomPassword(); err != nil {
-			return &ctrl.Result{}, err
-		}
-	} else {
+	if !windows {
 		key, err := base64.StdEncoding.DecodeString(t.SSHPublicKey)
 		if err != nil || len(key) == 0 {
-			setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, "spec.template.sshPublicKey is not a base64-encoded OpenSSH key")
-			return &ctrl.Result{}, nil
+			return spec, errors.New("spec.template.sshPublicKey is not a base64-encoded OpenSSH key")
 		}
 		spec.SSHPublicKey = strings.TrimSpace(string(key))
 	}
-	pc.cur, pc.spec = cur, spec
-	return nil, nil
+	return spec, nil
 }
 
 // claimScaleSet records the scale set before it is created; one that exists
