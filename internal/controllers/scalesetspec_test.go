@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"encoding/base64"
-	"strings"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
@@ -108,18 +107,6 @@ func TestScaleSetSpec(t *testing.T) {
 	} {
 		amp := &infrav1.AzureMachinePool{ObjectMeta: metav1.ObjectMeta{Name: c.pool, Annotations: c.annotations}, Spec: infrav1.AzureMachinePoolSpec{Template: c.spec}}
 		got, err := scaleSetSpec(amp, cluster, n, img, []byte("data"), owned, []string{"1"}, c.size, c.cur)
-		if c.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-				t.Errorf("%s: error %v, want %q", c.name, err, c.wantErr)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
-			continue
-		}
-		if msg := c.check(got); msg != "" {
-			t.Errorf("%s: %s: %+v", c.name, msg, got)
-		}
+		checkSpec(t, c.name, got, err, c.wantErr, c.check)
 	}
 }
