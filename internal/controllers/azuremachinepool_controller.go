@@ -3,12 +3,14 @@ package controllers
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,8 +30,10 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/providerid"
+	"github.com/winkube/winkube/internal/azure/resourceskus"
 	"github.com/winkube/winkube/internal/azure/scalesets"
 	"github.com/winkube/winkube/internal/azure/tags"
+	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/images"
 	"github.com/winkube/winkube/internal/naming"
 )
@@ -89,6 +93,20 @@ type poolContext struct {
 	svc     *cloud.Services
 	names   clusterNames
 	owner   tags.Owner
+
+	// What the phases of reconcileNormal hand on to those after them.
+	customData []byte
+	img        *infrav1.Image
+	size       resourceskus.Size
+	cur        *armcompute.VirtualMachineScaleSet
+	spec       scalesets.Spec
+	instances  []scalesets.Instance
+	machines   map[string]*infrav1.AzureMachinePoolMachine
+	replicas   int64
+	desired    int64
+	outdated   int
+	waitReason string
+	waitMsg    string
 }
 
 // Reconcile brings one pool's scale set to its MachinePool.
@@ -156,22 +174,43 @@ func (r *AzureMachinePoolReconciler) poolImage(ctx context.Context, pc *poolCont
 func ProviderIDOf(instanceARMID string) string { return providerid.FromARMID(instanceARMID) }
 
 func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *poolContext) (ctrl.Result, error) {
-	amp, mp := pc.amp, pc.mp
-	if controllerutil.AddFinalizer(amp, infrav1.MachinePoolFinalizer) {
-		return ctrl.Result{RequeueAfter: persisted}, nil
+	return runPhases(ctx, pc,
+		r.holdPoolFinalizer, r.waitForPoolPrerequisites, r.choosePoolImage, r.buildScaleSetModel,
+		r.claimScaleSet, r.rollInstances, r.writeScaleSet, r.reconcileInstanceMachines)
+}
+
+// holdPoolFinalizer saves the finalizer before anything is created.
+func (r *AzureMachinePoolReconciler) holdPoolFinalizer(_ context.Context, pc *poolContext) (*ctrl.Result, error) {
+	if controllerutil.AddFinalizer(pc.amp, infrav1.MachinePoolFinalizer) {
+		return &ctrl.Result{RequeueAfter: persisted}, nil
 	}
+	return nil, nil
+}
+
+// waitForPoolPrerequisites waits for the cluster's infrastructure and the
+// bootstrap data, then reads the bootstrap data.
+func (r *AzureMachinePoolReconciler) waitForPoolPrerequisites(ctx context.Context, pc *poolContext) (*ctrl.Result, error) {
+	amp, mp := pc.amp, pc.mp
 	if pc.cluster == nil || !ptr.Deref(pc.cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		setReady(amp, metav1.ConditionFalse, WaitingForClusterInfraReason, "waiting for the cluster's infrastructure")
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
 	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
 		setReady(amp, metav1.ConditionFalse, WaitingForBootstrapDataReason, "waiting for the bootstrap provider's data secret")
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: amp.Namespace, Name: *mp.Spec.Template.Spec.Bootstrap.DataSecretName}, secret); err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading the bootstrap data: %w", err)
+		return &ctrl.Result{}, fmt.Errorf("reading the bootstrap data: %w", err)
 	}
+	pc.customData = secret.Data["value"]
+	return nil, nil
+}
+
+// choosePoolImage names the scale set's computers and chooses its image and
+// VM size.
+func (r *AzureMachinePoolReconciler) choosePoolImage(ctx context.Context, pc *poolContext) (*ctrl.Result, error) {
+	amp, mp := pc.amp, pc.mp
 	t := &amp.Spec.Template
 	checkCloudProviderCredentials(ctx, r.Identities, amp, t, pc.ac)
 	windows := t.OS() == infrav1.Windows
@@ -188,23 +227,32 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 			// Listing the images failed (a 429, a 5xx, no answer): the
 			// request is retried with backoff, not parked.
 			reportAzureError(amp, "choosing the image", err)
-			return ctrl.Result{}, fmt.Errorf("choosing the image: %w", err)
+			return &ctrl.Result{}, fmt.Errorf("choosing the image: %w", err)
 		}
 		setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, "choosing the image: "+err.Error())
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
 	size, offered, err := pc.svc.SKUs.VMSize(ctx, pc.ac.Spec.Location, t.VMSize)
 	if err != nil {
-		return r.azureError(amp, "reading the VM size's capabilities", err)
+		return stop(r.azureError(amp, "reading the VM size's capabilities", err))
 	}
 	if !offered {
 		setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, fmt.Sprintf("VM size %s is not offered in %s", t.VMSize, pc.ac.Spec.Location))
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
+	pc.img, pc.size = img, size
+	return nil, nil
+}
+
+// buildScaleSetModel reads the scale set and builds the model it should
+// have.
+func (r *AzureMachinePoolReconciler) buildScaleSetModel(ctx context.Context, pc *poolContext) (*ctrl.Result, error) {
+	amp, mp, img, size := pc.amp, pc.mp, pc.img, pc.size
+	t := &amp.Spec.Template
 	n := pc.names
 	cur, err := pc.svc.ScaleSets.Get(ctx, n.rg, amp.Name)
 	if err != nil {
-		return r.azureError(amp, "reading the scale set", err)
+		return stop(r.azureError(amp, "reading the scale set", err))
 	}
 	// The scale set runs only in the zones the subscription may use this
 	// size in (CAPZ's GetZonesWithVMSize); one made before keeps the zones
@@ -223,21 +271,49 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		}
 		reason, msg, err := placementProblem(ctx, pc.svc, pc.ac.Spec.Location, size, asked, vmImage(img), t.AcceleratedNetworking)
 		if err != nil {
-			return r.azureError(amp, "reading the image's generation", err)
+			return stop(r.azureError(amp, "reading the image's generation", err))
 		}
 		if reason != "" {
 			setReady(amp, metav1.ConditionFalse, reason, msg)
 			if reason == SizeNotAvailableReason {
-				return ctrl.Result{RequeueAfter: restrictionRecheck}, nil
+				return &ctrl.Result{RequeueAfter: restrictionRecheck}, nil
 			}
-			return ctrl.Result{}, nil
+			return &ctrl.Result{}, nil
 		}
 	}
+	spec, err := scaleSetSpec(amp, pc.ac.Spec, n, vmImage(img), pc.customData, tags.Build(pc.owner, poolRole(amp), mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)), zones, size, cur)
+	if err != nil {
+		setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())
+		return &ctrl.Result{}, nil
+	}
+	if spec.Windows {
+		if spec.AdminPassword, err = randomPassword(); err != nil {
+			return &ctrl.Result{}, err
+		}
+	}
+	pc.cur, pc.spec = cur, spec
+	return nil, nil
+}
+
+// scaleSetSpec is the scale set a pool asks Azure for, from its spec and what
+// the reconcile read or chose (image, zones, the size's capabilities, the
+// scale set as it is), without calling anything, as vmSpec is for a VM;
+// CAPZ builds its scale set spec likewise as a plain value
+// (azure/scope/machinepool.go ScaleSetSpec @69ec3a40). A Windows pool's
+// admin password is the caller's (random, never stored); err says what in
+// the spec to fix.
+func scaleSetSpec(amp *infrav1.AzureMachinePool, cluster infrav1.AzureClusterSpec, n clusterNames, img virtualmachines.Image, customData []byte, tags map[string]*string, zones []string, size resourceskus.Size, cur *armcompute.VirtualMachineScaleSet) (scalesets.Spec, error) {
+	t := &amp.Spec.Template
+	windows := t.OS() == infrav1.Windows
+	prefix := amp.Name
+	if windows {
+		prefix = naming.WindowsScaleSetPrefix(amp.Name)
+	}
 	spec := scalesets.Spec{
-		ResourceGroup: n.rg, Name: amp.Name, Location: pc.ac.Spec.Location, Size: t.VMSize, Windows: windows, ComputerNamePrefix: prefix,
-		Image: vmImage(img), OSDiskSizeGB: ptr.Deref(t.OSDisk.DiskSizeGB, 128), CustomData: secret.Data["value"], AdminUsername: AdminUsername,
-		SubnetID: "/subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + n.nodeSubnet.Name,
-		Zones:    zones, Tags: tags.Build(pc.owner, poolRole(amp), mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)),
+		ResourceGroup: n.rg, Name: amp.Name, Location: cluster.Location, Size: t.VMSize, Windows: windows, ComputerNamePrefix: prefix,
+		Image: img, OSDiskSizeGB: ptr.Deref(t.OSDisk.DiskSizeGB, 128), CustomData: customData, AdminUsername: AdminUsername,
+		SubnetID: "/subscriptions/" + cluster.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + n.nodeSubnet.Name,
+		Zones:    zones, Tags: tags,
 	}
 	spec.LastAppliedTags, _ = lastAppliedTags(amp)
 	if md := t.OSDisk.ManagedDisk; md != nil {
@@ -250,37 +326,43 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	if t.AcceleratedNetworking == nil && cur != nil {
 		spec.Accelerated = scalesets.AcceleratedNetworking(cur)
 	}
-	if windows {
-		if spec.AdminPassword, err = randomPassword(); err != nil {
-			return ctrl.Result{}, err
-		}
-	} else {
+	if !windows {
 		key, err := base64.StdEncoding.DecodeString(t.SSHPublicKey)
 		if err != nil || len(key) == 0 {
-			setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, "spec.template.sshPublicKey is not a base64-encoded OpenSSH key")
-			return ctrl.Result{}, nil
+			return spec, errors.New("spec.template.sshPublicKey is not a base64-encoded OpenSSH key")
 		}
 		spec.SSHPublicKey = strings.TrimSpace(string(key))
 	}
+	return spec, nil
+}
 
-	// The scale set is recorded before it is created; one that exists
-	// without this pool's role tag is someone else's, and left alone.
+// claimScaleSet records the scale set before it is created; one that exists
+// without this pool's role tag is someone else's, and left alone.
+func (r *AzureMachinePoolReconciler) claimScaleSet(_ context.Context, pc *poolContext) (*ctrl.Result, error) {
+	amp, cur, n := pc.amp, pc.cur, pc.names
 	setID := armID(pc.ac.Spec.SubscriptionID, n.rg, "Microsoft.Compute", "virtualMachineScaleSets", amp.Name)
 	if cur != nil && ptr.Deref(cur.Tags[tags.RoleKey], "") != poolRole(amp) {
 		unclaim(&amp.Status.CreatedResources, setID)
 		setReady(amp, metav1.ConditionFalse, ResourceNotOwnedReason, fmt.Sprintf("scale set %s already exists and is not this pool's (role %q): winkube leaves it alone; rename this pool", amp.Name, ptr.Deref(cur.Tags[tags.RoleKey], "")))
-		return ctrl.Result{}, nil
+		return &ctrl.Result{}, nil
 	}
 	if claim(&amp.Status.CreatedResources, setID) {
-		return ctrl.Result{RequeueAfter: persisted}, nil
+		return &ctrl.Result{RequeueAfter: persisted}, nil
 	}
+	return nil, nil
+}
+
+// rollInstances lists the instances, deletes the machines of vanished ones
+// and those the rollout chose, and works out the capacity wanted.
+func (r *AzureMachinePoolReconciler) rollInstances(ctx context.Context, pc *poolContext) (*ctrl.Result, error) {
+	amp, mp, spec, n := pc.amp, pc.mp, pc.spec, pc.names
 	instances, err := pc.svc.ScaleSets.Instances(ctx, n.rg, amp.Name)
 	if err != nil {
-		return r.azureError(amp, "listing instances", err)
+		return stop(r.azureError(amp, "listing instances", err))
 	}
 	machines, err := r.poolMachines(ctx, amp)
 	if err != nil {
-		return ctrl.Result{}, err
+		return &ctrl.Result{}, err
 	}
 	replicas := int64(ptr.Deref(mp.Spec.Replicas, 1))
 	// An instance deleted outside winkube takes its machine with it, through
@@ -293,7 +375,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		if !listed[id] && m.DeletionTimestamp.IsZero() {
 			log.FromContext(ctx).Info("the scale-set instance is gone: deleting its machine", "instance", id)
 			if err := r.deleteInstanceMachine(ctx, m); err != nil {
-				return ctrl.Result{}, err
+				return &ctrl.Result{}, err
 			}
 		}
 	}
@@ -309,7 +391,7 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	}
 	if len(live) < len(instances) {
 		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("waiting for %d instances to be deleted", len(instances)-len(live)))
-		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+		return &ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	members := make([]poolMember, 0, len(live))
 	outdated := 0
@@ -339,19 +421,29 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	}
 	for _, v := range victims {
 		if err := r.deleteInstanceMachine(ctx, machines[v.InstanceID]); err != nil {
-			return ctrl.Result{}, err
+			return &ctrl.Result{}, err
 		}
 	}
 	if len(victims) > 0 {
 		// The scale set is written only once these deletions are done:
 		// its capacity, read before them, is already out of date.
 		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("deleting %d instances", len(victims)))
-		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+		return &ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
+	pc.instances, pc.machines, pc.replicas, pc.outdated, pc.desired = instances, machines, replicas, outdated, desired
+	pc.waitReason, pc.waitMsg = waitReason, waitMsg
+	return nil, nil
+}
 
+// writeScaleSet writes the scale set's model and capacity and grants its
+// identity its role.
+func (r *AzureMachinePoolReconciler) writeScaleSet(ctx context.Context, pc *poolContext) (*ctrl.Result, error) {
+	amp, cur, n := pc.amp, pc.cur, pc.names
+	t := &amp.Spec.Template
+	spec := &pc.spec
 	// Capacity never goes down through the model (Azure would choose which
 	// instances to remove); it goes down as chosen instances are deleted.
-	capacity := desired
+	capacity := pc.desired
 	if cur != nil && cur.SKU != nil && cur.SKU.Capacity != nil && *cur.SKU.Capacity > capacity {
 		capacity = *cur.SKU.Capacity
 	}
@@ -362,17 +454,17 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	// lists them again, so that each lists them once.
 	params, err := spec.Parameters(cur)
 	if err != nil {
-		return ctrl.Result{}, err
+		return &ctrl.Result{}, err
 	}
 	wrote := tok != "" || params != nil
-	next, done, err := pc.svc.ScaleSets.Reconcile(ctx, spec, tok)
+	next, done, err := pc.svc.ScaleSets.Reconcile(ctx, *spec, tok)
 	record(&amp.Status.LongRunningOperationStates, s, n.rg, "PUT", next)
 	if err != nil {
-		return r.azureError(amp, "scale set", err)
+		return stop(r.azureError(amp, "scale set", err))
 	}
 	if !done || wrote {
 		setReady(amp, metav1.ConditionFalse, ProvisioningReason, "updating the scale set")
-		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+		return &ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	// The scale set has the spec's tags (they are part of its model).
 	setLastAppliedTags(amp, mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags))
@@ -380,16 +472,20 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 	if t.Identity == infrav1.VMIdentitySystemAssigned {
 		g, err := grantRole(ctx, pc.svc, &amp.Status.CreatedResources, t, pc.ac.Spec.SubscriptionID, n.rg, scalesets.PrincipalID(cur), r.RoleAssignmentScopes)
 		if err != nil {
-			return r.azureError(amp, "role assignment", err)
+			return stop(r.azureError(amp, "role assignment", err))
 		}
 		if !g.done {
 			setReady(amp, metav1.ConditionFalse, g.reason, g.msg)
-			return ctrl.Result{RequeueAfter: g.after}, nil
+			return &ctrl.Result{RequeueAfter: g.after}, nil
 		}
 	}
+	return nil, nil
+}
 
-	// One AzureMachinePoolMachine per instance, so Cluster API can track
-	// each as a Machine.
+// reconcileInstanceMachines keeps one AzureMachinePoolMachine per instance,
+// so Cluster API can track each as a Machine, and reports the pool.
+func (r *AzureMachinePoolReconciler) reconcileInstanceMachines(ctx context.Context, pc *poolContext) (*ctrl.Result, error) {
+	amp, spec, instances, machines, replicas := pc.amp, pc.spec, pc.instances, pc.machines, pc.replicas
 	var ids []string
 	settled := int64(len(instances)) == replicas
 	for _, in := range instances {
@@ -397,28 +493,28 @@ func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *po
 		settled = settled && in.Current(spec) && in.ProvisioningState == "Succeeded"
 		if machines[in.InstanceID] == nil {
 			if err := r.createInstanceMachine(ctx, pc, in); err != nil {
-				return ctrl.Result{}, err
+				return &ctrl.Result{}, err
 			}
 		} else if err := r.yieldController(ctx, amp, machines[in.InstanceID]); err != nil {
-			return ctrl.Result{}, err
+			return &ctrl.Result{}, err
 		} else if err := r.rewriteProviderID(ctx, machines[in.InstanceID], ProviderIDOf(in.ID)); err != nil {
-			return ctrl.Result{}, err
+			return &ctrl.Result{}, err
 		}
 	}
 	amp.Spec.ProviderIDList = ids
 	amp.Status.Replicas = int32(len(instances))
 	amp.Status.Initialization.Provisioned = ptr.To(true)
 	amp.Status.Ready = true
-	if waitReason != "" {
-		setReady(amp, metav1.ConditionFalse, waitReason, waitMsg)
-		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+	if pc.waitReason != "" {
+		setReady(amp, metav1.ConditionFalse, pc.waitReason, pc.waitMsg)
+		return &ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	if !settled {
-		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("%d instances, %d wanted, %d to replace", len(instances), replicas, outdated))
-		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("%d instances, %d wanted, %d to replace", len(instances), replicas, pc.outdated))
+		return &ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	setReady(amp, metav1.ConditionTrue, ProvisionedReason, "")
-	return ctrl.Result{}, nil
+	return nil, nil
 }
 
 // scaled turns maxSurge / maxUnavailable into a count.

@@ -16,7 +16,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -82,17 +81,15 @@ func (r *AzureMachinePoolMachineReconciler) SetupWithManager(mgr ctrl.Manager, o
 // Reconcile mirrors or deletes one instance.
 func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	defer requeueWhenThrottled(ctx, &res, &reterr)
-	m := &infrav1.AzureMachinePoolMachine{}
-	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	helper, err := patch.NewHelper(m, r.Client)
-	if err != nil {
+	// The shared opening only: scope.load's rules do not fit, as the owner
+	// is the AzureMachinePool (read by label below), and the pool or the
+	// Cluster may be missing outside deletion too.
+	s, err := openScope[*clusterv1.Machine](ctx, r.Client, req.NamespacedName, &infrav1.AzureMachinePoolMachine{})
+	if s == nil {
 		return ctrl.Result{}, err
 	}
-	defer patchOnReturn(ctx, helper, m, &reterr)
-	restoreRecords(m)
-	deleting := !m.DeletionTimestamp.IsZero()
+	defer s.close(ctx, &reterr)
+	m, deleting := s.obj, s.deleting
 	pool := &infrav1.AzureMachinePool{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Labels[infrav1.MachinePoolNameLabel]}, pool); {
 	case gone(err):

@@ -75,18 +75,24 @@ func TestVMSpec(t *testing.T) {
 			am.Spec.ProviderID = "azure:///subscriptions/sub/resourcegroups/rg/providers/Microsoft.Compute/virtualMachines/vm"
 		}
 		got, err := vmSpec(am, cluster, "rg", "vm", "vm-nic", c.zone, img, []byte("data"), tags, c.avSet)
-		if c.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-				t.Errorf("%s: error %v, want %q", c.name, err, c.wantErr)
-			}
-			continue
+		checkSpec(t, c.name, got, err, c.wantErr, c.check)
+	}
+}
+
+// checkSpec checks one case of a spec builder's table: the error it wants,
+// or what check finds wrong in the spec built.
+func checkSpec[S any](t *testing.T, name string, got S, err error, wantErr string, check func(S) string) {
+	t.Helper()
+	switch {
+	case wantErr != "":
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%s: error %v, want %q", name, err, wantErr)
 		}
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
-			continue
-		}
-		if msg := c.check(got); msg != "" {
-			t.Errorf("%s: %s: %+v", c.name, msg, got)
+	case err != nil:
+		t.Errorf("%s: %v", name, err)
+	default:
+		if msg := check(got); msg != "" {
+			t.Errorf("%s: %s: %+v", name, msg, got)
 		}
 	}
 }
