@@ -8,18 +8,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -29,7 +25,6 @@ import (
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -40,6 +35,7 @@ import (
 	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/testenv"
+	"github.com/winkube/winkube/internal/upgrade"
 	"github.com/winkube/winkube/netlocal/localports"
 )
 
@@ -65,10 +61,14 @@ func TestUpgradeMixedCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	from, to := localworld.PreviousKubernetesVersion, localworld.KubernetesVersion
+	// The previous minor's control plane is built on request only.
+	if _, err := os.Stat(filepath.Join(bin, from, "kube-apiserver")); err != nil {
+		t.Fatalf("this test boots the cluster at %s, whose control-plane binaries are missing from %s: run `make tools-previous` first (%v)", from, filepath.Join(bin, from), err)
+	}
 	if os.Getenv("WINKUBE_TEST_LOGS") != "" {
 		log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	}
-	from, to := localworld.PreviousKubernetesVersion, localworld.KubernetesVersion
 	start := time.Now()
 	logf := func(format string, args ...any) {
 		t.Helper()
@@ -136,7 +136,7 @@ func TestUpgradeMixedCluster(t *testing.T) {
 	logf("IIS answers at http://%s/ with 2 replicas and a budget of one unavailable", ip)
 	sampler := sample(ip, 2*time.Second)
 	began := time.Now()
-	upgrade(ctx, t, w, cs, o, to, logf)
+	upgradeCluster(ctx, t, w, o, to, logf)
 	took := time.Since(began)
 	samples := sampler.stop()
 	logf("upgraded %s -> %s in %s", from, to, took.Round(time.Second))
@@ -195,72 +195,40 @@ func TestUpgradeMixedCluster(t *testing.T) {
 	}
 }
 
-// upgrade moves the cluster to version to in an upgrade's order, waiting
-// for each step: the control plane (Cluster API's KubeadmControlPlane rolls
-// its machines one by one), the add-ons bound to the version, then each
-// MachineDeployment on a new AzureMachineTemplate (templates are not edited
-// in place, so that a rollback has the old one), then each MachinePool. It
-// stands for `winkube plan upgrade --apply`, which takes the same steps.
-func upgrade(ctx context.Context, t *testing.T, w *localworld.World, cs kubernetes.Interface, o localworld.Options, to string, logf func(string, ...any)) {
+// upgradeCluster moves the cluster to version to with upgrade.Apply, what
+// `winkube plan upgrade --apply` runs: the control plane (Cluster API's
+// KubeadmControlPlane rolls its machines one by one), then each
+// MachineDeployment on a new AzureMachineTemplate, then each MachinePool,
+// waiting for each. The add-ons bound to the version follow on their own
+// (internal/controllers' AddonVersionReconciler).
+func upgradeCluster(ctx context.Context, t *testing.T, w *localworld.World, o localworld.Options, to string, logf func(string, ...any)) {
 	t.Helper()
-	kcpName := o.Name + "-control-plane"
-	replicas := int32(0)
-	update(ctx, t, w.Client, &controlplanev1.KubeadmControlPlane{}, kcpName, func(obj client.Object) {
+	// The local world does not run Cluster API's defaulting webhooks,
+	// which give every KubeadmControlPlane a RollingUpdate strategy with
+	// maxSurge 1 (Default in controlplane/kubeadm/webhooks/admission/kubeadmcontrolplane.go,
+	// kubernetes-sigs/cluster-api v1.14.2); without them the provider rolls
+	// nothing ("RolloutStrategy type is not set"). A real management
+	// cluster has it already, so upgrade.Apply does not set it.
+	update(ctx, t, w.Client, &controlplanev1.KubeadmControlPlane{}, o.Name+"-control-plane", func(obj client.Object) {
 		kcp := obj.(*controlplanev1.KubeadmControlPlane)
-		kcp.Spec.Version = to
-		// The local world does not run Cluster API's defaulting webhooks,
-		// which give every KubeadmControlPlane a RollingUpdate strategy
-		// with maxSurge 1 (Default in controlplane/kubeadm/webhooks/admission/kubeadmcontrolplane.go,
-		// kubernetes-sigs/cluster-api v1.14.2); without them the provider
-		// rolls nothing ("RolloutStrategy type is not set").
 		kcp.Spec.Rollout.Strategy.Type = controlplanev1.RollingUpdateStrategyType
 		if kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge == nil {
 			kcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(1))
 		}
-		replicas = ptr.Deref(kcp.Spec.Replicas, 1)
 	})
-	poll.Until(t, 8*time.Minute, func() string {
-		return machinesAt(ctx, w.Client, cs, client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: kcpName}, replicas, to)
-	})
-	logf("control plane at %s", to)
-	followAddons(ctx, t, w.Client, o, to, logf)
+	if err := upgrade.Apply(ctx, w.Client, client.ObjectKey{Namespace: ns, Name: o.Name}, to, logWriter(logf)); err != nil {
+		t.Fatalf("upgrade to %s: %v", to, err)
+	}
+}
 
-	mds := &clusterv1.MachineDeploymentList{}
-	if err := w.Client.List(ctx, mds, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: o.Name}); err != nil {
-		t.Fatal(err)
-	}
-	for _, md := range mds.Items {
-		old := &infrav1.AzureMachineTemplate{}
-		if err := w.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: md.Spec.Template.Spec.InfrastructureRef.Name}, old); err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &infrav1.AzureMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: md.Name + "-" + strings.ReplaceAll(strings.TrimPrefix(to, "v"), ".", "-"),
-			Labels: old.Labels}, Spec: old.Spec}
-		if err := w.Client.Create(ctx, tmpl); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-		update(ctx, t, w.Client, &clusterv1.MachineDeployment{}, md.Name, func(obj client.Object) {
-			md := obj.(*clusterv1.MachineDeployment)
-			md.Spec.Template.Spec.Version = to
-			md.Spec.Template.Spec.InfrastructureRef.Name = tmpl.Name
-		})
-		poll.Until(t, 6*time.Minute, func() string {
-			return machinesAt(ctx, w.Client, cs, client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md.Name}, ptr.Deref(md.Spec.Replicas, 1), to)
-		})
-		logf("MachineDeployment %s at %s on AzureMachineTemplate %s", md.Name, to, tmpl.Name)
-	}
+// logWriter turns upgrade.Apply's progress lines into test log lines.
+type logWriter func(string, ...any)
 
-	mps := &clusterv1.MachinePoolList{}
-	if err := w.Client.List(ctx, mps, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: o.Name}); err != nil {
-		t.Fatal(err)
+func (l logWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		l("%s", line)
 	}
-	for _, mp := range mps.Items {
-		update(ctx, t, w.Client, &clusterv1.MachinePool{}, mp.Name, func(obj client.Object) {
-			obj.(*clusterv1.MachinePool).Spec.Template.Spec.Version = to
-		})
-		poll.Until(t, 8*time.Minute, func() string { return poolAt(ctx, w.Client, cs, mp.Name, to) })
-		logf("MachinePool %s at %s", mp.Name, to)
-	}
+	return len(p), nil
 }
 
 // update changes one management object, again on a conflict.
@@ -276,111 +244,6 @@ func update(ctx context.Context, t *testing.T, c client.Client, obj client.Objec
 	if err != nil {
 		t.Fatalf("updating %T %s: %v", obj, name, err)
 	}
-}
-
-// followAddons brings the ClusterResourceSets' version-bound add-ons
-// (kube-proxy-windows, the cloud provider's managers) to the target: the
-// flavor rendered at the target replaces each ConfigMap whose content
-// differs, and the ClusterResourceSets, of strategy Reconcile, apply them
-// again. Cluster API's KubeadmControlPlane moves only the DaemonSet named
-// kube-proxy (UpdateKubeProxyImageInfo, controlplane/kubeadm/pkg/workload_cluster.go,
-// kubernetes-sigs/cluster-api v1.14.2). This is what issue 49's add-ons
-// controller does on its own once the control plane's version changes.
-func followAddons(ctx context.Context, t *testing.T, c client.Client, o localworld.Options, to string, logf func(string, ...any)) {
-	t.Helper()
-	key, err := os.ReadFile(filepath.Join(o.StateDir, localworld.SSHKeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
-	render := func(v string) map[string]*corev1.ConfigMap {
-		opts := o
-		opts.KubernetesVersion = v
-		objs, err := flavors.Generate(o.Flavor, opts.ClusterOptions(pub))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]*corev1.ConfigMap{}
-		for _, obj := range objs {
-			if cm, ok := obj.(*corev1.ConfigMap); ok {
-				out[cm.Name] = cm
-			}
-		}
-		return out
-	}
-	before, after := render(o.KubernetesVersion), render(to)
-	var moved []string
-	for name, cm := range after {
-		if old, ok := before[name]; ok && reflect.DeepEqual(old.Data, cm.Data) {
-			continue
-		}
-		update(ctx, t, c, &corev1.ConfigMap{}, name, func(obj client.Object) { obj.(*corev1.ConfigMap).Data = cm.Data })
-		moved = append(moved, name)
-	}
-	sort.Strings(moved)
-	logf("add-ons re-rendered at %s: %v", to, moved)
-}
-
-// machinesAt says what keeps the Machines with these labels from being
-// replicas machines at version to whose nodes are Ready and run it.
-func machinesAt(ctx context.Context, c client.Client, cs kubernetes.Interface, labels client.MatchingLabels, replicas int32, to string) string {
-	ms := &clusterv1.MachineList{}
-	if err := c.List(ctx, ms, client.InNamespace(ns), labels); err != nil {
-		return err.Error()
-	}
-	if len(ms.Items) != int(replicas) {
-		return fmt.Sprintf("%v: %d machines, want %d", labels, len(ms.Items), replicas)
-	}
-	for _, m := range ms.Items {
-		if m.Spec.Version != to || !m.DeletionTimestamp.IsZero() {
-			return fmt.Sprintf("machine %s: version %s, deleting %v", m.Name, m.Spec.Version, !m.DeletionTimestamp.IsZero())
-		}
-		if !m.Status.NodeRef.IsDefined() {
-			return fmt.Sprintf("machine %s has no node yet", m.Name)
-		}
-		if s := nodeAt(ctx, cs, m.Status.NodeRef.Name, to); s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// poolAt says what keeps a MachinePool from having its replicas as Ready
-// nodes at version to, with no instance of before left.
-func poolAt(ctx context.Context, c client.Client, cs kubernetes.Interface, name, to string) string {
-	mp := &clusterv1.MachinePool{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mp); err != nil {
-		return err.Error()
-	}
-	want := int(ptr.Deref(mp.Spec.Replicas, 1))
-	ms := &clusterv1.MachineList{}
-	if err := c.List(ctx, ms, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachinePoolNameLabel: name}); err != nil {
-		return err.Error()
-	}
-	if len(mp.Spec.ProviderIDList) != want || len(mp.Status.NodeRefs) != want || len(ms.Items) != want {
-		return fmt.Sprintf("MachinePool %s: %d instances, %d nodes, %d machines; want %d", name, len(mp.Spec.ProviderIDList), len(mp.Status.NodeRefs), len(ms.Items), want)
-	}
-	for _, ref := range mp.Status.NodeRefs {
-		if s := nodeAt(ctx, cs, ref.Name, to); s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-func nodeAt(ctx context.Context, cs kubernetes.Interface, name, to string) string {
-	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	if v := n.Status.NodeInfo.KubeletVersion; v != to || !util.IsNodeReady(n) {
-		return fmt.Sprintf("node %s: kubelet %s, Ready %v; want %s", name, v, util.IsNodeReady(n), to)
-	}
-	return ""
 }
 
 // vmIDs are the Azure IDs of the cluster's VMs and scale-set instances, as
