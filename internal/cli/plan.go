@@ -126,7 +126,7 @@ func runPlan(ctx context.Context, o *planOptions, out io.Writer) error {
 	if r.Mirror == "" && o.stateDir != "" {
 		host, err := os.ReadFile(filepath.Join(o.stateDir, localworld.RegistryFile))
 		if err != nil {
-			return fmt.Errorf("the local world in %s has not said where its image registry is (%v): is it running? start it with 'winkube up'", o.stateDir, err)
+			return fmt.Errorf("the local world in %s has not said where its image registry is (%w): is it running? start it with 'winkube up'", o.stateDir, err)
 		}
 		r.Mirror = strings.TrimSpace(string(host))
 	}

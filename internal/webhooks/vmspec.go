@@ -208,10 +208,10 @@ func validateImage(img *infrav1.Image, p *field.Path) field.ErrorList {
 func validateSSHPublicKey(b64 string) error {
 	raw, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
-		return fmt.Errorf("must be a base64-encoded OpenSSH public key (base64 -w0 ~/.ssh/id_rsa.pub): %v", err)
+		return fmt.Errorf("must be a base64-encoded OpenSSH public key (base64 -w0 ~/.ssh/id_rsa.pub): %w", err)
 	}
 	if _, _, _, _, err := ssh.ParseAuthorizedKey(raw); err != nil {
-		return fmt.Errorf("decodes to something that is not an OpenSSH public key (\"ssh-ed25519 AAAA...\" or \"ssh-rsa AAAA...\"): %v", err)
+		return fmt.Errorf("decodes to something that is not an OpenSSH public key (\"ssh-ed25519 AAAA...\" or \"ssh-rsa AAAA...\"): %w", err)
 	}
 	return nil
 }
