@@ -169,10 +169,6 @@ func (r *AzureMachinePoolReconciler) poolImage(ctx context.Context, pc *poolCont
 	return img, err
 }
 
-// ProviderIDOf is the provider ID of a scale-set instance, as its node has it:
-// cloud-provider-azure lower-cases the resource group (package providerid).
-func ProviderIDOf(instanceARMID string) string { return providerid.FromARMID(instanceARMID) }
-
 func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *poolContext) (ctrl.Result, error) {
 	return runPhases(ctx, pc,
 		r.holdPoolFinalizer, r.waitForPoolPrerequisites, r.choosePoolImage, r.buildScaleSetModel,
@@ -489,7 +485,7 @@ func (r *AzureMachinePoolReconciler) reconcileInstanceMachines(ctx context.Conte
 	var ids []string
 	settled := int64(len(instances)) == replicas
 	for _, in := range instances {
-		ids = append(ids, ProviderIDOf(in.ID))
+		ids = append(ids, providerid.FromARMID(in.ID))
 		settled = settled && in.Current(spec) && in.ProvisioningState == "Succeeded"
 		if machines[in.InstanceID] == nil {
 			if err := r.createInstanceMachine(ctx, pc, in); err != nil {
@@ -497,7 +493,7 @@ func (r *AzureMachinePoolReconciler) reconcileInstanceMachines(ctx context.Conte
 			}
 		} else if err := r.yieldController(ctx, amp, machines[in.InstanceID]); err != nil {
 			return &ctrl.Result{}, err
-		} else if err := r.rewriteProviderID(ctx, machines[in.InstanceID], ProviderIDOf(in.ID)); err != nil {
+		} else if err := r.rewriteProviderID(ctx, machines[in.InstanceID], providerid.FromARMID(in.ID)); err != nil {
 			return &ctrl.Result{}, err
 		}
 	}
@@ -571,7 +567,7 @@ func (r *AzureMachinePoolReconciler) createInstanceMachine(ctx context.Context, 
 			// delete it.
 			Finalizers: []string{infrav1.MachinePoolMachineFinalizer},
 		},
-		Spec: infrav1.AzureMachinePoolMachineSpec{ProviderID: ProviderIDOf(in.ID), InstanceID: in.InstanceID},
+		Spec: infrav1.AzureMachinePoolMachineSpec{ProviderID: providerid.FromARMID(in.ID), InstanceID: in.InstanceID},
 	}
 	// Owned by the pool but not controlled by it: Cluster API's Machine
 	// controller makes the Machine it creates for the instance the
