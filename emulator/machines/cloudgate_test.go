@@ -152,6 +152,12 @@ func TestNodeManagerInitializesItsNode(t *testing.T) {
 	if err := cloud.InitializeNode(ctx, cs, "init-me", cloud.Instance{ProviderID: "azure:///subscriptions/x/other"}); err == nil {
 		t.Error("a node's provider ID was changed")
 	}
+	// A node manager stopped mid-way has not initialized anything.
+	stopped, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := cloud.InitializeNode(stopped, cs, "init-me", in); err == nil {
+		t.Error("InitializeNode with a cancelled context reported success")
+	}
 }
 
 // TestCloudWaitsForTheCCMsOwnSync: a cloud-controller-manager pod running

@@ -61,7 +61,14 @@ func ProviderID(md Metadata) string {
 // on: it sets the provider ID, the cloud's labels and the addresses, then
 // removes the uninitialized taint, so that pods schedule. Idempotent.
 func InitializeNode(ctx context.Context, client kubernetes.Interface, name string, in Instance) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error { return initializeNode(ctx, client, name, in) })
+	// The last attempt's error: RetryOnConflict answers nil for one that
+	// wraps a cancelled context, which would report a node initialized.
+	var err error
+	_ = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		err = initializeNode(ctx, client, name, in)
+		return err
+	})
+	return err
 }
 
 func initializeNode(ctx context.Context, client kubernetes.Interface, name string, in Instance) error {

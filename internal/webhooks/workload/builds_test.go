@@ -160,3 +160,16 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 	}
 	return certs[0]
 }
+
+// A server stopped while it reads the CA gets an error, not a nil CA with
+// no error (retry.OnError takes a cancelled context for its own
+// interruption and answers nil), which panicked the serving-cert check.
+func TestSharedCAOfACancelledServerIsAnError(t *testing.T) {
+	ns := namespace(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ca, err := workload.EnsureSharedCA(ctx, env.Client, client.ObjectKey{Namespace: ns, Name: "winkube-admission-ca"}, time.Now(), time.Hour, time.Minute)
+	if err == nil || ca != nil {
+		t.Fatalf("EnsureSharedCA with a cancelled context: CA %v, error %v; want an error", ca != nil, err)
+	}
+}

@@ -150,13 +150,16 @@ func install(ctx context.Context, c client.Client, cc admissionregistrationv1.We
 	// (both are the shared CA).
 	raced := func(err error) bool { return apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) }
 	for _, obj := range []client.Object{m, v} {
-		err := retry.OnError(retry.DefaultBackoff, raced, func() error {
+		// The last attempt's error, not OnError's answer, which is nil
+		// for an error wrapping a cancelled context (see EnsureSharedCA).
+		var err error
+		_ = retry.OnError(retry.DefaultBackoff, raced, func() error {
 			cur := obj.DeepCopyObject().(client.Object)
-			err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur)
+			err = c.Get(ctx, client.ObjectKeyFromObject(obj), cur)
 			switch {
 			case err == nil:
 				obj.SetResourceVersion(cur.GetResourceVersion())
-				return c.Update(ctx, obj)
+				err = c.Update(ctx, obj)
 			case apierrors.IsNotFound(err):
 				obj.SetResourceVersion("")
 				if err = c.Create(ctx, obj); apierrors.IsForbidden(err) {

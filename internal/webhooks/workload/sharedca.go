@@ -41,7 +41,12 @@ type SharedCA struct {
 // winner's CA instead.
 func EnsureSharedCA(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time, validity, renewBefore time.Duration) (*SharedCA, error) {
 	var ca *SharedCA
-	err := retry.OnError(retry.DefaultRetry, lostRace, func() (err error) {
+	var err error
+	// The attempt's own error is what counts: retry.OnError answers nil
+	// when the error wraps a cancelled or expired context (it takes that
+	// for its own interruption, wait.Interrupted), which left a nil CA
+	// and a panic when the world stopped the server mid-read.
+	_ = retry.OnError(retry.DefaultRetry, lostRace, func() error {
 		ca, err = ensureSharedCA(ctx, c, key, now, validity, renewBefore)
 		return err
 	})
