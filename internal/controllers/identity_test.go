@@ -135,18 +135,7 @@ func startLoggedControllersWith(t *testing.T, cfg endpoint.Config, logs *syncBuf
 	if err := controllers.Setup(mgr, o); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the manager's caches did not sync")
-	}
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(runManager(t, mgr))
 }
 
 // createIdentity stores a service principal's secret and its
