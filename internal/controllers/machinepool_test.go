@@ -29,17 +29,6 @@ func (f *fixture) newPool(name string, replicas int32, windows bool, mutate ...f
 	return f.newPoolOf(name, replicas, tmpl, mutate...)
 }
 
-// poolCluster is how a pool test begins once its controllers run: a Cluster
-// whose AzureCluster winkube has provisioned, and the test's view of the
-// suite's emulator.
-func poolCluster(t *testing.T, name string) (*fixture, *azure) {
-	t.Helper()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, name)
-	f.waitClusterProvisioned(time.Minute)
-	return f, az
-}
-
 // readyPool is newPool, waited for until it is Ready with its replicas.
 func (f *fixture) readyPool(name string, replicas int32, windows bool, mutate ...func(*clusterv1.MachinePool)) (*clusterv1.MachinePool, *infrav1.AzureMachinePool) {
 	f.t.Helper()
@@ -162,7 +151,7 @@ func (f *fixture) poolMachines(pool string) []infrav1.AzureMachinePoolMachine {
 func TestWindowsMachinePool(t *testing.T) {
 	stop := startControllers(t, armCfg)
 	defer stop()
-	f, az := poolCluster(t, "pools")
+	f, az := provisionedCluster(t, "pools")
 	mp, amp := f.readyPool("windows-pool-abcde", 3, true)
 
 	if amp.Status.ComputerNamePrefix != "win-abcde" {
@@ -310,7 +299,7 @@ func TestWindowsMachinePool(t *testing.T) {
 func TestPoolRollsForItsModelNotForANewJoinToken(t *testing.T) {
 	stop := startControllers(t, armCfg)
 	defer stop()
-	f, az := poolCluster(t, "tokens")
+	f, az := provisionedCluster(t, "tokens")
 	mp, amp := f.readyPool("tokens-pool-abcde", 2, true)
 	before := instanceIDs(az.instances(f.ns, amp.Name))
 	customData := func() string {

@@ -63,7 +63,7 @@ func (f *fixture) poolLeftovers(az *azure, amp *infrav1.AzureMachinePool, names 
 func TestPoolDeletionTakesEveryInstancesMachine(t *testing.T) {
 	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.PoolBootstrapTimeout = time.Second })
 	defer stop()
-	f, az := poolCluster(t, "pooldel")
+	f, az := provisionedCluster(t, "pooldel")
 	mp, amp := f.readyPool("pooldel-pool-abcde", 2, true)
 	joined := func(id string) bool { return id == "0" || id == "1" }
 	f.joinPool(amp.Name, joined)
@@ -165,7 +165,7 @@ func TestMachineMadeForADeletedInstanceGoesWithIt(t *testing.T) {
 func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 	stop := startControllers(t, armCfg)
 	defer stop()
-	f, az := poolCluster(t, "extra")
+	f, az := provisionedCluster(t, "extra")
 	_, amp := f.readyPool("extra-pool-abcde", 2, false)
 	f.joinPool(amp.Name, func(string) bool { return true })
 

@@ -116,7 +116,7 @@ func (f *fixture) joinPool(pool string, joined func(instanceID string) bool) {
 func TestPoolRolloutWaitsForReadyNodes(t *testing.T) {
 	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.PoolBootstrapTimeout = time.Second })
 	defer stop()
-	f, az := poolCluster(t, "rollout")
+	f, az := provisionedCluster(t, "rollout")
 	_, amp := f.readyPool("rollout-pool-abcde", 2, true)
 	joined := map[string]bool{"0": true, "1": true}
 	f.joinPool(amp.Name, func(id string) bool { return joined[id] })
@@ -176,7 +176,7 @@ func TestPoolRolloutWaitsForReadyNodes(t *testing.T) {
 func TestVanishedPoolInstanceTakesItsMachine(t *testing.T) {
 	stop := startControllers(t, armCfg)
 	defer stop()
-	f, az := poolCluster(t, "vanish")
+	f, az := provisionedCluster(t, "vanish")
 	_, amp := f.readyPool("vanish-pool-abcde", 2, true)
 	joined := func(string) bool { return true }
 	f.joinPool(amp.Name, joined)
