@@ -37,11 +37,11 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// TestManagerCommandProvisionsAgainstTheEmulator runs `winkube manager` as a
-// user would, against a real API server (with its webhooks served by the
-// command) and the emulator, and checks that a cluster is provisioned and
-// the ARM calls show in its Prometheus metrics.
-func TestManagerCommandProvisionsAgainstTheEmulator(t *testing.T) {
+// startManagerEnv starts an API server with winkube's and Cluster API's
+// CRDs and winkube's webhook configurations, for a test of `winkube
+// manager`; the caller stops it.
+func startManagerEnv(t *testing.T) *testenv.Env {
+	t.Helper()
 	root, err := testenv.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +54,15 @@ func TestManagerCommandProvisionsAgainstTheEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return env
+}
+
+// TestManagerCommandProvisionsAgainstTheEmulator runs `winkube manager` as a
+// user would, against a real API server (with its webhooks served by the
+// command) and the emulator, and checks that a cluster is provisioned and
+// the ARM calls show in its Prometheus metrics.
+func TestManagerCommandProvisionsAgainstTheEmulator(t *testing.T) {
+	env := startManagerEnv(t)
 	defer env.Stop()
 	dir, err := entra.New(entra.Options{})
 	if err != nil {

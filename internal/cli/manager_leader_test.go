@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,34 +20,17 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/incluster"
 	"github.com/winkube/winkube/internal/poll"
-	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/testenv"
 	"github.com/winkube/winkube/internal/webhooks"
 )
 
 // syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testenv.SyncBuffer
 
 // managerProcess is `winkube manager` running as its own process, against
 // an emulator of its own, so the test sees which manager did the work.
@@ -110,6 +91,47 @@ func startManagerProcess(t *testing.T, bin, kubeconfig string, extra ...string) 
 	return p
 }
 
+// managerProcessEnv is what `winkube manager` processes need beside env: the
+// webhooks, served apart from the managers as another replica's would be,
+// the winkube binary and a kubeconfig file for env.
+func managerProcessEnv(t *testing.T, env *testenv.Env) (bin, kubeconfig string) {
+	t.Helper()
+	if err := env.ServeWebhooks(func(m ctrl.Manager) error { return webhooks.SetupWithManager(m) }); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testenv.SharedWinkube()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.Environment.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return bin, kubeconfig
+}
+
+// newAzureCluster creates a Cluster and its AzureCluster, as Cluster API
+// would (owner reference, cluster-name label), in its own resource group.
+func newAzureCluster(t *testing.T, c client.Client, ns, name, subscription string) *infrav1.AzureCluster {
+	t.Helper()
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureCluster", Name: name}},
+	}
+	if err := c.Create(context.Background(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	ac := &infrav1.AzureCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID}}},
+		Spec: infrav1.AzureClusterSpec{SubscriptionID: subscription, Location: "westeurope", ResourceGroup: name},
+	}
+	if err := c.Create(context.Background(), ac); err != nil {
+		t.Fatal(err)
+	}
+	return ac
+}
+
 // groups lists the resource groups in which the manager created resources
 // in its emulator.
 func (p *managerProcess) groups() []string {
@@ -140,31 +162,9 @@ func hasGroup(p *managerProcess, name string) bool {
 // When the leader is stopped with SIGTERM it exits cleanly, hands the Lease
 // over, and the other manager reconciles the clusters from then on.
 func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := testenv.Start(testenv.Options{
-		Scheme:                scheme.New(),
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd"), filepath.Join(root, "config", "capi", "core-v1beta2")},
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook")}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := startManagerEnv(t)
 	defer env.Stop()
-	// The webhooks run apart from both managers, as another replica's would.
-	if err := env.ServeWebhooks(func(m ctrl.Manager) error { return webhooks.SetupWithManager(m) }); err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testenv.SharedWinkube()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.Environment.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bin, kubeconfig := managerProcessEnv(t, env)
 	ctx := context.Background()
 	c := env.Client
 	lease := &coordinationv1.Lease{}
@@ -191,22 +191,7 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 	second := startManagerProcess(t, bin, kubeconfig, leaderFlags...)
 
 	newCluster := func(name string) *infrav1.AzureCluster {
-		cluster := &clusterv1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-			Spec:       clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureCluster", Name: name}},
-		}
-		if err := c.Create(ctx, cluster); err != nil {
-			t.Fatal(err)
-		}
-		ac := &infrav1.AzureCluster{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{clusterv1.ClusterNameLabel: name},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID}}},
-			Spec: infrav1.AzureClusterSpec{SubscriptionID: "00000000-0000-0000-0000-0000000000e3", Location: "westeurope", ResourceGroup: name},
-		}
-		if err := c.Create(ctx, ac); err != nil {
-			t.Fatal(err)
-		}
-		return ac
+		return newAzureCluster(t, c, "default", name, "00000000-0000-0000-0000-0000000000e3")
 	}
 	provisioned := func(ac *infrav1.AzureCluster) func() string {
 		return func() string {
@@ -269,30 +254,9 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 // first, so by the time the watched one is provisioned the manager has had
 // every chance to see it.
 func TestManagerWatchNamespace(t *testing.T) {
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := testenv.Start(testenv.Options{
-		Scheme:                scheme.New(),
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd"), filepath.Join(root, "config", "capi", "core-v1beta2")},
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook")}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := startManagerEnv(t)
 	defer env.Stop()
-	if err := env.ServeWebhooks(func(m ctrl.Manager) error { return webhooks.SetupWithManager(m) }); err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testenv.SharedWinkube()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.Environment.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bin, kubeconfig := managerProcessEnv(t, env)
 	ctx := context.Background()
 	c := env.Client
 	for _, ns := range []string{"team-a", "team-b"} {
@@ -301,26 +265,8 @@ func TestManagerWatchNamespace(t *testing.T) {
 		}
 	}
 	p := startManagerProcess(t, bin, kubeconfig, "--watch-namespace", "team-a")
-	newCluster := func(ns, name string) *infrav1.AzureCluster {
-		cluster := &clusterv1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec:       clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureCluster", Name: name}},
-		}
-		if err := c.Create(ctx, cluster); err != nil {
-			t.Fatal(err)
-		}
-		ac := &infrav1.AzureCluster{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{clusterv1.ClusterNameLabel: name},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID}}},
-			Spec: infrav1.AzureClusterSpec{SubscriptionID: "00000000-0000-0000-0000-0000000000e4", Location: "westeurope", ResourceGroup: name},
-		}
-		if err := c.Create(ctx, ac); err != nil {
-			t.Fatal(err)
-		}
-		return ac
-	}
-	other := newCluster("team-b", "unwatched")
-	watched := newCluster("team-a", "watched")
+	other := newAzureCluster(t, c, "team-b", "unwatched", "00000000-0000-0000-0000-0000000000e4")
+	watched := newAzureCluster(t, c, "team-a", "watched", "00000000-0000-0000-0000-0000000000e4")
 	poll.Until(t, 2*time.Minute, func() string {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(watched), watched); err != nil || !ptr.Deref(watched.Status.Initialization.Provisioned, false) {
 			return fmt.Sprintf("AzureCluster team-a/watched not provisioned: %v %+v", err, watched.Status.Conditions)

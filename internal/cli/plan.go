@@ -81,13 +81,7 @@ Exit status: 0 when nothing breaks, 1 with warnings, 2 with errors (as doctor).`
   winkube plan windows-upgrade --to 2022 --management-kubeconfig ~/.kube/config --cluster demo --write-to new-pools/
   winkube plan windows-upgrade --to 2025 --kubeconfig workload.kubeconfig -o json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(cmd, o.output, "text", "json", "yaml"); err != nil {
-				return err
-			}
-			o.cmd = cmd
-			return runPlan(cmd.Context(), o, cmd.OutOrStdout())
-		},
+		RunE: planRunE(&o.doctorOptions, func(ctx context.Context, out io.Writer) error { return runPlan(ctx, o, out) }),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.to, "to", "", "the Windows Server release to move to: 2022 or 2025 (required)")
@@ -98,6 +92,18 @@ Exit status: 0 when nothing breaks, 1 with warnings, 2 with errors (as doctor).`
 	outputFlag(cmd, &o.output, "text", "text", "json", "yaml")
 	_ = cmd.RegisterFlagCompletionFunc("to", fixed("2022", "2025"))
 	return cmd
+}
+
+// planRunE is a plan subcommand's RunE: -o is checked before anything is
+// read, and o keeps the command for bad input's pointer to its --help.
+func planRunE(o *doctorOptions, run func(context.Context, io.Writer) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		if err := checkOutput(cmd, o.output, "text", "json", "yaml"); err != nil {
+			return err
+		}
+		o.cmd = cmd
+		return run(cmd.Context(), cmd.OutOrStdout())
+	}
 }
 
 func runPlan(ctx context.Context, o *planOptions, out io.Writer) error {
@@ -153,21 +159,11 @@ func runPlan(ctx context.Context, o *planOptions, out io.Writer) error {
 		return err
 	}
 	switch o.output {
-	case "json":
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(struct {
+	case "json", "yaml":
+		err = printStructured(out, o.output, struct {
 			*winupgrade.Plan
 			ExitCode int `json:"exitCode"`
 		}{plan, plan.ExitCode()})
-	case "yaml":
-		var b []byte
-		if b, err = yaml.Marshal(struct {
-			*winupgrade.Plan
-			ExitCode int `json:"exitCode"`
-		}{plan, plan.ExitCode()}); err == nil {
-			_, err = out.Write(b)
-		}
 	default:
 		err = plan.WriteText(out)
 		if err == nil && len(plan.Pools) > 0 && o.writeTo == "" {
@@ -181,6 +177,22 @@ func runPlan(ctx context.Context, o *planOptions, out io.Writer) error {
 		return ExitStatus(code)
 	}
 	return nil
+}
+
+// printStructured prints v as -o json (indented) or -o yaml. A plan's v
+// carries the exit code the command ends with beside the plan's fields, so
+// that a script reads both from one document.
+func printStructured(out io.Writer, format string, v any) error {
+	if format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	b, err := yaml.Marshal(v)
+	if err == nil {
+		_, err = out.Write(b)
+	}
+	return err
 }
 
 // writePools writes each new pool's manifest to dir/<name>.yaml, or to out

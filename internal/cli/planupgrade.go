@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/winkube/winkube/internal/upgrade"
 )
@@ -60,13 +58,7 @@ Exit status: 0 when nothing is wrong, 1 with warnings, 2 with errors (as doctor)
   winkube plan upgrade --to v1.36.3 --local winkube --apply
   winkube plan upgrade --to v1.36.3 --management-kubeconfig ~/.kube/config --cluster demo -o json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(cmd, o.output, "text", "json", "yaml"); err != nil {
-				return err
-			}
-			o.cmd = cmd
-			return runPlanUpgrade(cmd.Context(), o, cmd.OutOrStdout())
-		},
+		RunE: planRunE(&o.doctorOptions, func(ctx context.Context, out io.Writer) error { return runPlanUpgrade(ctx, o, out) }),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.to, "to", "", "the Kubernetes version to upgrade to, vX.Y.Z (required)")
@@ -158,17 +150,8 @@ func writeUpgrade(o *planUpgradeOptions, plan *upgrade.Plan, out io.Writer) erro
 		*upgrade.Plan
 		ExitCode int `json:"exitCode"`
 	}
-	switch o.output {
-	case "json":
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(withExit{plan, plan.ExitCode()})
-	case "yaml":
-		b, err := yaml.Marshal(withExit{plan, plan.ExitCode()})
-		if err == nil {
-			_, err = out.Write(b)
-		}
-		return err
+	if o.output == "json" || o.output == "yaml" {
+		return printStructured(out, o.output, withExit{plan, plan.ExitCode()})
 	}
 	if err := plan.WriteText(out); err != nil {
 		return err

@@ -97,4 +97,8 @@ func TestPlanUpgradeOnALocalWorld(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &plan); err != nil || plan.ExitCode != 2 || len(plan.Findings) == 0 || plan.Findings[0].Severity != "error" || plan.Findings[0].Fix == "" {
 		t.Errorf("JSON plan %+v (%v):\n%s", plan, err, out)
 	}
+	out, err = run("--to", "v1.37.0", "--state-dir", state, "-o", "yaml")
+	if !errors.As(err, &status) || status != 2 || !strings.Contains(out, "exitCode: 2") || !strings.Contains(out, "severity: error") {
+		t.Errorf("YAML plan (%v):\n%s", err, out)
+	}
 }

@@ -220,10 +220,7 @@ long as this process. Interrupt it (Ctrl-C) to stop it: the state stays, and
 		Args:              atMostOneName,
 		ValidArgsFunction: completeLocalWorlds,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := "winkube"
-			if len(args) == 1 {
-				name = args[0]
-			}
+			name := worldName(args)
 			if err := o.check(cmd, name); err != nil {
 				return err
 			}
@@ -305,6 +302,15 @@ func up(ctx context.Context, out io.Writer, wo localworld.Options, timeout time.
 	return err
 }
 
+// worldName is the local world that up's and down's optional NAME names:
+// winkube when it is left out.
+func worldName(args []string) string {
+	if len(args) == 1 {
+		return args[0]
+	}
+	return "winkube"
+}
+
 func newDownCommand() *cobra.Command {
 	o := &upOptions{}
 	cmd := &cobra.Command{
@@ -320,10 +326,7 @@ from the state directory to delete what it holds.`,
 		Args:              atMostOneName,
 		ValidArgsFunction: completeLocalWorlds,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := "winkube"
-			if len(args) == 1 {
-				name = args[0]
-			}
+			name := worldName(args)
 			// down makes no cluster: these only pass up's flag checks.
 			o.controlPlane, o.windowsVersion, o.version, o.flavor, o.timeout = 1, "2022", "v1.36.3", flavors.Windows, 15*time.Minute
 			if err := o.defaultStateDir(name); err != nil {

@@ -20,6 +20,10 @@ func TestUpAndDownRefuseBadInput(t *testing.T) {
 	// --metrics-server's pod runs.
 	noMetrics := t.TempDir()
 	writeFiles(t, noMetrics, map[string]string{"kube-apiserver": ""})
+	// Without --state-dir a world lives in ~/.winkube/NAME, NAME winkube
+	// when it is left out.
+	home := t.TempDir()
+	t.Setenv("HOME", home)
 	cases := []struct {
 		args []string
 		want string
@@ -33,6 +37,8 @@ func TestUpAndDownRefuseBadInput(t *testing.T) {
 		{[]string{"down", "--bin", bin, "--state-dir", world}, "were not found in"},
 		// An empty directory is no world: there is nothing to delete.
 		{[]string{"down", "--bin", bin, "--state-dir", dir}, "is empty or holds no world"},
+		{[]string{"down"}, "no cluster state in " + filepath.Join(home, ".winkube", "winkube") + ":"},
+		{[]string{"down", "demo"}, "no cluster state in " + filepath.Join(home, ".winkube", "demo") + ":"},
 	}
 	for _, c := range cases {
 		root := NewRootCommand()

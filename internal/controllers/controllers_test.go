@@ -23,9 +23,7 @@ import (
 func TestClusterAndMachinesLifecycle(t *testing.T) {
 	stop := startControllers(t, armCfg)
 	defer stop()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, "mixed")
-	f.waitClusterProvisioned(time.Minute)
+	f, az := provisionedCluster(t, "mixed")
 
 	// The network and the API server's endpoint.
 	inv := f.azureInventory(az)

@@ -140,18 +140,7 @@ func newRig(t *testing.T, o arm.Options) *rig {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the manager's caches did not sync")
-	}
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(runManager(t, mgr))
 	return r
 }
 

@@ -76,6 +76,17 @@ func newCluster(t testing.TB, name string, mutate ...func(*infrav1.AzureClusterS
 	return f
 }
 
+// provisionedCluster is how most tests begin once their controllers run on
+// the suite's emulator: a Cluster (newCluster) whose AzureCluster winkube
+// has provisioned, and the test's view of that emulator.
+func provisionedCluster(t *testing.T, name string) (*fixture, *azure) {
+	t.Helper()
+	az := newAzure(t, armCfg)
+	f := newCluster(t, name)
+	f.waitClusterProvisioned(time.Minute)
+	return f, az
+}
+
 // capiCluster is a Cluster whose infrastructure is the AzureCluster of its
 // name.
 func capiCluster(name, ns string) *clusterv1.Cluster {

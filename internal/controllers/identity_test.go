@@ -1,13 +1,11 @@
 package controllers_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +31,7 @@ import (
 	"github.com/winkube/winkube/internal/azurejson"
 	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
 )
 
 const tenant = "00000000-0000-4000-8000-00000000a11d"
@@ -109,22 +108,7 @@ func (w *entraWorld) credential(t *testing.T, p entra.Principal, secret string) 
 }
 
 // syncBuffer collects the manager's logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testenv.SyncBuffer
 
 // startLoggedControllers runs the controllers with their logs, at debug
 // level, going to logs.
@@ -151,18 +135,7 @@ func startLoggedControllersWith(t *testing.T, cfg endpoint.Config, logs *syncBuf
 	if err := controllers.Setup(mgr, o); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the manager's caches did not sync")
-	}
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(runManager(t, mgr))
 }
 
 // createIdentity stores a service principal's secret and its

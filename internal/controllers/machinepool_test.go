@@ -29,6 +29,14 @@ func (f *fixture) newPool(name string, replicas int32, windows bool, mutate ...f
 	return f.newPoolOf(name, replicas, tmpl, mutate...)
 }
 
+// readyPool is newPool, waited for until it is Ready with its replicas.
+func (f *fixture) readyPool(name string, replicas int32, windows bool, mutate ...func(*clusterv1.MachinePool)) (*clusterv1.MachinePool, *infrav1.AzureMachinePool) {
+	f.t.Helper()
+	mp, amp := f.newPool(name, replicas, windows, mutate...)
+	f.waitPool(amp, replicas)
+	return mp, amp
+}
+
 // newPoolOf is newPool with the pool's VM template.
 func (f *fixture) newPoolOf(name string, replicas int32, tmpl infrav1.AzureVMSpec, mutate ...func(*clusterv1.MachinePool)) (*clusterv1.MachinePool, *infrav1.AzureMachinePool) {
 	f.t.Helper()
@@ -143,11 +151,8 @@ func (f *fixture) poolMachines(pool string) []infrav1.AzureMachinePoolMachine {
 func TestWindowsMachinePool(t *testing.T) {
 	stop := startControllers(t, armCfg)
 	defer stop()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, "pools")
-	f.waitClusterProvisioned(time.Minute)
-	mp, amp := f.newPool("windows-pool-abcde", 3, true)
-	f.waitPool(amp, 3)
+	f, az := provisionedCluster(t, "pools")
+	mp, amp := f.readyPool("windows-pool-abcde", 3, true)
 
 	if amp.Status.ComputerNamePrefix != "win-abcde" {
 		t.Fatalf("computer-name prefix %q, want win-abcde", amp.Status.ComputerNamePrefix)
@@ -294,11 +299,8 @@ func TestWindowsMachinePool(t *testing.T) {
 func TestPoolRollsForItsModelNotForANewJoinToken(t *testing.T) {
 	stop := startControllers(t, armCfg)
 	defer stop()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, "tokens")
-	f.waitClusterProvisioned(time.Minute)
-	mp, amp := f.newPool("tokens-pool-abcde", 2, true)
-	f.waitPool(amp, 2)
+	f, az := provisionedCluster(t, "tokens")
+	mp, amp := f.readyPool("tokens-pool-abcde", 2, true)
 	before := instanceIDs(az.instances(f.ns, amp.Name))
 	customData := func() string {
 		set, err := az.vmss.Get(f.ctx, f.ns, amp.Name, nil)

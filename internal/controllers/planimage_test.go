@@ -16,9 +16,7 @@ import (
 func TestPoolOnAPlanImageKeepsItsInstances(t *testing.T) {
 	stop := startControllers(t, armCfg)
 	defer stop()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, "plan")
-	f.waitClusterProvisioned(time.Minute)
+	f, az := provisionedCluster(t, "plan")
 	tmpl := infrav1.AzureVMSpec{VMSize: "Standard_D4s_v3", Image: &infrav1.Image{Marketplace: &infrav1.MarketplaceImage{
 		Publisher: "resf", Offer: "rockylinux-x86_64", SKU: "9-base", Version: "9.8.20260525", ThirdPartyImage: true}}}
 	_, amp := f.newPoolOf("plan-pool", 1, tmpl)
@@ -43,9 +41,7 @@ func TestPoolOnAPlanImageKeepsItsInstances(t *testing.T) {
 func TestGalleryImageWithAPlanGivesTheVMThePlan(t *testing.T) {
 	stop := startControllers(t, armCfg)
 	defer stop()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, "gplan")
-	f.waitClusterProvisioned(time.Minute)
+	f, az := provisionedCluster(t, "gplan")
 	img := &infrav1.Image{ComputeGallery: &infrav1.ComputeGalleryImage{Gallery: "ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019", Name: "capi-ubun2-2404", Version: "1.36.3",
 		Plan: &infrav1.ImagePlan{Publisher: "resf", Offer: "rockylinux-x86_64", SKU: "9-base"}}}
 	f.newMachineWith("gplan-md-linux-abcde", false, false, "1", nil, func(s *infrav1.AzureMachineSpec) { s.Image = img })

@@ -63,11 +63,8 @@ func (f *fixture) poolLeftovers(az *azure, amp *infrav1.AzureMachinePool, names 
 func TestPoolDeletionTakesEveryInstancesMachine(t *testing.T) {
 	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.PoolBootstrapTimeout = time.Second })
 	defer stop()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, "pooldel")
-	f.waitClusterProvisioned(time.Minute)
-	mp, amp := f.newPool("pooldel-pool-abcde", 2, true)
-	f.waitPool(amp, 2)
+	f, az := provisionedCluster(t, "pooldel")
+	mp, amp := f.readyPool("pooldel-pool-abcde", 2, true)
 	joined := func(id string) bool { return id == "0" || id == "1" }
 	f.joinPool(amp.Name, joined)
 
@@ -125,8 +122,7 @@ func TestMachineMadeForADeletedInstanceGoesWithIt(t *testing.T) {
 	r := newRig(t, arm.Options{})
 	f := r.cluster("latem")
 	f.waitClusterProvisioned(time.Minute)
-	_, amp := f.newPool("latem-pool-abcde", 2, false)
-	f.waitPool(amp, 2)
+	_, amp := f.readyPool("latem-pool-abcde", 2, false)
 	victim := f.poolMachines(amp.Name)[0].DeepCopy()
 
 	deletes := r.armFault("DELETE", "virtualMachineScaleSets/virtualMachines", 500)
@@ -169,11 +165,8 @@ func TestMachineMadeForADeletedInstanceGoesWithIt(t *testing.T) {
 func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 	stop := startControllers(t, armCfg)
 	defer stop()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, "extra")
-	f.waitClusterProvisioned(time.Minute)
-	_, amp := f.newPool("extra-pool-abcde", 2, false)
-	f.waitPool(amp, 2)
+	f, az := provisionedCluster(t, "extra")
+	_, amp := f.readyPool("extra-pool-abcde", 2, false)
 	f.joinPool(amp.Name, func(string) bool { return true })
 
 	// Paused (Cluster API's pause contract), the pool does not look while

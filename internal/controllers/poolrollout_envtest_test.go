@@ -116,11 +116,8 @@ func (f *fixture) joinPool(pool string, joined func(instanceID string) bool) {
 func TestPoolRolloutWaitsForReadyNodes(t *testing.T) {
 	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.PoolBootstrapTimeout = time.Second })
 	defer stop()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, "rollout")
-	f.waitClusterProvisioned(time.Minute)
-	_, amp := f.newPool("rollout-pool-abcde", 2, true)
-	f.waitPool(amp, 2)
+	f, az := provisionedCluster(t, "rollout")
+	_, amp := f.readyPool("rollout-pool-abcde", 2, true)
 	joined := map[string]bool{"0": true, "1": true}
 	f.joinPool(amp.Name, func(id string) bool { return joined[id] })
 
@@ -179,11 +176,8 @@ func TestPoolRolloutWaitsForReadyNodes(t *testing.T) {
 func TestVanishedPoolInstanceTakesItsMachine(t *testing.T) {
 	stop := startControllers(t, armCfg)
 	defer stop()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, "vanish")
-	f.waitClusterProvisioned(time.Minute)
-	_, amp := f.newPool("vanish-pool-abcde", 2, true)
-	f.waitPool(amp, 2)
+	f, az := provisionedCluster(t, "vanish")
+	_, amp := f.readyPool("vanish-pool-abcde", 2, true)
 	joined := func(string) bool { return true }
 	f.joinPool(amp.Name, joined)
 	p, err := az.vmssVMs.BeginDelete(f.ctx, f.ns, amp.Name, "1", nil)
@@ -235,8 +229,7 @@ func TestPoolReconcilesOnlyForWhatItActsOn(t *testing.T) {
 	defer stop()
 	f := newCluster(t, "count")
 	f.waitClusterProvisioned(time.Minute)
-	mp, amp := f.newPool("count-pool-abcde", 2, true)
-	f.waitPool(amp, 2)
+	mp, amp := f.readyPool("count-pool-abcde", 2, true)
 
 	// Instance objects' status changes that say nothing to the pool, five
 	// rounds on each. The pool's own last writes may still wake it (the

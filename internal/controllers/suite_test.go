@@ -114,6 +114,13 @@ func startControllersWith(t testing.TB, cfg endpoint.Config, change func(*contro
 	if err := controllers.Setup(mgr, o); err != nil {
 		t.Fatal(err)
 	}
+	return runManager(t, mgr)
+}
+
+// runManager starts mgr and waits for its caches to sync; stop ends it and
+// waits until it has.
+func runManager(t testing.TB, mgr ctrl.Manager) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

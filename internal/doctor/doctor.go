@@ -154,12 +154,13 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		}
 		r.Findings = append(r.Findings, f...)
 	}
-	sortFindings(r.Findings)
+	SortFindings(r.Findings)
 	return r, nil
 }
 
-// sortFindings puts errors first, then warnings, then information, keeping
-// each check's own order within a severity.
-func sortFindings(fs []Finding) {
+// SortFindings puts errors first, then warnings, then information, keeping
+// each check's own order within a severity (the order doctor and the plan
+// commands print).
+func SortFindings(fs []Finding) {
 	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Severity.rank() > fs[j].Severity.rank() })
 }

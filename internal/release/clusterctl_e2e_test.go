@@ -250,23 +250,12 @@ func (m *moveLog) GetCallStackHelper() func()                       { return fun
 func (m *moveLog) WithCallStackHelper() logr.CallStackHelperLogSink { return m }
 
 // lockedBuffer is the manager's log, read while it writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type lockedBuffer struct{ testenv.SyncBuffer }
 
 // forbidden returns the manager's log lines about requests RBAC refused.
 func (l *lockedBuffer) forbidden() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []string
-	for _, line := range strings.Split(l.b.String(), "\n") {
+	for _, line := range strings.Split(l.String(), "\n") {
 		if strings.Contains(line, "forbidden") {
 			out = append(out, line)
 		}

@@ -1,11 +1,9 @@
 package upgrade_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,26 +14,12 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
 	"github.com/winkube/winkube/internal/upgrade"
 )
 
 // syncBuffer is the progress a test reads while Run writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testenv.SyncBuffer
 
 func (f *fixture) kcpVersion() (string, int64) {
 	k := &controlplanev1.KubeadmControlPlane{}

@@ -306,18 +306,8 @@ func build(ctx context.Context, o *Options) (*Plan, error) {
 	if err := pl.steps(); err != nil {
 		return nil, err
 	}
-	sort.SliceStable(p.Findings, func(i, j int) bool { return rank(p.Findings[i].Severity) > rank(p.Findings[j].Severity) })
+	doctor.SortFindings(p.Findings)
 	return p, nil
-}
-
-func rank(s doctor.Severity) int {
-	switch s {
-	case doctor.Error:
-		return 2
-	case doctor.Warning:
-		return 1
-	}
-	return 0
 }
 
 type planner struct {

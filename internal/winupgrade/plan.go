@@ -147,18 +147,8 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 			return nil, err
 		}
 	}
-	sort.SliceStable(p.Findings, func(i, j int) bool { return rank(p.Findings[i].Severity) > rank(p.Findings[j].Severity) })
+	doctor.SortFindings(p.Findings)
 	return p, nil
-}
-
-func rank(s Severity) int {
-	switch s {
-	case doctor.Error:
-		return 2
-	case doctor.Warning:
-		return 1
-	}
-	return 0
 }
 
 // build is a node's Windows build (the label the kubelet sets, else its
