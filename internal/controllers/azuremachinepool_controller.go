@@ -437,23 +437,19 @@ func (r *AzureMachinePoolReconciler) writeScaleSet(ctx context.Context, pc *pool
 	amp, cur, n := pc.amp, pc.cur, pc.names
 	t := &amp.Spec.Template
 	spec := &pc.spec
-	// Capacity never goes down through the model (Azure would choose which
-	// instances to remove); it goes down as chosen instances are deleted.
-	capacity := pc.desired
-	if cur != nil && cur.SKU != nil && cur.SKU.Capacity != nil && *cur.SKU.Capacity > capacity {
-		capacity = *cur.SKU.Capacity
-	}
-	spec.Capacity = capacity
+	// At least the capacity wanted: the service keeps a higher one Azure
+	// has, as read for the write, never as pc.cur has it. pc.cur was read
+	// before the instances were listed: an instance deleted since (a
+	// chosen one, its object gone) has lowered Azure's capacity, and that
+	// capacity written back makes a new VM in its place.
+	spec.Capacity = pc.desired
 	s := step{"scalesets", amp.Name}
 	tok := token(amp.Status.LongRunningOperationStates, s, "PUT")
 	// A write changes the instances listed above: the next reconcile
-	// lists them again, so that each lists them once.
-	params, err := spec.Parameters(cur)
-	if err != nil {
-		return &ctrl.Result{}, err
-	}
-	wrote := tok != "" || params != nil
-	next, done, err := pc.svc.ScaleSets.Reconcile(ctx, *spec, tok)
+	// lists them again, so that each lists them once. Whether there was
+	// one is the service's to say, from its own read: pc.cur may be out
+	// of date, and the pool would report instances its write outdated.
+	next, wrote, done, err := pc.svc.ScaleSets.Write(ctx, *spec, tok)
 	record(&amp.Status.LongRunningOperationStates, s, n.rg, "PUT", next)
 	if err != nil {
 		return stop(r.azureError(amp, "scale set", err))

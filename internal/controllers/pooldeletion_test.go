@@ -2,9 +2,13 @@ package controllers_test
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -228,8 +232,23 @@ func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 // node first), not by its object deleted under it. The test plays Cluster
 // API's Machine controller: it holds the Machine with its finalizer, and
 // deletes the object only once the Machine is being deleted.
+//
+// Then the instance goes while a reconcile of the pool, which has read the
+// scale set (capacity 3), is held before it lists the instances: it must
+// not write that capacity back once Azure has lowered it to 2 for the
+// deletion. It did, and the PATCH made a new VM, instance 3 (this test,
+// under load in CI: "instances 0,1,3, want 0,1"); as the write was decided
+// on the stale read too, the pool then reported itself Ready with the 2
+// instances it had listed before it.
 func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
-	stop := startControllers(t, armCfg)
+	cfg, err := armCfg.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &armGate{inner: cfg.Transport, set: "/virtualmachinescalesets/through-pool-abcde"}
+	cfg.Transport = gate
+	defer gate.let()
+	stop := startControllers(t, cfg)
 	defer stop()
 	az := newAzure(t, armCfg)
 	f := newCluster(t, "through")
@@ -269,6 +288,16 @@ func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
 		}
 		return ""
 	})
+	// The pool, requeued while the chosen instance goes, is held in a
+	// reconcile that has read the scale set and not yet listed instances.
+	gate.holdNextList()
+	poll.Until(t, time.Minute, func() string {
+		if !gate.holding() {
+			return "no reconcile of the pool has listed the instances since"
+		}
+		return ""
+	})
+	writes := gate.writes()
 	// Cluster API's Machine controller deletes the object, then lets the
 	// Machine go once the object is gone.
 	if err := env.Client.Delete(f.ctx, pm); err != nil {
@@ -276,11 +305,85 @@ func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
 	}
 	f.edit(pm, func() { controllerutil.RemoveFinalizer(pm, held) })
 	waitGone(t, pm)
+	if set, err := az.vmss.Get(f.ctx, f.ns, amp.Name, nil); err != nil || ptr.Deref(set.SKU.Capacity, 0) != 2 {
+		t.Fatalf("scale set after the instance's deletion: %v; want capacity 2", err)
+	}
+	gate.let()
 	f.edit(m, func() { controllerutil.RemoveFinalizer(m, held) })
 	f.waitPool(amp, 2)
+	if n := gate.writes() - writes; n != 0 {
+		t.Errorf("the pool wrote the scale set %d times after the chosen instance went, from a capacity read before its deletion", n)
+	}
 	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,1" {
 		t.Errorf("instances %s, want 0,1: the new instance chosen", got)
 	}
+}
+
+// armGate is the controllers' transport to ARM: it counts the writes of one
+// scale set (PUT, PATCH), and once told holds the next list of its
+// instances until let, so that a test orders what happens between a
+// reconcile's read of the scale set and its list.
+type armGate struct {
+	inner policy.Transporter
+	// set is the end of the scale set's path, lower case.
+	set string
+
+	mu      sync.Mutex
+	armed   bool
+	held    bool
+	release chan struct{}
+	written int
+}
+
+func (g *armGate) Do(req *http.Request) (*http.Response, error) {
+	path := strings.ToLower(req.URL.Path)
+	var wait chan struct{}
+	g.mu.Lock()
+	switch {
+	case (req.Method == http.MethodPut || req.Method == http.MethodPatch) && strings.HasSuffix(path, g.set):
+		g.written++
+	case req.Method == http.MethodGet && g.armed && strings.HasSuffix(path, g.set+"/virtualmachines"):
+		g.armed, g.held, wait = false, true, g.release
+	}
+	g.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	return g.inner.Do(req)
+}
+
+// holdNextList holds the next list of the scale set's instances.
+func (g *armGate) holdNextList() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.armed, g.held, g.release = true, false, make(chan struct{})
+}
+
+// holding reports whether a list is held.
+func (g *armGate) holding() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held
+}
+
+// let lets a held list go, and the next one too.
+func (g *armGate) let() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.release != nil {
+		close(g.release)
+	}
+	g.armed, g.held, g.release = false, false, nil
+}
+
+func (g *armGate) writes() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.written
 }
 
 // edit reads obj again and updates it with change, until no one else wrote
