@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -290,7 +291,7 @@ func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
 	})
 	// The pool, requeued while the chosen instance goes, is held in a
 	// reconcile that has read the scale set and not yet listed instances.
-	gate.holdNextList()
+	gate.hold(instanceList)
 	poll.Until(t, time.Minute, func() string {
 		if !gate.holding() {
 			return "no reconcile of the pool has listed the instances since"
@@ -319,31 +320,137 @@ func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
 	}
 }
 
+// TestPoolReportsNoInstancesItsWriteOutdated: a reconcile that writes the
+// scale set does not report the instances it listed before the write. The
+// pool read the scale set (capacity 2) and listed instances 0 and 1; then
+// instance 1 was deleted outside winkube, before the write's own read. The
+// write put capacity 2 back (a new instance for the deleted one), and, its
+// operation done at once, the pool, having decided from its first read
+// that it wrote nothing, reported itself Ready with instance 1, which Azure
+// no longer had, and without the new one.
+func TestPoolReportsNoInstancesItsWriteOutdated(t *testing.T) {
+	cfg, err := armCfg.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &armGate{inner: cfg.Transport, set: "/virtualmachinescalesets/outdated-pool-abcde"}
+	cfg.Transport = gate
+	defer gate.let()
+	stop := startControllers(t, cfg)
+	defer stop()
+	az := newAzure(t, armCfg)
+	f := newCluster(t, "outdated")
+	f.waitClusterProvisioned(time.Minute)
+	_, amp := f.newPool("outdated-pool-abcde", 2, false)
+	f.waitPool(amp, 2)
+	f.joinPool(amp.Name, func(string) bool { return true })
+	waitHeld := func(what string) {
+		t.Helper()
+		poll.Until(t, time.Minute, func() string {
+			if !gate.holding() {
+				return "no reconcile of the pool held " + what
+			}
+			return ""
+		})
+	}
+
+	// A reconcile that has listed instances 0 and 1 is held at the
+	// write's read of the scale set.
+	gate.hold(readAfterList)
+	f.touchPool(amp)
+	waitHeld("at the write's read of the scale set")
+	p, err := az.vmssVMs.BeginDelete(f.ctx, f.ns, amp.Name, "1", nil)
+	if err == nil {
+		_, err = p.PollUntilDone(f.ctx, nil)
+	}
+	if err != nil {
+		t.Fatalf("deleting instance 1 outside winkube: %v", err)
+	}
+	// The write's first poll waits until its operation is done, so that
+	// the reconcile finds the write done at once.
+	gate.hold(writePoll)
+	waitHeld("at the first poll of its write")
+	poll.Until(t, time.Minute, func() string {
+		set, err := az.vmss.Get(f.ctx, f.ns, amp.Name, nil)
+		if err != nil {
+			return err.Error()
+		}
+		if state := ptr.Deref(set.Properties.ProvisioningState, ""); state != "Succeeded" {
+			return "the scale set's write is " + state
+		}
+		return ""
+	})
+	// The next reconcile, woken by another label, is held at its list:
+	// the pool's status is the writing reconcile's.
+	gate.hold(instanceList)
+	f.edit(amp, func() { amp.Labels["winkube.dev/touched"] = "again" })
+	waitHeld("at the list of the next reconcile")
+	if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+		t.Fatal(err)
+	}
+	if conditions.IsTrue(amp, controllers.ReadyCondition) {
+		t.Errorf("the pool reports itself Ready with %v after its write, with instances %s in Azure", amp.Spec.ProviderIDList, instanceIDs(az.instances(f.ns, amp.Name)))
+	}
+	gate.let()
+	f.waitPool(amp, 2)
+	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,2" {
+		t.Errorf("instances %s, want 0,2: instance 1 replaced", got)
+	}
+}
+
 // armGate is the controllers' transport to ARM: it counts the writes of one
-// scale set (PUT, PATCH), and once told holds the next list of its
-// instances until let, so that a test orders what happens between a
-// reconcile's read of the scale set and its list.
+// scale set (PUT, PATCH), and, once told, holds one request of the pool
+// until the next hold or let, so that a test orders what happens between
+// two of a reconcile's requests.
 type armGate struct {
 	inner policy.Transporter
 	// set is the end of the scale set's path, lower case.
 	set string
 
 	mu      sync.Mutex
-	armed   bool
+	mode    holdMode
 	held    bool
+	listed  bool   // readAfterList: a list went since the hold
+	op      string // writePoll: the path of the operation of the write
 	release chan struct{}
 	written int
 }
 
+// holdMode is which request an armGate holds.
+type holdMode int
+
+const (
+	holdNothing holdMode = iota
+	// instanceList: the next list of the scale set's instances.
+	instanceList
+	// readAfterList: the next read of the scale set after such a list (the
+	// pool's write reads it again).
+	readAfterList
+	// writePoll: the first poll of the next write's operation.
+	writePoll
+)
+
 func (g *armGate) Do(req *http.Request) (*http.Response, error) {
 	path := strings.ToLower(req.URL.Path)
+	get, isSet, isList := req.Method == http.MethodGet, strings.HasSuffix(path, g.set), strings.HasSuffix(path, g.set+"/virtualmachines")
+	write := (req.Method == http.MethodPut || req.Method == http.MethodPatch) && isSet
 	var wait chan struct{}
 	g.mu.Lock()
-	switch {
-	case (req.Method == http.MethodPut || req.Method == http.MethodPatch) && strings.HasSuffix(path, g.set):
+	if write {
 		g.written++
-	case req.Method == http.MethodGet && g.armed && strings.HasSuffix(path, g.set+"/virtualmachines"):
-		g.armed, g.held, wait = false, true, g.release
+	}
+	hold := false
+	switch g.mode {
+	case instanceList:
+		hold = get && isList
+	case readAfterList:
+		hold = get && isSet && g.listed
+		g.listed = g.listed || get && isList
+	case writePoll:
+		hold = get && g.op != "" && path == g.op
+	}
+	if hold {
+		g.mode, g.held, wait = holdNothing, true, g.release
 	}
 	g.mu.Unlock()
 	if wait != nil {
@@ -353,31 +460,42 @@ func (g *armGate) Do(req *http.Request) (*http.Response, error) {
 			return nil, req.Context().Err()
 		}
 	}
-	return g.inner.Do(req)
+	resp, err := g.inner.Do(req)
+	if write && err == nil {
+		if u, perr := url.Parse(resp.Header.Get("Azure-AsyncOperation")); perr == nil && u.Path != "" {
+			g.mu.Lock()
+			g.op = strings.ToLower(u.Path)
+			g.mu.Unlock()
+		}
+	}
+	return resp, err
 }
 
-// holdNextList holds the next list of the scale set's instances.
-func (g *armGate) holdNextList() {
+// hold lets a held request go and holds the next one of mode.
+func (g *armGate) hold(mode holdMode) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.armed, g.held, g.release = true, false, make(chan struct{})
+	if g.release != nil {
+		close(g.release)
+	}
+	g.mode, g.held, g.listed, g.op, g.release = mode, false, false, "", make(chan struct{})
 }
 
-// holding reports whether a list is held.
+// holding reports whether a request is held.
 func (g *armGate) holding() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.held
 }
 
-// let lets a held list go, and the next one too.
+// let lets a held request go, and holds none.
 func (g *armGate) let() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.release != nil {
 		close(g.release)
 	}
-	g.armed, g.held, g.release = false, false, nil
+	g.mode, g.held, g.release = holdNothing, false, nil
 }
 
 func (g *armGate) writes() int {
