@@ -352,13 +352,18 @@ func (r *AzureMachinePoolReconciler) claimScaleSet(_ context.Context, pc *poolCo
 // and those the rollout chose, and works out the capacity wanted.
 func (r *AzureMachinePoolReconciler) rollInstances(ctx context.Context, pc *poolContext) (*ctrl.Result, error) {
 	amp, mp, spec, n := pc.amp, pc.mp, pc.spec, pc.names
-	instances, err := pc.svc.ScaleSets.Instances(ctx, n.rg, amp.Name)
-	if err != nil {
-		return stop(r.azureError(amp, "listing instances", err))
-	}
+	// The objects are read before the instances: an object goes only once
+	// its instance has (its finalizer), so an instance listed after has
+	// its object here, or never had one. The other way round, an object
+	// that went between the two reads left its instance, listed just
+	// before it went, without one, and the pool made it a new object.
 	machines, err := r.poolMachines(ctx, amp)
 	if err != nil {
 		return &ctrl.Result{}, err
+	}
+	instances, err := pc.svc.ScaleSets.Instances(ctx, n.rg, amp.Name)
+	if err != nil {
+		return stop(r.azureError(amp, "listing instances", err))
 	}
 	replicas := int64(ptr.Deref(mp.Spec.Replicas, 1))
 	// An instance deleted outside winkube takes its machine with it, through

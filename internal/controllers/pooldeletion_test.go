@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -234,14 +236,31 @@ func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 // API's Machine controller: it holds the Machine with its finalizer, and
 // deletes the object only once the Machine is being deleted.
 //
-// Then the instance goes while a reconcile of the pool, which has read the
-// scale set (capacity 3), is held before it lists the instances: it must
-// not write that capacity back once Azure has lowered it to 2 for the
-// deletion. It did, and the PATCH made a new VM, instance 3 (this test,
-// under load in CI: "instances 0,1,3, want 0,1"); as the write was decided
-// on the stale read too, the pool then reported itself Ready with the 2
-// instances it had listed before it.
+// The instance goes while a reconcile of the pool is held, and the pool
+// settles at the two instances it keeps, with no write of the scale set
+// and no object made again for the instance gone:
+//   - held before its list, the reconcile has read the scale set at
+//     capacity 3, which Azure lowers to 2 for the deletion. It wrote 3
+//     back, a new VM, instance 3 (this test, under load in CI: "instances
+//     0,1,3, want 0,1"); and as the write was decided on the stale read
+//     too, the pool then reported itself Ready with the 2 instances it had
+//     listed before it;
+//   - held with its list's answer (instances 0, 1, 2), it read the objects
+//     after that: finding none for instance 2, it made one again for the
+//     instance that had gone.
 func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hold holdMode
+	}{
+		{"held before its list", instanceList},
+		{"held with its list's answer", instanceListAnswer},
+	} {
+		t.Run(tc.name, func(t *testing.T) { deleteThroughMachineWhileHeld(t, tc.hold) })
+	}
+}
+
+func deleteThroughMachineWhileHeld(t *testing.T, hold holdMode) {
 	cfg, err := armCfg.Shared()
 	if err != nil {
 		t.Fatal(err)
@@ -289,9 +308,8 @@ func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
 		}
 		return ""
 	})
-	// The pool, requeued while the chosen instance goes, is held in a
-	// reconcile that has read the scale set and not yet listed instances.
-	gate.hold(instanceList)
+	// The pool, requeued while the chosen instance goes, is held.
+	gate.hold(hold)
 	poll.Until(t, time.Minute, func() string {
 		if !gate.holding() {
 			return "no reconcile of the pool has listed the instances since"
@@ -309,6 +327,7 @@ func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
 	if set, err := az.vmss.Get(f.ctx, f.ns, amp.Name, nil); err != nil || ptr.Deref(set.SKU.Capacity, 0) != 2 {
 		t.Fatalf("scale set after the instance's deletion: %v; want capacity 2", err)
 	}
+	made := watchMade(t, f, amp.Name)
 	gate.let()
 	f.edit(m, func() { controllerutil.RemoveFinalizer(m, held) })
 	f.waitPool(amp, 2)
@@ -317,6 +336,52 @@ func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
 	}
 	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,1" {
 		t.Errorf("instances %s, want 0,1: the new instance chosen", got)
+	}
+	if names := made(); slices.Contains(names, fresh) {
+		t.Errorf("the pool made the object %s again after it went with its instance (objects made since: %v)", fresh, names)
+	}
+}
+
+// watchMade watches the pool's instance objects from now; the function it
+// returns says which were made since (those there now included), up to
+// the moment it is called.
+func watchMade(t *testing.T, f *fixture, pool string) func() []string {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(f.ctx, &infrav1.AzureMachinePoolMachineList{}, client.InNamespace(f.ns), client.MatchingLabels{infrav1.MachinePoolNameLabel: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return func() []string {
+		t.Helper()
+		// A label of the test's own on an object marks the end: events come
+		// in order.
+		marker := &infrav1.AzureMachinePoolMachine{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: pool + "-0"}}
+		f.edit(marker, func() { marker.Labels["winkube.dev/marker"] = marker.ResourceVersion })
+		var made []string
+		deadline := time.After(time.Minute)
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					t.Fatal("the watch of the pool's objects ended")
+				}
+				obj, isPM := ev.Object.(*infrav1.AzureMachinePoolMachine)
+				switch {
+				case !isPM:
+				case ev.Type == watch.Added:
+					made = append(made, obj.Name)
+				case obj.Name == marker.Name && obj.Labels["winkube.dev/marker"] != "":
+					return made
+				}
+			case <-deadline:
+				t.Fatalf("the marker on %s never came through the watch; objects made meanwhile: %v", marker.Name, made)
+			}
+		}
 	}
 }
 
@@ -423,6 +488,8 @@ const (
 	holdNothing holdMode = iota
 	// instanceList: the next list of the scale set's instances.
 	instanceList
+	// instanceListAnswer: the answer to that list.
+	instanceListAnswer
 	// readAfterList: the next read of the scale set after such a list (the
 	// pool's write reads it again).
 	readAfterList
@@ -439,10 +506,12 @@ func (g *armGate) Do(req *http.Request) (*http.Response, error) {
 	if write {
 		g.written++
 	}
-	hold := false
+	hold, after := false, false
 	switch g.mode {
 	case instanceList:
 		hold = get && isList
+	case instanceListAnswer:
+		hold, after = get && isList, true
 	case readAfterList:
 		hold = get && isSet && g.listed
 		g.listed = g.listed || get && isList
@@ -453,7 +522,7 @@ func (g *armGate) Do(req *http.Request) (*http.Response, error) {
 		g.mode, g.held, wait = holdNothing, true, g.release
 	}
 	g.mu.Unlock()
-	if wait != nil {
+	if wait != nil && !after {
 		select {
 		case <-wait:
 		case <-req.Context().Done():
@@ -461,6 +530,16 @@ func (g *armGate) Do(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := g.inner.Do(req)
+	if wait != nil && after {
+		select {
+		case <-wait:
+		case <-req.Context().Done():
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			return nil, req.Context().Err()
+		}
+	}
 	if write && err == nil {
 		if u, perr := url.Parse(resp.Header.Get("Azure-AsyncOperation")); perr == nil && u.Path != "" {
 			g.mu.Lock()
