@@ -261,21 +261,7 @@ func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
 }
 
 func deleteThroughMachineWhileHeld(t *testing.T, hold holdMode) {
-	cfg, err := armCfg.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := &armGate{inner: cfg.Transport, set: "/virtualmachinescalesets/through-pool-abcde"}
-	cfg.Transport = gate
-	defer gate.let()
-	stop := startControllers(t, cfg)
-	defer stop()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, "through")
-	f.waitClusterProvisioned(time.Minute)
-	mp, amp := f.newPool("through-pool-abcde", 2, false)
-	f.waitPool(amp, 2)
-	f.joinPool(amp.Name, func(string) bool { return true })
+	gate, az, f, mp, amp := gatedPool(t, "through")
 
 	f.setPoolReplicas(mp, 3)
 	fresh := amp.Name + "-2"
@@ -310,12 +296,7 @@ func deleteThroughMachineWhileHeld(t *testing.T, hold holdMode) {
 	})
 	// The pool, requeued while the chosen instance goes, is held.
 	gate.hold(hold)
-	poll.Until(t, time.Minute, func() string {
-		if !gate.holding() {
-			return "no reconcile of the pool has listed the instances since"
-		}
-		return ""
-	})
+	gate.waitHeld(t, "no reconcile of the pool has listed the instances since")
 	writes := gate.writes()
 	// Cluster API's Machine controller deletes the object, then lets the
 	// Machine go once the object is gone.
@@ -394,29 +375,10 @@ func watchMade(t *testing.T, f *fixture, pool string) func() []string {
 // that it wrote nothing, reported itself Ready with instance 1, which Azure
 // no longer had, and without the new one.
 func TestPoolReportsNoInstancesItsWriteOutdated(t *testing.T) {
-	cfg, err := armCfg.Shared()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := &armGate{inner: cfg.Transport, set: "/virtualmachinescalesets/outdated-pool-abcde"}
-	cfg.Transport = gate
-	defer gate.let()
-	stop := startControllers(t, cfg)
-	defer stop()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, "outdated")
-	f.waitClusterProvisioned(time.Minute)
-	_, amp := f.newPool("outdated-pool-abcde", 2, false)
-	f.waitPool(amp, 2)
-	f.joinPool(amp.Name, func(string) bool { return true })
+	gate, az, f, _, amp := gatedPool(t, "outdated")
 	waitHeld := func(what string) {
 		t.Helper()
-		poll.Until(t, time.Minute, func() string {
-			if !gate.holding() {
-				return "no reconcile of the pool held " + what
-			}
-			return ""
-		})
+		gate.waitHeld(t, "no reconcile of the pool held "+what)
 	}
 
 	// A reconcile that has listed instances 0 and 1 is held at the
@@ -461,6 +423,30 @@ func TestPoolReportsNoInstancesItsWriteOutdated(t *testing.T) {
 	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,2" {
 		t.Errorf("instances %s, want 0,2: instance 1 replaced", got)
 	}
+}
+
+// gatedPool starts the controllers with an armGate on the pool
+// <cluster>-pool-abcde's scale set, and makes the pool with 2 instances
+// whose nodes are Ready.
+func gatedPool(t *testing.T, cluster string) (*armGate, *azure, *fixture, *clusterv1.MachinePool, *infrav1.AzureMachinePool) {
+	t.Helper()
+	cfg, err := armCfg.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := cluster + "-pool-abcde"
+	gate := &armGate{inner: cfg.Transport, set: "/virtualmachinescalesets/" + pool}
+	cfg.Transport = gate
+	t.Cleanup(startControllers(t, cfg))
+	// Before the manager stops (cleanups run last first): it waits for
+	// its reconciles, and a held one would hold it up.
+	t.Cleanup(gate.let)
+	f := newCluster(t, cluster)
+	f.waitClusterProvisioned(time.Minute)
+	mp, amp := f.newPool(pool, 2, false)
+	f.waitPool(amp, 2)
+	f.joinPool(amp.Name, func(string) bool { return true })
+	return gate, newAzure(t, armCfg), f, mp, amp
 }
 
 // armGate is the controllers' transport to ARM: it counts the writes of one
@@ -560,11 +546,17 @@ func (g *armGate) hold(mode holdMode) {
 	g.mode, g.held, g.listed, g.op, g.release = mode, false, false, "", make(chan struct{})
 }
 
-// holding reports whether a request is held.
-func (g *armGate) holding() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.held
+// waitHeld waits until a request is held; waiting says what is missing.
+func (g *armGate) waitHeld(t *testing.T, waiting string) {
+	t.Helper()
+	poll.Until(t, time.Minute, func() string {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if !g.held {
+			return waiting
+		}
+		return ""
+	})
 }
 
 // let lets a held request go, and holds none.
