@@ -352,13 +352,18 @@ func (r *AzureMachinePoolReconciler) claimScaleSet(_ context.Context, pc *poolCo
 // and those the rollout chose, and works out the capacity wanted.
 func (r *AzureMachinePoolReconciler) rollInstances(ctx context.Context, pc *poolContext) (*ctrl.Result, error) {
 	amp, mp, spec, n := pc.amp, pc.mp, pc.spec, pc.names
-	instances, err := pc.svc.ScaleSets.Instances(ctx, n.rg, amp.Name)
-	if err != nil {
-		return stop(r.azureError(amp, "listing instances", err))
-	}
+	// The objects are read before the instances: an object goes only once
+	// its instance has (its finalizer), so an instance listed after has
+	// its object here, or never had one. The other way round, an object
+	// that went between the two reads left its instance, listed just
+	// before it went, without one, and the pool made it a new object.
 	machines, err := r.poolMachines(ctx, amp)
 	if err != nil {
 		return &ctrl.Result{}, err
+	}
+	instances, err := pc.svc.ScaleSets.Instances(ctx, n.rg, amp.Name)
+	if err != nil {
+		return stop(r.azureError(amp, "listing instances", err))
 	}
 	replicas := int64(ptr.Deref(mp.Spec.Replicas, 1))
 	// An instance deleted outside winkube takes its machine with it, through
@@ -437,23 +442,19 @@ func (r *AzureMachinePoolReconciler) writeScaleSet(ctx context.Context, pc *pool
 	amp, cur, n := pc.amp, pc.cur, pc.names
 	t := &amp.Spec.Template
 	spec := &pc.spec
-	// Capacity never goes down through the model (Azure would choose which
-	// instances to remove); it goes down as chosen instances are deleted.
-	capacity := pc.desired
-	if cur != nil && cur.SKU != nil && cur.SKU.Capacity != nil && *cur.SKU.Capacity > capacity {
-		capacity = *cur.SKU.Capacity
-	}
-	spec.Capacity = capacity
+	// At least the capacity wanted: the service keeps a higher one Azure
+	// has, as read for the write, never as pc.cur has it. pc.cur was read
+	// before the instances were listed: an instance deleted since (a
+	// chosen one, its object gone) has lowered Azure's capacity, and that
+	// capacity written back makes a new VM in its place.
+	spec.Capacity = pc.desired
 	s := step{"scalesets", amp.Name}
 	tok := token(amp.Status.LongRunningOperationStates, s, "PUT")
 	// A write changes the instances listed above: the next reconcile
-	// lists them again, so that each lists them once.
-	params, err := spec.Parameters(cur)
-	if err != nil {
-		return &ctrl.Result{}, err
-	}
-	wrote := tok != "" || params != nil
-	next, done, err := pc.svc.ScaleSets.Reconcile(ctx, *spec, tok)
+	// lists them again, so that each lists them once. Whether there was
+	// one is the service's to say, from its own read: pc.cur may be out
+	// of date, and the pool would report instances its write outdated.
+	next, wrote, done, err := pc.svc.ScaleSets.Write(ctx, *spec, tok)
 	record(&amp.Status.LongRunningOperationStates, s, n.rg, "PUT", next)
 	if err != nil {
 		return stop(r.azureError(amp, "scale set", err))

@@ -2,12 +2,19 @@ package controllers_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -221,15 +228,33 @@ func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 // node first), not by its object deleted under it. The test plays Cluster
 // API's Machine controller: it holds the Machine with its finalizer, and
 // deletes the object only once the Machine is being deleted.
+//
+// The instance goes while a reconcile of the pool is held, and the pool
+// settles at the two instances it keeps, with no write of the scale set
+// and no object made again for the instance gone:
+//   - held before its list, the reconcile has read the scale set at
+//     capacity 3, which Azure lowers to 2 for the deletion. It wrote 3
+//     back, a new VM, instance 3 (this test, under load in CI: "instances
+//     0,1,3, want 0,1"); and as the write was decided on the stale read
+//     too, the pool then reported itself Ready with the 2 instances it had
+//     listed before it;
+//   - held with its list's answer (instances 0, 1, 2), it read the objects
+//     after that: finding none for instance 2, it made one again for the
+//     instance that had gone.
 func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
-	stop := startControllers(t, armCfg)
-	defer stop()
-	az := newAzure(t, armCfg)
-	f := newCluster(t, "through")
-	f.waitClusterProvisioned(time.Minute)
-	mp, amp := f.newPool("through-pool-abcde", 2, false)
-	f.waitPool(amp, 2)
-	f.joinPool(amp.Name, func(string) bool { return true })
+	for _, tc := range []struct {
+		name string
+		hold holdMode
+	}{
+		{"held before its list", instanceList},
+		{"held with its list's answer", instanceListAnswer},
+	} {
+		t.Run(tc.name, func(t *testing.T) { deleteThroughMachineWhileHeld(t, tc.hold) })
+	}
+}
+
+func deleteThroughMachineWhileHeld(t *testing.T, hold holdMode) {
+	gate, az, f, mp, amp := gatedPool(t, "through")
 
 	f.setPoolReplicas(mp, 3)
 	fresh := amp.Name + "-2"
@@ -262,6 +287,10 @@ func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
 		}
 		return ""
 	})
+	// The pool, requeued while the chosen instance goes, is held.
+	gate.hold(hold)
+	gate.waitHeld(t, "no reconcile of the pool has listed the instances since")
+	writes := gate.writes()
 	// Cluster API's Machine controller deletes the object, then lets the
 	// Machine go once the object is gone.
 	if err := env.Client.Delete(f.ctx, pm); err != nil {
@@ -269,11 +298,274 @@ func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
 	}
 	f.edit(pm, func() { controllerutil.RemoveFinalizer(pm, held) })
 	waitGone(t, pm)
+	if set, err := az.vmss.Get(f.ctx, f.ns, amp.Name, nil); err != nil || ptr.Deref(set.SKU.Capacity, 0) != 2 {
+		t.Fatalf("scale set after the instance's deletion: %v; want capacity 2", err)
+	}
+	made := watchMade(t, f, amp.Name)
+	gate.let()
 	f.edit(m, func() { controllerutil.RemoveFinalizer(m, held) })
 	f.waitPool(amp, 2)
+	if n := gate.writes() - writes; n != 0 {
+		t.Errorf("the pool wrote the scale set %d times after the chosen instance went, from a capacity read before its deletion", n)
+	}
 	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,1" {
 		t.Errorf("instances %s, want 0,1: the new instance chosen", got)
 	}
+	if names := made(); slices.Contains(names, fresh) {
+		t.Errorf("the pool made the object %s again after it went with its instance (objects made since: %v)", fresh, names)
+	}
+}
+
+// watchMade watches the pool's instance objects from now; the function it
+// returns says which were made since (those there now included), up to
+// the moment it is called.
+func watchMade(t *testing.T, f *fixture, pool string) func() []string {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(f.ctx, &infrav1.AzureMachinePoolMachineList{}, client.InNamespace(f.ns), client.MatchingLabels{infrav1.MachinePoolNameLabel: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return func() []string {
+		t.Helper()
+		// A label of the test's own on an object marks the end: events come
+		// in order.
+		marker := &infrav1.AzureMachinePoolMachine{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: pool + "-0"}}
+		f.edit(marker, func() { marker.Labels["winkube.dev/marker"] = marker.ResourceVersion })
+		var made []string
+		deadline := time.After(time.Minute)
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					t.Fatal("the watch of the pool's objects ended")
+				}
+				obj, isPM := ev.Object.(*infrav1.AzureMachinePoolMachine)
+				switch {
+				case !isPM:
+				case ev.Type == watch.Added:
+					made = append(made, obj.Name)
+				case obj.Name == marker.Name && obj.Labels["winkube.dev/marker"] != "":
+					return made
+				}
+			case <-deadline:
+				t.Fatalf("the marker on %s never came through the watch; objects made meanwhile: %v", marker.Name, made)
+			}
+		}
+	}
+}
+
+// TestPoolReportsNoInstancesItsWriteOutdated: a reconcile that writes the
+// scale set does not report the instances it listed before the write. The
+// pool read the scale set (capacity 2) and listed instances 0 and 1; then
+// instance 1 was deleted outside winkube, before the write's own read. The
+// write put capacity 2 back (a new instance for the deleted one), and, its
+// operation done at once, the pool, having decided from its first read
+// that it wrote nothing, reported itself Ready with instance 1, which Azure
+// no longer had, and without the new one.
+func TestPoolReportsNoInstancesItsWriteOutdated(t *testing.T) {
+	gate, az, f, _, amp := gatedPool(t, "outdated")
+	waitHeld := func(what string) {
+		t.Helper()
+		gate.waitHeld(t, "no reconcile of the pool held "+what)
+	}
+
+	// A reconcile that has listed instances 0 and 1 is held at the
+	// write's read of the scale set.
+	gate.hold(readAfterList)
+	f.touchPool(amp)
+	waitHeld("at the write's read of the scale set")
+	p, err := az.vmssVMs.BeginDelete(f.ctx, f.ns, amp.Name, "1", nil)
+	if err == nil {
+		_, err = p.PollUntilDone(f.ctx, nil)
+	}
+	if err != nil {
+		t.Fatalf("deleting instance 1 outside winkube: %v", err)
+	}
+	// The write's first poll waits until its operation is done, so that
+	// the reconcile finds the write done at once.
+	gate.hold(writePoll)
+	waitHeld("at the first poll of its write")
+	poll.Until(t, time.Minute, func() string {
+		set, err := az.vmss.Get(f.ctx, f.ns, amp.Name, nil)
+		if err != nil {
+			return err.Error()
+		}
+		if state := ptr.Deref(set.Properties.ProvisioningState, ""); state != "Succeeded" {
+			return "the scale set's write is " + state
+		}
+		return ""
+	})
+	// The next reconcile, woken by another label, is held at its list:
+	// the pool's status is the writing reconcile's.
+	gate.hold(instanceList)
+	f.edit(amp, func() { amp.Labels["winkube.dev/touched"] = "again" })
+	waitHeld("at the list of the next reconcile")
+	if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+		t.Fatal(err)
+	}
+	if conditions.IsTrue(amp, controllers.ReadyCondition) {
+		t.Errorf("the pool reports itself Ready with %v after its write, with instances %s in Azure", amp.Spec.ProviderIDList, instanceIDs(az.instances(f.ns, amp.Name)))
+	}
+	gate.let()
+	f.waitPool(amp, 2)
+	if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,2" {
+		t.Errorf("instances %s, want 0,2: instance 1 replaced", got)
+	}
+}
+
+// gatedPool starts the controllers with an armGate on the pool
+// <cluster>-pool-abcde's scale set, and makes the pool with 2 instances
+// whose nodes are Ready.
+func gatedPool(t *testing.T, cluster string) (*armGate, *azure, *fixture, *clusterv1.MachinePool, *infrav1.AzureMachinePool) {
+	t.Helper()
+	cfg, err := armCfg.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := cluster + "-pool-abcde"
+	gate := &armGate{inner: cfg.Transport, set: "/virtualmachinescalesets/" + pool}
+	cfg.Transport = gate
+	t.Cleanup(startControllers(t, cfg))
+	// Before the manager stops (cleanups run last first): it waits for
+	// its reconciles, and a held one would hold it up.
+	t.Cleanup(gate.let)
+	f := newCluster(t, cluster)
+	f.waitClusterProvisioned(time.Minute)
+	mp, amp := f.newPool(pool, 2, false)
+	f.waitPool(amp, 2)
+	f.joinPool(amp.Name, func(string) bool { return true })
+	return gate, newAzure(t, armCfg), f, mp, amp
+}
+
+// armGate is the controllers' transport to ARM: it counts the writes of one
+// scale set (PUT, PATCH), and, once told, holds one request of the pool
+// until the next hold or let, so that a test orders what happens between
+// two of a reconcile's requests.
+type armGate struct {
+	inner policy.Transporter
+	// set is the end of the scale set's path, lower case.
+	set string
+
+	mu      sync.Mutex
+	mode    holdMode
+	held    bool
+	listed  bool   // readAfterList: a list went since the hold
+	op      string // writePoll: the path of the operation of the write
+	release chan struct{}
+	written int
+}
+
+// holdMode is which request an armGate holds.
+type holdMode int
+
+const (
+	holdNothing holdMode = iota
+	// instanceList: the next list of the scale set's instances.
+	instanceList
+	// instanceListAnswer: the answer to that list.
+	instanceListAnswer
+	// readAfterList: the next read of the scale set after such a list (the
+	// pool's write reads it again).
+	readAfterList
+	// writePoll: the first poll of the next write's operation.
+	writePoll
+)
+
+func (g *armGate) Do(req *http.Request) (*http.Response, error) {
+	path := strings.ToLower(req.URL.Path)
+	get, isSet, isList := req.Method == http.MethodGet, strings.HasSuffix(path, g.set), strings.HasSuffix(path, g.set+"/virtualmachines")
+	write := (req.Method == http.MethodPut || req.Method == http.MethodPatch) && isSet
+	var wait chan struct{}
+	g.mu.Lock()
+	if write {
+		g.written++
+	}
+	hold, after := false, false
+	switch g.mode {
+	case instanceList:
+		hold = get && isList
+	case instanceListAnswer:
+		hold, after = get && isList, true
+	case readAfterList:
+		hold = get && isSet && g.listed
+		g.listed = g.listed || get && isList
+	case writePoll:
+		hold = get && g.op != "" && path == g.op
+	}
+	if hold {
+		g.mode, g.held, wait = holdNothing, true, g.release
+	}
+	g.mu.Unlock()
+	if wait != nil && !after {
+		select {
+		case <-wait:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	resp, err := g.inner.Do(req)
+	if wait != nil && after {
+		select {
+		case <-wait:
+		case <-req.Context().Done():
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			return nil, req.Context().Err()
+		}
+	}
+	if write && err == nil {
+		if u, perr := url.Parse(resp.Header.Get("Azure-AsyncOperation")); perr == nil && u.Path != "" {
+			g.mu.Lock()
+			g.op = strings.ToLower(u.Path)
+			g.mu.Unlock()
+		}
+	}
+	return resp, err
+}
+
+// hold lets a held request go and holds the next one of mode.
+func (g *armGate) hold(mode holdMode) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.release != nil {
+		close(g.release)
+	}
+	g.mode, g.held, g.listed, g.op, g.release = mode, false, false, "", make(chan struct{})
+}
+
+// waitHeld waits until a request is held; waiting says what is missing.
+func (g *armGate) waitHeld(t *testing.T, waiting string) {
+	t.Helper()
+	poll.Until(t, time.Minute, func() string {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if !g.held {
+			return waiting
+		}
+		return ""
+	})
+}
+
+// let lets a held request go, and holds none.
+func (g *armGate) let() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.release != nil {
+		close(g.release)
+	}
+	g.mode, g.held, g.release = holdNothing, false, nil
+}
+
+func (g *armGate) writes() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.written
 }
 
 // edit reads obj again and updates it with change, until no one else wrote

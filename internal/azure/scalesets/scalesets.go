@@ -23,6 +23,17 @@ import (
 )
 
 // Spec is a scale set's model and size.
+//
+// Capacity is how many instances the scale set is to have at least: a
+// write never lowers the capacity Azure has (Azure would choose which
+// instances go); a pool lowers it by deleting the instances it chose, each
+// deletion lowering Azure's capacity by one. The capacity kept is the one
+// read for the write, which carries that read's ETag, never an earlier
+// read's: an instance deleted since would come back as a new VM. CAPZ
+// likewise writes only a capacity above the one it has just read
+// (azure/services/scalesets/spec.go existingParameters, read by
+// azure/services/async/async.go CreateOrUpdateResource,
+// kubernetes-sigs/cluster-api-provider-azure 69ec3a40).
 type Spec struct {
 	ResourceGroup, Name, Location string
 	Size                          string
@@ -176,6 +187,7 @@ func (spec Spec) Parameters(existing *armcompute.VirtualMachineScaleSet) (*armco
 		m := model(spec, true)
 		return &m, nil
 	}
+	spec.Capacity = spec.capacityOver(existing)
 	if existing.Properties != nil && async.Succeeded(existing.Properties.ProvisioningState) && existing.SKU != nil && existing.SKU.Capacity != nil &&
 		*existing.SKU.Capacity == spec.Capacity && sameModel(existing, spec) {
 		return nil, nil
@@ -233,6 +245,15 @@ func Merged(spec Spec, existing *armcompute.VirtualMachineScaleSet) armcompute.V
 	return m
 }
 
+// capacityOver is the capacity a write over cur sends: the spec's, or
+// cur's when that is higher (Capacity).
+func (spec Spec) capacityOver(cur *armcompute.VirtualMachineScaleSet) int64 {
+	if cur != nil && cur.SKU != nil && cur.SKU.Capacity != nil && *cur.SKU.Capacity > spec.Capacity {
+		return *cur.SKU.Capacity
+	}
+	return spec.Capacity
+}
+
 // capacityOnly reports whether Azure has the spec's model and only the
 // capacity differs.
 func capacityOnly(cur *armcompute.VirtualMachineScaleSet, spec Spec) bool {
@@ -248,6 +269,16 @@ func capacityOnly(cur *armcompute.VirtualMachineScaleSet, spec Spec) bool {
 // existingParameters, kubernetes-sigs/cluster-api-provider-azure
 // 69ec3a40). The PATCH carries the ETag read (If-Match).
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (string, bool, error) {
+	next, _, done, err := s.Write(ctx, spec, token)
+	return next, done, err
+}
+
+// Write is Reconcile, and says whether it wrote the scale set (started or
+// resumed a write). Whether to write is decided on the scale set as read
+// here, not on a caller's earlier read, which an instance's deletion may
+// have outdated; instances a caller listed before a write are not what
+// the scale set has after it.
+func (s *Service) Write(ctx context.Context, spec Spec, token string) (next string, wrote, done bool, err error) {
 	rg, name := spec.ResourceGroup, spec.Name
 	patch := func(ctx context.Context, body armcompute.VirtualMachineScaleSetUpdate) func(string) (async.Poller, error) {
 		return func(tok string) (async.Poller, error) {
@@ -255,23 +286,27 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (strin
 		}
 	}
 	if isUpdateToken(token) {
-		return async.Step(ctx, token, patch(ctx, armcompute.VirtualMachineScaleSetUpdate{}))
+		next, done, err = async.Step(ctx, token, patch(ctx, armcompute.VirtualMachineScaleSetUpdate{}))
+		return next, true, done, err
 	}
 	if token == "" {
 		cur, err := s.kind.Read(ctx, spec.ResourceRef())
 		if err != nil {
-			return "", false, err
+			return "", false, false, err
 		}
+		spec.Capacity = spec.capacityOver(cur)
 		if capacityOnly(cur, spec) {
-			return async.Step(ctx, "", patch(async.IfMatch(ctx, cur.Etag), capacityUpdate(cur, spec)))
+			next, done, err = async.Step(ctx, "", patch(async.IfMatch(ctx, cur.Etag), capacityUpdate(cur, spec)))
+			return next, true, done, err
 		}
 		if cur != nil {
 			if body, err := spec.Parameters(cur); err == nil && body == nil {
-				return "", true, nil
+				return "", false, true, nil
 			}
 		}
 	}
-	return async.Reconcile(ctx, s.kind, spec, token)
+	next, done, err = async.Reconcile(ctx, s.kind, spec, token)
+	return next, true, done, err
 }
 
 // capacityUpdate is the PATCH of a capacity change: the capacity, and, when

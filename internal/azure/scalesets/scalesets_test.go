@@ -100,9 +100,10 @@ func TestInstanceCurrentComparesTheImageAsARMReturnsIt(t *testing.T) {
 	}
 }
 
-// A scale set is written when it is missing, when its model or capacity
-// differ, and not for new custom data alone; the admin password goes only
-// with the create.
+// A scale set is written when it is missing, when its model differs or its
+// capacity is lower, and not for new custom data alone, nor to lower its
+// capacity (Azure would choose the instances to remove); the admin password
+// goes only with the create.
 func TestParameters(t *testing.T) {
 	spec := base()
 	spec.AdminPassword = "p"
@@ -127,7 +128,8 @@ func TestParameters(t *testing.T) {
 	}{
 		{"as wanted", provisioned(func(*scalesets.Spec) {}), false},
 		{"only the custom data differs (a rotated join token)", provisioned(func(s *scalesets.Spec) { s.CustomData = []byte("join token B") }), false},
-		{"another capacity", provisioned(func(s *scalesets.Spec) { s.Capacity = 3 }), true},
+		{"a lower capacity", provisioned(func(s *scalesets.Spec) { s.Capacity = 1 }), true},
+		{"a higher capacity", provisioned(func(s *scalesets.Spec) { s.Capacity = 3 }), false},
 		{"another size", provisioned(func(s *scalesets.Spec) { s.Size = "Standard_D8s_v3" }), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
