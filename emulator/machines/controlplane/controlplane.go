@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/winkube/winkube/emulator/machines/bootdata"
@@ -209,10 +210,65 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 			return nil, err
 		}
 	}
+	if err := cp.publishEndpoint(ctx); err != nil {
+		return nil, err
+	}
 	if err := cp.clusterAdmins(ctx); err != nil {
 		return nil, err
 	}
 	return cp, nil
+}
+
+// publishEndpoint makes kube-public/cluster-info name the control-plane
+// endpoint rather than this machine's own API server. kubeadm copies the
+// server of the kubeconfig its bootstrap-token phase is given into
+// cluster-info (cmd/kubeadm/app/phases/bootstraptoken/clusterinfo/clusterinfo.go,
+// CreateBootstrapConfigMapIfNotExists, kubernetes/kubernetes@b170451c); in
+// kubeadm init that is admin.conf, whose server is controlPlaneEndpoint, but
+// here the phases run with super-admin.conf pointed at this machine. Joining
+// nodes bootstrap and keep their kubelet talking to that server, so with
+// this machine's address every node lost the cluster once a rollout
+// replaced this machine, though the load balancer still served the new
+// one. The stale signatures go in the same write: the controller-manager's
+// bootstrap signer signs the new content (pkg/controller/bootstrap/
+// bootstrapsigner.go), and discovery waits for it meanwhile.
+func (cp *ControlPlane) publishEndpoint(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(cp.SuperAdmin)
+	if err != nil {
+		return err
+	}
+	server := "https://" + cp.Endpoint
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cs.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, "cluster-info", metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading cluster-info to publish the control-plane endpoint: %w", err)
+		}
+		kc, err := clientcmd.Load([]byte(cm.Data["kubeconfig"]))
+		if err != nil {
+			return fmt.Errorf("cluster-info kubeconfig: %w", err)
+		}
+		changed := false
+		for _, c := range kc.Clusters {
+			if c.Server != server {
+				c.Server, changed = server, true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		data, err := clientcmd.Write(*kc)
+		if err != nil {
+			return err
+		}
+		for k := range cm.Data {
+			if strings.HasPrefix(k, "jws-kubeconfig-") {
+				delete(cm.Data, k)
+			}
+		}
+		cm.Data["kubeconfig"] = string(data)
+		_, err = cs.CoreV1().ConfigMaps(metav1.NamespacePublic).Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // Stop stops the processes, the API server last-but-etcd so that

@@ -379,3 +379,47 @@ func TestAdmitFiltersConnectionsAndProbes(t *testing.T) {
 	}
 	waitRotation(t, n, front)
 }
+
+// TestFrontendOutlivesItsFirstBackend: the only backend is replaced, as a
+// rollout replaces the only control-plane machine: b joins, a leaves the
+// pool and its machine goes away; the frontend keeps listening and sends
+// every connection to b. Azure's load balancer sends new flows to the
+// healthy backends in the pool, whichever they are
+// (learn.microsoft.com/azure/load-balancer/load-balancer-custom-probe-overview,
+// "Probe down behavior").
+func TestFrontendOutlivesItsFirstBackend(t *testing.T) {
+	n, _ := New(netip.MustParsePrefix("127.3.6.0/24"))
+	defer n.Close()
+	a := newBackend(t, "127.3.6.10", "a")
+	port := a.hport
+	front := "127.3.6.1:16443"
+	rule := func(backends ...*backend) []Rule {
+		r := Rule{Frontend: front, Probe: &Probe{Protocol: "Tcp", Port: mustAtoi(t, port), Interval: 20 * time.Millisecond, Threshold: 2}}
+		for _, b := range backends {
+			r.Backends = append(r.Backends, b.appAddr())
+		}
+		return []Rule{r}
+	}
+	if err := n.SetRules(rule(a)); err != nil {
+		t.Fatal(err)
+	}
+	waitRotation(t, n, front, a.appAddr())
+	b := newBackend(t, "127.3.6.11", "b")
+	b.healthOff()
+	b.healthOn(port)
+	if err := n.SetRules(rule(a, b)); err != nil {
+		t.Fatal(err)
+	}
+	waitRotation(t, n, front, a.appAddr(), b.appAddr())
+	if err := n.SetRules(rule(b)); err != nil {
+		t.Fatal(err)
+	}
+	a.healthOff()
+	a.app.Close()
+	waitRotation(t, n, front, b.appAddr())
+	for i := 0; i < 10; i++ {
+		if got := ask(t, front, ""); got != "b" {
+			t.Fatalf("connection %d to the frontend answered %q after a left, want b", i, got)
+		}
+	}
+}

@@ -31,7 +31,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
@@ -187,11 +186,15 @@ type Kubelet struct {
 	usage   usageState
 }
 
-// Start registers the node and runs the kubelet until Stop.
+// Start registers the node and runs the kubelet until Stop. It returns
+// once the node is registered, however long its API server takes to
+// answer, or with ctx's error when boot's ctx ends first (the machine was
+// switched off meanwhile).
 func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = 10 * time.Second
 	}
+	boot := ctx
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k := &Kubelet{
 		cfg: cfg, cancel: cancel, done: make(chan struct{}),
@@ -212,7 +215,7 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 	}
 	k.srv = srv
 	k.ready, k.reason = k.networkReady()
-	if err := k.register(ctx); err != nil {
+	if err := k.register(boot); err != nil {
 		cancel()
 		_ = srv.close()
 		return nil, err
@@ -312,24 +315,37 @@ func (k *Kubelet) register(ctx context.Context) error {
 			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: Port}},
 			Conditions:      mergeConditions(nil, metav1.Now(), k.ready, k.reason)},
 	}
-	adopted := false
-	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 1.5, Steps: 30, Cap: 5 * time.Second}, func(ctx context.Context) (bool, error) {
+	// The kubelet tries to register until it has: it waits 100ms before
+	// its first try and doubles the wait up to 7s, with no last try
+	// (kubernetes/kubernetes pkg/kubelet/kubelet_node_status.go,
+	// registerWithAPIServer, at c579a3279f1fe79976eba0660e06a117ec0974e4).
+	// A node that boots before its API server answers (a world resumed:
+	// the workers come up with the control-plane machine, and the API
+	// server's load balancer resets their connections until its probe
+	// sees the restarted API server) registers once it does, rather than
+	// staying down with its old Node. A Node of that name is adopted (its
+	// status brought up to date) in the same try.
+	step := 100 * time.Millisecond
+	for {
+		t := time.NewTimer(step)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("node %s had not registered with the API server when the machine stopped: %w", c.NodeName, ctx.Err())
+		case <-t.C:
+		}
+		step = min(2*step, 7*time.Second)
 		_, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-		adopted = apierrors.IsAlreadyExists(err)
-		if err == nil || adopted {
-			return true, nil
+		if apierrors.IsAlreadyExists(err) {
+			err = k.updateStatus(ctx, alloc)
+		}
+		if err == nil {
+			break
 		}
 		c.Log.V(1).Info("registering node", "error", err.Error())
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("node %s could not register with the API server: %w", c.NodeName, err)
 	}
 	c.Logs.Write(vmdisk.Kubelet, "Successfully registered node %s (%s/%s, %s)", c.NodeName, c.Host.OS, c.Host.Arch, c.NodeInfo.OSImage)
-	if !adopted {
-		return nil // created with its status
-	}
-	return k.updateStatus(ctx, alloc)
+	return nil
 }
 
 // updateStatus patches the node's status, as the kubelet does: a patch of
