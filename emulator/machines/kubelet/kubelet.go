@@ -192,6 +192,7 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = 10 * time.Second
 	}
+	cfg.Capacity = nodeCapacity(cfg.Host, cfg.Capacity)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k := &Kubelet{
 		cfg: cfg, cancel: cancel, done: make(chan struct{}),
