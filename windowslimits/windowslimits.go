@@ -259,18 +259,15 @@ var Rows = []Row{
 		Explain: "is private on Windows: the kubelet asks for private propagation whatever the pod says, so mounts made later on the host are not seen",
 		Fix:     "remove mountPropagation",
 		Source:  "kubernetes v1.36.3 pkg/kubelet/kubelet_pods.go:428 translateMountPropagation",
-		Match: func(t Target) []Hit {
-			var out []Hit
-			for _, c := range containers(t.Spec) {
-				for j, m := range c.c.VolumeMounts {
-					if m.MountPropagation != nil && *m.MountPropagation != corev1.MountPropagationNone {
-						out = append(out, Hit{Path: c.path(t.Path).Child("volumeMounts").Index(j).Child("mountPropagation"), Container: c.c.Name,
-							What: fmt.Sprintf("mountPropagation %s on container %s's mount %s", *m.MountPropagation, c.c.Name, m.MountPath)})
-					}
+		Match: eachContainer(func(c *corev1.Container, p *field.Path) (out []Hit) {
+			for j, m := range c.VolumeMounts {
+				if m.MountPropagation != nil && *m.MountPropagation != corev1.MountPropagationNone {
+					out = append(out, Hit{Path: p.Child("volumeMounts").Index(j).Child("mountPropagation"),
+						What: fmt.Sprintf("mountPropagation %s on container %s's mount %s", *m.MountPropagation, c.Name, m.MountPath)})
 				}
 			}
 			return out
-		},
+		}),
 	},
 	{
 		ID:      "volume-devices",
@@ -280,15 +277,12 @@ var Rows = []Row{
 		Explain: "cannot be created: containerd on Windows takes no device with a container path, so the container fails with CreateContainerError \"unexpected ContainerPath …, must be empty\"",
 		Fix:     "use a volumeMount of a file-system volume (volumeMode: Filesystem)",
 		Source:  "containerd 301026e5 internal/cri/opts/spec_windows_opts.go WithWindowsDevices, wrapped by container_create.go",
-		Match: func(t Target) []Hit {
-			var out []Hit
-			for _, c := range containers(t.Spec) {
-				if len(c.c.VolumeDevices) > 0 {
-					out = append(out, Hit{Path: c.path(t.Path).Child("volumeDevices"), Container: c.c.Name, What: "volumeDevices on container " + c.c.Name})
-				}
+		Match: eachContainer(func(c *corev1.Container, p *field.Path) []Hit {
+			if len(c.VolumeDevices) == 0 {
+				return nil
 			}
-			return out
-		},
+			return []Hit{{Path: p.Child("volumeDevices"), What: "volumeDevices on container " + c.Name}}
+		}),
 	},
 	{
 		ID:        "hugepages",
@@ -297,23 +291,20 @@ var Rows = []Row{
 		Explain: "cannot be scheduled: Windows nodes offer no huge pages (a container cannot hold the large-page privilege), so the scheduler finds no node with the resource",
 		Fix:     "remove the huge-pages request and limit",
 		Source:  "kubernetes v1.36.3 pkg/kubelet/cadvisor/util.go:41 CapacityFromMachineInfo (hugepages-* from the machine info's HugePages, which pkg/kubelet/winstats never fills)",
-		Match: func(t Target) []Hit {
-			var out []Hit
-			for _, c := range containers(t.Spec) {
-				var names []string
-				for _, l := range []corev1.ResourceList{c.c.Resources.Requests, c.c.Resources.Limits} {
-					for n := range l {
-						if strings.HasPrefix(string(n), corev1.ResourceHugePagesPrefix) {
-							names = append(names, string(n))
-						}
+		Match: eachContainer(func(c *corev1.Container, p *field.Path) (out []Hit) {
+			var names []string
+			for _, l := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+				for n := range l {
+					if strings.HasPrefix(string(n), corev1.ResourceHugePagesPrefix) {
+						names = append(names, string(n))
 					}
 				}
-				for _, n := range uniq(names) {
-					out = append(out, Hit{Path: c.path(t.Path).Child("resources"), Container: c.c.Name, What: fmt.Sprintf("%s on container %s", n, c.c.Name)})
-				}
+			}
+			for _, n := range uniq(names) {
+				out = append(out, Hit{Path: p.Child("resources"), What: fmt.Sprintf("%s on container %s", n, c.Name)})
 			}
 			return out
-		},
+		}),
 	},
 	{
 		ID:        "secret-on-disk",
@@ -429,6 +420,21 @@ func uniq(ss []string) []string {
 		}
 	}
 	return out
+}
+
+// eachContainer is a Match of f over the pod's init containers and
+// containers, each hit naming its container.
+func eachContainer(f func(c *corev1.Container, path *field.Path) []Hit) func(Target) []Hit {
+	return func(t Target) []Hit {
+		var out []Hit
+		for _, c := range containers(t.Spec) {
+			for _, h := range f(c.c, c.path(t.Path)) {
+				h.Container = c.c.Name
+				out = append(out, h)
+			}
+		}
+		return out
+	}
 }
 
 type container struct {
