@@ -16,8 +16,9 @@ import (
 // kubelet v1.36.3 kuberuntime_container_windows.go, kubelet_pods.go
 // translateMountPropagation; containerd helpers.go hostNetwork). What is
 // dropped is what surprises: a pod that runs, but not as written. Each
-// limit below is one a pod on a Windows node meets, with what the node
-// does and how to write the pod instead.
+// limit is a row of windowslimits, which says what the node does and how
+// to write the pod instead; the simulated kubelet and admission read the
+// same rows.
 
 // windowsLimit is one thing a Windows node does not do as asked.
 type windowsLimit struct {

@@ -86,7 +86,8 @@ type Rejection struct{ Reason, Message string }
 // the node: the API server refuses Linux-only fields when spec.os.name is
 // windows, and otherwise the kubelet and containerd ignore them (see
 // ignoredOnWindows and syncPod's host network), which is what makes them
-// worth explaining.
+// worth explaining. The Windows refusals are the Rejects rows of
+// windowslimits, which doctor and admission read too.
 func admit(h Host, pod *corev1.Pod) *Rejection {
 	if os, ok := pod.Labels[corev1.LabelOSStable]; ok && os != h.OS {
 		// rejectPodAdmissionBasedOnOSSelector reads the pod's labels,
