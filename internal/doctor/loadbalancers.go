@@ -21,7 +21,7 @@ func (s *State) ccmRunning() (running bool, found int) {
 			continue
 		}
 		found++
-		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podIsReady(p) {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(p) {
 			running = true
 		}
 	}
@@ -35,15 +35,6 @@ func isCCM(p *corev1.Pod) bool {
 	for _, c := range p.Spec.Containers {
 		if strings.Contains(c.Image, "/azure-cloud-controller-manager:") {
 			return true
-		}
-	}
-	return false
-}
-
-func podIsReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false
@@ -143,7 +134,7 @@ func LoadBalancers(s *State) []Finding {
 			p := &s.Pods[j]
 			if p.Namespace == svc.Namespace && p.DeletionTimestamp == nil && sel.Matches(labels.Set(p.Labels)) {
 				selected++
-				if !podIsReady(p) {
+				if !podReady(p) {
 					notReady = append(notReady, p.Name)
 				}
 			}
