@@ -10,7 +10,8 @@ import (
 // under emulator/ imports winkube's own packages; and the provider runs on
 // real Azure without the simulation, so internal/ reaches emulator/ only
 // where it wires the local world (the CLI's up, emulator and images
-// commands, the local world, and the Azure services' test helper).
+// commands, the local world, and the Azure services' test helper). The
+// packages both import (windowslimits, dotted) import neither.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/winkube/winkube/...").Output()
 	if err != nil {
@@ -21,6 +22,11 @@ func TestImportRules(t *testing.T) {
 		mod + "internal/cli":             true,
 		mod + "internal/localworld":      true,
 		mod + "internal/azure/azuretest": true,
+	}
+	// Facts both sides read: the Windows pod limits, the order of versions.
+	sharedByBoth := map[string]bool{
+		mod + "windowslimits": true,
+		mod + "dotted":        true,
 	}
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -33,6 +39,8 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s imports %s: the emulator must not know winkube's internals", pkg, imp)
 			case strings.HasPrefix(pkg, mod+"internal/") && strings.HasPrefix(imp, mod+"emulator") && !wiresTheLocalWorld[pkg]:
 				t.Errorf("%s imports %s: production code must not depend on the simulation", pkg, imp)
+			case sharedByBoth[pkg] && (strings.HasPrefix(imp, mod+"internal/") || strings.HasPrefix(imp, mod+"emulator")):
+				t.Errorf("%s imports %s: emulator/ and internal/ both import it, so it knows neither", pkg, imp)
 			case pkg == mod+"internal/doctor" && imp == mod+"internal/controllers":
 				t.Errorf("%s imports %s: the condition types and reasons it reads are in api/v1alpha1", pkg, imp)
 			}

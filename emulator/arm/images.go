@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/winkube/winkube/dotted"
 )
 
 // The image catalog is the emulator's own data: the URNs and gallery images
@@ -134,26 +135,6 @@ func eachLine(name string, fn func([]string) error) error {
 	return sc.Err()
 }
 
-// lessVersion orders dotted numeric versions numerically (1.30.10 after
-// 1.30.9), as Azure orders image versions for "latest".
-func lessVersion(a, b string) bool {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(as) && i < len(bs); i++ {
-		ai, aerr := strconv.Atoi(as[i])
-		bi, berr := strconv.Atoi(bs[i])
-		if aerr != nil || berr != nil {
-			if as[i] != bs[i] {
-				return as[i] < bs[i]
-			}
-			continue
-		}
-		if ai != bi {
-			return ai < bi
-		}
-	}
-	return len(as) < len(bs)
-}
-
 // imageDiskGB is the size of an image's OS disk. Azure's images say it in
 // their metadata; the emulator's catalog does not record it and uses the sizes
 // of Azure's own platform images: 30 GB for Linux, 127 GB for Windows.
@@ -188,7 +169,7 @@ func (s *Server) marketplace(pub, offer, sku string) []MarketplaceImage {
 			out = append(out, im)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return lessVersion(out[i].Version, out[j].Version) })
+	sort.Slice(out, func(i, j int) bool { return dotted.Less(out[i].Version, out[j].Version) })
 	return out
 }
 
@@ -336,7 +317,7 @@ func (s *Server) serveCommunityGallery(w http.ResponseWriter, location string, s
 		writeJSON(w, http.StatusOK, image(*g))
 	case 4:
 		vs := append([]string(nil), g.Versions...)
-		sort.Slice(vs, func(i, j int) bool { return lessVersion(vs[i], vs[j]) })
+		sort.Slice(vs, func(i, j int) bool { return dotted.Less(vs[i], vs[j]) })
 		items := make([]any, 0, len(vs))
 		for _, v := range vs {
 			items = append(items, version(*g, v))

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/dotted"
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/azure/vmimages"
@@ -294,7 +294,7 @@ func listImages(ctx context.Context, l catalogLister, o *imagesOptions) ([]image
 					continue // not a reference image winkube understands
 				}
 				skuRows = append(skuRows, row)
-				if cur, ok := newestOf[row.KubernetesVersion]; !ok || lessVersion(cur, ver) {
+				if cur, ok := newestOf[row.KubernetesVersion]; !ok || dotted.Less(cur, ver) {
 					newestOf[row.KubernetesVersion] = ver
 				}
 			}
@@ -314,7 +314,7 @@ func listImages(ctx context.Context, l catalogLister, o *imagesOptions) ([]image
 		if err != nil {
 			return nil, fmt.Errorf("listing %s/%s in %s: %w", images.CommunityGallery, name, o.location, err)
 		}
-		sort.Slice(versions, func(i, j int) bool { return lessVersion(versions[i], versions[j]) })
+		sort.Slice(versions, func(i, j int) bool { return dotted.Less(versions[i], versions[j]) })
 		for _, v := range versions {
 			if _, err := images.ParseVersion(v); err != nil {
 				continue // not a Kubernetes release
@@ -375,18 +375,6 @@ func galleryRow(gallery, image, version, os, win string) imageRow {
 	return imageRow{Version: version, Source: string(images.CommunityGallerySource), Gallery: gallery, Image: image,
 		ID: "/CommunityGalleries/" + gallery + "/Images/" + image + "/Versions/" + version, OS: os, WindowsVersion: win,
 		KubernetesVersion: v.String(), Runtime: string(infrav1.Containerd)}
-}
-
-func lessVersion(a, b string) bool {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(as) && i < len(bs); i++ {
-		x, _ := strconv.Atoi(as[i])
-		y, _ := strconv.Atoi(bs[i])
-		if x != y {
-			return x < y
-		}
-	}
-	return len(as) < len(bs)
 }
 
 // writeImages prints rows: marketplace rows in the table 'az vm image list'

@@ -228,9 +228,7 @@ func (r *AzureClusterReconciler) reconcileNetwork(ctx context.Context, cs *clust
 	ac, svc, clusterName, owner, n := cs.ac, cs.svc, cs.clusterName, cs.owner, cs.n
 	loc, sub := ac.Spec.Location, ac.Spec.SubscriptionID
 	owned := func(role string) map[string]*string { return tags.Build(owner, role, ac.Spec.AdditionalTags) }
-	id := func(rg, typ, name string) string {
-		return "/subscriptions/" + sub + "/resourceGroups/" + rg + "/providers/Microsoft.Network/" + typ + "/" + name
-	}
+	id := func(rg, typ, name string) string { return armID(sub, rg, "Microsoft.Network", typ, name) }
 
 	if err := svc.Groups.Reconcile(ctx, resourcegroupsSpec(n.rg, loc, owned("resourcegroup"))); err != nil {
 		return stop(r.azureError(ac, "resource group", err))

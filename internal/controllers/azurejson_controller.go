@@ -197,19 +197,8 @@ func (r *AzureJSONReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !ownedBy(cur, obj.GetUID()) {
 		return ctrl.Result{}, fmt.Errorf("secret %s/%s exists and is not owned by %s %s: rename or delete it so that winkube can write the node's cloud config", cur.Namespace, cur.Name, r.Kind, obj.GetName())
 	}
-	cur.Data, cur.Labels = want.Data, mergeLabels(cur.Labels, want.Labels)
+	cur.Data, cur.Labels = want.Data, mergeMaps(cur.Labels, want.Labels)
 	return ctrl.Result{}, r.Client.Update(ctx, cur)
-}
-
-func mergeLabels(a, b map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
 }
 
 func ownedBy(o client.Object, uid types.UID) bool {

@@ -298,7 +298,7 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 		avSetID = armID(ac.Spec.SubscriptionID, n.rg, "Microsoft.Compute", "availabilitySets", avSet)
 	}
 
-	owned := tags.Build(owner, role, mergeTags(ac.Spec.AdditionalTags, am.Spec.AdditionalTags))
+	owned := tags.Build(owner, role, mergeMaps(ac.Spec.AdditionalTags, am.Spec.AdditionalTags))
 	subnet := n.nodeSubnet
 	if isCP {
 		subnet = n.cpSubnet
@@ -306,7 +306,7 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 	lb := loadbalancers.Spec{ResourceGroup: n.rg, Name: n.lb, SubscriptionID: ac.Spec.SubscriptionID}
 	nic := networkinterfaces.Spec{
 		ResourceGroup: n.rg, Name: vmName + "-nic", Location: ac.Spec.Location, Tags: owned,
-		SubnetID: "/subscriptions/" + ac.Spec.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + subnet.Name,
+		SubnetID: armID(ac.Spec.SubscriptionID, n.vnetRG, "Microsoft.Network", "virtualNetworks", n.vnet, "subnets", subnet.Name),
 		// Unset follows the size, as CAPZ (networkinterfaces/spec.go @69ec3a40).
 		Accelerated: ptr.Deref(am.Spec.AcceleratedNetworking, size.AcceleratedNetworking), IPForwarding: am.Spec.EnableIPForwarding,
 	}
@@ -434,7 +434,7 @@ func vmSpec(am *infrav1.AzureMachine, cluster infrav1.AzureClusterSpec, rg, vmNa
 		ResourceGroup: rg, Name: vmName, Location: cluster.Location, Size: am.Spec.VMSize,
 		Windows: am.Spec.OS() == infrav1.Windows, ComputerName: vmName, Image: img,
 		OSDiskSizeGB: ptr.Deref(am.Spec.OSDisk.DiskSizeGB, 128), CustomData: customData, AdminUsername: AdminUsername,
-		NICID: "/subscriptions/" + cluster.SubscriptionID + "/resourceGroups/" + rg + "/providers/Microsoft.Network/networkInterfaces/" + nicName,
+		NICID: armID(cluster.SubscriptionID, rg, "Microsoft.Network", "networkInterfaces", nicName),
 		Zone:  zone, Tags: tags, AvailabilitySetID: avSetID,
 	}
 	if md := am.Spec.OSDisk.ManagedDisk; md != nil {
@@ -505,7 +505,7 @@ func vmImage(img *infrav1.Image) virtualmachines.Image {
 			out.PlanPublisher, out.PlanProduct, out.PlanName = g.Plan.Publisher, g.Plan.Offer, g.Plan.SKU
 		}
 		if g.SubscriptionID != nil && g.ResourceGroup != nil {
-			out.ID = fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/galleries/%s/images/%s/versions/%s", *g.SubscriptionID, *g.ResourceGroup, g.Gallery, g.Name, g.Version)
+			out.ID = armID(*g.SubscriptionID, *g.ResourceGroup, "Microsoft.Compute", "galleries", g.Gallery, "images", g.Name, "versions", g.Version)
 		} else {
 			out.CommunityGalleryImageID = fmt.Sprintf("/CommunityGalleries/%s/Images/%s/Versions/%s", g.Gallery, g.Name, g.Version)
 		}
@@ -516,7 +516,9 @@ func vmImage(img *infrav1.Image) virtualmachines.Image {
 	}
 }
 
-func mergeTags(a, b map[string]string) map[string]string {
+// mergeMaps is a's entries and b's, b's where both have a key: the
+// cluster's tags under a machine's, a Secret's labels under ours.
+func mergeMaps(a, b map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range a {
 		out[k] = v

@@ -277,7 +277,7 @@ func (r *AzureMachinePoolReconciler) buildScaleSetModel(ctx context.Context, pc 
 			return &ctrl.Result{}, nil
 		}
 	}
-	spec, err := scaleSetSpec(amp, pc.ac.Spec, n, vmImage(img), pc.customData, tags.Build(pc.owner, poolRole(amp), mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)), zones, size, cur)
+	spec, err := scaleSetSpec(amp, pc.ac.Spec, n, vmImage(img), pc.customData, tags.Build(pc.owner, poolRole(amp), mergeMaps(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags)), zones, size, cur)
 	if err != nil {
 		setReady(amp, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())
 		return &ctrl.Result{}, nil
@@ -308,7 +308,7 @@ func scaleSetSpec(amp *infrav1.AzureMachinePool, cluster infrav1.AzureClusterSpe
 	spec := scalesets.Spec{
 		ResourceGroup: n.rg, Name: amp.Name, Location: cluster.Location, Size: t.VMSize, Windows: windows, ComputerNamePrefix: prefix,
 		Image: img, OSDiskSizeGB: ptr.Deref(t.OSDisk.DiskSizeGB, 128), CustomData: customData, AdminUsername: AdminUsername,
-		SubnetID: "/subscriptions/" + cluster.SubscriptionID + "/resourceGroups/" + n.vnetRG + "/providers/Microsoft.Network/virtualNetworks/" + n.vnet + "/subnets/" + n.nodeSubnet.Name,
+		SubnetID: armID(cluster.SubscriptionID, n.vnetRG, "Microsoft.Network", "virtualNetworks", n.vnet, "subnets", n.nodeSubnet.Name),
 		Zones:    zones, Tags: tags,
 	}
 	spec.LastAppliedTags, _ = lastAppliedTags(amp)
@@ -464,7 +464,7 @@ func (r *AzureMachinePoolReconciler) writeScaleSet(ctx context.Context, pc *pool
 		return &ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	// The scale set has the spec's tags (they are part of its model).
-	setLastAppliedTags(amp, mergeTags(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags))
+	setLastAppliedTags(amp, mergeMaps(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags))
 	amp.Spec.ProviderID = "azure:///subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.rg + "/providers/Microsoft.Compute/virtualMachineScaleSets/" + amp.Name
 	if t.Identity == infrav1.VMIdentitySystemAssigned {
 		g, err := grantRole(ctx, pc.svc, &amp.Status.CreatedResources, t, pc.ac.Spec.SubscriptionID, n.rg, scalesets.PrincipalID(cur), r.RoleAssignmentScopes)

@@ -57,7 +57,7 @@ func roleOf(s *infrav1.AzureVMSpec, subscription, rg, principal string) roleassi
 		r = *s.SystemAssignedIdentityRole
 	}
 	if r.Scope == "" {
-		r.Scope = "/subscriptions/" + subscription + "/resourceGroups/" + rg
+		r.Scope = resourceGroupID(subscription, rg)
 	}
 	if r.DefinitionID == "" {
 		r.DefinitionID = roleassignments.ContributorRole
@@ -89,7 +89,7 @@ func scopeAllowed(scope, subscription, rg string, allowed []string) bool {
 		parent = strings.TrimRight(parent, "/")
 		return parent != "" && (strings.EqualFold(scope, parent) || strings.HasPrefix(strings.ToLower(scope), strings.ToLower(parent)+"/"))
 	}
-	if under("/subscriptions/" + subscription + "/resourceGroups/" + rg) {
+	if under(resourceGroupID(subscription, rg)) {
 		return true
 	}
 	return slices.ContainsFunc(allowed, under)

@@ -46,11 +46,16 @@ import (
 // armID is the ARM ID of a resource in a resource group; children are
 // further type/name pairs.
 func armID(sub, rg, provider, typ, name string, children ...string) string {
-	id := "/subscriptions/" + sub + "/resourceGroups/" + rg + "/providers/" + provider + "/" + typ + "/" + name
+	id := resourceGroupID(sub, rg) + "/providers/" + provider + "/" + typ + "/" + name
 	for _, c := range children {
 		id += "/" + c
 	}
 	return id
+}
+
+// resourceGroupID is the ARM ID of a resource group.
+func resourceGroupID(sub, rg string) string {
+	return "/subscriptions/" + sub + "/resourceGroups/" + rg
 }
 
 func isClaimed(list []string, id string) bool {

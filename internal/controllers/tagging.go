@@ -57,7 +57,7 @@ func reconcileClusterTags(ctx context.Context, svc *cloud.Services, ac *infrav1.
 	sub := ac.Spec.SubscriptionID
 	id := func(rg, typ, name string) string { return armID(sub, rg, "Microsoft.Network", typ, name) }
 	for _, r := range []struct{ role, scope string }{
-		{"resourcegroup", "/subscriptions/" + sub + "/resourceGroups/" + n.rg},
+		{"resourcegroup", resourceGroupID(sub, n.rg)},
 		{"controlplane-nsg", id(n.rg, "networkSecurityGroups", n.cpSubnet.SecurityGroup.Name)},
 		{"node-nsg", id(n.rg, "networkSecurityGroups", n.nodeSubnet.SecurityGroup.Name)},
 		{"node-routetable", id(n.rg, "routeTables", n.routeTable)},

@@ -21,7 +21,7 @@ func (s *State) ccmRunning() (running bool, found int) {
 			continue
 		}
 		found++
-		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podIsReady(p) {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(p) {
 			running = true
 		}
 	}
@@ -35,15 +35,6 @@ func isCCM(p *corev1.Pod) bool {
 	for _, c := range p.Spec.Containers {
 		if strings.Contains(c.Image, "/azure-cloud-controller-manager:") {
 			return true
-		}
-	}
-	return false
-}
-
-func podIsReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false
@@ -143,7 +134,7 @@ func LoadBalancers(s *State) []Finding {
 			p := &s.Pods[j]
 			if p.Namespace == svc.Namespace && p.DeletionTimestamp == nil && sel.Matches(labels.Set(p.Labels)) {
 				selected++
-				if !podIsReady(p) {
+				if !podReady(p) {
 					notReady = append(notReady, p.Name)
 				}
 			}
@@ -180,34 +171,58 @@ func firstLines(msg string, n int) string {
 	return strings.Join(lines, " ")
 }
 
-// ExplainLoadBalancerFailure says which credential of the cloud provider
-// failed, and what to change, from the service controller's message: the
-// words Entra ID (its AADSTS codes), the Instance Metadata Service (as
-// azidentity v1.15.0 reports it, managed_identity_client.go) and ARM
-// (AuthorizationFailed) use. Both are "" for other failures.
-func ExplainLoadBalancerFailure(msg string) (why, fix string) {
-	switch {
-	case strings.Contains(msg, "AADSTS7000215"), strings.Contains(msg, "AADSTS7000222"):
-		return "Entra ID refused the service principal's secret in azure.json (aadClientSecret): it is wrong (often the secret's ID pasted for its value) or has expired",
-			"put the service principal's current secret value in the Secret its AzureClusterIdentity names (az ad sp credential reset --id <aadClientId> --append adds one without revoking the others); winkube rewrites the <machine>-azure-json Secrets from it, and new nodes get it: replace the control-plane machines (or edit /etc/kubernetes/azure.json on them) and restart the cloud-controller-manager pods"
-	case strings.Contains(msg, "AADSTS90002"):
-		return "Entra ID knows no such tenant (azure.json's tenantId)",
-			"set the AzureClusterIdentity's tenantID to the directory the service principal is in (az account show --query tenantId)"
-	case strings.Contains(msg, "AADSTS700016"):
-		return "Entra ID knows no such application in that tenant (azure.json's aadClientId)",
-			"check the AzureClusterIdentity's clientID against az ad sp show --id <aadClientId>, and that its tenantID is that service principal's"
-	case strings.Contains(msg, "the requested identity isn't assigned to this resource"):
-		return "azure.json names a user-assigned managed identity (userAssignedIdentityID) that is not attached to the VM the cloud-controller-manager runs on",
-			"attach it to the control-plane machines (identity: UserAssigned with userAssignedIdentities in their AzureMachineTemplate; a new template rolls the control plane), or give the cluster an identity its nodes have"
-	case strings.Contains(msg, "failed to authenticate a system assigned identity"):
-		return "azure.json asks for the VM's managed identity (useManagedIdentityExtension) and the VM the cloud-controller-manager runs on has none",
-			"set identity: SystemAssigned on the control plane's AzureMachineTemplate (winkube then grants it Contributor on the cluster's resource group, for which the manager needs User Access Administrator or Owner), or reference an AzureClusterIdentity of type ServicePrincipal from the AzureCluster"
-	case strings.Contains(msg, "LinkedAuthorizationFailed"):
-		return "the cloud provider's identity may act on the load balancer but not on a resource it links to (a subnet or public IP in another resource group, such as the VNet's in vnetResourceGroup)",
-			"grant the identity Network Contributor on the resource group the message names (az role assignment create --assignee-object-id <the object id in the message> --assignee-principal-type ServicePrincipal --role \"Network Contributor\" --scope <that group's ID>)"
-	case strings.Contains(msg, "AuthorizationFailed"):
-		return "the cloud provider's identity authenticated, and ARM refused it the action: it has no role on the cluster's resource group",
-			"grant it Contributor on the cluster's resource group (az role assignment create --assignee-object-id <the object id in the message> --assignee-principal-type ServicePrincipal --role Contributor --scope <the resource group's ID>); for a machine's system-assigned identity, systemAssignedIdentityRole says which role winkube grants"
+// explanation is what doctor says of a failure whose message carries
+// any of says: why it failed and what to change.
+type explanation struct {
+	says     []string
+	why, fix string
+}
+
+// explain is the first row of table whose says the message carries: more
+// specific rows go first (LinkedAuthorizationFailed before
+// AuthorizationFailed, which it contains). Both are "" when none does.
+func explain(table []explanation, msg string) (why, fix string) {
+	for _, e := range table {
+		for _, s := range e.says {
+			if strings.Contains(msg, s) {
+				return e.why, e.fix
+			}
+		}
 	}
 	return "", ""
+}
+
+// loadBalancerFailures are the cloud provider's credential failures, by
+// the words Entra ID (its AADSTS codes), the Instance Metadata Service (as
+// azidentity v1.15.0 reports it, managed_identity_client.go) and ARM
+// (AuthorizationFailed) use.
+var loadBalancerFailures = []explanation{
+	{[]string{"AADSTS7000215", "AADSTS7000222"},
+		"Entra ID refused the service principal's secret in azure.json (aadClientSecret): it is wrong (often the secret's ID pasted for its value) or has expired",
+		"put the service principal's current secret value in the Secret its AzureClusterIdentity names (az ad sp credential reset --id <aadClientId> --append adds one without revoking the others); winkube rewrites the <machine>-azure-json Secrets from it, and new nodes get it: replace the control-plane machines (or edit /etc/kubernetes/azure.json on them) and restart the cloud-controller-manager pods"},
+	{[]string{"AADSTS90002"},
+		"Entra ID knows no such tenant (azure.json's tenantId)",
+		"set the AzureClusterIdentity's tenantID to the directory the service principal is in (az account show --query tenantId)"},
+	{[]string{"AADSTS700016"},
+		"Entra ID knows no such application in that tenant (azure.json's aadClientId)",
+		"check the AzureClusterIdentity's clientID against az ad sp show --id <aadClientId>, and that its tenantID is that service principal's"},
+	{[]string{"the requested identity isn't assigned to this resource"},
+		"azure.json names a user-assigned managed identity (userAssignedIdentityID) that is not attached to the VM the cloud-controller-manager runs on",
+		"attach it to the control-plane machines (identity: UserAssigned with userAssignedIdentities in their AzureMachineTemplate; a new template rolls the control plane), or give the cluster an identity its nodes have"},
+	{[]string{"failed to authenticate a system assigned identity"},
+		"azure.json asks for the VM's managed identity (useManagedIdentityExtension) and the VM the cloud-controller-manager runs on has none",
+		"set identity: SystemAssigned on the control plane's AzureMachineTemplate (winkube then grants it Contributor on the cluster's resource group, for which the manager needs User Access Administrator or Owner), or reference an AzureClusterIdentity of type ServicePrincipal from the AzureCluster"},
+	{[]string{"LinkedAuthorizationFailed"},
+		"the cloud provider's identity may act on the load balancer but not on a resource it links to (a subnet or public IP in another resource group, such as the VNet's in vnetResourceGroup)",
+		"grant the identity Network Contributor on the resource group the message names (az role assignment create --assignee-object-id <the object id in the message> --assignee-principal-type ServicePrincipal --role \"Network Contributor\" --scope <that group's ID>)"},
+	{[]string{"AuthorizationFailed"},
+		"the cloud provider's identity authenticated, and ARM refused it the action: it has no role on the cluster's resource group",
+		"grant it Contributor on the cluster's resource group (az role assignment create --assignee-object-id <the object id in the message> --assignee-principal-type ServicePrincipal --role Contributor --scope <the resource group's ID>); for a machine's system-assigned identity, systemAssignedIdentityRole says which role winkube grants"},
+}
+
+// ExplainLoadBalancerFailure says which credential of the cloud provider
+// failed, and what to change, from the service controller's message (the
+// rows of loadBalancerFailures). Both are "" for other failures.
+func ExplainLoadBalancerFailure(msg string) (why, fix string) {
+	return explain(loadBalancerFailures, msg)
 }

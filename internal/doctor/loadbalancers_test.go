@@ -51,3 +51,19 @@ func TestLoadBalancers(t *testing.T) {
 	c.update(slice, func() { slice.Endpoints[0].Conditions.Ready = ptr.To(true) })
 	expect(t, "serving", lb(), 0, Error)
 }
+
+// TestLoadBalancerFailuresTable: every row of the table explains its own
+// words (no earlier row shadows it), and other failures get nothing.
+func TestLoadBalancerFailuresTable(t *testing.T) {
+	for i, e := range loadBalancerFailures {
+		for _, s := range e.says {
+			msg := "ensure(default/web): failed: " + s + ": details"
+			if why, fix := ExplainLoadBalancerFailure(msg); why != e.why || fix != e.fix {
+				t.Errorf("row %d: %q is explained as %q", i, s, why)
+			}
+		}
+	}
+	if why, fix := ExplainLoadBalancerFailure("context deadline exceeded"); why != "" || fix != "" {
+		t.Errorf("an unrelated failure is explained: %q %q", why, fix)
+	}
+}

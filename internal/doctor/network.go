@@ -3,6 +3,8 @@ package doctor
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,11 +68,7 @@ func WindowsNetworkingPods(s *State) []Finding {
 			n.cni = append(n.cni, p)
 		}
 	}
-	names := make([]string, 0, len(byNode))
-	for n := range byNode {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(byNode))
 	var out []Finding
 	for _, name := range names {
 		n := byNode[name]
@@ -255,11 +253,7 @@ func WindowsServiceBackends(s *State) []Finding {
 			}
 		}
 	}
-	keys := make([]string, 0, len(backends))
-	for k := range backends {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(backends))
 	var out []Finding
 	for _, k := range keys {
 		if n := len(backends[k]); n > workload.MaxOldWindowsBackends {

@@ -2,6 +2,8 @@ package doctor
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -49,11 +51,7 @@ func WindowsNodes(s *State) []Finding {
 		b := buildOf(n)
 		byBuild[b] = append(byBuild[b], n.Name)
 	}
-	builds := make([]string, 0, len(byBuild))
-	for b := range byBuild {
-		builds = append(builds, b)
-	}
-	sort.Strings(builds)
+	builds := slices.Sorted(maps.Keys(byBuild))
 	var out []Finding
 	for _, b := range builds {
 		names := byBuild[b]
@@ -130,11 +128,7 @@ func PlatformMismatch(s *State) []Finding {
 			hits[key] = &hit{pods[key], k, e.Message}
 		}
 	}
-	keys := make([]string, 0, len(hits))
-	for k := range hits {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(hits))
 	var out []Finding
 	for _, k := range keys {
 		h := hits[k]

@@ -2,12 +2,11 @@ package doctor
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/winkube/winkube/internal/webhooks/workload"
+	"github.com/winkube/winkube/windowslimits"
 )
 
 // A Windows node refuses little of what Windows cannot do: the API server
@@ -17,8 +16,9 @@ import (
 // kubelet v1.36.3 kuberuntime_container_windows.go, kubelet_pods.go
 // translateMountPropagation; containerd helpers.go hostNetwork). What is
 // dropped is what surprises: a pod that runs, but not as written. Each
-// limit below is one a pod on a Windows node meets, with what the node
-// does and how to write the pod instead.
+// limit is a row of windowslimits, which says what the node does and how
+// to write the pod instead; the simulated kubelet and admission read the
+// same rows.
 
 // windowsLimit is one thing a Windows node does not do as asked.
 type windowsLimit struct {
@@ -27,129 +27,45 @@ type windowsLimit struct {
 	what, does, fix string
 }
 
-// windowsLimits are the limits a pod spec meets on a Windows node.
-func windowsLimits(p *corev1.Pod, node *corev1.Node) []windowsLimit {
-	spec := &p.Spec
+// severityOf is how bad a row is: a pod the node refuses or cannot run
+// is an error; one that runs, but not as written, a warning.
+func severityOf(r *windowslimits.Row) Severity {
+	switch r.Kubelet {
+	case windowslimits.Rejects, windowslimits.FailsContainer, windowslimits.Unschedulable:
+		return Error
+	}
+	return Warning
+}
+
+// windowsLimits are the limits a pod spec meets on a Windows node: the
+// table's rows, but for the Secrets on disk, which SecretsOnWindows
+// explains.
+func windowsLimits(p *corev1.Pod) []windowsLimit {
 	var out []windowsLimit
-	hp := hostProcessSpec(spec)
-	if spec.HostNetwork && !hp {
-		ip := "the node's IP"
-		if p.Status.PodIP != "" {
-			ip = p.Status.PodIP
-		}
-		out = append(out, windowsLimit{Warning, "hostNetwork without HostProcess",
-			fmt.Sprintf("is ignored: containerd gives the pod a pod network of its own, while its status reports the node's IP (%s), so a Service, a probe or a client reaching %s on the pod's ports does not reach the pod", ip, ip),
-			"make it a HostProcess pod (securityContext.windowsOptions.hostProcess: true) if it must share the node's network; otherwise remove hostNetwork and reach it through a Service"})
-	}
-	if ls := linuxOnlyFields(spec); len(ls) > 0 && !hp {
-		out = append(out, windowsLimit{Warning, "Linux-only settings " + strings.Join(ls, ", "),
-			"are ignored: the Windows container config carries only resources, the user name, the gMSA credential spec and HostProcess, so the container runs without them (a privileged container runs unprivileged)",
-			"remove them, use securityContext.windowsOptions (runAsUserName, gmsaCredentialSpec, hostProcess), and set spec.os.name: windows so the API server refuses them"})
-	}
-	for _, v := range spec.Volumes {
-		if v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory {
-			out = append(out, windowsLimit{Warning, "emptyDir " + v.Name + " with medium: Memory",
-				"is a directory on the node's disk: Windows has no tmpfs, the kubelet's mounter makes a plain directory, so its data is not in memory and survives on disk until the pod goes",
-				"drop medium: Memory (the result is the same), and keep secrets out of it"})
-		}
-	}
-	for _, c := range append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...) {
-		for _, m := range c.VolumeMounts {
-			if m.MountPropagation != nil && *m.MountPropagation != corev1.MountPropagationNone {
-				out = append(out, windowsLimit{Warning, fmt.Sprintf("mountPropagation %s on container %s's mount %s", *m.MountPropagation, c.Name, m.MountPath),
-					"is private on Windows: the kubelet asks for private propagation whatever the pod says, so mounts made later on the host are not seen",
-					"remove mountPropagation"})
-			}
-		}
-		if len(c.VolumeDevices) > 0 {
-			out = append(out, windowsLimit{Error, "volumeDevices on container " + c.Name,
-				"cannot be created: containerd on Windows takes no device with a container path, so the container fails with CreateContainerError \"unexpected ContainerPath …, must be empty\"",
-				"use a volumeMount of a file-system volume (volumeMode: Filesystem)"})
-		}
-		for name := range c.Resources.Requests {
-			if strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
-				out = append(out, windowsLimit{Error, fmt.Sprintf("%s on container %s", name, c.Name),
-					"cannot be scheduled: Windows nodes offer no huge pages (a container cannot hold the large-page privilege), so the scheduler finds no node with the resource",
-					"remove the huge-pages request and limit"})
-			}
-		}
-	}
-	if r := spec.Resources; r != nil && (len(r.Requests) > 0 || len(r.Limits) > 0) {
-		out = append(out, windowsLimit{Error, "pod-level resources (spec.resources)",
-			"are refused by the Windows kubelet: the pod fails with PodLevelResourcesNotSupported",
-			"set resources on each container instead"})
-	}
-	if os, ok := p.Labels[corev1.LabelOSStable]; ok && node != nil && os != node.Labels[corev1.LabelOSStable] {
-		out = append(out, windowsLimit{Error, fmt.Sprintf("the label %s=%s", corev1.LabelOSStable, os),
-			"makes the kubelet refuse the pod (PodOSSelectorNodeLabelDoesNotMatch): it compares the pod's own kubernetes.io/os label with the node's OS",
-			"remove the label, or select nodes with nodeSelector rather than labelling the pod"})
-	}
-	return out
-}
-
-func hostProcessSpec(spec *corev1.PodSpec) bool {
-	if sc := spec.SecurityContext; sc != nil && sc.WindowsOptions != nil && sc.WindowsOptions.HostProcess != nil && *sc.WindowsOptions.HostProcess {
-		return true
-	}
-	if len(spec.Containers) == 0 {
-		return false
-	}
-	for _, c := range spec.Containers {
-		if c.SecurityContext == nil || c.SecurityContext.WindowsOptions == nil || c.SecurityContext.WindowsOptions.HostProcess == nil || !*c.SecurityContext.WindowsOptions.HostProcess {
-			return false
-		}
-	}
-	return true
-}
-
-// linuxOnlyFields are the fields the API server refuses for os.name:
-// windows (kubernetes.io's list of fields a Windows pod must not set).
-func linuxOnlyFields(spec *corev1.PodSpec) []string {
-	set := map[string]bool{}
-	if spec.HostPID {
-		set["hostPID"] = true
-	}
-	if spec.HostIPC {
-		set["hostIPC"] = true
-	}
-	if spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace {
-		set["shareProcessNamespace"] = true
-	}
-	if sc := spec.SecurityContext; sc != nil {
-		for name, on := range map[string]bool{
-			"securityContext.seLinuxOptions": sc.SELinuxOptions != nil, "securityContext.seccompProfile": sc.SeccompProfile != nil,
-			"securityContext.fsGroup": sc.FSGroup != nil, "securityContext.fsGroupChangePolicy": sc.FSGroupChangePolicy != nil,
-			"securityContext.sysctls": len(sc.Sysctls) > 0, "securityContext.runAsUser": sc.RunAsUser != nil,
-			"securityContext.runAsGroup": sc.RunAsGroup != nil, "securityContext.supplementalGroups": len(sc.SupplementalGroups) > 0,
-		} {
-			if on {
-				set[name] = true
-			}
-		}
-	}
-	for _, c := range append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...) {
-		sc := c.SecurityContext
-		if sc == nil {
+	// A OneLine row's hits go to the line of its first hit.
+	line := map[*windowslimits.Row]int{}
+	together := map[*windowslimits.Row][]windowslimits.Hit{}
+	for _, h := range windowslimits.Find(windowslimits.PodTarget(p)) {
+		if h.Row.ID == secretOnDisk {
 			continue
 		}
-		for name, on := range map[string]bool{
-			"seLinuxOptions": sc.SELinuxOptions != nil, "seccompProfile": sc.SeccompProfile != nil, "capabilities": sc.Capabilities != nil,
-			"readOnlyRootFilesystem": sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem, "privileged": sc.Privileged != nil && *sc.Privileged,
-			"allowPrivilegeEscalation": sc.AllowPrivilegeEscalation != nil && *sc.AllowPrivilegeEscalation, "procMount": sc.ProcMount != nil,
-			"runAsUser": sc.RunAsUser != nil, "runAsGroup": sc.RunAsGroup != nil,
-		} {
-			if on {
-				set["containers[*].securityContext."+name] = true
-			}
+		if h.Row.OneLine == "" {
+			out = append(out, windowsLimit{severityOf(h.Row), h.What, h.Row.Explain, h.Row.Fix})
+			continue
 		}
+		if _, ok := line[h.Row]; !ok {
+			line[h.Row] = len(out)
+			out = append(out, windowsLimit{severityOf(h.Row), "", h.Row.Explain, h.Row.Fix})
+		}
+		together[h.Row] = append(together[h.Row], h)
 	}
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
+	for r, i := range line {
+		out[i].what = r.OneLine + " " + windowslimits.WhatAll(together[r])
 	}
-	sort.Strings(out)
 	return out
 }
+
+const secretOnDisk = "secret-on-disk"
 
 // WindowsPodLimits reports pods on Windows nodes, or meant for them, that
 // ask for what Windows does not do, once per owner and limit.
@@ -166,7 +82,7 @@ func WindowsPodLimits(s *State) []Finding {
 		if len(p.OwnerReferences) > 0 {
 			kind, name = p.OwnerReferences[0].Kind, p.OwnerReferences[0].Name
 		}
-		for _, l := range windowsLimits(p, node) {
+		for _, l := range windowsLimits(p) {
 			key := kind + "/" + p.Namespace + "/" + name + "/" + l.what
 			if seen[key] {
 				continue

@@ -33,6 +33,13 @@ func TestWindowsPodLimits(t *testing.T) {
 	})}, true)
 	expect(t, "privileged", about(WindowsPodLimits(c.state()), "Pod/winlimits/privileged"), 1, Warning, "containers[*].securityContext.privileged, containers[*].securityContext.runAsUser", "runs unprivileged")
 
+	// Every field the API server refuses for a Windows pod, as the
+	// Windows limits table lists them: AppArmor too.
+	c.pod(ns, "apparmor", "win-1", nil, corev1.PodSpec{Containers: ctr(func(ct *corev1.Container) {
+		ct.SecurityContext = &corev1.SecurityContext{AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}}
+	})}, true)
+	expect(t, "apparmor", about(WindowsPodLimits(c.state()), "Pod/winlimits/apparmor"), 1, Warning, "containers[*].securityContext.appArmorProfile")
+
 	c.pod(ns, "memory", "win-1", nil, corev1.PodSpec{Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}},
 		Containers: ctr(func(ct *corev1.Container) {
 			ct.VolumeMounts = []corev1.VolumeMount{{Name: "cache", MountPath: `C:\cache`, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)}}

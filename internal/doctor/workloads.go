@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 
 	"github.com/winkube/winkube/internal/webhooks/workload"
+	"github.com/winkube/winkube/windowslimits"
 )
 
 const betaOSLabel = "beta.kubernetes.io/os"
@@ -219,9 +220,10 @@ func (s *State) onWindows(p *corev1.Pod) bool {
 	return workload.IsWindows(&p.Spec)
 }
 
-// SecretsOnWindows warns of Secrets mounted into Windows pods: Windows keeps
-// them in clear text on the node's disk (no tmpfs).
+// SecretsOnWindows warns of Secrets mounted into Windows pods: the
+// table's secret-on-disk row.
 func SecretsOnWindows(s *State) []Finding {
+	row := windowslimits.ByID(secretOnDisk)
 	seen := map[string]bool{}
 	var out []Finding
 	for i := range s.Pods {
@@ -229,8 +231,8 @@ func SecretsOnWindows(s *State) []Finding {
 		if !s.onWindows(p) {
 			continue
 		}
-		secrets := mountedSecrets(&p.Spec)
-		if len(secrets) == 0 {
+		hits := row.Match(windowslimits.PodTarget(p))
+		if len(hits) == 0 {
 			continue
 		}
 		kind, name := "Pod", p.Name
@@ -242,26 +244,13 @@ func SecretsOnWindows(s *State) []Finding {
 			continue
 		}
 		seen[key] = true
-		out = append(out, Finding{Check: "secrets-on-windows", Severity: Warning, Object: ref(kind, p.Namespace, name),
-			Message: fmt.Sprintf("Windows pod %s/%s mounts Secret(s) %s: Windows writes them in clear text to the node's disk", p.Namespace, p.Name, strings.Join(secrets, ", ")),
-			Fix:     "limit who can log on to Windows nodes and read the kubelet's folder (c:\\var\\lib\\kubelet), use encrypted disks, or read the secret at run time from a store (Azure Key Vault's CSI driver) instead of a volume"})
-	}
-	return out
-}
-
-func mountedSecrets(spec *corev1.PodSpec) []string {
-	var out []string
-	for _, v := range spec.Volumes {
-		if v.Secret != nil {
-			out = append(out, v.Secret.SecretName)
+		secrets := make([]string, 0, len(hits))
+		for _, h := range hits {
+			secrets = append(secrets, h.What)
 		}
-		if v.Projected != nil {
-			for _, src := range v.Projected.Sources {
-				if src.Secret != nil {
-					out = append(out, src.Secret.Name)
-				}
-			}
-		}
+		out = append(out, Finding{Check: "secrets-on-windows", Severity: severityOf(row), Object: ref(kind, p.Namespace, name),
+			Message: fmt.Sprintf("Windows pod %s/%s mounts Secret(s) %s: %s", p.Namespace, p.Name, strings.Join(secrets, ", "), row.Explain),
+			Fix:     row.Fix})
 	}
 	return out
 }

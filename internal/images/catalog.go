@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/dotted"
 )
 
 // CatalogImage is one published image version.
@@ -41,6 +42,6 @@ func (c Catalog) ListVersions(_ context.Context, _ string, publisher, offer, sku
 			out = append(out, im.Version)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return lessDotted(out[i], out[j]) })
+	sort.Slice(out, func(i, j int) bool { return dotted.Less(out[i], out[j]) })
 	return out, nil
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/dotted"
 )
 
 const (
@@ -334,31 +334,12 @@ func withPrefix(versions []string, prefix string) []string {
 	return out
 }
 
-// newest returns the highest dotted-numeric version.
 // Newest is the highest of dotted versions (1.10 above 1.9).
 func Newest(versions []string) (string, bool) {
 	if len(versions) == 0 {
 		return "", false
 	}
 	sorted := append([]string(nil), versions...)
-	sort.Slice(sorted, func(i, j int) bool { return lessDotted(sorted[i], sorted[j]) })
+	sort.Slice(sorted, func(i, j int) bool { return dotted.Less(sorted[i], sorted[j]) })
 	return sorted[len(sorted)-1], true
-}
-
-func lessDotted(a, b string) bool {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(as) && i < len(bs); i++ {
-		ai, aerr := strconv.Atoi(as[i])
-		bi, berr := strconv.Atoi(bs[i])
-		if aerr != nil || berr != nil {
-			if as[i] != bs[i] {
-				return as[i] < bs[i]
-			}
-			continue
-		}
-		if ai != bi {
-			return ai < bi
-		}
-	}
-	return len(as) < len(bs)
 }

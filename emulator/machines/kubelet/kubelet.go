@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -195,6 +196,7 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 		cfg.HeartbeatInterval = 10 * time.Second
 	}
 	boot := ctx
+	cfg.Capacity = nodeCapacity(cfg.Host, cfg.Capacity)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k := &Kubelet{
 		cfg: cfg, cancel: cancel, done: make(chan struct{}),
@@ -538,9 +540,16 @@ func (k *Kubelet) queueAllPods() []string {
 }
 
 // serverTLS is the kubelet API's certificate: self-signed, as a kubelet
-// makes one when serving certificates are not bootstrapped.
+// makes one when serving certificates are not bootstrapped, with the same
+// client-go helper (kubernetes v1.36.3 cmd/kubelet/app/server.go:1151
+// InitializeTLS, certutil.GenerateSelfSignedCertKey); the node's address
+// is added to it so that a client verifying names sees the one it dialled.
 func serverTLS(name string, addr netip.Addr) (*tls.Config, error) {
-	cert, err := selfSigned(name, addr)
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(name, []net.IP{net.IP(addr.AsSlice())}, nil)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/winkube/winkube/emulator/machines/process"
 	"github.com/winkube/winkube/emulator/registry"
+	"github.com/winkube/winkube/windowslimits"
 )
 
 // Images resolves image references as a pull's first requests would.
@@ -85,12 +86,15 @@ type Rejection struct{ Reason, Message string }
 // the node: the API server refuses Linux-only fields when spec.os.name is
 // windows, and otherwise the kubelet and containerd ignore them (see
 // ignoredOnWindows and syncPod's host network), which is what makes them
-// worth explaining.
+// worth explaining. The Windows refusals are the Rejects rows of
+// windowslimits, which doctor and admission read too.
 func admit(h Host, pod *corev1.Pod) *Rejection {
 	if os, ok := pod.Labels[corev1.LabelOSStable]; ok && os != h.OS {
 		// rejectPodAdmissionBasedOnOSSelector reads the pod's labels,
-		// not its nodeSelector.
-		return &Rejection{"PodOSSelectorNodeLabelDoesNotMatch", "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"}
+		// not its nodeSelector; on Windows it is the table's os-label row,
+		// and a Linux kubelet refuses a windows label alike.
+		row := windowslimits.ByID("os-label")
+		return &Rejection{row.Reason, row.Message}
 	}
 	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != h.OS {
 		return &Rejection{"PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS"}
@@ -98,8 +102,10 @@ func admit(h Host, pod *corev1.Pod) *Rejection {
 	if h.OS != "windows" {
 		return nil
 	}
-	if podLevelResources(pod) {
-		return &Rejection{"PodLevelResourcesNotSupported", "pod-level resources are not supported on Windows"}
+	for _, hit := range windowslimits.Find(windowslimits.PodTarget(pod)) {
+		if hit.Row.Kubelet == windowslimits.Rejects {
+			return &Rejection{hit.Row.Reason, hit.Row.Message}
+		}
 	}
 	hp := hostProcessPod(pod)
 	if hp && !h.knowsHostProcess() && pod.Spec.HostNetwork {
@@ -109,37 +115,41 @@ func admit(h Host, pod *corev1.Pod) *Rejection {
 }
 
 // createsOnWindows is containerd's refusal to create a Windows container
-// the kubelet asks for, or nil. A raw block volume (volumeDevices) reaches
-// the runtime as a CRI device with the container path and "mrw"
-// permissions the kubelet sets for Linux, and containerd's Windows spec
-// takes only devices named IDType://ID with neither (internal/cri/opts
-// spec_windows_opts.go WithWindowsDevices, wrapped by container_create.go
-// "failed to generate container %q spec" and "failed to generate spec",
-// 301026e5). Attaching and mapping the block volume before it is not
-// simulated: a bound PersistentVolume is taken as mapped.
+// the kubelet asks for, or nil: the table's FailsContainer rows. A raw
+// block volume (volumeDevices) reaches the runtime as a CRI device with
+// the container path and "mrw" permissions the kubelet sets for Linux, and
+// containerd's Windows spec takes only devices named IDType://ID with
+// neither (see the volume-devices row's source). Attaching and mapping the
+// block volume before it is not simulated: a bound PersistentVolume is
+// taken as mapped.
 func createsOnWindows(h Host, pod *corev1.Pod, c corev1.Container) *ContainerFailure {
-	if h.OS != "windows" || len(c.VolumeDevices) == 0 {
+	if h.OS != "windows" {
 		return nil
 	}
-	return &ContainerFailure{"CreateContainerError", fmt.Sprintf("failed to generate container %q spec: failed to generate spec: unexpected ContainerPath %s, must be empty", process.ContainerID(pod, c.Name), c.VolumeDevices[0].DevicePath)}
-}
-
-// podLevelResources is component-helpers' IsPodLevelResourcesSet
-// (resource/helpers.go, v0.36.3): pod.spec.resources with a CPU or memory
-// request or limit.
-func podLevelResources(pod *corev1.Pod) bool {
-	r := pod.Spec.Resources
-	if r == nil {
-		return false
-	}
-	for _, l := range []corev1.ResourceList{r.Requests, r.Limits} {
-		for _, n := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			if _, ok := l[n]; ok {
-				return true
-			}
+	// The rows that fail a container read the container alone.
+	alone := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
+	for _, hit := range windowslimits.Find(windowslimits.PodTarget(alone)) {
+		if hit.Row.Kubelet == windowslimits.FailsContainer && len(c.VolumeDevices) > 0 {
+			return &ContainerFailure{hit.Row.Reason, fmt.Sprintf(hit.Row.Message, process.ContainerID(pod, c.Name), c.VolumeDevices[0].DevicePath)}
 		}
 	}
-	return false
+	return nil
+}
+
+// nodeCapacity is the capacity the kubelet registers: a Windows node
+// offers no huge pages whatever its machine has (the table's hugepages
+// row), so pods that request them stay unscheduled.
+func nodeCapacity(h Host, c corev1.ResourceList) corev1.ResourceList {
+	if h.OS != "windows" || c == nil {
+		return c
+	}
+	out := corev1.ResourceList{}
+	for n, q := range c {
+		if !strings.HasPrefix(string(n), corev1.ResourceHugePagesPrefix) {
+			out[n] = q
+		}
+	}
+	return out
 }
 
 // hostNetworkIgnored says whether a pod asks for the host's network and
@@ -149,7 +159,9 @@ func podLevelResources(pod *corev1.Pod) bool {
 // alone), while the kubelet still reports the node's IPs as the pod's
 // (kubelet_pods.go generateAPIPodStatus: "HostNetwork Pods inherit the
 // node IPs as PodIPs"). The WindowsHostNetwork gate that would have
-// changed it was deprecated in v1.33 and is read nowhere in v1.36.
+// changed it was deprecated in v1.33 and is read nowhere in v1.36. It is
+// the table's host-network row, and what a kubelet older than v1.22 does
+// with a HostProcess pod it cannot recognise.
 func (h Host) hostNetworkIgnored(pod *corev1.Pod) bool {
 	return h.OS == "windows" && pod.Spec.HostNetwork && !(hostProcessPod(pod) && h.knowsHostProcess())
 }
@@ -214,32 +226,7 @@ func allContainers(pod *corev1.Pod) []corev1.Container {
 
 // hostProcessPod says whether a pod runs as HostProcess, set on the pod or
 // on every container (Kubernetes refuses mixes at admission).
-func hostProcessPod(pod *corev1.Pod) bool {
-	hp := func(o *corev1.WindowsSecurityContextOptions) *bool {
-		if o == nil {
-			return nil
-		}
-		return o.HostProcess
-	}
-	var podLevel *bool
-	if pod.Spec.SecurityContext != nil {
-		podLevel = hp(pod.Spec.SecurityContext.WindowsOptions)
-	}
-	cs := allContainers(pod)
-	if len(cs) == 0 {
-		return false
-	}
-	for _, c := range cs {
-		v := podLevel
-		if c.SecurityContext != nil && hp(c.SecurityContext.WindowsOptions) != nil {
-			v = hp(c.SecurityContext.WindowsOptions)
-		}
-		if v == nil || !*v {
-			return false
-		}
-	}
-	return true
-}
+func hostProcessPod(pod *corev1.Pod) bool { return windowslimits.IsHostProcess(&pod.Spec) }
 
 // ContainerFailure is a container that cannot start: it waits with Reason.
 type ContainerFailure struct{ Reason, Message string }

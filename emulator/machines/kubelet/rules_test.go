@@ -99,6 +99,8 @@ func TestAdmitRefusesWhatWindowsCannotRun(t *testing.T) {
 		{"runAsUser", win2022, corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000)}, Containers: []corev1.Container{c}}, ""},
 		{"capabilities", win2022, corev1.PodSpec{Containers: []corev1.Container{{Name: "c", SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}}}}, ""},
 		{"pod-level resources", win2022, corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resourceMustParse("1")}}, Containers: []corev1.Container{c}}, "pod-level resources are not supported on Windows"},
+		// v0.36.3 counts pod-level huge pages as pod-level resources.
+		{"pod-level huge pages", win2022, corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{"hugepages-2Mi": resourceMustParse("2Mi")}}, Containers: []corev1.Container{c}}, "pod-level resources are not supported on Windows"},
 		{"pod-level resources on linux", linux, corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resourceMustParse("1")}}, Containers: []corev1.Container{c}}, ""},
 		{"linux pod on windows", win2022, corev1.PodSpec{OS: &corev1.PodOS{Name: corev1.Linux}, Containers: []corev1.Container{c}}, "doesn't match node OS"},
 		{"windows pod on linux", linux, corev1.PodSpec{OS: &corev1.PodOS{Name: corev1.Windows}, Containers: []corev1.Container{c}}, "doesn't match node OS"},

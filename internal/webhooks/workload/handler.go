@@ -19,6 +19,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/winkube/winkube/windowslimits"
 )
 
 // OptOutLabel on a namespace turns winkube's workload admission off there.
@@ -70,6 +72,17 @@ func podSpecOf(obj runtime.Object) (*metav1.ObjectMeta, *corev1.PodSpec, *field.
 		return &o.Spec.JobTemplate.Spec.Template.ObjectMeta, &o.Spec.JobTemplate.Spec.Template.Spec, field.NewPath("spec", "jobTemplate", "spec", "template", "spec")
 	}
 	return nil, nil, nil
+}
+
+// metadataPath is where podSpecOf's pod metadata is in obj.
+func metadataPath(obj runtime.Object) *field.Path {
+	switch obj.(type) {
+	case *corev1.Pod:
+		return field.NewPath("metadata")
+	case *batchv1.CronJob:
+		return field.NewPath("spec", "jobTemplate", "spec", "template", "metadata")
+	}
+	return field.NewPath("spec", "template", "metadata")
 }
 
 // ownedByDeployment reports whether a ReplicaSet is a Deployment's: its
@@ -181,11 +194,11 @@ func (a *Admission) Mutate() admission.Handler {
 // Validate refuses Windows workloads that ask for what Windows cannot do.
 func (a *Admission) Validate() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		_, _, spec, path, done := a.workload(ctx, req)
+		obj, meta, spec, path, done := a.workload(ctx, req)
 		if done != nil {
 			return *done
 		}
-		errs, warnings := ValidateWindows(spec, path)
+		errs, warnings := ValidateWindowsTarget(windowslimits.Target{Labels: meta.Labels, Spec: spec, Meta: metadataPath(obj), Path: path})
 		if len(errs) > 0 {
 			return invalid(req, errs)
 		}

@@ -20,6 +20,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -297,6 +298,14 @@ func TestWindowsLimitsAreRefused(t *testing.T) {
 		{"emptyDir in memory", func(p *corev1.Pod) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "m", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}
 		}, "spec.volumes[0].emptyDir.medium"},
+		// What the Windows kubelet rejects, or no Windows node offers.
+		{"pod-level resources", func(p *corev1.Pod) {
+			p.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+		}, "spec.resources: Forbidden"},
+		{"huge pages", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{"hugepages-2Mi": resource.MustParse("2Mi"), corev1.ResourceMemory: resource.MustParse("2Mi")}}
+		}, "spec.containers[0].resources: Forbidden"},
+		{"os label", func(p *corev1.Pod) { p.Labels = map[string]string{corev1.LabelOSStable: "linux"} }, "metadata.labels[kubernetes.io/os]: Forbidden"},
 		{"mixed HostProcess", func(p *corev1.Pod) {
 			p.Spec.HostNetwork = true
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "hp", Image: img2019, SecurityContext: &corev1.SecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(true), RunAsUserName: ptr.To(`NT AUTHORITY\system`)}}})
