@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -197,7 +199,15 @@ func (r *AzureJSONReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !ownedBy(cur, obj.GetUID()) {
 		return ctrl.Result{}, fmt.Errorf("secret %s/%s exists and is not owned by %s %s: rename or delete it so that winkube can write the node's cloud config", cur.Namespace, cur.Name, r.Kind, obj.GetName())
 	}
-	cur.Data, cur.Labels = want.Data, mergeLabels(cur.Labels, want.Labels)
+	labels := mergeLabels(cur.Labels, want.Labels)
+	if reflect.DeepEqual(cur.Data, want.Data) && maps.Equal(cur.Labels, labels) {
+		// Every change of the AzureCluster (its status, while the cluster
+		// comes up) wakes this reconcile: the Secret is written only when
+		// its content changes, as Cluster API's patch helper sends no
+		// patch with nothing in it.
+		return ctrl.Result{}, nil
+	}
+	cur.Data, cur.Labels = want.Data, labels
 	return ctrl.Result{}, r.Client.Update(ctx, cur)
 }
 
