@@ -33,6 +33,13 @@ import (
 // bootstrap configs place on the node, as Cluster API Provider Azure does.
 type AzureJSONReconciler struct {
 	Client client.Client
+	// Secrets, when set, reads the Secrets this reconciler writes from the
+	// manager's cache, which holds the clusters' Secrets (SecretCache):
+	// they carry the cluster-name label, and the reconciler watches them
+	// anyway. CAPZ reads Secrets live too and keeps such a reader beside
+	// it, a client over the manager's cache (main.go secretCachingClient
+	// @1e5b0b0c).
+	Secrets client.Reader
 	// Kind is AzureMachineTemplate, AzureMachinePool or AzureMachine.
 	Kind string
 	// Credentials says how the cloud provider authenticates, per cluster.
@@ -189,7 +196,14 @@ func (r *AzureJSONReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	cur := &corev1.Secret{}
-	err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), cur)
+	if r.Secrets != nil {
+		err = r.Secrets.Get(ctx, client.ObjectKeyFromObject(want), cur)
+	}
+	if r.Secrets == nil || apierrors.IsNotFound(err) {
+		// Not in the cache (yet): the API server decides whether to
+		// create it.
+		err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), cur)
+	}
 	if apierrors.IsNotFound(err) {
 		return ctrl.Result{}, client.IgnoreAlreadyExists(r.Client.Create(ctx, want))
 	}

@@ -228,19 +228,6 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 	}
 	vmStep := step{"virtualmachines", vmName}
 	vmToken := token(am.Status.LongRunningOperationStates, vmStep, "PUT")
-	var customData []byte
-	if existing == nil && vmToken == "" {
-		// The bootstrap data goes into the VM's creation and nowhere else
-		// (a VM whose creation failed is sent again without it): it is read
-		// then, as CAPZ reads it only to build a new VM's OS profile
-		// (azure/services/virtualmachines/virtualmachines.go Reconcile and
-		// generateOSProfile @02ca6c38), not on every reconcile of a
-		// machine whose VM exists.
-		var ok bool
-		if customData, ok, err = r.bootstrapData(ctx, am, machine); !ok || err != nil {
-			return ctrl.Result{}, err
-		}
-	}
 	avSetGroup := availabilitySetGroup(ac, machine)
 	avSet := ""
 	if avSetGroup != "" {
@@ -357,6 +344,19 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 		return r.provisioning(am, "creating the NIC")
 	}
 
+	var customData []byte
+	if existing == nil && vmToken == "" {
+		// The bootstrap data goes into the VM's creation and nowhere else
+		// (a VM whose creation failed is sent again without it): it is read
+		// then, as CAPZ reads it only to build a new VM's OS profile
+		// (azure/services/virtualmachines/virtualmachines.go Reconcile and
+		// generateOSProfile @02ca6c38), not on every reconcile of a
+		// machine whose VM exists.
+		var ok bool
+		if customData, ok, err = r.bootstrapData(ctx, am, machine); !ok || err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	spec, err := vmSpec(am, ac.Spec, n.rg, vmName, nic.Name, machine.Spec.FailureDomain, vmImage(img), customData, owned, avSetID)
 	if err != nil {
 		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())

@@ -77,7 +77,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	for _, kind := range []string{"AzureMachineTemplate", "AzureMachinePool", "AzureMachine"} {
-		if err := (&AzureJSONReconciler{Client: mgr.GetClient(), Kind: kind, TenantID: o.TenantID, Credentials: ids.azureJSONCredentials(o.TenantID), IdentityClientID: ids.userAssignedClientID}).SetupWithManager(mgr, opts); err != nil {
+		if err := (&AzureJSONReconciler{Client: mgr.GetClient(), Secrets: mgr.GetCache(), Kind: kind, TenantID: o.TenantID, Credentials: ids.azureJSONCredentials(o.TenantID), IdentityClientID: ids.userAssignedClientID}).SetupWithManager(mgr, opts); err != nil {
 			return err
 		}
 	}
