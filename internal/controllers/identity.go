@@ -71,7 +71,7 @@ type Identities struct {
 	// server; without it each read asks the API server for the Secret's
 	// version.
 	Watch *SecretWatch
-	Cloud  *cloud.Cloud
+	Cloud *cloud.Cloud
 	// FederatedTokenFile is the manager's projected service-account token
 	// for WorkloadIdentity identities (AZURE_FEDERATED_TOKEN_FILE).
 	FederatedTokenFile string
