@@ -14,13 +14,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
 )
 
 // apiRequests counts a manager's requests to the API server, as
@@ -55,30 +55,6 @@ func (a *apiRequests) snapshot() map[string]int {
 		out[k] = v
 	}
 	return out
-}
-
-// reconciles is how many reconciles the controller named has finished in
-// this process, from controller-runtime's own metric.
-func reconciles(t *testing.T, controller string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == controller {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return n
 }
 
 // TestProvisionedMachineRequests covers what a reconcile of a machine whose
@@ -127,7 +103,7 @@ func TestProvisionedMachineRequests(t *testing.T) {
 	// reconcile wakes the machine and waits for a reconcile to finish.
 	reconcile := func() {
 		t.Helper()
-		before := reconciles(t, "azuremachine")
+		before := testenv.Reconciles(t, "azuremachine")
 		cur := &infrav1.AzureMachine{}
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), cur); err != nil {
 			t.Fatal(err)
@@ -141,7 +117,7 @@ func TestProvisionedMachineRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		poll.Until(t, time.Minute, func() string {
-			if reconciles(t, "azuremachine") <= before {
+			if testenv.Reconciles(t, "azuremachine") <= before {
 				return "waiting for the AzureMachine's reconcile"
 			}
 			return ""
@@ -150,11 +126,11 @@ func TestProvisionedMachineRequests(t *testing.T) {
 	// What the last provisioning reconciles left to write is written.
 	reconcile()
 	reconcile()
-	api0, arm0, r0 := reqs.snapshot(), w.emu.Counters(), reconciles(t, "azuremachine")
+	api0, arm0, r0 := reqs.snapshot(), w.emu.Counters(), testenv.Reconciles(t, "azuremachine")
 	for range 3 {
 		reconcile()
 	}
-	api1, arm1, r1 := reqs.snapshot(), w.emu.Counters(), reconciles(t, "azuremachine")
+	api1, arm1, r1 := reqs.snapshot(), w.emu.Counters(), testenv.Reconciles(t, "azuremachine")
 	n := int64(r1 - r0)
 	for k, v := range api1 {
 		secretRead := strings.HasPrefix(k, "GET ") && strings.Contains(k, "/secrets/")
