@@ -81,11 +81,18 @@ func newManagerSecretWatch(mgr ctrl.Manager) (*SecretWatch, error) {
 // A Secret the watch does not have is NotFound. Callers must not modify
 // it.
 func (w *SecretWatch) Get(ctx context.Context, key types.NamespacedName) (s *corev1.Secret, ok bool, err error) {
-	item := w.watch(key)
-	sctx, cancel := context.WithTimeout(ctx, secretWatchSync)
-	defer cancel()
-	if !cache.WaitForCacheSync(sctx.Done(), item.informer.HasSynced) {
-		return nil, false, nil
+	item, started := w.watch(key)
+	if !item.informer.HasSynced() {
+		if !started {
+			// Not listed since it started (the API server refuses it,
+			// or is slow): the read does not wait for it again.
+			return nil, false, nil
+		}
+		sctx, cancel := context.WithTimeout(ctx, secretWatchSync)
+		defer cancel()
+		if !cache.WaitForCacheSync(sctx.Done(), item.informer.HasSynced) {
+			return nil, false, nil
+		}
 	}
 	obj, exists, err := item.informer.GetStore().GetByKey(key.Namespace + "/" + key.Name)
 	if err != nil {
@@ -103,7 +110,7 @@ func (w *SecretWatch) Get(ctx context.Context, key types.NamespacedName) (s *cor
 
 // watch returns key's watch, started on first use, and stops those no
 // read asked for in w.idle.
-func (w *SecretWatch) watch(key types.NamespacedName) *watchedSecret {
+func (w *SecretWatch) watch(key types.NamespacedName) (it *watchedSecret, started bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
@@ -115,7 +122,7 @@ func (w *SecretWatch) watch(key types.NamespacedName) *watchedSecret {
 	}
 	if it, ok := w.items[key]; ok {
 		it.lastUsed = now
-		return it
+		return it, false
 	}
 	// Only this Secret, in its namespace: the watch never carries another
 	// Secret's data.
@@ -131,10 +138,10 @@ func (w *SecretWatch) watch(key types.NamespacedName) *watchedSecret {
 			return secrets.Watch(ctx, o)
 		},
 	}
-	it := &watchedSecret{informer: cache.NewSharedIndexInformer(lw, &corev1.Secret{}, 0, cache.Indexers{}), stop: make(chan struct{}), lastUsed: now}
+	it = &watchedSecret{informer: cache.NewSharedIndexInformer(lw, &corev1.Secret{}, 0, cache.Indexers{}), stop: make(chan struct{}), lastUsed: now}
 	go it.informer.RunWithContext(contextUntil(it.stop, w.done))
 	w.items[key] = it
-	return it
+	return it, true
 }
 
 // contextUntil is a context that ends when either channel closes.

@@ -91,11 +91,18 @@ type cmWatch struct {
 
 func (w *cmWatches) get(ctx context.Context, ns, name string) (*corev1.ConfigMap, bool, error) {
 	key := ns + "/" + name
-	item := w.watch(ns, name, key)
-	sctx, cancel := context.WithTimeout(ctx, cmSync)
-	defer cancel()
-	if !cache.WaitForCacheSync(sctx.Done(), item.informer.HasSynced) {
-		return nil, false, nil
+	item, started := w.watch(ns, name, key)
+	if !item.informer.HasSynced() {
+		if !started {
+			// Not listed since it started (the API server refuses it,
+			// or is slow): the read does not wait for it again.
+			return nil, false, nil
+		}
+		sctx, cancel := context.WithTimeout(ctx, cmSync)
+		defer cancel()
+		if !cache.WaitForCacheSync(sctx.Done(), item.informer.HasSynced) {
+			return nil, false, nil
+		}
 	}
 	obj, exists, err := item.informer.GetStore().GetByKey(key)
 	if err != nil {
@@ -114,7 +121,7 @@ func (w *cmWatches) get(ctx context.Context, ns, name string) (*corev1.ConfigMap
 
 // watch returns the ConfigMap's watch, started on first use, and stops
 // those no read asked for in cmIdle.
-func (w *cmWatches) watch(ns, name, key string) *cmWatch {
+func (w *cmWatches) watch(ns, name, key string) (it *cmWatch, started bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
@@ -126,7 +133,7 @@ func (w *cmWatches) watch(ns, name, key string) *cmWatch {
 	}
 	if it, ok := w.items[key]; ok {
 		it.lastUsed = now
-		return it
+		return it, false
 	}
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	cms := w.client.CoreV1().ConfigMaps(ns)
@@ -140,7 +147,7 @@ func (w *cmWatches) watch(ns, name, key string) *cmWatch {
 			return cms.Watch(ctx, o)
 		},
 	}
-	it := &cmWatch{informer: cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, cache.Indexers{}), stop: make(chan struct{}), lastUsed: now}
+	it = &cmWatch{informer: cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, cache.Indexers{}), stop: make(chan struct{}), lastUsed: now}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func(stop <-chan struct{}) {
 		defer cancel()
@@ -151,5 +158,5 @@ func (w *cmWatches) watch(ns, name, key string) *cmWatch {
 	}(it.stop)
 	go it.informer.RunWithContext(ctx)
 	w.items[key] = it
-	return it
+	return it, true
 }
