@@ -46,7 +46,7 @@ func instance(m *machine, host string) cloud.Instance {
 // componentHooks hold the node's kubelet to what the system components it
 // runs need (checked against the cluster's API server as its
 // administrator), and carry out what a running cloud node manager does.
-func (r *Runtime) componentHooks(m *machine, host, os string, pnode process.Node) (kubelet.StartCheck, func(context.Context, *corev1.Pod)) {
+func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os string, pnode process.Node) (kubelet.StartCheck, func(context.Context, *corev1.Pod)) {
 	r.mu.Lock()
 	wc := r.clusters[m.endpoint]
 	r.mu.Unlock()
@@ -58,8 +58,12 @@ func (r *Runtime) componentHooks(m *machine, host, os string, pnode process.Node
 	if err != nil {
 		return nil, nil
 	}
+	// What the kubelet itself reads before a container starts (the
+	// ConfigMaps its environment and volumes name) comes from the node's
+	// own watches of them, as the kubelet's ConfigMap manager keeps them.
+	kubeletReads := kubelet.WatchedConfigMaps(admin, ctx.Done())
 	// One catalog for every node (it is read only) and the cluster's grants.
-	checker := &components.Checker{Client: admin, Components: catalog().Components, Grants: wc.grants}
+	checker := &components.Checker{Client: kubeletReads, Components: catalog().Components, Grants: wc.grants}
 	node := components.Node{OS: os, ReadFile: readNodeFile(m)}
 	check := func(ctx context.Context, pod *corev1.Pod, c *corev1.Container, img *kubelet.Pulled) error {
 		f, err := checker.Check(ctx, node, pod, *c)
@@ -85,7 +89,7 @@ func (r *Runtime) componentHooks(m *machine, host, os string, pnode process.Node
 			return err
 		}
 		if img != nil && img.Process != nil {
-			if err := startProcess(ctx, admin, m, pnode, pod, c, *img.Process); err != nil {
+			if err := startProcess(ctx, kubeletReads, m, pnode, pod, c, *img.Process); err != nil {
 				return err
 			}
 		}

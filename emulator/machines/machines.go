@@ -439,7 +439,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		return err
 	}
 	r.event(m, fmt.Sprintf("kubelet registering node %s (%s, %s)", m.nodeName, h.OS, host))
-	check, started := r.componentHooks(m, host.String(), h.OS, process.Node{
+	check, started := r.componentHooks(ctx, m, host.String(), h.OS, process.Node{
 		Name: m.nodeName, OS: h.OS, Build: h.Build, Containerd: strings.TrimPrefix(info.ContainerRuntimeVersion, "containerd://"),
 		Disk: m.disk(""), Dial: r.nodeDial(m), HNS: machineHNS{r, m},
 	})

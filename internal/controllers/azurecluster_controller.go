@@ -69,7 +69,11 @@ func (r *AzureClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		r.Requeue = 5 * time.Second
 	}
 	if r.Identities == nil {
-		r.Identities = newIdentities(mgr, r.Cloud, Options{})
+		ids, err := newIdentities(mgr, r.Cloud, Options{})
+		if err != nil {
+			return err
+		}
+		r.Identities = ids
 	}
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorderFor("azurecluster-controller")

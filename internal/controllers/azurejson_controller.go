@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,6 +33,13 @@ import (
 // bootstrap configs place on the node, as Cluster API Provider Azure does.
 type AzureJSONReconciler struct {
 	Client client.Client
+	// Secrets, when set, reads the Secrets this reconciler writes from the
+	// manager's cache, which holds the clusters' Secrets (SecretCache):
+	// they carry the cluster-name label, and the reconciler watches them
+	// anyway. CAPZ reads Secrets live too and keeps such a reader beside
+	// it, a client over the manager's cache (main.go secretCachingClient
+	// @1e5b0b0c).
+	Secrets client.Reader
 	// Kind is AzureMachineTemplate, AzureMachinePool or AzureMachine.
 	Kind string
 	// Credentials says how the cloud provider authenticates, per cluster.
@@ -187,7 +196,14 @@ func (r *AzureJSONReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	cur := &corev1.Secret{}
-	err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), cur)
+	if r.Secrets != nil {
+		err = r.Secrets.Get(ctx, client.ObjectKeyFromObject(want), cur)
+	}
+	if r.Secrets == nil || apierrors.IsNotFound(err) {
+		// Not in the cache (yet): the API server decides whether to
+		// create it.
+		err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), cur)
+	}
 	if apierrors.IsNotFound(err) {
 		return ctrl.Result{}, client.IgnoreAlreadyExists(r.Client.Create(ctx, want))
 	}
@@ -197,7 +213,15 @@ func (r *AzureJSONReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !ownedBy(cur, obj.GetUID()) {
 		return ctrl.Result{}, fmt.Errorf("secret %s/%s exists and is not owned by %s %s: rename or delete it so that winkube can write the node's cloud config", cur.Namespace, cur.Name, r.Kind, obj.GetName())
 	}
-	cur.Data, cur.Labels = want.Data, mergeMaps(cur.Labels, want.Labels)
+	labels := mergeMaps(cur.Labels, want.Labels)
+	if reflect.DeepEqual(cur.Data, want.Data) && maps.Equal(cur.Labels, labels) {
+		// Every change of the AzureCluster (its status, while the cluster
+		// comes up) wakes this reconcile: the Secret is written only when
+		// its content changes, as Cluster API's patch helper sends no
+		// patch with nothing in it.
+		return ctrl.Result{}, nil
+	}
+	cur.Data, cur.Labels = want.Data, labels
 	return ctrl.Result{}, r.Client.Update(ctx, cur)
 }
 

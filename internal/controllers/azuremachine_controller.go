@@ -83,7 +83,11 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		r.Recorder = mgr.GetEventRecorderFor("azuremachine-controller")
 	}
 	if r.Identities == nil {
-		r.Identities = newIdentities(mgr, r.Cloud, Options{})
+		ids, err := newIdentities(mgr, r.Cloud, Options{})
+		if err != nil {
+			return err
+		}
+		r.Identities = ids
 	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachine{}).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToAzureMachine), builder.WithPredicates(machineChanged)).
@@ -184,15 +188,6 @@ func (r *AzureMachineReconciler) waitForPrerequisites(_ context.Context, ms *mac
 // reconcileVM makes the machine's VM and what it needs (NIC, NAT rule,
 // availability set, role assignment), each step resumable, and reports it.
 func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.AzureMachine, ac *infrav1.AzureCluster, machine *clusterv1.Machine, cluster *clusterv1.Cluster) (ctrl.Result, error) {
-	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: am.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, secret); err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading the bootstrap data: %w", err)
-	}
-	customData, ok := secret.Data["value"]
-	if !ok {
-		setReady(am, metav1.ConditionFalse, WaitingForBootstrapDataReason, "the bootstrap data secret has no key \"value\"")
-		return ctrl.Result{}, nil
-	}
 	svc, err := r.Identities.Services(ctx, ac)
 	if ie := (*identityError)(nil); errors.As(err, &ie) {
 		setReady(am, metav1.ConditionFalse, ie.reason, ie.msg)
@@ -231,6 +226,8 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 		setReady(am, metav1.ConditionFalse, VMNameConflictReason, fmt.Sprintf("VM %s already exists and belongs to %s: rename this machine so that its Windows name differs", vmName, ptr.Deref(existing.Tags[tags.RoleKey], "something else")))
 		return ctrl.Result{}, nil
 	}
+	vmStep := step{"virtualmachines", vmName}
+	vmToken := token(am.Status.LongRunningOperationStates, vmStep, "PUT")
 	avSetGroup := availabilitySetGroup(ac, machine)
 	avSet := ""
 	if avSetGroup != "" {
@@ -338,7 +335,7 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 		nic.NatRuleIDs = []string{lb.ID() + "/inboundNatRules/" + vmName}
 	}
 	nicStep := step{"networkinterfaces", nic.Name}
-	next, done, err := svc.NICs.Reconcile(ctx, nic, token(am.Status.LongRunningOperationStates, nicStep, "PUT"))
+	nicObj, next, done, err := svc.NICs.ReconcileRead(ctx, nic, token(am.Status.LongRunningOperationStates, nicStep, "PUT"))
 	record(&am.Status.LongRunningOperationStates, nicStep, n.rg, "PUT", next)
 	if err != nil {
 		return r.azureError(am, "NIC", err)
@@ -347,6 +344,19 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 		return r.provisioning(am, "creating the NIC")
 	}
 
+	var customData []byte
+	if existing == nil && vmToken == "" {
+		// The bootstrap data goes into the VM's creation and nowhere else
+		// (a VM whose creation failed is sent again without it): it is read
+		// then, as CAPZ reads it only to build a new VM's OS profile
+		// (azure/services/virtualmachines/virtualmachines.go Reconcile and
+		// generateOSProfile @02ca6c38), not on every reconcile of a
+		// machine whose VM exists.
+		var ok bool
+		if customData, ok, err = r.bootstrapData(ctx, am, machine); !ok || err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	spec, err := vmSpec(am, ac.Spec, n.rg, vmName, nic.Name, machine.Spec.FailureDomain, vmImage(img), customData, owned, avSetID)
 	if err != nil {
 		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, err.Error())
@@ -359,8 +369,8 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 			return ctrl.Result{}, err
 		}
 	}
-	vmStep := step{"virtualmachines", vmName}
-	vm, next, err := svc.VMs.Reconcile(ctx, spec, token(am.Status.LongRunningOperationStates, vmStep, "PUT"))
+	// The VM read above stands for the one the reconcile would read again.
+	vm, next, err := svc.VMs.ReconcileFrom(ctx, spec, vmToken, existing)
 	record(&am.Status.LongRunningOperationStates, vmStep, n.rg, "PUT", next)
 	if errors.Is(err, virtualmachines.ErrVanished) {
 		return r.vanished(am, vmName)
@@ -390,12 +400,16 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 	// which the webhook allows for this change alone, and Cluster API
 	// copies it to the Machine on its next reconcile.
 	am.Spec.ProviderID = providerid.FromARMID(ptr.Deref(vm.ID, ""))
-	nicObj, err := svc.NICs.Get(ctx, n.rg, nic.Name)
-	if err == nil && nicObj == nil {
-		err = fmt.Errorf("NIC %s is gone", nic.Name)
-	}
-	if err != nil {
-		return r.azureError(am, "reading the NIC", err)
+	if nicObj == nil {
+		// Made by this reconcile's PUT, or the last one's: read it for
+		// its address.
+		nicObj, err = svc.NICs.Get(ctx, n.rg, nic.Name)
+		if err == nil && nicObj == nil {
+			err = fmt.Errorf("NIC %s is gone", nic.Name)
+		}
+		if err != nil {
+			return r.azureError(am, "reading the NIC", err)
+		}
 	}
 	am.Status.Addresses = []clusterv1.MachineAddress{
 		{Type: clusterv1.MachineHostName, Address: vmName},
@@ -422,6 +436,20 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 	return r.boot.observe(ctx, machineBootstrap{obj: am, uid: am.UID, nodeRef: hasNode(machine), timeout: r.BootstrapTimeout,
 		target: machinelogs.Target{ResourceGroup: n.rg, VM: vmName, Windows: spec.Windows}, logs: svc.BootLogs, futures: &am.Status.LongRunningOperationStates,
 		recorder: func(typ, reason, msg string) { r.event(am, typ, reason, "%s", msg) }}), nil
+}
+
+// bootstrapData reads the Machine's bootstrap data; ok is false when the
+// reconcile stops here (a condition or err says why).
+func (r *AzureMachineReconciler) bootstrapData(ctx context.Context, am *infrav1.AzureMachine, machine *clusterv1.Machine) (data []byte, ok bool, err error) {
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: am.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, secret); err != nil {
+		return nil, false, fmt.Errorf("reading the bootstrap data: %w", err)
+	}
+	data, ok = secret.Data["value"]
+	if !ok {
+		setReady(am, metav1.ConditionFalse, WaitingForBootstrapDataReason, "the bootstrap data secret has no key \"value\"")
+	}
+	return data, ok, nil
 }
 
 // vmSpec is the VM a machine asks Azure for, from its spec and what the

@@ -64,7 +64,11 @@ func (r *AzureMachinePoolReconciler) SetupWithManager(mgr ctrl.Manager, opts con
 		r.Requeue = 5 * time.Second
 	}
 	if r.Identities == nil {
-		r.Identities = newIdentities(mgr, r.Cloud, Options{})
+		ids, err := newIdentities(mgr, r.Cloud, Options{})
+		if err != nil {
+			return err
+		}
+		r.Identities = ids
 	}
 	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePool{}).
 		// The pool owns its instances' machines without controlling them

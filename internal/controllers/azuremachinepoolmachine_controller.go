@@ -60,7 +60,11 @@ func (r *AzureMachinePoolMachineReconciler) SetupWithManager(mgr ctrl.Manager, o
 		r.Requeue = 5 * time.Second
 	}
 	if r.Identities == nil {
-		r.Identities = newIdentities(mgr, r.Cloud, Options{})
+		ids, err := newIdentities(mgr, r.Cloud, Options{})
+		if err != nil {
+			return err
+		}
+		r.Identities = ids
 	}
 	if r.boot.slots == nil {
 		r.boot.slots = newRunCommandSlots(DefaultRunCommandConcurrency)

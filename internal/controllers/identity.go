@@ -66,7 +66,12 @@ type Identities struct {
 	// Reader reads a Secret's data from the API server, so that the
 	// manager does not cache the data of every Secret of the cluster.
 	Reader client.Reader
-	Cloud  *cloud.Cloud
+	// Watch, when set, keeps the identity Secrets in use, each through a
+	// watch of its own, so that a reconcile reads no Secret from the API
+	// server; without it each read asks the API server for the Secret's
+	// version.
+	Watch *SecretWatch
+	Cloud *cloud.Cloud
 	// FederatedTokenFile is the manager's projected service-account token
 	// for WorkloadIdentity identities (AZURE_FEDERATED_TOKEN_FILE).
 	FederatedTokenFile string
@@ -94,9 +99,13 @@ type Identities struct {
 }
 
 // newIdentities resolves identities for reconcilers built without one.
-func newIdentities(mgr ctrl.Manager, c *cloud.Cloud, o Options) *Identities {
-	return &Identities{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: c, FederatedTokenFile: o.FederatedTokenFile,
-		CustomClouds: o.CustomClouds, ManagerCredentialNamespaces: o.ManagerCredentialNamespaces}
+func newIdentities(mgr ctrl.Manager, c *cloud.Cloud, o Options) (*Identities, error) {
+	w, err := newManagerSecretWatch(mgr)
+	if err != nil {
+		return nil, err
+	}
+	return &Identities{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Watch: w, Cloud: c, FederatedTokenFile: o.FederatedTokenFile,
+		CustomClouds: o.CustomClouds, ManagerCredentialNamespaces: o.ManagerCredentialNamespaces}, nil
 }
 
 type cachedCredential struct {
@@ -353,6 +362,14 @@ func (i *Identities) secret(ctx context.Context, id *infrav1.AzureClusterIdentit
 // as soon as its watch delivers it; the data is read once per version and
 // kept for the identity Secrets in use only.
 func (i *Identities) readSecret(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {
+	if i.Watch != nil {
+		s, ok, err := i.Watch.Get(ctx, key)
+		if ok && !apierrors.IsNotFound(err) {
+			return s, err
+		}
+		// Not listed yet, or not there: a Secret created a moment ago
+		// is not reported missing before the API server says so.
+	}
 	meta := &metav1.PartialObjectMetadata{}
 	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	err := i.Client.Get(ctx, key, meta)

@@ -56,7 +56,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	// the lock that Done needs): a manager stopped mid-work then hangs for its
 	// whole grace period. The plain rate-limited queue stops cleanly.
 	opts := controller.Options{MaxConcurrentReconciles: o.Concurrency, SkipNameValidation: &o.SkipNameValidation, UsePriorityQueue: ptr.To(false)}
-	ids := newIdentities(mgr, o.Cloud, o)
+	ids, err := newIdentities(mgr, o.Cloud, o)
+	if err != nil {
+		return err
+	}
 	if err := (&AzureClusterReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
@@ -74,7 +77,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	for _, kind := range []string{"AzureMachineTemplate", "AzureMachinePool", "AzureMachine"} {
-		if err := (&AzureJSONReconciler{Client: mgr.GetClient(), Kind: kind, TenantID: o.TenantID, Credentials: ids.azureJSONCredentials(o.TenantID), IdentityClientID: ids.userAssignedClientID}).SetupWithManager(mgr, opts); err != nil {
+		if err := (&AzureJSONReconciler{Client: mgr.GetClient(), Secrets: mgr.GetCache(), Kind: kind, TenantID: o.TenantID, Credentials: ids.azureJSONCredentials(o.TenantID), IdentityClientID: ids.userAssignedClientID}).SetupWithManager(mgr, opts); err != nil {
 			return err
 		}
 	}

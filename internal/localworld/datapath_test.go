@@ -20,12 +20,12 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/doctor"
 	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
 	"github.com/winkube/winkube/netlocal/localports"
 )
 
@@ -299,7 +299,7 @@ func checkNSGRulesSurvive(ctx context.Context, t *testing.T, w *localworld.World
 	// The controllers restart (a new manager Pod): every AzureCluster is
 	// reconciled again from what Azure holds. curl answers throughout, and
 	// the cloud provider's rule is still there after that reconcile.
-	before := reconciles(t, "azurecluster")
+	before := testenv.Reconciles(t, "azurecluster")
 	stop := make(chan struct{})
 	failed := make(chan error, 1)
 	go func() {
@@ -320,7 +320,7 @@ func checkNSGRulesSurvive(ctx context.Context, t *testing.T, w *localworld.World
 		t.Fatal(err)
 	}
 	poll.Until(t, 2*time.Minute, func() string {
-		if reconciles(t, "azurecluster") <= before {
+		if testenv.Reconciles(t, "azurecluster") <= before {
 			return "the restarted controllers have not reconciled the AzureCluster yet"
 		}
 		return ""
@@ -336,29 +336,4 @@ func checkNSGRulesSurvive(ctx context.Context, t *testing.T, w *localworld.World
 		t.Fatal("the restarted controllers removed the cloud provider's rule")
 	}
 	t.Logf("%6.1fs controllers restarted: the AzureCluster reconciled again, the cloud provider's rule stayed, curl %s answered throughout", time.Since(start).Seconds(), ip)
-}
-
-// reconciles is how many reconciles the named controller has finished in
-// this process, by controller-runtime's metric (every manager of the
-// process counts in the same registry).
-func reconciles(t *testing.T, controller string) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == controller {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return n
 }

@@ -93,26 +93,40 @@ func (k *Kind[R]) Read(ctx context.Context, ref Ref) (*R, error) {
 // an ExclusiveCreate creates with If-None-Match: *, so that a resource
 // made meanwhile by someone else is not taken over.
 func Reconcile[R any](ctx context.Context, k *Kind[R], spec Spec[R], token string) (next string, done bool, err error) {
+	next, done, _, err = ReconcileFrom(ctx, k, spec, token, nil)
+	return next, done, err
+}
+
+// ReconcileFrom is Reconcile starting from the resource as the caller
+// just read it (known; nil to read it here), and returning it as read when
+// it needed no write (cur; nil when it was written or is under way): a
+// reconcile that reads a resource for its own checks and then for what it
+// holds (a NIC's address, a VM's ID) asks ARM once. CAPZ's async service
+// likewise hands back the resource it read when its parameters are nil
+// (azure/services/async/async.go CreateResource @0da94738).
+func ReconcileFrom[R any](ctx context.Context, k *Kind[R], spec Spec[R], token string, known *R) (next string, done bool, cur *R, err error) {
 	ref := spec.ResourceRef()
 	var body *R
 	putCtx := ctx
 	if token == "" {
-		existing, err := k.Read(ctx, ref)
-		if err != nil {
-			return "", false, err
+		existing := known
+		if existing == nil {
+			if existing, err = k.Read(ctx, ref); err != nil {
+				return "", false, nil, err
+			}
 		}
 		if existing != nil && spec.OwnerTags() != nil && k.Tags != nil {
 			if err := tags.CheckOwned(k.Noun, ref.Name, spec.OwnerTags(), k.Tags(existing), tags.AdoptsUnscoped(ctx)); err != nil {
-				return "", false, err
+				return "", false, nil, err
 			}
 		}
 		if body, err = spec.Parameters(existing); errors.Is(err, ErrNotYet) {
-			return "", false, nil
+			return "", false, nil, nil
 		} else if err != nil {
-			return "", false, err
+			return "", false, nil, err
 		}
 		if body == nil {
-			return "", true, nil
+			return "", true, existing, nil
 		}
 		switch {
 		case existing != nil && k.ETag != nil:
@@ -121,13 +135,14 @@ func Reconcile[R any](ctx context.Context, k *Kind[R], spec Spec[R], token strin
 			putCtx = policy.WithHTTPHeader(ctx, http.Header{"If-None-Match": []string{"*"}})
 		}
 	}
-	return Step(ctx, token, func(tok string) (Poller, error) {
+	next, done, err = Step(ctx, token, func(tok string) (Poller, error) {
 		var b R
 		if body != nil {
 			b = *body
 		}
 		return k.Put(putCtx, ref, b, tok)
 	})
+	return next, done, nil, err
 }
 
 // Remove deletes the resource without blocking; one already gone is done.

@@ -96,6 +96,14 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (strin
 	return async.Reconcile(ctx, s.kind, spec, token)
 }
 
+// ReconcileRead is Reconcile that returns the NIC it read when it was
+// already made (nil when it was just made or is under way), so that the
+// caller need not read it again for its address.
+func (s *Service) ReconcileRead(ctx context.Context, spec Spec, token string) (nic *armnetwork.Interface, next string, done bool, err error) {
+	next, done, nic, err = async.ReconcileFrom(ctx, s.kind, spec, token, nil)
+	return nic, next, done, err
+}
+
 // PrivateIP is the NIC's first private address.
 func PrivateIP(nic *armnetwork.Interface) string {
 	for _, c := range nic.Properties.IPConfigurations {

@@ -209,7 +209,14 @@ func (s *Service) Get(ctx context.Context, rg, name string) (*armcompute.Virtual
 // provisioned (or being updated after it ran), a *ProvisioningFailedError
 // when Azure reports it Failed, or the token of the creation under way.
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (vm *armcompute.VirtualMachine, next string, err error) {
-	next, done, err := async.Reconcile(ctx, s.kind, spec, token)
+	return s.ReconcileFrom(ctx, spec, token, nil)
+}
+
+// ReconcileFrom is Reconcile starting from the VM as the caller just read
+// it (existing; nil to read it here). A VM that needs nothing is returned
+// as read, not read again.
+func (s *Service) ReconcileFrom(ctx context.Context, spec Spec, token string, existing *armcompute.VirtualMachine) (vm *armcompute.VirtualMachine, next string, err error) {
+	next, done, cur, err := async.ReconcileFrom(ctx, s.kind, spec, token, existing)
 	if errors.Is(err, errFailed) {
 		return nil, "", s.failure(ctx, spec)
 	}
@@ -222,7 +229,10 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (vm *a
 	if !done {
 		return nil, next, nil
 	}
-	cur, err := s.Get(ctx, spec.ResourceGroup, spec.Name)
+	if cur != nil {
+		return cur, "", nil
+	}
+	cur, err = s.Get(ctx, spec.ResourceGroup, spec.Name)
 	return cur, "", err
 }
 

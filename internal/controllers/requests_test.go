@@ -1,0 +1,164 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/cloud"
+	"github.com/winkube/winkube/internal/controllers"
+	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
+)
+
+// apiRequests counts a manager's requests to the API server, as
+// "METHOD path", and keeps the query of each request for Secrets.
+type apiRequests struct {
+	mu      sync.Mutex
+	n       map[string]int
+	secrets []*url.URL
+}
+
+func (a *apiRequests) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		a.mu.Lock()
+		a.n[r.Method+" "+r.URL.Path]++
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/secrets") {
+			a.secrets = append(a.secrets, r.URL)
+		}
+		a.mu.Unlock()
+		return rt.RoundTrip(r)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (a *apiRequests) snapshot() map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]int, len(a.n))
+	for k, v := range a.n {
+		out[k] = v
+	}
+	return out
+}
+
+// TestProvisionedMachineRequests covers what a reconcile of a machine whose
+// VM runs costs, in a manager set up as winkube's are (Secrets read live,
+// the cache holding only clusters' Secrets): no Secret read from the API
+// server (the bootstrap data is read once, to create the VM; the
+// identity's Secret is kept by a watch of that Secret alone), no patch
+// (nothing changed), and one ARM read each of the VM and its NIC. The
+// manager watches no Secret beyond the clusters' and the identity's own.
+func TestProvisionedMachineRequests(t *testing.T) {
+	w := newEntraWorld(t)
+	const sub = "00000000-0000-0000-0000-0000000000f1"
+	sp, secret := w.principal(t, "perf", sub)
+	f := newCluster(t, "perf", withIdentity(sub, "perf", ""))
+	createIdentity(t, f.ns, "perf", sp, secret, &infrav1.AllowedNamespaces{NamespaceList: []string{f.ns}})
+
+	reqs := &apiRequests{n: map[string]int{}}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = reqs.wrap
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Client: controllers.ReadSecretsLive(client.Options{}), Cache: controllers.SecretCache(cache.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controllers.Setup(mgr, controllers.Options{Cloud: cloud.New(w.cfg), Concurrency: 4, Requeue: 50 * time.Millisecond, SkipNameValidation: true}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	f.waitClusterProvisioned(2 * time.Minute)
+	am := f.newMachine("perf-win", false, true, "1")
+	f.waitMachinesProvisioned(2*time.Minute, am.Name)
+	bootstrap := "GET /api/v1/namespaces/" + f.ns + "/secrets/" + am.Name + "-bootstrap"
+	if n := reqs.snapshot()[bootstrap]; n != 1 {
+		t.Errorf("the bootstrap data was read %d times to make one VM, want once", n)
+	}
+
+	// reconcile wakes the machine and waits for a reconcile to finish.
+	reconcile := func() {
+		t.Helper()
+		before := testenv.Reconciles(t, "azuremachine")
+		cur := &infrav1.AzureMachine{}
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), cur); err != nil {
+			t.Fatal(err)
+		}
+		p := client.MergeFrom(cur.DeepCopy())
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations["test.winkube.dev/poke"] = time.Now().Format(time.RFC3339Nano)
+		if err := env.Client.Patch(f.ctx, cur, p); err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, time.Minute, func() string {
+			if testenv.Reconciles(t, "azuremachine") <= before {
+				return "waiting for the AzureMachine's reconcile"
+			}
+			return ""
+		})
+	}
+	// What the last provisioning reconciles left to write is written.
+	reconcile()
+	reconcile()
+	api0, arm0, r0 := reqs.snapshot(), w.emu.Counters(), testenv.Reconciles(t, "azuremachine")
+	for range 3 {
+		reconcile()
+	}
+	api1, arm1, r1 := reqs.snapshot(), w.emu.Counters(), testenv.Reconciles(t, "azuremachine")
+	n := int64(r1 - r0)
+	for k, v := range api1 {
+		secretRead := strings.HasPrefix(k, "GET ") && strings.Contains(k, "/secrets/")
+		// The azure.json Secret's reconcile wakes with the machine too.
+		secretWrite := strings.HasPrefix(k, "PUT ") && strings.Contains(k, "/secrets/")
+		if d := v - api0[k]; d > 0 && (secretRead || secretWrite || strings.HasPrefix(k, "PATCH ") && strings.Contains(k, "/azuremachines/")) {
+			t.Errorf("%d reconciles of a provisioned machine sent %s %d times, want none", n, k, d)
+		}
+	}
+	// One reconcile may straddle a snapshot: its read counted, its end
+	// not.
+	for _, kind := range []string{"GET virtualMachines", "GET networkInterfaces"} {
+		if d := arm1[kind] - arm0[kind]; d > n+1 {
+			t.Errorf("%d reconciles of a provisioned machine sent %s %d times, want once each", n, kind, d)
+		}
+	}
+
+	// The manager lists and watches only clusters' Secrets (labelled),
+	// and the identity's Secret by its name in its namespace.
+	reqs.mu.Lock()
+	defer reqs.mu.Unlock()
+	for _, u := range reqs.secrets {
+		q := u.Query()
+		switch {
+		case q.Get("fieldSelector") == "metadata.name=perf-secret" && u.Path == "/api/v1/namespaces/"+f.ns+"/secrets":
+		case strings.Contains(q.Get("labelSelector"), "cluster.x-k8s.io/cluster-name") && q.Get("fieldSelector") == "":
+		default:
+			t.Errorf("the manager read Secrets beyond its clusters' and its identity's: %s", fmt.Sprint(u))
+		}
+	}
+}
