@@ -73,6 +73,14 @@ func (r *Runtime) startAccess(m *machine, b *bootdata.BootData, host netip.Addr)
 	keys, login := r.authorizedKeys(m, b)
 	disk := m.disk(login)
 	shell := &vmshell.Machine{Hostname: m.hostname(), Disk: disk, KubeletVersion: r.kubeletVersion(m), HNS: r.hns(m), Dial: r.nodeDial(m)}
+	if b != nil && b.Role == bootdata.Plain {
+		shell.Node = handHost{r, m}
+		if m.windows() {
+			if rel, err := windowsReleaseOf(m.arm.Image); err == nil {
+				shell.Build = strings.TrimPrefix(windowsBuilds[rel].build, "10.0.")
+			}
+		}
+	}
 	cfg := sshd.Config{
 		Address:        net.JoinHostPort(host.String(), strconv.Itoa(SSHPort)),
 		HostKeyFile:    filepath.Join(m.dir, "root", "etc", "ssh", "ssh_host_ed25519_key"),

@@ -66,6 +66,11 @@ func criDialError(endpoint string, windows bool) string {
 	if endpoint == "" || criEndpoints[endpoint] {
 		return ""
 	}
+	return criUnreachable(endpoint)
+}
+
+// criUnreachable is the kubelet's error for an endpoint nothing listens on.
+func criUnreachable(endpoint string) string {
 	dial := ""
 	switch {
 	case strings.HasPrefix(endpoint, "npipe://"):

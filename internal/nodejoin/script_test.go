@@ -1,6 +1,8 @@
 package nodejoin
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -95,4 +97,24 @@ func code(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// The emulator's shell is tested with the script this package renders:
+// its copy must be the template's output (regenerate it with
+// nodejoin.Script(TestdataPlan) and LeaveScript() when the template
+// changes).
+func TestShellTestdataIsTheScript(t *testing.T) {
+	s, err := Script(TestdataPlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{"join.ps1": s, "leave.ps1": LeaveScript()} {
+		got, err := os.ReadFile(filepath.Join("..", "..", "emulator", "machines", "vmshell", "testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("emulator/machines/vmshell/testdata/%s is not what the template renders: regenerate it", file)
+		}
+	}
 }
