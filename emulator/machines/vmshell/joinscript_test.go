@@ -128,7 +128,9 @@ func TestJoinScriptPreflightFailures(t *testing.T) {
 		t.Errorf("16-character host name: status %d\n%s", code, out)
 	}
 	m, _ = plainWindows(t, "byo-win-1")
-	m.Dial = func(context.Context, string) (net.Conn, error) { return nil, &net.OpError{Op: "dial", Err: os.ErrDeadlineExceeded} }
+	m.Dial = func(context.Context, string) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Err: os.ErrDeadlineExceeded}
+	}
 	out, _, code = run(m, script(t, "join.ps1"))
 	if code != 1 || !strings.Contains(out, "winkube: FAILED: the API server 127.0.0.9:6443 does not answer on TCP 6443 from this machine") {
 		t.Errorf("unreachable API server: status %d\n%s", code, out)
