@@ -27,6 +27,10 @@ var removedKubeletFlags = map[string]string{
 	"azure-container-registry-config": "v1.30.0",
 	// --cloud-config: 1.34 (Azure/karpenter-provider-azure#1258).
 	"cloud-config": "v1.34.0",
+	// --pod-infra-container-image: 1.35, an urgent upgrade note
+	// (kubernetes/kubernetes CHANGELOG/CHANGELOG-1.35.md @8a84988bd671,
+	// kubernetes#133779); the sandbox image is containerd's to set.
+	"pod-infra-container-image": "v1.35.0",
 }
 
 // unknownKubeletFlag is the first of the kubelet's extra args its version
