@@ -1,6 +1,7 @@
 package machines
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -94,6 +95,16 @@ func (h handHost) KubeadmJoin(_ context.Context, j vmshell.HandJoin, print func(
 	if err != nil {
 		return fail(err)
 	}
+	// The runtime knows a cluster by its controlPlaneEndpoint; the address
+	// the script was given (cluster-info's or --api-server) may be another
+	// name of it: the cluster's CA says which.
+	r.mu.Lock()
+	for ep, wc := range r.clusters {
+		if wc.admin != nil && len(cfg.CAData) > 0 && bytes.Equal(bytes.TrimSpace(wc.admin.CAData), bytes.TrimSpace(cfg.CAData)) {
+			m.endpoint = ep
+		}
+	}
+	r.mu.Unlock()
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fail(err)
@@ -110,7 +121,7 @@ func (h handHost) KubeadmReset(_ context.Context, print func(string)) int {
 	r, m := h.r, h.m
 	r.mu.Lock()
 	k := m.kubelet
-	m.kubelet, m.kubeletVersion = nil, ""
+	m.kubelet, m.kubeletVersion, m.proxyNode = nil, "", nil
 	r.mu.Unlock()
 	if k != nil {
 		print("[reset] Stopping the kubelet service")
