@@ -303,12 +303,3 @@ if ($LASTEXITCODE -ne 0) { Stop-Join "kubeadm join failed (exit $LASTEXITCODE)" 
 Write-Output '` + StepPrefix + `done'
 Stop-Transcript | Out-Null
 `))
-
-// TestdataPlan is the plan of the join script the emulator's shell is
-// tested with (emulator/machines/vmshell/testdata/join.ps1, which
-// TestShellTestdataIsTheScript keeps in step with the template).
-var TestdataPlan = Plan{
-	NodeName: "byo-win-1", WindowsVersion: infrav1.WindowsServer2022, KubernetesVersion: "v1.36.3", ContainerdVersion: "1.7.25",
-	PauseImage: "registry.k8s.io/pause:3.10", APIServer: "127.0.0.9:6443", Token: "abcdef.0123456789abcdef",
-	CAHash: "sha256:0000000000000000000000000000000000000000000000000000000000000000", CNI: "calico", CloudTaint: true,
-}

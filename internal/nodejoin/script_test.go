@@ -101,10 +101,10 @@ func code(s string) string {
 
 // The emulator's shell is tested with the script this package renders:
 // its copy must be the template's output (regenerate it with
-// nodejoin.Script(TestdataPlan) and LeaveScript() when the template
+// nodejoin.Script(testdataPlan) and LeaveScript() when the template
 // changes).
 func TestShellTestdataIsTheScript(t *testing.T) {
-	s, err := Script(TestdataPlan)
+	s, err := Script(testdataPlan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,4 +117,13 @@ func TestShellTestdataIsTheScript(t *testing.T) {
 			t.Errorf("emulator/machines/vmshell/testdata/%s is not what the template renders: regenerate it", file)
 		}
 	}
+}
+
+// testdataPlan is the plan of the join script the emulator's shell is
+// tested with (emulator/machines/vmshell/testdata/join.ps1, which
+// TestShellTestdataIsTheScript keeps in step with the template).
+var testdataPlan = Plan{
+	NodeName: "byo-win-1", WindowsVersion: infrav1.WindowsServer2022, KubernetesVersion: "v1.36.3", ContainerdVersion: "1.7.25",
+	PauseImage: "registry.k8s.io/pause:3.10", APIServer: "127.0.0.9:6443", Token: "abcdef.0123456789abcdef",
+	CAHash: "sha256:0000000000000000000000000000000000000000000000000000000000000000", CNI: "calico", CloudTaint: true,
 }
