@@ -101,7 +101,7 @@ func code(s string) string {
 
 // The emulator's shell is tested with the script this package renders:
 // its copy must be the template's output (regenerate it with
-// nodejoin.Script(testdataPlan) and LeaveScript() when the template
+// Script(testdataPlan) and LeaveScript() when the template
 // changes).
 func TestShellTestdataIsTheScript(t *testing.T) {
 	s, err := Script(testdataPlan)
