@@ -219,7 +219,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, runner Runner, out io
 
 // lockedWriter lets an SSH session's stdout and stderr, which its client
 // copies in two goroutines, share one writer that is not safe for
-// concurrent writes (a buffer).
+// concurrent use: given a bytes.Buffer, io.Copy calls its ReadFrom, and
+// the stderr copy, ending last, cut what stdout wrote meanwhile.
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
