@@ -73,6 +73,14 @@ func (r *Runtime) startAccess(m *machine, b *bootdata.BootData, host netip.Addr)
 	keys, login := r.authorizedKeys(m, b)
 	disk := m.disk(login)
 	shell := &vmshell.Machine{Hostname: m.hostname(), Disk: disk, KubeletVersion: r.kubeletVersion(m), HNS: r.hns(m), Dial: r.nodeDial(m)}
+	if b != nil && b.Role == bootdata.Plain {
+		shell.Node = handHost{r, m}
+		if m.windows() {
+			if rel, err := windowsReleaseOf(m.arm.Image); err == nil {
+				shell.Build = strings.TrimPrefix(windowsBuilds[rel].build, "10.0.")
+			}
+		}
+	}
 	cfg := sshd.Config{
 		Address:        net.JoinHostPort(host.String(), strconv.Itoa(SSHPort)),
 		HostKeyFile:    filepath.Join(m.dir, "root", "etc", "ssh", "ssh_host_ed25519_key"),
@@ -114,6 +122,19 @@ func (r *Runtime) startAccess(m *machine, b *bootdata.BootData, host netip.Addr)
 		n += len(ks)
 	}
 	m.logs.Write(vmdisk.Boot, "ssh: listening on %s, %d authorized key(s), password login disabled", srv.Addr(), n)
+	if b != nil && b.Role == bootdata.Plain {
+		// A plain VM is reached as 'az vm create' leaves it: on its NIC's
+		// public address, here its SSH port only.
+		for _, pip := range m.arm.PublicIPs {
+			front, backend := net.JoinHostPort(pip, strconv.Itoa(SSHPort)), net.JoinHostPort(host.String(), strconv.Itoa(SSHPort))
+			if err := r.opts.Network.AddBackend(front, backend); err != nil {
+				return fmt.Errorf("public IP %s: %w", pip, err)
+			}
+			r.mu.Lock()
+			m.nat = append(m.nat, [2]string{front, backend})
+			r.mu.Unlock()
+		}
+	}
 	for _, nat := range m.arm.InboundNAT {
 		backend := net.JoinHostPort(host.String(), strconv.Itoa(nat.BackendPort))
 		if err := r.opts.Network.AddBackend(nat.Frontend, backend); err != nil {

@@ -83,34 +83,64 @@ func (r *Runtime) runKubeadmJoin(ctx context.Context, m *machine, args []string,
 		return errors.New("JoinConfiguration has no bootstrapToken discovery: file discovery is not supported by winkube's machine runtime")
 	}
 	m.endpoint = bt.APIServerEndpoint
+	cfg, err := r.joinPhases(ctx, m, joinRun{
+		disc: join.Discovery{Endpoint: bt.APIServerEndpoint, Token: bt.Token, CACertHashes: bt.CACertHashes, UnsafeSkipCAVerification: bt.UnsafeSkipCAVerification},
+		reg:  j.NodeRegistration, criErr: criDialError(j.NodeRegistration.CRISocket, m.windows()),
+		discoveryTimeout: timeoutOr(j.Timeouts.Discovery, r.opts.JoinTimeout), healthTimeout: timeoutOr(j.Timeouts.KubeletHealthCheck, r.opts.KubeletHealthCheckTimeout),
+		kubeletVersion: kubeletVersionOf(m.arm.Image),
+	}, print)
+	if err != nil {
+		return err
+	}
+	out.cfg, out.reg = cfg, j.NodeRegistration
+	return nil
+}
+
+// joinRun is one kubeadm join's inputs once its configuration is read.
+type joinRun struct {
+	disc join.Discovery
+	reg  bootdata.NodeRegistration
+	// criErr is why the kubelet cannot reach the container runtime ("":
+	// it can).
+	criErr                          string
+	discoveryTimeout, healthTimeout time.Duration
+	// kubeletVersion is the installed kubelet's; "": the cluster's.
+	kubeletVersion string
+}
+
+// joinPhases are kubeadm join's preflight, discovery, kubelet-start and
+// TLS bootstrap; it returns the node's credentials, written to the
+// machine's kubelet.conf.
+func (r *Runtime) joinPhases(ctx context.Context, m *machine, jr joinRun, print func(string)) (*rest.Config, error) {
+	bt := jr.disc
 	print("[preflight] Running pre-flight checks")
 	// kubeadm's preflight only warns when it cannot reach the runtime; the
 	// kubelet is the one that stops on it.
-	criErr := criDialError(j.NodeRegistration.CRISocket, m.windows())
+	criErr := jr.criErr
 	if criErr != "" {
 		print("[preflight] WARNING: Couldn't create the interface used for talking to the container runtime: failed to create new CRI runtime service: " + criErr)
 	}
-	r.event(m, "discovering the cluster at "+bt.APIServerEndpoint)
-	dctx, cancel := context.WithTimeout(ctx, timeoutOr(j.Timeouts.Discovery, r.opts.JoinTimeout))
+	r.event(m, "discovering the cluster at "+bt.Endpoint)
+	dctx, cancel := context.WithTimeout(ctx, jr.discoveryTimeout)
 	defer cancel()
-	cl, err := join.Discover(dctx, join.Discovery{Endpoint: bt.APIServerEndpoint, Token: bt.Token, CACertHashes: bt.CACertHashes, UnsafeSkipCAVerification: bt.UnsafeSkipCAVerification})
+	cl, err := join.Discover(dctx, bt)
 	if err != nil {
-		return fmt.Errorf("error execution phase preflight: couldn't validate the identity of the API Server: %w", err)
+		return nil, fmt.Errorf("error execution phase preflight: couldn't validate the identity of the API Server: %w", err)
 	}
 	print("[kubelet-start] Writing kubelet configuration to file \"" + kubeletFile(m.windows(), "config.yaml") + "\"")
 	print("[kubelet-start] Writing kubelet environment file with flags to file \"" + kubeletFile(m.windows(), "kubeadm-flags.env") + "\"")
 	print("[kubelet-start] Starting the kubelet")
-	kubeletVersion := kubeletVersionOf(m.arm.Image)
+	kubeletVersion := jr.kubeletVersion
 	if kubeletVersion == "" {
 		kubeletVersion = serverVersion(&rest.Config{Host: cl.Server, BearerToken: bt.Token, TLSClientConfig: rest.TLSClientConfig{CAData: cl.CAData}, Timeout: 10 * time.Second})
 	}
 	exit := ""
-	if flag := unknownKubeletFlag(j.NodeRegistration, kubeletVersion); flag != "" {
+	if flag := unknownKubeletFlag(jr.reg, kubeletVersion); flag != "" {
 		exit = "failed to parse kubelet flag: unknown flag: " + flag
 	} else if criErr != "" {
 		exit = "failed to run Kubelet: " + criErr
 	}
-	timeout := timeoutOr(j.Timeouts.KubeletHealthCheck, r.opts.KubeletHealthCheckTimeout)
+	timeout := jr.healthTimeout
 	print(fmt.Sprintf("[kubelet-check] Waiting for a healthy kubelet at http://127.0.0.1:10248/healthz. This can take up to %v", timeout))
 	if exit != "" {
 		// The kubelet exits at once (component-base/cli/run.go logs the
@@ -120,7 +150,7 @@ func (r *Runtime) runKubeadmJoin(ctx context.Context, m *machine, args []string,
 		start := time.Now()
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(timeout):
 		}
 		print(fmt.Sprintf("[kubelet-check] The kubelet is not healthy after %v", time.Since(start)))
@@ -128,24 +158,23 @@ func (r *Runtime) runKubeadmJoin(ctx context.Context, m *machine, args []string,
 		for _, l := range strings.Split(kubeadmJoinFailMsg(healthz, m.windows()), "\n") {
 			print(l)
 		}
-		return fmt.Errorf("error execution phase kubelet-start: %s", healthz)
+		return nil, fmt.Errorf("error execution phase kubelet-start: %s", healthz)
 	}
 	print("[kubelet-check] The kubelet is healthy after 501.2ms")
 	print("[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap")
 	r.event(m, "requesting the node's client certificate (TLS bootstrap)")
 	creds, err := join.Bootstrap(dctx, cl, bt.Token, m.nodeName)
 	if err != nil {
-		return fmt.Errorf("error execution phase kubelet-start: %w", err)
+		return nil, fmt.Errorf("error execution phase kubelet-start: %w", err)
 	}
 	if err := creds.WriteKubeconfig(filepath.Join(m.dir, "root", "etc", "kubernetes", "kubelet.conf"), cl, m.nodeName); err != nil {
-		return err
+		return nil, err
 	}
 	print("")
 	print("This node has joined the cluster:")
 	print("* Certificate signing request was sent to apiserver and a response was received.")
 	print("* The Kubelet was informed of the new secure connection details.")
-	out.cfg, out.reg = creds.Config(cl), j.NodeRegistration
-	return nil
+	return creds.Config(cl), nil
 }
 
 // kubeadmJoinFailMsg is kubeadm's message when the kubelet does not come

@@ -27,6 +27,10 @@ var removedKubeletFlags = map[string]string{
 	"azure-container-registry-config": "v1.30.0",
 	// --cloud-config: 1.34 (Azure/karpenter-provider-azure#1258).
 	"cloud-config": "v1.34.0",
+	// --pod-infra-container-image: 1.35, an urgent upgrade note
+	// (kubernetes/kubernetes CHANGELOG/CHANGELOG-1.35.md @8a84988bd671,
+	// kubernetes#133779); the sandbox image is containerd's to set.
+	"pod-infra-container-image": "v1.35.0",
 }
 
 // unknownKubeletFlag is the first of the kubelet's extra args its version
@@ -66,6 +70,11 @@ func criDialError(endpoint string, windows bool) string {
 	if endpoint == "" || criEndpoints[endpoint] {
 		return ""
 	}
+	return criUnreachable(endpoint)
+}
+
+// criUnreachable is the kubelet's error for an endpoint nothing listens on.
+func criUnreachable(endpoint string) string {
 	dial := ""
 	switch {
 	case strings.HasPrefix(endpoint, "npipe://"):

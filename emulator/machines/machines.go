@@ -129,6 +129,13 @@ type machine struct {
 	sshd           *sshd.Server
 	nat            [][2]string // frontend, backend
 	kubeletVersion string
+	// ctx and host are a plain machine's boot context and host address,
+	// for the kubelet a join by hand starts (handjoin.go).
+	ctx  context.Context
+	host netip.Addr
+	// containerd is the containerd release a join by hand installed; ""
+	// for the node image's.
+	containerd string
 }
 
 // workloadCluster is what the runtime keeps per control-plane endpoint.
@@ -247,6 +254,8 @@ func (r *Runtime) boot(ctx context.Context, m *machine) error {
 		return fmt.Errorf("cloud-init: %w", perr)
 	}
 	switch b.Role {
+	case bootdata.Plain:
+		return r.bootPlain(ctx, m, b, host)
 	case bootdata.Init:
 		return r.bootControlPlane(ctx, m, b, host, nil)
 	case bootdata.JoinControlPlane:
@@ -409,6 +418,9 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 	info := corev1.NodeSystemInfo{
 		OperatingSystem: "linux", Architecture: "amd64", OSImage: "Ubuntu 24.04.1 LTS", KernelVersion: "6.8.0-1021-azure",
 		ContainerRuntimeVersion: "containerd://1.7.24", MachineID: machineID(am.ID), SystemUUID: machineID(am.ID + "/uuid"), BootID: machineID(am.ID + time.Now().String()),
+	}
+	if m.containerd != "" {
+		info.ContainerRuntimeVersion = "containerd://" + m.containerd
 	}
 	// With --cloud-provider=external the kubelet leaves the cloud's labels
 	// (region, zone, instance type) to the cloud node manager.

@@ -19,12 +19,20 @@ var windowsBuilds = map[string]struct{ build, revision, name string }{
 	"2025": {"10.0.26100", "2314", "Windows Server 2025 Datacenter"},
 }
 
+var serverSKU = regexp.MustCompile(`^(2019|2022|2025)-`)
+
 var windowsRelease = regexp.MustCompile(`(?i)win(?:dows)?-?(2019|2022|2025)`)
 
 // windowsReleaseOf reads the Windows Server release from the image: the
 // SKU (windows-2022-containerd-gen1, k8s-1dot22dot1-windows-2019-...) or
 // a gallery image's definition name (capi-win-2022-containerd).
 func windowsReleaseOf(img arm.ImageReference) (string, error) {
+	// Microsoft's own images name the release first in their SKU
+	// (2022-datacenter-g2), as 'az vm image list --publisher
+	// MicrosoftWindowsServer' shows.
+	if m := serverSKU.FindStringSubmatch(img.SKU); m != nil && strings.EqualFold(img.Publisher, "MicrosoftWindowsServer") {
+		return m[1], nil
+	}
 	for _, s := range []string{img.SKU, img.ID, img.CommunityGalleryImageID, img.SharedGalleryImageID, img.Offer} {
 		if m := windowsRelease.FindStringSubmatch(s); m != nil {
 			return m[1], nil

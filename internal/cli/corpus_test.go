@@ -111,6 +111,11 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"node", "join", "byo-win-1", "--windows-version", "2016"}, []string{"--windows-version", "2022"}},
 		{[]string{"node", "join", "byo-win-1", "--containerd-version", "v1.7.25"}, []string{"--containerd-version", "1.7.25"}},
 		{[]string{"node", "join", "byo-win-1", "--api-server", "10.0.0.4"}, []string{"--api-server", "host:port"}},
+		// machine
+		{[]string{"machine", "create"}, []string{"NAME"}},
+		{[]string{"machine", "create", "byo-windows-0001"}, []string{"NAME", "15"}},
+		{[]string{"machine", "create", "byo-win-1", "--windows", "2016"}, []string{"--windows", "2022"}},
+		{[]string{"machine", "delete", "a", "b"}, []string{"drop b"}},
 		{[]string{"ssh", "node-a", "hostname"}, []string{"--"}},
 		{[]string{"ssh", "--state-dir", missingWorld, "node-a", "--", "hostname"}, []string{"--state-dir"}},
 		{[]string{"rdp"}, []string{"MACHINE|NODE"}},

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/azure/machinelogs"
@@ -62,24 +63,36 @@ func (o *accessOptions) runCommand(ctx context.Context, c client.Client, ns, nam
 	if err != nil {
 		return nil, runCommandRunner{}, err
 	}
+	svc, err := clusterServices(ctx, c, m.cluster, o.stateDir, clouds)
+	if err != nil {
+		return nil, runCommandRunner{}, err
+	}
+	return m, runCommandRunner{ctx: ctx, logs: svc.BootLogs, target: m.target}, nil
+}
+
+// clusterServices is Azure as the cluster's identity reaches it: in the
+// local world's Azure (arm-endpoint.json in stateDir) when stateDir is
+// set, else in the cloud the cluster names.
+func clusterServices(ctx context.Context, c client.Client, ac *infrav1.AzureCluster, stateDir string, clouds []cloud.CustomCloud) (*cloud.Services, error) {
 	cfg := endpoint.Config{}
-	if o.stateDir != "" {
-		if cfg, err = localworld.ReadARMEndpoint(filepath.Join(o.stateDir, localworld.ARMEndpointFile)); err != nil {
-			return nil, runCommandRunner{}, err
+	var err error
+	if stateDir != "" {
+		if cfg, err = localworld.ReadARMEndpoint(filepath.Join(stateDir, localworld.ARMEndpointFile)); err != nil {
+			return nil, err
 		}
-	} else if m.cluster.Spec.IdentityRef == nil {
+	} else if ac.Spec.IdentityRef == nil {
 		// A cluster without an identity is the manager's own credential's;
 		// here that is the user's (az login, environment, managed identity).
 		if cfg.Credential, err = azidentity.NewDefaultAzureCredential(nil); err != nil {
-			return nil, runCommandRunner{}, fmt.Errorf("AzureCluster %s has no identityRef, and no Azure credential of yours was found (az login, or AZURE_CLIENT_ID and AZURE_CLIENT_SECRET): %w", m.cluster.Name, err)
+			return nil, fmt.Errorf("AzureCluster %s has no identityRef, and no Azure credential of yours was found (az login, or AZURE_CLIENT_ID and AZURE_CLIENT_SECRET): %w", ac.Name, err)
 		}
 	}
 	// Without an identityRef the credential is the user's own: it may
 	// serve any namespace the user's kubeconfig reaches.
 	ids := &controllers.Identities{Client: c, Reader: c, Cloud: cloud.New(cfg), CustomClouds: clouds, ManagerCredentialNamespaces: []string{controllers.AllNamespaces}}
-	svc, err := ids.Services(ctx, m.cluster)
+	svc, err := ids.Services(ctx, ac)
 	if err != nil {
-		return nil, runCommandRunner{}, fmt.Errorf("acting as the identity of AzureCluster %s: %w", m.cluster.Name, err)
+		return nil, fmt.Errorf("acting as the identity of AzureCluster %s: %w", ac.Name, err)
 	}
-	return m, runCommandRunner{ctx: ctx, logs: svc.BootLogs, target: m.target}, nil
+	return svc, nil
 }

@@ -55,7 +55,8 @@ func Leave(ctx context.Context, cs kubernetes.Interface, node string, runner Run
 	}
 	if runner != nil {
 		fmt.Fprintf(out, "winkube: resetting %s (kubeadm reset, kubelet and containerd services, files)\n", node)
-		if err := runner.Run(EncodedCommand(LeaveScript()), out, out); err != nil {
+		sout := &lockedWriter{w: out}
+		if err := runner.Run(EncodedCommand(LeaveScript()), sout, sout); err != nil {
 			return fmt.Errorf("resetting the machine %s: %w (the node stays in the cluster, cordoned: fix and run node leave again)", node, err)
 		}
 	}

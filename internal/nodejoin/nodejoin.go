@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf16"
 
@@ -181,7 +182,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, runner Runner, out io
 	}
 	fmt.Fprintf(out, "winkube: running the join script on %s (its transcript: %s)\n", o.Node, TranscriptPath)
 	var transcript bytes.Buffer
-	if err := runner.Run(EncodedCommand(res.Script), io.MultiWriter(out, &transcript), out); err != nil {
+	sout := &lockedWriter{w: out}
+	if err := runner.Run(EncodedCommand(res.Script), io.MultiWriter(sout, &transcript), sout); err != nil {
 		step, failure := FailedStep(transcript.String())
 		res.Diagnosis = Diagnose(runner, diagnosisLines)
 		fmt.Fprint(out, res.Diagnosis)
@@ -213,6 +215,21 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, runner Runner, out io
 	}
 	fmt.Fprintf(out, "winkube: node %s is Ready, with kube-proxy and the CNI running\n", res.Plan.NodeName)
 	return res, nil
+}
+
+// lockedWriter lets an SSH session's stdout and stderr, which its client
+// copies in two goroutines, share one writer that is not safe for
+// concurrent use: given a bytes.Buffer, io.Copy calls its ReadFrom, and
+// the stderr copy, ending last, cut what stdout wrote meanwhile.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // diagnosisLines is how much of each log a diagnosis shows.

@@ -1,6 +1,8 @@
 package nodejoin
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -95,4 +97,33 @@ func code(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// The emulator's shell is tested with the script this package renders:
+// its copy must be the template's output (regenerate it with
+// Script(testdataPlan) and LeaveScript() when the template
+// changes).
+func TestShellTestdataIsTheScript(t *testing.T) {
+	s, err := Script(testdataPlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{"join.ps1": s, "leave.ps1": LeaveScript()} {
+		got, err := os.ReadFile(filepath.Join("..", "..", "emulator", "machines", "vmshell", "testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("emulator/machines/vmshell/testdata/%s is not what the template renders: regenerate it", file)
+		}
+	}
+}
+
+// testdataPlan is the plan of the join script the emulator's shell is
+// tested with (emulator/machines/vmshell/testdata/join.ps1, which
+// TestShellTestdataIsTheScript keeps in step with the template).
+var testdataPlan = Plan{
+	NodeName: "byo-win-1", WindowsVersion: infrav1.WindowsServer2022, KubernetesVersion: "v1.36.3", ContainerdVersion: "1.7.25",
+	PauseImage: "registry.k8s.io/pause:3.10", APIServer: "127.0.0.9:6443", Token: "abcdef.0123456789abcdef",
+	CAHash: "sha256:0000000000000000000000000000000000000000000000000000000000000000", CNI: "calico", CloudTaint: true,
 }

@@ -23,11 +23,12 @@ import (
 	"github.com/winkube/winkube/internal/nodessh"
 )
 
-// Over a machine's SSH the script goes as one -EncodedCommand; when the
-// machine's shell cannot run it, the join fails saying so and the
-// diagnosis shows the last lines of the machine's transcript and kubelet
-// log, read over the same SSH. The machine is an emulated Windows one,
-// whose shell runs no PowerShell script: the refusal is its own.
+// Over a machine's SSH the script goes as one -EncodedCommand; when it
+// stops on the machine, the join fails naming the step and the script's
+// own failure, and the diagnosis shows the last lines of the machine's
+// transcript and kubelet log, read over the same SSH. The machine is an
+// emulated Windows Server 2022 one that cannot reach the API server: its
+// shell runs the script's steps, and the preflight step stops it.
 func TestJoinOverSSHDiagnosesAFailedScript(t *testing.T) {
 	kubeconfig := nodejoin.KubeadmClusterForCLI(t)
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -60,7 +61,7 @@ func TestJoinOverSSHDiagnosesAFailedScript(t *testing.T) {
 	}
 	srv, err := sshd.Start(sshd.Config{Address: "127.0.0.1:0", HostKeyFile: filepath.Join(dir, "hostkey"),
 		AuthorizedKeys: map[string][]ssh.PublicKey{"capi": {key.PublicKey()}},
-		Shell:          &vmshell.Machine{Hostname: "byo-win-1", Disk: disk}})
+		Shell:          &vmshell.Machine{Hostname: "byo-win-1", Disk: disk, Build: "20348"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +76,13 @@ func TestJoinOverSSHDiagnosesAFailedScript(t *testing.T) {
 
 	var out bytes.Buffer
 	res, err := nodejoin.Run(context.Background(), cfg, nodejoin.Options{Node: "byo-win-1", WindowsVersion: infrav1.WindowsServer2022, Wait: time.Minute}, conn, &out)
-	if err == nil || !strings.Contains(err.Error(), "the join script failed on byo-win-1") {
-		t.Fatalf("join on a machine whose shell runs no PowerShell script: %v\n%s", err, out.String())
+	if err == nil || !strings.Contains(err.Error(), "the join script failed on byo-win-1 in step preflight") ||
+		!strings.Contains(err.Error(), "does not answer on TCP") {
+		t.Fatalf("join on a machine that cannot reach the API server: %v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), `cannot run "a script of`) || !strings.Contains(err.Error(), "before its first step") {
-		t.Errorf("the machine's own refusal is not shown (%v):\n%s", err, out.String())
+	// The session's stdout and stderr both reach out, whole.
+	if !strings.Contains(out.String(), "winkube-step: preflight\nwinkube: FAILED: the API server") {
+		t.Errorf("the script's output over SSH is not whole (%v):\n%s", err, out.String())
 	}
 	for _, want := range []string{"last 20 lines of " + nodejoin.TranscriptPath, "FAILED: downloading containerd failed", "unknown flag: --pod-infra-container-image"} {
 		if !strings.Contains(res.Diagnosis, want) {

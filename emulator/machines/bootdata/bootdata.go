@@ -49,6 +49,11 @@ const (
 	JoinControlPlane Role = "join-control-plane"
 	// Join is a worker (kubeadm join).
 	Join Role = "join"
+	// Plain is a machine no Cluster API object made: its cloud-config
+	// only creates users and writes files (no runcmd), as a user's own
+	// 'az vm create --custom-data' does; it boots to a login and joins a
+	// cluster only if someone joins it by hand.
+	Plain Role = "plain"
 )
 
 // BootData is the boot plan a machine's custom data describes.
@@ -191,6 +196,10 @@ func (b *BootData) readKubeadm() error {
 		case strings.Contains(c, "kubeadm join"):
 			b.Role, path = Join, JoinConfigPath
 		}
+	}
+	if b.Role == "" && len(b.RunCmd) == 0 && len(b.Users) > 0 {
+		b.Role = Plain
+		return nil
 	}
 	if b.Role == "" {
 		return fmt.Errorf("custom data runs no kubeadm init or kubeadm join: it is not bootstrap data of Cluster API's kubeadm provider")

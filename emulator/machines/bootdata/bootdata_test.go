@@ -186,3 +186,16 @@ func TestUndecodableFilesAreTheAgentsBusiness(t *testing.T) {
 		t.Errorf("/z: %+v", z)
 	}
 }
+
+// A cloud-config that only creates users (a user's own VM, such as
+// 'winkube machine create' makes) is a plain machine, not broken
+// bootstrap data; one that runs commands but no kubeadm still is.
+func TestUsersOnlyCloudConfigIsAPlainMachine(t *testing.T) {
+	b, err := bootdata.Parse([]byte("#cloud-config\nusers:\n- name: capi\n  groups: Administrators\n  ssh_authorized_keys:\n  - ssh-ed25519 AAAA test\n"), bootdata.Metadata{})
+	if err != nil || b.Role != bootdata.Plain || len(b.Users) != 1 || b.Users[0].SSHAuthorizedKeys[0] != "ssh-ed25519 AAAA test" {
+		t.Fatalf("users-only cloud-config: %+v, %v; want a plain machine with its user", b, err)
+	}
+	if _, err := bootdata.Parse([]byte("#cloud-config\nusers:\n- name: capi\nruncmd:\n- echo hello\n"), bootdata.Metadata{}); err == nil || !strings.Contains(err.Error(), "runs no kubeadm") {
+		t.Errorf("runcmd without kubeadm: %v, want it refused as before", err)
+	}
+}

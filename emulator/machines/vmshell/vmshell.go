@@ -42,6 +42,14 @@ type Machine struct {
 	// do (curl); nil before the machine has a network.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 
+	// Build is a Windows machine's OS build ("20348"), as
+	// [Environment]::OSVersion.Version.Build gives it.
+	Build string
+	// Node is the machine runtime's side of a machine no Cluster API
+	// object made, which a join script run in its shell joins (nil on a
+	// Cluster API node: its kubeadm ran at boot).
+	Node NodeHost
+
 	// cmd: the session is cmd.exe's (started as 'cmd.exe'), which knows
 	// cmd's names only (type, dir), not PowerShell's.
 	cmd bool
@@ -108,6 +116,9 @@ func (m *Machine) Run(line string, out, errw io.Writer) int {
 	line = strings.TrimSpace(line)
 	if line == "" {
 		return 0
+	}
+	if code, ok := m.runSteps(line, out); ok {
+		return code
 	}
 	if n := strings.Count(line, "\n") + 1; n > 1 {
 		// A whole script (powershell -EncodedCommand's): the shell runs

@@ -21,7 +21,10 @@ type Spec struct {
 	Accelerated    bool
 	// IPForwarding lets the NIC carry other addresses' traffic.
 	IPForwarding bool
-	Tags         map[string]*string
+	// PublicIPID gives the NIC a public address of its own (a plain VM's,
+	// as 'az vm create' makes one).
+	PublicIPID string
+	Tags       map[string]*string
 }
 
 // ResourceRef makes a Spec an async.Spec.
@@ -44,6 +47,9 @@ func (s Spec) Parameters(existing *armnetwork.Interface) (*armnetwork.Interface,
 	}
 	for _, id := range s.BackendPoolIDs {
 		ipc.LoadBalancerBackendAddressPools = append(ipc.LoadBalancerBackendAddressPools, &armnetwork.BackendAddressPool{ID: to.Ptr(id)})
+	}
+	if s.PublicIPID != "" {
+		ipc.PublicIPAddress = &armnetwork.PublicIPAddress{ID: to.Ptr(s.PublicIPID)}
 	}
 	for _, id := range s.NatRuleIDs {
 		ipc.LoadBalancerInboundNatRules = append(ipc.LoadBalancerInboundNatRules, &armnetwork.InboundNatRule{ID: to.Ptr(id)})

@@ -1,0 +1,135 @@
+package machines
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/winkube/winkube/emulator/machines/bootagent"
+	"github.com/winkube/winkube/emulator/machines/bootdata"
+	"github.com/winkube/winkube/emulator/machines/join"
+	"github.com/winkube/winkube/emulator/machines/vmshell"
+)
+
+// bootPlain boots a machine no Cluster API object made: cloudbase-init
+// (or cloud-init) creates its users and writes its files, and the machine
+// waits for a login. A feature installed before a restart is installed
+// now. It becomes a node only when a join script run in its shell calls
+// kubeadm join (handHost).
+func (r *Runtime) bootPlain(ctx context.Context, m *machine, b *bootdata.BootData, host netip.Addr) error {
+	agent := &bootagent.Agent{Windows: m.windows(), Disk: m.disk(""), Logs: m.logs}
+	agent.Run(ctx, b)
+	sh := &vmshell.Machine{Disk: m.disk("")}
+	if err := sh.Restarted(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	m.ctx, m.host = ctx, host
+	r.mu.Unlock()
+	r.event(m, "booted: its boot data creates users and runs no kubeadm; it is no node until joined by hand")
+	return nil
+}
+
+// handHost is a plain machine's kubeadm, which the join script's steps
+// run in its shell.
+type handHost struct {
+	r *Runtime
+	m *machine
+}
+
+var _ vmshell.NodeHost = handHost{}
+
+// kubeletConf is where kubeadm join leaves the node's credentials.
+func (m *machine) kubeletConf() string {
+	return filepath.Join(m.dir, "root", "etc", "kubernetes", "kubelet.conf")
+}
+
+// KubeadmJoin runs kubeadm join's phases as a worker's boot does and
+// starts the node's kubelet with what the script installed: its version,
+// its flags, containerd's release.
+func (h handHost) KubeadmJoin(_ context.Context, j vmshell.HandJoin, print func(string)) int {
+	r, m := h.r, h.m
+	r.mu.Lock()
+	ctx, host := m.ctx, m.host
+	r.mu.Unlock()
+	if ctx == nil {
+		print("winkube: the machine has not finished booting")
+		return 1
+	}
+	fail := func(err error) int {
+		print(err.Error())
+		print("To see the stack trace of this error execute with --v=5 or higher")
+		return 1
+	}
+	if _, err := os.Stat(m.kubeletConf()); err == nil {
+		// kubeadm's preflight FileAvailable check
+		// (cmd/kubeadm/app/preflight/checks.go).
+		return fail(errors.New("error execution phase preflight: [preflight] Some fatal errors occurred:\n\t[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: /etc/kubernetes/kubelet.conf already exists"))
+	}
+	reg := bootdata.NodeRegistration{Name: strings.ToLower(j.NodeName), CRISocket: j.CRISocket}
+	for _, a := range j.KubeletArgs {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		reg.KubeletExtraArgs = append(reg.KubeletExtraArgs, bootdata.Arg{Name: name, Value: strings.Trim(value, "`\"")})
+	}
+	criErr := criDialError(j.CRISocket, true)
+	if criErr == "" && (j.ContainerdVersion == "" || !j.ContainersFeature) {
+		// No containerd service, or one that cannot run containers
+		// without the feature: nothing serves its pipe.
+		criErr = criUnreachable(j.CRISocket)
+	}
+	m.nodeName = reg.Name
+	m.endpoint = j.APIServer
+	m.containerd = j.ContainerdVersion
+	cfg, err := r.joinPhases(ctx, m, joinRun{
+		disc: join.Discovery{Endpoint: j.APIServer, Token: j.Token, CACertHashes: []string{j.CACertHash}},
+		reg:  reg, criErr: criErr, kubeletVersion: j.KubeletVersion,
+		discoveryTimeout: r.opts.JoinTimeout, healthTimeout: r.opts.KubeletHealthCheckTimeout,
+	}, print)
+	if err != nil {
+		return fail(err)
+	}
+	// The runtime knows a cluster by its controlPlaneEndpoint; the address
+	// the script was given (cluster-info's or --api-server) may be another
+	// name of it: the cluster's CA says which.
+	r.mu.Lock()
+	for ep, wc := range r.clusters {
+		if wc.admin != nil && len(cfg.CAData) > 0 && bytes.Equal(bytes.TrimSpace(wc.admin.CAData), bytes.TrimSpace(cfg.CAData)) {
+			m.endpoint = ep
+		}
+	}
+	r.mu.Unlock()
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	if err := r.startKubelet(ctx, m, client, clusterCA(cfg), reg, nil, nil, host, j.KubeletVersion); err != nil {
+		return fail(fmt.Errorf("the kubelet did not start: %w", err))
+	}
+	return 0
+}
+
+// KubeadmReset stops the node's kubelet and removes what kubeadm join
+// wrote; the Node object stays, as kubeadm reset leaves it.
+func (h handHost) KubeadmReset(_ context.Context, print func(string)) int {
+	r, m := h.r, h.m
+	r.mu.Lock()
+	k := m.kubelet
+	m.kubelet, m.kubeletVersion, m.proxyNode = nil, "", nil
+	r.mu.Unlock()
+	if k != nil {
+		print("[reset] Stopping the kubelet service")
+		k.Stop()
+	}
+	r.stopAllSessions(m)
+	r.stopProxy(m)
+	print("[reset] Deleting files: [" + `C:\etc\kubernetes\kubelet.conf` + "]")
+	_ = os.Remove(m.kubeletConf())
+	return 0
+}

@@ -1,0 +1,488 @@
+package vmshell
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A Windows machine's shell is no PowerShell interpreter. It runs one
+// script in whole: the one 'winkube node join' renders (and 'node leave'
+// undoes), as the sequence of steps it is made of. Each step is known by
+// the "winkube-step: NAME" line the script prints first; the shell reads
+// the step's parameters from its text (versions, URLs, the kubelet's
+// flags, kubeadm's arguments) and does on the machine what the step's
+// cmdlets do on a real one, by the machine's state on its disk: the
+// Containers feature, the containerd and kubelet it installed, the
+// services it registered. A script with a step the shell does not know
+// is refused whole, as any other script, so nothing is run half-read.
+//
+// Not modelled: downloads (no bytes move; a release is taken as
+// published and its checksum as matching), the clock, Defender, nssm's
+// log rotation, and PowerShell itself (the script's control flow is the
+// steps' order and each step's documented outcome).
+
+// StepPrefix starts the line each step of the join script prints first.
+const StepPrefix = "winkube-step: "
+
+// StatePath is where the simulated Windows keeps what the registry and
+// the service control manager would hold of the join script's work.
+const StatePath = `C:\ProgramData\winkube\machine.json`
+
+// Feature install states, as Get-WindowsFeature's InstallState names them.
+const (
+	FeatureInstalled = "Installed"
+	FeaturePending   = "InstallPending"
+)
+
+// State is the machine's software as the join script left it.
+type State struct {
+	// Features are Windows features by name, with their install state.
+	Features map[string]string `json:"features,omitempty"`
+	// Containerd is the containerd release installed; "" for none.
+	Containerd string `json:"containerd,omitempty"`
+	// Kubelet is the version of C:\k\kubelet.exe; "" for none.
+	Kubelet string `json:"kubelet,omitempty"`
+	// KubeletArgs are the flags StartKubelet.ps1 gives the kubelet
+	// beyond kubeadm's.
+	KubeletArgs []string `json:"kubeletArgs,omitempty"`
+	// Services are the registered services.
+	Services map[string]bool `json:"services,omitempty"`
+}
+
+// ReadState reads the machine's state from its disk (empty when none).
+func (m *Machine) ReadState() (State, error) {
+	var s State
+	p, err := m.Disk.HostPath(StatePath)
+	if err != nil {
+		return s, err
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return s, err
+	}
+	return s, json.Unmarshal(b, &s)
+}
+
+func (m *Machine) writeState(s State) error {
+	p, err := m.Disk.HostPath(StatePath)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p, b, 0o644)
+}
+
+// Restarted is what a restart does to the state: features pending a
+// restart are installed.
+func (m *Machine) Restarted() error {
+	s, err := m.ReadState()
+	if err != nil {
+		return err
+	}
+	for f, st := range s.Features {
+		if st == FeaturePending {
+			s.Features[f] = FeatureInstalled
+		}
+	}
+	return m.writeState(s)
+}
+
+// HandJoin is what the join script's kubeadm join step asks of the
+// machine runtime: the command's arguments and what the earlier steps
+// installed.
+type HandJoin struct {
+	APIServer, Token, CACertHash, CRISocket, NodeName string
+	// KubeletVersion and ContainerdVersion are the installed ones ("" for
+	// none); KubeletArgs the kubelet's flags beyond kubeadm's.
+	KubeletVersion, ContainerdVersion string
+	KubeletArgs                       []string
+	// ContainersFeature says the Containers feature is installed and the
+	// machine restarted since.
+	ContainersFeature bool
+}
+
+// NodeHost is the machine runtime's side of a machine joined by hand:
+// kubeadm join starts the node's kubelet, kubeadm reset stops it. Each
+// returns kubeadm's exit status, its output written to out.
+type NodeHost interface {
+	KubeadmJoin(ctx context.Context, j HandJoin, out func(line string)) int
+	KubeadmReset(ctx context.Context, out func(line string)) int
+}
+
+var stepLine = regexp.MustCompile(`^Write-Output '` + StepPrefix + `([a-z-]+)'$`)
+
+// steps splits a script into its steps; ok is false when it has none.
+func steps(script string) (names []string, bodies map[string]string, ok bool) {
+	bodies = map[string]string{}
+	cur := ""
+	for _, l := range strings.Split(script, "\n") {
+		l = strings.TrimRight(l, "\r")
+		if mm := stepLine.FindStringSubmatch(strings.TrimSpace(l)); mm != nil {
+			cur = mm[1]
+			names = append(names, cur)
+			continue
+		}
+		if cur != "" {
+			bodies[cur] += l + "\n"
+		}
+	}
+	return names, bodies, len(names) > 0
+}
+
+type stepFunc func(m *Machine, s *State, body string, out io.Writer) int
+
+var joinSteps = map[string]stepFunc{
+	"preflight": preflightStep, "containers-feature": containersStep, "containerd": containerdStep,
+	"kubernetes-binaries": binariesStep, "kubelet-service": kubeletServiceStep, "firewall-defender": firewallStep,
+	"kubeadm-join": kubeadmJoinStep, "done": doneStep,
+	// The leave script's.
+	"kubeadm-reset": kubeadmResetStep, "services": servicesStep, "files": filesStep,
+}
+
+// runSteps runs a step script; it returns false when the script is not
+// one (or has a step the shell does not know), leaving it to be refused.
+func (m *Machine) runSteps(script string, out io.Writer) (int, bool) {
+	names, bodies, ok := steps(script)
+	if !ok || !m.Disk.Windows || m.cmd {
+		return 0, false
+	}
+	for _, n := range names {
+		if joinSteps[n] == nil {
+			return 0, false
+		}
+	}
+	st, err := m.ReadState()
+	if err != nil {
+		fmt.Fprintln(out, err)
+		return exitFailed, true
+	}
+	tr := m.transcript(script)
+	defer tr.Close()
+	w := io.MultiWriter(out, tr)
+	for _, n := range names {
+		fmt.Fprintln(w, StepPrefix+n)
+		code := joinSteps[n](m, &st, bodies[n], w)
+		if err := m.writeState(st); err != nil {
+			fmt.Fprintln(w, err)
+			return exitFailed, true
+		}
+		if code != 0 {
+			return code, true
+		}
+	}
+	return 0, true
+}
+
+type discard struct{ io.Writer }
+
+func (discard) Close() error { return nil }
+
+// transcript is Start-Transcript's file, when the script keeps one.
+func (m *Machine) transcript(script string) io.WriteCloser {
+	mm := regexp.MustCompile(`Start-Transcript -Path '([^']+)'`).FindStringSubmatch(script)
+	if mm == nil {
+		return discard{io.Discard}
+	}
+	p, err := m.Disk.HostPath(mm[1])
+	if err != nil || os.MkdirAll(filepath.Dir(p), 0o755) != nil {
+		return discard{io.Discard}
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return discard{io.Discard}
+	}
+	return f
+}
+
+var stopJoinArgs = regexp.MustCompile(`Stop-Join "((?:[^"]|` + "`\"" + `)*)" "((?:[^"]|` + "`\"" + `)*)"`)
+
+// stopJoin prints the Stop-Join of the script line that holds marker,
+// with the variables it names expanded, and returns its exit status.
+func stopJoin(body, marker string, vars map[string]string, out io.Writer) int {
+	what, fix := marker, ""
+	for _, l := range strings.Split(body, "\n") {
+		if !strings.Contains(l, marker) {
+			continue
+		}
+		if mm := stopJoinArgs.FindStringSubmatch(l); mm != nil {
+			what, fix = expand(mm[1], vars), expand(mm[2], vars)
+		}
+		break
+	}
+	fmt.Fprintln(out, "winkube: FAILED: "+what)
+	if fix != "" {
+		fmt.Fprintln(out, "winkube: fix: "+fix)
+	}
+	return exitFailed
+}
+
+var psVar = regexp.MustCompile(`\$\(\$([A-Za-z]+)\.Length\)|\$\([^)]*\)|\$env:([A-Za-z]+)|\$([A-Za-z]+)`)
+
+// expand is a double-quoted string's variables, as PowerShell expands
+// them; a subexpression the shell does not know is left as written.
+func expand(s string, vars map[string]string) string {
+	return psVar.ReplaceAllStringFunc(s, func(v string) string {
+		mm := psVar.FindStringSubmatch(v)
+		switch {
+		case mm[1] != "":
+			if x, ok := vars[mm[1]]; ok {
+				return strconv.Itoa(len(x))
+			}
+		case mm[2] != "":
+			if x, ok := vars["env:"+mm[2]]; ok {
+				return x
+			}
+		case mm[3] != "":
+			if x, ok := vars[mm[3]]; ok {
+				return x
+			}
+		}
+		return v
+	})
+}
+
+func find(re, body string) string {
+	if mm := regexp.MustCompile(re).FindStringSubmatch(body); mm != nil {
+		return mm[1]
+	}
+	return ""
+}
+
+// preflightStep: the machine's host name, build and reach of the API
+// server, as the script's checks test them.
+func preflightStep(m *Machine, _ *State, body string, out io.Writer) int {
+	vars := map[string]string{"name": m.Hostname, "build": m.Build}
+	if max, err := strconv.Atoi(find(`\$name\.Length -gt (\d+)`, body)); err == nil && len(m.Hostname) > max {
+		return stopJoin(body, "$name.Length -gt", vars, out)
+	}
+	if want := find(`\$name -ne '([^']+)'`, body); want != "" && !strings.EqualFold(want, m.Hostname) {
+		return stopJoin(body, "$name -ne", vars, out)
+	}
+	if want := find(`\$build -ne (\d+)`, body); want != "" && want != m.Build {
+		return stopJoin(body, "$build -ne", vars, out)
+	}
+	host, port := find(`Test-NetConnection -ComputerName '([^']+)'`, body), find(`Test-NetConnection -ComputerName '[^']+' -Port (\d+)`, body)
+	if host != "" && port != "" {
+		reached := false
+		if m.Dial != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			c, err := m.Dial(ctx, host+":"+port)
+			cancel()
+			if err == nil {
+				reached = true
+				_ = c.Close()
+			}
+		}
+		if !reached {
+			return stopJoin(body, "Test-NetConnection", vars, out)
+		}
+	}
+	return 0
+}
+
+// containersStep: Install-WindowsFeature Containers installs the feature
+// to take effect at the next restart (its result says RestartNeeded), so
+// the script stops and asks for one, with its own status.
+func containersStep(m *Machine, s *State, body string, out io.Writer) int {
+	if s.Features["Containers"] == FeatureInstalled {
+		return 0
+	}
+	if s.Features == nil {
+		s.Features = map[string]string{}
+	}
+	s.Features["Containers"] = FeaturePending
+	if msg := find(`Write-Output "([^"]+)"`, body); msg != "" {
+		fmt.Fprintln(out, msg)
+	}
+	code, err := strconv.Atoi(find(`exit (\d+)`, body))
+	if err != nil {
+		code = exitFailed
+	}
+	return code
+}
+
+// containerdStep installs the release the script names, writes its
+// config and registers its service.
+func containerdStep(m *Machine, s *State, body string, out io.Writer) int {
+	want := find(`\$have -ne '([^']+)'`, body)
+	if want == "" {
+		fmt.Fprintln(out, "winkube: the containerd step names no version")
+		return exitFailed
+	}
+	dir := `C:\Program Files\containerd`
+	if s.Containerd != want {
+		if err := m.writeFile(dir+`\containerd.exe`, fmt.Sprintf("containerd github.com/containerd/containerd v%s (simulated by winkube)\n", want)); err != nil {
+			fmt.Fprintln(out, err)
+			return exitFailed
+		}
+		s.Containerd = want
+	}
+	if cfg := hereString(body); cfg != "" {
+		if err := m.writeFile(dir+`\config.toml`, cfg); err != nil {
+			fmt.Fprintln(out, err)
+			return exitFailed
+		}
+	}
+	if s.Services == nil {
+		s.Services = map[string]bool{}
+	}
+	s.Services["containerd"] = true
+	return 0
+}
+
+// binariesStep puts kubelet.exe and kubeadm.exe of the script's version
+// in C:\k.
+func binariesStep(m *Machine, s *State, body string, out io.Writer) int {
+	v := find(`https://dl\.k8s\.io/(v[0-9][^/]*)/bin/windows/amd64`, body)
+	if v == "" {
+		fmt.Fprintln(out, "winkube: the kubernetes-binaries step names no version")
+		return exitFailed
+	}
+	for _, bin := range []string{"kubelet.exe", "kubeadm.exe"} {
+		if err := m.writeFile(`C:\k\`+bin, fmt.Sprintf("%s %s (simulated by winkube)\n", strings.TrimSuffix(bin, ".exe"), v)); err != nil {
+			fmt.Fprintln(out, err)
+			return exitFailed
+		}
+	}
+	s.Kubelet = v
+	return 0
+}
+
+// kubeletServiceStep writes StartKubelet.ps1 and registers the kubelet's
+// service; the flags it gives the kubelet are what kubeadm join's kubelet
+// starts with.
+func kubeletServiceStep(m *Machine, s *State, body string, out io.Writer) int {
+	start := hereString(body)
+	if start == "" {
+		fmt.Fprintln(out, "winkube: the kubelet-service step writes no StartKubelet.ps1")
+		return exitFailed
+	}
+	if err := m.writeFile(`C:\k\StartKubelet.ps1`, start); err != nil {
+		fmt.Fprintln(out, err)
+		return exitFailed
+	}
+	s.KubeletArgs = nil
+	if line := find(`(?m)kubelet\.exe \$flags (.*)"\s*$`, start); line != "" {
+		s.KubeletArgs = strings.Fields(line)
+	}
+	if s.Services == nil {
+		s.Services = map[string]bool{}
+	}
+	s.Services["kubelet"] = true
+	return 0
+}
+
+// firewallStep: the firewall rule and Defender's exclusions change
+// nothing the simulation models (its machines have no firewall).
+func firewallStep(*Machine, *State, string, io.Writer) int { return 0 }
+
+func doneStep(*Machine, *State, string, io.Writer) int { return 0 }
+
+var kubeadmJoinArgs = regexp.MustCompile(`kubeadm\.exe join '([^']+)' --token '([^']+)' --discovery-token-ca-cert-hash '([^']+)' --cri-socket '([^']+)' --node-name '([^']+)'`)
+
+// kubeadmJoinStep runs kubeadm join through the machine runtime, with
+// what the earlier steps installed.
+func kubeadmJoinStep(m *Machine, s *State, body string, out io.Writer) int {
+	mm := kubeadmJoinArgs.FindStringSubmatch(body)
+	if mm == nil {
+		fmt.Fprintln(out, "winkube: the kubeadm-join step's command is not one the simulated kubeadm reads")
+		return exitFailed
+	}
+	if s.Kubelet == "" {
+		// kubeadm.exe was never put in C:\k.
+		return notRecognized(`C:\k\kubeadm.exe`, out)
+	}
+	if m.Node == nil {
+		fmt.Fprintln(out, "winkube: this machine is a Cluster API node; its kubeadm runs at boot only")
+		return exitFailed
+	}
+	j := HandJoin{APIServer: mm[1], Token: mm[2], CACertHash: mm[3], CRISocket: mm[4], NodeName: mm[5],
+		KubeletVersion: s.Kubelet, ContainerdVersion: s.Containerd, KubeletArgs: s.KubeletArgs,
+		ContainersFeature: s.Features["Containers"] == FeatureInstalled}
+	if !s.Services["containerd"] {
+		j.ContainerdVersion = ""
+	}
+	code := m.Node.KubeadmJoin(context.Background(), j, func(l string) { fmt.Fprintln(out, l) })
+	if code != 0 {
+		vars := map[string]string{"LASTEXITCODE": strconv.Itoa(code)}
+		stopJoin(body, "$LASTEXITCODE -ne 0", vars, out)
+		return exitFailed
+	}
+	return 0
+}
+
+// notRecognized is PowerShell's CommandNotFoundException for a program
+// that is not there (the text as in bootagent's ps1).
+func notRecognized(path string, out io.Writer) int {
+	fmt.Fprintf(out, "%s : The term '%s' is not recognized as the name of a cmdlet, function, script file, or operable program. Check the spelling of the name, or if a path was included, verify that the path is correct and try again.\n", path, path)
+	return exitFailed
+}
+
+func kubeadmResetStep(m *Machine, s *State, _ string, out io.Writer) int {
+	if s.Kubelet == "" || m.Node == nil {
+		return 0 // Test-Path C:\k\kubeadm.exe is false: nothing runs
+	}
+	// The leave script runs with $ErrorActionPreference 'Continue': a
+	// failed reset does not stop it.
+	m.Node.KubeadmReset(context.Background(), func(l string) { fmt.Fprintln(out, l) })
+	return 0
+}
+
+func servicesStep(_ *Machine, s *State, _ string, _ io.Writer) int {
+	delete(s.Services, "kubelet")
+	delete(s.Services, "containerd")
+	return 0
+}
+
+func filesStep(m *Machine, s *State, _ string, _ io.Writer) int {
+	for _, p := range []string{`C:\var\lib\kubelet`, `C:\etc\kubernetes`, `C:\var\log\kubelet`, `C:\k\kubelet.exe`, `C:\k\kubeadm.exe`, `C:\k\StartKubelet.ps1`, `C:\Program Files\containerd`} {
+		if h, err := m.Disk.HostPath(p); err == nil {
+			_ = os.RemoveAll(h)
+		}
+	}
+	s.Kubelet, s.Containerd, s.KubeletArgs = "", "", nil
+	return 0
+}
+
+// hereString is the body of the step's first @'...'@ here-string.
+func hereString(body string) string {
+	_, rest, ok := strings.Cut(body, "@'\n")
+	if !ok {
+		return ""
+	}
+	text, _, ok := strings.Cut(rest, "\n'@")
+	if !ok {
+		return ""
+	}
+	return text + "\n"
+}
+
+func (m *Machine) writeFile(path, content string) error {
+	p, err := m.Disk.HostPath(path)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, []byte(content), 0o644)
+}

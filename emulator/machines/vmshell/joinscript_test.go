@@ -1,0 +1,162 @@
+package vmshell
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// fakeHost records the kubeadm the join script's last step asks for; the
+// machine runtime's real one is exercised by the local world's node join.
+type fakeHost struct {
+	joins  []HandJoin
+	resets int
+}
+
+func (f *fakeHost) KubeadmJoin(_ context.Context, j HandJoin, out func(string)) int {
+	f.joins = append(f.joins, j)
+	out("This node has joined the cluster:")
+	return 0
+}
+
+func (f *fakeHost) KubeadmReset(_ context.Context, _ func(string)) int { f.resets++; return 0 }
+
+func script(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// plainWindows is a Windows Server 2022 machine that reaches the API
+// server of the testdata script (127.0.0.9:6443).
+func plainWindows(t *testing.T, name string) (*Machine, *fakeHost) {
+	m := windowsMachine(t)
+	host := &fakeHost{}
+	m.Hostname, m.Build, m.Node = name, "20348", host
+	m.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+		if addr != "127.0.0.9:6443" {
+			return nil, &net.OpError{Op: "dial", Err: os.ErrDeadlineExceeded}
+		}
+		c, s := net.Pipe()
+		_ = s.Close()
+		return c, nil
+	}
+	return m, host
+}
+
+// TestJoinScriptRunsStepByStep: the shell runs 'node join's script as
+// its steps. Without the Containers feature the script installs it and
+// stops for a restart (exit 3010), as Install-WindowsFeature leaves it
+// pending; after the restart every step runs and kubeadm join gets what
+// the steps installed.
+func TestJoinScriptRunsStepByStep(t *testing.T) {
+	m, host := plainWindows(t, "byo-win-1")
+	join := script(t, "join.ps1")
+	out, errs, code := run(m, join)
+	if code != 3010 || !strings.Contains(out, "winkube-step: containers-feature") || !strings.Contains(out, "restart the machine") {
+		t.Fatalf("first run without the Containers feature: status %d, out %q, err %q; want 3010 and the restart asked for", code, out, errs)
+	}
+	if len(host.joins) != 0 {
+		t.Fatalf("kubeadm join ran before the restart: %+v", host.joins)
+	}
+	if out, _, code = run(m, join); code != 3010 {
+		t.Fatalf("second run before a restart: status %d (%s), want 3010 again: the feature is pending", code, out)
+	}
+	if err := m.Restarted(); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = run(m, join)
+	if code != 0 {
+		t.Fatalf("after the restart: status %d\n%s%s", code, out, errs)
+	}
+	var steps []string
+	for _, l := range strings.Split(out, "\n") {
+		if s, ok := strings.CutPrefix(l, StepPrefix); ok {
+			steps = append(steps, s)
+		}
+	}
+	want := []string{"preflight", "containers-feature", "containerd", "kubernetes-binaries", "kubelet-service", "firewall-defender", "kubeadm-join", "done"}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps %v, want %v", steps, want)
+	}
+	if len(host.joins) != 1 {
+		t.Fatalf("kubeadm join ran %d times", len(host.joins))
+	}
+	j := host.joins[0]
+	if j.APIServer != "127.0.0.9:6443" || j.Token != "abcdef.0123456789abcdef" || j.NodeName != "byo-win-1" || j.CRISocket != "npipe:////./pipe/containerd-containerd" ||
+		j.KubeletVersion != "v1.36.3" || j.ContainerdVersion != "1.7.25" || !j.ContainersFeature ||
+		!slices.Contains(j.KubeletArgs, "--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS") {
+		t.Errorf("kubeadm join got %+v", j)
+	}
+	for _, f := range []string{`C:\k\kubelet.exe`, `C:\k\StartKubelet.ps1`, `C:\Program Files\containerd\config.toml`, `C:\k\winkube-join.log`} {
+		if p, _ := m.Disk.HostPath(f); !exists(p) {
+			t.Errorf("%s was not written", f)
+		}
+	}
+	cfg, _ := m.Disk.HostPath(`C:\Program Files\containerd\config.toml`)
+	if b, _ := os.ReadFile(cfg); !strings.Contains(string(b), "sandbox_image = 'registry.k8s.io/pause:3.10'") {
+		t.Errorf("containerd's config: %s", b)
+	}
+
+	out, _, code = run(m, script(t, "leave.ps1"))
+	if code != 0 || host.resets != 1 {
+		t.Fatalf("leave script: status %d, %d resets\n%s", code, host.resets, out)
+	}
+	if p, _ := m.Disk.HostPath(`C:\k\kubelet.exe`); exists(p) {
+		t.Errorf("the leave script left kubelet.exe")
+	}
+	if st, _ := m.ReadState(); st.Kubelet != "" || st.Services["kubelet"] || st.Features["Containers"] != FeatureInstalled {
+		t.Errorf("state after leave: %+v, want no kubelet and the feature kept", st)
+	}
+}
+
+// A machine the script does not fit fails in the script's preflight, with
+// its own message and fix: a host name longer than NetBIOS allows, an API
+// server it cannot reach.
+func TestJoinScriptPreflightFailures(t *testing.T) {
+	m, host := plainWindows(t, "byo-windows-0001")
+	out, _, code := run(m, script(t, "join.ps1"))
+	if code != 1 || !strings.Contains(out, "winkube: FAILED: host name byo-windows-0001 has 16 characters; Windows computer names are at most 15 (NetBIOS)") ||
+		!strings.Contains(out, "winkube: fix: Rename-Computer") {
+		t.Errorf("16-character host name: status %d\n%s", code, out)
+	}
+	m, _ = plainWindows(t, "byo-win-1")
+	m.Dial = func(context.Context, string) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Err: os.ErrDeadlineExceeded}
+	}
+	out, _, code = run(m, script(t, "join.ps1"))
+	if code != 1 || !strings.Contains(out, "winkube: FAILED: the API server 127.0.0.9:6443 does not answer on TCP 6443 from this machine") {
+		t.Errorf("unreachable API server: status %d\n%s", code, out)
+	}
+	m, _ = plainWindows(t, "byo-win-1")
+	m.Build = "17763"
+	out, _, code = run(m, script(t, "join.ps1"))
+	if code != 1 || !strings.Contains(out, "this is Windows build 17763, not Windows Server 2022 (build 20348)") {
+		t.Errorf("a 2019 machine given a 2022 script: status %d\n%s", code, out)
+	}
+	if len(host.joins) != 0 {
+		t.Errorf("kubeadm join ran after a failed preflight")
+	}
+}
+
+// A script with a step the shell does not know is refused whole.
+func TestUnknownStepRefusesTheScript(t *testing.T) {
+	m, host := plainWindows(t, "byo-win-1")
+	s := strings.Replace(script(t, "join.ps1"), "winkube-step: firewall-defender", "winkube-step: format-disk", 1)
+	_, errs, code := run(m, s)
+	if code != exitNotFound || !strings.Contains(errs, "cannot run") || len(host.joins) != 0 {
+		t.Errorf("unknown step: status %d, %q, joins %d", code, errs, len(host.joins))
+	}
+	if st, _ := m.ReadState(); st.Features["Containers"] != "" {
+		t.Errorf("a refused script changed the machine: %+v", st)
+	}
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }

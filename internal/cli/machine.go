@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/cloud"
+	"github.com/winkube/winkube/internal/byovm"
+	"github.com/winkube/winkube/internal/localworld"
+	"github.com/winkube/winkube/internal/naming"
+	"github.com/winkube/winkube/internal/nodessh"
+)
+
+// machineOptions are the flags of 'winkube machine': the cluster whose
+// network and identity a plain machine uses.
+type machineOptions struct {
+	access accessOptions
+	cmd    *cobra.Command
+}
+
+func (o *machineOptions) addFlags(cmd *cobra.Command) {
+	o.cmd, o.access.cmd = cmd, cmd
+	f := cmd.Flags()
+	f.StringVar(&o.access.kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.access.context, "context", "", "kubeconfig context to use")
+	f.StringVarP(&o.access.namespace, "namespace", "n", "", "namespace of the AzureCluster (default: the context's, or default)")
+	f.StringVar(&o.access.cluster, "cluster", "", "the AzureCluster whose resource group, node subnet and identity the machine uses (default: the namespace's only one)")
+	f.StringVar(&o.access.local, "local", "", "use the local world NAME made by 'winkube up NAME' (its kubeconfig, Azure and SSH key in ~/.winkube/NAME)")
+	f.StringVar(&o.access.stateDir, "state-dir", "", "use the local world whose state is in this directory (as --local)")
+}
+
+// cluster finds the AzureCluster and Azure as its identity reaches it.
+func (o *machineOptions) cluster(ctx context.Context) (*infrav1.AzureCluster, *cloud.Services, error) {
+	if err := o.access.resolveLocal(); err != nil {
+		return nil, nil, err
+	}
+	c, ns, err := o.access.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	list := &infrav1.AzureClusterList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, nil, fmt.Errorf("listing AzureClusters in namespace %s: %w", ns, err)
+	}
+	var names []string
+	var ac *infrav1.AzureCluster
+	for i := range list.Items {
+		names = append(names, list.Items[i].Name)
+		if list.Items[i].Name == o.access.cluster || o.access.cluster == "" && len(list.Items) == 1 {
+			ac = &list.Items[i]
+		}
+	}
+	switch {
+	case ac == nil && o.access.cluster != "":
+		return nil, nil, badInputf(o.cmd, "--cluster %s: no AzureCluster of that name in namespace %s (there are: %s)", o.access.cluster, ns, strings.Join(names, ", "))
+	case ac == nil && len(names) == 0:
+		return nil, nil, badInputf(o.cmd, "namespace %s has no AzureCluster: pass --namespace, or make a cluster first (winkube up)", ns)
+	case ac == nil:
+		return nil, nil, badInputf(o.cmd, "namespace %s has several AzureClusters (%s): pass --cluster", ns, strings.Join(names, ", "))
+	}
+	svc, err := clusterServices(ctx, c, ac, o.access.stateDir, nil)
+	return ac, svc, err
+}
+
+func newMachineCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "machine",
+		Short: "Make or remove a plain Windows Server VM that no Cluster API object owns, to join with 'winkube node join'",
+	}
+	cmd.AddCommand(newMachineCreateCommand(), newMachineDeleteCommand())
+	return cmd
+}
+
+func newMachineCreateCommand() *cobra.Command {
+	o := &machineOptions{}
+	win, user, keyFile, size := string(infrav1.WindowsServer2022), nodessh.DefaultUser, "", ""
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Make a Windows Server VM in a cluster's network, reachable by SSH",
+		Long: `create makes a Windows Server VM as 'az vm create' would, in the resource
+group, location and node subnet of an AzureCluster, acting as the cluster's
+identity: a public IP, a NIC in the node subnet, and a VM from Microsoft's
+Windows Server image (MicrosoftWindowsServer:WindowsServer) whose custom data
+only creates an SSH user (an Administrator) with your public key. No Cluster API
+object owns it: it is the machine 'winkube node join' prepares and joins, as a
+team adds a Windows Server it built itself. NAME is its computer name (15
+characters at most). The image has no Containers feature: the join script
+installs it and asks for a restart.`,
+		Example: `  winkube machine create byo-win-1 --local winkube --windows 2022
+  winkube node join byo-win-1 --local winkube --ssh <its public IP>`,
+		Args: oneMachine,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			spec := byovm.Spec{Name: args[0], WindowsVersion: infrav1.WindowsServerVersion(win), User: user, Size: size}
+			if _, ok := byovm.Images[spec.WindowsVersion]; !ok {
+				return badInputf(cmd, "--windows %q: use 2019, 2022 or 2025", win)
+			}
+			if len(spec.Name) > naming.MaxWindowsComputerName {
+				return badInputf(cmd, "NAME %q has %d characters: a Windows computer name has at most %d (NetBIOS); choose a shorter one", spec.Name, len(spec.Name), naming.MaxWindowsComputerName)
+			}
+			if err := o.access.resolveLocal(); err != nil {
+				return err
+			}
+			if keyFile == "" && o.access.stateDir != "" {
+				keyFile = filepath.Join(o.access.stateDir, localworld.SSHKeyFile+".pub")
+			}
+			if keyFile == "" {
+				return badInputf(cmd, "pass --ssh-public-key FILE: the key the machine's SSH user logs in with")
+			}
+			key, err := os.ReadFile(keyFile)
+			if err != nil {
+				return badInput(cmd, fmt.Errorf("--ssh-public-key: %w", err))
+			}
+			spec.SSHPublicKey = strings.TrimSpace(string(key))
+			ac, svc, err := o.cluster(ctx)
+			if err != nil {
+				return err
+			}
+			spec.ResourceGroup, spec.Location = ac.Spec.ResourceGroup, ac.Spec.Location
+			spec.SubnetID, err = nodeSubnetID(ac, svc.Subscription)
+			if err != nil {
+				return err
+			}
+			if err := spec.Validate(); err != nil {
+				return badInput(cmd, err)
+			}
+			m, err := byovm.Create(ctx, svc, spec, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "winkube: "+s) })
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", spec.Name, m.PublicIP, m.PrivateIP)
+			fmt.Fprintf(cmd.ErrOrStderr(), "winkube: VM %s is up; SSH as %s to %s. Join it: winkube node join %s --ssh %s -l %s ...\n", spec.Name, user, m.PublicIP, spec.Name, m.PublicIP, user)
+			return nil
+		},
+	}
+	o.addFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&win, "windows", win, "Windows Server release: 2019, 2022 or 2025")
+	f.StringVarP(&user, "user", "l", user, "the SSH user to create (an Administrator)")
+	f.StringVar(&keyFile, "ssh-public-key", "", "OpenSSH public key file the user logs in with (default: the local world's key)")
+	f.StringVar(&size, "size", "", "VM size (default "+byovm.DefaultSize+")")
+	return cmd
+}
+
+func newMachineDeleteCommand() *cobra.Command {
+	o := &machineOptions{}
+	cmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Remove a VM 'winkube machine create' made, with its NIC and public IP",
+		Long: `delete removes the VM, NIC and public IP 'winkube machine create' made (it
+refuses any other VM). Run 'winkube node leave' first when the machine joined a
+cluster: the Node is not removed here.`,
+		Example: `  winkube machine delete byo-win-1 --local winkube`,
+		Args:    oneMachine,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ac, svc, err := o.cluster(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return byovm.Delete(cmd.Context(), svc, ac.Spec.ResourceGroup, args[0], func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "winkube: "+s) })
+		},
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+func oneMachine(cmd *cobra.Command, args []string) error {
+	switch len(args) {
+	case 1:
+		return nil
+	case 0:
+		return fmt.Errorf("name the machine: %s NAME", cmd.CommandPath())
+	}
+	return fmt.Errorf("one machine at a time: %s %s (drop %s)", cmd.CommandPath(), args[0], strings.Join(args[1:], " "))
+}
+
+// nodeSubnetID is the ARM ID of the cluster's node subnet.
+func nodeSubnetID(ac *infrav1.AzureCluster, subscription string) (string, error) {
+	vnet := ac.Spec.NetworkSpec.Vnet
+	rg := vnet.ResourceGroup
+	if rg == "" {
+		rg = ac.Spec.ResourceGroup
+	}
+	for _, s := range ac.Spec.NetworkSpec.Subnets {
+		if s.Role == infrav1.SubnetNode && vnet.Name != "" {
+			return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/virtualNetworks/%s/subnets/%s", subscription, rg, vnet.Name, s.Name), nil
+		}
+	}
+	return "", errors.New("AzureCluster " + ac.Name + " has no node subnet in its spec.networkSpec (its defaults are written by the webhook): is it a winkube AzureCluster?")
+}
