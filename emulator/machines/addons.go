@@ -88,6 +88,13 @@ func (r *Runtime) componentHooks(m *machine, host, os string, pnode process.Node
 			if err := startProcess(ctx, admin, m, pnode, pod, c, *img.Process); err != nil {
 				return err
 			}
+		} else if img != nil && os == "windows" && len(c.Command) > 0 && kubelet.HostProcessPod(pod) {
+			// A HostProcess container runs its command on the host,
+			// with the host's programs (cmd, PowerShell), whatever
+			// its image holds.
+			if err := startProcess(ctx, admin, m, pnode, pod, c, registry.Process{}); err != nil {
+				return err
+			}
 		}
 		// The process runs: what it lists and watches, it does with its
 		// pod's credentials.
@@ -129,6 +136,9 @@ func startProcess(ctx context.Context, admin kubernetes.Interface, m *machine, p
 	case process.Exits:
 		m.logs.Write(vmdisk.Containerd, "%s exited with code %d: %s", who, out.Code, out.Message)
 		return &kubelet.Exited{Code: out.Code, Message: out.Message}
+	case process.Ends:
+		m.logs.Write(vmdisk.Containerd, "%s ended with exit code %d", who, out.Code)
+		return &kubelet.Ended{Code: out.Code}
 	case process.Waits:
 		return &kubelet.Waiting{Message: out.Message}
 	case process.StartFails:

@@ -101,7 +101,7 @@ func admit(h Host, pod *corev1.Pod) *Rejection {
 	if podLevelResources(pod) {
 		return &Rejection{"PodLevelResourcesNotSupported", "pod-level resources are not supported on Windows"}
 	}
-	hp := hostProcessPod(pod)
+	hp := HostProcessPod(pod)
 	if hp && !h.knowsHostProcess() && pod.Spec.HostNetwork {
 		return &Rejection{"UnsupportedPodSpec", fmt.Sprintf("hostNetwork is not supported on Windows for pods that are not HostProcess pods: kubelet %s does not know securityContext.windowsOptions.hostProcess (Kubernetes v1.22 added HostProcess containers)", h.KubeletVersion)}
 	}
@@ -151,7 +151,7 @@ func podLevelResources(pod *corev1.Pod) bool {
 // node IPs as PodIPs"). The WindowsHostNetwork gate that would have
 // changed it was deprecated in v1.33 and is read nowhere in v1.36.
 func (h Host) hostNetworkIgnored(pod *corev1.Pod) bool {
-	return h.OS == "windows" && pod.Spec.HostNetwork && !(hostProcessPod(pod) && h.knowsHostProcess())
+	return h.OS == "windows" && pod.Spec.HostNetwork && !(HostProcessPod(pod) && h.knowsHostProcess())
 }
 
 // ignoredOnWindows are what a Windows kubelet and containerd leave out of
@@ -212,9 +212,9 @@ func allContainers(pod *corev1.Pod) []corev1.Container {
 	return append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
 }
 
-// hostProcessPod says whether a pod runs as HostProcess, set on the pod or
+// HostProcessPod says whether a pod runs as HostProcess, set on the pod or
 // on every container (Kubernetes refuses mixes at admission).
-func hostProcessPod(pod *corev1.Pod) bool {
+func HostProcessPod(pod *corev1.Pod) bool {
 	hp := func(o *corev1.WindowsSecurityContextOptions) *bool {
 		if o == nil {
 			return nil
