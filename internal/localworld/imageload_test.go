@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/internal/localworld"
@@ -86,4 +87,56 @@ func checkLoadedImage(ctx context.Context, t *testing.T, state string, cs kubern
 		t.Fatal(err)
 	}
 	t.Logf("%6.1fs a loaded Windows 2022 image runs on a 2022 node", time.Since(start).Seconds())
+}
+
+// checkHostProcessJobs: HostProcess pods of restartPolicy Never whose
+// command completes end as on a node: `cmd /c exit 3` Failed with exit
+// code 3, `powershell -Command "exit 0"` Succeeded.
+func checkHostProcessJobs(ctx context.Context, t *testing.T, cs kubernetes.Interface, start time.Time) {
+	t.Helper()
+	const base = "mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0"
+	jobs := map[string]struct {
+		command []string
+		phase   corev1.PodPhase
+		code    int32
+	}{
+		"hp-exit-3": {[]string{"cmd", "/c", "exit 3"}, corev1.PodFailed, 3},
+		"hp-exit-0": {[]string{"powershell", "-Command", "exit 0"}, corev1.PodSucceeded, 0},
+	}
+	for name, j := range jobs {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, HostNetwork: true,
+			NodeSelector: map[string]string{corev1.LabelOSStable: "windows"},
+			SecurityContext: &corev1.PodSecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{
+				HostProcess: ptr.To(true), RunAsUserName: ptr.To(`NT AUTHORITY\SYSTEM`)}},
+			Containers: []corev1.Container{{Name: "job", Image: base, Command: j.command}}}}
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.Until(t, 2*time.Minute, func() string {
+		for name, j := range jobs {
+			p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			if p.Status.Phase == corev1.PodPending || p.Status.Phase == corev1.PodRunning {
+				return fmt.Sprintf("%s is %s", name, p.Status.Phase)
+			}
+			if len(p.Status.ContainerStatuses) != 1 {
+				return fmt.Sprintf("%s has no container status", name)
+			}
+			term := p.Status.ContainerStatuses[0].State.Terminated
+			if p.Status.Phase != j.phase || term == nil || term.ExitCode != j.code {
+				t.Fatalf("%s ended %s with %+v, want %s with exit code %d", name, p.Status.Phase, term, j.phase, j.code)
+			}
+		}
+		return ""
+	})
+	for name := range jobs {
+		if err := cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%6.1fs HostProcess pods whose command completes end with its code", time.Since(start).Seconds())
 }

@@ -253,7 +253,8 @@ func TestUpAndDown(t *testing.T) {
 	t.Logf("%6.1fs iis-1809 stays Pending on a 2022-only cluster, explained", time.Since(start).Seconds())
 	stepStart := time.Now()
 	checkLoadedImage(ctx, t, state, cs, start)
-	t.Logf("loading an image and running it took %s", time.Since(stepStart).Round(100*time.Millisecond))
+	checkHostProcessJobs(ctx, t, cs, start)
+	t.Logf("loading an image and running it, and the HostProcess jobs, took %s", time.Since(stepStart).Round(100*time.Millisecond))
 	checkDataPath(ctx, t, w, cs, wc, cfg, start)
 	checkMetrics(ctx, t, cfg, kubeconfig, bin, cs, start)
 
