@@ -398,7 +398,10 @@ func (p *Pusher) Push(ctx context.Context, l Loadable, progress func(string)) (s
 			}
 		}
 	}()
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(p.tr), remote.WithProgress(updates)}
+	// A Windows base layer saved before 2023 is "foreign" (its manifest
+	// points at mcr.microsoft.com for it); the world cannot reach there,
+	// so its content is pushed too.
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(p.tr), remote.WithProgress(updates), remote.WithNondistributable}
 	var digest v1.Hash
 	if l.Index != nil {
 		err = remote.WriteIndex(ref, l.Index, opts...)
@@ -435,6 +438,11 @@ func layerFiles(img v1.Image, goos string) ([]string, error) {
 	}
 	files := map[string]bool{}
 	for _, l := range layers {
+		if mt, err := l.MediaType(); err == nil && !mt.IsDistributable() {
+			// A foreign Windows base layer: the OS's own files, which
+			// the host's view already has.
+			continue
+		}
 		rc, err := l.Uncompressed()
 		if err != nil {
 			return nil, err
