@@ -421,7 +421,12 @@ func (p *Pusher) Push(ctx context.Context, l Loadable, progress func(string)) (s
 	return digest.String(), nil
 }
 
-func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
+func mb(n int64) string {
+	if n < 1e6 {
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}
 
 // maxLayerFiles bounds what layerFiles keeps of one image.
 const maxLayerFiles = 200000

@@ -121,7 +121,13 @@ func checkHostProcessJobs(ctx context.Context, t *testing.T, cs kubernetes.Inter
 				return err.Error()
 			}
 			if p.Status.Phase == corev1.PodPending || p.Status.Phase == corev1.PodRunning {
-				return fmt.Sprintf("%s is %s", name, p.Status.Phase)
+				var evs []string
+				if el, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name}); err == nil {
+					for _, e := range el.Items {
+						evs = append(evs, e.Reason+": "+e.Message)
+					}
+				}
+				return fmt.Sprintf("%s on %q is %s: conditions %+v, containers %+v, events %q", name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses, evs)
 			}
 			if len(p.Status.ContainerStatuses) != 1 {
 				return fmt.Sprintf("%s has no container status", name)

@@ -79,6 +79,7 @@ func LoadImages(ctx context.Context, stateDir string, paths []string, rename str
 				}
 				return out, err
 			}
+			progress(fmt.Sprintf("pushed %s@%s", img.Ref, digest))
 			out = append(out, LoadedImage{Ref: img.Ref, Digest: digest, Format: img.Format, Platforms: plats})
 		}
 		cleanup()
