@@ -47,21 +47,45 @@ func instance(m *machine, host string) cloud.Instance {
 // runs need (checked against the cluster's API server as its
 // administrator), and carry out what a running cloud node manager does.
 func (r *Runtime) componentHooks(m *machine, host, os string, pnode process.Node) (kubelet.StartCheck, func(context.Context, *corev1.Pod)) {
-	r.mu.Lock()
-	wc := r.clusters[m.endpoint]
-	r.mu.Unlock()
-	if wc == nil {
-		m.logs.Write(vmdisk.Kubelet, "the cluster's control plane is not run here: system components are not checked")
-		return nil, nil
+	// The cluster is looked up at each start, not once: a world resuming
+	// boots every machine at once, and a node's kubelet may start before
+	// its control plane is known here (as ensureCloud's kube-proxy
+	// catch-up says); a control plane taking over makes a new one.
+	var mu sync.Mutex
+	var known *workloadCluster
+	var admin kubernetes.Interface
+	var checker *components.Checker
+	logged := false
+	cluster := func() (kubernetes.Interface, *components.Checker, *workloadCluster) {
+		r.mu.Lock()
+		wc := r.clusters[m.endpoint]
+		r.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		if wc == nil {
+			if !logged {
+				m.logs.Write(vmdisk.Kubelet, "the cluster's control plane is not run here (yet): system components are not checked")
+				logged = true
+			}
+			return nil, nil, nil
+		}
+		if wc != known {
+			a, err := kubernetes.NewForConfig(wc.admin)
+			if err != nil {
+				return nil, nil, nil
+			}
+			// One catalog for every node (it is read only) and the
+			// cluster's grants.
+			known, admin, checker = wc, a, &components.Checker{Client: a, Components: catalog().Components, Grants: wc.grants}
+		}
+		return admin, checker, known
 	}
-	admin, err := kubernetes.NewForConfig(wc.admin)
-	if err != nil {
-		return nil, nil
-	}
-	// One catalog for every node (it is read only) and the cluster's grants.
-	checker := &components.Checker{Client: admin, Components: catalog().Components, Grants: wc.grants}
 	node := components.Node{OS: os, ReadFile: readNodeFile(m)}
 	check := func(ctx context.Context, pod *corev1.Pod, c *corev1.Container, img *kubelet.Pulled) error {
+		admin, checker, wc := cluster()
+		if wc == nil {
+			return nil
+		}
 		f, err := checker.Check(ctx, node, pod, *c)
 		if err != nil {
 			// The API server did not answer: the process would not get
@@ -106,7 +130,7 @@ func (r *Runtime) componentHooks(m *machine, host, os string, pnode process.Node
 		return nil
 	}
 	started := func(_ context.Context, pod *corev1.Pod) {
-		if checker.Effect(os, pod) != components.EffectInitializesNode {
+		if _, checker, wc := cluster(); wc == nil || checker.Effect(os, pod) != components.EffectInitializesNode {
 			return
 		}
 		r.initializeNode(m, host, pod)
