@@ -47,25 +47,49 @@ func instance(m *machine, host string) cloud.Instance {
 // runs need (checked against the cluster's API server as its
 // administrator), and carry out what a running cloud node manager does.
 func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os string, pnode process.Node) (kubelet.StartCheck, func(context.Context, *corev1.Pod)) {
-	r.mu.Lock()
-	wc := r.clusters[m.endpoint]
-	r.mu.Unlock()
-	if wc == nil {
-		m.logs.Write(vmdisk.Kubelet, "the cluster's control plane is not run here: system components are not checked")
-		return nil, nil
+	// The cluster is looked up at each start, not once: a world resuming
+	// boots every machine at once, and a node's kubelet may start before
+	// its control plane is known here (as ensureCloud's kube-proxy
+	// catch-up says); a control plane taking over makes a new one.
+	var mu sync.Mutex
+	var known *workloadCluster
+	var admin, kubeletReads kubernetes.Interface
+	var checker *components.Checker
+	logged := false
+	cluster := func() (kubernetes.Interface, kubernetes.Interface, *components.Checker, *workloadCluster) {
+		r.mu.Lock()
+		wc := r.clusters[m.endpoint]
+		r.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		if wc == nil {
+			if !logged {
+				m.logs.Write(vmdisk.Kubelet, "the cluster's control plane is not run here (yet): system components are not checked")
+				logged = true
+			}
+			return nil, nil, nil, nil
+		}
+		if wc != known {
+			a, err := kubernetes.NewForConfig(wc.admin)
+			if err != nil {
+				return nil, nil, nil, nil
+			}
+			// What the kubelet itself reads before a container starts
+			// (the ConfigMaps its environment and volumes name) comes
+			// from the node's own watches of them, as the kubelet's
+			// ConfigMap manager keeps them. One catalog for every node
+			// (it is read only) and the cluster's grants.
+			reads := kubelet.WatchedConfigMaps(a, ctx.Done())
+			known, admin, kubeletReads, checker = wc, a, reads, &components.Checker{Client: reads, Components: catalog().Components, Grants: wc.grants}
+		}
+		return admin, kubeletReads, checker, known
 	}
-	admin, err := kubernetes.NewForConfig(wc.admin)
-	if err != nil {
-		return nil, nil
-	}
-	// What the kubelet itself reads before a container starts (the
-	// ConfigMaps its environment and volumes name) comes from the node's
-	// own watches of them, as the kubelet's ConfigMap manager keeps them.
-	kubeletReads := kubelet.WatchedConfigMaps(admin, ctx.Done())
-	// One catalog for every node (it is read only) and the cluster's grants.
-	checker := &components.Checker{Client: kubeletReads, Components: catalog().Components, Grants: wc.grants}
 	node := components.Node{OS: os, ReadFile: readNodeFile(m)}
 	check := func(ctx context.Context, pod *corev1.Pod, c *corev1.Container, img *kubelet.Pulled) error {
+		admin, kubeletReads, checker, wc := cluster()
+		if wc == nil {
+			return nil
+		}
 		f, err := checker.Check(ctx, node, pod, *c)
 		if err != nil {
 			// The API server did not answer: the process would not get
@@ -92,6 +116,13 @@ func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os strin
 			if err := startProcess(ctx, kubeletReads, m, pnode, pod, c, *img.Process); err != nil {
 				return err
 			}
+		} else if img != nil && os == "windows" && len(c.Command) > 0 && kubelet.HostProcessPod(pod) {
+			// A HostProcess container runs its command on the host,
+			// with the host's programs (cmd, PowerShell), whatever
+			// its image holds.
+			if err := startProcess(ctx, kubeletReads, m, pnode, pod, c, registry.Process{}); err != nil {
+				return err
+			}
 		}
 		// The process runs: what it lists and watches, it does with its
 		// pod's credentials.
@@ -103,7 +134,7 @@ func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os strin
 		return nil
 	}
 	started := func(_ context.Context, pod *corev1.Pod) {
-		if checker.Effect(os, pod) != components.EffectInitializesNode {
+		if _, _, checker, wc := cluster(); wc == nil || checker.Effect(os, pod) != components.EffectInitializesNode {
 			return
 		}
 		r.initializeNode(m, host, pod)
@@ -133,6 +164,9 @@ func startProcess(ctx context.Context, admin kubernetes.Interface, m *machine, p
 	case process.Exits:
 		m.logs.Write(vmdisk.Containerd, "%s exited with code %d: %s", who, out.Code, out.Message)
 		return &kubelet.Exited{Code: out.Code, Message: out.Message}
+	case process.Ends:
+		m.logs.Write(vmdisk.Containerd, "%s ended with exit code %d", who, out.Code)
+		return &kubelet.Ended{Code: out.Code}
 	case process.Waits:
 		return &kubelet.Waiting{Message: out.Message}
 	case process.StartFails:

@@ -64,6 +64,10 @@ type Process struct {
 type Registry struct {
 	srv  *http.Server
 	host string
+	// handler holds the images; srv serves it on TCP, pushSrv (when
+	// ServePush started it) on the push socket.
+	handler http.Handler
+	pushSrv *http.Server
 	// pusher is the one credential that may write: the registry's own
 	// (Push), held only in this process.
 	pusher authn.Basic
@@ -91,7 +95,8 @@ func Start(addr string) (*Registry, error) {
 		return nil, fmt.Errorf("image registry: %w", err)
 	}
 	r := &Registry{host: ln.Addr().String(), pusher: authn.Basic{Username: pusherName, Password: hex.EncodeToString(secret)}}
-	r.srv = &http.Server{Handler: r.authorize(ggcrregistry.New(ggcrregistry.Logger(discard()))), ReadHeaderTimeout: 10 * time.Second}
+	r.handler = ggcrregistry.New(ggcrregistry.Logger(discard()))
+	r.srv = &http.Server{Handler: r.authorize(r.handler), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = r.srv.Serve(ln) }()
 	return r, nil
 }
@@ -125,10 +130,19 @@ func (r *Registry) authorize(next http.Handler) http.Handler {
 func (r *Registry) Host() string { return r.host }
 
 // Close stops serving.
-func (r *Registry) Close() error { return r.srv.Close() }
+func (r *Registry) Close() error {
+	if r.pushSrv != nil {
+		_ = r.pushSrv.Close()
+	}
+	return r.srv.Close()
+}
 
 // local maps a public image reference to where it lives in this registry.
-func (r *Registry) local(ref string) (name.Reference, error) {
+func (r *Registry) local(ref string) (name.Reference, error) { return localRef(r.host, ref) }
+
+// localRef maps a public image reference to where it lives in the registry
+// serving host.
+func localRef(host, ref string) (name.Reference, error) {
 	pub, err := name.ParseReference(ref)
 	if err != nil {
 		return nil, fmt.Errorf("invalid image reference %q: %w", ref, err)
@@ -137,7 +151,7 @@ func (r *Registry) local(ref string) (name.Reference, error) {
 	if pub.Context().RegistryStr() == name.DefaultRegistry {
 		repo = "docker.io/" + pub.Context().RepositoryStr()
 	}
-	return name.ParseReference(r.host+"/"+repo+sep(pub)+pub.Identifier(), name.Insecure)
+	return name.ParseReference(host+"/"+repo+sep(pub)+pub.Identifier(), name.Insecure)
 }
 
 func sep(ref name.Reference) string {
@@ -293,6 +307,12 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 			return nil, err
 		}
 		for _, d := range im.Manifests {
+			// BuildKit's attestation manifests say "unknown/unknown":
+			// no runtime picks them (docs.docker.com "Attestation
+			// storage").
+			if d.Platform != nil && d.Platform.OS == "unknown" {
+				continue
+			}
 			if d.Platform != nil {
 				m.Platforms = append(m.Platforms, *d.Platform)
 			}
@@ -302,10 +322,8 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 			}
 			all = append(all, one)
 		}
-		if len(im.Manifests) > 0 {
-			if first, err = idx.Image(im.Manifests[0].Digest); err != nil {
-				return nil, err
-			}
+		if len(all) > 0 {
+			first = all[0]
 		}
 	} else {
 		if first, err = desc.Image(); err != nil {
@@ -327,6 +345,12 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 		pr := Process{Entrypoint: cfg.Config.Entrypoint, Cmd: cfg.Config.Cmd, WorkingDir: cfg.Config.WorkingDir, Env: cfg.Config.Env}
 		if f := cfg.Config.Labels[FilesLabel]; f != "" {
 			pr.Files = strings.Split(f, "\n")
+		} else if len(cfg.RootFS.DiffIDs) > 0 {
+			// An image loaded from a build has its files in its
+			// layers: the process finds its program there.
+			if pr.Files, err = layerFiles(img, cfg.OS); err != nil {
+				return nil, fmt.Errorf("reading the files of %s: %w", ref, err)
+			}
 		}
 		m.Process[cfg.OS] = pr
 	}

@@ -89,6 +89,6 @@ Shell completion (flavors, versions, local worlds, machines and nodes):
 	}
 	root.AddCommand(forPlugin(newVersionCommand()), newEmulatorCommand(), incluster.NewManagerCommand(), forPlugin(newGenerateCommand()), incluster.NewAdmissionCommand(),
 		newUpCommand(), newDownCommand(), newBenchCommand(), forPlugin(newSSHCommand()), forPlugin(newRDPCommand()), forPlugin(newLogsCommand()),
-		forPlugin(newDoctorCommand()), forPlugin(newPlanCommand()), forPlugin(newRehearseCommand()), forPlugin(newImagesCommand()), forPlugin(newNodeCommand()), forPlugin(newMachineCommand()))
+		forPlugin(newDoctorCommand()), forPlugin(newPlanCommand()), forPlugin(newRehearseCommand()), forPlugin(newImagesCommand()), newImageCommand(), forPlugin(newNodeCommand()), forPlugin(newMachineCommand()))
 	return root
 }

@@ -32,6 +32,8 @@ type upOptions struct {
 	controlPlane, linux, windows                   int32
 	metricsServer, azureDiskCSI                    bool
 	timeout                                        time.Duration
+	// images are loaded into the world's registry once it runs.
+	images []string
 	// bootstrapTimeout: see the flag.
 	bootstrapTimeout time.Duration
 }
@@ -224,6 +226,11 @@ long as this process. Interrupt it (Ctrl-C) to stop it: the state stays, and
 			if err := o.check(cmd, name); err != nil {
 				return err
 			}
+			for _, p := range o.images {
+				if _, err := os.Stat(p); err != nil {
+					return badInputf(cmd, "--image %s: %v", p, err)
+				}
+			}
 			out := cmd.OutOrStdout()
 			wo, err := o.world(name, progressPrinter(out))
 			if err != nil {
@@ -231,7 +238,7 @@ long as this process. Interrupt it (Ctrl-C) to stop it: the state stays, and
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return up(ctx, out, wo, o.timeout)
+			return up(ctx, out, wo, o.timeout, o.images)
 		},
 	}
 	cmd.Flags().StringVar(&o.flavor, "flavor", flavors.Windows, "cluster flavor: "+strings.Join(flavors.Names(), ", "))
@@ -244,12 +251,13 @@ long as this process. Interrupt it (Ctrl-C) to stop it: the state stays, and
 	cmd.Flags().BoolVar(&o.metricsServer, "metrics-server", false, "install metrics-server (kubectl top, HorizontalPodAutoscaler) with the flavors' add-on: the Cluster label metrics-server=enabled selects its ClusterResourceSet")
 	cmd.Flags().BoolVar(&o.azureDiskCSI, "azuredisk-csi", false, "install the Azure Disk CSI driver (PersistentVolumes on Azure managed disks, StorageClass managed-csi) with the flavors' add-on: the Cluster label azuredisk-csi=true selects its ClusterResourceSet")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 15*time.Minute, "how long to wait for every node to be Ready")
+	cmd.Flags().StringArrayVar(&o.images, "image", nil, "load the images of this docker save tarball, OCI archive or OCI layout directory into the world's registry before the cluster is made (repeatable; see 'winkube image load --help')")
 	cmd.Flags().DurationVar(&o.bootstrapTimeout, "bootstrap-timeout", localworld.DefaultLocalBootstrapTimeout, "how long a provisioned machine may take to become a node before the provider reports its bootstrap failed, with its log read through Run Command (see 'winkube rehearse bootstrap-failure')")
 	addWorldFlags(cmd, o)
 	return cmd
 }
 
-func up(ctx context.Context, out io.Writer, wo localworld.Options, timeout time.Duration) error {
+func up(ctx context.Context, out io.Writer, wo localworld.Options, timeout time.Duration, images []string) error {
 	// 'winkube down' asks a running up to delete its cluster with SIGUSR1.
 	deleteReq := make(chan os.Signal, 1)
 	signal.Notify(deleteReq, syscall.SIGUSR1)
@@ -273,6 +281,15 @@ func up(ctx context.Context, out io.Writer, wo localworld.Options, timeout time.
 		wo.Progress("stopping: machines, emulator, controllers, management plane")
 		w.Stop()
 	}()
+	if len(images) > 0 {
+		loaded, err := localworld.LoadImages(ctx, wo.StateDir, images, "", wo.Progress)
+		for _, l := range loaded {
+			wo.Progress("loaded " + l.String())
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if _, _, err := w.WriteKubeconfigs(ctx); err != nil && !strings.Contains(err.Error(), "not found") {
 		return err
 	}

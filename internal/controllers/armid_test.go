@@ -13,7 +13,7 @@ import (
 func TestARMIDsAreArmID(t *testing.T) {
 	for got, want := range map[string]string{
 		resourceGroupID("sub", "rg"): "/subscriptions/sub/resourceGroups/rg",
-		armID("sub", "rg", "Microsoft.Network", "virtualNetworks", "vnet", "subnets", "node"): "/subscriptions/sub/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/vnet/subnets/node",
+		armID("sub", "rg", "Microsoft.Network", "virtualNetworks", "vnet", "subnets", "node"):                                                                                              "/subscriptions/sub/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/vnet/subnets/node",
 		vmImage(&infrav1.Image{ComputeGallery: &infrav1.ComputeGalleryImage{Gallery: "g", Name: "win", Version: "1.31.1", SubscriptionID: ptr.To("sub"), ResourceGroup: ptr.To("rg")}}).ID: "/subscriptions/sub/resourceGroups/rg/providers/Microsoft.Compute/galleries/g/images/win/versions/1.31.1",
 	} {
 		if got != want {

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/winkube/winkube/emulator/registry"
 )
 
 // WorldFile marks a directory as a local world's state directory. A
@@ -47,7 +49,7 @@ const (
 func worldEntry(name string, m worldManifest) bool {
 	switch name {
 	case WorldFile, lockFile, pidFile,
-		"winkube.log", "known_hosts", RegistryFile, BlockFile, ARMEndpointFile, ManagementKubeconfig,
+		"winkube.log", "known_hosts", RegistryFile, registry.PushSocket, BlockFile, ARMEndpointFile, ManagementKubeconfig,
 		SSHKeyFile, SSHKeyFile + ".pub", emulatorState, hostnetState, hostnetState + ".tmp", entraState,
 		"manifests", "launchers", "management-etcd", etcdPKIDir, "machines", "admission":
 		return true

@@ -269,6 +269,11 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := os.WriteFile(filepath.Join(o.StateDir, RegistryFile), []byte(w.reg.Host()+"\n"), 0o600); err != nil {
 		return err
 	}
+	// 'winkube image load' publishes the user's images through this
+	// socket; the registry's port refuses writes from anyone else.
+	if err := w.reg.ServePush(filepath.Join(o.StateDir, registry.PushSocket)); err != nil {
+		return err
+	}
 	images, err := w.catalog(ctx)
 	if err != nil {
 		return err

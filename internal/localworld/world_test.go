@@ -251,6 +251,10 @@ func TestUpAndDown(t *testing.T) {
 		return fmt.Sprintf("no event explains the pending iis-1809 pod (%d events)", len(evs.Items))
 	})
 	t.Logf("%6.1fs iis-1809 stays Pending on a 2022-only cluster, explained", time.Since(start).Seconds())
+	stepStart := time.Now()
+	checkLoadedImage(ctx, t, state, cs, start)
+	checkHostProcessJobs(ctx, t, cs, start)
+	t.Logf("loading an image and running it, and the HostProcess jobs, took %s", time.Since(stepStart).Round(100*time.Millisecond))
 	checkDataPath(ctx, t, w, cs, wc, cfg, start)
 	checkMetrics(ctx, t, cfg, kubeconfig, bin, cs, start)
 

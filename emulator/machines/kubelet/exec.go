@@ -140,7 +140,7 @@ func (nopCloser) Close() error { return nil }
 // container is what an exec into the pod's container runs in.
 func (k *Kubelet) container(ctx context.Context, pod *corev1.Pod, spec *corev1.Container) (*ctrshell.Container, *ctrView, error) {
 	windows := k.cfg.Host.OS == "windows"
-	hpc := hostProcessPod(pod)
+	hpc := HostProcessPod(pod)
 	img, err := k.pull(ctx, spec.Image, hpc)
 	if err != nil {
 		return nil, nil, err

@@ -40,6 +40,13 @@ type Exited struct {
 
 func (e *Exited) Error() string { return e.Message }
 
+// Ended is a process that ran and ended by itself with Code (a command
+// that completes): the container starts, then terminates with its code,
+// Completed for 0 and Error otherwise, and the restart policy applies.
+type Ended struct{ Code int32 }
+
+func (e *Ended) Error() string { return fmt.Sprintf("exited with code %d", e.Code) }
+
 // Waiting is a process that runs and waits.
 type Waiting struct{ Message string }
 
@@ -215,6 +222,12 @@ func (r *podRun) advance(now time.Time, env runEnv) time.Time {
 			soon(c.recheck)
 			return next
 		}
+		if !c.exitAt.IsZero() && c.exitCode != 0 {
+			// Its command ended with a code (Ended).
+			r.exit(now, c, c.exitCode, "Error", "")
+			soon(c.waitUntil)
+			return next
+		}
 		r.exit(now, c, 0, "Completed", "")
 	}
 	for _, c := range r.mains {
@@ -264,12 +277,14 @@ func (r *podRun) advance(now time.Time, env runEnv) time.Time {
 func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 	c.waitUntil, c.waitMsg = time.Time{}, ""
 	c.waiting = ""
+	var ended *Ended
 	if env.check != nil {
 		err := env.check(env.ctx, r.pod, &c.spec, r.images[c.spec.Name])
 		var wait *Waiting
 		switch {
 		case errors.As(err, &wait):
 			c.waiting, c.recheck = wait.Message, now.Add(WaitRecheck)
+		case errors.As(err, &ended):
 		case err != nil:
 			c.started = now
 			r.failStart(now, c, err)
@@ -278,7 +293,11 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 	}
 	c.running, c.started = true, now
 	c.exitAt, c.exitCode = time.Time{}, 0
-	if !c.init && r.policy() != corev1.RestartPolicyAlways {
+	switch {
+	case ended != nil:
+		// The process's own end, whatever the restart policy.
+		c.exitAt, c.exitCode = now, ended.Code
+	case !c.init && r.policy() != corev1.RestartPolicyAlways:
 		d, code := r.runFor()
 		c.exitAt, c.exitCode = now.Add(d), code
 	}
@@ -310,9 +329,14 @@ func (r *podRun) failStart(now time.Time, c *ctrRun, err error) {
 func (r *podRun) recheck(now time.Time, c *ctrRun, env runEnv) bool {
 	err := env.check(env.ctx, r.pod, &c.spec, r.images[c.spec.Name])
 	var wait *Waiting
+	var ended *Ended
 	switch {
 	case errors.As(err, &wait):
 		c.waiting, c.recheck = wait.Message, now.Add(WaitRecheck)
+		return true
+	case errors.As(err, &ended):
+		c.waiting = ""
+		c.exitAt, c.exitCode = now, ended.Code
 		return true
 	case err != nil:
 		r.failStart(now, c, err)

@@ -373,3 +373,49 @@ func TestProcessOutcomes(t *testing.T) {
 		t.Fatalf("after the init container's wait: phase %s init %+v", s.Phase, s.InitContainerStatuses[0].State)
 	}
 }
+
+// TestCommandThatEndsEndsThePod: a process that ends by itself (a
+// HostProcess `cmd /c exit 3`, `powershell -Command "exit 0"`) ends its
+// container at once with its code, whatever the run-time annotations say:
+// a Never pod Succeeds on 0 and Fails otherwise, an Always pod restarts
+// it, and an init container's code decides whether the pod goes on.
+func TestCommandThatEndsEndsThePod(t *testing.T) {
+	endsWith := func(code int32) runEnv {
+		return runEnv{ctx: context.Background(), check: func(context.Context, *corev1.Pod, *corev1.Container, *Pulled) error {
+			return &Ended{Code: code}
+		}}
+	}
+	for _, c := range []struct {
+		code   int32
+		phase  corev1.PodPhase
+		reason string
+	}{{0, corev1.PodSucceeded, "Completed"}, {3, corev1.PodFailed, "Error"}} {
+		// The annotations would run it for an hour and exit 0.
+		r := lifecyclePod(t, corev1.RestartPolicyNever, map[string]string{RunSecondsAnnotation: "3600"}, corev1.Container{})
+		r.advance(t0, endsWith(c.code))
+		s, cs := statusOf(r)
+		if s.Phase != c.phase || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != c.code || cs.State.Terminated.Reason != c.reason || cs.RestartCount != 0 {
+			t.Errorf("exit %d: phase %s state %+v restarts %d, want %s %s", c.code, s.Phase, cs.State, cs.RestartCount, c.phase, c.reason)
+		}
+		if !hasEvent(r, "Started", "Started container app") || hasEvent(r, "Failed", "") {
+			t.Errorf("exit %d: events %+v, want Started and no Failed", c.code, r.events)
+		}
+	}
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{})
+	r.advance(t0, endsWith(0))
+	// Restarted at once, then in CrashLoopBackOff (the kubelet's back-off).
+	if _, cs := statusOf(r); cs.RestartCount != 2 || cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.Reason != "Completed" ||
+		cs.State.Waiting == nil || cs.State.Waiting.Reason != "CrashLoopBackOff" {
+		t.Errorf("Always: %+v", cs)
+	}
+
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-3"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, InitContainers: []corev1.Container{{Name: "setup"}}, Containers: []corev1.Container{{Name: "app"}}}}
+	r = newPodRun(pod)
+	r.advance(t0, endsWith(2))
+	s := &corev1.PodStatus{}
+	r.fill(s)
+	if s.Phase != corev1.PodFailed || s.InitContainerStatuses[0].State.Terminated == nil || s.InitContainerStatuses[0].State.Terminated.ExitCode != 2 || r.mains[0].running {
+		t.Errorf("init exit 2: phase %s init %+v", s.Phase, s.InitContainerStatuses[0].State)
+	}
+}

@@ -109,7 +109,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		k.queue.AddAfter(key, time.Second)
 		return nil
 	}
-	hp := k.cfg.Host.OS == "windows" && hostProcessPod(pod) && k.cfg.Host.knowsHostProcess()
+	hp := k.cfg.Host.OS == "windows" && HostProcessPod(pod) && k.cfg.Host.knowsHostProcess()
 	if k.cfg.Host.OS == "windows" && status.StartTime == nil {
 		for _, c := range allContainers(pod) {
 			for _, l := range ignoredOnWindows(pod, c) {

@@ -107,7 +107,7 @@ func admit(h Host, pod *corev1.Pod) *Rejection {
 			return &Rejection{hit.Row.Reason, hit.Row.Message}
 		}
 	}
-	hp := hostProcessPod(pod)
+	hp := HostProcessPod(pod)
 	if hp && !h.knowsHostProcess() && pod.Spec.HostNetwork {
 		return &Rejection{"UnsupportedPodSpec", fmt.Sprintf("hostNetwork is not supported on Windows for pods that are not HostProcess pods: kubelet %s does not know securityContext.windowsOptions.hostProcess (Kubernetes v1.22 added HostProcess containers)", h.KubeletVersion)}
 	}
@@ -163,7 +163,7 @@ func nodeCapacity(h Host, c corev1.ResourceList) corev1.ResourceList {
 // the table's host-network row, and what a kubelet older than v1.22 does
 // with a HostProcess pod it cannot recognise.
 func (h Host) hostNetworkIgnored(pod *corev1.Pod) bool {
-	return h.OS == "windows" && pod.Spec.HostNetwork && !(hostProcessPod(pod) && h.knowsHostProcess())
+	return h.OS == "windows" && pod.Spec.HostNetwork && !(HostProcessPod(pod) && h.knowsHostProcess())
 }
 
 // ignoredOnWindows are what a Windows kubelet and containerd leave out of
@@ -224,9 +224,9 @@ func allContainers(pod *corev1.Pod) []corev1.Container {
 	return append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
 }
 
-// hostProcessPod says whether a pod runs as HostProcess, set on the pod or
+// HostProcessPod says whether a pod runs as HostProcess, set on the pod or
 // on every container (Kubernetes refuses mixes at admission).
-func hostProcessPod(pod *corev1.Pod) bool { return windowslimits.IsHostProcess(&pod.Spec) }
+func HostProcessPod(pod *corev1.Pod) bool { return windowslimits.IsHostProcess(&pod.Spec) }
 
 // ContainerFailure is a container that cannot start: it waits with Reason.
 type ContainerFailure struct{ Reason, Message string }

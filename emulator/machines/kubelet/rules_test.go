@@ -2,10 +2,15 @@ package kubelet
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -271,5 +276,61 @@ func TestIgnoredOnWindows(t *testing.T) {
 	}
 	if f := createsOnWindows(linux, pod, block); f != nil {
 		t.Errorf("volumeDevices on Linux: %+v", f)
+	}
+}
+
+// TestPullLoadedImage: an image a user loaded ('winkube image load', a
+// docker save tarball of a Windows Server 2022 build) is pulled as any
+// catalog image: it runs on a 2022 host with its config's process, a 2019
+// host refuses it with HCS's error, a Linux host finds no platform.
+func TestPullLoadedImage(t *testing.T) {
+	ctx := context.Background()
+	r := startRegistry(t)
+	sock := filepath.Join(t.TempDir(), registry.PushSocket)
+	if err := r.ServePush(sock); err != nil {
+		t.Fatal(err)
+	}
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := img.ConfigFile()
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture, cfg.OSVersion = "windows", "amd64", registry.Build2022
+	cfg.Config.Entrypoint, cfg.Config.WorkingDir = []string{`C:\app\app.exe`}, `C:\app`
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		t.Fatal(err)
+	}
+	const ref = "example.com/team/app:1"
+	tag, _ := name.NewTag(ref)
+	saved := filepath.Join(t.TempDir(), "app.tar")
+	if err := tarball.WriteToFile(saved, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	imgs, cleanup, err := registry.ReadImages(saved, "")
+	defer cleanup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.NewPusher(r.Host(), sock).Push(ctx, imgs[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := pull(ctx, r, win2022, ref, false)
+	if err != nil {
+		t.Fatalf("on 2022: %v", err)
+	}
+	if d, _ := img.Digest(); p.ImageID != "example.com/team/app@"+d.String() || p.Process == nil || p.Process.WorkingDir != `C:\app` {
+		t.Errorf("on 2022: image %s process %+v", p.ImageID, p.Process)
+	}
+	for _, c := range []struct {
+		host Host
+		want string
+	}{
+		{win2019, "CreateContainerError: failed to create containerd task: failed to create shim task: hcs::CreateComputeSystem: The container operating system does not match the host operating system.: unknown"},
+		{linux, `ErrImagePull: failed to pull and unpack image "example.com/team/app:1": no match for platform in manifest: not found`},
+	} {
+		if _, err := pull(ctx, r, c.host, ref, false); err == nil || err.Error() != c.want {
+			t.Errorf("on %s %s: %v, want %s", c.host.OS, c.host.Build, err, c.want)
+		}
 	}
 }

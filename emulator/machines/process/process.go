@@ -102,6 +102,9 @@ const (
 	Waits
 	// StartFails: the runtime could not start the process at all.
 	StartFails
+	// Ends: the process ran and ended by itself with Code, zero or
+	// not, as a command that completes does (cmd /c exit 3).
+	Ends
 )
 
 // Outcome is what starting a container came to.
@@ -116,6 +119,8 @@ type Outcome struct {
 func exits(code int32, format string, a ...any) Outcome {
 	return Outcome{State: Exits, Code: code, Message: fmt.Sprintf(format, a...)}
 }
+
+func ends(code int32) Outcome { return Outcome{State: Ends, Code: code} }
 
 func waits(format string, a ...any) Outcome {
 	return Outcome{State: Waits, Message: fmt.Sprintf(format, a...)}

@@ -119,3 +119,38 @@ func TestWindowsExecutable(t *testing.T) {
 		}
 	}
 }
+
+// TestHostProcessCommandsThatEnd: a HostProcess container whose command
+// completes ends with the command's exit code, through hcsshim's own
+// `cmd /c` (2022, bind filter) or CreateProcess (2019); what no model
+// knows keeps running.
+func TestHostProcessCommandsThatEnd(t *testing.T) {
+	const w2019, w2022 = "10.0.17763.6532", "10.0.20348.2849"
+	for _, c := range []struct {
+		name    string
+		command []string
+		state   State
+		code    int32
+		log     string
+	}{
+		{"cmd exit 3", []string{"cmd", "/c", "exit 3"}, Ends, 3, ""},
+		{"cmd.exe exit /b 0", []string{"cmd.exe", "/c", "exit", "/b", "0"}, Ends, 0, ""},
+		{"cmd echo then exit", []string{"cmd", "/c", "echo finished && exit 2"}, Ends, 2, "finished"},
+		{"cmd echo only", []string{"cmd", "/c", "echo hello"}, Ends, 0, "hello"},
+		{"cmd runs PowerShell", []string{"cmd", "/c", "powershell -Command exit 7"}, Ends, 7, ""},
+		{"powershell exit 0", []string{"powershell", "-Command", "exit 0"}, Ends, 0, ""},
+		{"powershell.exe writes then exits", []string{"powershell.exe", "-NoProfile", "-Command", "Write-Host done; exit 4"}, Ends, 4, "done"},
+		{"powershell output only", []string{"powershell", "-c", "Write-Output ok"}, Ends, 0, "ok"},
+		{"powershell sleeps: not modelled", []string{"powershell", "-Command", "Start-Sleep 3600"}, Runs, 0, ""},
+		{"cmd of a program the host lacks: not modelled", []string{"cmd", "/c", "ping -t localhost"}, Runs, 0, ""},
+		{"cmd /k stays", []string{"cmd", "/k", "exit 1"}, Runs, 0, ""},
+	} {
+		for _, build := range []string{w2019, w2022} {
+			n := Node{OS: "windows", Build: build, Containerd: "1.7.24", Disk: vmdisk.Disk{Root: t.TempDir(), Windows: true}}
+			got := Start(context.Background(), n, Image{}, Container{ID: "id1", Pod: hostProcessPod(), Spec: corev1.Container{Command: c.command}})
+			if got.State != c.state || got.Code != c.code || (c.log != "" && !strings.Contains(strings.Join(got.Log, "\n"), c.log)) {
+				t.Errorf("%s on %s: state %d code %d log %q (%s), want %d code %d log %q", c.name, build, got.State, got.Code, got.Log, got.Message, c.state, c.code, c.log)
+			}
+		}
+	}
+}

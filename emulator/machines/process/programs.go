@@ -12,9 +12,7 @@ import (
 )
 
 // systemPrograms are the host's own programs, by file name.
-var systemPrograms = map[string]func(*Proc) Outcome{
-	"powershell.exe": powershell,
-}
+var systemPrograms map[string]func(*Proc) Outcome
 
 // imagePrograms are the upstream add-ons' programs and scripts, by their
 // path in the image (or, for a script a ConfigMap mounts, in the
@@ -22,6 +20,10 @@ var systemPrograms = map[string]func(*Proc) Outcome{
 var imagePrograms map[string]func(*Proc) Outcome
 
 func init() {
+	systemPrograms = map[string]func(*Proc) Outcome{
+		"powershell.exe": powershell,
+		"cmd.exe":        cmd,
+	}
 	imagePrograms = map[string]func(*Proc) Outcome{
 		// sigwindowstools/kube-proxy:<v>-calico-hostprocess
 		// (kubernetes-sigs/sig-windows-tools hostprocess/calico/kube-proxy/start.ps1, e35b2e16).
@@ -83,6 +85,9 @@ func psNotRecognized(name string) string {
 // powershell runs a script named on its command line (powershell.exe
 // <script> or -File <script>), relative to the working directory.
 func powershell(p *Proc) Outcome {
+	if o, ok := psOutputAndExit(p); ok {
+		return o
+	}
 	if o, ok := psStatements(p); ok {
 		return o
 	}

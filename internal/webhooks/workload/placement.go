@@ -31,7 +31,8 @@ type Placement struct {
 	// OS is "windows" or "linux" when every image runs only there, "" when
 	// any OS will do (multi-OS images).
 	OS string
-	// Builds are the Windows host builds that run every Windows image.
+	// Builds are the Windows host builds that run every Windows image;
+	// none when any build does (HostProcess, images naming no build).
 	Builds []string
 	// Unresolved are images whose platforms could not be read, with why.
 	Unresolved []string
@@ -42,7 +43,13 @@ type Placement struct {
 func Place(ctx context.Context, r *Resolver, spec *corev1.PodSpec, path *field.Path) (Placement, *field.Error) {
 	var pl Placement
 	var windowsOnly, linuxOnly []string
+	// builds stays nil while no image asks for a build. A HostProcess
+	// container runs on the host, not in a silo of the image's build
+	// (the kubelet's pull checks only that it is a Windows image), and an
+	// image whose Windows platform names no os.version (the HostProcess
+	// base image) runs on any Windows host.
 	var builds map[string]bool
+	hostProcess := IsHostProcess(spec)
 	for _, c := range containersOf(spec) {
 		plats, err := r.Platforms(ctx, c.image)
 		if err != nil {
@@ -51,9 +58,13 @@ func Place(ctx context.Context, r *Resolver, spec *corev1.PodSpec, path *field.P
 		}
 		oses := map[string]bool{}
 		imageHosts := map[string]bool{}
+		anyBuild := hostProcess
 		for _, p := range plats {
 			oses[p.OS] = true
 			if p.OS == "windows" {
+				if p.WindowsBuild() == "" {
+					anyBuild = true
+				}
 				for _, h := range hostsFor(p.WindowsBuild()) {
 					imageHosts[h] = true
 				}
@@ -62,6 +73,9 @@ func Place(ctx context.Context, r *Resolver, spec *corev1.PodSpec, path *field.P
 		switch {
 		case oses["windows"] && !oses["linux"]:
 			windowsOnly = append(windowsOnly, c.image)
+			if anyBuild {
+				break
+			}
 			if builds == nil {
 				builds = imageHosts
 			} else {
@@ -85,7 +99,7 @@ func Place(ctx context.Context, r *Resolver, spec *corev1.PodSpec, path *field.P
 			pl.Builds = append(pl.Builds, h)
 		}
 		sort.Strings(pl.Builds)
-		if len(pl.Builds) == 0 {
+		if builds != nil && len(pl.Builds) == 0 {
 			return pl, field.Invalid(path.Child("containers"), strings.Join(windowsOnly, ", "),
 				"no Windows build runs all of these images (a host runs images of its own build; 2025 hosts also run 2022 images): use images of one Windows release")
 		}
@@ -140,7 +154,7 @@ func Apply(pl Placement, meta *metav1.ObjectMeta, spec *corev1.PodSpec, path *fi
 	if spec.OS != nil && string(spec.OS.Name) != pl.OS {
 		return false, field.Invalid(path.Child("os", "name"), spec.OS.Name, fmt.Sprintf("every image of the pod runs only on %s", pl.OS))
 	}
-	if b, ok := spec.NodeSelector[WindowsBuildLabel]; ok && pl.OS == "windows" && !contains(pl.Builds, b) {
+	if b, ok := spec.NodeSelector[WindowsBuildLabel]; ok && pl.OS == "windows" && len(pl.Builds) > 0 && !contains(pl.Builds, b) {
 		return false, field.Invalid(path.Child("nodeSelector").Key(WindowsBuildLabel), b,
 			fmt.Sprintf("the pod's images run on Windows builds %s only (\"The container operating system does not match the host operating system\" otherwise)", strings.Join(pl.Builds, ", ")))
 	}
@@ -158,7 +172,7 @@ func Apply(pl Placement, meta *metav1.ObjectMeta, spec *corev1.PodSpec, path *fi
 		spec.OS = &corev1.PodOS{Name: corev1.Windows}
 		changed = true
 	}
-	if _, ok := spec.NodeSelector[WindowsBuildLabel]; !ok && !hasBuildAffinity(spec) {
+	if _, ok := spec.NodeSelector[WindowsBuildLabel]; !ok && len(pl.Builds) > 0 && !hasBuildAffinity(spec) {
 		addBuildAffinity(spec, pl.Builds)
 		if meta.Annotations == nil {
 			meta.Annotations = map[string]string{}

@@ -45,6 +45,8 @@ var (
 	// The seeds' IIS tags, and a manifest list of every Windows build (as
 	// iis:latest is on mcr.microsoft.com).
 	imgCore2019, imgCore2022, imgWinAll string
+	// imgHostProcess is the HostProcess base image: Windows, no build.
+	imgHostProcess string
 )
 
 func pushImage(ref string, plats ...v1.Platform) error {
@@ -91,14 +93,16 @@ func TestMain(m *testing.M) {
 	imgLinux, imgMulti = regHost+"/library/nginx:1.27", regHost+"/pause:3.10"
 	iis := regHost + "/windows/servercore/iis:"
 	imgCore2019, imgCore2022, imgWinAll = iis+"windowsservercore-ltsc2019", iis+"windowsservercore-ltsc2022", iis+"latest"
+	imgHostProcess = regHost + "/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0"
 	for ref, plats := range map[string][]v1.Platform{
-		img2019:     {{OS: "windows", OSVersion: "10.0.17763.6532", Architecture: "amd64"}},
-		img2022:     {{OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}},
-		img2025:     {{OS: "windows", OSVersion: "10.0.26100.2314", Architecture: "amd64"}},
-		imgLinux:    {{OS: "linux", Architecture: "amd64"}},
-		imgMulti:    {{OS: "linux", Architecture: "amd64"}, {OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}},
-		imgCore2019: {{OS: "windows", OSVersion: "10.0.17763.6532", Architecture: "amd64"}},
-		imgCore2022: {{OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}},
+		img2019:        {{OS: "windows", OSVersion: "10.0.17763.6532", Architecture: "amd64"}},
+		img2022:        {{OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}},
+		img2025:        {{OS: "windows", OSVersion: "10.0.26100.2314", Architecture: "amd64"}},
+		imgLinux:       {{OS: "linux", Architecture: "amd64"}},
+		imgMulti:       {{OS: "linux", Architecture: "amd64"}, {OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}},
+		imgCore2019:    {{OS: "windows", OSVersion: "10.0.17763.6532", Architecture: "amd64"}},
+		imgHostProcess: {{OS: "windows", Architecture: "amd64"}},
+		imgCore2022:    {{OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}},
 		imgWinAll: {{OS: "windows", OSVersion: "10.0.17763.6532", Architecture: "amd64"},
 			{OS: "windows", OSVersion: "10.0.20348.2849", Architecture: "amd64"}, {OS: "windows", OSVersion: "10.0.26100.2314", Architecture: "amd64"}},
 	} {
@@ -195,6 +199,43 @@ func TestPlacementByImages(t *testing.T) {
 		}
 		if (p.Spec.OS == nil && tc.osName != "") || (p.Spec.OS != nil && p.Spec.OS.Name != tc.osName) {
 			t.Errorf("%s: spec.os %+v, want %q", tc.name, p.Spec.OS, tc.osName)
+		}
+	}
+}
+
+// TestAnyBuildIsPlacedOnWindowsOnly: an image whose Windows platform names
+// no build (the HostProcess base image), and any image of a HostProcess
+// pod, runs on every Windows build: the pod goes to Windows nodes with no
+// build affinity, and a user's build selector is kept.
+func TestAnyBuildIsPlacedOnWindowsOnly(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	hostProcess := func(p *corev1.Pod) *corev1.Pod {
+		p.Spec.HostNetwork = true
+		p.Spec.SecurityContext = &corev1.PodSecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{
+			HostProcess: ptr.To(true), RunAsUserName: ptr.To(`NT AUTHORITY\SYSTEM`)}}
+		return p
+	}
+	selected := pod(ns, imgHostProcess)
+	selected.Spec.NodeSelector = map[string]string{workload.WindowsBuildLabel: "10.0.17763"}
+	for _, tc := range []struct {
+		name  string
+		pod   *corev1.Pod
+		build string
+	}{
+		{"base image naming no build", pod(ns, imgHostProcess), ""},
+		{"base image, HostProcess", hostProcess(pod(ns, imgHostProcess)), ""},
+		{"2019 image of a HostProcess pod", hostProcess(pod(ns, img2019)), ""},
+		{"a user's build selector is kept", selected, "10.0.17763"},
+	} {
+		if err := env.Client.Create(ctx, tc.pod); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		p := tc.pod
+		if p.Spec.NodeSelector[corev1.LabelOSStable] != "windows" || p.Spec.OS == nil || p.Spec.OS.Name != corev1.Windows ||
+			p.Spec.Affinity != nil || p.Spec.NodeSelector[workload.WindowsBuildLabel] != tc.build {
+			t.Errorf("%s: nodeSelector %v, os %+v, affinity %+v; want Windows, no build affinity, build selector %q", tc.name, p.Spec.NodeSelector, p.Spec.OS, p.Spec.Affinity, tc.build)
 		}
 	}
 }
