@@ -179,29 +179,32 @@ func Delete(ctx context.Context, svc *cloud.Services, rg, name string, progress 
 	if err != nil {
 		return fmt.Errorf("network interface %s in resource group %s: %w", nicName, rg, err)
 	}
-	switch {
-	case nic == nil:
-	case !ownedBy(nic.Tags, name):
-		progress(fmt.Sprintf("leaving network interface %s: it has no %s tag naming %s, so 'winkube machine create' did not make it", nicName, TagKey, name))
-	default:
-		progress("deleting network interface " + nicName)
-		if err := until(ctx, func(tok string) (string, bool, error) { return svc.NICs.Delete(ctx, rg, nicName, tok) }); err != nil {
-			return fmt.Errorf("deleting network interface %s: %w", nicName, err)
+	if nic != nil {
+		if err := deleteOwned(ctx, "network interface", nicName, name, nic.Tags, svc.NICs.Delete, rg, progress); err != nil {
+			return err
 		}
 	}
 	pip, err := svc.PublicIPs.Get(ctx, rg, pipName)
 	if err != nil {
 		return fmt.Errorf("public IP %s in resource group %s: %w", pipName, rg, err)
 	}
-	switch {
-	case pip == nil:
-	case !ownedBy(pip.Tags, name):
-		progress(fmt.Sprintf("leaving public IP %s: it has no %s tag naming %s, so 'winkube machine create' did not make it", pipName, TagKey, name))
-	default:
-		progress("deleting public IP " + pipName)
-		if err := until(ctx, func(tok string) (string, bool, error) { return svc.PublicIPs.Delete(ctx, rg, pipName, tok) }); err != nil {
-			return fmt.Errorf("deleting public IP %s: %w", pipName, err)
-		}
+	if pip != nil {
+		return deleteOwned(ctx, "public IP", pipName, name, pip.Tags, svc.PublicIPs.Delete, rg, progress)
+	}
+	return nil
+}
+
+// deleteOwned deletes resource name of kind what when its tags say this
+// package made it for machine, and otherwise says it leaves it.
+func deleteOwned(ctx context.Context, what, name, machine string, tags map[string]*string,
+	del func(ctx context.Context, rg, name, tok string) (string, bool, error), rg string, progress func(string)) error {
+	if !ownedBy(tags, machine) {
+		progress(fmt.Sprintf("leaving %s %s: it has no %s tag naming %s, so 'winkube machine create' did not make it", what, name, TagKey, machine))
+		return nil
+	}
+	progress("deleting " + what + " " + name)
+	if err := until(ctx, func(tok string) (string, bool, error) { return del(ctx, rg, name, tok) }); err != nil {
+		return fmt.Errorf("deleting %s %s: %w", what, name, err)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
@@ -17,17 +16,12 @@ import (
 	"github.com/winkube/winkube/internal/azure/publicips"
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/byovm"
-	"github.com/winkube/winkube/internal/poll"
 )
 
-const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGb2ajMpRmQkSxl2cZvUnbWLUl2bHBUF6kx2mzMyPwPW test"
-
-// TestCreateAndDeleteThroughAzure: the machine is a public IP, a NIC with
-// it in the given subnet and a Windows Server VM of Microsoft's image,
-// made and removed through Azure's API; a VM it did not make is not
-// deleted.
-func TestCreateAndDeleteThroughAzure(t *testing.T) {
-	ctx := context.Background()
+// azureWithSubnet is the emulator with resource group rg and a VNet
+// whose subnet "nodes" is 10.1.0.0/24.
+func azureWithSubnet(t *testing.T, ctx context.Context) (endpoint.Config, string) {
+	t.Helper()
 	cfg := azuretest.Start(t, "rg")
 	vnets, _ := endpoint.NewClient(cfg, azuretest.Subscription, armnetwork.NewVirtualNetworksClient)
 	p, err := vnets.BeginCreateOrUpdate(ctx, "rg", "vnet", armnetwork.VirtualNetwork{Location: to.Ptr(azuretest.Location), Properties: &armnetwork.VirtualNetworkPropertiesFormat{
@@ -40,12 +34,24 @@ func TestCreateAndDeleteThroughAzure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, *vnet.Properties.Subnets[0].ID
+}
+
+const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGb2ajMpRmQkSxl2cZvUnbWLUl2bHBUF6kx2mzMyPwPW test"
+
+// TestCreateAndDeleteThroughAzure: the machine is a public IP, a NIC with
+// it in the given subnet and a Windows Server VM of Microsoft's image,
+// made and removed through Azure's API; a VM it did not make is not
+// deleted.
+func TestCreateAndDeleteThroughAzure(t *testing.T) {
+	ctx := context.Background()
+	cfg, subnet := azureWithSubnet(t, ctx)
 	svc, err := cloud.New(cfg).For(azuretest.Subscription)
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := byovm.Spec{Name: "byo-win-1", WindowsVersion: infrav1.WindowsServer2022, ResourceGroup: "rg", Location: azuretest.Location,
-		SubnetID: *vnet.Properties.Subnets[0].ID, User: "capi", SSHPublicKey: key}
+		SubnetID: subnet, User: "capi", SSHPublicKey: key}
 	long := spec
 	long.Name = "byo-windows-0001"
 	if _, err := byovm.Create(ctx, svc, long, func(string) {}); err == nil || !strings.Contains(err.Error(), "at most 15") {
@@ -97,37 +103,16 @@ func TestCreateAndDeleteThroughAzure(t *testing.T) {
 // Delete.
 func TestCreateAndDeleteLeaveWhatOthersMade(t *testing.T) {
 	ctx := context.Background()
-	cfg := azuretest.Start(t, "rg")
-	vnets, _ := endpoint.NewClient(cfg, azuretest.Subscription, armnetwork.NewVirtualNetworksClient)
-	p, err := vnets.BeginCreateOrUpdate(ctx, "rg", "vnet", armnetwork.VirtualNetwork{Location: to.Ptr(azuretest.Location), Properties: &armnetwork.VirtualNetworkPropertiesFormat{
-		AddressSpace: &armnetwork.AddressSpace{AddressPrefixes: []*string{to.Ptr("10.1.0.0/16")}},
-		Subnets:      []*armnetwork.Subnet{{Name: to.Ptr("nodes"), Properties: &armnetwork.SubnetPropertiesFormat{AddressPrefix: to.Ptr("10.1.0.0/24")}}}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vnet, err := p.PollUntilDone(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	subnet := *vnet.Properties.Subnets[0].ID
+	cfg, subnet := azureWithSubnet(t, ctx)
 	svc, err := cloud.New(cfg).For(azuretest.Subscription)
 	if err != nil {
 		t.Fatal(err)
 	}
 	until := func(step func(tok string) (string, bool, error)) {
 		t.Helper()
-		tok := ""
-		poll.Until(t, 2*time.Minute, func() string {
-			next, done, err := step(tok)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tok = next
-			if !done {
-				return "the operation is under way"
-			}
-			return ""
-		})
+		if err := azuretest.Drive(t, step); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// A cluster's VM, on its own NIC, without the byo tag.
 	until(func(tok string) (string, bool, error) {
