@@ -139,7 +139,12 @@ func ownerClusterName(o client.Object) string {
 	return ""
 }
 
-// Reconcile writes the object's <name>-azure-json Secret.
+// Reconcile writes the object's <name>-azure-json Secret. It opens without
+// the other reconcilers' scope (openScope): an AzureMachineTemplate has no
+// conditions for the scope to patch or mark Paused, the AzureMachine and
+// AzureMachinePool reconcilers already own those objects' conditions, and
+// the Secret is wanted before Cluster API sets a Machine or MachinePool
+// owner; it applies the same pause contract through the Cluster.
 func (r *AzureJSONReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := r.newObject()
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {

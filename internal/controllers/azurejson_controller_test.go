@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/azurejson"
 	"github.com/winkube/winkube/internal/poll"
 )
@@ -75,4 +76,40 @@ func TestAzureJSONSecrets(t *testing.T) {
 		}
 	}
 	waitGone(t, cloned, pool, f.ac)
+}
+
+// A paused Cluster's azure.json Secrets are not written (Cluster API's
+// pause contract: clusterctl move pauses the Cluster while it copies it,
+// and the source's manager must leave its objects alone); unpausing writes
+// them. A template of an unpaused cluster, created after the paused one's,
+// shows the reconciler has had its turn.
+func TestAzureJSONSecretWaitsWhileTheClusterIsPaused(t *testing.T) {
+	_, cfg := newEmulator(t, arm.Options{})
+	stop := startControllers(t, cfg)
+	defer stop()
+	paused, live := newCluster(t, "jsonpaused"), newCluster(t, "jsonlive")
+	setClusterPaused(t, paused.cluster, true)
+	template := func(f *fixture) *infrav1.AzureMachineTemplate {
+		tmpl := &infrav1.AzureMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: f.cluster.Name + "-md-0", Namespace: f.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: f.cluster.Name}},
+			Spec: infrav1.AzureMachineTemplateSpec{Template: infrav1.AzureMachineTemplateResource{Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{VMSize: "Standard_D4s_v3"}}}}}
+		if err := env.Client.Create(f.ctx, tmpl); err != nil {
+			t.Fatal(err)
+		}
+		return tmpl
+	}
+	secretOf := func(f *fixture, tmpl *infrav1.AzureMachineTemplate) string {
+		err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: tmpl.Name + "-azure-json"}, &corev1.Secret{})
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	held := template(paused)
+	written := template(live)
+	poll.Until(t, time.Minute, func() string { return secretOf(live, written) })
+	if secretOf(paused, held) == "" {
+		t.Fatalf("the azure.json Secret of %s was written while its Cluster is paused", held.Name)
+	}
+	setClusterPaused(t, paused.cluster, false)
+	poll.Until(t, time.Minute, func() string { return secretOf(paused, held) })
 }

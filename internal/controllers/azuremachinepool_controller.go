@@ -166,11 +166,44 @@ func (r *AzureMachinePoolReconciler) poolImage(ctx context.Context, pc *poolCont
 	if images.IsDefaultFor(amp.Status.Image, req) {
 		return amp.Status.Image, nil
 	}
+	if amp.Status.Image == nil {
+		// A pool made by a winkube that did not pin its default yet (or
+		// whose status was lost, as clusterctl move loses it) runs the
+		// default of its day: when the scale set's model is still a
+		// default for the request, that is the pin, so that the first
+		// pinning does not roll the pool onto a newer build.
+		set, err := pc.svc.ScaleSets.Get(ctx, pc.names.rg, amp.Name)
+		if err != nil {
+			return nil, fmt.Errorf("reading the scale set's image: %w", err)
+		}
+		if running := defaultImageOf(scalesets.ModelImage(set)); images.IsDefaultFor(running, req) {
+			amp.Status.Image = running
+			return running, nil
+		}
+	}
 	img, err := pc.svc.Images.Resolve(ctx, nil, req)
 	if err == nil {
 		amp.Status.Image = img.DeepCopy()
 	}
 	return img, err
+}
+
+// defaultImageOf is a model's image in the forms a default image takes
+// (vmImage's inverse for a community-gallery or marketplace image); nil
+// for any other image, which cannot be a default.
+func defaultImageOf(img virtualmachines.Image) *infrav1.Image {
+	if id := img.CommunityGalleryImageID; id != "" {
+		// /CommunityGalleries/<gallery>/Images/<name>/Versions/<version>
+		p := strings.Split(strings.TrimPrefix(id, "/"), "/")
+		if len(p) != 6 || !strings.EqualFold(p[0], "CommunityGalleries") || !strings.EqualFold(p[2], "Images") || !strings.EqualFold(p[4], "Versions") {
+			return nil
+		}
+		return &infrav1.Image{ComputeGallery: &infrav1.ComputeGalleryImage{Gallery: p[1], Name: p[3], Version: p[5]}}
+	}
+	if img.ID != "" || img.Publisher == "" {
+		return nil
+	}
+	return &infrav1.Image{Marketplace: &infrav1.MarketplaceImage{Publisher: img.Publisher, Offer: img.Offer, SKU: img.SKU, Version: img.Version}}
 }
 
 func (r *AzureMachinePoolReconciler) reconcileNormal(ctx context.Context, pc *poolContext) (ctrl.Result, error) {

@@ -81,6 +81,56 @@ func TestAvailabilitySetsWhereThereAreNoZones(t *testing.T) {
 	}
 }
 
+// A MachineDeployment's availability set stays while any VM still lists it
+// and goes when the deployment scales to 0, its machines deleted together
+// (issue 54 item 8, said to leak). The rule is CAPZ's: its availability
+// set service's Delete skips a set whose virtualMachines list is not empty
+// (azure/services/availabilitysets/availabilitysets.go Service.Delete in
+// kubernetes-sigs/cluster-api-provider-azure @69ec3a40; also at 06e61ca9).
+func TestMachineDeploymentAvailabilitySetGoesWhenItScalesToZero(t *testing.T) {
+	_, cfg := newEmulator(t, arm.Options{})
+	stop := startControllers(t, cfg)
+	defer stop()
+	az := newAzure(t, cfg)
+	sets := availabilitySets(t, cfg)
+	f := newCluster(t, "scaletozero", func(s *infrav1.AzureClusterSpec) { s.Location = "westcentralus" })
+	f.waitClusterProvisioned(time.Minute)
+	md := map[string]string{clusterv1.MachineDeploymentNameLabel: "scaletozero-md-0"}
+	names := []string{"scaletozero-md-0-aaaaa", "scaletozero-md-0-bbbbb", "scaletozero-md-0-ccccc"}
+	for _, n := range names {
+		f.newMachineWith(n, false, false, "", md, nil)
+	}
+	ams := f.waitMachinesProvisioned(2*time.Minute, names...)
+	setName := f.cluster.Name + "_scaletozero-md-0-as"
+	listed := func() []string {
+		set, err := sets.Get(f.ctx, f.ns, setName, nil)
+		if err != nil {
+			t.Fatalf("the deployment's set %s: %v", setName, err)
+		}
+		var vms []string
+		for _, r := range set.Properties.VirtualMachines {
+			vms = append(vms, ptr.Deref(r.ID, "")[strings.LastIndex(ptr.Deref(r.ID, ""), "/")+1:])
+		}
+		return vms
+	}
+	if vms := listed(); len(vms) != 3 {
+		t.Fatalf("the deployment's set lists %v, want its 3 VMs", vms)
+	}
+
+	// Scaled down by one: the set still lists the other two VMs and stays.
+	f.deleteAndWait(time.Minute, ams[names[0]])
+	if vms := listed(); len(vms) != 2 {
+		t.Fatalf("after one machine went the set lists %v, want the other 2 VMs", vms)
+	}
+
+	// Scaled to 0: the remaining machines go together, and the set with
+	// the last of them.
+	f.deleteAndWait(2*time.Minute, ams[names[1]], ams[names[2]])
+	if left := f.azureInventory(az)["availabilitySets"]; len(left) != 0 {
+		t.Fatalf("availability sets left after the deployment scaled to 0: %v", left)
+	}
+}
+
 // A machine that Azure would refuse for its size where it is placed is
 // stopped before anything is made for it, with what to change; unset
 // accelerated networking follows the size.

@@ -571,10 +571,7 @@ func instanceOf(v *armcompute.VirtualMachineScaleSetVM) Instance {
 			in.Size = string(*p.HardwareProfile.VMSize)
 		}
 		if sp := p.StorageProfile; sp != nil {
-			if r := sp.ImageReference; r != nil {
-				in.Image = virtualmachines.Image{Publisher: deref(r.Publisher), Offer: deref(r.Offer), SKU: deref(r.SKU), Version: deref(r.Version),
-					ID: deref(r.ID), CommunityGalleryImageID: deref(r.CommunityGalleryImageID)}
-			}
+			in.Image = imageOf(sp.ImageReference)
 			if d := sp.OSDisk; d != nil {
 				in.OSDiskSizeGB = derefOr(d.DiskSizeGB)
 				if d.ManagedDisk != nil && d.ManagedDisk.StorageAccountType != nil {
@@ -638,6 +635,24 @@ func AcceleratedNetworking(set *armcompute.VirtualMachineScaleSet) bool {
 		}
 	}
 	return false
+}
+
+// ModelImage is the image a scale set's model makes its instances of, as
+// ARM reports it (no thirdPartyImage flag: the plan is a separate
+// property); the zero Image for nil or a model without one.
+func ModelImage(set *armcompute.VirtualMachineScaleSet) virtualmachines.Image {
+	if set == nil || set.Properties == nil || set.Properties.VirtualMachineProfile == nil || set.Properties.VirtualMachineProfile.StorageProfile == nil {
+		return virtualmachines.Image{}
+	}
+	return imageOf(set.Properties.VirtualMachineProfile.StorageProfile.ImageReference)
+}
+
+func imageOf(r *armcompute.ImageReference) virtualmachines.Image {
+	if r == nil {
+		return virtualmachines.Image{}
+	}
+	return virtualmachines.Image{Publisher: deref(r.Publisher), Offer: deref(r.Offer), SKU: deref(r.SKU), Version: deref(r.Version),
+		ID: deref(r.ID), CommunityGalleryImageID: deref(r.CommunityGalleryImageID)}
 }
 
 // Zones are the zones a scale set runs in; none for nil.
