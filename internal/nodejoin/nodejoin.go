@@ -194,7 +194,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, runner Runner, out io
 	fmt.Fprintf(out, "winkube: created bootstrap token %s (kube-system/bootstrap-token-%s), expires %s\n", tok.ID, tok.ID, tok.Expires.Format(time.RFC3339))
 	res.Plan = Plan{
 		NodeName: strings.ToLower(o.Node), WindowsVersion: o.WindowsVersion, KubernetesVersion: kubeProxyTag(c.GitVersion),
-		ContainerdVersion: ctr, PauseImage: PauseImage(o.WindowsVersion), APIServer: api, Token: tok.String(), CAHash: c.CAHash,
+		ContainerdVersion: ctr, PauseImage: PauseImage(o.WindowsVersion), APIServer: api, Token: tok.String(), TokenExpires: tok.Expires, CAHash: c.CAHash,
 		CNI: c.CNI.Name, CloudTaint: c.ExternalCloudProvider,
 	}
 	if res.Script, err = Script(res.Plan); err != nil {

@@ -102,6 +102,9 @@ func TestJoinCreatesAKubeadmBootstrapToken(t *testing.T) {
 	if res.Plan.CAHash != want || !strings.Contains(res.Script, "--discovery-token-ca-cert-hash '"+want+"'") {
 		t.Errorf("script's CA hash: plan %q, want %q", res.Plan.CAHash, want)
 	}
+	if !strings.Contains(res.Script, "[DateTime]::Parse('"+string(sec.Data["expiration"])+"')") {
+		t.Errorf("the script's preflight does not check the token's expiry %s", sec.Data["expiration"])
+	}
 	if !strings.Contains(res.Script, "--token '"+res.Plan.Token+"'") || !strings.Contains(res.Script, "--cri-socket 'npipe:////./pipe/containerd-containerd'") {
 		t.Errorf("the script's kubeadm join lacks the token or containerd's pipe:\n%s", res.Script)
 	}
