@@ -84,9 +84,11 @@ func (h handHost) KubeadmJoin(_ context.Context, j vmshell.HandJoin, print func(
 		// without the feature: nothing serves its pipe.
 		criErr = criUnreachable(j.CRISocket)
 	}
-	m.nodeName = reg.Name
-	m.endpoint = j.APIServer
-	m.containerd = j.ContainerdVersion
+	// Other goroutines (nodeIMDS, nodeFiles, Nodes, the cloud's instances)
+	// read these under r.mu while the machine runs.
+	r.mu.Lock()
+	m.nodeName, m.endpoint, m.containerd = reg.Name, j.APIServer, j.ContainerdVersion
+	r.mu.Unlock()
 	cfg, err := r.joinPhases(ctx, m, joinRun{
 		disc: join.Discovery{Endpoint: j.APIServer, Token: j.Token, CACertHashes: []string{j.CACertHash}},
 		reg:  reg, criErr: criErr, kubeletVersion: j.KubeletVersion,

@@ -77,12 +77,14 @@ func (r *Runtime) runKubeadmJoin(ctx context.Context, m *machine, args []string,
 	}
 	j := k.Join
 	j.NodeRegistration.Name = nodeName(j.NodeRegistration, m.arm.ComputerName)
-	m.nodeName = j.NodeRegistration.Name
 	bt := j.Discovery.BootstrapToken
 	if bt == nil {
 		return errors.New("JoinConfiguration has no bootstrapToken discovery: file discovery is not supported by winkube's machine runtime")
 	}
-	m.endpoint = bt.APIServerEndpoint
+	// As in handHost.KubeadmJoin: others read these under r.mu.
+	r.mu.Lock()
+	m.nodeName, m.endpoint = j.NodeRegistration.Name, bt.APIServerEndpoint
+	r.mu.Unlock()
 	cfg, err := r.joinPhases(ctx, m, joinRun{
 		disc: join.Discovery{Endpoint: bt.APIServerEndpoint, Token: bt.Token, CACertHashes: bt.CACertHashes, UnsafeSkipCAVerification: bt.UnsafeSkipCAVerification},
 		reg:  j.NodeRegistration, criErr: criDialError(j.NodeRegistration.CRISocket, m.windows()),

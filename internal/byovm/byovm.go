@@ -103,6 +103,13 @@ func Create(ctx context.Context, svc *cloud.Services, s Spec, progress func(stri
 	}
 	tags := map[string]*string{TagKey: to.Ptr(s.Name)}
 	pipName, nicName := names(s.Name)
+	// A resource of the same name that this package did not make for this
+	// machine is someone else's (a cluster's VM, a user's NIC): taking it
+	// over would report, and later delete, what the user never asked for.
+	// One this package made (a retry after a failure) is carried on.
+	if err := refuseForeign(ctx, svc, s.ResourceGroup, s.Name, pipName, nicName); err != nil {
+		return nil, err
+	}
 	progress("creating public IP " + pipName)
 	if err := until(ctx, func(tok string) (string, bool, error) {
 		return svc.PublicIPs.Reconcile(ctx, publicips.Spec{ResourceGroup: s.ResourceGroup, Name: pipName, Location: s.Location, Tags: tags}, tok)
@@ -158,7 +165,7 @@ func Delete(ctx context.Context, svc *cloud.Services, rg, name string, progress 
 	if vm == nil {
 		return fmt.Errorf("there is no VM %s in resource group %s", name, rg)
 	}
-	if vm.Tags[TagKey] == nil || *vm.Tags[TagKey] != name {
+	if !ownedBy(vm.Tags, name) {
 		return fmt.Errorf("VM %s in resource group %s was not made by 'winkube machine create' (no %s tag): delete it with the tool that made it", name, rg, TagKey)
 	}
 	pipName, nicName := names(name)
@@ -166,13 +173,73 @@ func Delete(ctx context.Context, svc *cloud.Services, rg, name string, progress 
 	if err := until(ctx, func(tok string) (string, bool, error) { return svc.VMs.Delete(ctx, rg, name, tok) }); err != nil {
 		return fmt.Errorf("deleting VM %s: %w", name, err)
 	}
-	progress("deleting network interface " + nicName)
-	if err := until(ctx, func(tok string) (string, bool, error) { return svc.NICs.Delete(ctx, rg, nicName, tok) }); err != nil {
-		return fmt.Errorf("deleting network interface %s: %w", nicName, err)
+	// The NIC and the public IP are found by name only, so each is deleted
+	// only when its own tag says this package made it for this machine.
+	nic, err := svc.NICs.Get(ctx, rg, nicName)
+	if err != nil {
+		return fmt.Errorf("network interface %s in resource group %s: %w", nicName, rg, err)
 	}
-	progress("deleting public IP " + pipName)
-	if err := until(ctx, func(tok string) (string, bool, error) { return svc.PublicIPs.Delete(ctx, rg, pipName, tok) }); err != nil {
-		return fmt.Errorf("deleting public IP %s: %w", pipName, err)
+	if nic != nil {
+		if err := deleteOwned(ctx, "network interface", nicName, name, nic.Tags, svc.NICs.Delete, rg, progress); err != nil {
+			return err
+		}
+	}
+	pip, err := svc.PublicIPs.Get(ctx, rg, pipName)
+	if err != nil {
+		return fmt.Errorf("public IP %s in resource group %s: %w", pipName, rg, err)
+	}
+	if pip != nil {
+		return deleteOwned(ctx, "public IP", pipName, name, pip.Tags, svc.PublicIPs.Delete, rg, progress)
+	}
+	return nil
+}
+
+// deleteOwned deletes resource name of kind what when its tags say this
+// package made it for machine, and otherwise says it leaves it.
+func deleteOwned(ctx context.Context, what, name, machine string, tags map[string]*string,
+	del func(ctx context.Context, rg, name, tok string) (string, bool, error), rg string, progress func(string)) error {
+	if !ownedBy(tags, machine) {
+		progress(fmt.Sprintf("leaving %s %s: it has no %s tag naming %s, so 'winkube machine create' did not make it", what, name, TagKey, machine))
+		return nil
+	}
+	progress("deleting " + what + " " + name)
+	if err := until(ctx, func(tok string) (string, bool, error) { return del(ctx, rg, name, tok) }); err != nil {
+		return fmt.Errorf("deleting %s %s: %w", what, name, err)
+	}
+	return nil
+}
+
+// ownedBy reports whether tags mark a resource as made by this package for
+// the machine named machine.
+func ownedBy(tags map[string]*string, machine string) bool {
+	v, ok := tags[TagKey]
+	return ok && v != nil && *v == machine
+}
+
+// refuseForeign fails when a VM, NIC or public IP of the machine's names
+// exists without the tag naming this machine.
+func refuseForeign(ctx context.Context, svc *cloud.Services, rg, vmName, pipName, nicName string) error {
+	const notOurs = "%s %s already exists in resource group %s and 'winkube machine create' did not make it (no %s tag naming %s): choose another machine name"
+	vm, err := svc.VMs.Get(ctx, rg, vmName)
+	if err != nil {
+		return fmt.Errorf("VM %s in resource group %s: %w", vmName, rg, err)
+	}
+	if vm != nil && !ownedBy(vm.Tags, vmName) {
+		return fmt.Errorf(notOurs, "VM", vmName, rg, TagKey, vmName)
+	}
+	nic, err := svc.NICs.Get(ctx, rg, nicName)
+	if err != nil {
+		return fmt.Errorf("network interface %s in resource group %s: %w", nicName, rg, err)
+	}
+	if nic != nil && !ownedBy(nic.Tags, vmName) {
+		return fmt.Errorf(notOurs, "network interface", nicName, rg, TagKey, vmName)
+	}
+	pip, err := svc.PublicIPs.Get(ctx, rg, pipName)
+	if err != nil {
+		return fmt.Errorf("public IP %s in resource group %s: %w", pipName, rg, err)
+	}
+	if pip != nil && !ownedBy(pip.Tags, vmName) {
+		return fmt.Errorf(notOurs, "public IP", pipName, rg, TagKey, vmName)
 	}
 	return nil
 }

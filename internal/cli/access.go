@@ -29,7 +29,10 @@ type accessOptions struct {
 	user, knownHosts                        string
 	noAgent                                 bool
 	local, stateDir                         string
-	cmd                                     *cobra.Command // for bad input's pointer to --help
+	// useMyAzureLogin: act with the user's own Azure login for a cluster
+	// without an identityRef (only 'machine' and 'logs' register it).
+	useMyAzureLogin bool
+	cmd             *cobra.Command // for bad input's pointer to --help
 }
 
 const accessExamples = `  The management cluster is the current kubeconfig's (or --kubeconfig's); for a

@@ -121,6 +121,7 @@ is then cut), and its error.
 	f.StringVarP(&o.oldOutput, "output", "o", "", "")
 	_ = f.MarkHidden("output")
 	f.DurationVar(&o.since, "since", 0, "only lines stamped within this long before now (e.g. 30m, 2h)")
+	f.BoolVar(&o.useMyAzureLogin, "use-my-azure-login", false, "with Run Command: "+useMyAzureLoginUsage)
 	f.StringArrayVar(&o.customClouds, "custom-cloud", nil, "with --via run-command, a cloud besides Azure's named ones that the AzureCluster's Custom azureEnvironment may name: name=NAME,arm=https://...,entra=https://...[,ca-file=PATH] (repeatable); the identity's secret goes to no other host")
 	return cmd
 }

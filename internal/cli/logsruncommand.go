@@ -63,7 +63,7 @@ func (o *accessOptions) runCommand(ctx context.Context, c client.Client, ns, nam
 	if err != nil {
 		return nil, runCommandRunner{}, err
 	}
-	svc, err := clusterServices(ctx, c, m.cluster, o.stateDir, clouds)
+	svc, err := clusterServices(ctx, c, m.cluster, o.stateDir, clouds, o.useMyAzureLogin)
 	if err != nil {
 		return nil, runCommandRunner{}, err
 	}
@@ -72,8 +72,10 @@ func (o *accessOptions) runCommand(ctx context.Context, c client.Client, ns, nam
 
 // clusterServices is Azure as the cluster's identity reaches it: in the
 // local world's Azure (arm-endpoint.json in stateDir) when stateDir is
-// set, else in the cloud the cluster names.
-func clusterServices(ctx context.Context, c client.Client, ac *infrav1.AzureCluster, stateDir string, clouds []cloud.CustomCloud) (*cloud.Services, error) {
+// set, else in the cloud the cluster names. A cluster without an
+// identityRef is acted on with the user's own Azure login only when
+// useMyLogin says the user chose to (--use-my-azure-login).
+func clusterServices(ctx context.Context, c client.Client, ac *infrav1.AzureCluster, stateDir string, clouds []cloud.CustomCloud, useMyLogin bool) (*cloud.Services, error) {
 	cfg := endpoint.Config{}
 	var err error
 	if stateDir != "" {
@@ -81,6 +83,15 @@ func clusterServices(ctx context.Context, c client.Client, ac *infrav1.AzureClus
 			return nil, err
 		}
 	} else if ac.Spec.IdentityRef == nil {
+		// The AzureCluster's spec (its resource group, VNet, subscription)
+		// may be written by a tenant of the management cluster; acting
+		// there with the user's own login, which may reach far more than
+		// any identity the operator allowed the tenant, would let the
+		// tenant aim the user's rights (a confused deputy). So the user
+		// says so explicitly, having read where it would act.
+		if !useMyLogin {
+			return nil, refuseOwnLogin(ac)
+		}
 		// A cluster without an identity is the manager's own credential's;
 		// here that is the user's (az login, environment, managed identity).
 		if cfg.Credential, err = azidentity.NewDefaultAzureCredential(nil); err != nil {
@@ -95,4 +106,30 @@ func clusterServices(ctx context.Context, c client.Client, ac *infrav1.AzureClus
 		return nil, fmt.Errorf("acting as the identity of AzureCluster %s: %w", ac.Name, err)
 	}
 	return svc, nil
+}
+
+// useMyAzureLoginUsage is --use-my-azure-login's help.
+const useMyAzureLoginUsage = "when the AzureCluster has no identityRef, act in its subscription, resource group and VNet with your own Azure login (az login, environment, managed identity); without it winkube refuses, since whoever wrote the AzureCluster chose where your rights are used"
+
+// refuseOwnLogin is the error for a cluster without an identityRef when
+// the user did not pass --use-my-azure-login: where winkube would act.
+func refuseOwnLogin(ac *infrav1.AzureCluster) error {
+	sub := ac.Spec.SubscriptionID
+	if sub == "" {
+		sub = "(none set: your login's default)"
+	}
+	vnet := ac.Spec.NetworkSpec.Vnet
+	vnetRG := vnet.ResourceGroup
+	if vnetRG == "" {
+		vnetRG = ac.Spec.ResourceGroup
+	}
+	return fmt.Errorf("AzureCluster %s/%s has no identityRef, so winkube would act with your own Azure login in subscription %s, resource group %s, VNet %s (resource group %s), as that AzureCluster's spec says: "+
+		"check that you trust whoever wrote it and that these are yours, then pass --use-my-azure-login; or give the cluster an identityRef", ac.Namespace, ac.Name, sub, ac.Spec.ResourceGroup, orNone(vnet.Name), vnetRG)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }

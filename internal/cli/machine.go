@@ -35,6 +35,7 @@ func (o *machineOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.access.cluster, "cluster", "", "the AzureCluster whose resource group, node subnet and identity the machine uses (default: the namespace's only one)")
 	f.StringVar(&o.access.local, "local", "", "use the local world NAME made by 'winkube up NAME' (its kubeconfig, Azure and SSH key in ~/.winkube/NAME)")
 	f.StringVar(&o.access.stateDir, "state-dir", "", "use the local world whose state is in this directory (as --local)")
+	f.BoolVar(&o.access.useMyAzureLogin, "use-my-azure-login", false, useMyAzureLoginUsage)
 }
 
 // cluster finds the AzureCluster and Azure as its identity reaches it.
@@ -66,7 +67,7 @@ func (o *machineOptions) cluster(ctx context.Context) (*infrav1.AzureCluster, *c
 	case ac == nil:
 		return nil, nil, badInputf(o.cmd, "namespace %s has several AzureClusters (%s): pass --cluster", ns, strings.Join(names, ", "))
 	}
-	svc, err := clusterServices(ctx, c, ac, o.access.stateDir, nil)
+	svc, err := clusterServices(ctx, c, ac, o.access.stateDir, nil, o.access.useMyAzureLogin)
 	return ac, svc, err
 }
 
@@ -93,7 +94,12 @@ only creates an SSH user (an Administrator) with your public key. No Cluster API
 object owns it: it is the machine 'winkube node join' prepares and joins, as a
 team adds a Windows Server it built itself. NAME is its computer name (15
 characters at most). The image has no Containers feature: the join script
-installs it and asks for a restart.`,
+installs it and asks for a restart.
+
+When the AzureCluster has no identityRef, winkube would act with your own Azure
+login where the AzureCluster's spec points (its subscription, resource group and
+VNet), which whoever wrote that object chose: it refuses, naming them, unless you
+pass --use-my-azure-login.`,
 		Example: `  winkube machine create byo-win-1 --local winkube --windows 2022
   winkube node join byo-win-1 --local winkube --ssh <its public IP>`,
 		Args: oneMachine,
@@ -157,7 +163,8 @@ func newMachineDeleteCommand() *cobra.Command {
 		Short: "Remove a VM 'winkube machine create' made, with its NIC and public IP",
 		Long: `delete removes the VM, NIC and public IP 'winkube machine create' made (it
 refuses any other VM). Run 'winkube node leave' first when the machine joined a
-cluster: the Node is not removed here.`,
+cluster: the Node is not removed here. As for create, a cluster without an
+identityRef needs --use-my-azure-login.`,
 		Example: `  winkube machine delete byo-win-1 --local winkube`,
 		Args:    oneMachine,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azurejson"
 )
@@ -21,4 +24,34 @@ func IdentityErrorReason(err error) string {
 		return ie.reason
 	}
 	return ""
+}
+
+// SecretWatchMax is the cap on a SecretWatch's watches.
+const SecretWatchMax = secretWatchMax
+
+// SetMax sets the cap on w's watches, for a test to reach it with a few
+// Secrets; Watched is how many run.
+func (w *SecretWatch) SetMax(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.max = n
+}
+
+// Watched is how many Secrets w watches.
+func (w *SecretWatch) Watched() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.items)
+}
+
+// Max is w's cap.
+func (w *SecretWatch) Max() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.max
+}
+
+// ReadSecret is readSecret, for the tests of the watch's fallback.
+func (i *Identities) ReadSecret(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {
+	return i.readSecret(ctx, key)
 }

@@ -34,6 +34,8 @@ type SecretWatch struct {
 	done <-chan struct{}
 	// idle is how long a watch no read asks for lives on.
 	idle time.Duration
+	// max is how many Secrets are watched at once (secretWatchMax).
+	max int
 
 	mu    sync.Mutex
 	items map[types.NamespacedName]*watchedSecret
@@ -53,9 +55,18 @@ const secretWatchIdle = 5 * time.Minute
 // that outlasts it goes to the API server.
 const secretWatchSync = 5 * time.Second
 
+// secretWatchMax caps the watches: each costs the manager an informer, a
+// goroutine and a long-lived watch on the API server, and tenants choose
+// how many identities name distinct Secrets, so without a cap they choose
+// how many the manager opens. An operator's clusters use a handful of
+// identities; 256 leaves room for many while bounding what a tenant can
+// make the manager hold. A Secret beyond it is read from the API server, as
+// one whose watch has not listed it yet.
+const secretWatchMax = 256
+
 // NewSecretWatch returns a SecretWatch whose watches end when done closes.
 func NewSecretWatch(c kubernetes.Interface, done <-chan struct{}) *SecretWatch {
-	return &SecretWatch{client: c, done: done, idle: secretWatchIdle, items: map[types.NamespacedName]*watchedSecret{}}
+	return &SecretWatch{client: c, done: done, idle: secretWatchIdle, max: secretWatchMax, items: map[types.NamespacedName]*watchedSecret{}}
 }
 
 // newManagerSecretWatch is a SecretWatch whose watches last as long as the
@@ -77,11 +88,15 @@ func newManagerSecretWatch(mgr ctrl.Manager) (*SecretWatch, error) {
 }
 
 // Get returns the Secret as its watch last saw it; ok is false when the
-// watch has not listed it yet (the caller reads it from the API server).
+// watch has not listed it yet, or when no watch is started for it because
+// secretWatchMax are running (the caller reads it from the API server).
 // A Secret the watch does not have is NotFound. Callers must not modify
 // it.
 func (w *SecretWatch) Get(ctx context.Context, key types.NamespacedName) (s *corev1.Secret, ok bool, err error) {
 	item, started := w.watch(key)
+	if item == nil {
+		return nil, false, nil
+	}
 	if !item.informer.HasSynced() {
 		if !started {
 			// Not listed since it started (the API server refuses it,
@@ -108,8 +123,8 @@ func (w *SecretWatch) Get(ctx context.Context, key types.NamespacedName) (s *cor
 	return s, true, nil
 }
 
-// watch returns key's watch, started on first use, and stops those no
-// read asked for in w.idle.
+// watch returns key's watch, started on first use unless w.max are
+// running (then nil), and stops those no read asked for in w.idle.
 func (w *SecretWatch) watch(key types.NamespacedName) (it *watchedSecret, started bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -123,6 +138,9 @@ func (w *SecretWatch) watch(key types.NamespacedName) (it *watchedSecret, starte
 	if it, ok := w.items[key]; ok {
 		it.lastUsed = now
 		return it, false
+	}
+	if len(w.items) >= w.max {
+		return nil, false
 	}
 	// Only this Secret, in its namespace: the watch never carries another
 	// Secret's data.

@@ -199,8 +199,12 @@ func (b *builder) calicoConfig() *corev1.ConfigMap {
 			map[string]any{"type": "calico", "log_level": "info", "log_file_path": "/var/log/calico/cni/cni.log", "datastore_type": "kubernetes",
 				"nodename": "__KUBERNETES_NODE_NAME__", "mtu": "__CNI_MTU__", "ipam": map[string]any{"type": "calico-ipam"},
 				"policy": map[string]any{"type": "k8s"}, "kubernetes": map[string]any{"kubeconfig": "__KUBECONFIG_FILEPATH__"}},
+			// portmap and no more: calico/cni v3.30.7 installs only
+			// calico, calico-ipam, host-local, portmap, loopback and
+			// tuning (cni-plugin/Makefile @74485ea4), so a plugin the
+			// release's chain lacks (bandwidth) fails every pod's CNI ADD
+			// on a node image that did not bring it.
 			map[string]any{"type": "portmap", "snat": true, "capabilities": map[string]any{"portMappings": true}},
-			map[string]any{"type": "bandwidth", "capabilities": map[string]any{"bandwidth": true}},
 		},
 	}
 	return &corev1.ConfigMap{

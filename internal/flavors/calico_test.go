@@ -361,7 +361,42 @@ func TestCalicoCNIConfigLoadsAsThePluginReadsIt(t *testing.T) {
 		if len(netconf.Plugins) == 0 || netconf.Plugins[0].Type != "calico" || netconf.Plugins[0].MTU != flavors.OverlayMTU {
 			t.Errorf("%s: first plugin %+v, want calico with mtu %d", flavor, netconf.Plugins, flavors.OverlayMTU)
 		}
+		var types []string
+		for _, p := range netconf.Plugins {
+			types = append(types, p.Type)
+		}
+		if want := upstreamCNIChain(t); !slices.Equal(types, want) {
+			t.Errorf("%s: CNI chain %v, want the release's %v: install-cni copies only the release's plugins, so any other fails every pod's CNI ADD", flavor, types, want)
+		}
 	}
+}
+
+// upstreamCNIChain is the plugin types of the release's calico-config
+// cni_network_config, in order.
+func upstreamCNIChain(t *testing.T) []string {
+	t.Helper()
+	for _, u := range upstreamCalico(t) {
+		if u.GetKind() != "ConfigMap" || u.GetName() != "calico-config" {
+			continue
+		}
+		tmpl, _, _ := unstructured.NestedString(u.Object, "data", "cni_network_config")
+		conf := strings.NewReplacer("__KUBERNETES_NODE_NAME__", "node-0", "__KUBECONFIG_FILEPATH__", "/k", "__CNI_MTU__", "1350").Replace(tmpl)
+		var netconf struct {
+			Plugins []struct {
+				Type string `json:"type"`
+			} `json:"plugins"`
+		}
+		if err := json.Unmarshal([]byte(conf), &netconf); err != nil {
+			t.Fatalf("the release's cni_network_config: %v", err)
+		}
+		var types []string
+		for _, p := range netconf.Plugins {
+			types = append(types, p.Type)
+		}
+		return types
+	}
+	t.Fatal("the release has no calico-config ConfigMap")
+	return nil
 }
 
 // TestCalicoNodeDisablesVXLANChecksumOffload: on Azure, Felix must turn TX
