@@ -196,3 +196,29 @@ func TestCreateAndDeleteLeaveWhatOthersMade(t *testing.T) {
 		t.Errorf("delete did not say what it left:\n%s", all)
 	}
 }
+
+// Every release --windows offers is an image Azure (here the emulator's
+// marketplace) serves: a plain 2019 and 2025 VM is made from its
+// generation 2 SKU, as a 2022 one is.
+func TestEveryWindowsReleaseHasAnImage(t *testing.T) {
+	ctx := context.Background()
+	cfg, subnet := azureWithSubnet(t, ctx)
+	svc, err := cloud.New(cfg).For(azuretest.Subscription)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []infrav1.WindowsServerVersion{infrav1.WindowsServer2019, infrav1.WindowsServer2025} {
+		name := "byo-" + string(v)
+		spec := byovm.Spec{Name: name, WindowsVersion: v, ResourceGroup: "rg", Location: azuretest.Location, SubnetID: subnet, User: "capi", SSHPublicKey: key}
+		if _, err := byovm.Create(ctx, svc, spec, func(string) {}); err != nil {
+			t.Fatalf("machine create --windows %s: %v", v, err)
+		}
+		vm, err := svc.VMs.Get(ctx, "rg", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img := vm.Properties.StorageProfile.ImageReference; *img.Publisher != "MicrosoftWindowsServer" || *img.SKU != byovm.Images[v].SKU {
+			t.Errorf("--windows %s: VM image %s:%s, want MicrosoftWindowsServer:%s", v, *img.Publisher, *img.SKU, byovm.Images[v].SKU)
+		}
+	}
+}

@@ -94,7 +94,10 @@ bootstrap bindings, the host name (15 characters at most, not a node yet), the
 Windows release against the Kubernetes version, a CNI that serves Windows
 (Calico with strictAffinity, or flannel VXLAN with VNI 4096 and port 4789) with
 its Windows DaemonSet, and kube-proxy-windows at the cluster's version. Each
-problem is printed with its fix, and nothing is created.
+problem is printed with its fix, and nothing is created. With --apply-addons the
+Windows add-ons the cluster lacks (kube-proxy-windows at the cluster's version,
+the CNI's Windows DaemonSet at its Linux one's) are applied first, the objects
+winkube's flavors deliver; without it nothing is applied.
 
 Then it creates a bootstrap token as kubeadm token create does (24 hours by
 default) and renders the PowerShell script that checks the machine (host name,
@@ -147,6 +150,9 @@ machine; otherwise (or with --print-script) it prints it.`,
 	f.DurationVar(&o.TokenTTL, "token-ttl", nodejoin.DefaultTokenTTL, "lifetime of the bootstrap token")
 	f.StringVar(&o.ContainerdVersion, "containerd-version", "", "containerd release to install (default: the one the cluster's Windows nodes of this release run, else "+nodejoin.DefaultContainerd+")")
 	f.BoolVar(&o.PrintScript, "print-script", false, "print the script (with a new token) instead of running it")
+	f.BoolVar(&o.ApplyAddons, "apply-addons", false, "apply the Windows add-ons the cluster lacks (kube-proxy-windows, the CNI's Windows DaemonSet) as winkube's flavors deliver them, server-side with field manager "+nodejoin.FieldManager+"; without it they are only reported")
+	f.StringVar(&o.FlannelWindowsImage, "flannel-windows-image", "", "with --apply-addons on a flannel cluster: the flannel HostProcess image you built (none is published)")
+	f.StringVar(&o.KubeProxyWindowsImage, "kube-proxy-windows-image", "", "with --apply-addons on a flannel cluster: the kube-proxy HostProcess image you built (none is published)")
 	f.DurationVar(&o.Wait, "wait", 10*time.Minute, "with --ssh: how long to wait for the node to be Ready with kube-proxy and the CNI running before diagnosing it (0: do not wait)")
 	return cmd
 }

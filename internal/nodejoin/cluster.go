@@ -77,6 +77,9 @@ type CNI struct {
 	// WindowsDaemonSet is the namespace/name of its Windows DaemonSet, ""
 	// when it has none.
 	WindowsDaemonSet string
+	// Image is the Linux DaemonSet's image, whose tag is the CNI's
+	// release; PodCIDR is flannel's network (net-conf.json's Network).
+	Image, PodCIDR string
 }
 
 // Inspect reads what the join needs from the cluster. It reads only: the
@@ -185,10 +188,12 @@ func findCNI(ctx context.Context, cs kubernetes.Interface, dyn client.Reader, ds
 		lower := strings.ToLower(ds.Name)
 		windows := ds.Spec.Template.Spec.NodeSelector[corev1.LabelOSStable] == "windows"
 		switch {
-		case strings.Contains(lower, "calico-node") && out.Name == "":
+		case strings.Contains(lower, "calico-node") && out.Name == "" && !windows:
 			out.Name, out.Source = "calico", "DaemonSet "+ds.Namespace+"/"+ds.Name
-		case strings.Contains(lower, "flannel") && out.Name == "":
+			out.Image = firstImage(&ds)
+		case strings.Contains(lower, "flannel") && out.Name == "" && !windows:
 			out.Name, out.Source = "flannel", "DaemonSet "+ds.Namespace+"/"+ds.Name
+			out.Image = firstImage(&ds)
 		}
 		if windows && (strings.Contains(lower, "calico") || strings.Contains(lower, "flannel")) {
 			out.WindowsDaemonSet = ds.Namespace + "/" + ds.Name
@@ -247,6 +252,7 @@ func flannelProblems(ctx context.Context, cs kubernetes.Interface, out *CNI) err
 			return fmt.Errorf("reading %s/kube-flannel-cfg: %w", ns, err)
 		}
 		var conf struct {
+			Network string
 			Backend struct {
 				Type      string
 				VNI, Port int
@@ -257,6 +263,7 @@ func flannelProblems(ctx context.Context, cs kubernetes.Interface, out *CNI) err
 			out.Problems = append(out.Problems, fmt.Sprintf("%s is not JSON (%v): fix it before Windows nodes join", src, err))
 			return nil
 		}
+		out.PodCIDR = conf.Network
 		if !strings.EqualFold(conf.Backend.Type, "vxlan") {
 			out.Problems = append(out.Problems, fmt.Sprintf("%s has Backend.Type %q: this join sets Windows up for VXLAN; set Backend.Type vxlan with VNI %d and Port %d", src, conf.Backend.Type, WindowsVNI, WindowsVXLANPort))
 			return nil
@@ -269,6 +276,13 @@ func flannelProblems(ctx context.Context, cs kubernetes.Interface, out *CNI) err
 	}
 	out.Problems = append(out.Problems, "flannel runs but no kube-flannel-cfg ConfigMap was found in kube-flannel or kube-system: its VXLAN VNI and port cannot be checked")
 	return nil
+}
+
+func firstImage(ds *appsv1.DaemonSet) string {
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		return c.Image
+	}
+	return ""
 }
 
 // hasBinding reports whether a binding grants kubeadm's node token group.

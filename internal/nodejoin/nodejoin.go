@@ -46,6 +46,13 @@ type Options struct {
 	// Wait is how long the post-join check waits for the node to be Ready
 	// with its kube-proxy and CNI pods Running (0: no check).
 	Wait time.Duration
+	// ApplyAddons applies the Windows add-ons the cluster lacks
+	// (kube-proxy-windows, the CNI's Windows DaemonSet) before joining;
+	// without it their absence fails the preflight.
+	ApplyAddons bool
+	// FlannelWindowsImage and KubeProxyWindowsImage are the images
+	// ApplyAddons uses on a flannel cluster (none is published).
+	FlannelWindowsImage, KubeProxyWindowsImage string
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -141,17 +148,33 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, runner Runner, out io
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Cluster: c, Findings: Preflight(c, Machine{Name: o.Node, WindowsVersion: o.WindowsVersion})}
+	machine := Machine{Name: o.Node, WindowsVersion: o.WindowsVersion}
+	res := &Result{Cluster: c, Findings: Preflight(c, machine)}
 	for _, f := range res.Findings {
 		fmt.Fprintln(out, "winkube: preflight: "+f.String())
 	}
-	if Failed(res.Findings) {
+	if Failed(res.Findings) && (!o.ApplyAddons || !onlyMissingAddons(res.Findings)) {
 		return res, &PreflightError{Findings: res.Findings}
 	}
 	api := o.APIServer
 	if api == "" {
 		if api, err = APIServerHostPort(c.Server); err != nil {
 			return res, err
+		}
+	}
+	if Failed(res.Findings) {
+		if err := applyAddons(ctx, cl, c, o, api, out); err != nil {
+			return res, err
+		}
+		if c, err = Inspect(ctx, cs, cl); err != nil {
+			return res, err
+		}
+		res.Cluster, res.Findings = c, Preflight(c, machine)
+		for _, f := range res.Findings {
+			fmt.Fprintln(out, "winkube: preflight after applying the add-ons: "+f.String())
+		}
+		if Failed(res.Findings) {
+			return res, &PreflightError{Findings: res.Findings}
 		}
 	}
 	ctr := o.ContainerdVersion
@@ -171,7 +194,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, runner Runner, out io
 	fmt.Fprintf(out, "winkube: created bootstrap token %s (kube-system/bootstrap-token-%s), expires %s\n", tok.ID, tok.ID, tok.Expires.Format(time.RFC3339))
 	res.Plan = Plan{
 		NodeName: strings.ToLower(o.Node), WindowsVersion: o.WindowsVersion, KubernetesVersion: kubeProxyTag(c.GitVersion),
-		ContainerdVersion: ctr, PauseImage: PauseImage(o.WindowsVersion), APIServer: api, Token: tok.String(), CAHash: c.CAHash,
+		ContainerdVersion: ctr, PauseImage: PauseImage(o.WindowsVersion), APIServer: api, Token: tok.String(), TokenExpires: tok.Expires, CAHash: c.CAHash,
 		CNI: c.CNI.Name, CloudTaint: c.ExternalCloudProvider,
 	}
 	if res.Script, err = Script(res.Plan); err != nil {

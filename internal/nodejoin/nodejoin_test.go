@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,8 @@ import (
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/flavors"
+	"github.com/winkube/winkube/internal/images"
 )
 
 func clientset(t *testing.T) kubernetes.Interface {
@@ -98,6 +101,9 @@ func TestJoinCreatesAKubeadmBootstrapToken(t *testing.T) {
 	want, _ := CAHash(env.Config.CAData)
 	if res.Plan.CAHash != want || !strings.Contains(res.Script, "--discovery-token-ca-cert-hash '"+want+"'") {
 		t.Errorf("script's CA hash: plan %q, want %q", res.Plan.CAHash, want)
+	}
+	if !strings.Contains(res.Script, "[DateTime]::Parse('"+string(sec.Data["expiration"])+"')") {
+		t.Errorf("the script's preflight does not check the token's expiry %s", sec.Data["expiration"])
 	}
 	if !strings.Contains(res.Script, "--token '"+res.Plan.Token+"'") || !strings.Contains(res.Script, "--cri-socket 'npipe:////./pipe/containerd-containerd'") {
 		t.Errorf("the script's kubeadm join lacks the token or containerd's pipe:\n%s", res.Script)
@@ -243,4 +249,100 @@ func TestCAHashPinsThePublicKey(t *testing.T) {
 	if _, err := CAHash([]byte("junk")); err == nil {
 		t.Fatal("CAHash of no certificate succeeded")
 	}
+}
+
+// A cluster without kube-proxy-windows and the CNI's Windows DaemonSet
+// fails the preflight with a fix naming --apply-addons, and nothing is
+// applied; with the flag the join applies them, server-side under its
+// field manager, at the cluster's versions, and goes on.
+func TestJoinAppliesMissingAddonsOnlyWithTheFlag(t *testing.T) {
+	ctx := context.Background()
+	v := serverVersion(t)
+	objs := kubeadmCluster(t, v)
+	cs := clientset(t)
+	for _, name := range []string{"kube-proxy-windows", "calico-node-windows"} {
+		if err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, name := range []string{"cni-config-windows", "calico-static-rules", infrav1.ServicesEndpointConfigMap} {
+			_ = cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Delete(ctx, name, metav1.DeleteOptions{})
+		}
+		secrets, _ := cs.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "type=" + string(corev1.SecretTypeBootstrapToken)})
+		for _, s := range secrets.Items {
+			_ = cs.CoreV1().Secrets(metav1.NamespaceSystem).Delete(ctx, s.Name, metav1.DeleteOptions{})
+		}
+	})
+	o := Options{Node: "byo-win-2", WindowsVersion: infrav1.WindowsServer2022, PrintScript: true}
+	var out bytes.Buffer
+	_, err := Run(ctx, env.Config, o, nil, &out)
+	var pe *PreflightError
+	if !errors.As(err, &pe) {
+		t.Fatalf("join of a cluster without Windows add-ons: %v, want a preflight error\n%s", err, out.String())
+	}
+	for _, check := range []string{"kube-proxy-windows", "windows-cni"} {
+		mustFind(t, pe.Findings, check, "")
+		for _, f := range pe.Findings {
+			if f.Check == check && !strings.Contains(f.Fix, "--apply-addons") {
+				t.Errorf("%s finding's fix does not name --apply-addons: %s", check, f)
+			}
+		}
+	}
+	dss, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ds := range dss.Items {
+		if strings.Contains(ds.Name, "windows") {
+			t.Errorf("a join without --apply-addons created DaemonSet %s", ds.Name)
+		}
+	}
+
+	o.ApplyAddons = true
+	out.Reset()
+	res, err := Run(ctx, env.Config, o, nil, &out)
+	if err != nil {
+		t.Fatalf("join --apply-addons: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(res.Script, "kubeadm.exe join") {
+		t.Errorf("join --apply-addons rendered no join script")
+	}
+	linuxCalico := objs[3].(*appsv1.DaemonSet).Spec.Template.Spec.Containers[0].Image
+	want := map[string]string{
+		"kube-proxy-windows":  flavors.KubeProxyWindowsImage(mustVersion(t, v)),
+		"calico-node-windows": "docker.io/calico/node-windows:" + imageTag(linuxCalico),
+	}
+	for name, image := range want {
+		ds, err := cs.AppsV1().DaemonSets(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("after join --apply-addons: %v", err)
+		}
+		if got := ds.Spec.Template.Spec.Containers[0].Image; got != image {
+			t.Errorf("%s runs %s, want %s", name, got, image)
+		}
+		applied := false
+		for _, mf := range ds.ManagedFields {
+			applied = applied || (mf.Manager == FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply)
+		}
+		if !applied {
+			t.Errorf("%s was not server-side applied by %s: %+v", name, FieldManager, ds.ManagedFields)
+		}
+	}
+	ep, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, infrav1.ServicesEndpointConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("calico-node-windows reads %s, which the join did not create: %v", infrav1.ServicesEndpointConfigMap, err)
+	}
+	if host := ep.Data["KUBERNETES_SERVICE_HOST"] + ":" + ep.Data["KUBERNETES_SERVICE_PORT"]; host != res.Plan.APIServer {
+		t.Errorf("%s says %s, want the API server %s", infrav1.ServicesEndpointConfigMap, host, res.Plan.APIServer)
+	}
+}
+
+func mustVersion(t *testing.T, v string) images.Version {
+	t.Helper()
+	pv, err := images.ParseVersion(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pv
 }

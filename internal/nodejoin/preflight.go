@@ -22,6 +22,9 @@ type Finding struct {
 	Severity Severity
 	Problem  string
 	Fix      string
+	// addon: a Windows add-on the cluster lacks, which --apply-addons
+	// applies.
+	addon bool
 }
 
 func (f Finding) String() string {
@@ -83,7 +86,8 @@ func Preflight(c *Cluster, m Machine) []Finding {
 		}
 		if c.CNI.WindowsDaemonSet == "" {
 			add("windows-cni", Error, c.CNI.Name+" has no Windows DaemonSet (nodeSelector kubernetes.io/os: windows): the node would stay NotReady",
-				"apply the CNI's Windows DaemonSet at the version of its Linux one (Calico: the tigera operator's Installation with a Windows dataplane; flannel: kube-flannel-ds-windows)")
+				"rerun with "+ApplyAddonsFlag+" to apply the one winkube's flavors deliver, or apply the CNI's Windows DaemonSet at the version of its Linux one yourself (Calico: the tigera operator's Installation with a Windows dataplane; flannel: kube-flannel-ds-windows)")
+			out[len(out)-1].addon = true
 		}
 		if c.CNI.Name == "calico" && m.WindowsVersion == infrav1.WindowsServer2025 {
 			add("windows-cni", Warning, "Calico lists only Windows Server 2019 and 2022 as supported for Windows nodes (projectcalico/calico #11691)",
@@ -94,12 +98,28 @@ func Preflight(c *Cluster, m Machine) []Finding {
 	switch tag := imageTag(c.KubeProxyWindows); {
 	case c.KubeProxyWindows == "":
 		add("kube-proxy-windows", Error, "kube-system/kube-proxy-windows does not exist: Services would not work on the node",
-			"apply kube-proxy-windows (a HostProcess DaemonSet) with image sigwindowstools/kube-proxy:"+want+"-calico-hostprocess")
+			"rerun with "+ApplyAddonsFlag+" to apply it at the cluster's version, or apply kube-proxy-windows (a HostProcess DaemonSet) with image sigwindowstools/kube-proxy:"+want+"-calico-hostprocess yourself")
+		out[len(out)-1].addon = true
 	case c.KubeProxyWindows != "" && !strings.HasPrefix(tag, want+"-") && tag != want:
 		add("kube-proxy-windows", Error, fmt.Sprintf("kube-system/kube-proxy-windows runs image %s, not the cluster's version %s (Cluster API and kubeadm upgrade only the Linux kube-proxy)", c.KubeProxyWindows, want),
 			"set the DaemonSet's image tag to "+want+" with its suffix (for example "+want+"-calico-hostprocess)")
 	}
 	return out
+}
+
+// ApplyAddonsFlag is the flag that lets a join apply the Windows add-ons
+// the cluster lacks.
+const ApplyAddonsFlag = "--apply-addons"
+
+// onlyMissingAddons reports whether every error in fs is a Windows add-on
+// the cluster lacks, so that applying them may let the join go on.
+func onlyMissingAddons(fs []Finding) bool {
+	for _, f := range fs {
+		if f.Severity == Error && !f.addon {
+			return false
+		}
+	}
+	return true
 }
 
 // Failed reports whether fs hold an error.

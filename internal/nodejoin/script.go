@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"text/template"
+	"time"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/images"
@@ -64,7 +65,10 @@ type Plan struct {
 	// APIServer is host:port of the API server as the machine reaches it.
 	APIServer string
 	Token     string
-	CAHash    string
+	// TokenExpires is when the API server stops accepting Token (zero:
+	// the script does not check it).
+	TokenExpires time.Time
+	CAHash       string
 	// CNI is "calico" or "flannel": the Defender exclusions follow it.
 	CNI string
 	// CloudTaint registers the node with the uninitialized taint that an
@@ -122,7 +126,11 @@ func Script(p Plan) (string, error) {
 		"P": p, "Build": strings.TrimPrefix(build, "10.0."), "Host": host, "Port": port,
 		"KubeletArgs": strings.Join(p.KubeletArgs(), " "), "Socket": ContainerdSocket, "Upstream": UpstreamScripts,
 		"Containerd2": ctrMajor2, "BinDirs": ctrMajor2 && !strings.HasPrefix(p.ContainerdVersion, "2.0."),
-		"MaxName": MaxComputerName, "Exclusions": defenderExclusions(p.CNI),
+		"MaxName": MaxComputerName, "Exclusions": defenderExclusions(p.CNI), "TokenID": "", "TokenExpires": "",
+	}
+	if !p.TokenExpires.IsZero() {
+		id, _, _ := strings.Cut(p.Token, ".")
+		data["TokenID"], data["TokenExpires"] = id, p.TokenExpires.UTC().Format(time.RFC3339)
 	}
 	var b bytes.Buffer
 	if err := scriptTemplate.Execute(&b, data); err != nil {
@@ -189,6 +197,12 @@ if ($build -ne {{.Build}}) { Stop-Join "this is Windows build $build, not Window
 if (-not (Test-NetConnection -ComputerName '{{.Host}}' -Port {{.Port}} -InformationLevel Quiet)) { Stop-Join "the API server {{.P.APIServer}} does not answer on TCP {{.Port}} from this machine" "open TCP {{.Port}} from this machine to {{.Host}} (firewall, NSG, routing)" }
 $date = (curl.exe --silent --insecure --head 'https://{{.P.APIServer}}/healthz' | Select-String '^Date:') -replace '^Date:\s*', ''
 if ($date) { $skew = [Math]::Abs(((Get-Date).ToUniversalTime() - [DateTime]::Parse($date).ToUniversalTime()).TotalMinutes); if ($skew -gt 5) { Stop-Join "this machine's clock is $([Math]::Round($skew)) minutes off the API server's" "sync the clock: w32tm /resync (and a time source: w32tm /config /syncfromflags:manual /manualpeerlist:time.windows.com)" } }
+{{- if .TokenExpires}}
+# A printed script run late: its token expired by the API server's clock,
+# and kubeadm join would only say that cluster-info has no signature for it.
+$now = if ($date) { [DateTime]::Parse($date).ToUniversalTime() } else { (Get-Date).ToUniversalTime() }
+if ($now -gt [DateTime]::Parse('{{.TokenExpires}}').ToUniversalTime()) { Stop-Join "the bootstrap token {{.TokenID}} expired at {{.TokenExpires}}; the API server no longer accepts it" "run winkube node join again for a script with a new token (--token-ttl sets its lifetime)" }
+{{- end}}
 
 Write-Output '` + StepPrefix + `containers-feature'
 # Install-Containerd.ps1: the Containers feature (upstream also installs

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 )
@@ -125,5 +126,6 @@ func TestShellTestdataIsTheScript(t *testing.T) {
 var testdataPlan = Plan{
 	NodeName: "byo-win-1", WindowsVersion: infrav1.WindowsServer2022, KubernetesVersion: "v1.36.3", ContainerdVersion: "1.7.25",
 	PauseImage: "registry.k8s.io/pause:3.10", APIServer: "127.0.0.9:6443", Token: "abcdef.0123456789abcdef",
-	CAHash: "sha256:0000000000000000000000000000000000000000000000000000000000000000", CNI: "calico", CloudTaint: true,
+	TokenExpires: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC),
+	CAHash:       "sha256:0000000000000000000000000000000000000000000000000000000000000000", CNI: "calico", CloudTaint: true,
 }

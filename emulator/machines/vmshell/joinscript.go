@@ -268,7 +268,7 @@ func find(re, body string) string {
 }
 
 // preflightStep: the machine's host name, build and reach of the API
-// server, as the script's checks test them.
+// server, and the token's expiry, as the script's checks test them.
 func preflightStep(m *Machine, _ *State, body string, out io.Writer) int {
 	vars := map[string]string{"name": m.Hostname, "build": m.Build}
 	if max, err := strconv.Atoi(find(`\$name\.Length -gt (\d+)`, body)); err == nil && len(m.Hostname) > max {
@@ -295,6 +295,11 @@ func preflightStep(m *Machine, _ *State, body string, out io.Writer) int {
 		if !reached {
 			return stopJoin(body, "Test-NetConnection", vars, out)
 		}
+	}
+	// The token's expiry by the API server's clock, which is this
+	// machine's: the emulated clock is never off.
+	if exp, err := time.Parse(time.RFC3339, find(`\$now -gt \[DateTime\]::Parse\('([^']+)'\)`, body)); err == nil && time.Now().After(exp) {
+		return stopJoin(body, "$now -gt", vars, out)
 	}
 	return 0
 }

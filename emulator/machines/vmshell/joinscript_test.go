@@ -119,7 +119,7 @@ func TestJoinScriptRunsStepByStep(t *testing.T) {
 
 // A machine the script does not fit fails in the script's preflight, with
 // its own message and fix: a host name longer than NetBIOS allows, an API
-// server it cannot reach.
+// server it cannot reach, a token that expired before the script ran.
 func TestJoinScriptPreflightFailures(t *testing.T) {
 	m, host := plainWindows(t, "byo-windows-0001")
 	out, _, code := run(m, script(t, "join.ps1"))
@@ -142,6 +142,37 @@ func TestJoinScriptPreflightFailures(t *testing.T) {
 		t.Errorf("a 2019 machine given a 2022 script: status %d\n%s", code, out)
 	}
 	if len(host.joins) != 0 {
+		t.Errorf("kubeadm join ran after a failed preflight")
+	}
+
+	// A closed API port: a real TCP port nothing listens on any more
+	// refuses the connection.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	_ = l.Close()
+	m, refused := plainWindows(t, "byo-win-1")
+	m.Dial = func(ctx context.Context, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", closed)
+	}
+	out, _, code = run(m, script(t, "join.ps1"))
+	if code != 1 || !strings.Contains(out, "winkube-step: preflight\nwinkube: FAILED: the API server 127.0.0.9:6443 does not answer on TCP 6443") ||
+		!strings.Contains(out, "winkube: fix: open TCP 6443 from this machine to 127.0.0.9") {
+		t.Errorf("a closed API port: status %d\n%s", code, out)
+	}
+
+	// A printed script run after its token's expiry: kubeadm join would
+	// only find no signature for the token in cluster-info.
+	m, late := plainWindows(t, "byo-win-1")
+	out, _, code = run(m, strings.Replace(script(t, "join.ps1"), "2099-01-01T00:00:00Z", "2020-01-01T00:00:00Z", 2))
+	if code != 1 || !strings.Contains(out, "winkube-step: preflight\nwinkube: FAILED: the bootstrap token abcdef expired at 2020-01-01T00:00:00Z") ||
+		!strings.Contains(out, "winkube: fix: run winkube node join again for a script with a new token") {
+		t.Errorf("an expired token: status %d\n%s", code, out)
+	}
+	if len(refused.joins)+len(late.joins) != 0 {
 		t.Errorf("kubeadm join ran after a failed preflight")
 	}
 }

@@ -35,6 +35,10 @@ if ($build -ne 20348) { Stop-Join "this is Windows build $build, not Windows Ser
 if (-not (Test-NetConnection -ComputerName '127.0.0.9' -Port 6443 -InformationLevel Quiet)) { Stop-Join "the API server 127.0.0.9:6443 does not answer on TCP 6443 from this machine" "open TCP 6443 from this machine to 127.0.0.9 (firewall, NSG, routing)" }
 $date = (curl.exe --silent --insecure --head 'https://127.0.0.9:6443/healthz' | Select-String '^Date:') -replace '^Date:\s*', ''
 if ($date) { $skew = [Math]::Abs(((Get-Date).ToUniversalTime() - [DateTime]::Parse($date).ToUniversalTime()).TotalMinutes); if ($skew -gt 5) { Stop-Join "this machine's clock is $([Math]::Round($skew)) minutes off the API server's" "sync the clock: w32tm /resync (and a time source: w32tm /config /syncfromflags:manual /manualpeerlist:time.windows.com)" } }
+# A printed script run late: its token expired by the API server's clock,
+# and kubeadm join would only say that cluster-info has no signature for it.
+$now = if ($date) { [DateTime]::Parse($date).ToUniversalTime() } else { (Get-Date).ToUniversalTime() }
+if ($now -gt [DateTime]::Parse('2099-01-01T00:00:00Z').ToUniversalTime()) { Stop-Join "the bootstrap token abcdef expired at 2099-01-01T00:00:00Z; the API server no longer accepts it" "run winkube node join again for a script with a new token (--token-ttl sets its lifetime)" }
 
 Write-Output 'winkube-step: containers-feature'
 # Install-Containerd.ps1: the Containers feature (upstream also installs
