@@ -98,14 +98,16 @@ func (c *Cluster) Node(cfg NodeConfig) *Node {
 // SetActive says whether a kube-proxy runs on the node and programs its
 // rules (its pod runs and has synced). While none runs, the rules stay as
 // the last one programmed them and follow no change of Services or
-// endpoints: kube-proxy removes its iptables rules only when run with
-// --cleanup (cleanupLeftovers in kubernetes v1.36.3
-// pkg/proxy/iptables/proxier.go, called from cmd/kube-proxy/app/server.go),
-// and the Windows proxier deletes HNS load-balancer policies only in a
-// sync, never on exit (pkg/proxy/winkernel/proxier.go, same commit), so a
-// Service keeps working through a node while its kube-proxy pod is
-// replaced. Only the health check node ports go: kube-proxy's own process
-// serves them (pkg/proxy/healthcheck/service_health.go). A node whose
+// endpoints: kube-proxy removes its own mode's rules only when run with
+// --cleanup (kubernetes cmd/kube-proxy/app/server.go at
+// 15d02dd7dae5054723ada12f3767dff43aff7439, Options.Run; CleanupLeftovers
+// in pkg/proxy/iptables/proxier.go at
+// 092dddd12ca4cc5e66597de66a81fc77fdd3f29b), and the Windows proxier
+// deletes HNS policies in a sync or at start (Started), never on exit
+// (pkg/proxy/winkernel/proxier.go at
+// f9cfe3cdd52e32d00b9eefa3c8e7dd06e08f355b), so a Service keeps working
+// through a node while its kube-proxy pod is replaced. Only the health
+// check node ports go: kube-proxy's own process serves them. A node whose
 // kube-proxy never ran has no rules.
 func (n *Node) SetActive(on bool) {
 	n.mu.Lock()
@@ -136,11 +138,12 @@ func (n *Node) SetActive(on bool) {
 
 // Started is a new kube-proxy process starting on the node, before its
 // first sync. The Windows proxier deletes every HNS load-balancer policy
-// of the node when it starts ("Cleaning up old HNS policy lists" in
-// NewProxier, kubernetes pkg/proxy/winkernel/proxier.go at
-// f9cfe3cdd52e32d00b9eefa3c8e7dd06e08f355b), so until it has synced the
-// node serves no Service; iptables rules stay until the first sync
-// replaces them.
+// of the node when it starts ("Cleaning up old HNS policy lists", in
+// kubernetes' pkg/proxy/winkernel NewProxier and, in the current tree,
+// NewBackend; the search index names no commit for those versions, and
+// the 2018 proxier.go at f9cfe3cdd52e32d00b9eefa3c8e7dd06e08f355b does not
+// do it yet), so until it has synced the node serves no Service; iptables
+// rules stay until the first sync replaces them.
 func (n *Node) Started() {
 	n.mu.Lock()
 	if !n.cfg.Windows || n.active || n.closed {
