@@ -593,7 +593,7 @@ func (n *Node) DialService(ctx context.Context, addr string) (conn net.Conn, han
 	if s == nil {
 		// Nothing routes a Service IP kube-proxy has not programmed here:
 		// the packets leave for the default gateway and are lost.
-		return nil, true, fmt.Errorf("dial tcp %s: i/o timeout (no kube-proxy has programmed Service %s on node %s: nothing routes its IP)", addr, cs.key, n.cfg.NodeName)
+		return nil, true, fmt.Errorf("dial tcp %s: i/o timeout (no kube-proxy has programmed Service %s on node %s: nothing routes Service IPs it has not programmed)", addr, cs.key, n.cfg.NodeName)
 	}
 	if err := n.lim.hostToService(); err != nil {
 		return nil, true, fmt.Errorf("dial tcp %s: %w", addr, err)
