@@ -11,7 +11,7 @@ import (
 // real Azure without the simulation, so internal/ reaches emulator/ only
 // where it wires the local world (the CLI's up, emulator and images
 // commands, the local world, and the Azure services' test helper). The
-// packages both import (windowslimits, dotted) import neither.
+// packages both import (windowslimits, dotted, kubeletflags) import neither.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/winkube/winkube/...").Output()
 	if err != nil {
@@ -27,6 +27,7 @@ func TestImportRules(t *testing.T) {
 	sharedByBoth := map[string]bool{
 		mod + "windowslimits": true,
 		mod + "dotted":        true,
+		mod + "kubeletflags":  true,
 	}
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

@@ -112,6 +112,16 @@ func (r *Runtime) StartComponents(nodeName string, pod *corev1.Pod, installs ...
 	return nil
 }
 
+// SetInstalled is the node's kubelet reporting what its running pods
+// install; nothing once they are gone.
+func (r *Runtime) SetInstalled(nodeName string, what ...string) {
+	set := map[string]bool{}
+	for _, w := range what {
+		set[w] = true
+	}
+	r.setInstalled(r.testMachine(nodeName), set)
+}
+
 // StopComponents ends them, as when the pod goes.
 func (r *Runtime) StopComponents(nodeName string, pod *corev1.Pod) {
 	r.stopSessions(r.testMachine(nodeName), pod.UID)

@@ -2,53 +2,21 @@ package machines
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/version"
-
 	"github.com/winkube/winkube/emulator/machines/bootdata"
+	"github.com/winkube/winkube/kubeletflags"
 )
-
-// removedKubeletFlags are kubelet flags with the release that removed
-// them: a kubelet of that release or later exits on them with pflag's
-// "unknown flag" (cmd/kubelet/app/server.go wraps it as "failed to parse
-// kubelet flag"). The runtime knows no complete list of the flags a
-// kubelet accepts, so a flag it does not list here is taken as known.
-var removedKubeletFlags = map[string]string{
-	// dockershim's flags went with it (Kubernetes 1.24 release notes).
-	"network-plugin": "v1.24.0", "cni-bin-dir": "v1.24.0", "cni-conf-dir": "v1.24.0", "cni-cache-dir": "v1.24.0",
-	"network-plugin-mtu": "v1.24.0", "docker-endpoint": "v1.24.0", "image-pull-progress-deadline": "v1.24.0",
-	"experimental-dockershim-root-directory": "v1.24.0",
-	// --container-runtime (Kubernetes 1.27 release notes).
-	"container-runtime": "v1.27.0",
-	// The in-tree Azure credential provider: bootstraps of 1.30 failed on
-	// it (Azure/karpenter-provider-azure#338, Azure/AgentBaker#5438).
-	"azure-container-registry-config": "v1.30.0",
-	// --cloud-config: 1.34 (Azure/karpenter-provider-azure#1258).
-	"cloud-config": "v1.34.0",
-	// --pod-infra-container-image: 1.35, an urgent upgrade note
-	// (kubernetes/kubernetes CHANGELOG/CHANGELOG-1.35.md @8a84988bd671,
-	// kubernetes#133779); the sandbox image is containerd's to set.
-	"pod-infra-container-image": "v1.35.0",
-}
 
 // unknownKubeletFlag is the first of the kubelet's extra args its version
 // does not know, or "".
 func unknownKubeletFlag(reg bootdata.NodeRegistration, kubeletVersion string) string {
-	v, err := version.ParseGeneric(kubeletVersion)
-	if err != nil {
-		return ""
-	}
 	var names []string
 	for _, a := range reg.KubeletExtraArgs {
 		names = append(names, a.Name)
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		if removed, ok := removedKubeletFlags[n]; ok && v.AtLeast(version.MustParseGeneric(removed)) {
-			return "--" + n
-		}
+	if u := kubeletflags.Unknown(names, kubeletVersion); len(u) > 0 {
+		return "--" + u[0].Name
 	}
 	return ""
 }

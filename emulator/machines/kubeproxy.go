@@ -80,12 +80,16 @@ func (r *Runtime) ensureProxy(m *machine) {
 // kube-proxy whether it runs.
 func (r *Runtime) setInstalled(m *machine, what map[string]bool) {
 	r.mu.Lock()
+	started := what["kube-proxy"] && !m.installed["kube-proxy"]
 	m.installed = what
 	pn := m.proxy
 	r.mu.Unlock()
 	if pn == nil {
 		r.ensureProxy(m)
 		return
+	}
+	if started {
+		pn.Started()
 	}
 	pn.SetActive(what["kube-proxy"] && r.proxySynced(m))
 }

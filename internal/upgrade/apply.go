@@ -62,13 +62,14 @@ func Run(ctx context.Context, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r := (doctor.Report{Findings: p.Findings}); r.Count(doctor.Error) > 0 {
-		var msgs []string
-		for _, f := range p.Findings {
-			if f.Severity == doctor.Error {
-				msgs = append(msgs, f.Message+" (fix: "+f.Fix+")")
-			}
+	var msgs []string
+	for _, f := range p.Findings {
+		// An error the plan's own steps fix does not stop them.
+		if f.Severity == doctor.Error && !p.fixed[f.Check+"/"+f.Object] {
+			msgs = append(msgs, f.Message+" (fix: "+f.Fix+")")
 		}
+	}
+	if len(msgs) > 0 {
 		return p, fmt.Errorf("%w, nothing was changed: %s", ErrPlanHasErrors, strings.Join(msgs, "; "))
 	}
 	for i, st := range p.Steps {
@@ -99,7 +100,7 @@ func apply(ctx context.Context, o *Options, st Step) error {
 			continue
 		}
 		if err := ignoreExists(c.Create(ctx, t)); err != nil {
-			return fmt.Errorf("creating AzureMachineTemplate %s: %w", t.GetName(), err)
+			return fmt.Errorf("creating %s %s: %w", t.GetObjectKind().GroupVersionKind().Kind, t.GetName(), err)
 		}
 	}
 	switch obj := st.obj.(type) {
@@ -120,7 +121,8 @@ func apply(ctx context.Context, o *Options, st Step) error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
 			return err
 		}
-		if cur.Spec.Template.Spec.Version == o.Target && (st.NewTemplate == "" || cur.Spec.Template.Spec.InfrastructureRef.Name == st.NewTemplate) {
+		if cur.Spec.Template.Spec.Version == o.Target && (st.NewTemplate == "" || cur.Spec.Template.Spec.InfrastructureRef.Name == st.NewTemplate) &&
+			(st.NewBootstrapTemplate == "" || cur.Spec.Template.Spec.Bootstrap.ConfigRef.Name == st.NewBootstrapTemplate) {
 			fmt.Fprintf(o.Progress, "      version is %s already: waiting for the rollout\n", o.Target)
 			return nil
 		}
@@ -128,6 +130,9 @@ func apply(ctx context.Context, o *Options, st Step) error {
 		cur.Spec.Template.Spec.Version = o.Target
 		if st.NewTemplate != "" {
 			cur.Spec.Template.Spec.InfrastructureRef.Name = st.NewTemplate
+		}
+		if st.NewBootstrapTemplate != "" {
+			cur.Spec.Template.Spec.Bootstrap.ConfigRef.Name = st.NewBootstrapTemplate
 		}
 		return c.Patch(ctx, cur, client.MergeFrom(before))
 	case *clusterv1.MachinePool:

@@ -8,11 +8,14 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/doctor"
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/testenv"
 	"github.com/winkube/winkube/internal/upgrade"
@@ -151,5 +154,107 @@ func TestApplyRefusesAPlanWithErrors(t *testing.T) {
 	}
 	if v, _ := f.kcpVersion(); v != "v1.35.4" {
 		t.Errorf("the control plane moved to %s", v)
+	}
+}
+
+// windowsKubeletArg adds a kubelet arg to the Windows pool's
+// KubeadmConfigTemplate and returns the template's name.
+func (f *fixture) windowsKubeletArg(name, value string) string {
+	f.t.Helper()
+	ctx := context.Background()
+	md := &clusterv1.MachineDeployment{}
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: windowsMD}, md); err != nil {
+		f.t.Fatal(err)
+	}
+	kct := &bootstrapv1.KubeadmConfigTemplate{}
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: md.Spec.Template.Spec.Bootstrap.ConfigRef.Name}, kct); err != nil {
+		f.t.Fatal(err)
+	}
+	reg := &kct.Spec.Template.Spec.JoinConfiguration.NodeRegistration
+	reg.KubeletExtraArgs = append(reg.KubeletExtraArgs, bootstrapv1.Arg{Name: name, Value: ptr.To(value)})
+	if err := f.c.Update(ctx, kct); err != nil {
+		f.t.Fatal(err)
+	}
+	return kct.Name
+}
+
+// TestUpgradeDropsRemovedKubeletFlags: a Windows pool whose bootstrap
+// template passes --pod-infra-container-image (gone from the kubelet in
+// 1.35) is an error of the plan, whose fix is its own step: a new
+// KubeadmConfigTemplate without the flag, which --apply writes beside the
+// new machine template and points the MachineDeployment at; the pool's
+// other kubelet args stay.
+func TestUpgradeDropsRemovedKubeletFlags(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "v1.35.4", infrav1.WindowsServer2022)
+	old := f.windowsKubeletArg("pod-infra-container-image", "mcr.microsoft.com/oss/kubernetes/pause:3.10.1")
+	want := old + "-v1-36-3"
+	p := f.plan("v1.36.3")
+	errs := findings(p, upgrade.CheckKubeletFlags, doctor.Error)
+	if len(errs) != 1 || errs[0].Object != "MachineDeployment/"+f.ns+"/"+windowsMD ||
+		!strings.Contains(errs[0].Message, "--pod-infra-container-image (removed in v1.35.0)") || !strings.Contains(errs[0].Fix, want) {
+		t.Fatalf("kubelet-flags errors %+v, want one on %s naming the flag and the new template %s", errs, windowsMD, want)
+	}
+	if p.ExitCode() != 2 {
+		t.Errorf("exit code %d, want 2", p.ExitCode())
+	}
+	last := p.Steps[len(p.Steps)-1]
+	if last.Name != windowsMD || last.NewBootstrapTemplate != want || !strings.Contains(last.Manifest, "kind: KubeadmConfigTemplate") ||
+		strings.Contains(last.Manifest, "pod-infra-container-image") || !strings.Contains(last.Manifest, "configRef:\n          name: "+want) {
+		t.Fatalf("the Windows pool's step does not write %s without the flag:\n%+v\n%s", want, last, last.Manifest)
+	}
+
+	progress := &syncBuffer{}
+	done := f.run(ctx, progress)
+	poll.Until(t, 30*time.Second, func() string {
+		if v, _ := f.kcpVersion(); v != "v1.36.3" {
+			return "the control plane is at " + v + ": " + progress.String()
+		}
+		return ""
+	})
+	f.setStatus(f.kcp, "v1.36.3")
+	poll.Until(t, 30*time.Second, func() string {
+		if v := f.mdVersion(linuxMD); v != "v1.36.3" {
+			return "the Linux pool is at " + v
+		}
+		return ""
+	})
+	f.setStatus(&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: linuxMD}}, "v1.36.3")
+	md := &clusterv1.MachineDeployment{}
+	poll.Until(t, 30*time.Second, func() string {
+		if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: windowsMD}, md); err != nil {
+			return err.Error()
+		}
+		if ref := md.Spec.Template.Spec.Bootstrap.ConfigRef.Name; ref != want || md.Spec.Template.Spec.Version != "v1.36.3" {
+			return "the Windows pool is at " + md.Spec.Template.Spec.Version + " with bootstrap template " + ref
+		}
+		return ""
+	})
+	f.setStatus(&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: windowsMD}}, "v1.36.3")
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v\n%s", err, progress)
+	}
+	oldKCT, newKCT := &bootstrapv1.KubeadmConfigTemplate{}, &bootstrapv1.KubeadmConfigTemplate{}
+	for name, kct := range map[string]*bootstrapv1.KubeadmConfigTemplate{old: oldKCT, want: newKCT} {
+		if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, kct); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := func(k *bootstrapv1.KubeadmConfigTemplate) []string {
+		var out []string
+		for _, a := range k.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs {
+			if a.Name != "pod-infra-container-image" {
+				out = append(out, a.Name+"="+ptr.Deref(a.Value, ""))
+			}
+		}
+		return out
+	}
+	for _, a := range newKCT.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs {
+		if a.Name == "pod-infra-container-image" {
+			t.Errorf("the new KubeadmConfigTemplate %s still passes --%s", want, a.Name)
+		}
+	}
+	if o, n := args(oldKCT), args(newKCT); strings.Join(o, " ") != strings.Join(n, " ") || len(n) == 0 {
+		t.Errorf("the new template's other kubelet args %v, want the old one's %v", n, o)
 	}
 }

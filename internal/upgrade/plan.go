@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +30,7 @@ import (
 	"github.com/winkube/winkube/internal/doctor"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/images"
+	"github.com/winkube/winkube/kubeletflags"
 )
 
 // Finding is the doctor's, so that the plan prints and exits as doctor does.
@@ -42,6 +45,7 @@ const (
 	CheckPDBs           = "disruption-budgets"
 	CheckDrain          = "drain-timeouts"
 	CheckPools          = "pools"
+	CheckKubeletFlags   = "kubelet-flags"
 )
 
 // MaxKubeletSkew is how many minors a kubelet may be older than the API
@@ -123,6 +127,10 @@ type Step struct {
 	// image names a version ("" when the default image of the target is
 	// resolved for the new machines).
 	NewTemplate string `json:"newTemplate,omitempty"`
+	// NewBootstrapTemplate names the KubeadmConfigTemplate written for a
+	// MachineDeployment whose kubelet args the target no longer knows: its
+	// own, without them.
+	NewBootstrapTemplate string `json:"newBootstrapTemplate,omitempty"`
 	// Manifest is the change as YAML (merge patches and new objects).
 	Manifest string `json:"manifest"`
 
@@ -137,6 +145,10 @@ type Plan struct {
 	Target   string    `json:"target"`
 	Steps    []Step    `json:"steps"`
 	Findings []Finding `json:"findings"`
+
+	// fixed are the error findings (check/object) the plan's own steps
+	// fix, which do not stop Run.
+	fixed map[string]bool
 }
 
 // ExitCode is the doctor's: 0 clean, 1 warnings, 2 errors.
@@ -160,6 +172,10 @@ type cluster struct {
 }
 
 type pool struct {
+	// kct is a MachineDeployment's KubeadmConfigTemplate, kc a
+	// MachinePool's KubeadmConfig (nil for other bootstrap providers).
+	kct     *bootstrapv1.KubeadmConfigTemplate
+	kc      *bootstrapv1.KubeadmConfig
 	md      *clusterv1.MachineDeployment
 	mp      *clusterv1.MachinePool
 	amt     *infrav1.AzureMachineTemplate
@@ -229,7 +245,14 @@ func load(ctx context.Context, o *Options) (*cluster, error) {
 		if err := m.Get(ctx, client.ObjectKey{Namespace: ns, Name: ir.Name}, amt); err != nil {
 			return nil, fmt.Errorf("reading AzureMachineTemplate %s of MachineDeployment %s: %w", ir.Name, md.Name, err)
 		}
-		s.mds = append(s.mds, pool{md: md, amt: amt, vm: &amt.Spec.Template.Spec.AzureVMSpec, version: md.Spec.Template.Spec.Version})
+		po := pool{md: md, amt: amt, vm: &amt.Spec.Template.Spec.AzureVMSpec, version: md.Spec.Template.Spec.Version}
+		if br := md.Spec.Template.Spec.Bootstrap.ConfigRef; br.Kind == "KubeadmConfigTemplate" {
+			po.kct = &bootstrapv1.KubeadmConfigTemplate{}
+			if err := m.Get(ctx, client.ObjectKey{Namespace: ns, Name: br.Name}, po.kct); err != nil {
+				return nil, fmt.Errorf("reading KubeadmConfigTemplate %s of MachineDeployment %s: %w", br.Name, md.Name, err)
+			}
+		}
+		s.mds = append(s.mds, po)
 	}
 	mps := &clusterv1.MachinePoolList{}
 	if err := m.List(ctx, mps, client.InNamespace(ns), sel); err != nil && !meta.IsNoMatchError(err) {
@@ -246,7 +269,14 @@ func load(ctx context.Context, o *Options) (*cluster, error) {
 		if err := m.Get(ctx, client.ObjectKey{Namespace: ns, Name: ir.Name}, amp); err != nil {
 			return nil, fmt.Errorf("reading AzureMachinePool %s of MachinePool %s: %w", ir.Name, mp.Name, err)
 		}
-		s.mps = append(s.mps, pool{mp: mp, amp: amp, vm: &amp.Spec.Template, version: mp.Spec.Template.Spec.Version})
+		po := pool{mp: mp, amp: amp, vm: &amp.Spec.Template, version: mp.Spec.Template.Spec.Version}
+		if br := mp.Spec.Template.Spec.Bootstrap.ConfigRef; br.Kind == "KubeadmConfig" {
+			po.kc = &bootstrapv1.KubeadmConfig{}
+			if err := m.Get(ctx, client.ObjectKey{Namespace: ns, Name: br.Name}, po.kc); err != nil {
+				return nil, fmt.Errorf("reading KubeadmConfig %s of MachinePool %s: %w", br.Name, mp.Name, err)
+			}
+		}
+		s.mps = append(s.mps, po)
 	}
 	machines := &clusterv1.MachineList{}
 	if err := m.List(ctx, machines, client.InNamespace(ns), sel); err != nil {
@@ -303,6 +333,7 @@ func build(ctx context.Context, o *Options) (*Plan, error) {
 	pl.windowsReleases()
 	pl.disruptionBudgets()
 	pl.drainTimeouts()
+	pl.kubeletFlags()
 	if err := pl.steps(); err != nil {
 		return nil, err
 	}
@@ -625,6 +656,99 @@ func (pl *planner) drainTimeouts() {
 	}
 }
 
+// removedKubeletArgs are the kubelet extra args of a bootstrap config
+// that a kubelet of the target no longer accepts.
+func removedKubeletArgs(spec *bootstrapv1.KubeadmConfigSpec, target string) []kubeletflags.Flag {
+	var names []string
+	for _, regs := range [][]bootstrapv1.Arg{spec.InitConfiguration.NodeRegistration.KubeletExtraArgs, spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs} {
+		for _, a := range regs {
+			if !slices.Contains(names, a.Name) {
+				names = append(names, a.Name)
+			}
+		}
+	}
+	return kubeletflags.Unknown(names, target)
+}
+
+func describeFlags(fs []kubeletflags.Flag) string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = "--" + f.Name + " (removed in " + f.Removed + ")"
+	}
+	return strings.Join(out, ", ")
+}
+
+// kubeletFlags: a kubelet exits on a flag its release removed, so a
+// machine booted on the target from a bootstrap config passing one never
+// becomes a node and the rollout stops there. A MachineDeployment's steps
+// fix it (a new KubeadmConfigTemplate without the flags: templates are
+// immutable by convention, and Cluster API rolls a MachineDeployment whose
+// bootstrap configRef changes, MachineTemplateUpToDate in cluster-api
+// internal/controllers/machinedeployment/mdutil/util.go at
+// 99d75597b5bd30c31245101b413d27997038ba32); the control plane's and a
+// MachinePool's configs are the user's to change.
+func (pl *planner) kubeletFlags() {
+	t := pl.o.Target
+	says := func(fs []kubeletflags.Flag) string {
+		return fmt.Sprintf("passes %s to the kubelet: a %s kubelet exits on it (unknown flag), so the machines the upgrade boots never join", describeFlags(fs), t)
+	}
+	if fs := removedKubeletArgs(&pl.s.kcp.Spec.KubeadmConfigSpec, t); len(fs) > 0 {
+		kcp := pl.s.kcp
+		pl.p.add(CheckKubeletFlags, doctor.Error, "KubeadmControlPlane/"+kcp.Namespace+"/"+kcp.Name, "its kubeadmConfigSpec "+says(fs),
+			"remove "+flagNames(fs)+" from spec.kubeadmConfigSpec's initConfiguration and joinConfiguration nodeRegistration.kubeletExtraArgs of KubeadmControlPlane "+kcp.Name+", then plan again")
+	}
+	for _, po := range pl.s.mds {
+		if po.kct == nil {
+			continue
+		}
+		if fs := removedKubeletArgs(&po.kct.Spec.Template.Spec, t); len(fs) > 0 {
+			obj := "MachineDeployment/" + pl.o.Namespace + "/" + po.name()
+			pl.p.add(CheckKubeletFlags, doctor.Error, obj, "its KubeadmConfigTemplate "+po.kct.Name+" "+says(fs),
+				fmt.Sprintf("a new KubeadmConfigTemplate %s without %s, referenced by the MachineDeployment's spec.template.spec.bootstrap.configRef: the plan's step for %s writes both ('winkube plan upgrade --apply' makes them)",
+					newTemplateName(po.kct.Name, pl.o.target), flagNames(fs), po.name()))
+			if pl.p.fixed == nil {
+				pl.p.fixed = map[string]bool{}
+			}
+			pl.p.fixed[CheckKubeletFlags+"/"+obj] = true
+		}
+	}
+	for _, po := range pl.s.mps {
+		if po.kc == nil {
+			continue
+		}
+		if fs := removedKubeletArgs(&po.kc.Spec, t); len(fs) > 0 {
+			pl.p.add(CheckKubeletFlags, doctor.Error, "MachinePool/"+pl.o.Namespace+"/"+po.name(), "its KubeadmConfig "+po.kc.Name+" "+says(fs),
+				"remove "+flagNames(fs)+" from joinConfiguration.nodeRegistration.kubeletExtraArgs of KubeadmConfig "+po.kc.Name+", then plan again")
+		}
+	}
+}
+
+func flagNames(fs []kubeletflags.Flag) string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = "--" + f.Name
+	}
+	return strings.Join(out, " and ")
+}
+
+// withoutKubeletArgs is a KubeadmConfigTemplate's copy, named name,
+// without the kubelet args fs.
+func withoutKubeletArgs(kct *bootstrapv1.KubeadmConfigTemplate, name string, fs []kubeletflags.Flag) *bootstrapv1.KubeadmConfigTemplate {
+	n := &bootstrapv1.KubeadmConfigTemplate{}
+	n.SetGroupVersionKind(bootstrapv1.GroupVersion.WithKind("KubeadmConfigTemplate"))
+	n.Name, n.Namespace, n.Labels = name, kct.Namespace, kct.Labels
+	n.Spec = *kct.Spec.DeepCopy()
+	drop := func(args []bootstrapv1.Arg) []bootstrapv1.Arg {
+		return slices.DeleteFunc(args, func(a bootstrapv1.Arg) bool {
+			return slices.ContainsFunc(fs, func(f kubeletflags.Flag) bool { return f.Name == a.Name })
+		})
+	}
+	spec := &n.Spec.Template.Spec
+	spec.InitConfiguration.NodeRegistration.KubeletExtraArgs = drop(spec.InitConfiguration.NodeRegistration.KubeletExtraArgs)
+	spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs = drop(spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs)
+	return n
+}
+
 // steps writes the changes in order: the control plane, then the Linux
 // pools, then the Windows pools (CAPI #7547: a pool changed while the
 // control plane rolls can stick).
@@ -692,6 +816,19 @@ func (pl *planner) mdStep(po pool) (Step, error) {
 			return st, err
 		}
 		st.Manifest = doc
+	}
+	if po.kct != nil {
+		if fs := removedKubeletArgs(&po.kct.Spec.Template.Spec, pl.o.Target); len(fs) > 0 {
+			kct := withoutKubeletArgs(po.kct, newTemplateName(po.kct.Name, pl.o.target), fs)
+			st.NewBootstrapTemplate = kct.Name
+			st.templates = append(st.templates, kct)
+			spec += "      bootstrap:\n        configRef:\n          name: " + kct.Name + "\n"
+			doc, err := yamlOf(kct)
+			if err != nil {
+				return st, err
+			}
+			st.Manifest += doc
+		}
 	}
 	st.Manifest += patchDoc("MachineDeployment", clusterv1.GroupVersion.String(), md.Namespace, md.Name, strings.Replace(spec, "infrastructure:", "infrastructureRef:", 1))
 	return st, nil

@@ -22,7 +22,7 @@ func (p *Plan) WriteText(w io.Writer) error {
 			if st.Windows != "" {
 				os += " " + string(st.Windows)
 			}
-			nt := st.NewTemplate
+			nt := strings.Trim(st.NewTemplate+", "+st.NewBootstrapTemplate, ", ")
 			if nt == "" {
 				nt = "-"
 			}

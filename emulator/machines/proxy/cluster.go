@@ -309,7 +309,13 @@ func (c *Cluster) get(key string) *service {
 func (c *Cluster) byClusterIP(ip string, port int32) (*service, *servicePort) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for _, s := range c.services {
+	return servingIP(c.services, ip, port)
+}
+
+// servingIP finds, among services, the one serving ip:port; its port is
+// nil when the Service has ip but not port.
+func servingIP(services map[string]*service, ip string, port int32) (*service, *servicePort) {
+	for _, s := range services {
 		for _, cip := range s.clusterIPs {
 			if cip != ip {
 				continue

@@ -52,6 +52,9 @@ type Node struct {
 	mu     sync.Mutex
 	active bool
 	closed bool
+	// programmed is each Service as the node's kube-proxy last programmed
+	// it: what the node's rules forward by, kept while no kube-proxy runs.
+	programmed map[string]*service
 	// listeners by port; each belongs to one Service.
 	listeners map[int32]*listener
 	// refused are the Services whose load-balancer policy the Windows
@@ -87,14 +90,25 @@ type listener struct {
 // Node adds a node's proxy; it serves nothing until SetActive(true), as a
 // node programs no Service rules before its kube-proxy pod runs.
 func (c *Cluster) Node(cfg NodeConfig) *Node {
-	n := &Node{c: c, cfg: cfg, lim: limitsOf(cfg), listeners: map[int32]*listener{}, refused: map[string]bool{}, noted: map[string]bool{}, sticky: map[string]stickyEntry{}, next: map[string]int{}, now: time.Now}
+	n := &Node{c: c, cfg: cfg, lim: limitsOf(cfg), listeners: map[int32]*listener{}, programmed: map[string]*service{}, refused: map[string]bool{}, noted: map[string]bool{}, sticky: map[string]stickyEntry{}, next: map[string]int{}, now: time.Now}
 	c.attach(n)
 	return n
 }
 
-// SetActive says whether the node's kube-proxy has programmed its rules:
-// true once its pod ran on the node. Rules stay while it is true, as
-// iptables rules and HNS policies outlive a crashed kube-proxy.
+// SetActive says whether a kube-proxy runs on the node and programs its
+// rules (its pod runs and has synced). While none runs, the rules stay as
+// the last one programmed them and follow no change of Services or
+// endpoints: kube-proxy removes its own mode's rules only when run with
+// --cleanup (kubernetes cmd/kube-proxy/app/server.go at
+// 15d02dd7dae5054723ada12f3767dff43aff7439, Options.Run; CleanupLeftovers
+// in pkg/proxy/iptables/proxier.go at
+// 092dddd12ca4cc5e66597de66a81fc77fdd3f29b), and the Windows proxier
+// deletes HNS policies in a sync or at start (Started), never on exit
+// (pkg/proxy/winkernel/proxier.go at
+// f9cfe3cdd52e32d00b9eefa3c8e7dd06e08f355b), so a Service keeps working
+// through a node while its kube-proxy pod is replaced. Only the health
+// check node ports go: kube-proxy's own process serves them. A node whose
+// kube-proxy never ran has no rules.
 func (n *Node) SetActive(on bool) {
 	n.mu.Lock()
 	if n.closed || n.active == on {
@@ -102,15 +116,60 @@ func (n *Node) SetActive(on bool) {
 		return
 	}
 	n.active = on
+	stale := make([]string, 0, len(n.programmed))
+	for k := range n.programmed {
+		stale = append(stale, k)
+	}
 	n.mu.Unlock()
 	if on {
 		n.cfg.Logs.Write(LogService, "Using %s proxier on node %s (%s)", n.mode(), n.cfg.NodeName, n.cfg.Address)
 		n.family.Store(-1)
 		n.checkDualStack()
 		n.c.attach(n)
+		// A full sync also removes the rules of Services deleted while no
+		// kube-proxy ran.
+		for _, k := range stale {
+			n.apply(k)
+		}
 		return
 	}
+	n.closeHealth()
+}
+
+// Started is a new kube-proxy process starting on the node, before its
+// first sync. The Windows proxier deletes every HNS load-balancer policy
+// of the node when it starts ("Cleaning up old HNS policy lists", in
+// kubernetes' pkg/proxy/winkernel NewProxier and, in the current tree,
+// NewBackend; the search index names no commit for those versions, and
+// the 2018 proxier.go at f9cfe3cdd52e32d00b9eefa3c8e7dd06e08f355b does not
+// do it yet), so until it has synced the node serves no Service; iptables
+// rules stay until the first sync replaces them.
+func (n *Node) Started() {
+	n.mu.Lock()
+	if !n.cfg.Windows || n.active || n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.programmed = map[string]*service{}
+	n.mu.Unlock()
 	n.closeAll()
+}
+
+// closeHealth closes the health check node ports, which die with the
+// kube-proxy process that served them.
+func (n *Node) closeHealth() {
+	n.mu.Lock()
+	var ls []*listener
+	for port, l := range n.listeners {
+		if l.health {
+			ls = append(ls, l)
+			delete(n.listeners, port)
+		}
+	}
+	n.mu.Unlock()
+	for _, l := range ls {
+		l.close()
+	}
 }
 
 // checkDualStack is kube-proxy's start on Windows deciding whether it can
@@ -211,6 +270,7 @@ func (n *Node) mode() string {
 func (n *Node) Close() {
 	n.mu.Lock()
 	n.closed, n.active = true, false
+	n.programmed = map[string]*service{}
 	n.mu.Unlock()
 	n.c.detach(n)
 	n.closeAll()
@@ -237,16 +297,22 @@ func (l *listener) close() {
 // apply brings the node's listeners for one Service to what its current
 // state needs (none when it is gone). It reads the state itself, under the
 // node's lock, so that two applies racing (a sync and a node's activation)
-// cannot leave the older state in place.
+// cannot leave the older state in place. While no kube-proxy runs it
+// changes nothing (SetActive).
 func (n *Node) apply(key string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if !n.active {
+		return
+	}
 	s := n.c.get(key)
 	want := map[int32]*listener{}
-	if n.active && s != nil {
+	if s != nil {
+		n.programmed[key] = s
 		n.notice(key, s)
 		want = n.wanted(s)
-	} else if s == nil {
+	} else {
+		delete(n.programmed, key)
 		n.notice(key, nil)
 	}
 	for port, l := range n.listeners {
@@ -354,7 +420,7 @@ func (n *Node) serve(l *listener) {
 
 // forward carries a NodePort connection to an endpoint.
 func (n *Node) forward(conn net.Conn, l *listener) {
-	s := n.c.get(l.svc)
+	s := n.rules(l.svc)
 	if s == nil {
 		reset(conn)
 		return
@@ -462,7 +528,7 @@ func policyOf(cands []endpoint) string {
 // endpoints, or 503 when it has none.
 func (n *Node) healthHandler(key string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		s := n.c.get(key)
+		s := n.rules(key)
 		local := 0
 		if s != nil {
 			seen := map[string]bool{}
@@ -519,17 +585,15 @@ func (n *Node) DialService(ctx context.Context, addr string) (conn net.Conn, han
 	if err != nil {
 		return nil, false, err
 	}
-	s, p := n.c.byClusterIP(host, int32(port))
-	if s == nil {
+	cs, _ := n.c.byClusterIP(host, int32(port))
+	if cs == nil {
 		return nil, false, nil
 	}
-	n.mu.Lock()
-	active := n.active
-	n.mu.Unlock()
-	if !active {
-		// Nothing routes the Service range before kube-proxy runs: the
-		// packets leave for the default gateway and are lost.
-		return nil, true, fmt.Errorf("dial tcp %s: i/o timeout (kube-proxy has not run on node %s: nothing routes Service IPs)", addr, n.cfg.NodeName)
+	s, p := n.byClusterIP(host, int32(port))
+	if s == nil {
+		// Nothing routes a Service IP kube-proxy has not programmed here:
+		// the packets leave for the default gateway and are lost.
+		return nil, true, fmt.Errorf("dial tcp %s: i/o timeout (no kube-proxy has programmed Service %s on node %s: nothing routes Service IPs it has not programmed)", addr, cs.key, n.cfg.NodeName)
 	}
 	if err := n.lim.hostToService(); err != nil {
 		return nil, true, fmt.Errorf("dial tcp %s: %w", addr, err)
@@ -552,6 +616,20 @@ func (n *Node) DialService(ctx context.Context, addr string) (conn net.Conn, han
 	}
 	_ = ctx
 	return c, true, nil
+}
+
+// rules is a Service as the node's rules forward it (nil: none).
+func (n *Node) rules(key string) *service {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.programmed[key]
+}
+
+// byClusterIP finds the programmed Service serving ip:port.
+func (n *Node) byClusterIP(ip string, port int32) (*service, *servicePort) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return servingIP(n.programmed, ip, port)
 }
 
 // DialOwnNodePort is the node reaching its own host address at port (addr;

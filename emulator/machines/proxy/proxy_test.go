@@ -579,3 +579,73 @@ func TestWindowsOverlayIPv6(t *testing.T) {
 	}
 	conn.Close()
 }
+
+// TestRulesOutliveKubeProxy: while a node's kube-proxy pod is replaced,
+// the rules it programmed keep carrying a Service's traffic through the
+// node, as they were: an endpoint added meanwhile is reached only once a
+// kube-proxy runs again. A new kube-proxy on Windows deletes the node's
+// HNS policies when it starts, so there the Service answers again only
+// after it synced.
+func TestRulesOutliveKubeProxy(t *testing.T) {
+	ctx := context.Background()
+	c, w := newCluster(t)
+	w.backend(t, "10.244.1.30", 8080)
+	w.backend(t, "10.244.1.31", 8080)
+	lin := c.testNode(t, "node-lin", false, "6.8.0-1021-azure")
+	win := c.testNode(t, "node-win", true, "10.0.20348.2700")
+	svc := newService(t, "kept", corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "kept"}},
+		map[string]string{"10.244.1.30": "node-lin"})
+	clusterIP := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+	for _, n := range []*testNode{lin, win} {
+		answers(t, nodePortURL(n, svc), "10.244.1.30")
+	}
+
+	// The kube-proxy pods are deleted: the Service still answers through
+	// both nodes, and from the node itself.
+	lin.SetActive(false)
+	win.SetActive(false)
+	for _, n := range []*testNode{lin, win} {
+		for i := range 3 {
+			if code, body, err := get(nodePortURL(n, svc)); err != nil || code != 200 || body != "10.244.1.30" {
+				t.Fatalf("connection %d to %s's NodePort while its kube-proxy pod is replaced: %d %q %v, want the endpoint it programmed", i, n.cfg.NodeName, code, body, err)
+			}
+		}
+	}
+	conn, _, err := lin.DialService(ctx, clusterIP)
+	if err != nil {
+		t.Fatalf("the node reaches the ClusterIP %s no more once its kube-proxy pod is gone: %v", clusterIP, err)
+	}
+	conn.Close()
+
+	// An endpoint added while no kube-proxy runs is not programmed.
+	sl, err := client.DiscoveryV1().EndpointSlices("default").Get(ctx, "kept-abc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.1.31"}, NodeName: ptr.To("node-lin"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	synced(t, c, "default/kept", 2)
+	for i := range 4 {
+		if _, body, err := get(nodePortURL(lin, svc)); err != nil || body != "10.244.1.30" {
+			t.Fatalf("connection %d reached %q (%v) while no kube-proxy runs on the node: only the endpoint programmed before may answer", i, body, err)
+		}
+	}
+
+	// The new kube-proxy starts. On Windows it deletes the node's
+	// policies first; on Linux the old rules serve until it synced.
+	lin.Started()
+	win.Started()
+	if addr := net.JoinHostPort(win.cfg.Address.String(), strconv.Itoa(int(svc.Spec.Ports[0].NodePort))); !refuses(addr) {
+		t.Errorf("the Windows node serves %s after its new kube-proxy deleted the HNS policies", addr)
+	}
+	if _, body, err := get(nodePortURL(lin, svc)); err != nil || body != "10.244.1.30" {
+		t.Errorf("the Linux node's rules went when its new kube-proxy started, before it synced: %q %v", body, err)
+	}
+	lin.SetActive(true)
+	win.SetActive(true)
+	for _, n := range []*testNode{lin, win} {
+		answers(t, nodePortURL(n, svc), "10.244.1.31")
+	}
+}
