@@ -5,7 +5,7 @@ BIN := $(CURDIR)/bin
 export KUBEBUILDER_ASSETS := $(BIN)
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
-.PHONY: all build run test tools tools-previous vet lint generate verify-generate krew release image
+.PHONY: all build run test test-short tools tools-previous vet lint generate verify-generate krew release image
 
 # What `make release` and `make image` publish. Build for your own registry
 # with e.g. `make image release REGISTRY=registry.example.com/platform`.
@@ -57,6 +57,11 @@ lint:
 ## test: build the tools if needed, lint, and run every test (envtest ones included)
 test: tools lint
 	go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
+
+## test-short: the fast loop: unit, envtest and emulator tests without the ones that boot a world (go test -short; no lint)
+# CI runs `make test`: GO_TEST_FLAGS must not say -short, or the booted worlds go untested.
+test-short: tools
+	go tool gotestsum --format pkgname-and-test-fails -- -short $(GO_TEST_FLAGS) ./...
 
 help:
 	@grep -E '^## ' Makefile | sed 's/^## /  /'

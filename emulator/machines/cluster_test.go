@@ -29,6 +29,7 @@ import (
 	"github.com/winkube/winkube/internal/images"
 	"github.com/winkube/winkube/internal/naming"
 	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
 )
 
 // mixed is the cluster the test builds: Cluster API objects in the
@@ -103,6 +104,7 @@ func nodeReady(n *corev1.Node) (bool, string) {
 // node registered and marked; start is when its VM was created.
 func newMixedCluster(t *testing.T, ctx context.Context, name string) (m *mixed, endpoint, cpNode string, start time.Time) {
 	t.Helper()
+	testenv.SkipIfShort(t, "a workload cluster's control plane booted in the machine runtime")
 	m = &mixed{azure: newAzure(t, ctx, name+"-rg")}
 	t.Cleanup(func() { m.dump(t) })
 	cpNode = name + "-control-plane-abcde"

@@ -51,6 +51,7 @@ func winkube(ctx context.Context, args ...string) (string, string, error) {
 // a Windows worker through the control plane's NAT port, its logs, a
 // wrong key refused, RDP refused for Linux and tunnelled for Windows.
 func TestNodeAccess(t *testing.T) {
+	testenv.SkipIfShort(t, "a booted local world")
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 // goes, the requests counted where they were served, the CPU and memory
 // read from /proc, and pprof profiles written.
 func TestBenchReports(t *testing.T) {
+	testenv.SkipIfShort(t, "a booted local world (winkube bench)")
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)

@@ -128,6 +128,7 @@ func alive(pid int) bool {
 // machines, as after a clean stop: the same VMs in ARM (their state was
 // kept on disk as it changed), booted again, their nodes Ready.
 func TestKilledWinkubeLeavesNothing(t *testing.T) {
+	testenv.SkipIfShort(t, "a booted local world")
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWorld$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "WINKUBE_HELPER_WORLD="+dir)

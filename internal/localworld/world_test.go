@@ -97,6 +97,7 @@ func machinesFindTheirNodes(ctx context.Context, t *testing.T, w *localworld.Wor
 // Windows MachineDeployment scales and rolls to another version; deleting
 // the cluster leaves nothing behind.
 func TestUpAndDown(t *testing.T) {
+	testenv.SkipIfShort(t, "a booted local world")
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)

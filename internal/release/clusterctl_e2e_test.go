@@ -286,6 +286,7 @@ func winkubeBinary(t *testing.T) string {
 // cluster is deleted from there, and nothing is leaked, nothing of the
 // team's network changed and nothing refused.
 func TestClusterctlInstallsWinkube(t *testing.T) {
+	testenv.SkipIfShort(t, "clusterctl installing Cluster API and winkube into a management cluster")
 	start := time.Now()
 	// envtest logs through controller-runtime's logger; the managers run
 	// in their own processes with their own.

@@ -35,6 +35,7 @@ import (
 // failure is diagnosed (checkRehearsedFailures): one booted world for all,
 // as CI's time is short.
 func TestThreeControlPlanes(t *testing.T) {
+	testenv.SkipIfShort(t, "a booted local world")
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)
