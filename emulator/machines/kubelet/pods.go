@@ -54,7 +54,13 @@ func splitKey(key string) (string, string) {
 	return "", key
 }
 
-// syncPod brings one pod's status to what this node would report.
+// syncPod brings one pod's status to what this node would report. It
+// follows the real kubelet's order: kubelet.go SyncPod (admission, then
+// WaitForAttachAndMount), then the runtime manager's SyncPod steps
+// (pkg/kubelet/kuberuntime/kuberuntime_manager.go SyncPod, kubernetes
+// v1.36.3, read at 000f2605): step 4 creates the sandbox and its
+// network, steps 5 to 8 pull and create the containers and start them;
+// a pod being deleted goes the way of SyncTerminatingPod.
 func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	ns, name := splitKey(key)
 	pod, err := k.pods.Pods(ns).Get(name)
@@ -65,23 +71,8 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	uid := string(pod.UID)
 	if pod.DeletionTimestamp != nil {
-		// Containers stop at once; the kubelet unmounts the pod's
-		// volumes and then removes the pod.
-		k.mu.Lock()
-		run := k.runs[pod.UID]
-		k.mu.Unlock()
-		k.unmountVolumes(ctx, run)
-		k.deregisterCSIPlugins(ctx, pod.UID)
-		k.dropRun(pod.UID)
-		k.setRunning(ctx, uid, nil, false)
-		k.releaseIP(uid, key)
-		err := k.cfg.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil
-		}
-		return err
+		return k.syncTerminatingPod(ctx, key, pod)
 	}
 	if isMirror(pod) || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 		return nil
@@ -93,23 +84,100 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		k.event(ctx, pod, corev1.EventTypeWarning, rej.Reason, rej.Message)
 		return k.writeStatus(ctx, pod, status)
 	}
-	// The volume manager mounts the pod's volumes before its sandbox is
-	// made (kubelet.go SyncPod, WaitForAttachAndMount).
-	if waiting, err := k.mountVolumes(ctx, pod, k.podRun(pod)); err != nil || waiting != "" {
-		if err != nil {
-			return err
-		}
-		k.waiting(status, pod, "ContainerCreating", "")
-		if status.StartTime == nil {
-			status.StartTime = ptr.To(metav1.Now())
+	if done, err := k.waitForAttachAndMount(ctx, key, pod, status); done {
+		return err
+	}
+	sb, done, err := k.createSandbox(ctx, key, pod, status)
+	if done {
+		return err
+	}
+	images, failed, err := k.pullAndCreateContainers(ctx, key, pod, sb.hostProcess)
+	if err != nil {
+		return err
+	}
+	if sb.ignoredHostNet {
+		setIPs(status, k.cfg.Address, k.cfg.Address)
+	} else {
+		setIPs(status, k.cfg.Address, sb.ip)
+	}
+	if status.StartTime == nil {
+		status.StartTime = ptr.To(metav1.Now())
+	}
+	if len(failed) > 0 {
+		k.setRunning(ctx, string(pod.UID), nil, false)
+		k.containerStatuses(status, pod, images, failed)
+		for c, f := range failed {
+			k.event(ctx, pod, corev1.EventTypeWarning, "Failed", fmt.Sprintf("container %s: %s", c, f.Message))
 		}
 		if err := k.writeStatus(ctx, pod, status); err != nil {
 			return err
 		}
-		k.queue.AddAfter(key, time.Second)
+		return fmt.Errorf("back-off: %s", failedSummary(failed)) // retried as a kubelet backs off
+	}
+	return k.startContainers(ctx, key, pod, status, sb, images)
+}
+
+// syncTerminatingPod is a deleted pod's end: its containers stop at
+// once; the kubelet unmounts the pod's volumes and then removes the pod
+// (kubelet.go SyncTerminatingPod and SyncTerminatedPod).
+func (k *Kubelet) syncTerminatingPod(ctx context.Context, key string, pod *corev1.Pod) error {
+	k.mu.Lock()
+	run := k.runs[pod.UID]
+	k.mu.Unlock()
+	k.unmountVolumes(ctx, run)
+	k.deregisterCSIPlugins(ctx, pod.UID)
+	k.dropRun(pod.UID)
+	k.setRunning(ctx, string(pod.UID), nil, false)
+	k.releaseIP(string(pod.UID), key)
+	err := k.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
-	hp := k.cfg.Host.OS == "windows" && HostProcessPod(pod) && k.cfg.Host.knowsHostProcess()
+	return err
+}
+
+// waitForAttachAndMount: the volume manager mounts the pod's volumes
+// before its sandbox is made (kubelet.go SyncPod, WaitForAttachAndMount).
+// done says the sync ends here, with err.
+func (k *Kubelet) waitForAttachAndMount(ctx context.Context, key string, pod *corev1.Pod, status *corev1.PodStatus) (done bool, err error) {
+	waiting, err := k.mountVolumes(ctx, pod, k.podRun(pod))
+	if err != nil {
+		return true, err
+	}
+	if waiting == "" {
+		return false, nil
+	}
+	k.waiting(status, pod, "ContainerCreating", "")
+	if status.StartTime == nil {
+		status.StartTime = ptr.To(metav1.Now())
+	}
+	if err := k.writeStatus(ctx, pod, status); err != nil {
+		return true, err
+	}
+	k.queue.AddAfter(key, time.Second)
+	return true, nil
+}
+
+// sandbox is what creating a pod's sandbox came to.
+type sandbox struct {
+	// hostProcess: a Windows HostProcess pod, in the host's network.
+	hostProcess bool
+	// ignoredHostNet: a Windows pod asking for the host network without
+	// HostProcess gets a pod network all the same, yet reports the
+	// node's IP (see hostNetworkIgnored): its ports are not where its
+	// status says.
+	ignoredHostNet bool
+	// hostNet: the pod shares the node's network; ip is the pod's.
+	hostNet bool
+	ip      netip.Addr
+}
+
+// createSandbox is the runtime manager's step 4: the pod's sandbox, its
+// network set up (CNI ADD) and its IP. done says the sync ends here,
+// with err.
+func (k *Kubelet) createSandbox(ctx context.Context, key string, pod *corev1.Pod, status *corev1.PodStatus) (sb sandbox, done bool, err error) {
+	uid := string(pod.UID)
+	sb.hostProcess = k.cfg.Host.OS == "windows" && HostProcessPod(pod) && k.cfg.Host.knowsHostProcess()
 	if k.cfg.Host.OS == "windows" && status.StartTime == nil {
 		for _, c := range allContainers(pod) {
 			for _, l := range ignoredOnWindows(pod, c) {
@@ -117,69 +185,75 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 			}
 		}
 	}
-	if hp {
+	if sb.hostProcess {
 		if err := k.cfg.Host.hostProcessSandbox(); err != nil {
 			k.waiting(status, pod, "ContainerCreating", "")
 			k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
 			k.cfg.Logs.Write(vmdisk.Kubelet, "pod %s: %v", key, err)
 			_ = k.writeStatus(ctx, pod, status)
-			return err // retried with back-off, as the kubelet retries a sandbox
+			return sb, true, err // retried with back-off, as the kubelet retries a sandbox
 		}
 	}
-	// A Windows pod asking for the host network without HostProcess gets
-	// a pod network all the same, yet reports the node's IP (see
-	// hostNetworkIgnored): its ports are not where its status says.
-	ignoredHostNet := k.cfg.Host.hostNetworkIgnored(pod)
-	hostNet := (pod.Spec.HostNetwork && !ignoredHostNet) || hp
-	ip := k.cfg.Address
-	if !hostNet {
-		k.mu.Lock()
-		ready, reason := k.ready, k.reason
-		k.mu.Unlock()
-		// The kubelet waits for the network only for pods it takes for
-		// pod-network ones (kubelet.go syncPod, IsHostNetworkPod).
-		if !ready && !pod.Spec.HostNetwork {
-			k.waiting(status, pod, "ContainerCreating", "")
-			k.event(ctx, pod, corev1.EventTypeWarning, "NetworkNotReady", "network is not ready: "+reason)
-			return k.writeStatus(ctx, pod, status)
-		}
-		// cniFailed is a failed CNI ADD: the sandbox is not created.
-		cniFailed := func(err error) error {
-			msg := fmt.Sprintf("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox %q: %v", process.ContainerID(pod, "sandbox"), err)
-			k.waiting(status, pod, "ContainerCreating", "")
-			k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", msg)
-			k.cfg.Logs.Write(vmdisk.CNI, "ADD %s failed: %v", key, err)
-			_ = k.writeStatus(ctx, pod, status)
-			return err
-		}
-		if k.cfg.SetUpNetwork != nil && pod.Status.PodIP == "" {
-			if err := k.cfg.SetUpNetwork(ctx, pod); err != nil {
-				return cniFailed(err)
-			}
-		}
-		had := pod.Status.PodIP
-		if ignoredHostNet {
-			had = "" // the node's IP, as reported, is not the sandbox's
-		}
-		fresh := false
-		if ip, fresh, err = k.podIP(ctx, uid, key, had); err != nil {
-			k.waiting(status, pod, "ContainerCreating", "")
-			k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
-			_ = k.writeStatus(ctx, pod, status)
-			return err
-		}
-		if k.cfg.NetworkAddressed != nil && fresh && pod.Status.PodIP == "" {
-			if err := k.cfg.NetworkAddressed(ctx, pod, process.ContainerID(pod, "sandbox"), ip); err != nil {
-				k.releaseIP(uid, key)
-				return cniFailed(err)
-			}
+	sb.ignoredHostNet = k.cfg.Host.hostNetworkIgnored(pod)
+	sb.hostNet = (pod.Spec.HostNetwork && !sb.ignoredHostNet) || sb.hostProcess
+	sb.ip = k.cfg.Address
+	if sb.hostNet {
+		return sb, false, nil
+	}
+	k.mu.Lock()
+	ready, reason := k.ready, k.reason
+	k.mu.Unlock()
+	// The kubelet waits for the network only for pods it takes for
+	// pod-network ones (kubelet.go syncPod, IsHostNetworkPod).
+	if !ready && !pod.Spec.HostNetwork {
+		k.waiting(status, pod, "ContainerCreating", "")
+		k.event(ctx, pod, corev1.EventTypeWarning, "NetworkNotReady", "network is not ready: "+reason)
+		return sb, true, k.writeStatus(ctx, pod, status)
+	}
+	// cniFailed is a failed CNI ADD: the sandbox is not created.
+	cniFailed := func(err error) error {
+		msg := fmt.Sprintf("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox %q: %v", process.ContainerID(pod, "sandbox"), err)
+		k.waiting(status, pod, "ContainerCreating", "")
+		k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", msg)
+		k.cfg.Logs.Write(vmdisk.CNI, "ADD %s failed: %v", key, err)
+		_ = k.writeStatus(ctx, pod, status)
+		return err
+	}
+	if k.cfg.SetUpNetwork != nil && pod.Status.PodIP == "" {
+		if err := k.cfg.SetUpNetwork(ctx, pod); err != nil {
+			return sb, true, cniFailed(err)
 		}
 	}
+	had := pod.Status.PodIP
+	if sb.ignoredHostNet {
+		had = "" // the node's IP, as reported, is not the sandbox's
+	}
+	ip, fresh, err := k.podIP(ctx, uid, key, had)
+	if err != nil {
+		k.waiting(status, pod, "ContainerCreating", "")
+		k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
+		_ = k.writeStatus(ctx, pod, status)
+		return sb, true, err
+	}
+	sb.ip = ip
+	if k.cfg.NetworkAddressed != nil && fresh && pod.Status.PodIP == "" {
+		if err := k.cfg.NetworkAddressed(ctx, pod, process.ContainerID(pod, "sandbox"), ip); err != nil {
+			k.releaseIP(uid, key)
+			return sb, true, cniFailed(err)
+		}
+	}
+	return sb, false, nil
+}
+
+// pullAndCreateContainers pulls every container's image and creates it
+// (the runtime manager's startContainer: EnsureImageExists, then
+// CreateContainer): what failed is kept per container, for the
+// container's status; err is an error of the node itself.
+func (k *Kubelet) pullAndCreateContainers(ctx context.Context, key string, pod *corev1.Pod, hostProcess bool) (map[string]*Pulled, map[string]*ContainerFailure, error) {
 	images := map[string]*Pulled{}
 	var failed map[string]*ContainerFailure
-	var provides []string
 	for _, c := range allContainers(pod) {
-		p, err := k.pullFor(ctx, string(pod.UID), c.Image, hp)
+		p, err := k.pullFor(ctx, string(pod.UID), c.Image, hostProcess)
 		if f, ok := err.(*ContainerFailure); ok {
 			k.cfg.Logs.Write(vmdisk.Containerd, "PullImage %q for %s container %s failed: %s: %s", c.Image, key, c.Name, f.Reason, f.Message)
 			if failed == nil {
@@ -189,7 +263,7 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 			continue
 		}
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if f := createsOnWindows(k.cfg.Host, pod, c); f != nil {
 			k.cfg.Logs.Write(vmdisk.Containerd, "CreateContainer for %s container %s failed: %s", key, c.Name, f.Message)
@@ -201,35 +275,25 @@ func (k *Kubelet) syncPod(ctx context.Context, key string) error {
 		}
 		images[c.Name] = p
 	}
-	if ignoredHostNet {
-		setIPs(status, k.cfg.Address, k.cfg.Address)
-	} else {
-		setIPs(status, k.cfg.Address, ip)
-	}
-	if status.StartTime == nil {
-		status.StartTime = ptr.To(metav1.Now())
-	}
-	if len(failed) > 0 {
-		k.setRunning(ctx, uid, nil, false)
-		k.containerStatuses(status, pod, images, failed)
-		for c, f := range failed {
-			k.event(ctx, pod, corev1.EventTypeWarning, "Failed", fmt.Sprintf("container %s: %s", c, f.Message))
-		}
-		if err := k.writeStatus(ctx, pod, status); err != nil {
-			return err
-		}
-		return fmt.Errorf("back-off: %s", failedSummary(failed)) // retried as a kubelet backs off
-	}
+	return images, failed, nil
+}
+
+// startContainers runs the pod's containers forward (init, then main:
+// the runtime manager's steps 6 and 8, probes and restarts included),
+// writes the status, and ends the sandbox once every container ended.
+func (k *Kubelet) startContainers(ctx context.Context, key string, pod *corev1.Pod, status *corev1.PodStatus, sb sandbox, images map[string]*Pulled) error {
+	uid := string(pod.UID)
 	run := k.podRun(pod)
-	run.podIP, run.hostIP, run.images = ip.String(), k.cfg.Address.String(), images
+	run.podIP, run.hostIP, run.images = sb.ip.String(), k.cfg.Address.String(), images
 	if run.net == nil {
-		run.net = k.podNet(ctx, pod, hostNet, ip)
+		run.net = k.podNet(ctx, pod, sb.hostNet, sb.ip)
 	}
 	now := time.Now()
 	next := run.advance(now, runEnv{ctx: ctx, check: k.cfg.StartCheck, exec: k.cfg.ExecProbe})
 	run.fill(status)
 	// What the running processes serve on the node: a process still
 	// waiting for something serves nothing yet.
+	var provides []string
 	for _, c := range run.mains {
 		if p := images[c.spec.Name]; p != nil && p.Provides != "" && c.running && c.waiting == "" {
 			provides = append(provides, p.Provides)
