@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/winkube/winkube/internal/bench"
 	"github.com/winkube/winkube/internal/testenv"
 )
 
@@ -32,7 +33,7 @@ func TestBenchReports(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
-	var reports []benchReport
+	var reports []bench.Report
 	if err := json.Unmarshal([]byte(out), &reports); err != nil {
 		t.Fatalf("the report is not JSON: %v\n%s", err, out)
 	}
@@ -40,7 +41,7 @@ func TestBenchReports(t *testing.T) {
 		t.Fatalf("reports %+v, want one of size 1+0+1 with 2 nodes", reports)
 	}
 	r := reports[0]
-	measured := func(what string, v seconds) float64 {
+	measured := func(what string, v bench.Seconds) float64 {
 		t.Helper()
 		if math.IsNaN(float64(v)) || v < 0 {
 			t.Fatalf("%s not measured: %v\n%s", what, v, out)
@@ -62,7 +63,7 @@ func TestBenchReports(t *testing.T) {
 	}
 	// A step between a precise time and an API timestamp (whole seconds)
 	// can come out a fraction of a second below zero.
-	for name, p := range map[string]percentiles{"wait": r.Workers.WaitControlPlane, "provisioning": r.Workers.Provisioning, "join": r.Workers.Join, "ready": r.Workers.Ready, "CNI pod Ready": r.Workers.CNIPodReady} {
+	for name, p := range map[string]bench.Percentiles{"wait": r.Workers.WaitControlPlane, "provisioning": r.Workers.Provisioning, "join": r.Workers.Join, "ready": r.Workers.Ready, "CNI pod Ready": r.Workers.CNIPodReady} {
 		if math.IsNaN(float64(p.P99)) || p.P99 < -1 {
 			t.Fatalf("worker step %s not measured: %+v\n%s", name, p, out)
 		}
