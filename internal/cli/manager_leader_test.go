@@ -42,7 +42,7 @@ type managerProcess struct {
 	done   chan error
 }
 
-func startManagerProcess(t *testing.T, bin, kubeconfig string, extra ...string) *managerProcess {
+func startManagerProcess(t *testing.T, kubeconfig string, extra ...string) *managerProcess {
 	t.Helper()
 	emu, login, credEnv := emulatorWithEntra(t, nil)
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
@@ -54,9 +54,10 @@ func startManagerProcess(t *testing.T, bin, kubeconfig string, extra ...string) 
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(p.health), "--no-webhooks", "--requeue", "100ms",
 		// Its clusters act as the manager's own credential, in every namespace.
 		"--manager-credential-namespaces", "*"}, extra...)
+	bin, env := winkubeProcess(t)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = os.Environ()
+	p.cmd.Env = env
 	for k, v := range credEnv {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
 	}
@@ -93,21 +94,17 @@ func startManagerProcess(t *testing.T, bin, kubeconfig string, extra ...string) 
 
 // managerProcessEnv is what `winkube manager` processes need beside env: the
 // webhooks, served apart from the managers as another replica's would be,
-// the winkube binary and a kubeconfig file for env.
-func managerProcessEnv(t *testing.T, env *testenv.Env) (bin, kubeconfig string) {
+// and a kubeconfig file for env.
+func managerProcessEnv(t *testing.T, env *testenv.Env) (kubeconfig string) {
 	t.Helper()
 	if err := env.ServeWebhooks(func(m ctrl.Manager) error { return webhooks.SetupWithManager(m) }); err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testenv.SharedWinkube()
-	if err != nil {
 		t.Fatal(err)
 	}
 	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.Environment.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return bin, kubeconfig
+	return kubeconfig
 }
 
 // newAzureCluster creates a Cluster and its AzureCluster, as Cluster API
@@ -164,7 +161,7 @@ func hasGroup(p *managerProcess, name string) bool {
 func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 	env := startManagerEnv(t)
 	defer env.Stop()
-	bin, kubeconfig := managerProcessEnv(t, env)
+	kubeconfig := managerProcessEnv(t, env)
 	ctx := context.Background()
 	c := env.Client
 	lease := &coordinationv1.Lease{}
@@ -180,7 +177,7 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 	leaderFlags := []string{"--leader-elect", "--leader-election-namespace", "kube-system",
 		"--leader-elect-lease-duration", "20s", "--leader-elect-renew-deadline", "15s", "--leader-elect-retry-period", "1s"}
 
-	first := startManagerProcess(t, bin, kubeconfig, leaderFlags...)
+	first := startManagerProcess(t, kubeconfig, leaderFlags...)
 	var firstHolder string
 	poll.Until(t, 2*time.Minute, func() string {
 		if firstHolder = holder(); firstHolder == "" {
@@ -188,7 +185,7 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 		}
 		return ""
 	})
-	second := startManagerProcess(t, bin, kubeconfig, leaderFlags...)
+	second := startManagerProcess(t, kubeconfig, leaderFlags...)
 
 	newCluster := func(name string) *infrav1.AzureCluster {
 		return newAzureCluster(t, c, "default", name, "00000000-0000-0000-0000-0000000000e3")
@@ -256,7 +253,7 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 func TestManagerWatchNamespace(t *testing.T) {
 	env := startManagerEnv(t)
 	defer env.Stop()
-	bin, kubeconfig := managerProcessEnv(t, env)
+	kubeconfig := managerProcessEnv(t, env)
 	ctx := context.Background()
 	c := env.Client
 	for _, ns := range []string{"team-a", "team-b"} {
@@ -264,7 +261,7 @@ func TestManagerWatchNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := startManagerProcess(t, bin, kubeconfig, "--watch-namespace", "team-a")
+	p := startManagerProcess(t, kubeconfig, "--watch-namespace", "team-a")
 	other := newAzureCluster(t, c, "team-b", "unwatched", "00000000-0000-0000-0000-0000000000e4")
 	watched := newAzureCluster(t, c, "team-a", "watched", "00000000-0000-0000-0000-0000000000e4")
 	poll.Until(t, 2*time.Minute, func() string {
