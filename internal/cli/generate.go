@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -21,20 +23,94 @@ func newGenerateCommand() *cobra.Command {
 	return cmd
 }
 
+// generateClusterOptions is `winkube generate cluster`'s input: the cobra
+// command only fills it from flags and arguments, then calls Validate and
+// Run, as clusterctl keeps a command's flags in cmd/clusterctl/cmd
+// (generate_cluster.go) and its work in cmd/clusterctl/client
+// (kubernetes-sigs/cluster-api 8961830d).
+type generateClusterOptions struct {
+	// Name is the cluster's NAME argument ("" for none).
+	Name string
+	// Cluster is what the flavor is generated from; its SSHPublicKey,
+	// WindowsVersion, ClusterName and NoAdmission come from the fields
+	// below.
+	Cluster flavors.Options
+	Flavor  string
+	// SSHPublicKeyFile is the OpenSSH public key file for user capi.
+	SSHPublicKeyFile string
+	// WindowsVersion is 2019, 2022, 2025 or "".
+	WindowsVersion string
+	// ClusterctlTemplate prints the flavor with ${VARIABLE} placeholders.
+	ClusterctlTemplate bool
+	// Output is yaml or json; WriteTo a file to create instead of out.
+	Output, WriteTo string
+	// Admission deploys winkube's workload admission in the cluster.
+	Admission bool
+}
+
+// Validate refuses input that is wrong whatever the files and the
+// flavor hold, naming the flag to change; Run refuses the rest.
+func (g *generateClusterOptions) Validate() error {
+	if err := checkOutput(nil, g.Output, "yaml", "json"); err != nil {
+		return err
+	}
+	switch g.WindowsVersion {
+	case "", "2019", "2022", "2025":
+	default:
+		return badInputf(nil, "--windows-version %q: use 2019, 2022 or 2025", g.WindowsVersion)
+	}
+	if g.ClusterctlTemplate && g.Name != "" {
+		return badInputf(nil, "--clusterctl-template prints a template whose name is ${CLUSTER_NAME}: leave out NAME %q", g.Name)
+	}
+	if g.ClusterctlTemplate && g.Output == "json" {
+		return badInputf(nil, "--output json: a clusterctl template is YAML; leave out --output")
+	}
+	return nil
+}
+
+// Run writes the manifests (or the clusterctl template) to WriteTo, or to
+// out, after the webhooks' defaulting and validation.
+func (g *generateClusterOptions) Run(ctx context.Context, out io.Writer) error {
+	var data []byte
+	if g.ClusterctlTemplate {
+		tmpl, vars, err := flavors.Template(scheme.New(), g.Flavor, g.WindowsVersion, g.Cluster.WindowsTaint)
+		if err != nil {
+			return badInput(nil, err)
+		}
+		data = append([]byte(fmt.Sprintf("# clusterctl template of winkube flavor %q. Variables: %s\n", g.Flavor, strings.Join(vars, ", "))), tmpl...)
+		return writeOut(out, g.WriteTo, data)
+	}
+	o := g.Cluster
+	if g.Name != "" {
+		o.ClusterName = g.Name
+	}
+	if g.SSHPublicKeyFile != "" {
+		key, err := os.ReadFile(g.SSHPublicKeyFile)
+		if err != nil {
+			return badInputf(nil, "--ssh-public-key: %w", err)
+		}
+		o.SSHPublicKey = strings.TrimSpace(string(key))
+		if strings.Contains(o.SSHPublicKey, "PRIVATE KEY") {
+			return badInputf(nil, "--ssh-public-key %s names a private key: give the .pub file", g.SSHPublicKeyFile)
+		}
+	}
+	o.WindowsVersion = infrav1.WindowsServerVersion(g.WindowsVersion)
+	o.NoAdmission = !g.Admission
+	objs, err := admitFlavor(ctx, g.Flavor, o)
+	if err != nil {
+		return err
+	}
+	if data, err = render(objs, g.Output); err != nil {
+		return err
+	}
+	return writeOut(out, g.WriteTo, data)
+}
+
 func newGenerateClusterCommand() *cobra.Command {
-	var (
-		o          flavors.Options
-		flavor     string
-		keyFile    string
-		winVersion string
-		clusterctl bool
-		output     string
-		admission  bool
-		writeTo    string
-	)
+	g := &generateClusterOptions{}
 	cmd := &cobra.Command{
 		Use:   "cluster NAME",
-		Short: "Print the manifests of a mixed Linux/Windows cluster",
+		Short: "Print the Cluster API manifests of a mixed Linux/Windows cluster",
 		Long: `Print the Cluster API manifests of a cluster of one of winkube's flavors:
 
   default              Linux control plane and Linux workers
@@ -76,76 +152,37 @@ as clusterctl requires.`,
     --location westeurope --subscription-id $AZURE_SUBSCRIPTION_ID --ssh-public-key ~/.ssh/id_ed25519.pub`,
 		Args: atMostOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(cmd, output, "yaml", "json"); err != nil {
-				return err
+			if len(args) == 1 {
+				g.Name = args[0]
 			}
-			switch winVersion {
-			case "", "2019", "2022", "2025":
-			default:
-				return badInputf(cmd, "--windows-version %q: use 2019, 2022 or 2025", winVersion)
+			if err := g.Validate(); err != nil {
+				return withHelp(cmd, err)
 			}
-			var data []byte
-			if clusterctl {
-				if len(args) == 1 {
-					return badInputf(cmd, "--clusterctl-template prints a template whose name is ${CLUSTER_NAME}: leave out NAME %q", args[0])
-				}
-				tmpl, vars, err := flavors.Template(scheme.New(), flavor, winVersion, o.WindowsTaint)
-				if err != nil {
-					return badInput(cmd, err)
-				}
-				if output == "json" {
-					return badInputf(cmd, "--output json: a clusterctl template is YAML; leave out --output")
-				}
-				data = append([]byte(fmt.Sprintf("# clusterctl template of winkube flavor %q. Variables: %s\n", flavor, strings.Join(vars, ", "))), tmpl...)
-			} else {
-				if len(args) == 1 {
-					o.ClusterName = args[0]
-				}
-				if keyFile != "" {
-					key, err := os.ReadFile(keyFile)
-					if err != nil {
-						return badInputf(cmd, "--ssh-public-key: %w", err)
-					}
-					o.SSHPublicKey = strings.TrimSpace(string(key))
-					if strings.Contains(o.SSHPublicKey, "PRIVATE KEY") {
-						return badInputf(cmd, "--ssh-public-key %s names a private key: give the .pub file", keyFile)
-					}
-				}
-				o.WindowsVersion = infrav1.WindowsServerVersion(winVersion)
-				o.NoAdmission = !admission
-				objs, err := buildObjects(cmd, flavor, o)
-				if err != nil {
-					return err
-				}
-				if data, err = render(objs, output); err != nil {
-					return err
-				}
-			}
-			return writeOut(cmd, writeTo, data)
+			return withHelp(cmd, g.Run(cmd.Context(), cmd.OutOrStdout()))
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&flavor, "flavor", flavors.Windows, "one of "+strings.Join(flavors.Names(), ", "))
-	f.StringVar(&o.KubernetesVersion, "kubernetes-version", "", "Kubernetes version, such as v1.36.3 (required)")
-	f.StringVar(&winVersion, "windows-version", "2022", "Windows Server release of the Windows nodes: 2019, 2022 or 2025")
-	f.Int32Var(&o.ControlPlaneNodes, "control-plane-nodes", 1, "control-plane machines (odd)")
-	f.Int32Var(&o.LinuxNodes, "linux-nodes", 1, "Linux worker machines")
-	f.Int32Var(&o.WindowsNodes, "windows-nodes", 2, "Windows worker machines")
-	f.StringVar(&o.Location, "location", "", "Azure region, such as westeurope (required)")
-	f.StringVar(&o.SubscriptionID, "subscription-id", os.Getenv("AZURE_SUBSCRIPTION_ID"), "Azure subscription (required; default $AZURE_SUBSCRIPTION_ID)")
-	f.StringVar(&keyFile, "ssh-public-key", "", "OpenSSH public key file for user capi on every node (required)")
-	f.StringVar(&o.Namespace, "namespace", "default", "namespace of the objects")
-	f.StringVar(&o.FlannelWindowsImage, "flannel-windows-image", "", "flannel HostProcess image for Windows nodes you build (required by the flannel flavors: none is published)")
-	f.StringVar(&o.KubeProxyWindowsImage, "kube-proxy-windows-image", "", "kube-proxy HostProcess image for Windows nodes of flannel clusters you build (required by the flannel flavors)")
-	f.StringVar(&o.ControlPlaneVMSize, "control-plane-vm-size", "Standard_D2s_v3", "VM size of control-plane machines")
-	f.StringVar(&o.NodeVMSize, "node-vm-size", "Standard_D4s_v3", "VM size of workers")
-	f.BoolVar(&o.WindowsTaint, "windows-taint", false, "taint Windows nodes os=windows:NoSchedule (the add-ons tolerate it)")
-	f.BoolVar(&o.MetricsServer, "metrics-server", false, "add the metrics-server add-on (the Cluster label metrics-server=enabled and its ClusterResourceSet); in a --clusterctl-template it is the variable METRICS_SERVER=enabled")
-	f.BoolVar(&o.AzureDiskCSI, "azuredisk-csi", false, "add the Azure Disk CSI driver add-on (the Cluster label azuredisk-csi=true and its ClusterResourceSet: the driver's Helm chart 1.34.5 as CAPZ installs it, and the StorageClass managed-csi); in a --clusterctl-template it is the variable AZUREDISK_CSI=true")
-	f.BoolVar(&admission, "admission", true, "deploy winkube's workload admission in the cluster (the Cluster label winkube.dev/admission=enabled and its ClusterResourceSet); --admission=false leaves it out")
-	f.BoolVar(&clusterctl, "clusterctl-template", false, "print a clusterctl template with ${VARIABLE} placeholders instead")
-	outputFlag(cmd, &output, "yaml", "yaml", "json")
-	f.StringVar(&writeTo, "write-to", "", "write to this file instead of standard output (as clusterctl generate cluster --write-to)")
+	f.StringVar(&g.Flavor, "flavor", flavors.Windows, "one of "+strings.Join(flavors.Names(), ", "))
+	f.StringVar(&g.Cluster.KubernetesVersion, "kubernetes-version", "", "Kubernetes version, such as v1.36.3 (required)")
+	f.StringVar(&g.WindowsVersion, "windows-version", "2022", "Windows Server release of the Windows nodes: 2019, 2022 or 2025")
+	f.Int32Var(&g.Cluster.ControlPlaneNodes, "control-plane-nodes", 1, "control-plane machines (odd)")
+	f.Int32Var(&g.Cluster.LinuxNodes, "linux-nodes", 1, "Linux worker machines")
+	f.Int32Var(&g.Cluster.WindowsNodes, "windows-nodes", 2, "Windows worker machines")
+	f.StringVar(&g.Cluster.Location, "location", "", "Azure region, such as westeurope (required)")
+	f.StringVar(&g.Cluster.SubscriptionID, "subscription-id", os.Getenv("AZURE_SUBSCRIPTION_ID"), "Azure subscription (required; default $AZURE_SUBSCRIPTION_ID)")
+	f.StringVar(&g.SSHPublicKeyFile, "ssh-public-key", "", "OpenSSH public key file for user capi on every node (required)")
+	f.StringVar(&g.Cluster.Namespace, "namespace", "default", "namespace of the objects")
+	f.StringVar(&g.Cluster.FlannelWindowsImage, "flannel-windows-image", "", "flannel HostProcess image for Windows nodes you build (required by the flannel flavors: none is published)")
+	f.StringVar(&g.Cluster.KubeProxyWindowsImage, "kube-proxy-windows-image", "", "kube-proxy HostProcess image for Windows nodes of flannel clusters you build (required by the flannel flavors)")
+	f.StringVar(&g.Cluster.ControlPlaneVMSize, "control-plane-vm-size", "Standard_D2s_v3", "VM size of control-plane machines")
+	f.StringVar(&g.Cluster.NodeVMSize, "node-vm-size", "Standard_D4s_v3", "VM size of workers")
+	f.BoolVar(&g.Cluster.WindowsTaint, "windows-taint", false, "taint Windows nodes os=windows:NoSchedule (the add-ons tolerate it)")
+	f.BoolVar(&g.Cluster.MetricsServer, "metrics-server", false, "add the metrics-server add-on (the Cluster label metrics-server=enabled and its ClusterResourceSet); in a --clusterctl-template it is the variable METRICS_SERVER=enabled")
+	f.BoolVar(&g.Cluster.AzureDiskCSI, "azuredisk-csi", false, "add the Azure Disk CSI driver add-on (the Cluster label azuredisk-csi=true and its ClusterResourceSet: the driver's Helm chart 1.34.5 as CAPZ installs it, and the StorageClass managed-csi); in a --clusterctl-template it is the variable AZUREDISK_CSI=true")
+	f.BoolVar(&g.Admission, "admission", true, "deploy winkube's workload admission in the cluster (the Cluster label winkube.dev/admission=enabled and its ClusterResourceSet); --admission=false leaves it out")
+	f.BoolVar(&g.ClusterctlTemplate, "clusterctl-template", false, "print a clusterctl template with ${VARIABLE} placeholders instead")
+	outputFlag(cmd, &g.Output, "yaml", "yaml", "json")
+	f.StringVar(&g.WriteTo, "write-to", "", "write to this file instead of standard output (as clusterctl generate cluster --write-to)")
 	return cmd
 }
 
@@ -153,14 +190,28 @@ as clusterctl requires.`,
 // webhooks' defaulting and validation, as the management cluster would:
 // the one validation path of generate, up and bench.
 func buildObjects(cmd *cobra.Command, flavor string, o flavors.Options) ([]client.Object, error) {
+	objs, err := admitFlavor(cmd.Context(), flavor, o)
+	return objs, withHelp(cmd, err)
+}
+
+func admitFlavor(ctx context.Context, flavor string, o flavors.Options) ([]client.Object, error) {
 	objs, err := flavors.Generate(flavor, o)
 	if err != nil {
-		return nil, badInput(cmd, err)
+		return nil, badInput(nil, err)
 	}
-	if err := webhooks.Admit(cmd.Context(), scheme.New(), objs); err != nil {
-		return nil, objectProblems(cmd, err, flagOfField)
+	if err := webhooks.Admit(ctx, scheme.New(), objs); err != nil {
+		return nil, objectProblems(nil, err, flagOfField)
 	}
 	return objs, nil
+}
+
+// withHelp points a usage error without a command at cmd's --help.
+func withHelp(cmd *cobra.Command, err error) error {
+	var u *UsageError
+	if errors.As(err, &u) && u.Help == "" {
+		u.Help = cmd.CommandPath()
+	}
+	return err
 }
 
 // flagOfField names the flag of generate/up that sets a generated field.
@@ -193,19 +244,19 @@ func render(objs []client.Object, format string) ([]byte, error) {
 	return flavors.YAML(scheme.New(), objs)
 }
 
-// writeOut writes data to --write-to, refusing to overwrite a file, or to
-// standard output.
-func writeOut(cmd *cobra.Command, path string, data []byte) error {
+// writeOut writes data to path, refusing to overwrite a file, or to out
+// when path is "".
+func writeOut(out io.Writer, path string, data []byte) error {
 	if path == "" {
-		_, err := cmd.OutOrStdout().Write(data)
+		_, err := out.Write(data)
 		return err
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, os.ErrExist) {
-		return badInputf(cmd, "--write-to %s: the file exists; remove it or name another", path)
+		return badInputf(nil, "--write-to %s: the file exists; remove it or name another", path)
 	}
 	if err != nil {
-		return badInputf(cmd, "--write-to: %w", err)
+		return badInputf(nil, "--write-to: %w", err)
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestGenerateClusterOptionsValidate: input that is wrong whatever the
+// files and the flavor hold is refused before anything is read, as bad
+// input (exit code 2) naming the flag to change.
+func TestGenerateClusterOptionsValidate(t *testing.T) {
+	valid := func() generateClusterOptions {
+		return generateClusterOptions{Name: "demo", Flavor: "windows", WindowsVersion: "2022", Output: "yaml", Admission: true}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*generateClusterOptions)
+		want   string // "" for valid
+	}{
+		{"defaults", func(*generateClusterOptions) {}, ""},
+		{"json", func(g *generateClusterOptions) { g.Output = "json" }, ""},
+		{"no Windows version", func(g *generateClusterOptions) { g.WindowsVersion = "" }, ""},
+		{"2025", func(g *generateClusterOptions) { g.WindowsVersion = "2025" }, ""},
+		{"template without a name", func(g *generateClusterOptions) { g.Name, g.ClusterctlTemplate = "", true }, ""},
+		{"an unknown format", func(g *generateClusterOptions) { g.Output = "xml" }, `--output "xml": use one of yaml, json`},
+		{"a file as the format", func(g *generateClusterOptions) { g.Output = "out/c.yaml" }, "to write a file use --write-to out/c.yaml"},
+		{"Windows Server 2016", func(g *generateClusterOptions) { g.WindowsVersion = "2016" }, `--windows-version "2016": use 2019, 2022 or 2025`},
+		{"a template with a name", func(g *generateClusterOptions) { g.ClusterctlTemplate = true }, `leave out NAME "demo"`},
+		{"a template as JSON", func(g *generateClusterOptions) { g.Name, g.ClusterctlTemplate, g.Output = "", true, "json" }, "a clusterctl template is YAML"},
+	} {
+		g := valid()
+		c.change(&g)
+		err := g.Validate()
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			continue
+		}
+		var u *UsageError
+		if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want bad input with %q", c.name, err, c.want)
+		}
+	}
+}
