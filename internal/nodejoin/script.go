@@ -184,7 +184,7 @@ function Get-Verified([string]$Url, [string]$Path, [string]$SumUrl) {
     $want = ((curl.exe --silent --fail --location $SumUrl) -split '\s+')[0]
     if ($LASTEXITCODE -ne 0 -or -not $want) { Stop-Join "reading the checksum $SumUrl failed" "let this machine reach $SumUrl" }
     $got = (Get-FileHash -Algorithm SHA256 -Path $Path).Hash
-    if ($got -ne $want) { Remove-Item -Force $Path; Stop-Join "$Path has SHA-256 $got but $SumUrl publishes $want" "download again; if it repeats, a proxy or mirror alters the file" }
+    if ($got -ne $want) { Remove-Item -Force $Path; Stop-Join "$Path has SHA-256 $got but $SumUrl publishes $want" "check that $SumUrl is the SHA-256 of $Url (the same version and file); if it is, download again: a proxy or mirror altered the file" }
 }
 
 Write-Output '` + StepPrefix + `preflight'

@@ -191,3 +191,64 @@ func TestUnknownStepRefusesTheScript(t *testing.T) {
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// Each download is checked as the script's Get-Verified checks it: a
+// checksum URL of another version (a script edited in one place) or of
+// another algorithm (dl.k8s.io's .sha512 compared as SHA-256) stops the
+// step with Get-FileHash's upper-case digest against the published one,
+// and the file is removed; nothing is joined.
+func TestJoinScriptChecksDownloadsAgainstTheirChecksums(t *testing.T) {
+	join := script(t, "join.ps1")
+	for _, c := range []struct {
+		name, from, to, step, path, sum string
+	}{
+		{"kubelet's checksum of another version", "/v1.36.3/bin/windows/amd64/$bin.sha256", "/v1.36.2/bin/windows/amd64/$bin.sha256", "kubernetes-binaries", `C:\k\kubelet.exe`,
+			"https://dl.k8s.io/v1.36.2/bin/windows/amd64/kubelet.exe.sha256"},
+		{"a SHA-512 file compared as SHA-256", "/v1.36.3/bin/windows/amd64/$bin.sha256", "/v1.36.3/bin/windows/amd64/$bin.sha512", "kubernetes-binaries", `C:\k\kubelet.exe`,
+			"https://dl.k8s.io/v1.36.3/bin/windows/amd64/kubelet.exe.sha512"},
+		{"containerd's checksum of another release", "download/v1.7.25/$tgz.sha256sum", "download/v1.7.24/containerd-1.7.24-windows-amd64.tar.gz.sha256sum", "containerd", `C:\Program Files\containerd\containerd-1.7.25-windows-amd64.tar.gz`,
+			"https://github.com/containerd/containerd/releases/download/v1.7.24/containerd-1.7.24-windows-amd64.tar.gz.sha256sum"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !strings.Contains(join, c.from) {
+				t.Fatalf("the script has no %q", c.from)
+			}
+			m, host := plainWindows(t, "byo-win-1")
+			st := State{Features: map[string]string{"Containers": FeatureInstalled}}
+			if err := m.writeState(st); err != nil {
+				t.Fatal(err)
+			}
+			out, _, code := run(m, strings.Replace(join, c.from, c.to, 1))
+			file := c.path[strings.LastIndex(c.path, `\`)+1:]
+			want := "winkube-step: " + c.step + "\nwinkube: FAILED: " + c.path + " has SHA-256 "
+			if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "winkube: fix: check that ") {
+				t.Fatalf("status %d, want 1 and %q\n%s", code, want, out)
+			}
+			line := out[strings.Index(out, "winkube: FAILED: "):]
+			line = line[:strings.Index(line, "\n")]
+			f := strings.Fields(line)
+			// FAILED: PATH... has SHA-256 GOT but SUMURL publishes WANT
+			got, sumURL, pub := f[len(f)-5], f[len(f)-3], f[len(f)-1]
+			if got != strings.ToUpper(got) || len(got) != 64 || pub != strings.ToLower(pub) || strings.EqualFold(got, pub) || sumURL != c.sum {
+				t.Errorf("failure line %q: want Get-FileHash's upper-case SHA-256, the checksum URL and its other, lower-case digest", line)
+			}
+			if c.name == "a SHA-512 file compared as SHA-256" && len(pub) != 128 {
+				t.Errorf("published %q is not a SHA-512", pub)
+			}
+			if p, _ := m.Disk.HostPath(c.path); exists(p) {
+				t.Errorf("%s was kept after its checksum failed", file)
+			}
+			if len(host.joins) != 0 {
+				t.Errorf("kubeadm join ran after a failed download")
+			}
+		})
+	}
+	// The script as rendered: every checksum matches.
+	m, host := plainWindows(t, "byo-win-1")
+	if err := m.writeState(State{Features: map[string]string{"Containers": FeatureInstalled}}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := run(m, join); code != 0 || len(host.joins) != 1 {
+		t.Fatalf("the rendered script: status %d, %d joins\n%s", code, len(host.joins), out)
+	}
+}

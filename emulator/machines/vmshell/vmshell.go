@@ -50,6 +50,10 @@ type Machine struct {
 	// Cluster API node: its kubeadm ran at boot).
 	Node NodeHost
 
+	// functions is the running step script's text before its first step
+	// (its functions, such as Get-Verified).
+	functions string
+
 	// cmd: the session is cmd.exe's (started as 'cmd.exe'), which knows
 	// cmd's names only (type, dir), not PowerShell's.
 	cmd bool
