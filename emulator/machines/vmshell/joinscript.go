@@ -67,6 +67,12 @@ type State struct {
 	KubeletArgs []string `json:"kubeletArgs,omitempty"`
 	// Services are the registered services.
 	Services map[string]bool `json:"services,omitempty"`
+	// Node, CRISocket and APIServer are what kubeadm join joined the
+	// machine as (empty before it did, and after kubeadm reset): the
+	// kubelet's service runs as that node again at the next boot.
+	Node      string `json:"node,omitempty"`
+	CRISocket string `json:"criSocket,omitempty"`
+	APIServer string `json:"apiServer,omitempty"`
 }
 
 // ReadState reads the machine's state from its disk (empty when none).
@@ -128,6 +134,9 @@ type HandJoin struct {
 	// ContainersFeature says the Containers feature is installed and the
 	// machine restarted since.
 	ContainersFeature bool
+	// KubeletService says a kubelet service is registered for kubeadm to
+	// start.
+	KubeletService bool
 }
 
 // NodeHost is the machine runtime's side of a machine joined by hand:
@@ -531,7 +540,7 @@ func kubeadmJoinStep(m *Machine, s *State, body string, out io.Writer) int {
 	}
 	j := HandJoin{APIServer: mm[1], Token: mm[2], CACertHash: mm[3], CRISocket: mm[4], NodeName: mm[5],
 		KubeletVersion: s.Kubelet, ContainerdVersion: s.Containerd, KubeletArgs: s.KubeletArgs,
-		ContainersFeature: s.Features["Containers"] == FeatureInstalled}
+		ContainersFeature: s.Features["Containers"] == FeatureInstalled, KubeletService: s.Services["kubelet"]}
 	if !s.Services["containerd"] {
 		j.ContainerdVersion = ""
 	}
@@ -541,6 +550,7 @@ func kubeadmJoinStep(m *Machine, s *State, body string, out io.Writer) int {
 		stopJoin(body, "$LASTEXITCODE -ne 0", vars, out)
 		return exitFailed
 	}
+	s.Node, s.CRISocket, s.APIServer = strings.ToLower(j.NodeName), j.CRISocket, j.APIServer
 	return 0
 }
 
@@ -558,6 +568,7 @@ func kubeadmResetStep(m *Machine, s *State, _ string, out io.Writer) int {
 	// The leave script runs with $ErrorActionPreference 'Continue': a
 	// failed reset does not stop it.
 	m.Node.KubeadmReset(context.Background(), func(l string) { fmt.Fprintln(out, l) })
+	s.Node, s.CRISocket, s.APIServer = "", "", ""
 	return 0
 }
 
@@ -599,4 +610,32 @@ func (m *Machine) writeFile(path, content string) error {
 		return err
 	}
 	return os.WriteFile(p, []byte(content), 0o644)
+}
+
+// serviceControl is sc.exe delete NAME on the services the join script
+// registers: the service is gone from the service control manager, so
+// it does not start at the next boot (a running process runs on until
+// then, as a service marked for deletion does).
+func serviceControl(m *Machine, args []string, out, errw io.Writer) int {
+	if len(args) != 2 || !strings.EqualFold(args[0], "delete") {
+		return m.refuse("sc.exe "+strings.Join(args, " "), errw)
+	}
+	st, err := m.ReadState()
+	if err != nil {
+		fmt.Fprintln(errw, err)
+		return exitFailed
+	}
+	name := strings.ToLower(args[1])
+	if !st.Services[name] {
+		// ERROR_SERVICE_DOES_NOT_EXIST
+		fmt.Fprint(out, "[SC] OpenService FAILED 1060:\n\nThe specified service does not exist as an installed service.\n\n")
+		return 1060
+	}
+	delete(st.Services, name)
+	if err := m.writeState(st); err != nil {
+		fmt.Fprintln(errw, err)
+		return exitFailed
+	}
+	fmt.Fprintln(out, "[SC] DeleteService SUCCESS")
+	return 0
 }

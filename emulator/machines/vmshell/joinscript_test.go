@@ -252,3 +252,44 @@ func TestJoinScriptChecksDownloadsAgainstTheirChecksums(t *testing.T) {
 		t.Fatalf("the rendered script: status %d, %d joins\n%s", code, len(host.joins), out)
 	}
 }
+
+// What a restart needs is on the machine after the join: the services
+// the script registered and the node kubeadm join joined as. sc.exe
+// delete unregisters a service (it will not start at the next boot); a
+// script without the kubelet-service step hands kubeadm join no kubelet
+// service to start.
+func TestJoinLeavesServicesForTheNextBoot(t *testing.T) {
+	m, host := plainWindows(t, "byo-win-1")
+	if err := m.writeState(State{Features: map[string]string{"Containers": FeatureInstalled}}); err != nil {
+		t.Fatal(err)
+	}
+	join := script(t, "join.ps1")
+	if out, _, code := run(m, join); code != 0 || len(host.joins) != 1 || !host.joins[0].KubeletService {
+		t.Fatalf("join: status %d, joins %+v\n%s", code, host.joins, out)
+	}
+	st, _ := m.ReadState()
+	if !st.Services["kubelet"] || !st.Services["containerd"] || st.Node != "byo-win-1" || st.CRISocket != "npipe:////./pipe/containerd-containerd" || st.APIServer != "127.0.0.9:6443" {
+		t.Fatalf("state after the join: %+v, want both services and the node recorded", st)
+	}
+	if out, _, code := run(m, "sc.exe delete kubelet"); code != 0 || out != "[SC] DeleteService SUCCESS\n" {
+		t.Errorf("sc.exe delete kubelet: %d %q", code, out)
+	}
+	if out, _, code := run(m, "sc.exe delete kubelet"); code != 1060 || !strings.Contains(out, "The specified service does not exist as an installed service.") {
+		t.Errorf("sc.exe delete of a deleted service: %d %q", code, out)
+	}
+	if st, _ := m.ReadState(); st.Services["kubelet"] || !st.Services["containerd"] {
+		t.Errorf("services after sc.exe delete kubelet: %v", st.Services)
+	}
+
+	// The same script without its kubelet-service step.
+	m, host = plainWindows(t, "byo-win-1")
+	if err := m.writeState(State{Features: map[string]string{"Containers": FeatureInstalled}}); err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(join, "Write-Output 'winkube-step: kubelet-service'")
+	end := strings.Index(join, "Write-Output 'winkube-step: firewall-defender'")
+	run(m, join[:start]+join[end:])
+	if len(host.joins) != 1 || host.joins[0].KubeletService {
+		t.Errorf("kubeadm join without the kubelet-service step got %+v, want no kubelet service", host.joins)
+	}
+}
