@@ -26,7 +26,13 @@ import (
 //     manifest on Windows Server 2025, and never --pod-infra-container-image,
 //     which a 1.34+ kubelet refuses (sig-windows-tools 6308ea8 dropped it
 //     from PrepareNode.ps1 for 1.27+);
-//   - no Hyper-V feature (process isolation needs Containers only);
+//   - the Hyper-V role enabled through DISM (no processor check) with
+//     Hyper-V's PowerShell module, as CAPZ's reference images have it
+//     (kubernetes-sigs/image-builder images/capi/ansible/windows/roles/systemprep/tasks/main.yml,
+//     06dac3c7bc554ace093f7f86a8adee3af1ddd392: some CNIs need its VMSwitch
+//     cmdlets) and as Install-Containerd.ps1 does in both its paths,
+//     without its Install-WindowsFeature Hyper-V, which refuses a VM whose
+//     processor shows no virtualization;
 //   - no hints to apply kube-proxy from files upstream since removed: the
 //     add-ons are checked in winkube's preflight instead;
 //   - kubeadm join itself, on containerd's pipe, with the kubelet
@@ -205,11 +211,20 @@ if ($now -gt [DateTime]::Parse('{{.TokenExpires}}').ToUniversalTime()) { Stop-Jo
 {{- end}}
 
 Write-Output '` + StepPrefix + `containers-feature'
-# Install-Containerd.ps1: the Containers feature (upstream also installs
-# Hyper-V unless told not to; process isolation needs Containers only).
-if (-not (Get-WindowsFeature -Name Containers).Installed) {
-    Install-WindowsFeature -Name Containers | Out-Null
-    Write-Output "winkube: the Containers feature was installed: restart the machine (Restart-Computer) and run this script again"
+# Install-Containerd.ps1: the Containers feature and Hyper-V. As in CAPZ's
+# reference image, the Hyper-V role is enabled through DISM, which skips
+# the processor check, and its PowerShell module added: some CNIs use its
+# VMSwitch cmdlets. Each takes effect at the next restart.
+$restart = $false
+foreach ($feature in 'Containers', 'Hyper-V-PowerShell') {
+    if (-not (Get-WindowsFeature -Name $feature).Installed) { Install-WindowsFeature -Name $feature | Out-Null; $restart = $true }
+}
+if ((Get-WindowsOptionalFeature -Online -FeatureName Microsoft-Hyper-V).State -ne 'Enabled') {
+    dism.exe /Online /Enable-Feature /FeatureName:Microsoft-Hyper-V /All /NoRestart | Out-Null
+    $restart = $true
+}
+if ($restart) {
+    Write-Output "winkube: the Containers and Hyper-V features were installed: restart the machine (Restart-Computer) and run this script again"
     Stop-Transcript | Out-Null
     exit 3010
 }

@@ -324,17 +324,30 @@ func preflightStep(m *Machine, _ *State, body string, out io.Writer) int {
 	return 0
 }
 
-// containersStep: Install-WindowsFeature Containers installs the feature
-// to take effect at the next restart (its result says RestartNeeded), so
-// the script stops and asks for one, with its own status.
+// containersStep: Install-WindowsFeature (the features of the step's
+// foreach) and DISM's /Enable-Feature (its optional feature) install a
+// feature to take effect at the next restart (RestartNeeded), so the
+// script stops and asks for one, with its own status.
 func containersStep(m *Machine, s *State, body string, out io.Writer) int {
-	if s.Features["Containers"] == FeatureInstalled {
-		return 0
+	var features []string
+	for _, f := range regexp.MustCompile(`'([^']+)'`).FindAllStringSubmatch(find(`foreach \(\$feature in ([^)]*)\)`, body), -1) {
+		features = append(features, f[1])
+	}
+	if f := find(`/Enable-Feature /FeatureName:(\S+)`, body); f != "" {
+		features = append(features, f)
 	}
 	if s.Features == nil {
 		s.Features = map[string]string{}
 	}
-	s.Features["Containers"] = FeaturePending
+	restart := false
+	for _, f := range features {
+		if s.Features[f] != FeatureInstalled {
+			s.Features[f], restart = FeaturePending, true
+		}
+	}
+	if !restart {
+		return 0
+	}
 	if msg := find(`Write-Output "([^"]+)"`, body); msg != "" {
 		fmt.Fprintln(out, msg)
 	}

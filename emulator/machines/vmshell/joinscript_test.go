@@ -66,6 +66,11 @@ func TestJoinScriptRunsStepByStep(t *testing.T) {
 	if len(host.joins) != 0 {
 		t.Fatalf("kubeadm join ran before the restart: %+v", host.joins)
 	}
+	// The Hyper-V role and its PowerShell module too, as CAPZ's images
+	// have them.
+	if st, _ := m.ReadState(); st.Features["Containers"] != FeaturePending || st.Features["Microsoft-Hyper-V"] != FeaturePending || st.Features["Hyper-V-PowerShell"] != FeaturePending {
+		t.Errorf("features after the first run: %v, want Containers and Hyper-V pending a restart", st.Features)
+	}
 	if out, _, code = run(m, join); code != 3010 {
 		t.Fatalf("second run before a restart: status %d (%s), want 3010 again: the feature is pending", code, out)
 	}
@@ -214,7 +219,7 @@ func TestJoinScriptChecksDownloadsAgainstTheirChecksums(t *testing.T) {
 				t.Fatalf("the script has no %q", c.from)
 			}
 			m, host := plainWindows(t, "byo-win-1")
-			st := State{Features: map[string]string{"Containers": FeatureInstalled}}
+			st := State{Features: featuresInstalled()}
 			if err := m.writeState(st); err != nil {
 				t.Fatal(err)
 			}
@@ -245,7 +250,7 @@ func TestJoinScriptChecksDownloadsAgainstTheirChecksums(t *testing.T) {
 	}
 	// The script as rendered: every checksum matches.
 	m, host := plainWindows(t, "byo-win-1")
-	if err := m.writeState(State{Features: map[string]string{"Containers": FeatureInstalled}}); err != nil {
+	if err := m.writeState(State{Features: featuresInstalled()}); err != nil {
 		t.Fatal(err)
 	}
 	if out, _, code := run(m, join); code != 0 || len(host.joins) != 1 {
@@ -260,7 +265,7 @@ func TestJoinScriptChecksDownloadsAgainstTheirChecksums(t *testing.T) {
 // service to start.
 func TestJoinLeavesServicesForTheNextBoot(t *testing.T) {
 	m, host := plainWindows(t, "byo-win-1")
-	if err := m.writeState(State{Features: map[string]string{"Containers": FeatureInstalled}}); err != nil {
+	if err := m.writeState(State{Features: featuresInstalled()}); err != nil {
 		t.Fatal(err)
 	}
 	join := script(t, "join.ps1")
@@ -283,7 +288,7 @@ func TestJoinLeavesServicesForTheNextBoot(t *testing.T) {
 
 	// The same script without its kubelet-service step.
 	m, host = plainWindows(t, "byo-win-1")
-	if err := m.writeState(State{Features: map[string]string{"Containers": FeatureInstalled}}); err != nil {
+	if err := m.writeState(State{Features: featuresInstalled()}); err != nil {
 		t.Fatal(err)
 	}
 	start := strings.Index(join, "Write-Output 'winkube-step: kubelet-service'")
@@ -292,4 +297,9 @@ func TestJoinLeavesServicesForTheNextBoot(t *testing.T) {
 	if len(host.joins) != 1 || host.joins[0].KubeletService {
 		t.Errorf("kubeadm join without the kubelet-service step got %+v, want no kubelet service", host.joins)
 	}
+}
+
+// featuresInstalled are the features the join script installs, installed.
+func featuresInstalled() map[string]string {
+	return map[string]string{"Containers": FeatureInstalled, "Hyper-V-PowerShell": FeatureInstalled, "Microsoft-Hyper-V": FeatureInstalled}
 }
