@@ -20,8 +20,14 @@ import (
 // upstream step it stands for and what it does differently:
 //   - containerd at the version the cluster's Windows nodes run, else
 //     image-builder's (not Install-Containerd.ps1's default 1.7.1);
-//   - every download checked against its published SHA-256 (upstream
-//     checks none);
+//   - containerd, kubelet and kubeadm checked against their published
+//     SHA-256 (upstream checks none; nssm's mirror publishes no
+//     checksum, so nssm is taken as upstream takes it);
+//   - no crictl (Install-Containerd.ps1 installs it "so that kubeadm can
+//     talk to the CRI endpoint"): kubeadm reaches containerd through the
+//     CRI client library (cmd/kubeadm/app/preflight/checks.go,
+//     kubernetes/kubernetes@00b6a4c7afdbd95d9ef5b5f3cada04ac15b0c135), and
+//     kubeadm's crictl check was Linux-only;
 //   - the sandbox (pause) image set in containerd's config, with a 2025
 //     manifest on Windows Server 2025, and never --pod-infra-container-image,
 //     which a 1.34+ kubelet refuses (sig-windows-tools 6308ea8 dropped it
