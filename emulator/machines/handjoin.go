@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/winkube/winkube/emulator/machines/bootagent"
 	"github.com/winkube/winkube/emulator/machines/bootdata"
@@ -33,8 +34,88 @@ func (r *Runtime) bootPlain(ctx context.Context, m *machine, b *bootdata.BootDat
 	r.mu.Lock()
 	m.ctx, m.host = ctx, host
 	r.mu.Unlock()
-	r.event(m, "booted: its boot data creates users and runs no kubeadm; it is no node until joined by hand")
-	return nil
+	st, err := sh.ReadState()
+	if err != nil {
+		return err
+	}
+	_, joinedErr := os.Stat(m.kubeletConf())
+	start, why := servicesAtBoot(st, joinedErr == nil)
+	if !start {
+		r.event(m, "booted: "+why)
+		return nil
+	}
+	return r.startHandKubelet(ctx, m, st, host)
+}
+
+// servicesAtBoot says whether the kubelet starts when a machine joined by
+// hand boots, and why not: the join script registers containerd
+// (containerd.exe --register-service makes an automatic service) and the
+// kubelet (nssm install, automatic by default; the script sets
+// SERVICE_AUTO_START after kubeadm join, as CAPZ's Windows template
+// does) with DependOnService containerd, so Windows' service control
+// manager starts both at boot, containerd first, and the kubelet runs
+// with the credentials kubeadm join left. A kubelet that is no service
+// (never registered, or deleted since) does not start; one whose
+// containerd service is gone fails its dependency (ERROR_SERVICE_DEPENDENCY_DELETED).
+func servicesAtBoot(st vmshell.State, joined bool) (bool, string) {
+	switch {
+	case !joined:
+		return false, "its boot data creates users and runs no kubeadm; it is no node until joined by hand"
+	case !st.Services["kubelet"]:
+		return false, `no kubelet service is registered (Get-Service kubelet finds none): the node's kubelet does not start, and the node stays NotReady until the kubelet runs again (register it as the join script does, or run winkube node join again)`
+	case !st.Services["containerd"]:
+		return false, "the kubelet service did not start: its dependency containerd is no service (The dependency service does not exist or has been marked for deletion.)"
+	case st.Node == "":
+		return false, "the kubelet service starts, but the join script recorded no node name for it"
+	}
+	return true, ""
+}
+
+// startHandKubelet starts the kubelet of a machine joined by hand as its
+// service does at boot: with the flags StartKubelet.ps1 gives it and the
+// node's credentials from kubeadm join (kubelet.conf), on the containerd
+// the script installed.
+func (r *Runtime) startHandKubelet(ctx context.Context, m *machine, st vmshell.State, host netip.Addr) error {
+	cfg, err := join.LoadKubeconfig(m.kubeletConf())
+	if err != nil {
+		return fmt.Errorf("the kubelet service: reading its kubeconfig: %w", err)
+	}
+	reg := handRegistration(st.Node, st.CRISocket, st.KubeletArgs)
+	endpoint := st.APIServer
+	r.mu.Lock()
+	m.nodeName, m.containerd = reg.Name, st.Containerd
+	m.endpoint = r.endpointOf(cfg, endpoint)
+	r.mu.Unlock()
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	r.event(m, "booted: the containerd and kubelet services registered by the join script start again with the node's credentials")
+	return r.startKubelet(ctx, m, client, clusterCA(cfg), reg, nil, nil, host, st.Kubelet)
+}
+
+// handRegistration is the node registration of a kubelet started with
+// StartKubelet.ps1's flags.
+func handRegistration(node, criSocket string, args []string) bootdata.NodeRegistration {
+	reg := bootdata.NodeRegistration{Name: strings.ToLower(node), CRISocket: criSocket}
+	for _, a := range args {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		reg.KubeletExtraArgs = append(reg.KubeletExtraArgs, bootdata.Arg{Name: name, Value: strings.Trim(value, "`\"")})
+	}
+	return reg
+}
+
+// endpointOf is the controlPlaneEndpoint by which the runtime knows the
+// cluster whose CA cfg trusts; the address a node was given
+// (cluster-info's or --api-server) may be another name of it. The caller
+// holds r.mu.
+func (r *Runtime) endpointOf(cfg *rest.Config, fallback string) string {
+	for ep, wc := range r.clusters {
+		if wc.admin != nil && len(cfg.CAData) > 0 && bytes.Equal(bytes.TrimSpace(wc.admin.CAData), bytes.TrimSpace(cfg.CAData)) {
+			return ep
+		}
+	}
+	return fallback
 }
 
 // handHost is a plain machine's kubeadm, which the join script's steps
@@ -73,11 +154,7 @@ func (h handHost) KubeadmJoin(_ context.Context, j vmshell.HandJoin, print func(
 		// (cmd/kubeadm/app/preflight/checks.go).
 		return fail(errors.New("error execution phase preflight: [preflight] Some fatal errors occurred:\n\t[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: /etc/kubernetes/kubelet.conf already exists"))
 	}
-	reg := bootdata.NodeRegistration{Name: strings.ToLower(j.NodeName), CRISocket: j.CRISocket}
-	for _, a := range j.KubeletArgs {
-		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		reg.KubeletExtraArgs = append(reg.KubeletExtraArgs, bootdata.Arg{Name: name, Value: strings.Trim(value, "`\"")})
-	}
+	reg := handRegistration(j.NodeName, j.CRISocket, j.KubeletArgs)
 	criErr := criDialError(j.CRISocket, true)
 	if criErr == "" && (j.ContainerdVersion == "" || !j.ContainersFeature) {
 		// No containerd service, or one that cannot run containers
@@ -91,7 +168,7 @@ func (h handHost) KubeadmJoin(_ context.Context, j vmshell.HandJoin, print func(
 	r.mu.Unlock()
 	cfg, err := r.joinPhases(ctx, m, joinRun{
 		disc: join.Discovery{Endpoint: j.APIServer, Token: j.Token, CACertHashes: []string{j.CACertHash}},
-		reg:  reg, criErr: criErr, kubeletVersion: j.KubeletVersion,
+		reg:  reg, criErr: criErr, kubeletVersion: j.KubeletVersion, noKubeletService: !j.KubeletService,
 		discoveryTimeout: r.opts.JoinTimeout, healthTimeout: r.opts.KubeletHealthCheckTimeout,
 	}, print)
 	if err != nil {
@@ -101,11 +178,7 @@ func (h handHost) KubeadmJoin(_ context.Context, j vmshell.HandJoin, print func(
 	// the script was given (cluster-info's or --api-server) may be another
 	// name of it: the cluster's CA says which.
 	r.mu.Lock()
-	for ep, wc := range r.clusters {
-		if wc.admin != nil && len(cfg.CAData) > 0 && bytes.Equal(bytes.TrimSpace(wc.admin.CAData), bytes.TrimSpace(cfg.CAData)) {
-			m.endpoint = ep
-		}
-	}
+	m.endpoint = r.endpointOf(cfg, m.endpoint)
 	r.mu.Unlock()
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

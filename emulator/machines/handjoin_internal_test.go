@@ -43,7 +43,7 @@ func TestHandJoinRecordsTheNodeUnderTheLock(t *testing.T) {
 	go func() {
 		done <- handHost{r, m}.KubeadmJoin(ctx, vmshell.HandJoin{APIServer: silent.Addr().String(), Token: "abcdef.0123456789abcdef",
 			CACertHash: "sha256:" + strings.Repeat("0", 64), CRISocket: "npipe:////./pipe/containerd-containerd", NodeName: "BYO-WIN-1",
-			KubeletVersion: "v1.34.2", ContainerdVersion: "2.1.4", ContainersFeature: true}, func(l string) { lines = append(lines, l) })
+			KubeletVersion: "v1.34.2", ContainerdVersion: "2.1.4", ContainersFeature: true, KubeletService: true}, func(l string) { lines = append(lines, l) })
 	}()
 	imds := r.nodeIMDS(silent.Addr().String())
 	seen := false
@@ -70,5 +70,26 @@ func TestHandJoinRecordsTheNodeUnderTheLock(t *testing.T) {
 	defer r.mu.Unlock()
 	if m.nodeName != "byo-win-1" || m.containerd != "2.1.4" {
 		t.Errorf("recorded node %q, containerd %q", m.nodeName, m.containerd)
+	}
+}
+
+// A machine joined by hand starts its kubelet at boot only when the join
+// script's services are registered, as Windows' service control manager
+// starts them; a kubelet that is no service does not come back.
+func TestHandJoinedKubeletStartsAtBootOnlyAsAService(t *testing.T) {
+	joined := vmshell.State{Services: map[string]bool{"kubelet": true, "containerd": true}, Node: "byo-win-1"}
+	if start, why := servicesAtBoot(joined, true); !start {
+		t.Errorf("registered kubelet and containerd services: not started (%s)", why)
+	}
+	if start, _ := servicesAtBoot(joined, false); start {
+		t.Error("a machine never joined (no kubelet.conf) started a kubelet")
+	}
+	noKubelet := vmshell.State{Services: map[string]bool{"containerd": true}, Node: "byo-win-1"}
+	if start, why := servicesAtBoot(noKubelet, true); start || !strings.Contains(why, "no kubelet service is registered") {
+		t.Errorf("no kubelet service: start %v (%s)", start, why)
+	}
+	noContainerd := vmshell.State{Services: map[string]bool{"kubelet": true}, Node: "byo-win-1"}
+	if start, why := servicesAtBoot(noContainerd, true); start || !strings.Contains(why, "its dependency containerd is no service") {
+		t.Errorf("no containerd service: start %v (%s)", start, why)
 	}
 }

@@ -108,6 +108,9 @@ type joinRun struct {
 	discoveryTimeout, healthTimeout time.Duration
 	// kubeletVersion is the installed kubelet's; "": the cluster's.
 	kubeletVersion string
+	// noKubeletService: no kubelet service is registered for kubeadm to
+	// start (a machine joined by hand whose script did not register one).
+	noKubeletService bool
 }
 
 // joinPhases are kubeadm join's preflight, discovery, kubelet-start and
@@ -132,6 +135,16 @@ func (r *Runtime) joinPhases(ctx context.Context, m *machine, jr joinRun, print 
 	print("[kubelet-start] Writing kubelet configuration to file \"" + kubeletFile(m.windows(), "config.yaml") + "\"")
 	print("[kubelet-start] Writing kubelet environment file with flags to file \"" + kubeletFile(m.windows(), "kubeadm-flags.env") + "\"")
 	print("[kubelet-start] Starting the kubelet")
+	if jr.noKubeletService {
+		// kubeadm's TryStartKubelet (cmd/kubeadm/app/phases/kubelet/kubelet.go,
+		// kubernetes/kubernetes@0553521df1be9f2be248577fdd77f787acba353d)
+		// through Windows' service manager (pkg/util/initsystem/initsystem_windows.go,
+		// @5d1409a4bf6f2fd9c55627095e26f16513c75a06): it only warns, and
+		// then waits for a kubelet that nothing starts.
+		print("[kubelet-start] couldn't detect a kubelet service, can't make sure the kubelet is running properly.")
+		print("[kubelet-start] WARNING: unable to start the kubelet service: [couldn't stop service kubelet: could not access service kubelet: The specified service does not exist as an installed service.]")
+		print("[kubelet-start] Please ensure kubelet is reloaded and running manually.")
+	}
 	kubeletVersion := jr.kubeletVersion
 	if kubeletVersion == "" {
 		kubeletVersion = serverVersion(&rest.Config{Host: cl.Server, BearerToken: bt.Token, TLSClientConfig: rest.TLSClientConfig{CAData: cl.CAData}, Timeout: 10 * time.Second})
@@ -144,11 +157,14 @@ func (r *Runtime) joinPhases(ctx context.Context, m *machine, jr joinRun, print 
 	}
 	timeout := jr.healthTimeout
 	print(fmt.Sprintf("[kubelet-check] Waiting for a healthy kubelet at http://127.0.0.1:10248/healthz. This can take up to %v", timeout))
-	if exit != "" {
+	if exit != "" || jr.noKubeletService {
 		// The kubelet exits at once (component-base/cli/run.go logs the
 		// failed command); its service restarts it and it exits again,
-		// while kubeadm waits for its health endpoint to the end.
-		m.logs.Write(vmdisk.Kubelet, "E%s run.go:72] \"command failed\" err=%q", time.Now().UTC().Format("0102 15:04:05.000000"), exit)
+		// while kubeadm waits for its health endpoint to the end. Without
+		// a service no kubelet runs, and none logs.
+		if exit != "" {
+			m.logs.Write(vmdisk.Kubelet, "E%s run.go:72] \"command failed\" err=%q", time.Now().UTC().Format("0102 15:04:05.000000"), exit)
+		}
 		start := time.Now()
 		select {
 		case <-ctx.Done():

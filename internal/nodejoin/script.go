@@ -20,13 +20,25 @@ import (
 // upstream step it stands for and what it does differently:
 //   - containerd at the version the cluster's Windows nodes run, else
 //     image-builder's (not Install-Containerd.ps1's default 1.7.1);
-//   - every download checked against its published SHA-256 (upstream
-//     checks none);
+//   - containerd, kubelet and kubeadm checked against their published
+//     SHA-256 (upstream checks none; nssm's mirror publishes no
+//     checksum, so nssm is taken as upstream takes it);
+//   - no crictl (Install-Containerd.ps1 installs it "so that kubeadm can
+//     talk to the CRI endpoint"): kubeadm reaches containerd through the
+//     CRI client library (cmd/kubeadm/app/preflight/checks.go,
+//     kubernetes/kubernetes@00b6a4c7afdbd95d9ef5b5f3cada04ac15b0c135), and
+//     kubeadm's crictl check was Linux-only;
 //   - the sandbox (pause) image set in containerd's config, with a 2025
 //     manifest on Windows Server 2025, and never --pod-infra-container-image,
 //     which a 1.34+ kubelet refuses (sig-windows-tools 6308ea8 dropped it
 //     from PrepareNode.ps1 for 1.27+);
-//   - no Hyper-V feature (process isolation needs Containers only);
+//   - the Hyper-V role enabled through DISM (no processor check) with
+//     Hyper-V's PowerShell module, as CAPZ's reference images have it
+//     (kubernetes-sigs/image-builder images/capi/ansible/windows/roles/systemprep/tasks/main.yml,
+//     06dac3c7bc554ace093f7f86a8adee3af1ddd392: some CNIs need its VMSwitch
+//     cmdlets) and as Install-Containerd.ps1 does in both its paths,
+//     without its Install-WindowsFeature Hyper-V, which refuses a VM whose
+//     processor shows no virtualization;
 //   - no hints to apply kube-proxy from files upstream since removed: the
 //     add-ons are checked in winkube's preflight instead;
 //   - kubeadm join itself, on containerd's pipe, with the kubelet
@@ -184,7 +196,7 @@ function Get-Verified([string]$Url, [string]$Path, [string]$SumUrl) {
     $want = ((curl.exe --silent --fail --location $SumUrl) -split '\s+')[0]
     if ($LASTEXITCODE -ne 0 -or -not $want) { Stop-Join "reading the checksum $SumUrl failed" "let this machine reach $SumUrl" }
     $got = (Get-FileHash -Algorithm SHA256 -Path $Path).Hash
-    if ($got -ne $want) { Remove-Item -Force $Path; Stop-Join "$Path has SHA-256 $got but $SumUrl publishes $want" "download again; if it repeats, a proxy or mirror alters the file" }
+    if ($got -ne $want) { Remove-Item -Force $Path; Stop-Join "$Path has SHA-256 $got but $SumUrl publishes $want" "check that $SumUrl is the SHA-256 of $Url (the same version and file); if it is, download again: a proxy or mirror altered the file" }
 }
 
 Write-Output '` + StepPrefix + `preflight'
@@ -205,11 +217,20 @@ if ($now -gt [DateTime]::Parse('{{.TokenExpires}}').ToUniversalTime()) { Stop-Jo
 {{- end}}
 
 Write-Output '` + StepPrefix + `containers-feature'
-# Install-Containerd.ps1: the Containers feature (upstream also installs
-# Hyper-V unless told not to; process isolation needs Containers only).
-if (-not (Get-WindowsFeature -Name Containers).Installed) {
-    Install-WindowsFeature -Name Containers | Out-Null
-    Write-Output "winkube: the Containers feature was installed: restart the machine (Restart-Computer) and run this script again"
+# Install-Containerd.ps1: the Containers feature and Hyper-V. As in CAPZ's
+# reference image, the Hyper-V role is enabled through DISM, which skips
+# the processor check, and its PowerShell module added: some CNIs use its
+# VMSwitch cmdlets. Each takes effect at the next restart.
+$restart = $false
+foreach ($feature in 'Containers', 'Hyper-V-PowerShell') {
+    if (-not (Get-WindowsFeature -Name $feature).Installed) { Install-WindowsFeature -Name $feature | Out-Null; $restart = $true }
+}
+if ((Get-WindowsOptionalFeature -Online -FeatureName Microsoft-Hyper-V).State -ne 'Enabled') {
+    dism.exe /Online /Enable-Feature /FeatureName:Microsoft-Hyper-V /All /NoRestart | Out-Null
+    $restart = $true
+}
+if ($restart) {
+    Write-Output "winkube: the Containers and Hyper-V features were installed: restart the machine (Restart-Computer) and run this script again"
     Stop-Transcript | Out-Null
     exit 3010
 }

@@ -32,14 +32,17 @@ func TestScriptAvoidsUpstreamTraps(t *testing.T) {
 		"Add-MpPreference -ExclusionProcess 'C:/opt/cni/bin/calico.exe'", "--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS",
 		"--register-with-taints=node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule",
 		"-LocalPort 10250", "nssm set kubelet DependOnService containerd",
-		"--cri-socket 'npipe:////./pipe/containerd-containerd'", "Install-WindowsFeature -Name Containers",
+		"--cri-socket 'npipe:////./pipe/containerd-containerd'", "foreach ($feature in 'Containers', 'Hyper-V-PowerShell')",
+		// The Hyper-V role as CAPZ's images have it, without the processor
+		// check of Install-WindowsFeature Hyper-V.
+		"/Enable-Feature /FeatureName:Microsoft-Hyper-V /All /NoRestart",
 		"if ($build -ne 26100)", "-Port 6443",
 	} {
 		if !strings.Contains(strings.ReplaceAll(s, "& $nssm", "nssm"), want) {
 			t.Errorf("script lacks %q", want)
 		}
 	}
-	for _, bad := range []string{"pod-infra-container-image", "Hyper-V", "<no value>", "1.7.1"} {
+	for _, bad := range []string{"pod-infra-container-image", "-Name Hyper-V ", "'Hyper-V'", "<no value>", "1.7.1"} {
 		if strings.Contains(code(s), bad) {
 			t.Errorf("script contains %q", bad)
 		}

@@ -2,6 +2,9 @@ package vmshell
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,10 +29,17 @@ import (
 // services it registered. A script with a step the shell does not know
 // is refused whole, as any other script, so nothing is run half-read.
 //
-// Not modelled: downloads (no bytes move; a release is taken as
-// published and its checksum as matching), the clock, Defender, nssm's
-// log rotation, and PowerShell itself (the script's control flow is the
-// steps' order and each step's documented outcome).
+// Downloads are modelled as the script's Get-Verified does them: each
+// release file has simulated bytes (its name and version), each published
+// checksum file (dl.k8s.io's .sha256 and .sha512, containerd's
+// .sha256sum) the digest of the file it is named after, and the script's
+// Get-FileHash compares its own algorithm's digest of what it downloaded
+// with it: a checksum of another version or file, or of another
+// algorithm, stops the step as it would on a real machine.
+//
+// Not modelled: the clock, Defender, nssm's log rotation, and PowerShell
+// itself (the script's control flow is the steps' order and each step's
+// documented outcome).
 
 // StepPrefix starts the line each step of the join script prints first.
 const StepPrefix = "winkube-step: "
@@ -57,6 +67,12 @@ type State struct {
 	KubeletArgs []string `json:"kubeletArgs,omitempty"`
 	// Services are the registered services.
 	Services map[string]bool `json:"services,omitempty"`
+	// Node, CRISocket and APIServer are what kubeadm join joined the
+	// machine as (empty before it did, and after kubeadm reset): the
+	// kubelet's service runs as that node again at the next boot.
+	Node      string `json:"node,omitempty"`
+	CRISocket string `json:"criSocket,omitempty"`
+	APIServer string `json:"apiServer,omitempty"`
 }
 
 // ReadState reads the machine's state from its disk (empty when none).
@@ -118,6 +134,9 @@ type HandJoin struct {
 	// ContainersFeature says the Containers feature is installed and the
 	// machine restarted since.
 	ContainersFeature bool
+	// KubeletService says a kubelet service is registered for kubeadm to
+	// start.
+	KubeletService bool
 }
 
 // NodeHost is the machine runtime's side of a machine joined by hand:
@@ -131,6 +150,8 @@ type NodeHost interface {
 var stepLine = regexp.MustCompile(`^Write-Output '` + StepPrefix + `([a-z-]+)'$`)
 
 // steps splits a script into its steps; ok is false when it has none.
+// What comes before the first step (the script's functions) is
+// bodies[""].
 func steps(script string) (names []string, bodies map[string]string, ok bool) {
 	bodies = map[string]string{}
 	cur := ""
@@ -141,9 +162,7 @@ func steps(script string) (names []string, bodies map[string]string, ok bool) {
 			names = append(names, cur)
 			continue
 		}
-		if cur != "" {
-			bodies[cur] += l + "\n"
-		}
+		bodies[cur] += l + "\n"
 	}
 	return names, bodies, len(names) > 0
 }
@@ -175,6 +194,7 @@ func (m *Machine) runSteps(script string, out io.Writer) (int, bool) {
 		fmt.Fprintln(out, err)
 		return exitFailed, true
 	}
+	m.functions = bodies[""]
 	tr := m.transcript(script)
 	defer tr.Close()
 	w := io.MultiWriter(out, tr)
@@ -304,17 +324,30 @@ func preflightStep(m *Machine, _ *State, body string, out io.Writer) int {
 	return 0
 }
 
-// containersStep: Install-WindowsFeature Containers installs the feature
-// to take effect at the next restart (its result says RestartNeeded), so
-// the script stops and asks for one, with its own status.
+// containersStep: Install-WindowsFeature (the features of the step's
+// foreach) and DISM's /Enable-Feature (its optional feature) install a
+// feature to take effect at the next restart (RestartNeeded), so the
+// script stops and asks for one, with its own status.
 func containersStep(m *Machine, s *State, body string, out io.Writer) int {
-	if s.Features["Containers"] == FeatureInstalled {
-		return 0
+	var features []string
+	for _, f := range regexp.MustCompile(`'([^']+)'`).FindAllStringSubmatch(find(`foreach \(\$feature in ([^)]*)\)`, body), -1) {
+		features = append(features, f[1])
+	}
+	if f := find(`/Enable-Feature /FeatureName:(\S+)`, body); f != "" {
+		features = append(features, f)
 	}
 	if s.Features == nil {
 		s.Features = map[string]string{}
 	}
-	s.Features["Containers"] = FeaturePending
+	restart := false
+	for _, f := range features {
+		if s.Features[f] != FeatureInstalled {
+			s.Features[f], restart = FeaturePending, true
+		}
+	}
+	if !restart {
+		return 0
+	}
 	if msg := find(`Write-Output "([^"]+)"`, body); msg != "" {
 		fmt.Fprintln(out, msg)
 	}
@@ -335,6 +368,12 @@ func containerdStep(m *Machine, s *State, body string, out io.Writer) int {
 	}
 	dir := `C:\Program Files\containerd`
 	if s.Containerd != want {
+		vars := map[string]string{"env:ProgramFiles": `C:\Program Files`}
+		vars["ctrDir"] = expand(find(`\$ctrDir = "([^"]+)"`, body), vars)
+		vars["tgz"] = expand(find(`\$tgz = "([^"]+)"`, body), vars)
+		if code := m.verifiedDownloads(body, vars, out); code != 0 {
+			return code
+		}
 		if err := m.writeFile(dir+`\containerd.exe`, fmt.Sprintf("containerd github.com/containerd/containerd v%s (simulated by winkube)\n", want)); err != nil {
 			fmt.Fprintln(out, err)
 			return exitFailed
@@ -362,14 +401,106 @@ func binariesStep(m *Machine, s *State, body string, out io.Writer) int {
 		fmt.Fprintln(out, "winkube: the kubernetes-binaries step names no version")
 		return exitFailed
 	}
-	for _, bin := range []string{"kubelet.exe", "kubeadm.exe"} {
-		if err := m.writeFile(`C:\k\`+bin, fmt.Sprintf("%s %s (simulated by winkube)\n", strings.TrimSuffix(bin, ".exe"), v)); err != nil {
-			fmt.Fprintln(out, err)
-			return exitFailed
+	// foreach ($bin in 'kubelet.exe', 'kubeadm.exe') { Get-Verified ... }
+	for _, bin := range regexp.MustCompile(`'([^']+)'`).FindAllStringSubmatch(find(`foreach \(\$bin in ([^)]*)\)`, body), -1) {
+		if code := m.verifiedDownloads(body, map[string]string{"bin": bin[1]}, out); code != 0 {
+			return code
 		}
 	}
 	s.Kubelet = v
 	return 0
+}
+
+var getVerified = regexp.MustCompile(`Get-Verified "([^"]+)" "([^"]+)" "([^"]+)"`)
+
+// verifiedDownloads runs the body's Get-Verified calls, with vars for
+// the variables their arguments name: the file is downloaded to its path
+// and kept only when the script's Get-FileHash digest of it is the one
+// its checksum URL publishes.
+func (m *Machine) verifiedDownloads(body string, vars map[string]string, out io.Writer) int {
+	alg := strings.ToUpper(find(`Get-FileHash -Algorithm (\w+)`, m.functions))
+	for _, call := range getVerified.FindAllStringSubmatch(body, -1) {
+		url, path, sumURL := expand(call[1], vars), expand(call[2], vars), expand(call[3], vars)
+		fv := map[string]string{"Url": url, "Path": path, "SumUrl": sumURL}
+		data, ok := publishedFile(url)
+		if !ok {
+			// curl --fail on an HTTP 404.
+			fv["LASTEXITCODE"] = "22"
+			return stopJoin(m.functions, "downloading $Url failed", fv, out)
+		}
+		if err := m.writeFile(path, string(data)); err != nil {
+			fmt.Fprintln(out, err)
+			return exitFailed
+		}
+		want, ok := publishedChecksum(sumURL)
+		if !ok {
+			return stopJoin(m.functions, "reading the checksum $SumUrl failed", fv, out)
+		}
+		got, ok := digest(alg, data)
+		if !ok {
+			fmt.Fprintf(out, "Get-FileHash : Cannot validate argument on parameter 'Algorithm'. The argument %q does not belong to the set \"SHA1,SHA256,SHA384,SHA512,MD5\".\n", alg)
+			return exitFailed
+		}
+		// PowerShell's -ne compares strings without case: Get-FileHash
+		// gives upper-case hex, the checksum files lower-case.
+		if !strings.EqualFold(got, want) {
+			if p, err := m.Disk.HostPath(path); err == nil {
+				_ = os.Remove(p)
+			}
+			fv["got"], fv["want"] = got, want
+			return stopJoin(m.functions, "$got -ne $want", fv, out)
+		}
+	}
+	return 0
+}
+
+// publishedFile is the simulated content of a release file the join
+// script downloads: dl.k8s.io's Windows binaries and containerd's
+// Windows release tarballs; ok is false for any other URL (HTTP 404).
+func publishedFile(url string) ([]byte, bool) {
+	if mm := regexp.MustCompile(`^https://dl\.k8s\.io/(v[0-9][^/]*)/bin/windows/amd64/([a-z-]+)\.exe$`).FindStringSubmatch(url); mm != nil {
+		return fmt.Appendf(nil, "%s %s (simulated by winkube)\n", mm[2], mm[1]), true
+	}
+	if mm := regexp.MustCompile(`^https://github\.com/containerd/containerd/releases/download/v([0-9.]+)/containerd-([0-9.]+)-windows-amd64\.tar\.gz$`).FindStringSubmatch(url); mm != nil && mm[1] == mm[2] {
+		return fmt.Appendf(nil, "containerd %s windows-amd64 release tarball (simulated by winkube)\n", mm[1]), true
+	}
+	return nil, false
+}
+
+// publishedChecksum is what a checksum URL serves: dl.k8s.io publishes
+// <file>.sha256 and <file>.sha512 (the hex digest alone), containerd's
+// releases <tarball>.sha256sum (sha256sum's "digest  name" line, of which
+// the script takes the first word).
+func publishedChecksum(url string) (string, bool) {
+	for _, suffix := range []struct{ ext, alg string }{{".sha256sum", "SHA256"}, {".sha256", "SHA256"}, {".sha512", "SHA512"}} {
+		file, ok := strings.CutSuffix(url, suffix.ext)
+		if !ok {
+			continue
+		}
+		data, ok := publishedFile(file)
+		if !ok {
+			return "", false
+		}
+		d, _ := digest(suffix.alg, data)
+		return strings.ToLower(d), true
+	}
+	return "", false
+}
+
+// digest is Get-FileHash's Hash: upper-case hex.
+func digest(alg string, data []byte) (string, bool) {
+	var sum []byte
+	switch alg {
+	case "SHA256":
+		s := sha256.Sum256(data)
+		sum = s[:]
+	case "SHA512":
+		s := sha512.Sum512(data)
+		sum = s[:]
+	default:
+		return "", false
+	}
+	return strings.ToUpper(hex.EncodeToString(sum)), true
 }
 
 // kubeletServiceStep writes StartKubelet.ps1 and registers the kubelet's
@@ -422,7 +553,7 @@ func kubeadmJoinStep(m *Machine, s *State, body string, out io.Writer) int {
 	}
 	j := HandJoin{APIServer: mm[1], Token: mm[2], CACertHash: mm[3], CRISocket: mm[4], NodeName: mm[5],
 		KubeletVersion: s.Kubelet, ContainerdVersion: s.Containerd, KubeletArgs: s.KubeletArgs,
-		ContainersFeature: s.Features["Containers"] == FeatureInstalled}
+		ContainersFeature: s.Features["Containers"] == FeatureInstalled, KubeletService: s.Services["kubelet"]}
 	if !s.Services["containerd"] {
 		j.ContainerdVersion = ""
 	}
@@ -432,6 +563,7 @@ func kubeadmJoinStep(m *Machine, s *State, body string, out io.Writer) int {
 		stopJoin(body, "$LASTEXITCODE -ne 0", vars, out)
 		return exitFailed
 	}
+	s.Node, s.CRISocket, s.APIServer = strings.ToLower(j.NodeName), j.CRISocket, j.APIServer
 	return 0
 }
 
@@ -449,6 +581,7 @@ func kubeadmResetStep(m *Machine, s *State, _ string, out io.Writer) int {
 	// The leave script runs with $ErrorActionPreference 'Continue': a
 	// failed reset does not stop it.
 	m.Node.KubeadmReset(context.Background(), func(l string) { fmt.Fprintln(out, l) })
+	s.Node, s.CRISocket, s.APIServer = "", "", ""
 	return 0
 }
 
@@ -490,4 +623,32 @@ func (m *Machine) writeFile(path, content string) error {
 		return err
 	}
 	return os.WriteFile(p, []byte(content), 0o644)
+}
+
+// serviceControl is sc.exe delete NAME on the services the join script
+// registers: the service is gone from the service control manager, so
+// it does not start at the next boot (a running process runs on until
+// then, as a service marked for deletion does).
+func serviceControl(m *Machine, args []string, out, errw io.Writer) int {
+	if len(args) != 2 || !strings.EqualFold(args[0], "delete") {
+		return m.refuse("sc.exe "+strings.Join(args, " "), errw)
+	}
+	st, err := m.ReadState()
+	if err != nil {
+		fmt.Fprintln(errw, err)
+		return exitFailed
+	}
+	name := strings.ToLower(args[1])
+	if !st.Services[name] {
+		// ERROR_SERVICE_DOES_NOT_EXIST
+		fmt.Fprint(out, "[SC] OpenService FAILED 1060:\n\nThe specified service does not exist as an installed service.\n\n")
+		return 1060
+	}
+	delete(st.Services, name)
+	if err := m.writeState(st); err != nil {
+		fmt.Fprintln(errw, err)
+		return exitFailed
+	}
+	fmt.Fprintln(out, "[SC] DeleteService SUCCESS")
+	return 0
 }

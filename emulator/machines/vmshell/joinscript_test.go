@@ -66,6 +66,11 @@ func TestJoinScriptRunsStepByStep(t *testing.T) {
 	if len(host.joins) != 0 {
 		t.Fatalf("kubeadm join ran before the restart: %+v", host.joins)
 	}
+	// The Hyper-V role and its PowerShell module too, as CAPZ's images
+	// have them.
+	if st, _ := m.ReadState(); st.Features["Containers"] != FeaturePending || st.Features["Microsoft-Hyper-V"] != FeaturePending || st.Features["Hyper-V-PowerShell"] != FeaturePending {
+		t.Errorf("features after the first run: %v, want Containers and Hyper-V pending a restart", st.Features)
+	}
 	if out, _, code = run(m, join); code != 3010 {
 		t.Fatalf("second run before a restart: status %d (%s), want 3010 again: the feature is pending", code, out)
 	}
@@ -191,3 +196,110 @@ func TestUnknownStepRefusesTheScript(t *testing.T) {
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// Each download is checked as the script's Get-Verified checks it: a
+// checksum URL of another version (a script edited in one place) or of
+// another algorithm (dl.k8s.io's .sha512 compared as SHA-256) stops the
+// step with Get-FileHash's upper-case digest against the published one,
+// and the file is removed; nothing is joined.
+func TestJoinScriptChecksDownloadsAgainstTheirChecksums(t *testing.T) {
+	join := script(t, "join.ps1")
+	for _, c := range []struct {
+		name, from, to, step, path, sum string
+	}{
+		{"kubelet's checksum of another version", "/v1.36.3/bin/windows/amd64/$bin.sha256", "/v1.36.2/bin/windows/amd64/$bin.sha256", "kubernetes-binaries", `C:\k\kubelet.exe`,
+			"https://dl.k8s.io/v1.36.2/bin/windows/amd64/kubelet.exe.sha256"},
+		{"a SHA-512 file compared as SHA-256", "/v1.36.3/bin/windows/amd64/$bin.sha256", "/v1.36.3/bin/windows/amd64/$bin.sha512", "kubernetes-binaries", `C:\k\kubelet.exe`,
+			"https://dl.k8s.io/v1.36.3/bin/windows/amd64/kubelet.exe.sha512"},
+		{"containerd's checksum of another release", "download/v1.7.25/$tgz.sha256sum", "download/v1.7.24/containerd-1.7.24-windows-amd64.tar.gz.sha256sum", "containerd", `C:\Program Files\containerd\containerd-1.7.25-windows-amd64.tar.gz`,
+			"https://github.com/containerd/containerd/releases/download/v1.7.24/containerd-1.7.24-windows-amd64.tar.gz.sha256sum"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !strings.Contains(join, c.from) {
+				t.Fatalf("the script has no %q", c.from)
+			}
+			m, host := plainWindows(t, "byo-win-1")
+			st := State{Features: featuresInstalled()}
+			if err := m.writeState(st); err != nil {
+				t.Fatal(err)
+			}
+			out, _, code := run(m, strings.Replace(join, c.from, c.to, 1))
+			file := c.path[strings.LastIndex(c.path, `\`)+1:]
+			want := "winkube-step: " + c.step + "\nwinkube: FAILED: " + c.path + " has SHA-256 "
+			if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "winkube: fix: check that ") {
+				t.Fatalf("status %d, want 1 and %q\n%s", code, want, out)
+			}
+			line := out[strings.Index(out, "winkube: FAILED: "):]
+			line = line[:strings.Index(line, "\n")]
+			f := strings.Fields(line)
+			// FAILED: PATH... has SHA-256 GOT but SUMURL publishes WANT
+			got, sumURL, pub := f[len(f)-5], f[len(f)-3], f[len(f)-1]
+			if got != strings.ToUpper(got) || len(got) != 64 || pub != strings.ToLower(pub) || strings.EqualFold(got, pub) || sumURL != c.sum {
+				t.Errorf("failure line %q: want Get-FileHash's upper-case SHA-256, the checksum URL and its other, lower-case digest", line)
+			}
+			if c.name == "a SHA-512 file compared as SHA-256" && len(pub) != 128 {
+				t.Errorf("published %q is not a SHA-512", pub)
+			}
+			if p, _ := m.Disk.HostPath(c.path); exists(p) {
+				t.Errorf("%s was kept after its checksum failed", file)
+			}
+			if len(host.joins) != 0 {
+				t.Errorf("kubeadm join ran after a failed download")
+			}
+		})
+	}
+	// The script as rendered: every checksum matches.
+	m, host := plainWindows(t, "byo-win-1")
+	if err := m.writeState(State{Features: featuresInstalled()}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := run(m, join); code != 0 || len(host.joins) != 1 {
+		t.Fatalf("the rendered script: status %d, %d joins\n%s", code, len(host.joins), out)
+	}
+}
+
+// What a restart needs is on the machine after the join: the services
+// the script registered and the node kubeadm join joined as. sc.exe
+// delete unregisters a service (it will not start at the next boot); a
+// script without the kubelet-service step hands kubeadm join no kubelet
+// service to start.
+func TestJoinLeavesServicesForTheNextBoot(t *testing.T) {
+	m, host := plainWindows(t, "byo-win-1")
+	if err := m.writeState(State{Features: featuresInstalled()}); err != nil {
+		t.Fatal(err)
+	}
+	join := script(t, "join.ps1")
+	if out, _, code := run(m, join); code != 0 || len(host.joins) != 1 || !host.joins[0].KubeletService {
+		t.Fatalf("join: status %d, joins %+v\n%s", code, host.joins, out)
+	}
+	st, _ := m.ReadState()
+	if !st.Services["kubelet"] || !st.Services["containerd"] || st.Node != "byo-win-1" || st.CRISocket != "npipe:////./pipe/containerd-containerd" || st.APIServer != "127.0.0.9:6443" {
+		t.Fatalf("state after the join: %+v, want both services and the node recorded", st)
+	}
+	if out, _, code := run(m, "sc.exe delete kubelet"); code != 0 || out != "[SC] DeleteService SUCCESS\n" {
+		t.Errorf("sc.exe delete kubelet: %d %q", code, out)
+	}
+	if out, _, code := run(m, "sc.exe delete kubelet"); code != 1060 || !strings.Contains(out, "The specified service does not exist as an installed service.") {
+		t.Errorf("sc.exe delete of a deleted service: %d %q", code, out)
+	}
+	if st, _ := m.ReadState(); st.Services["kubelet"] || !st.Services["containerd"] {
+		t.Errorf("services after sc.exe delete kubelet: %v", st.Services)
+	}
+
+	// The same script without its kubelet-service step.
+	m, host = plainWindows(t, "byo-win-1")
+	if err := m.writeState(State{Features: featuresInstalled()}); err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(join, "Write-Output 'winkube-step: kubelet-service'")
+	end := strings.Index(join, "Write-Output 'winkube-step: firewall-defender'")
+	run(m, join[:start]+join[end:])
+	if len(host.joins) != 1 || host.joins[0].KubeletService {
+		t.Errorf("kubeadm join without the kubelet-service step got %+v, want no kubelet service", host.joins)
+	}
+}
+
+// featuresInstalled are the features the join script installs, installed.
+func featuresInstalled() map[string]string {
+	return map[string]string{"Containers": FeatureInstalled, "Hyper-V-PowerShell": FeatureInstalled, "Microsoft-Hyper-V": FeatureInstalled}
+}

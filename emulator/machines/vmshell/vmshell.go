@@ -50,6 +50,10 @@ type Machine struct {
 	// Cluster API node: its kubeadm ran at boot).
 	Node NodeHost
 
+	// functions is the running step script's text before its first step
+	// (its functions, such as Get-Verified).
+	functions string
+
 	// cmd: the session is cmd.exe's (started as 'cmd.exe'), which knows
 	// cmd's names only (type, dir), not PowerShell's.
 	cmd bool
@@ -82,6 +86,9 @@ func (m *Machine) commands() map[string]command {
 			// Invoke-WebRequest; curl.exe is the real curl.
 			"invoke-webrequest": invokeWebRequest, "iwr": invokeWebRequest, "curl": invokeWebRequest, "wget": invokeWebRequest,
 			"curl.exe": curl,
+			// sc is Set-Content in PowerShell: only sc.exe is the
+			// service control tool.
+			"sc.exe": serviceControl,
 		}
 	}
 	return map[string]command{
@@ -97,7 +104,7 @@ func (m *Machine) names() string {
 		return "hostname, type, dir, kubelet --version, curl URL"
 	}
 	if m.Disk.Windows {
-		return "hostname, Get-Content (cat, gc, type), Get-ChildItem (dir, gci, ls), Get-HnsNetwork and Get-HnsEndpoint (| ConvertTo-Json), kubelet --version, Invoke-WebRequest URL (iwr, curl, wget), curl.exe URL"
+		return "hostname, Get-Content (cat, gc, type), Get-ChildItem (dir, gci, ls), Get-HnsNetwork and Get-HnsEndpoint (| ConvertTo-Json), kubelet --version, Invoke-WebRequest URL (iwr, curl, wget), curl.exe URL, sc.exe delete SERVICE"
 	}
 	return "hostname, cat, ls, journalctl -u UNIT, kubelet --version, curl URL (sudo allowed)"
 }

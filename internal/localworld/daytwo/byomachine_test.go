@@ -3,6 +3,8 @@ package daytwo_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,7 @@ func checkByoMachine(ctx context.Context, t *testing.T, w *localworld.World, sta
 	}
 	t.Logf("%6.1fs machine create: %s at %s", time.Since(start).Seconds(), name, pip)
 
+	checkBrokenJoins(ctx, t, w, stateDir, name, pip, start)
 	join := []string{"node", "join", name, "--state-dir", stateDir, "--ssh", pip, "--windows-version", "2022", "--wait", "5m"}
 	out, err = runWinkube(ctx, join...)
 	if err == nil || !strings.Contains(err.Error(), "in step containers-feature") || !strings.Contains(out, "restart the machine") {
@@ -142,6 +145,36 @@ func checkByoMachine(ctx context.Context, t *testing.T, w *localworld.World, sta
 	})
 	t.Logf("%6.1fs a pod on %s serves behind a Service", time.Since(start).Seconds(), name)
 
+	// A restart through Azure: the containerd and kubelet services the
+	// script registered start again, and the node is Ready with a new
+	// boot ID, without another join.
+	bootID := node.Status.NodeInfo.BootID
+	if n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		bootID = n.Status.NodeInfo.BootID
+	}
+	p, err = vms.BeginRestart(ctx, ac.Spec.ResourceGroup, name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PollUntilDone(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 3*time.Minute, func() string {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		ready := false
+		for _, c := range n.Status.Conditions {
+			ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+		}
+		if n.Status.NodeInfo.BootID == bootID || !ready {
+			return fmt.Sprintf("node %s after the restart: boot ID %q (before %q), Ready %v", name, n.Status.NodeInfo.BootID, bootID, ready)
+		}
+		return ""
+	})
+	t.Logf("%6.1fs restarted %s: its services started again, the node is Ready without a rejoin", time.Since(start).Seconds(), name)
+
 	out, err = runWinkube(ctx, "node", "leave", name, "--state-dir", stateDir, "--ssh", pip)
 	if err != nil {
 		t.Fatalf("node leave: %v\n%s", err, out)
@@ -162,4 +195,38 @@ func checkByoMachine(ctx context.Context, t *testing.T, w *localworld.World, sta
 		}
 	}
 	t.Logf("%6.1fs node leave and machine delete removed %s", time.Since(start).Seconds(), name)
+}
+
+// checkBrokenJoins breaks node join on purpose on the fresh machine, each
+// way a user does, and checks that the preflight (winkube's, or the
+// script's own on the machine) names the cause with its fix, before the
+// machine is changed: a 16-character host name, an API server port the
+// machine cannot reach, and a token that expired before the script ran
+// (--token-ttl 1ms stands for a printed script run late).
+func checkBrokenJoins(ctx context.Context, t *testing.T, w *localworld.World, stateDir, name, pip string, start time.Time) {
+	t.Helper()
+	base := []string{"--state-dir", stateDir, "--ssh", pip, "--windows-version", "2022", "--wait", "0"}
+	out, err := runWinkube(ctx, append([]string{"node", "join", "byo-windows-0001"}, base...)...)
+	if err == nil || !strings.Contains(err.Error(), `host name "byo-windows-0001" has 16 characters`) || !strings.Contains(err.Error(), "Rename-Computer") {
+		t.Errorf("a 16-character host name: %v, want the preflight to name it with Rename-Computer\n%s", err, out)
+	}
+	cfg, _, err := w.Workload(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := net.JoinHostPort(u.Hostname(), "1")
+	out, err = runWinkube(ctx, append([]string{"node", "join", name, "--api-server", closed}, base...)...)
+	if err == nil || !strings.Contains(err.Error(), "in step preflight: winkube: FAILED: the API server "+closed+" does not answer on TCP 1 from this machine") ||
+		!strings.Contains(err.Error(), "fix: open TCP 1 from this machine to "+u.Hostname()) {
+		t.Errorf("an API server port the machine cannot reach: %v, want the script's preflight to name it\n%s", err, out)
+	}
+	out, err = runWinkube(ctx, append([]string{"node", "join", name, "--token-ttl", "1ms"}, base...)...)
+	if err == nil || !strings.Contains(err.Error(), "in step preflight: winkube: FAILED: the bootstrap token ") || !strings.Contains(err.Error(), "run winkube node join again for a script with a new token") {
+		t.Errorf("an expired token: %v, want the script's preflight to name it\n%s", err, out)
+	}
+	t.Logf("%6.1fs broken joins named: 16-character host name, unreachable API port, expired token", time.Since(start).Seconds())
 }

@@ -52,7 +52,7 @@ func TestThreeControlPlanes(t *testing.T) {
 		BootstrapTimeout: rehearsalDeadline,
 		Progress:         func(s string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), s) },
 	}
-	limit := 15 * time.Minute // 12 before node join's own machine (checkByoMachine)
+	limit := 16 * time.Minute // 12 before node join's own machine (checkByoMachine), 15 before its broken joins and restart
 	if d, err := time.ParseDuration(os.Getenv("WINKUBE_TEST_LIMIT")); err == nil {
 		limit = d
 	}

@@ -22,7 +22,7 @@ function Get-Verified([string]$Url, [string]$Path, [string]$SumUrl) {
     $want = ((curl.exe --silent --fail --location $SumUrl) -split '\s+')[0]
     if ($LASTEXITCODE -ne 0 -or -not $want) { Stop-Join "reading the checksum $SumUrl failed" "let this machine reach $SumUrl" }
     $got = (Get-FileHash -Algorithm SHA256 -Path $Path).Hash
-    if ($got -ne $want) { Remove-Item -Force $Path; Stop-Join "$Path has SHA-256 $got but $SumUrl publishes $want" "download again; if it repeats, a proxy or mirror alters the file" }
+    if ($got -ne $want) { Remove-Item -Force $Path; Stop-Join "$Path has SHA-256 $got but $SumUrl publishes $want" "check that $SumUrl is the SHA-256 of $Url (the same version and file); if it is, download again: a proxy or mirror altered the file" }
 }
 
 Write-Output 'winkube-step: preflight'
@@ -41,11 +41,20 @@ $now = if ($date) { [DateTime]::Parse($date).ToUniversalTime() } else { (Get-Dat
 if ($now -gt [DateTime]::Parse('2099-01-01T00:00:00Z').ToUniversalTime()) { Stop-Join "the bootstrap token abcdef expired at 2099-01-01T00:00:00Z; the API server no longer accepts it" "run winkube node join again for a script with a new token (--token-ttl sets its lifetime)" }
 
 Write-Output 'winkube-step: containers-feature'
-# Install-Containerd.ps1: the Containers feature (upstream also installs
-# Hyper-V unless told not to; process isolation needs Containers only).
-if (-not (Get-WindowsFeature -Name Containers).Installed) {
-    Install-WindowsFeature -Name Containers | Out-Null
-    Write-Output "winkube: the Containers feature was installed: restart the machine (Restart-Computer) and run this script again"
+# Install-Containerd.ps1: the Containers feature and Hyper-V. As in CAPZ's
+# reference image, the Hyper-V role is enabled through DISM, which skips
+# the processor check, and its PowerShell module added: some CNIs use its
+# VMSwitch cmdlets. Each takes effect at the next restart.
+$restart = $false
+foreach ($feature in 'Containers', 'Hyper-V-PowerShell') {
+    if (-not (Get-WindowsFeature -Name $feature).Installed) { Install-WindowsFeature -Name $feature | Out-Null; $restart = $true }
+}
+if ((Get-WindowsOptionalFeature -Online -FeatureName Microsoft-Hyper-V).State -ne 'Enabled') {
+    dism.exe /Online /Enable-Feature /FeatureName:Microsoft-Hyper-V /All /NoRestart | Out-Null
+    $restart = $true
+}
+if ($restart) {
+    Write-Output "winkube: the Containers and Hyper-V features were installed: restart the machine (Restart-Computer) and run this script again"
     Stop-Transcript | Out-Null
     exit 3010
 }
