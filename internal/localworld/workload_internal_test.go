@@ -1,16 +1,11 @@
 package localworld
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,39 +53,14 @@ func TestWorkloadKubeconfigIsReadFromTheCache(t *testing.T) {
 	if _, _, err := w.Workload(ctx); err != nil { // starts the cache's watch of Secrets
 		t.Fatal(err)
 	}
-	before := secretGets(ctx, t, env)
+	before := testenv.APIRequests(ctx, t, env.Config, "GET", "secrets")
 	for range 5 {
 		cfg, _, err := w.Workload(ctx)
 		if err != nil || cfg.Host != "https://127.0.0.1:6443" {
 			t.Fatalf("the workload's config: %v, %v", cfg, err)
 		}
 	}
-	if n := secretGets(ctx, t, env) - before; n != 0 {
+	if n := testenv.APIRequests(ctx, t, env.Config, "GET", "secrets") - before; n != 0 {
 		t.Errorf("5 reads of the workload's kubeconfig made the API server answer %d GETs of Secrets, want none", n)
 	}
-}
-
-// secretGets is how many GETs of Secrets the API server has answered, by
-// its own apiserver_request_total.
-func secretGets(ctx context.Context, t *testing.T, env *testenv.Env) int {
-	t.Helper()
-	raw, err := kubernetes.NewForConfigOrDie(env.Config).RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="secrets"`) || !strings.Contains(line, `verb="GET"`) {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		n += int(v)
-	}
-	return n
 }

@@ -1,51 +1,18 @@
 package webhooks_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/testenv"
 )
-
-// machineGets is how many GETs of Machines the API server has answered, by
-// its own apiserver_request_total.
-func machineGets(ctx context.Context, t *testing.T) int {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="machines"`) ||
-			!strings.Contains(line, `verb="GET"`) || !strings.Contains(line, `subresource=""`) {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		n += int(v)
-	}
-	return n
-}
 
 // An AzureMachine's OS and runtime must suit its Machine's Kubernetes
 // version, which the webhook reads from the Machine that owns it. The
@@ -73,7 +40,7 @@ func TestMetadataUpdatesReadNoMachine(t *testing.T) {
 	if err := env.Client.Create(ctx, am); err != nil {
 		t.Fatal(err)
 	}
-	before := machineGets(ctx, t)
+	before := testenv.APIRequests(ctx, t, env.Config, "GET", "machines")
 	for i, change := range []func(*infrav1.AzureMachine){
 		func(o *infrav1.AzureMachine) { o.Finalizers = append(o.Finalizers, infrav1.MachineFinalizer) },
 		func(o *infrav1.AzureMachine) { o.Labels["cluster.x-k8s.io/set-name"] = "md-0-abcde" },
@@ -85,7 +52,7 @@ func TestMetadataUpdatesReadNoMachine(t *testing.T) {
 			t.Fatalf("update %d: %v", i, err)
 		}
 	}
-	if n := machineGets(ctx, t) - before; n != 0 {
+	if n := testenv.APIRequests(ctx, t, env.Config, "GET", "machines") - before; n != 0 {
 		t.Errorf("three updates of the AzureMachine's metadata made the API server answer %d GETs of Machines, want none", n)
 	}
 
