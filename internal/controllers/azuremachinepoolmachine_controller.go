@@ -103,7 +103,9 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 		return ctrl.Result{}, readBlocked(m, deleting, "the AzureMachinePool", err)
 	}
 	if cluster, err := util.GetClusterFromMetadata(ctx, r.Client, m.ObjectMeta); err == nil {
-		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, m); err != nil || isPaused || requeue {
+		isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, m)
+		s.written = requeue && err == nil
+		if err != nil || isPaused || requeue {
 			return ctrl.Result{}, err
 		}
 	} else if !gone(err) && !errors.Is(err, util.ErrNoCluster) {

@@ -36,10 +36,20 @@ const (
 	ForeignOperationReason            = infrav1.ForeignOperationReason
 )
 
-// persisted continues a reconcile once what it just recorded (a finalizer,
-// a resource about to be created) is written: the deferred patch writes it,
-// then the request comes back at once.
-const persisted = time.Millisecond
+// persisted ends a reconcile that just recorded something (a finalizer, a
+// resource about to be created): the deferred patch writes it, and the
+// write's own watch event brings the request back, to a cache that holds
+// the write. A requeue at once (it was 1 ms) ran the next reconcile on the
+// cache as it was before the write: it recorded the same thing again, and
+// its optimistically locked conditions patch was refused as a conflict and
+// sent again, two to three patches (and as many reads of the VM and NIC in
+// Azure) for each change. Cluster API ends a reconcile that added its
+// finalizer the same way, with no requeue (util/finalizers EnsureFinalizer,
+// cluster-api v1.14.2); an object's own updates reach its controller as
+// they reach CAPZ's, which watches AzureMachines with no predicate on
+// their generation (controllers/azuremachine_controller.go SetupWithManager,
+// cluster-api-provider-azure @3827a27b).
+const persisted time.Duration = 0
 
 func setReady(obj conditions.Setter, status metav1.ConditionStatus, reason, message string) {
 	conditions.Set(obj, metav1.Condition{Type: ReadyCondition, Status: status, Reason: reason, Message: message})

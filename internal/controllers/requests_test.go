@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,11 +25,13 @@ import (
 )
 
 // apiRequests counts a manager's requests to the API server, as
-// "METHOD path", and keeps the query of each request for Secrets.
+// "METHOD path", keeps the query of each request for Secrets, and counts
+// the conflicts (409) the API server answered.
 type apiRequests struct {
-	mu      sync.Mutex
-	n       map[string]int
-	secrets []*url.URL
+	mu        sync.Mutex
+	n         map[string]int
+	secrets   []*url.URL
+	conflicts int
 }
 
 func (a *apiRequests) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -39,13 +42,32 @@ func (a *apiRequests) wrap(rt http.RoundTripper) http.RoundTripper {
 			a.secrets = append(a.secrets, r.URL)
 		}
 		a.mu.Unlock()
-		return rt.RoundTrip(r)
+		resp, err := rt.RoundTrip(r)
+		if err == nil && resp.StatusCode == http.StatusConflict {
+			a.mu.Lock()
+			a.conflicts++
+			a.mu.Unlock()
+		}
+		return resp, err
 	})
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// patches is how many PATCH requests went to paths with suffix.
+func (a *apiRequests) patches(suffix string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for k, v := range a.n {
+		if strings.HasPrefix(k, http.MethodPatch+" ") && strings.HasSuffix(k, suffix) {
+			n += v
+		}
+	}
+	return n
+}
 
 func (a *apiRequests) snapshot() map[string]int {
 	a.mu.Lock()
@@ -160,5 +182,67 @@ func TestProvisionedMachineRequests(t *testing.T) {
 		default:
 			t.Errorf("the manager read Secrets beyond its clusters' and its identity's: %s", fmt.Sprint(u))
 		}
+	}
+}
+
+// TestNewMachineWritesEachChangeOnce follows a new machine's reconciles,
+// called one after the other on what the API server holds, and counts
+// their writes through the API server: the Paused condition is written by
+// one patch (not also sent again from the object as read, refused as a
+// conflict, and retried as an empty patch), no patch of the machine is
+// refused as a conflict, and a reconcile that recorded something (its
+// finalizer, the resources it is about to make) does not ask to come back
+// at once, before its write reached the manager's cache: the write's own
+// event brings it back.
+func TestNewMachineWritesEachChangeOnce(t *testing.T) {
+	stop := startControllers(t, armCfg)
+	f := newCluster(t, "once")
+	f.waitClusterProvisioned(2 * time.Minute)
+	stop()
+	am := f.newMachine("once-md-0", false, false, "1")
+
+	reqs := &apiRequests{n: map[string]int{}}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = reqs.wrap
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := machineReconciler(armCfg, nil)
+	r.Client, r.Identities.Client, r.Identities.Reader = c, c, c
+	key := client.ObjectKeyFromObject(am)
+	reconcile := func() ctrl.Result {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+		if err != nil {
+			t.Fatalf("reconcile: %v", err)
+		}
+		return res
+	}
+
+	reconcile()
+	if n := reqs.patches("/azuremachines/" + am.Name + "/status"); n != 1 || reqs.conflicts != 0 {
+		t.Errorf("the first reconcile wrote the Paused condition with %d status patches (%d refused as conflicts), want one", n, reqs.conflicts)
+	}
+	for i := 0; ; i++ {
+		res := reconcile()
+		if res.RequeueAfter > 0 && res.RequeueAfter < 10*time.Millisecond {
+			t.Errorf("reconcile %d asked to come back after %s, before its own write is in the cache: its write's event brings it back", i+2, res.RequeueAfter)
+		}
+		cur := &infrav1.AzureMachine{}
+		if err := env.Client.Get(f.ctx, key, cur); err != nil {
+			t.Fatal(err)
+		}
+		if ptr.Deref(cur.Status.Initialization.Provisioned, false) {
+			break
+		}
+		if i == 30 {
+			t.Fatalf("not provisioned after %d reconciles: %+v", i+2, cur.Status.Conditions)
+		}
+	}
+	if reqs.conflicts != 0 {
+		t.Errorf("the API server refused %d of the machine's patches as conflicts: a reconcile wrote from a stale object", reqs.conflicts)
 	}
 }

@@ -39,6 +39,9 @@ type scope[T scopedObject, O capiOwner] struct {
 	cluster  *clusterv1.Cluster
 	deleting bool
 	helper   *patch.Helper
+	// written: the object was patched during load (its Paused
+	// condition), so helper's view of it is stale.
+	written bool
 }
 
 // openScope reads the object; nil (and no error) when it is gone. The
@@ -56,8 +59,19 @@ func openScope[O capiOwner, T scopedObject](ctx context.Context, c client.Client
 	return &scope[T, O]{obj: obj, helper: helper, deleting: !obj.GetDeletionTimestamp().IsZero()}, nil
 }
 
-// close writes the object's changes (patchOnReturn).
+// close writes the object's changes (patchOnReturn), but not after load
+// wrote the Paused condition: the helper would send that change again from
+// the object as read, which the API server refuses as a conflict (the
+// helper then retries with an empty patch), three requests for one change.
+// Cluster API's controllers likewise return before they patch when
+// EnsurePausedCondition asks to requeue (core/reconcilers/machine/
+// machine_controller.go Reconcile, cluster-api v1.14.2). The write's
+// own event brings the object back; what this reconcile restored from its
+// records is written by that one.
 func (s *scope[T, O]) close(ctx context.Context, reterr *error) {
+	if s.written {
+		return
+	}
 	patchOnReturn(ctx, s.helper, s.obj, reterr)
 }
 
@@ -110,7 +124,9 @@ func (s *scope[T, O]) load(ctx context.Context, c client.Client, r ownerReader[O
 		s.cluster = cluster
 	}
 	if s.cluster != nil {
-		if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, c, s.cluster, s.obj); err != nil || isPaused || requeue {
+		isPaused, requeue, err := paused.EnsurePausedCondition(ctx, c, s.cluster, s.obj)
+		s.written = requeue && err == nil
+		if err != nil || isPaused || requeue {
 			return true, err
 		}
 	}

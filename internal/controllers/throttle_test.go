@@ -92,7 +92,7 @@ func machineReconciler(cfg endpoint.Config, change func(*cloud.Cloud)) *controll
 
 // reconcileUntilAzure calls Reconcile until it stops for something other
 // than writing what it just recorded (a finalizer, the resources it is about
-// to make), which it requeues at once. The guard is only there so that a
+// to make), after which the write's own event would bring it back. The guard is only there so that a
 // reconcile that sleeps fails the test instead of hanging it.
 func reconcileUntilAzure(t *testing.T, r *controllers.AzureMachineReconciler, am *infrav1.AzureMachine, guard time.Duration) (ctrl.Result, time.Duration, error) {
 	t.Helper()

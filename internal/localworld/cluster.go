@@ -109,10 +109,19 @@ func (s Status) String() string {
 func (s Status) Done() bool { return s.NodesWant > 0 && s.NodesReady >= s.NodesWant && s.AddonsDone }
 
 // Workload is the workload cluster's admin configuration, once Cluster API
-// has written its kubeconfig.
+// has written its kubeconfig. It is asked every second or two (the
+// progress, the workload admission), so it reads the Secret from the
+// controllers' cache, which holds the clusters' Secrets (Cluster API labels
+// the kubeconfig with its cluster, util/kubeconfig, cluster-api v1.14.2)
+// and is kept by their watch: a GET from the API server each time was the
+// management plane's most frequent read of a Secret.
 func (w *World) Workload(ctx context.Context) (*rest.Config, []byte, error) {
 	s := &corev1.Secret{}
-	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: w.opts.Name + "-kubeconfig"}, s); err != nil {
+	var r client.Reader = w.Client
+	if w.cache != nil {
+		r = w.cache
+	}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: w.opts.Name + "-kubeconfig"}, s); err != nil {
 		return nil, nil, err
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data["value"])

@@ -65,8 +65,10 @@ func VMName(m *infrav1.AzureMachine) string {
 }
 
 // validate checks a machine; checkNames also looks for other machines of
-// its cluster claiming its VM name, which lists them all.
-func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine, checkNames bool) field.ErrorList {
+// its cluster claiming its VM name, which lists them all; checkVersion
+// also reads the owning Machine for its Kubernetes version, which the OS
+// and runtime must suit.
+func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine, checkNames, checkVersion bool) field.ErrorList {
 	p := field.NewPath("spec")
 	errs := validateVMSpec(&m.Spec.AzureVMSpec, p)
 	errs = append(errs, validateTags(m.Spec.AdditionalTags, p.Child("additionalTags"))...)
@@ -79,7 +81,9 @@ func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine, ch
 	} else if _, err := naming.LinuxName(m.Name); err != nil {
 		errs = append(errs, field.Invalid(name, m.Name, err.Error()))
 	}
-	errs = append(errs, validateCombination(&m.Spec.AzureVMSpec, ownerVersion(ctx, w.Reader, m), p)...)
+	if checkVersion {
+		errs = append(errs, validateCombination(&m.Spec.AzureVMSpec, ownerVersion(ctx, w.Reader, m), p)...)
+	}
 	if len(errs) == 0 && checkNames {
 		// Another machine of the cluster with the same VM name would be
 		// the same VM to Azure.
@@ -104,7 +108,7 @@ func (w *AzureMachine) validate(ctx context.Context, m *infrav1.AzureMachine, ch
 
 // ValidateCreate checks a new machine.
 func (w *AzureMachine) ValidateCreate(ctx context.Context, m *infrav1.AzureMachine) (admission.Warnings, error) {
-	return nil, invalid(m, w.validate(ctx, m, true))
+	return nil, invalid(m, w.validate(ctx, m, true, true))
 }
 
 // ValidateUpdate also refuses changes to what the VM cannot change.
@@ -115,7 +119,13 @@ func (w *AzureMachine) ValidateUpdate(ctx context.Context, oldM, m *infrav1.Azur
 	// would list the cluster's machines for each status or finalizer
 	// change, a cost that grows with the square of the machine count.
 	recheck := VMName(oldM) != VMName(m) || oldM.Labels[clusterv1.ClusterNameLabel] != m.Labels[clusterv1.ClusterNameLabel]
-	errs := w.validate(ctx, m, recheck)
+	// The OS and runtime suit the Machine's version unless one of them
+	// changed: the spec, or the owner (Cluster API adds the Machine as
+	// owner after creating the machine, and that update is checked). The
+	// controllers' and Cluster API's writes of finalizers, labels and
+	// records, a dozen per machine while it comes up, read no Machine.
+	versionCheck := !semanticEqual(oldM.Spec, m.Spec) || !semanticEqual(oldM.OwnerReferences, m.OwnerReferences)
+	errs := w.validate(ctx, m, recheck, versionCheck)
 	p := field.NewPath("spec")
 	errs = append(errs, immutableVMFields(&oldM.Spec.AzureVMSpec, &m.Spec.AzureVMSpec, p)...)
 	if providerIDChanged(oldM.Spec.ProviderID, m.Spec.ProviderID) {
