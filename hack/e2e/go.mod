@@ -2,6 +2,7 @@ module github.com/winkube/winkube/hack/e2e
 
 go 1.26.0
 
+// The pin is the local world's (localworld.KubernetesVersion, hack/tools).
 require k8s.io/kubernetes v1.36.3
 
 require (
