@@ -5,7 +5,7 @@ BIN := $(CURDIR)/bin
 export KUBEBUILDER_ASSETS := $(BIN)
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
-.PHONY: all build run test test-short tools tools-previous vet lint generate verify-generate krew release image
+.PHONY: all build run test test-short tools tools-previous vet lint generate verify-generate krew release image e2e-upstream e2e-upstream-bin
 
 # What `make release` and `make image` publish. Build for your own registry
 # with e.g. `make image release REGISTRY=registry.example.com/platform`.
@@ -62,6 +62,15 @@ test: tools lint
 # CI runs `make test`: GO_TEST_FLAGS must not say -short, or the booted worlds go untested.
 test-short: tools
 	go tool gotestsum --format pkgname-and-test-fails -- -short $(GO_TEST_FLAGS) ./...
+
+## e2e-upstream-bin: build Kubernetes' own Windows e2e binary (test/e2e/windows at the pinned v1.36.3, from the Go module proxy) and Ginkgo into bin/
+e2e-upstream-bin:
+	cd hack/e2e && nice go test -c -trimpath -o $(BIN)/e2e.test .
+	cd hack/e2e && nice go build -trimpath -o $(BIN)/ginkgo github.com/onsi/ginkgo/v2/ginkgo
+
+## e2e-upstream: boot a 1+1+2 local world and run the upstream [sig-windows] specs it models (report in bin/e2e-upstream/; not part of `make test`: see hack/e2e/README.md)
+e2e-upstream: tools e2e-upstream-bin
+	go test -tags upstreame2e -count=1 -timeout=70m -v -run TestUpstreamWindowsE2E ./internal/localworld/upstreame2e/
 
 help:
 	@grep -E '^## ' Makefile | sed 's/^## /  /'

@@ -20,8 +20,8 @@ func TestKubernetesVersionsAreHackToolsPins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pin := regexp.MustCompile(`(?m)^\s*k8s.io/kubernetes (v\S+)`)
-	for dir, want := range map[string]string{"hack/tools": localworld.KubernetesVersion, "hack/tools/v1.35": localworld.PreviousKubernetesVersion} {
+	pin := regexp.MustCompile(`(?m)^\s*(?:require\s+)?k8s.io/kubernetes (v\S+)`)
+	for dir, want := range map[string]string{"hack/tools": localworld.KubernetesVersion, "hack/tools/v1.35": localworld.PreviousKubernetesVersion, "hack/e2e": localworld.KubernetesVersion} {
 		b, err := os.ReadFile(filepath.Join(root, dir, "go.mod"))
 		if err != nil {
 			t.Fatal(err)
