@@ -20,7 +20,7 @@ all: build
 tools:
 	@bash hack/tools/build.sh
 
-## tools-previous: also build the previous minor's control plane into bin/v1.35.4/ (for `winkube up --kubernetes-version v1.35.4`)
+## tools-previous: the tools and the previous minor's control plane in bin/v1.35.4/ (for `winkube up --kubernetes-version v1.35.4` and the upgrade end-to-end test)
 tools-previous:
 	@TOOLS_PREVIOUS=1 bash hack/tools/build.sh
 
@@ -54,8 +54,8 @@ vet:
 lint:
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
 
-## test: build the tools if needed, lint, and run every test (envtest ones included)
-test: tools lint
+## test: build the tools (both minors: the upgrade end-to-end test boots the previous one) if needed, lint, and run every test (envtest ones included)
+test: tools-previous lint
 	go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
 
 ## test-short: the fast loop: unit, envtest and emulator tests without the ones that boot a world (go test -short; no lint)
