@@ -25,7 +25,8 @@ import (
 
 // checkByoMachine is 'winkube node join' end to end on a machine no
 // Cluster API object owns: 'winkube machine create' makes a Windows
-// Server 2022 VM in the cluster's node subnet through Azure's API; node
+// Server 2022 VM in the cluster's node subnet through Azure's API; joins
+// broken on purpose are named first (checkBrokenJoins); node
 // join runs its script over SSH, which the machine's shell runs step by
 // step: the image has no Containers feature, so the first run installs it
 // and stops for a restart; after the VM restarts (through Azure) the
@@ -33,7 +34,10 @@ import (
 // kubeadm's discovery and TLS bootstrap, and the post-join check sees the
 // node Ready with kube-proxy and the CNI running. A pod placed on the
 // node by nodeSelector serves seed 002's way, behind a Service a
-// control-plane node reaches; then node leave and machine delete.
+// control-plane node reaches (this world has no Linux worker, and a
+// simulated container has no network client to reach it from a pod); a
+// restart through Azure brings the node back Ready by its services alone;
+// then node leave and machine delete.
 func checkByoMachine(ctx context.Context, t *testing.T, w *localworld.World, stateDir string, start time.Time) {
 	t.Helper()
 	const name = "byo-win-2"
