@@ -2,19 +2,16 @@ package process
 
 import (
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/winkube/winkube/emulator/internal/golden"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // startCase is one testdata/start/<case>.input.yaml: a node (OS, Windows
 // build, containerd version), an image and a container spec, as the
@@ -51,53 +48,17 @@ type startResult struct {
 var stateNames = map[State]string{Runs: "Runs", Exits: "Exits", Waits: "Waits", StartFails: "StartFails", Ends: "Ends"}
 
 // TestStartGolden runs every testdata/start case through Start without a
-// world, in kwok's golden style (a <case>.input.yaml beside its
-// <case>.output.yaml, as kubernetes-sigs/kwok
-// kustomize/stage/pod/general/testdata/pod-create.input.yaml and
-// .output.yaml, 8ca8488a): how a command is resolved per containerd
-// version and Windows build, how $(VAR) and the sandbox variables expand,
-// and which working directory the process gets. `go test -run
-// TestStartGolden -update` rewrites the outputs; review their diff.
+// world (package golden: kwok's input/output files): how a command is
+// resolved per containerd version and Windows build, how $(VAR) and the
+// sandbox variables expand, and which working directory the process gets.
 func TestStartGolden(t *testing.T) {
-	inputs, err := filepath.Glob(filepath.Join("testdata", "start", "*.input.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(inputs) < 10 {
-		t.Fatalf("found %d cases in testdata/start; the golden files are missing", len(inputs))
-	}
-	for _, in := range inputs {
-		name := strings.TrimSuffix(filepath.Base(in), ".input.yaml")
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			raw, err := os.ReadFile(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var c startCase
-			if err := yaml.UnmarshalStrict(raw, &c); err != nil {
-				t.Fatalf("%s: %v", in, err)
-			}
-			got, err := yaml.Marshal(runStartCase(t, c))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := strings.TrimSuffix(in, ".input.yaml") + ".output.yaml"
-			if *update {
-				if err := os.WriteFile(out, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatalf("%v (run with -update to write it)", err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("%s differs from %s:\n--- got\n%s--- want\n%s", name, out, got, want)
-			}
-		})
-	}
+	golden.Run(t, "start", 10, func(t *testing.T, c *startCase) []byte {
+		got, err := yaml.Marshal(runStartCase(t, *c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	})
 }
 
 func runStartCase(t *testing.T, c startCase) startResult {
