@@ -41,6 +41,10 @@ func BaseFiles(ref, os string) (files []string, assumed string) {
 	r := strings.ToLower(Canonical(ref))
 	if os == "windows" {
 		switch {
+		case strings.HasPrefix(r, "registry.k8s.io/e2e-test-images/"):
+			// Built on the e2e busybox image, itself on Nano Server
+			// (test/images/*/BASEIMAGE, kubernetes v1.36.3).
+			return append(append([]string(nil), nanoserverFiles...), e2eBusyboxWindowsFiles...), ""
 		case strings.Contains(r, "nanoserver"):
 			return nanoserverFiles, ""
 		case strings.Contains(r, "servercore") || strings.Contains(r, "windows/server"):
@@ -53,6 +57,11 @@ func BaseFiles(ref, os string) (files []string, assumed string) {
 		return busyboxFiles, ""
 	case strings.HasPrefix(r, "docker.io/library/nginx:"):
 		return debianFiles, ""
+	case strings.HasPrefix(r, "registry.k8s.io/e2e-test-images/"):
+		// busybox itself, and the alpine (busybox-based) images agnhost
+		// and nginx are built on (test/images/*/BASEIMAGE); agnhost
+		// adds bash (its Dockerfile's apk add).
+		return append(append([]string(nil), busyboxFiles...), "/bin/bash"), ""
 	case strings.HasPrefix(r, "registry.k8s.io/"):
 		return nil, ""
 	}

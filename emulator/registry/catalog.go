@@ -79,7 +79,18 @@ func windows(builds ...string) []v1.Platform {
 func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 	v := strings.ReplaceAll(kubernetesVersion, "+", "_")
 	out := []Image{}
+	// The pause images and the e2e's test images as published, with
+	// their Windows variants: kubeadm's list names pause too, which a
+	// Linux-only entry would shadow.
+	upstream := map[string]bool{}
+	for _, u := range UpstreamTestImages() {
+		upstream[u.Ref] = true
+		out = append(out, u.Image)
+	}
 	for _, ref := range kubeadmImages {
+		if upstream[Canonical(ref)] || upstream[ref] {
+			continue
+		}
 		img := Image{Ref: ref, Platforms: linuxAll}
 		if strings.Contains(ref, "/kube-proxy:") {
 			img.Provides = "kube-proxy"

@@ -177,15 +177,60 @@ func tarEntries(p string) (map[string]bool, error) {
 	return names, nil
 }
 
+// What unpacking an archive may write into TMPDIR: a tar holds its
+// files' bytes, so a plain one unpacks to at most its own size; a gzipped
+// one to unpackRatio times its size plus unpackSlack. An OCI archive holds
+// layers that are compressed already, which gzip cannot shrink again (an
+// archive of uncompressed layers shrinks a few times at most), while a
+// gzip bomb expands about a thousand times (deflate's limit, RFC 1951's
+// longest match of 258 bytes from a few bits): such a file is refused
+// before it fills the disk.
+var (
+	unpackRatio int64 = 20
+	unpackSlack int64 = 256 << 20
+)
+
+// unpackLimit is how many bytes unpacking the archive at p may write.
+func unpackLimit(p string) (limit int64, gzipped bool, err error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, false, err
+	}
+	magic := make([]byte, 2)
+	if n, _ := io.ReadFull(f, magic); n == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		return fi.Size()*unpackRatio + unpackSlack, true, nil
+	}
+	return fi.Size(), false, nil
+}
+
 // untar unpacks an OCI archive's regular files into dir; any other entry
-// (a link, a device) is refused, and no entry may leave dir.
+// (a link, a device) is refused, and no entry may leave dir. It refuses an
+// archive whose files add up to more than unpackLimit allows.
 func untar(p, dir string) error {
+	limit, gzipped, err := unpackLimit(p)
+	if err != nil {
+		return err
+	}
+	tooBig := func(total int64) error {
+		what := "its files add up to more than the tar's own size, which a tar cannot hold"
+		if gzipped {
+			what = fmt.Sprintf("it expands to more than %d times its compressed size (a gzip bomb, or an archive of uncompressed layers): unpack it yourself (`gunzip -c %s > FILE.tar`) where there is room and load FILE.tar",
+				unpackRatio, filepath.Base(p))
+		}
+		return fmt.Errorf("unpacking it into %s would write more than %d bytes (at least %d): %s", filepath.Dir(dir), limit, total, what)
+	}
 	rc, err := openTar(p)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
 	tr := tar.NewReader(rc)
+	var written int64
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -211,16 +256,25 @@ func untar(p, dir string) error {
 			if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 				return err
 			}
+			// The header's size is what the entry claims; the copy
+			// is bounded by what is left, whatever the stream holds.
+			if written+h.Size > limit {
+				return tooBig(written + h.Size)
+			}
 			f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 			if err != nil {
 				return err
 			}
-			_, err = io.Copy(f, tr)
+			n, err := io.Copy(f, io.LimitReader(tr, limit-written+1))
+			written += n
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
 			if err != nil {
 				return err
+			}
+			if written > limit {
+				return tooBig(written)
 			}
 		default:
 			return fmt.Errorf("entry %q is not a regular file or directory: an OCI archive holds only blobs, index.json and oci-layout", h.Name)
@@ -341,20 +395,53 @@ const PushSocket = "registry-push.sock"
 // is how another winkube process of the same user (`winkube image load`)
 // publishes an image, with the file system's permissions as its
 // credential.
+//
+// The socket is bound inside a directory made for it with mode 0700
+// (os.MkdirTemp), made 0600 there and only then renamed to p: a socket
+// bound at p directly exists with the process umask's mode (0755 under the
+// usual 022, and connect(2) on Linux needs only write permission on the
+// socket file, unix(7)) until a chmod after bind, an instant in which
+// another user could connect and push. A rename does not change the
+// inode's mode, and it is atomic within one directory's file system.
 func (r *Registry) ServePush(p string) error {
 	_ = os.Remove(p) // a socket a killed world left behind
-	ln, err := net.Listen("unix", p)
+	dir, err := os.MkdirTemp(filepath.Dir(p), PushSocketTempPrefix)
 	if err != nil {
 		return fmt.Errorf("image registry push socket: %w", err)
 	}
-	if err := os.Chmod(p, 0o600); err != nil {
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, PushSocket)
+	ln, err := listenUnix(tmp)
+	if err != nil {
+		return fmt.Errorf("image registry push socket: %w", err)
+	}
+	if ul, ok := ln.(*net.UnixListener); ok {
+		// The path it was bound at is gone after the rename; Close
+		// removes p instead.
+		ul.SetUnlinkOnClose(false)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("image registry push socket: %w", err)
 	}
+	if err := os.Rename(tmp, p); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("image registry push socket: %w", err)
+	}
+	r.pushPath = p
 	r.pushSrv = &http.Server{Handler: r.handler, ReadHeaderTimeout: r.srv.ReadHeaderTimeout}
 	go func() { _ = r.pushSrv.Serve(ln) }()
 	return nil
 }
+
+// PushSocketTempPrefix names the private directory ServePush binds the push
+// socket in, beside it, for the instant before it is renamed into place
+// (a kill in that instant leaves it behind).
+const PushSocketTempPrefix = ".registry-push-"
+
+// listenUnix binds a Unix socket; a variable so that a test can see where
+// the bind happens.
+var listenUnix = func(p string) (net.Listener, error) { return net.Listen("unix", p) }
 
 // Pusher publishes images into a running world's registry from another
 // process, through its push socket.

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -68,6 +69,8 @@ type Registry struct {
 	// ServePush started it) on the push socket.
 	handler http.Handler
 	pushSrv *http.Server
+	// pushPath is where pushSrv's socket is, removed on Close.
+	pushPath string
 	// pusher is the one credential that may write: the registry's own
 	// (Push), held only in this process.
 	pusher authn.Basic
@@ -133,6 +136,7 @@ func (r *Registry) Host() string { return r.host }
 func (r *Registry) Close() error {
 	if r.pushSrv != nil {
 		_ = r.pushSrv.Close()
+		_ = os.Remove(r.pushPath)
 	}
 	return r.srv.Close()
 }

@@ -51,6 +51,10 @@ func LoadImages(ctx context.Context, stateDir string, paths []string, rename str
 	if err != nil {
 		return nil, fmt.Errorf("the local world in %s has no image registry (%w): is it running? start it with 'winkube up'", stateDir, err)
 	}
+	// The socket is only as private as the directory it is in.
+	if err := checkPrivate(stateDir); err != nil {
+		return nil, err
+	}
 	sock := filepath.Join(stateDir, registry.PushSocket)
 	if _, err := os.Stat(sock); err != nil {
 		return nil, fmt.Errorf("the local world in %s has no registry push socket (%w): is it running, and started by a winkube that loads images? start it again with 'winkube up'", stateDir, err)

@@ -54,6 +54,11 @@ func worldEntry(name string, m worldManifest) bool {
 		"manifests", "launchers", "management-etcd", etcdPKIDir, "machines", "admission":
 		return true
 	}
+	// The registry binds its push socket in a private directory before
+	// renaming it into place; a kill in between leaves the directory.
+	if strings.HasPrefix(name, registry.PushSocketTempPrefix) {
+		return true
+	}
 	// emulator/arm's and emulator/entra's Save write by rename from a
 	// temporary file that a kill may leave behind.
 	if strings.HasPrefix(name, ".emulator-state-") || strings.HasPrefix(name, ".entra-") {
@@ -142,6 +147,9 @@ func world(dir string) (m worldManifest, isWorld bool, foreign []string, err err
 // user's to leave behind).
 func ClaimStateDir(dir, name string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := checkPrivate(dir); err != nil {
 		return err
 	}
 	m, isWorld, foreign, err := world(dir)

@@ -78,3 +78,28 @@ func signalHolder(dir string, sig syscall.Signal) (int, error) {
 	}
 	return pid, nil
 }
+
+// checkPrivate refuses a state directory another user could change: one
+// not owned by this user, or writable by its group or by everyone. Such a
+// user could put their own socket in place of the registry's push socket
+// (a directory's write permission lets anyone in the group rename or
+// remove its entries, path_resolution(7) and rename(2)), or replace a
+// kubeconfig the world writes. A sticky directory (/tmp) is refused too:
+// it protects entries from removal, not a name from being taken first.
+func checkPrivate(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("state directory %s: cannot read its owner", dir)
+	}
+	if uid := os.Getuid(); int(st.Uid) != uid {
+		return fmt.Errorf("state directory %s belongs to user %d, not to you (%d): another user controls what is in it; name a directory of your own with --state-dir", dir, st.Uid, uid)
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("state directory %s has mode %#o: its group or other users can replace the world's files and its image push socket in it; run `chmod go-w %s` (winkube makes new state directories 0700) or name another directory with --state-dir", dir, perm, dir)
+	}
+	return nil
+}

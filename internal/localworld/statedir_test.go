@@ -63,3 +63,47 @@ func TestStateDirClaims(t *testing.T) {
 		t.Errorf("the world's directory after its removal: %v", err)
 	}
 }
+
+// TestStateDirMustBePrivate: a state directory its group or other users
+// can write, or that another user owns, is refused by up and by image
+// load, with what to change: another user could swap the world's files or
+// its registry push socket there. One of the user's own, 0700, is taken.
+func TestStateDirMustBePrivate(t *testing.T) {
+	shared := t.TempDir()
+	if err := os.Chmod(shared, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := ClaimStateDir(shared, "demo"); err == nil || !strings.Contains(err.Error(), "chmod go-w "+shared) {
+		t.Errorf("a group-writable directory: %v, want a refusal saying to chmod go-w it", err)
+	}
+	if _, err := os.Stat(filepath.Join(shared, WorldFile)); !os.IsNotExist(err) {
+		t.Errorf("the refused directory got a manifest: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(shared, RegistryFile), []byte("127.0.0.1:5000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadImages(t.Context(), shared, []string{"app.tar"}, "", nil); err == nil || !strings.Contains(err.Error(), "chmod go-w") {
+		t.Errorf("image load into a group-writable state directory: %v, want a refusal", err)
+	}
+
+	// Another user's directory: as root, one given away; otherwise the
+	// root directory, which root owns.
+	foreign := "/"
+	if os.Getuid() == 0 {
+		foreign = t.TempDir()
+		if err := os.Chown(foreign, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ClaimStateDir(foreign, "demo"); err == nil || !strings.Contains(err.Error(), "not to you") {
+		t.Errorf("another user's directory %s: %v, want a refusal", foreign, err)
+	}
+
+	own := filepath.Join(t.TempDir(), "new")
+	if err := ClaimStateDir(own, "demo"); err != nil {
+		t.Fatalf("a new directory: %v", err)
+	}
+	if fi, err := os.Stat(own); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("a new state directory: %v %v, want mode 0700", fi, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -135,7 +136,12 @@ func (r *podRun) openPorts(c *ctrRun) {
 		}
 		cancel()
 	}
-	for _, port := range portsOf(c.spec, img) {
+	agnPort, agnHandler, agn := agnhostServes(c.spec, img, podHostname(r.pod, r.net.node))
+	ports := portsOf(c.spec, img)
+	if agn && !slices.Contains(ports, agnPort) {
+		ports = append(ports, agnPort)
+	}
+	for _, port := range ports {
 		addr := net.JoinHostPort(r.net.addr.String(), strconv.Itoa(int(port)))
 		ln, err := localports.Listen(addr)
 		if err != nil {
@@ -145,8 +151,12 @@ func (r *podRun) openPorts(c *ctrRun) {
 			r.event(corev1.EventTypeWarning, "Failed", "container %s: its server cannot listen on port %d: %v", c.spec.Name, port, err)
 			continue
 		}
+		var handler http.Handler = r.page(c, img, port)
+		if agn && port == agnPort {
+			handler = agnHandler
+		}
 		srv := &http.Server{
-			Handler:           r.page(c, img, port),
+			Handler:           handler,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       30 * time.Second,
 		}

@@ -142,6 +142,52 @@ func TestSimulatedContainersServe(t *testing.T) {
 	t.Run("KubeletAPIRefusesOtherUsers", func(t *testing.T) { kubeletAPIRefusesOtherUsers(t, n) })
 	t.Run("PortForwardToPod", func(t *testing.T) { portForwardToPod(t, n) })
 	t.Run("ExecWindows", func(t *testing.T) { execWindows(t, n) })
+	t.Run("AgnhostServes", func(t *testing.T) { agnhostServesItsSubcommand(t, n) })
+}
+
+// agnhostServesItsSubcommand: the e2e's agnhost image running netexec
+// answers its endpoints as agnhost does (/hostname the pod's host name,
+// /echo the message, /clientip the caller's address) on --http-port, and
+// running serve-hostname its host name on --port; the ports it does not
+// serve refuse.
+func agnhostServesItsSubcommand(t *testing.T, n *servingNode) {
+	const image = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
+	get := func(addr, path string) string {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	pod := n.run(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "netexec"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		// As the e2e's Windows node-shutdown test writes it.
+		Name: "agnhost", Image: image, Command: []string{"/agnhost", "netexec", "--http-port=8090"},
+	}}}})
+	host, _ := n.podAddress(pod.Status.PodIP)
+	addr := net.JoinHostPort(host.String(), "8090")
+	if got := get(addr, "/hostname"); got != "netexec" {
+		t.Errorf("/hostname answered %q, want the pod's host name", got)
+	}
+	if got := get(addr, "/echo?msg=hello"); got != "hello" {
+		t.Errorf("/echo answered %q", got)
+	}
+	if got := get(addr, "/clientip"); !strings.HasPrefix(got, "127.") {
+		t.Errorf("/clientip answered %q, want the caller's address", got)
+	}
+	if a := net.JoinHostPort(host.String(), "8080"); !refused(a) {
+		t.Errorf("agnhost netexec on --http-port=8090 also listens on 8080")
+	}
+	// The image's own CMD is pause: only the args name serve-hostname.
+	pod = n.run(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "serve-hostname"}, Spec: corev1.PodSpec{Hostname: "backend-0", Containers: []corev1.Container{{
+		Name: "agnhost", Image: image, Args: []string{"serve-hostname"},
+	}}}})
+	host, _ = n.podAddress(pod.Status.PodIP)
+	if got := get(net.JoinHostPort(host.String(), "9376"), "/"); got != "backend-0" {
+		t.Errorf("serve-hostname answered %q, want spec.hostname", got)
+	}
 }
 
 // declaredPortAnswers: a Running pod's declared port answers HTTP with
