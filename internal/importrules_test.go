@@ -11,8 +11,8 @@ import (
 // real Azure without the simulation, so internal/ reaches emulator/ only
 // where it wires the local world (the CLI's up, emulator and images
 // commands, the local world, and the Azure services' test helper). The
-// packages both import (windowslimits, dotted, kubeletflags, namedwatch)
-// import neither.
+// packages both import (windowslimits, dotted, kubeletflags, namedwatch,
+// localports) import neither.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/winkube/winkube/...").Output()
 	if err != nil {
@@ -31,6 +31,9 @@ func TestImportRules(t *testing.T) {
 		mod + "dotted":        true,
 		mod + "kubeletflags":  true,
 		mod + "namedwatch":    true,
+		// The local world's rule for privileged ports: the emulator's
+		// servers and the CLI's SSH client follow it.
+		mod + "netlocal/localports": true,
 	}
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
