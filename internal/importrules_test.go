@@ -11,7 +11,8 @@ import (
 // real Azure without the simulation, so internal/ reaches emulator/ only
 // where it wires the local world (the CLI's up, emulator and images
 // commands, the local world, and the Azure services' test helper). The
-// packages both import (windowslimits, dotted, kubeletflags) import neither.
+// packages both import (windowslimits, dotted, kubeletflags, namedwatch,
+// localports) import neither.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/winkube/winkube/...").Output()
 	if err != nil {
@@ -23,11 +24,16 @@ func TestImportRules(t *testing.T) {
 		mod + "internal/localworld":      true,
 		mod + "internal/azure/azuretest": true,
 	}
-	// Facts both sides read: the Windows pod limits, the order of versions.
+	// Facts both sides read (the Windows pod limits, the order of versions)
+	// and the mechanisms both use (a watch per object name).
 	sharedByBoth := map[string]bool{
 		mod + "windowslimits": true,
 		mod + "dotted":        true,
 		mod + "kubeletflags":  true,
+		mod + "namedwatch":    true,
+		// The local world's rule for privileged ports: the emulator's
+		// servers and the CLI's SSH client follow it.
+		mod + "netlocal/localports": true,
 	}
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

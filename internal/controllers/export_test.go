@@ -31,25 +31,16 @@ const SecretWatchMax = secretWatchMax
 
 // SetMax sets the cap on w's watches, for a test to reach it with a few
 // Secrets; Watched is how many run.
+// SetMax is called before w's first read.
 func (w *SecretWatch) SetMax(n int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.max = n
+	*w = *newSecretWatch(w.client, w.done, n)
 }
 
 // Watched is how many Secrets w watches.
-func (w *SecretWatch) Watched() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.items)
-}
+func (w *SecretWatch) Watched() int { return w.w.Watched() }
 
 // Max is w's cap.
-func (w *SecretWatch) Max() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.max
-}
+func (w *SecretWatch) Max() int { return w.w.Max() }
 
 // ReadSecret is readSecret, for the tests of the watch's fallback.
 func (i *Identities) ReadSecret(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {

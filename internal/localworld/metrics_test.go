@@ -28,7 +28,7 @@ import (
 
 // loadAnnotation is the simulated kubelet's knob for a pod's CPU use, in
 // percent of its request.
-const loadAnnotation = "winkube.dev/simulated-cpu-utilization"
+const loadAnnotation = "emulator.winkube.dev/cpu-utilization"
 
 // startAutoscaling creates a Windows Deployment whose pods use 180% of
 // their CPU request and a HorizontalPodAutoscaler aiming at 50%: started

@@ -46,9 +46,13 @@ const (
 	// CPUUtilizationAnnotation sets a pod's simulated CPU load in percent
 	// of its containers' requests ("180" is 1.8 times the request), so
 	// that a HorizontalPodAutoscaler can be made to scale up and down.
-	CPUUtilizationAnnotation = "winkube.dev/simulated-cpu-utilization"
+	// The simulation's knobs on a pod share the emulator's prefix
+	// (emulator.winkube.dev/, as RunSecondsAnnotation): the emulator
+	// knows Azure, not winkube, and winkube.dev/ is what the provider and
+	// its admission read and write.
+	CPUUtilizationAnnotation = "emulator.winkube.dev/cpu-utilization"
 	// MemoryUtilizationAnnotation is the same for the memory working set.
-	MemoryUtilizationAnnotation = "winkube.dev/simulated-memory-utilization"
+	MemoryUtilizationAnnotation = "emulator.winkube.dev/memory-utilization"
 	// DefaultCPUUsage is a container's usage without a CPU request.
 	DefaultCPUUsage = "10m"
 	// DefaultMemoryUsage is its working set without a memory request.
@@ -180,6 +184,12 @@ func (k *Kubelet) summary(ctx context.Context, now time.Time) (*statsapi.Summary
 func (k *Kubelet) utilization(ctx context.Context, pod *corev1.Pod) (cpu, mem uint64) {
 	read := func(ann string) uint64 {
 		v, ok := pod.Annotations[ann]
+		if old := deprecatedUtilization[ann]; !ok {
+			if v, ok = pod.Annotations[old]; ok {
+				k.eventKeyed(ctx, pod, string(pod.UID)+"/DeprecatedSimulatedLoad/"+old, corev1.EventTypeWarning, "DeprecatedSimulatedLoad", fmt.Sprintf("annotation %s is deprecated: rename it %s", old, ann))
+				ann = old
+			}
+		}
 		if !ok {
 			return 100
 		}
@@ -191,6 +201,14 @@ func (k *Kubelet) utilization(ctx context.Context, pod *corev1.Pod) (cpu, mem ui
 		return n
 	}
 	return read(CPUUtilizationAnnotation), read(MemoryUtilizationAnnotation)
+}
+
+// deprecatedUtilization are the load annotations' names before they took
+// the emulator's prefix, still read (with a warning Event) when the new
+// one is not set.
+var deprecatedUtilization = map[string]string{
+	CPUUtilizationAnnotation:    "winkube.dev/simulated-cpu-utilization",
+	MemoryUtilizationAnnotation: "winkube.dev/simulated-memory-utilization",
 }
 
 func containerSpec(pod *corev1.Pod, name string) *corev1.Container {

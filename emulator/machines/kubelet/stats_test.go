@@ -265,6 +265,45 @@ func TestResourceMetricsAndSummary(t *testing.T) {
 		}
 	})
 
+	t.Run("LoadAnnotationsTakeTheEmulatorsPrefix", func(t *testing.T) {
+		// The emulator's knobs share one prefix; the names the README gave
+		// before still work, with a warning Event saying the new name.
+		ctx := context.Background()
+		for name, ann := range map[string]string{"prefixed": "emulator.winkube.dev/cpu-utilization", "legacy": "winkube.dev/simulated-cpu-utilization"} {
+			runPod(t, client, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{ann: "300"}},
+				Spec: corev1.PodSpec{NodeName: lin.name, Containers: []corev1.Container{{Name: "app", Image: "docker.io/library/busybox:1.36", Resources: req("100m", "16Mi", nil)}}}})
+			t.Cleanup(func() { _ = client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}) })
+		}
+		for _, name := range []string{"prefixed", "legacy"} {
+			pod := map[string]string{"pod": name}
+			fams, _ := lin.metrics(t)
+			first := sample(fams, "container_cpu_usage_seconds_total", pod)
+			// The counter is the model's rate times the time between two
+			// reads: any two reads at distinct times give the rate.
+			poll.Until(t, 30*time.Second, func() string {
+				fams, _ := lin.metrics(t)
+				m := sample(fams, "container_cpu_usage_seconds_total", pod)
+				if m.GetTimestampMs() <= first.GetTimestampMs()+100 {
+					return "waiting for a later read"
+				}
+				if r := cpuRate(first, m); math.Abs(r-0.3) > 0.005 {
+					t.Fatalf("%s's CPU rate %.4f, want 300%% of its 100m request", name, r)
+				}
+				return ""
+			})
+		}
+		poll.Until(t, 30*time.Second, func() string {
+			evs, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=legacy,reason=DeprecatedSimulatedLoad"})
+			if err != nil || len(evs.Items) == 0 {
+				return "no DeprecatedSimulatedLoad event yet"
+			}
+			if want := "annotation winkube.dev/simulated-cpu-utilization is deprecated: rename it emulator.winkube.dev/cpu-utilization"; evs.Items[0].Message != want {
+				t.Fatalf("event %q, want %q", evs.Items[0].Message, want)
+			}
+			return ""
+		})
+	})
+
 	t.Run("WindowsServesToo", func(t *testing.T) {
 		fams, _ := win.metrics(t)
 		iis := map[string]string{"container": "iis", "pod": "iis", "namespace": "default"}
