@@ -65,7 +65,7 @@ test-short: tools
 
 ## e2e-upstream-bin: build Kubernetes' own Windows e2e binary (test/e2e/windows at the pinned v1.36.3, from the Go module proxy) and Ginkgo into bin/
 e2e-upstream-bin:
-	cd hack/e2e && nice go test -c -trimpath -o $(BIN)/e2e.test .
+	cd hack/e2e && nice go test -c -vet=off -trimpath -o $(BIN)/e2e.test .
 	cd hack/e2e && nice go build -trimpath -o $(BIN)/ginkgo github.com/onsi/ginkgo/v2/ginkgo
 
 ## e2e-upstream: boot a 1+1+2 local world and run the upstream [sig-windows] specs it models (report in bin/e2e-upstream/; not part of `make test`: see hack/e2e/README.md)

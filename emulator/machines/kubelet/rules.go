@@ -126,6 +126,9 @@ func createsOnWindows(h Host, pod *corev1.Pod, c corev1.Container) *ContainerFai
 	if h.OS != "windows" {
 		return nil
 	}
+	if f := rootRefused(pod, c); f != nil {
+		return f
+	}
 	// The rows that fail a container read the container alone.
 	alone := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
 	for _, hit := range windowslimits.Find(windowslimits.PodTarget(alone)) {
@@ -195,13 +198,34 @@ func ignoredOnWindows(pod *corev1.Pod, c corev1.Container) (logged []string) {
 	return logged
 }
 
+// rootRefused is the kubelet's runAsNonRoot check for a Windows container
+// that names its user: ContainerAdministrator, in any case, is the root
+// identity, so the container is not created and waits with
+// CreateContainerConfigError (kubernetes pkg/kubelet/kuberuntime/
+// security_context_windows.go verifyRunAsNonRoot, v1.36.3; upstream e2e
+// test/e2e/windows/security_context.go reads the event's message).
+func rootRefused(pod *corev1.Pod, c corev1.Container) *ContainerFailure {
+	sc := effectiveSecurityContext(pod, c)
+	if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.WindowsOptions == nil || sc.WindowsOptions.RunAsUserName == nil {
+		return nil
+	}
+	if user := *sc.WindowsOptions.RunAsUserName; strings.EqualFold(user, "ContainerAdministrator") {
+		return &ContainerFailure{"CreateContainerConfigError", fmt.Sprintf("Error: container's runAsUserName (%s) which will be regarded as root identity and will break non-root policy (pod: %q, container: %s)",
+			user, pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", c.Name)}
+	}
+	return nil
+}
+
 // effectiveSecurityContext merges the pod's and the container's as
 // pkg/securitycontext DetermineEffectiveSecurityContext does, for the
-// fields ignoredOnWindows reads.
+// fields ignoredOnWindows and rootRefused read.
 func effectiveSecurityContext(pod *corev1.Pod, c corev1.Container) corev1.SecurityContext {
 	var out corev1.SecurityContext
 	if p := pod.Spec.SecurityContext; p != nil {
 		out.RunAsUser, out.RunAsGroup, out.RunAsNonRoot, out.SELinuxOptions = p.RunAsUser, p.RunAsGroup, p.RunAsNonRoot, p.SELinuxOptions
+		if p.WindowsOptions != nil {
+			out.WindowsOptions = p.WindowsOptions.DeepCopy()
+		}
 	}
 	if s := c.SecurityContext; s != nil {
 		if s.RunAsUser != nil {
@@ -215,6 +239,12 @@ func effectiveSecurityContext(pod *corev1.Pod, c corev1.Container) corev1.Securi
 		}
 		if s.SELinuxOptions != nil {
 			out.SELinuxOptions = s.SELinuxOptions
+		}
+		if w := s.WindowsOptions; w != nil && w.RunAsUserName != nil {
+			if out.WindowsOptions == nil {
+				out.WindowsOptions = &corev1.WindowsSecurityContextOptions{}
+			}
+			out.WindowsOptions.RunAsUserName = w.RunAsUserName
 		}
 	}
 	return out

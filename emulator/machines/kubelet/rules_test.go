@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/winkube/winkube/emulator/registry"
@@ -276,6 +277,29 @@ func TestIgnoredOnWindows(t *testing.T) {
 	}
 	if f := createsOnWindows(linux, pod, block); f != nil {
 		t.Errorf("volumeDevices on Linux: %+v", f)
+	}
+}
+
+// TestNonRootRefusesContainerAdministrator: runAsNonRoot with the Windows
+// root user named (any case, on the pod or the container) is refused before
+// the container is made, with the kubelet's message; another user runs.
+func TestNonRootRefusesContainerAdministrator(t *testing.T) {
+	for _, user := range []string{"ContainerAdministrator", "CONTAINERADMINISTRATOR"} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: corev1.PodSpec{
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), WindowsOptions: &corev1.WindowsSecurityContextOptions{RunAsUserName: ptr.To(user)}},
+			Containers:      []corev1.Container{{Name: "c"}}}}
+		f := createsOnWindows(win2022, pod, pod.Spec.Containers[0])
+		if f == nil || f.Reason != "CreateContainerConfigError" || !strings.Contains(f.Message, "container's runAsUserName ("+user+") which will be regarded as root identity and will break non-root policy") {
+			t.Errorf("%s with runAsNonRoot: %+v", user, f)
+		}
+		c := corev1.Container{Name: "c", SecurityContext: &corev1.SecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{RunAsUserName: ptr.To("ContainerUser")}}}
+		if f := createsOnWindows(win2022, pod, c); f != nil {
+			t.Errorf("the container's ContainerUser overrides the pod's %s: %+v", user, f)
+		}
+		pod.Spec.SecurityContext.RunAsNonRoot = nil
+		if f := createsOnWindows(win2022, pod, pod.Spec.Containers[0]); f != nil {
+			t.Errorf("%s without runAsNonRoot: %+v", user, f)
+		}
 	}
 }
 

@@ -14,7 +14,7 @@ const report = `<?xml version="1.0" encoding="UTF-8"?>
   <testsuite name="Kubernetes e2e suite" package="/bin" tests="5" disabled="0" skipped="2" errors="0" failures="1" time="61.2" timestamp="2026-11-28T14:00:00">
     <testcase name="[SynchronizedBeforeSuite]" classname="Kubernetes e2e suite" status="passed" time="3.1"></testcase>
     <testcase name="[It] [sig-windows] [Feature:Windows] DNS should support configurable pod DNS servers" classname="Kubernetes e2e suite" status="passed" time="20.5"></testcase>
-    <testcase name="[It] [sig-windows] [Feature:WindowsHostProcessContainers] [MinimumKubeletVersion:1.22] HostProcess containers should support init containers" classname="Kubernetes e2e suite" status="failed" time="300.2">
+    <testcase name="[It] [sig-windows] [Feature:WindowsHostProcessContainers] HostProcess containers should support init containers" classname="Kubernetes e2e suite" status="failed" time="300.2">
       <failure message="&#xA;  Timed out after 300.001s.&#xA;  pod never ran" type="failed">[FAILED] Timed out after 300.001s.</failure>
     </testcase>
     <testcase name="[It] [sig-windows] [Feature:Windows] GMSA Full [Serial] [Slow] GMSA support works end to end" classname="Kubernetes e2e suite" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
@@ -64,12 +64,12 @@ var (
 		"[sig-windows] [Feature:WindowsHyperVContainers] HyperV containers should start a hyperv isolated container",
 		"[sig-windows] [Feature:Windows] Kubelet-Stats Kubelet stats collection for Windows nodes when windows is booted should return bootid within 10 seconds",
 		"[sig-windows] [Feature:Windows] Memory Limits [Serial] [Slow] Allocatable node memory should be equal to a calculated allocatable memory value",
-		"[sig-windows] [Feature:WindowsHostProcessContainers] [MinimumKubeletVersion:1.22] HostProcess containers container stats validation",
+		"[sig-windows] [Feature:WindowsHostProcessContainers] HostProcess containers container stats validation",
 		"[sig-windows] Hybrid cluster network for all supported CNIs should provide Internet connection and DNS for Windows containers [Feature:Networking-IPv4] [Feature:Networking-DNS]",
 	}
 	inScope = []string{
-		"[sig-windows] [Feature:WindowsHostProcessContainers] [MinimumKubeletVersion:1.22] HostProcess containers should run as a process on the host/node",
-		"[sig-windows] [Feature:WindowsHostProcessContainers] [MinimumKubeletVersion:1.22] HostProcess containers should support querying api-server using in-cluster config",
+		"[sig-windows] [Feature:WindowsHostProcessContainers] HostProcess containers should run as a process on the host/node",
+		"[sig-windows] [Feature:WindowsHostProcessContainers] HostProcess containers should support querying api-server using in-cluster config",
 		"[sig-windows] Hybrid cluster network for all supported CNIs should have stable networking for Linux and Windows pods",
 		"[sig-windows] Services should be able to create a functioning NodePort service for Windows",
 		"[sig-windows] [Feature:Windows] SecurityContext should ignore Linux Specific SecurityContext if set",

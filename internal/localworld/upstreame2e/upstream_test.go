@@ -99,15 +99,19 @@ func TestUpstreamWindowsE2E(t *testing.T) {
 	cmd := exec.CommandContext(runCtx, ginkgo,
 		"--procs="+strconv.Itoa(procs), "--timeout=40m", "--no-color",
 		"--focus="+Focus, "--skip="+SkipRegexp(),
-		"--output-dir="+reportDir, "--junit-report=junit.xml",
 		e2e, "--",
-		"--kubeconfig="+kc, "--node-os-distro=windows", "--provider=skeleton")
+		"--kubeconfig="+kc, "--node-os-distro=windows", "--provider=skeleton",
+		// The framework's own JUnit report, written once by the first
+		// process with every process's specs (test/e2e/framework/
+		// test_context.go, ReportDir): Ginkgo's --junit-report looks for
+		// a per-suite file a precompiled binary does not write.
+		"--report-dir="+reportDir)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	runStart := time.Now()
 	runErr := cmd.Run()
 	t.Logf("upstream specs ran for %s (%v); Ginkgo's log: %s", time.Since(runStart).Round(time.Second), runErr, logPath)
 
-	f, err := os.Open(filepath.Join(reportDir, "junit.xml"))
+	f, err := os.Open(filepath.Join(reportDir, "junit_01.xml"))
 	if err != nil {
 		t.Fatalf("no JUnit report (%v): see %s", err, logPath)
 	}
@@ -115,6 +119,9 @@ func TestUpstreamWindowsE2E(t *testing.T) {
 	results, err := ReadJUnit(f)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(results) == 0 {
+		t.Fatalf("the JUnit report lists no spec: see %s", logPath)
 	}
 	sum := Summary(results)
 	if err := os.WriteFile(filepath.Join(reportDir, "summary.txt"), []byte(sum), 0o644); err != nil {
