@@ -32,8 +32,10 @@ fi
 # The previous minor's control plane, for a local world that starts there
 # and rehearses an upgrade to the pin above (issue 49): each v1.*/ module
 # pins one release and builds into bin/<its version>/, stamped on its own.
-# Only on request (make tools-previous): it costs about 17 CPU-minutes cold,
-# which the default build and CI do not pay while no test needs it.
+# Built when asked (TOOLS_PREVIOUS=1): make tools-previous, on which make
+# test depends so that CI runs the upgrade end-to-end test
+# (internal/localworld/minorupgrade); about 17 CPU-minutes with an empty
+# build cache. make tools and make run leave it out.
 # etcd is not rebuilt: kubeadm v1.35 and v1.36 both default to etcd 3.6.x
 # (cmd/kubeadm/app/constants/constants.go DefaultEtcdVersion at
 # kubernetes/kubernetes v1.35.4 and v1.36.3), which bin/etcd serves.
@@ -55,10 +57,12 @@ for prev in "$here"/v1.*/; do
 	done
 	mkdir -p "$pbin"
 	t0=$(date +%s)
-	for t in kube-apiserver kube-controller-manager kube-scheduler kubeadm; do
-		echo "hack/tools: building $t ($pver)" >&2
-		(cd "$prev" && go build -trimpath -ldflags "$pflags" -o "$pbin/$t" "k8s.io/kubernetes/cmd/$t")
-	done
+	echo "hack/tools: building kube-apiserver, kube-controller-manager, kube-scheduler and kubeadm ($pver)" >&2
+	# One go build for the four: their packages are loaded once and their
+	# links share the build's parallelism (-o DIR/ names each binary after
+	# its package).
+	(cd "$prev" && go build -trimpath -ldflags "$pflags" -o "$pbin/" k8s.io/kubernetes/cmd/kube-apiserver \
+		k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubeadm)
 	echo "$pwant" > "$pbin/.tools-stamp"
 	echo "hack/tools: $pver's control plane built in $(( $(date +%s) - t0 ))s" >&2
 done
@@ -84,15 +88,12 @@ done
 mkdir -p "$bin"
 start=$(date +%s)
 cd "$here"
-for t in "${tools[@]}"; do
-	echo "hack/tools: building $t ($kver)" >&2
-	t0=$(date +%s)
-	if [ "$t" = etcd ]; then
-		go build -trimpath -ldflags "-s -w" -o "$bin/$t" ./cmd/etcd
-	else
-		go build -trimpath -ldflags "$ldflags" -o "$bin/$t" "k8s.io/kubernetes/cmd/$t"
-	fi
-	echo "hack/tools: $t built in $(( $(date +%s) - t0 ))s" >&2
-done
+# One go build for the Kubernetes commands, as for the previous minor above;
+# etcd on its own, without the Kubernetes version stamps.
+echo "hack/tools: building kube-apiserver, kube-controller-manager, kube-scheduler, kubeadm and kubectl ($kver)" >&2
+go build -trimpath -ldflags "$ldflags" -o "$bin/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kubectl
+echo "hack/tools: building etcd" >&2
+go build -trimpath -ldflags "-s -w" -o "$bin/etcd" ./cmd/etcd
 echo "$want" > "$stamp"
 echo "hack/tools: all tools built in $(( $(date +%s) - start ))s" >&2
