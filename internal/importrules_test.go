@@ -33,7 +33,7 @@ func TestImportRules(t *testing.T) {
 		mod + "namedwatch":    true,
 		// The local world's rule for privileged ports: the emulator's
 		// servers and the CLI's SSH client follow it.
-		mod + "netlocal/localports": true,
+		mod + "localports": true,
 	}
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

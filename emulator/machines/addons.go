@@ -13,10 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/winkube/winkube/emulator/machines/cloud"
-	"github.com/winkube/winkube/emulator/machines/components"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 	"github.com/winkube/winkube/emulator/machines/kubelet"
-	"github.com/winkube/winkube/emulator/machines/process"
+	"github.com/winkube/winkube/emulator/machines/startneeds"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/emulator/registry"
 )
@@ -35,9 +35,9 @@ func readNodeFile(m *machine) func(string) ([]byte, error) {
 
 // instance is what the machine's instance metadata tells a cloud node
 // manager running on it.
-func instance(m *machine, host string) cloud.Instance {
+func instance(m *machine, host string) cloudprovider.Instance {
 	am := m.arm
-	return cloud.Instance{
+	return cloudprovider.Instance{
 		ProviderID: m.providerID, InstanceType: am.VMSize, Region: strings.ToLower(am.Location), Zone: zoneLabel(am),
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: host}, {Type: corev1.NodeHostName, Address: m.nodeName}},
 	}
@@ -46,7 +46,7 @@ func instance(m *machine, host string) cloud.Instance {
 // componentHooks hold the node's kubelet to what the system components it
 // runs need (checked against the cluster's API server as its
 // administrator), and carry out what a running cloud node manager does.
-func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os string, pnode process.Node) (kubelet.StartCheck, func(context.Context, *corev1.Pod)) {
+func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os string, pnode containerruntime.Node) (kubelet.StartCheck, func(context.Context, *corev1.Pod)) {
 	// The cluster is looked up at each start, not once: a world resuming
 	// boots every machine at once, and a node's kubelet may start before
 	// its control plane is known here (as ensureCloud's kube-proxy
@@ -54,9 +54,9 @@ func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os strin
 	var mu sync.Mutex
 	var known *workloadCluster
 	var admin, kubeletReads kubernetes.Interface
-	var checker *components.Checker
+	var checker *startneeds.Checker
 	logged := false
-	cluster := func() (kubernetes.Interface, kubernetes.Interface, *components.Checker, *workloadCluster) {
+	cluster := func() (kubernetes.Interface, kubernetes.Interface, *startneeds.Checker, *workloadCluster) {
 		r.mu.Lock()
 		wc := r.clusters[m.endpoint]
 		r.mu.Unlock()
@@ -80,11 +80,11 @@ func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os strin
 			// ConfigMap manager keeps them. One catalog for every node
 			// (it is read only) and the cluster's grants.
 			reads := kubelet.WatchedConfigMaps(a, ctx.Done())
-			known, admin, kubeletReads, checker = wc, a, reads, &components.Checker{Client: reads, Components: catalog().Components, Grants: wc.grants}
+			known, admin, kubeletReads, checker = wc, a, reads, &startneeds.Checker{Client: reads, Components: catalog().Components, Grants: wc.grants}
 		}
 		return admin, kubeletReads, checker, known
 	}
-	node := components.Node{OS: os, ReadFile: readNodeFile(m)}
+	node := startneeds.Node{OS: os, ReadFile: readNodeFile(m)}
 	check := func(ctx context.Context, pod *corev1.Pod, c *corev1.Container, img *kubelet.Pulled) error {
 		admin, kubeletReads, checker, wc := cluster()
 		if wc == nil {
@@ -128,13 +128,13 @@ func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os strin
 		// pod's credentials.
 		comp := checker.Find(os, *c)
 		r.startSession(m, wc, admin, comp, pod)
-		if comp != nil && comp.Effect == components.EffectPodNetwork {
+		if comp != nil && comp.Effect == startneeds.EffectPodNetwork {
 			r.learnPodBackend(ctx, admin, m, pod, *c)
 		}
 		return nil
 	}
 	started := func(_ context.Context, pod *corev1.Pod) {
-		if _, _, checker, wc := cluster(); wc == nil || checker.Effect(os, pod) != components.EffectInitializesNode {
+		if _, _, checker, wc := cluster(); wc == nil || checker.Effect(os, pod) != startneeds.EffectInitializesNode {
 			return
 		}
 		r.initializeNode(m, host, pod)
@@ -145,31 +145,31 @@ func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os strin
 // startProcess starts the container's process by the image's
 // configuration, as containerd would, and tells the kubelet what became
 // of it.
-func startProcess(ctx context.Context, admin kubernetes.Interface, m *machine, pnode process.Node, pod *corev1.Pod, c *corev1.Container, pr registry.Process) error {
-	env, err := process.Environment(ctx, admin, pod, *c)
+func startProcess(ctx context.Context, admin kubernetes.Interface, m *machine, pnode containerruntime.Node, pod *corev1.Pod, c *corev1.Container, pr registry.Process) error {
+	env, err := containerruntime.Environment(ctx, admin, pod, *c)
 	if err != nil {
 		return err
 	}
-	mounts, err := process.Mounts(ctx, admin, pnode.Disk, pod, *c)
+	mounts, err := containerruntime.Mounts(ctx, admin, pnode.Disk, pod, *c)
 	if err != nil {
 		return err
 	}
-	out := process.Start(ctx, pnode, process.Image{Entrypoint: pr.Entrypoint, Cmd: pr.Cmd, WorkingDir: pr.WorkingDir, Env: pr.Env, Files: pr.Files},
-		process.Container{ID: process.ContainerID(pod, c.Name), Pod: pod, Spec: *c, Env: env, Mounts: mounts})
+	out := containerruntime.Start(ctx, pnode, containerruntime.Image{Entrypoint: pr.Entrypoint, Cmd: pr.Cmd, WorkingDir: pr.WorkingDir, Env: pr.Env, Files: pr.Files},
+		containerruntime.Container{ID: containerruntime.ContainerID(pod, c.Name), Pod: pod, Spec: *c, Env: env, Mounts: mounts})
 	who := fmt.Sprintf("%s/%s %s", pod.Namespace, pod.Name, c.Name)
 	for _, l := range out.Log {
 		m.logs.Write(vmdisk.Containerd, "%s: %s", who, l)
 	}
 	switch out.State {
-	case process.Exits:
+	case containerruntime.Exits:
 		m.logs.Write(vmdisk.Containerd, "%s exited with code %d: %s", who, out.Code, out.Message)
 		return &kubelet.Exited{Code: out.Code, Message: out.Message}
-	case process.Ends:
+	case containerruntime.Ends:
 		m.logs.Write(vmdisk.Containerd, "%s ended with exit code %d", who, out.Code)
 		return &kubelet.Ended{Code: out.Code}
-	case process.Waits:
+	case containerruntime.Waits:
 		return &kubelet.Waiting{Message: out.Message}
-	case process.StartFails:
+	case containerruntime.StartFails:
 		m.logs.Write(vmdisk.Containerd, "StartContainer for %s failed: %s", who, out.Message)
 		return &kubelet.StartFailure{Message: out.Message}
 	}
@@ -264,20 +264,20 @@ func cniConfigured(m *machine) func() bool {
 
 // cniAdd is the CNI's ADD for a pod on the machine.
 func cniAdd(m *machine) func(context.Context, *corev1.Pod) error {
-	node := process.Node{OS: map[bool]string{true: "windows", false: "linux"}[m.windows()], Disk: m.disk("")}
-	return func(context.Context, *corev1.Pod) error { return process.CNIAdd(node, cniConfDir(m)) }
+	node := containerruntime.Node{OS: map[bool]string{true: "windows", false: "linux"}[m.windows()], Disk: m.disk("")}
+	return func(context.Context, *corev1.Pod) error { return containerruntime.CNIAdd(node, cniConfDir(m)) }
 }
 
 // ccmImage says whether an image is Azure's cloud-controller-manager. The
 // cloud controller asks it for every pod each time a node changes: the
 // catalog is built once, not on every question.
 func ccmImage(image string) bool {
-	return catalog().HasEffect("linux", image, components.EffectCloudController)
+	return catalog().HasEffect("linux", image, startneeds.EffectCloudController)
 }
 
 // catalog reads the component catalog only (no client): it is safe for
 // concurrent use.
-var catalog = sync.OnceValue(func() *components.Checker { return &components.Checker{Components: components.Catalog()} })
+var catalog = sync.OnceValue(func() *startneeds.Checker { return &startneeds.Checker{Components: startneeds.Catalog()} })
 
 // machineInstances finds VMs by provider ID among the machines the
 // emulator runs: azure:// and the VM's or scale-set instance's ARM ID.

@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/winkube/winkube/emulator/machines/azuredisk"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 	"github.com/winkube/winkube/emulator/machines/kubelet"
-	"github.com/winkube/winkube/emulator/machines/process"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/emulator/registry"
 )
@@ -44,7 +44,7 @@ func (r *Runtime) csiPlugins(m *machine) func(pod *corev1.Pod) (string, kubelet.
 		for i, c := range pod.Spec.Containers {
 			switch registry.Repository(c.Image) {
 			case registry.AzureDiskRepository:
-				if _, ok := process.Arg(c, "--nodeid"); ok {
+				if _, ok := containerruntime.Arg(c, "--nodeid"); ok {
 					plugin = &pod.Spec.Containers[i]
 				}
 			case registry.Repository(registry.CSINodeDriverRegistrarImage):
@@ -55,7 +55,7 @@ func (r *Runtime) csiPlugins(m *machine) func(pod *corev1.Pod) (string, kubelet.
 			return "", nil
 		}
 		driver := azuredisk.DriverName
-		if v, ok := process.Arg(*plugin, "--drivername"); ok && v != "" {
+		if v, ok := containerruntime.Arg(*plugin, "--drivername"); ok && v != "" {
 			driver = v
 		}
 		am := m.arm
@@ -81,10 +81,10 @@ func azureDiskProxyCheck(windows bool, installed map[string]bool, c corev1.Conta
 	if !windows || registry.Repository(c.Image) != registry.AzureDiskRepository {
 		return nil, nil
 	}
-	if _, node := process.Arg(c, "--nodeid"); !node {
+	if _, node := containerruntime.Arg(c, "--nodeid"); !node {
 		return nil, nil
 	}
-	if v, _ := process.Arg(c, "--enable-windows-host-process"); v == "true" || installed["csi-proxy"] {
+	if v, _ := containerruntime.Arg(c, "--enable-windows-host-process"); v == "true" || installed["csi-proxy"] {
 		return nil, nil
 	}
 	const v1 = `open \\.\pipe\csi-proxy-filesystem-v1: The system cannot find the file specified.`

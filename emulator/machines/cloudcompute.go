@@ -5,7 +5,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 
-	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
 )
 
 // ARMCompute is Azure's compute RP (disks, virtual machines) for the
@@ -16,10 +16,10 @@ import (
 // and subscription, as cloud-provider-azure's client factory keeps one per
 // subscription (pkg/azclient, GetDiskClientForSub). connect is called on
 // the first use: the emulator's endpoint is known only once it runs.
-func ARMCompute(connect ARMConnection) func(cloud.Credentials, string) (*armcompute.ClientFactory, error) {
+func ARMCompute(connect ARMConnection) func(cloudprovider.Credentials, string) (*armcompute.ClientFactory, error) {
 	var mu sync.Mutex
 	factories := map[string]*armcompute.ClientFactory{}
-	return func(cr cloud.Credentials, sub string) (*armcompute.ClientFactory, error) {
+	return func(cr cloudprovider.Credentials, sub string) (*armcompute.ClientFactory, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		k := cr.Key() + "\x00" + sub

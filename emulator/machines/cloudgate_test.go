@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/winkube/winkube/emulator/machines"
-	"github.com/winkube/winkube/emulator/machines/cloud"
-	"github.com/winkube/winkube/emulator/machines/components"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
+	"github.com/winkube/winkube/emulator/machines/startneeds"
 	"github.com/winkube/winkube/internal/poll"
 )
 
@@ -25,10 +25,10 @@ func TestCloudActsOnlyWhileACCMRuns(t *testing.T) {
 	ctx := context.Background()
 	a := newAzure(t, ctx, "gate-rg")
 	cs := kubernetes.NewForConfigOrDie(env.Config)
-	catalog := &components.Checker{Components: components.Catalog()}
-	c := cloud.Start(cloud.Config{
+	catalog := &startneeds.Checker{Components: startneeds.Catalog()}
+	c := cloudprovider.Start(cloudprovider.Config{
 		Client: cs, Log: logr.Discard(),
-		Images:  func(image string) bool { return catalog.HasEffect("linux", image, components.EffectCloudController) },
+		Images:  func(image string) bool { return catalog.HasEffect("linux", image, startneeds.EffectCloudController) },
 		Connect: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "cp", nil), PrivateIP: privateIP,
 	})
 	t.Cleanup(c.Stop)
@@ -116,15 +116,15 @@ func TestNodeManagerInitializesItsNode(t *testing.T) {
 	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "init-me", Labels: map[string]string{"kubernetes.io/os": "windows"}},
-		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloud.UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}, {Key: "os", Value: "windows", Effect: corev1.TaintEffectNoSchedule}}}}
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloudprovider.UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}, {Key: "os", Value: "windows", Effect: corev1.TaintEffectNoSchedule}}}}
 	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	id := "azure:///subscriptions/" + subscriptID + "/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/win/virtualMachines/3"
-	in := cloud.Instance{ProviderID: id, InstanceType: "Standard_D4s_v3", Region: "westeurope", Zone: "westeurope-2",
+	in := cloudprovider.Instance{ProviderID: id, InstanceType: "Standard_D4s_v3", Region: "westeurope", Zone: "westeurope-2",
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.0.7"}}}
 	for i := 0; i < 2; i++ { // idempotent
-		if err := cloud.InitializeNode(ctx, cs, "init-me", in); err != nil {
+		if err := cloudprovider.InitializeNode(ctx, cs, "init-me", in); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -132,12 +132,12 @@ func TestNodeManagerInitializesItsNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Spec.ProviderID != id || n.Labels[cloud.InstanceTypeLabel] != "Standard_D4s_v3" || n.Labels[cloud.RegionLabel] != "westeurope" || n.Labels[cloud.ZoneLabel] != "westeurope-2" {
+	if n.Spec.ProviderID != id || n.Labels[cloudprovider.InstanceTypeLabel] != "Standard_D4s_v3" || n.Labels[cloudprovider.RegionLabel] != "westeurope" || n.Labels[cloudprovider.ZoneLabel] != "westeurope-2" {
 		t.Errorf("node not initialized: providerID %q labels %v", n.Spec.ProviderID, n.Labels)
 	}
 	kept := false
 	for _, tt := range n.Spec.Taints {
-		if tt.Key == cloud.UninitializedTaint {
+		if tt.Key == cloudprovider.UninitializedTaint {
 			t.Errorf("taints %v: the uninitialized taint is still there", n.Spec.Taints)
 		}
 		kept = kept || tt.Key == "os"
@@ -149,13 +149,13 @@ func TestNodeManagerInitializesItsNode(t *testing.T) {
 		t.Errorf("addresses %v", n.Status.Addresses)
 	}
 	// The instance metadata of another VM cannot take the node over.
-	if err := cloud.InitializeNode(ctx, cs, "init-me", cloud.Instance{ProviderID: "azure:///subscriptions/x/other"}); err == nil {
+	if err := cloudprovider.InitializeNode(ctx, cs, "init-me", cloudprovider.Instance{ProviderID: "azure:///subscriptions/x/other"}); err == nil {
 		t.Error("a node's provider ID was changed")
 	}
 	// A node manager stopped mid-way has not initialized anything.
 	stopped, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := cloud.InitializeNode(stopped, cs, "init-me", in); err == nil {
+	if err := cloudprovider.InitializeNode(stopped, cs, "init-me", in); err == nil {
 		t.Error("InitializeNode with a cancelled context reported success")
 	}
 }
@@ -167,11 +167,11 @@ func TestNodeManagerInitializesItsNode(t *testing.T) {
 func TestCloudWaitsForTheCCMsOwnSync(t *testing.T) {
 	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(env.Config)
-	catalog := &components.Checker{Components: components.Catalog()}
+	catalog := &startneeds.Checker{Components: startneeds.Catalog()}
 	var synced atomic.Bool
-	c := cloud.Start(cloud.Config{
+	c := cloudprovider.Start(cloudprovider.Config{
 		Client: cs, Log: logr.Discard(),
-		Images: func(image string) bool { return catalog.HasEffect("linux", image, components.EffectCloudController) },
+		Images: func(image string) bool { return catalog.HasEffect("linux", image, startneeds.EffectCloudController) },
 		Synced: func(*corev1.Pod) bool { return synced.Load() },
 	})
 	t.Cleanup(c.Stop)

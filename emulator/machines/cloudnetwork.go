@@ -16,7 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
-	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
 )
 
 // ARMNetwork is the cloud controllers' Azure: load balancers, public IPs
@@ -28,10 +28,10 @@ import (
 // Entra ID, a managed identity through the IMDS of the VM the controller
 // manager runs on. connect is called when the first call is made: the
 // emulator's endpoint is known only once it runs on the machine runtime.
-func ARMNetwork(connect ARMConnection) func(cloud.Credentials) (cloud.Network, error) {
+func ARMNetwork(connect ARMConnection) func(cloudprovider.Credentials) (cloudprovider.Network, error) {
 	var mu sync.Mutex
 	nets := map[string]*armNetwork{}
-	return func(cr cloud.Credentials) (cloud.Network, error) {
+	return func(cr cloudprovider.Credentials) (cloudprovider.Network, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if n := nets[cr.Key()]; n != nil {
@@ -60,7 +60,7 @@ func ARMNetwork(connect ARMConnection) func(cloud.Credentials) (cloud.Network, e
 type ARMConnection func() (azcore.TokenCredential, *arm.ClientOptions, error)
 
 // cloudConfigCredential is the credential cr names.
-func cloudConfigCredential(cr cloud.Credentials, opts *arm.ClientOptions) (azcore.TokenCredential, error) {
+func cloudConfigCredential(cr cloudprovider.Credentials, opts *arm.ClientOptions) (azcore.TokenCredential, error) {
 	if cr.ManagedIdentity {
 		if cr.IMDS == "" {
 			return nil, fmt.Errorf("the cloud config %s on node %s asks for a managed identity, and this world has no Instance Metadata Service to issue one (it runs without an Entra ID)", cr.ConfigPath, cr.Node)
@@ -125,7 +125,7 @@ func azureMessage(re *azcore.ResponseError) string {
 	return re.Error()
 }
 
-func (a *armNetwork) EnsurePublicIP(ctx context.Context, ref cloud.Ref, location string, tags map[string]string) (string, string, error) {
+func (a *armNetwork) EnsurePublicIP(ctx context.Context, ref cloudprovider.Ref, location string, tags map[string]string) (string, string, error) {
 	f, err := a.client(ref.SubscriptionID)
 	if err != nil {
 		return "", "", err
@@ -142,7 +142,7 @@ func (a *armNetwork) EnsurePublicIP(ctx context.Context, ref cloud.Ref, location
 			SKU:        &armnetwork.PublicIPAddressSKU{Name: to.Ptr(armnetwork.PublicIPAddressSKUNameStandard)},
 			Properties: &armnetwork.PublicIPAddressPropertiesFormat{PublicIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodStatic)}}
 		p, perr := c.BeginCreateOrUpdate(ctx, ref.ResourceGroup, ref.Name, ip, nil)
-		if _, err := cloud.Wait(ctx, p, perr); err != nil {
+		if _, err := cloudprovider.Wait(ctx, p, perr); err != nil {
 			return "", "", azureError("creating public IP "+ref.Name, err)
 		}
 		if cur, err = c.Get(ctx, ref.ResourceGroup, ref.Name, nil); err != nil {
@@ -157,32 +157,32 @@ func (a *armNetwork) EnsurePublicIP(ctx context.Context, ref cloud.Ref, location
 	return *cur.ID, *cur.Properties.IPAddress, nil
 }
 
-func (a *armNetwork) DeletePublicIP(ctx context.Context, ref cloud.Ref) error {
+func (a *armNetwork) DeletePublicIP(ctx context.Context, ref cloudprovider.Ref) error {
 	f, err := a.client(ref.SubscriptionID)
 	if err != nil {
 		return err
 	}
 	p, err := f.NewPublicIPAddressesClient().BeginDelete(ctx, ref.ResourceGroup, ref.Name, nil)
-	if _, err := cloud.Wait(ctx, p, err); err != nil && !notFound(err) {
+	if _, err := cloudprovider.Wait(ctx, p, err); err != nil && !notFound(err) {
 		return azureError("deleting public IP "+ref.Name, err)
 	}
 	return nil
 }
 
-func (a *armNetwork) DeleteLoadBalancer(ctx context.Context, ref cloud.Ref) error {
+func (a *armNetwork) DeleteLoadBalancer(ctx context.Context, ref cloudprovider.Ref) error {
 	f, err := a.client(ref.SubscriptionID)
 	if err != nil {
 		return err
 	}
 	p, err := f.NewLoadBalancersClient().BeginDelete(ctx, ref.ResourceGroup, ref.Name, nil)
-	if _, err := cloud.Wait(ctx, p, err); err != nil && !notFound(err) {
+	if _, err := cloudprovider.Wait(ctx, p, err); err != nil && !notFound(err) {
 		return azureError("deleting load balancer "+ref.Name, err)
 	}
 	return nil
 }
 
 // getLB is the load balancer as ARM has it, nil when it does not exist.
-func (a *armNetwork) getLB(ctx context.Context, ref cloud.Ref) (*armnetwork.LoadBalancer, error) {
+func (a *armNetwork) getLB(ctx context.Context, ref cloudprovider.Ref) (*armnetwork.LoadBalancer, error) {
 	f, err := a.client(ref.SubscriptionID)
 	if err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func (a *armNetwork) getLB(ctx context.Context, ref cloud.Ref) (*armnetwork.Load
 	return &cur.LoadBalancer, nil
 }
 
-func (a *armNetwork) LoadBalancer(ctx context.Context, ref cloud.Ref) (*cloud.LoadBalancer, error) {
+func (a *armNetwork) LoadBalancer(ctx context.Context, ref cloudprovider.Ref) (*cloudprovider.LoadBalancer, error) {
 	lb, err := a.getLB(ctx, ref)
 	if err != nil || lb == nil {
 		return nil, err
@@ -208,7 +208,7 @@ func (a *armNetwork) LoadBalancer(ctx context.Context, ref cloud.Ref) (*cloud.Lo
 // PutLoadBalancer starts from the load balancer as ARM has it, so that
 // whatever the model does not describe (inbound NAT and outbound rules,
 // tags, properties of parts it does not set) is put back unchanged.
-func (a *armNetwork) PutLoadBalancer(ctx context.Context, lb *cloud.LoadBalancer) error {
+func (a *armNetwork) PutLoadBalancer(ctx context.Context, lb *cloudprovider.LoadBalancer) error {
 	cur, err := a.getLB(ctx, lb.Ref)
 	if err != nil {
 		return err
@@ -218,7 +218,7 @@ func (a *armNetwork) PutLoadBalancer(ctx context.Context, lb *cloud.LoadBalancer
 		return err
 	}
 	p, err := f.NewLoadBalancersClient().BeginCreateOrUpdate(ctx, lb.ResourceGroup, lb.Name, toARM(lb, cur), nil)
-	_, err = cloud.Wait(ctx, p, err)
+	_, err = cloudprovider.Wait(ctx, p, err)
 	return azureError("putting load balancer "+lb.Name, err)
 }
 
@@ -238,14 +238,14 @@ func lastSegment(r *armnetwork.SubResource) string {
 	return (*r.ID)[strings.LastIndex(*r.ID, "/")+1:]
 }
 
-func fromARM(ref cloud.Ref, lb *armnetwork.LoadBalancer) *cloud.LoadBalancer {
-	out := &cloud.LoadBalancer{Ref: ref, Location: deref(lb.Location)}
+func fromARM(ref cloudprovider.Ref, lb *armnetwork.LoadBalancer) *cloudprovider.LoadBalancer {
+	out := &cloudprovider.LoadBalancer{Ref: ref, Location: deref(lb.Location)}
 	p := lb.Properties
 	if p == nil {
 		return out
 	}
 	for _, f := range p.FrontendIPConfigurations {
-		fe := cloud.Frontend{Name: deref(f.Name)}
+		fe := cloudprovider.Frontend{Name: deref(f.Name)}
 		if fp := f.Properties; fp != nil {
 			if fp.PublicIPAddress != nil {
 				fe.PublicIPID = deref(fp.PublicIPAddress.ID)
@@ -258,21 +258,21 @@ func fromARM(ref cloud.Ref, lb *armnetwork.LoadBalancer) *cloud.LoadBalancer {
 		out.Frontends = append(out.Frontends, fe)
 	}
 	for _, bp := range p.BackendAddressPools {
-		pool := cloud.Pool{Name: deref(bp.Name)}
+		pool := cloudprovider.Pool{Name: deref(bp.Name)}
 		if pp := bp.Properties; pp != nil {
 			if pp.VirtualNetwork != nil {
 				pool.VNetID = deref(pp.VirtualNetwork.ID)
 			}
 			for _, ad := range pp.LoadBalancerBackendAddresses {
 				if ad.Properties != nil && ad.Properties.IPAddress != nil {
-					pool.Addresses = append(pool.Addresses, cloud.PoolAddress{Name: deref(ad.Name), IP: *ad.Properties.IPAddress})
+					pool.Addresses = append(pool.Addresses, cloudprovider.PoolAddress{Name: deref(ad.Name), IP: *ad.Properties.IPAddress})
 				}
 			}
 		}
 		out.Pools = append(out.Pools, pool)
 	}
 	for _, pr := range p.Probes {
-		probe := cloud.Probe{Name: deref(pr.Name)}
+		probe := cloudprovider.Probe{Name: deref(pr.Name)}
 		if pp := pr.Properties; pp != nil {
 			probe.Protocol, probe.Path = string(deref(pp.Protocol)), deref(pp.RequestPath)
 			probe.Port, probe.Interval, probe.Threshold = deref(pp.Port), deref(pp.IntervalInSeconds), deref(pp.ProbeThreshold)
@@ -280,7 +280,7 @@ func fromARM(ref cloud.Ref, lb *armnetwork.LoadBalancer) *cloud.LoadBalancer {
 		out.Probes = append(out.Probes, probe)
 	}
 	for _, r := range p.LoadBalancingRules {
-		rule := cloud.Rule{Name: deref(r.Name)}
+		rule := cloudprovider.Rule{Name: deref(r.Name)}
 		if rp := r.Properties; rp != nil {
 			rule.Frontend, rule.Pool, rule.Probe = lastSegment(rp.FrontendIPConfiguration), lastSegment(rp.BackendAddressPool), lastSegment(rp.Probe)
 			rule.Protocol, rule.LoadDistribution = string(deref(rp.Protocol)), string(deref(rp.LoadDistribution))
@@ -303,7 +303,7 @@ func byName[T any](items []*T, name func(*T) *string) map[string]*T {
 // toARM builds the load balancer to PUT: cur (nil when new) with its
 // frontends, pools, probes and rules replaced by lb's, each part starting
 // from the current one of the same name.
-func toARM(lb *cloud.LoadBalancer, cur *armnetwork.LoadBalancer) armnetwork.LoadBalancer {
+func toARM(lb *cloudprovider.LoadBalancer, cur *armnetwork.LoadBalancer) armnetwork.LoadBalancer {
 	m := armnetwork.LoadBalancer{Location: to.Ptr(lb.Location),
 		SKU: &armnetwork.LoadBalancerSKU{Name: to.Ptr(armnetwork.LoadBalancerSKUNameStandard), Tier: to.Ptr(armnetwork.LoadBalancerSKUTierRegional)}}
 	if cur != nil {
@@ -425,17 +425,17 @@ func errorMessage(re *azcore.ResponseError) string {
 
 // SecurityGroup reads the NSG with the SDK's SecurityGroupsClient, as
 // cloud-provider-azure's nsgRepo does.
-func (a *armNetwork) SecurityGroup(ctx context.Context, ref cloud.Ref) (*cloud.SecurityGroup, error) {
+func (a *armNetwork) SecurityGroup(ctx context.Context, ref cloudprovider.Ref) (*cloudprovider.SecurityGroup, error) {
 	sg, err := a.getNSG(ctx, ref)
 	if err != nil || sg == nil {
 		return nil, err
 	}
-	out := &cloud.SecurityGroup{Ref: ref}
+	out := &cloudprovider.SecurityGroup{Ref: ref}
 	if sg.Properties == nil {
 		return out, nil
 	}
 	for _, r := range sg.Properties.SecurityRules {
-		rule := cloud.SecurityRule{Name: deref(r.Name)}
+		rule := cloudprovider.SecurityRule{Name: deref(r.Name)}
 		if p := r.Properties; p != nil {
 			rule.Priority, rule.Protocol, rule.Access, rule.Direction = deref(p.Priority), string(deref(p.Protocol)), string(deref(p.Access)), string(deref(p.Direction))
 			rule.SourcePrefix, rule.SourcePrefixes, rule.SourcePortRange = deref(p.SourceAddressPrefix), strs(p.SourceAddressPrefixes), deref(p.SourcePortRange)
@@ -448,7 +448,7 @@ func (a *armNetwork) SecurityGroup(ctx context.Context, ref cloud.Ref) (*cloud.S
 	return out, nil
 }
 
-func (a *armNetwork) getNSG(ctx context.Context, ref cloud.Ref) (*armnetwork.SecurityGroup, error) {
+func (a *armNetwork) getNSG(ctx context.Context, ref cloudprovider.Ref) (*armnetwork.SecurityGroup, error) {
 	f, err := a.client(ref.SubscriptionID)
 	if err != nil {
 		return nil, err
@@ -468,7 +468,7 @@ func (a *armNetwork) getNSG(ctx context.Context, ref cloud.Ref) (*armnetwork.Sec
 // has it, its rules replaced by sg's, each starting from the current rule
 // of the same name so that what the model does not carry (descriptions,
 // application security groups, source port ranges) is put back.
-func (a *armNetwork) PutSecurityGroup(ctx context.Context, sg *cloud.SecurityGroup) error {
+func (a *armNetwork) PutSecurityGroup(ctx context.Context, sg *cloudprovider.SecurityGroup) error {
 	cur, err := a.getNSG(ctx, sg.Ref)
 	if err != nil {
 		return err
@@ -509,7 +509,7 @@ func (a *armNetwork) PutSecurityGroup(ctx context.Context, sg *cloud.SecurityGro
 		return err
 	}
 	p, err := f.NewSecurityGroupsClient().BeginCreateOrUpdate(ctx, sg.ResourceGroup, sg.Name, m, nil)
-	_, err = cloud.Wait(ctx, p, err)
+	_, err = cloudprovider.Wait(ctx, p, err)
 	return azureError("putting network security group "+sg.Name, err)
 }
 

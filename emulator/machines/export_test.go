@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/winkube/winkube/emulator/arm"
-	"github.com/winkube/winkube/emulator/machines/components"
-	"github.com/winkube/winkube/emulator/machines/proxy"
+	"github.com/winkube/winkube/emulator/machines/kubeproxy"
+	"github.com/winkube/winkube/emulator/machines/startneeds"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
@@ -49,7 +49,7 @@ func (r *Runtime) AddComponentNode(cfg *rest.Config, endpoint, nodeName string, 
 	close(m.booted)
 	m.logs = vmdisk.NewLogs(m.disk(""))
 	m.podCIDR = func() netip.Prefix { return podCIDR }
-	m.proxyNode = &proxy.NodeConfig{NodeName: nodeName, Address: host, Logs: m.logs}
+	m.proxyNode = &kubeproxy.NodeConfig{NodeName: nodeName, Address: host, Logs: m.logs}
 	r.mu.Lock()
 	if r.clusters[endpoint] == nil {
 		r.clusters[endpoint] = &workloadCluster{admin: cfg}
@@ -95,11 +95,11 @@ func (r *Runtime) StartComponents(nodeName string, pod *corev1.Pod, installs ...
 	for _, c := range pod.Spec.Containers {
 		comp := catalog().Find("linux", c)
 		r.startSession(m, wc, admin, comp, pod)
-		if comp != nil && comp.Effect == components.EffectPodNetwork {
+		if comp != nil && comp.Effect == startneeds.EffectPodNetwork {
 			r.learnPodBackend(context.Background(), admin, m, pod, c)
 		}
 	}
-	if catalog().Effect("linux", pod) == components.EffectInitializesNode {
+	if catalog().Effect("linux", pod) == startneeds.EffectInitializesNode {
 		r.initializeNode(m, "10.1.0.4", pod)
 	}
 	if len(installs) > 0 {

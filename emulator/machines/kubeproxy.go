@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/winkube/winkube/emulator/machines/hostnet"
-	"github.com/winkube/winkube/emulator/machines/proxy"
+	"github.com/winkube/winkube/emulator/machines/kubeproxy"
 )
 
 // kubeProxies are the clusters' shared Service views, by control-plane
@@ -22,7 +22,7 @@ type kubeProxies struct {
 }
 
 type sharedProxy struct {
-	c     *proxy.Cluster
+	c     *kubeproxy.Cluster
 	nodes int
 }
 
@@ -52,7 +52,7 @@ func (r *Runtime) ensureProxy(m *machine) {
 			r.event(m, "kube-proxy: "+err.Error())
 			return
 		}
-		sp = &sharedProxy{c: proxy.NewCluster(client, r.podAddress(m.endpoint), r.opts.Log.WithName("kube-proxy").WithValues("endpoint", m.endpoint))}
+		sp = &sharedProxy{c: kubeproxy.NewCluster(client, r.podAddress(m.endpoint), r.opts.Log.WithName("kube-proxy").WithValues("endpoint", m.endpoint))}
 		sp.c.SetAPIServer(m.endpoint)
 		r.proxies.all[m.endpoint] = sp
 	}
@@ -106,7 +106,7 @@ func (r *Runtime) stopProxy(m *machine) {
 	}
 }
 
-func (r *Runtime) closeProxy(endpoint string, n *proxy.Node) {
+func (r *Runtime) closeProxy(endpoint string, n *kubeproxy.Node) {
 	n.Close()
 	r.proxies.mu.Lock()
 	sp := r.proxies.all[endpoint]

@@ -31,15 +31,15 @@ import (
 	"github.com/winkube/winkube/emulator/machines/azuredisk"
 	"github.com/winkube/winkube/emulator/machines/bootagent"
 	"github.com/winkube/winkube/emulator/machines/bootdata"
-	"github.com/winkube/winkube/emulator/machines/cloud"
-	"github.com/winkube/winkube/emulator/machines/components"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 	"github.com/winkube/winkube/emulator/machines/controlplane"
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/machines/join"
 	"github.com/winkube/winkube/emulator/machines/kubelet"
-	"github.com/winkube/winkube/emulator/machines/process"
-	"github.com/winkube/winkube/emulator/machines/proxy"
+	"github.com/winkube/winkube/emulator/machines/kubeproxy"
 	"github.com/winkube/winkube/emulator/machines/sshd"
+	"github.com/winkube/winkube/emulator/machines/startneeds"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
@@ -64,12 +64,12 @@ type Options struct {
 	// controllers program load balancers for LoadBalancer Services, with
 	// the credential each cluster's cloud config names; ARMNetwork makes
 	// one that calls the emulator.
-	Cloud func(cloud.Credentials) (cloud.Network, error)
+	Cloud func(cloudprovider.Credentials) (cloudprovider.Network, error)
 	// Compute, when set, reaches Azure's compute RP where the clusters'
 	// Azure Disk CSI controllers create and attach managed disks, with the
 	// credential their cloud config names; ARMCompute makes one that calls
 	// the emulator.
-	Compute func(cloud.Credentials, string) (*armcompute.ClientFactory, error)
+	Compute func(cloudprovider.Credentials, string) (*armcompute.ClientFactory, error)
 	// JoinTimeout bounds a worker's wait for its control plane (10m):
 	// kubeadm join's discovery timeout, longer than kubeadm's 5m default
 	// because local workers boot with their control plane.
@@ -105,12 +105,12 @@ type machine struct {
 	booted   chan struct{}
 	cp       *controlplane.ControlPlane
 	kubelet  *kubelet.Kubelet
-	proxy    *proxy.Node
+	proxy    *kubeproxy.Node
 	// proxyNode is what the node's kube-proxy is started with, kept while
 	// the kubelet runs: a node that registers before its cluster's control
 	// plane is known to this runtime (machines booting again after a
 	// restart come up in any order) gets its proxy once it is.
-	proxyNode *proxy.NodeConfig
+	proxyNode *kubeproxy.NodeConfig
 	// installed is what the node's pods last said they installed.
 	installed map[string]bool
 	// sessions are the node's running system components' own lists and
@@ -141,12 +141,12 @@ type machine struct {
 // workloadCluster is what the runtime keeps per control-plane endpoint.
 type workloadCluster struct {
 	admin *rest.Config
-	cloud *cloud.Controller
+	cloud *cloudprovider.Controller
 	// disks is the Azure Disk CSI driver's controller.
 	disks *azuredisk.Controller
 	// grants are the permissions its API server granted its nodes'
 	// components, shared by their kubelets' checks.
-	grants *components.Grants
+	grants *startneeds.Grants
 }
 
 var _ arm.MachineRuntime = (*Runtime)(nil)
@@ -184,12 +184,12 @@ func key(id string) string { return strings.ToLower(id) }
 
 // metadataOf is what the machine's instance metadata says of it: the
 // emulator's VM, with the subscription of its ARM ID.
-func metadataOf(am arm.Machine) cloud.Metadata {
+func metadataOf(am arm.Machine) cloudprovider.Metadata {
 	var sub string
 	if seg := strings.Split(am.ID, "/"); len(seg) > 2 && strings.EqualFold(seg[1], "subscriptions") {
 		sub = seg[2]
 	}
-	return cloud.Metadata{SubscriptionID: sub, ResourceGroup: am.ResourceGroup, Name: am.Name, ScaleSet: am.ScaleSet, InstanceID: am.InstanceID}
+	return cloudprovider.Metadata{SubscriptionID: sub, ResourceGroup: am.ResourceGroup, Name: am.Name, ScaleSet: am.ScaleSet, InstanceID: am.InstanceID}
 }
 
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
@@ -206,7 +206,7 @@ func (r *Runtime) event(m *machine, msg string) {
 // boot failed, which the emulator shows in the VM's instance view).
 func (r *Runtime) Boot(ctx context.Context, am arm.Machine) error {
 	ctx, cancel := context.WithCancel(ctx)
-	m := &machine{arm: am, cancel: cancel, booted: make(chan struct{}), providerID: cloud.ProviderID(metadataOf(am))}
+	m := &machine{arm: am, cancel: cancel, booted: make(chan struct{}), providerID: cloudprovider.ProviderID(metadataOf(am))}
 	name := am.Name
 	if am.InstanceID != "" {
 		name = am.ScaleSet + "_" + am.InstanceID
@@ -451,12 +451,12 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		return err
 	}
 	r.event(m, fmt.Sprintf("kubelet registering node %s (%s, %s)", m.nodeName, h.OS, host))
-	check, started := r.componentHooks(ctx, m, host.String(), h.OS, process.Node{
+	check, started := r.componentHooks(ctx, m, host.String(), h.OS, containerruntime.Node{
 		Name: m.nodeName, OS: h.OS, Build: h.Build, Containerd: strings.TrimPrefix(info.ContainerRuntimeVersion, "containerd://"),
 		Disk: m.disk(""), Dial: r.nodeDial(m), HNS: machineHNS{r, m},
 	})
 	r.mu.Lock()
-	m.proxyNode = &proxy.NodeConfig{NodeName: m.nodeName, Address: host, Windows: m.windows(), KernelVersion: info.KernelVersion, Logs: m.logs,
+	m.proxyNode = &kubeproxy.NodeConfig{NodeName: m.nodeName, Address: host, Windows: m.windows(), KernelVersion: info.KernelVersion, Logs: m.logs,
 		HNSNetworkType: machineHNS{r, m}.networkType}
 	r.mu.Unlock()
 	r.ensureProxy(m)
@@ -552,7 +552,7 @@ func registerTaints(reg bootdata.NodeRegistration) ([]corev1.Taint, error) {
 		}
 	}
 	if v, _ := reg.KubeletExtraArgs.Get("cloud-provider"); v == "external" {
-		add(corev1.Taint{Key: cloud.UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+		add(corev1.Taint{Key: cloudprovider.UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 	}
 	return out, nil
 }
@@ -653,7 +653,7 @@ func (r *Runtime) ensureCloud(m *machine) error {
 	if err != nil {
 		return err
 	}
-	r.clusters[m.endpoint] = &workloadCluster{admin: m.cp.SuperAdmin, grants: &components.Grants{TTL: 30 * time.Second}, cloud: cloud.Start(cloud.Config{
+	r.clusters[m.endpoint] = &workloadCluster{admin: m.cp.SuperAdmin, grants: &startneeds.Grants{TTL: 30 * time.Second}, cloud: cloudprovider.Start(cloudprovider.Config{
 		Client: admin, Images: ccmImage, Synced: r.ccmSynced, Instances: machineInstances{r}, Connect: r.opts.Cloud, IMDS: r.nodeIMDS(m.endpoint),
 		ReadNodeFile: r.nodeFiles(m.endpoint), PrivateIP: r.privateIP,
 		Log: r.opts.Log.WithName("cloud").WithValues("endpoint", m.endpoint),

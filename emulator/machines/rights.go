@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/winkube/winkube/emulator/machines/azuredisk"
-	"github.com/winkube/winkube/emulator/machines/cloud"
-	"github.com/winkube/winkube/emulator/machines/components"
-	"github.com/winkube/winkube/emulator/machines/process"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
+	"github.com/winkube/winkube/emulator/machines/startneeds"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
@@ -26,9 +26,9 @@ import (
 // watches, made with its pod's ServiceAccount token: what it may do is
 // what the API server's RBAC lets that identity do, never the runtime's.
 type componentSession struct {
-	comp *components.Component
+	comp *startneeds.Component
 	pod  *corev1.Pod
-	s    *components.Session
+	s    *startneeds.Session
 	cfg  *rest.Config
 
 	// cniMu guards cniCfg: for calico-node, the kubeconfig its
@@ -40,13 +40,13 @@ type componentSession struct {
 // calicoNode says whether the session is calico-node's (Linux or
 // Windows): what writes the CNI plugin's credentials on its node.
 func (cs *componentSession) calicoNode() bool {
-	return cs.comp.Effect == components.EffectPodRoutes && strings.HasPrefix(cs.comp.Name, "calico-node")
+	return cs.comp.Effect == startneeds.EffectPodRoutes && strings.HasPrefix(cs.comp.Name, "calico-node")
 }
 
 // startSession starts what a component's process lists and watches, once
 // per pod and component, when its container runs. The component is known
 // by its image and command line, as a kubelet knows nothing else of it.
-func (r *Runtime) startSession(m *machine, wc *workloadCluster, admin kubernetes.Interface, comp *components.Component, pod *corev1.Pod) {
+func (r *Runtime) startSession(m *machine, wc *workloadCluster, admin kubernetes.Interface, comp *startneeds.Component, pod *corev1.Pod) {
 	if comp == nil || len(comp.Watches) == 0 {
 		return
 	}
@@ -60,7 +60,7 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, admin kubernetes
 	r.mu.Unlock()
 	cfg := serviceAccountConfig(wc.admin, admin, pod)
 	who := fmt.Sprintf("%s/%s (%s)", pod.Namespace, pod.Name, comp.Name)
-	s, err := components.StartSession(components.SessionConfig{
+	s, err := startneeds.StartSession(startneeds.SessionConfig{
 		Config: cfg, Node: m.nodeName, Watches: comp.Watches, Sync: comp.Sync,
 		Log: func(format string, args ...any) {
 			m.logs.Write(vmdisk.Containerd, "%s: %s", who, fmt.Sprintf(format, args...))
@@ -72,9 +72,9 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, admin kubernetes
 			}
 			m.logs.Write(vmdisk.Containerd, "%s: %s", who, state)
 			switch comp.Effect {
-			case components.EffectServiceRules:
+			case startneeds.EffectServiceRules:
 				r.refreshProxy(m)
-			case components.EffectCloudController:
+			case startneeds.EffectCloudController:
 				r.mu.Lock()
 				wc := r.clusters[m.endpoint]
 				r.mu.Unlock()
@@ -95,7 +95,7 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, admin kubernetes
 	}
 	m.sessions[pod.UID] = append(m.sessions[pod.UID], cs)
 	r.mu.Unlock()
-	if comp.Effect == components.EffectServiceRules {
+	if comp.Effect == startneeds.EffectServiceRules {
 		r.refreshProxy(m)
 	}
 	if cs.calicoNode() {
@@ -118,7 +118,7 @@ func ensureClusterInformation(cs *componentSession, log func(format string, args
 	last := ""
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := components.EnsureClusterInformation(ctx, cs.cfg, version)
+		err := startneeds.EnsureClusterInformation(ctx, cs.cfg, version)
 		cancel()
 		if err == nil {
 			return
@@ -160,7 +160,7 @@ func (cs *componentSession) cniConfig(ctx context.Context) (*rest.Config, error)
 	if cs.cniCfg != nil {
 		return cs.cniCfg, nil
 	}
-	cfg, err := components.CalicoCNIConfig(ctx, cs.cfg, cs.pod.Namespace)
+	cfg, err := startneeds.CalicoCNIConfig(ctx, cs.cfg, cs.pod.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func (r *Runtime) cniNetworkAddressed(m *machine) func(ctx context.Context, pod 
 		if err != nil {
 			return err
 		}
-		return components.CalicoCNIAdd(ctx, cfg, m.nodeName, pod, containerID, ip)
+		return startneeds.CalicoCNIAdd(ctx, cfg, m.nodeName, pod, containerID, ip)
 	}
 }
 
@@ -201,7 +201,7 @@ func (r *Runtime) cniTearDown(m *machine) func(uid types.UID, pod string) {
 			defer cancel()
 			cfg, err := cs.cniConfig(ctx)
 			if err == nil {
-				err = components.CalicoCNIDel(ctx, cfg, ns, name, process.ContainerID(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}}, "sandbox"))
+				err = startneeds.CalicoCNIDel(ctx, cfg, ns, name, containerruntime.ContainerID(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}}, "sandbox"))
 			}
 			if err != nil {
 				m.logs.Write(vmdisk.CNI, "DEL %s failed: %v", pod, err)
@@ -220,7 +220,7 @@ func (r *Runtime) stopSessions(m *machine, uid types.UID) {
 		cs.s.Stop()
 	}
 	for _, cs := range gone {
-		if cs.comp.Effect == components.EffectServiceRules {
+		if cs.comp.Effect == startneeds.EffectServiceRules {
 			r.refreshProxy(m)
 		}
 	}
@@ -298,7 +298,7 @@ func (r *Runtime) refreshProxy(m *machine) {
 }
 
 func (r *Runtime) proxySynced(m *machine) bool {
-	synced, known, _ := r.synced(m, components.EffectServiceRules)
+	synced, known, _ := r.synced(m, startneeds.EffectServiceRules)
 	return synced || !known
 }
 
@@ -327,7 +327,7 @@ func (r *Runtime) podRoute(m *machine, ip netip.Addr) error {
 		return nil
 	}
 	for _, n := range []*machine{m, owner} {
-		if synced, known, why := r.synced(n, components.EffectPodRoutes); known && !synced {
+		if synced, known, why := r.synced(n, startneeds.EffectPodRoutes); known && !synced {
 			return fmt.Errorf("no route to host: node %s has no routes to other nodes' pods (%s)", n.nodeName, why)
 		}
 	}
@@ -342,7 +342,7 @@ func (r *Runtime) initializeNode(m *machine, host string, pod *corev1.Pod) {
 	r.mu.Lock()
 	var cs *componentSession
 	for _, c := range m.sessions[pod.UID] {
-		if c.comp.Effect == components.EffectInitializesNode {
+		if c.comp.Effect == startneeds.EffectInitializesNode {
 			cs = c
 		}
 	}
@@ -361,7 +361,7 @@ func (r *Runtime) initializeNode(m *machine, host string, pod *corev1.Pod) {
 		for {
 			err := fmt.Errorf("waiting for the node informer to sync: %s", cs.s.NotSynced())
 			if cs.s.Synced() {
-				if err = cloud.InitializeNode(ctx, client, m.nodeName, instance(m, host)); err == nil {
+				if err = cloudprovider.InitializeNode(ctx, client, m.nodeName, instance(m, host)); err == nil {
 					m.logs.Write(vmdisk.Kubelet, "cloud-node-manager: initialized node %s (%s)", m.nodeName, m.providerID)
 					return
 				}
@@ -390,7 +390,7 @@ func (r *Runtime) ccmSynced(pod *corev1.Pod) bool {
 	defer r.mu.Unlock()
 	for _, m := range r.machines {
 		for _, cs := range m.sessions[pod.UID] {
-			if cs.comp.Effect == components.EffectCloudController {
+			if cs.comp.Effect == startneeds.EffectCloudController {
 				return cs.s.Synced()
 			}
 		}

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/internal/poll"
 )
@@ -238,7 +238,7 @@ func TestComponentRightsInTheLocalWorld(t *testing.T) {
 
 	t.Run("cloud-node-manager", func(t *testing.T) {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b},
-			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloud.UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}}}
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloudprovider.UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}}}
 		if _, err := w.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +271,7 @@ func TestComponentRightsInTheLocalWorld(t *testing.T) {
 			if err != nil {
 				return err.Error()
 			}
-			if got.Spec.ProviderID == "" || slices.ContainsFunc(got.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloud.UninitializedTaint }) {
+			if got.Spec.ProviderID == "" || slices.ContainsFunc(got.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudprovider.UninitializedTaint }) {
 				return fmt.Sprintf("node not initialized yet: providerID %q taints %v", got.Spec.ProviderID, got.Spec.Taints)
 			}
 			return ""

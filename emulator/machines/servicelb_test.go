@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/winkube/winkube/emulator/machines"
-	"github.com/winkube/winkube/emulator/machines/cloud"
-	"github.com/winkube/winkube/emulator/machines/components"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
+	"github.com/winkube/winkube/emulator/machines/startneeds"
 	"github.com/winkube/winkube/internal/azure/loadbalancers"
 	"github.com/winkube/winkube/internal/azure/publicips"
 	"github.com/winkube/winkube/internal/azurejson"
@@ -43,7 +43,7 @@ func (a *azure) cloudConfig(t *testing.T, node string, change func(*azurejson.Co
 		t.Fatal(err)
 	}
 	return func(n, path string) ([]byte, error) {
-		if n != node || path != cloud.DefaultCloudConfig {
+		if n != node || path != cloudprovider.DefaultCloudConfig {
 			return nil, fmt.Errorf("open %s on %s: %w", path, n, fs.ErrNotExist)
 		}
 		return data, nil
@@ -61,7 +61,7 @@ func privateIP(ip string) (string, bool) {
 }
 
 func ccmImages(image string) bool {
-	return (&components.Checker{Components: components.Catalog()}).HasEffect("linux", image, components.EffectCloudController)
+	return (&startneeds.Checker{Components: startneeds.Catalog()}).HasEffect("linux", image, startneeds.EffectCloudController)
 }
 
 // runCCM creates a Running, Ready cloud-controller-manager pod on node
@@ -180,7 +180,7 @@ func TestServiceLoadBalancer(t *testing.T) {
 	ctx := context.Background()
 	a := newAzure(t, ctx, "svclb-rg")
 	cs := kubernetes.NewForConfigOrDie(env.Config)
-	c := cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
+	c := cloudprovider.Start(cloudprovider.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
 		Connect: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svclb-cp", nil), PrivateIP: privateIP})
 	t.Cleanup(c.Stop)
 	lbs, err := loadbalancers.New(subscriptID, armCfg)
@@ -194,7 +194,7 @@ func TestServiceLoadBalancer(t *testing.T) {
 	vnetID := "/subscriptions/" + subscriptID + "/resourceGroups/svclb-rg/providers/Microsoft.Network/virtualNetworks/svclb-rg-vnet"
 
 	// kubeadm labels the control plane for exclusion; workers join plain.
-	addNode(t, ctx, cs, "svclb-cp", "10.1.200.4", map[string]string{"node-role.kubernetes.io/control-plane": "", cloud.ExcludeLabel: ""})
+	addNode(t, ctx, cs, "svclb-cp", "10.1.200.4", map[string]string{"node-role.kubernetes.io/control-plane": "", cloudprovider.ExcludeLabel: ""})
 	addNode(t, ctx, cs, "svclb-w1", "10.1.200.5", map[string]string{"kubernetes.io/os": "linux"})
 	addNode(t, ctx, cs, "svclb-w2", "10.1.200.6", map[string]string{"kubernetes.io/os": "windows"})
 	runCCM(t, ctx, cs, "cloud-controller-manager-svclb", "svclb-cp", "--cloud-provider=azure", "--cloud-config=/etc/kubernetes/azure.json", "--cluster-name=svclb")
@@ -346,7 +346,7 @@ func TestServiceLoadBalancer(t *testing.T) {
 
 	// An internal Service: the internal load balancer, a private frontend
 	// in the cloud config's subnet, no public IP.
-	if _, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "internal", Annotations: map[string]string{cloud.InternalAnnotation: "true"}},
+	if _, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "internal", Annotations: map[string]string{cloudprovider.InternalAnnotation: "true"}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 8443}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,7 @@ func TestServiceLoadBalancer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w1.Labels[cloud.ExcludeLabel] = "true"
+	w1.Labels[cloudprovider.ExcludeLabel] = "true"
 	if _, err := cs.CoreV1().Nodes().Update(ctx, w1, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +484,7 @@ func TestServiceLoadBalancerSaysWhatToChange(t *testing.T) {
 	a := newAzure(t, ctx, "svcnic-rg")
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	nicBased := func(c *azurejson.Config) { c.LoadBalancerBackendPoolConfigurationType = "" }
-	c := cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
+	c := cloudprovider.Start(cloudprovider.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
 		Connect: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svcnic-cp", nicBased), PrivateIP: privateIP})
 	t.Cleanup(c.Stop)
 	runCCM(t, ctx, cs, "cloud-controller-manager-svcnic", "svcnic-cp", "--cloud-provider=azure", "--cluster-name=svcnic")
@@ -542,8 +542,8 @@ func TestServiceLoadBalancerResumesAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	a := newAzure(t, ctx, "svcrst-rg")
 	cs := kubernetes.NewForConfigOrDie(env.Config)
-	start := func() *cloud.Controller {
-		return cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
+	start := func() *cloudprovider.Controller {
+		return cloudprovider.Start(cloudprovider.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
 			Connect: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svcrst-cp", nil), PrivateIP: privateIP})
 	}
 	addNode(t, ctx, cs, "svcrst-w1", "10.1.202.5", nil)
@@ -619,7 +619,7 @@ func TestServiceLoadBalancerReportsAzure(t *testing.T) {
 	a := newAzure(t, ctx, "svcbad-rg")
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	noVNet := func(c *azurejson.Config) { c.VnetName = "no-such-vnet" }
-	c := cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
+	c := cloudprovider.Start(cloudprovider.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
 		Connect: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svcbad-cp", noVNet), PrivateIP: privateIP})
 	t.Cleanup(c.Stop)
 	addNode(t, ctx, cs, "svcbad-w1", "10.1.203.5", nil)

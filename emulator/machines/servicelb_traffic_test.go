@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/winkube/winkube/emulator/machines"
-	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/poll"
 )
@@ -37,10 +37,10 @@ func TestServiceLoadBalancerCarriesTraffic(t *testing.T) {
 	ctx := context.Background()
 	a := newAzure(t, ctx, "svcflow-rg")
 	cs := kubernetes.NewForConfigOrDie(env.Config)
-	c := cloud.Start(cloud.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
+	c := cloudprovider.Start(cloudprovider.Config{Client: cs, Log: logr.Discard(), Images: ccmImages,
 		Connect: machines.ARMNetwork(connectARM(&armCfg)), ReadNodeFile: a.cloudConfig(t, "svcflow-cp", nil), PrivateIP: privateIP})
 	t.Cleanup(c.Stop)
-	addNode(t, ctx, cs, "svcflow-cp", "10.1.201.4", map[string]string{"node-role.kubernetes.io/control-plane": "", cloud.ExcludeLabel: ""})
+	addNode(t, ctx, cs, "svcflow-cp", "10.1.201.4", map[string]string{"node-role.kubernetes.io/control-plane": "", cloudprovider.ExcludeLabel: ""})
 	addNode(t, ctx, cs, "svcflow-w1", "10.1.201.5", nil)
 	addNode(t, ctx, cs, "svcflow-w2", "10.1.201.6", nil)
 	runCCM(t, ctx, cs, "cloud-controller-manager-svcflow", "svcflow-cp", "--cloud-provider=azure", "--cluster-name=svcflow")

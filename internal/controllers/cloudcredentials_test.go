@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/winkube/winkube/emulator/machines"
-	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
 	"github.com/winkube/winkube/internal/azurejson"
 	"github.com/winkube/winkube/internal/doctor"
 	"github.com/winkube/winkube/internal/poll"
@@ -42,7 +42,7 @@ func runCCM(t *testing.T, w *entraWorld, ns, node, imds string, azureJSON []byte
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "cloud-controller-manager-", Namespace: metav1.NamespaceSystem},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "cloud-controller-manager", Image: ccmImage,
-			Args: []string{"--cloud-config=" + cloud.DefaultCloudConfig, "--controllers=*,-cloud-node"}}}}}
+			Args: []string{"--cloud-config=" + cloudprovider.DefaultCloudConfig, "--controllers=*,-cloud-node"}}}}}
 	pod, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func runCCM(t *testing.T, w *entraWorld, ns, node, imds string, azureJSON []byte
 	if _, err := cs.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ccm := cloud.Start(cloud.Config{
+	ccm := cloudprovider.Start(cloudprovider.Config{
 		Client: cs, Images: func(image string) bool { return image == ccmImage },
 		// No credential of the connection's own: the cloud config's.
 		Connect: machines.ARMNetwork(func() (azcore.TokenCredential, *azarm.ClientOptions, error) {
@@ -66,7 +66,7 @@ func runCCM(t *testing.T, w *entraWorld, ns, node, imds string, azureJSON []byte
 			return ""
 		},
 		ReadNodeFile: func(n, path string) ([]byte, error) {
-			if n != node || path != cloud.DefaultCloudConfig {
+			if n != node || path != cloudprovider.DefaultCloudConfig {
 				return nil, fmt.Errorf("open %s: %w", path, fs.ErrNotExist)
 			}
 			return azureJSON, nil

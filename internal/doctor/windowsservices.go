@@ -13,7 +13,7 @@ import (
 
 // What kube-proxy on Windows (k8s.io/kubernetes@v1.36.3
 // pkg/proxy/winkernel) and HNS do with a Service, which the emulator's data
-// plane (emulator/machines/proxy/windows.go) does too; the docs' list is
+// plane (emulator/machines/kubeproxy/windows.go) does too; the docs' list is
 // the "Limitations" section and the "Windows Service Settings" table of
 // concepts/services-networking/windows-networking.md (kubernetes/website at
 // 038a69be0aae7dacdbdd60d7398880b5babbf343). The numbers are kept here as

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
-	"github.com/winkube/winkube/emulator/machines/components"
+	"github.com/winkube/winkube/emulator/machines/startneeds"
 	"github.com/winkube/winkube/internal/azurejson"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/poll"
@@ -376,9 +376,9 @@ func TestAddonsMeetWhatTheirComponentsNeed(t *testing.T) {
 	}
 	applyAddons(t, ctx, all)
 	pods := workloadPods(t, all)
-	checker := components.New(kubernetes.NewForConfigOrDie(env.Config))
+	checker := startneeds.New(kubernetes.NewForConfigOrDie(env.Config))
 	files := nodeFiles{flavors.LinuxAzureJSONPath: azureJSON(t, nil), flavors.WindowsAzureJSONPath: azureJSON(t, nil)}
-	node := func(os string) components.Node { return components.Node{OS: os, ReadFile: files.read} }
+	node := func(os string) startneeds.Node { return startneeds.Node{OS: os, ReadFile: files.read} }
 
 	// Every container of every add-on starts, and every component of the
 	// catalog is among them.
@@ -407,7 +407,7 @@ func TestAddonsMeetWhatTheirComponentsNeed(t *testing.T) {
 	}
 	// kubeadm installs the Linux kube-proxy, not the flavors.
 	seen["kube-proxy"] = true
-	for _, comp := range components.Catalog() {
+	for _, comp := range startneeds.Catalog() {
 		if !seen[comp.Name] {
 			t.Errorf("no add-on runs %s", comp.Name)
 		}
@@ -529,7 +529,7 @@ func TestAddonsMeetWhatTheirComponentsNeed(t *testing.T) {
 			// discovery a moment after the change, and not all at once: a
 			// removed rule's later permissions may be refused while an
 			// earlier one is still granted. Wait for the named piece.
-			var got *components.Failure
+			var got *startneeds.Failure
 			poll.Until(t, 30*time.Second, func() string {
 				f, err := checker.Check(ctx, node(osOf(p)), p, c)
 				if err != nil {

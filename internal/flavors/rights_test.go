@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/winkube/winkube/emulator/machines/components"
+	"github.com/winkube/winkube/emulator/machines/startneeds"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/poll"
 )
@@ -101,17 +101,17 @@ func TestComponentsListWithTheirOwnRights(t *testing.T) {
 	pods["kube-proxy"] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"},
 		Spec: corev1.PodSpec{ServiceAccountName: "kube-proxy", HostNetwork: true,
 			Containers: []corev1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.36.3", Command: []string{"/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf"}}}}}
-	checker := components.New(admin)
+	checker := startneeds.New(admin)
 
 	// session runs the workload's component as its pod: the pod exists
 	// in the API (its token is bound to it).
-	session := func(t *testing.T, workload string) (*components.Session, *corev1.Pod, *components.Component) {
+	session := func(t *testing.T, workload string) (*startneeds.Session, *corev1.Pod, *startneeds.Component) {
 		t.Helper()
 		base, ok := pods[workload]
 		if !ok {
 			t.Fatalf("no add-on workload %s", workload)
 		}
-		var comp *components.Component
+		var comp *startneeds.Component
 		for _, c := range append(append([]corev1.Container(nil), base.Spec.InitContainers...), base.Spec.Containers...) {
 			if f := checker.Find(osOf(base), c); f != nil && len(f.Watches) > 0 {
 				comp = f
@@ -129,7 +129,7 @@ func TestComponentsListWithTheirOwnRights(t *testing.T) {
 		t.Cleanup(func() {
 			_ = admin.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 		})
-		s, err := components.StartSession(components.SessionConfig{Config: podToken(t, ctx, admin, p), Node: "node-1", Watches: comp.Watches, Sync: comp.Sync})
+		s, err := startneeds.StartSession(startneeds.SessionConfig{Config: podToken(t, ctx, admin, p), Node: "node-1", Watches: comp.Watches, Sync: comp.Sync})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,10 +252,10 @@ func TestCNIPluginActsWithItsOwnRights(t *testing.T) {
 	})
 	nodeCfg := podToken(t, ctx, admin, node)
 	// calico-node's startup, with its own token.
-	if err := components.EnsureClusterInformation(ctx, nodeCfg, "v3.30.7"); err != nil {
+	if err := startneeds.EnsureClusterInformation(ctx, nodeCfg, "v3.30.7"); err != nil {
 		t.Fatalf("calico-node cannot write ClusterInformation with the add-ons' RBAC: %v", err)
 	}
-	cni, err := components.CalicoCNIConfig(ctx, nodeCfg, node.Namespace)
+	cni, err := startneeds.CalicoCNIConfig(ctx, nodeCfg, node.Namespace)
 	if err != nil {
 		t.Fatalf("calico-node cannot get the CNI plugin's token with the add-ons' RBAC: %v", err)
 	}
@@ -285,7 +285,7 @@ func TestCNIPluginActsWithItsOwnRights(t *testing.T) {
 
 	t.Run("with the add-ons' RBAC", func(t *testing.T) {
 		p := workload(t, "cni-allowed")
-		if err := components.CalicoCNIAdd(ctx, cni, "cni-node", p, "c0ffee", ip); err != nil {
+		if err := startneeds.CalicoCNIAdd(ctx, cni, "cni-node", p, "c0ffee", ip); err != nil {
 			t.Fatalf("ADD with the calico-cni-plugin role: %v", err)
 		}
 		if got := podIP(p.Name); got != ip.String()+"/32" {
@@ -294,7 +294,7 @@ func TestCNIPluginActsWithItsOwnRights(t *testing.T) {
 		if _, err := handles.Get(ctx, "k8s-pod-network.c0ffee", metav1.GetOptions{}); err != nil {
 			t.Errorf("the IPAM handle of the pod's sandbox: %v", err)
 		}
-		if err := components.CalicoCNIDel(ctx, cni, "default", p.Name, "c0ffee"); err != nil {
+		if err := startneeds.CalicoCNIDel(ctx, cni, "default", p.Name, "c0ffee"); err != nil {
 			t.Fatalf("DEL with the calico-cni-plugin role: %v", err)
 		}
 		if _, err := handles.Get(ctx, "k8s-pod-network.c0ffee", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -317,7 +317,7 @@ func TestCNIPluginActsWithItsOwnRights(t *testing.T) {
 			defer restore()
 			p := workload(t, "cni-"+strings.ReplaceAll(strings.Split(tc.resource, "/")[0], "ipam", "ipam-"))
 			poll.Until(t, 30*time.Second, func() string {
-				err := components.CalicoCNIAdd(ctx, cni, "cni-node", p, "d00d", ip)
+				err := startneeds.CalicoCNIAdd(ctx, cni, "cni-node", p, "d00d", ip)
 				if err == nil || !strings.Contains(err.Error(), tc.refused) {
 					return fmt.Sprintf("ADD without the rule for %s: %v, want %q", tc.resource, err, tc.refused)
 				}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
-	"github.com/winkube/winkube/emulator/machines/process"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/internal/flavors"
@@ -28,7 +28,7 @@ import (
 // the API server's load-balanced address answers and the kubernetes
 // Service's ClusterIP answers only once kube-proxy runs on the node.
 type testNode struct {
-	process.Node
+	containerruntime.Node
 	hns       map[string]string
 	kubeProxy bool
 }
@@ -43,7 +43,7 @@ const (
 
 func newTestNode(t *testing.T, os, build, containerd string) *testNode {
 	n := &testNode{hns: map[string]string{}}
-	n.Node = process.Node{Name: "win-node", OS: os, Build: build, Containerd: containerd,
+	n.Node = containerruntime.Node{Name: "win-node", OS: os, Build: build, Containerd: containerd,
 		Disk: vmdisk.Disk{Root: t.TempDir(), Windows: os == "windows"}, HNS: n}
 	if os != "windows" {
 		n.Node.HNS = nil
@@ -159,7 +159,7 @@ func decodeInto(t *testing.T, u map[string]any, into any) {
 
 // startIn starts one container of a DaemonSet's pod on node with the
 // image's process as the local world publishes it.
-func startIn(t *testing.T, c kubernetes.Interface, ns string, node *testNode, ds *appsv1.DaemonSet, container string, change func(*corev1.Pod, *corev1.Container)) process.Outcome {
+func startIn(t *testing.T, c kubernetes.Interface, ns string, node *testNode, ds *appsv1.DaemonSet, container string, change func(*corev1.Pod, *corev1.Container)) containerruntime.Outcome {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-x", Namespace: ns, UID: types.UID("uid-" + ds.Name)}, Spec: *ds.Spec.Template.Spec.DeepCopy()}
@@ -181,15 +181,15 @@ func startIn(t *testing.T, c kubernetes.Interface, ns string, node *testNode, ds
 	pod = admitted
 	spec = containerNamed(pod, container)
 	img := imageProcess(t, spec.Image, node.OS)
-	envv, err := process.Environment(ctx, c, pod, *spec)
+	envv, err := containerruntime.Environment(ctx, c, pod, *spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mounts, err := process.Mounts(ctx, c, node.Disk, pod, *spec)
+	mounts, err := containerruntime.Mounts(ctx, c, node.Disk, pod, *spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return process.Start(ctx, node.Node, img, process.Container{ID: process.ContainerID(pod, spec.Name), Pod: pod, Spec: *spec, Env: envv, Mounts: mounts})
+	return containerruntime.Start(ctx, node.Node, img, containerruntime.Container{ID: containerruntime.ContainerID(pod, spec.Name), Pod: pod, Spec: *spec, Env: envv, Mounts: mounts})
 }
 
 func containerNamed(pod *corev1.Pod, name string) *corev1.Container {
@@ -206,7 +206,7 @@ func containerNamed(pod *corev1.Pod, name string) *corev1.Container {
 	return nil
 }
 
-func imageProcess(t *testing.T, ref, os string) process.Image {
+func imageProcess(t *testing.T, ref, os string) containerruntime.Image {
 	t.Helper()
 	for _, img := range registry.Catalog("v1.36.3", nil) {
 		if registry.Canonical(img.Ref) == registry.Canonical(ref) {
@@ -214,11 +214,11 @@ func imageProcess(t *testing.T, ref, os string) process.Image {
 			if !ok {
 				t.Fatalf("the local world's %s has no %s process", ref, os)
 			}
-			return process.Image{Entrypoint: pr.Entrypoint, Cmd: pr.Cmd, WorkingDir: pr.WorkingDir, Env: pr.Env, Files: pr.Files}
+			return containerruntime.Image{Entrypoint: pr.Entrypoint, Cmd: pr.Cmd, WorkingDir: pr.WorkingDir, Env: pr.Env, Files: pr.Files}
 		}
 	}
 	t.Fatalf("the local world does not publish %s", ref)
-	return process.Image{}
+	return containerruntime.Image{}
 }
 
 const (
@@ -226,7 +226,7 @@ const (
 	build2022 = "10.0.20348.2849"
 )
 
-func expect(t *testing.T, what string, got process.Outcome, state process.State, msg string) {
+func expect(t *testing.T, what string, got containerruntime.Outcome, state containerruntime.State, msg string) {
 	t.Helper()
 	if got.State != state || !strings.Contains(got.Message, msg) {
 		t.Errorf("%s: state %d %q, want state %d with %q", what, got.State, got.Message, state, msg)
@@ -248,24 +248,24 @@ func TestWindowsAddonsStartAsOnANode(t *testing.T) {
 		}
 		// Windows Server 2019: no bind filter, CreateProcess of a .ps1.
 		expect(t, "script as command on 2019", startIn(t, c, ns, newTestNode(t, "windows", build2019, "1.7.24"), ds, "kube-proxy", old),
-			process.StartFails, "%1 is not a valid Win32 application.")
+			containerruntime.StartFails, "%1 is not a valid Win32 application.")
 		// Windows Server 2022: cmd /c hands the .ps1 to its file
 		// association; the script never runs.
 		expect(t, "script as command on 2022", startIn(t, c, ns, newTestNode(t, "windows", build2022, "1.7.24"), ds, "kube-proxy", old),
-			process.Waits, "the script never ran")
+			containerruntime.Waits, "the script never ran")
 		// The script as PowerShell's argument but from C:\: .\hns.psm1 is
 		// not there.
 		expect(t, "no working directory", startIn(t, c, ns, newTestNode(t, "windows", build2022, "1.7.24"), ds, "kube-proxy",
-			func(_ *corev1.Pod, ct *corev1.Container) { ct.WorkingDir = "" }), process.Exits, `The specified module '.\hns.psm1' was not loaded`)
+			func(_ *corev1.Pod, ct *corev1.Container) { ct.WorkingDir = "" }), containerruntime.Exits, `The specified module '.\hns.psm1' was not loaded`)
 		// The re-derived form waits for Calico's network, then runs.
 		node := newTestNode(t, "windows", build2022, "1.7.24")
-		expect(t, "before Calico", startIn(t, c, ns, node, ds, "kube-proxy", nil), process.Waits, "Waiting for HNS network Calico to be created")
+		expect(t, "before Calico", startIn(t, c, ns, node, ds, "kube-proxy", nil), containerruntime.Waits, "Waiting for HNS network Calico to be created")
 		node.CreateNetwork("Calico", "Overlay")
-		expect(t, "with Calico's network", startIn(t, c, ns, node, ds, "kube-proxy", nil), process.Runs, "")
+		expect(t, "with Calico's network", startIn(t, c, ns, node, ds, "kube-proxy", nil), containerruntime.Runs, "")
 		// containerd 1.6 on 2019 (sandbox C:\C\<id>) runs it too.
 		node = newTestNode(t, "windows", build2019, "1.6.36")
 		node.CreateNetwork("Calico", "Overlay")
-		expect(t, "containerd 1.6", startIn(t, c, ns, node, ds, "kube-proxy", nil), process.Runs, "")
+		expect(t, "containerd 1.6", startIn(t, c, ns, node, ds, "kube-proxy", nil), containerruntime.Runs, "")
 	})
 
 	t.Run("calico", func(t *testing.T) {
@@ -285,7 +285,7 @@ func TestWindowsAddonsStartAsOnANode(t *testing.T) {
 			}
 			ct.Env = kept
 		})
-		expect(t, "install-cni, old form", got, process.Exits, "etcd-cert: The system cannot find the file specified.")
+		expect(t, "install-cni, old form", got, containerruntime.Exits, "etcd-cert: The system cannot find the file specified.")
 		if node.cniConfigured(t) {
 			t.Fatal("install-cni without host mounts configured the node's CNI")
 		}
@@ -293,25 +293,25 @@ func TestWindowsAddonsStartAsOnANode(t *testing.T) {
 		// kubernetes Service's ClusterIP, which nothing routes on a
 		// Windows host before kube-proxy, which waits for Calico.
 		expect(t, "install-cni via the ClusterIP", startIn(t, c, ns, node, ds, "install-cni", dropEnvs("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")),
-			process.Exits, "Error installing CNI plugin")
+			containerruntime.Exits, "Error installing CNI plugin")
 		expect(t, "node via the ClusterIP", startIn(t, c, ns, node, ds, "node", dropEnvs("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")),
-			process.Waits, "Calico node initialisation failed, will retry")
+			containerruntime.Waits, "Calico node initialisation failed, will retry")
 		if _, ok := node.Network("Calico"); ok {
 			t.Fatal("Calico's network exists without the API server")
 		}
 		// The old scripts' paths, as the command.
 		expect(t, "node-service.ps1 where v3.30 has none", startIn(t, c, ns, node, ds, "node", func(_ *corev1.Pod, ct *corev1.Container) {
 			ct.Command, ct.Args = []string{"%CONTAINER_SANDBOX_MOUNT_POINT%/CalicoWindows/node/node-service.ps1"}, nil
-		}), process.Exits, "is not recognized as an internal or external command")
+		}), containerruntime.Exits, "is not recognized as an internal or external command")
 		// No working directory: .\config.ps1 is not found.
 		expect(t, "node without working directory", startIn(t, c, ns, node, ds, "node", func(_ *corev1.Pod, ct *corev1.Container) { ct.WorkingDir = "" }),
-			process.Exits, `.\config.ps1`)
+			containerruntime.Exits, `.\config.ps1`)
 
 		// The re-derived DaemonSet: the init containers complete, the
 		// node's CNI is configured, the node service creates Calico's
 		// network and Felix runs.
 		for _, name := range []string{"uninstall-calico", "install-cni"} {
-			expect(t, name, startIn(t, c, ns, node, ds, name, nil), process.Runs, "")
+			expect(t, name, startIn(t, c, ns, node, ds, name, nil), containerruntime.Runs, "")
 		}
 		if !node.cniConfigured(t) {
 			t.Fatal("install-cni did not configure the node's CNI")
@@ -319,16 +319,16 @@ func TestWindowsAddonsStartAsOnANode(t *testing.T) {
 		// A pod's CNI ADD: the HostProcess node service writes its
 		// name in its sandbox, not at the nodename_file, which the
 		// configuration marks optional as the operator's does.
-		if err := process.CNIAdd(node.Node, `C:\etc\cni\net.d`); err != nil {
+		if err := containerruntime.CNIAdd(node.Node, `C:\etc\cni\net.d`); err != nil {
 			t.Fatalf("a pod's CNI ADD: %v", err)
 		}
-		expect(t, "felix before the node service", startIn(t, c, ns, node, ds, "felix", nil), process.Waits, "Waiting for Calico initialisation")
-		expect(t, "node", startIn(t, c, ns, node, ds, "node", nil), process.Runs, "")
+		expect(t, "felix before the node service", startIn(t, c, ns, node, ds, "felix", nil), containerruntime.Waits, "Waiting for Calico initialisation")
+		expect(t, "node", startIn(t, c, ns, node, ds, "node", nil), containerruntime.Runs, "")
 		if typ, ok := node.Network("Calico"); !ok || typ != "Overlay" {
 			t.Fatalf("Calico's HNS network: %q %v", typ, ok)
 		}
 		felix := startIn(t, c, ns, node, ds, "felix", nil)
-		expect(t, "felix", felix, process.Runs, "")
+		expect(t, "felix", felix, containerruntime.Runs, "")
 		// Felix found the wireserver rule beside calico-node.exe, where
 		// its Windows data plane reads static-rules.json; on 2019 with
 		// containerd 1.6 (sandbox C:\C\<id>) too.
@@ -338,7 +338,7 @@ func TestWindowsAddonsStartAsOnANode(t *testing.T) {
 		}
 		old := newTestNode(t, "windows", build2019, "1.6.36")
 		old.CreateNetwork("Calico", "Overlay")
-		if felix := startIn(t, c, ns, old, ds, "felix", nil); felix.State != process.Runs || !strings.Contains(strings.Join(felix.Log, "\n"), wireserver) {
+		if felix := startIn(t, c, ns, old, ds, "felix", nil); felix.State != containerruntime.Runs || !strings.Contains(strings.Join(felix.Log, "\n"), wireserver) {
 			t.Errorf("felix on containerd 1.6: state %d %q, log %q", felix.State, felix.Message, felix.Log)
 		}
 		// The ConfigMap not mounted: Felix starts without the rule.
@@ -372,8 +372,8 @@ func TestWindowsAddonsStartAsOnANode(t *testing.T) {
 					ct.Env[i].ValueFrom.ConfigMapKeyRef.Name = old.Name
 				}
 			}
-		}), process.Runs, "")
-		err = process.CNIAdd(node.Node, `C:\etc\cni\net.d`)
+		}), containerruntime.Runs, "")
+		err = containerruntime.CNIAdd(node.Node, `C:\etc\cni\net.d`)
 		if err == nil || !strings.Contains(err.Error(), "stat c:/var/run/calico/nodename: The system cannot find the file specified.") {
 			t.Fatalf("a pod's CNI ADD without nodename_file_optional: %v", err)
 		}
@@ -389,15 +389,15 @@ func TestWindowsAddonsStartAsOnANode(t *testing.T) {
 			ct.Args = []string{"--node-name=$(NODE_NAME)", "--kubeconfig=%CONTAINER_SANDBOX_MOUNT_POINT%/var/lib/cpaw/kubeconfig.conf", "--v=2"}
 		}
 		expect(t, "old form on 2019", startIn(t, c, ns, newTestNode(t, "windows", build2019, "1.7.24"), ds, "cloud-node-manager", old),
-			process.Exits, `/var/run/secrets/kubernetes.io/serviceaccount/token: The system cannot find the path specified.`)
-		expect(t, "old form on 2022", startIn(t, c, ns, newTestNode(t, "windows", build2022, "1.7.24"), ds, "cloud-node-manager", old), process.Runs, "")
+			containerruntime.Exits, `/var/run/secrets/kubernetes.io/serviceaccount/token: The system cannot find the path specified.`)
+		expect(t, "old form on 2022", startIn(t, c, ns, newTestNode(t, "windows", build2022, "1.7.24"), ds, "cloud-node-manager", old), containerruntime.Runs, "")
 		for _, b := range []string{build2019, build2022} {
-			expect(t, "chart form on "+b, startIn(t, c, ns, newTestNode(t, "windows", b, "1.7.24"), ds, "cloud-node-manager", nil), process.Runs, "")
+			expect(t, "chart form on "+b, startIn(t, c, ns, newTestNode(t, "windows", b, "1.7.24"), ds, "cloud-node-manager", nil), containerruntime.Runs, "")
 		}
 	})
 
 	t.Run("csi-proxy", func(t *testing.T) {
-		expect(t, "csi-proxy", startIn(t, c, ns, newTestNode(t, "windows", build2019, "1.7.24"), dss["csi-proxy"], "csi-proxy", nil), process.Runs, "")
+		expect(t, "csi-proxy", startIn(t, c, ns, newTestNode(t, "windows", build2019, "1.7.24"), dss["csi-proxy"], "csi-proxy", nil), containerruntime.Runs, "")
 	})
 }
 
@@ -409,30 +409,30 @@ func TestLinuxCNIInstallWritesTheHost(t *testing.T) {
 	node.kubeProxy = true
 	expect(t, "without the mount", startIn(t, c, ns, node, dss["calico-node"], "install-cni", func(p *corev1.Pod, ct *corev1.Container) {
 		ct.VolumeMounts = nil
-	}), process.Runs, "")
+	}), containerruntime.Runs, "")
 	if node.cniConfigured(t) {
 		t.Fatal("configured without the host mount")
 	}
 	// Without kube-proxy on the node the ClusterIP does not answer.
 	node.kubeProxy = false
-	expect(t, "before kube-proxy", startIn(t, c, ns, node, dss["calico-node"], "install-cni", nil), process.Exits, "i/o timeout")
+	expect(t, "before kube-proxy", startIn(t, c, ns, node, dss["calico-node"], "install-cni", nil), containerruntime.Exits, "i/o timeout")
 	node.kubeProxy = true
-	expect(t, "with kube-proxy", startIn(t, c, ns, node, dss["calico-node"], "install-cni", nil), process.Runs, "")
+	expect(t, "with kube-proxy", startIn(t, c, ns, node, dss["calico-node"], "install-cni", nil), containerruntime.Runs, "")
 	if !node.cniConfigured(t) {
 		t.Fatal("install-cni did not configure the node")
 	}
 	// Pods get no network until calico-node has written the node's name.
-	if err := process.CNIAdd(node.Node, "/etc/cni/net.d"); err == nil || !strings.Contains(err.Error(), "stat /var/lib/calico/nodename: no such file or directory") {
+	if err := containerruntime.CNIAdd(node.Node, "/etc/cni/net.d"); err == nil || !strings.Contains(err.Error(), "stat /var/lib/calico/nodename: no such file or directory") {
 		t.Fatalf("CNI ADD before calico-node: %v", err)
 	}
-	expect(t, "calico-node", startIn(t, c, ns, node, dss["calico-node"], "calico-node", nil), process.Runs, "")
-	if err := process.CNIAdd(node.Node, "/etc/cni/net.d"); err != nil {
+	expect(t, "calico-node", startIn(t, c, ns, node, dss["calico-node"], "calico-node", nil), containerruntime.Runs, "")
+	if err := containerruntime.CNIAdd(node.Node, "/etc/cni/net.d"); err != nil {
 		t.Fatalf("CNI ADD after calico-node: %v", err)
 	}
 	// A command that is not in the image: runc's error.
 	expect(t, "no such program", startIn(t, c, ns, node, dss["calico-node"], "install-cni", func(_ *corev1.Pod, ct *corev1.Container) {
 		ct.Command = []string{"install-calico"}
-	}), process.StartFails, `exec: "install-calico": executable file not found in $PATH`)
+	}), containerruntime.StartFails, `exec: "install-calico": executable file not found in $PATH`)
 }
 
 func dropEnvs(names ...string) func(*corev1.Pod, *corev1.Container) {

@@ -26,7 +26,7 @@ import (
 	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/testenv"
-	"github.com/winkube/winkube/netlocal/localports"
+	"github.com/winkube/winkube/localports"
 )
 
 // page is one answer of `curl http://<ip>/`.

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/winkube/winkube/internal/nodeaccess"
-	"github.com/winkube/winkube/netlocal/localports"
+	"github.com/winkube/winkube/localports"
 )
 
 // DefaultUser is the user CAPZ's images and bootstrap data create.

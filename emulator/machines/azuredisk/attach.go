@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
 )
 
 // Names external-attacher v4.12.0 uses (pkg/controller/util.go
@@ -349,7 +349,7 @@ func (c *Controller) putDataDisks(ctx context.Context, vms *armcompute.VirtualMa
 		Location:   location,
 		Properties: &armcompute.VirtualMachineProperties{StorageProfile: &armcompute.StorageProfile{DataDisks: disks}},
 	}, nil)
-	_, err = cloud.Wait(ctx, p, err)
+	_, err = cloudprovider.Wait(ctx, p, err)
 	return err
 }
 

@@ -42,8 +42,8 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/yaml"
 
-	"github.com/winkube/winkube/emulator/machines/cloud"
-	"github.com/winkube/winkube/emulator/machines/process"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 )
 
 // DriverName is the CSI driver's name (the chart's --drivername).
@@ -72,7 +72,7 @@ type ControllerConfig struct {
 	IMDS func(node string) string
 	// Connect gives the compute RP of a subscription, reached with a
 	// credential.
-	Connect func(cr cloud.Credentials, subscription string) (*armcompute.ClientFactory, error)
+	Connect func(cr cloudprovider.Credentials, subscription string) (*armcompute.ClientFactory, error)
 	// PodClient, when set, is the API server as the controller pod's
 	// processes reach it: its ServiceAccount's token. What the sidecars
 	// and the driver write (PVs, VolumeAttachments and their status,
@@ -112,8 +112,8 @@ type Controller struct {
 
 // driverCloud is what the driver process knows of Azure.
 type driverCloud struct {
-	config cloud.AzureConfig
-	cred   cloud.Credentials
+	config cloudprovider.AzureConfig
+	cred   cloudprovider.Credentials
 	// api is the API server with the pod's credentials.
 	api kubernetes.Interface
 	// identity is the provisioner's identity, as external-provisioner
@@ -277,7 +277,7 @@ func (c *Controller) driverContainer(p *corev1.Pod) *corev1.Container {
 		if c.cfg.Role(ct) != RoleDriver {
 			continue
 		}
-		if _, node := process.Arg(ct, "--nodeid"); node {
+		if _, node := containerruntime.Arg(ct, "--nodeid"); node {
 			continue
 		}
 		return &p.Spec.Containers[i]
@@ -366,10 +366,10 @@ func (c *Controller) cloudOf(ctx context.Context, p *corev1.Pod) (*driverCloud, 
 	}
 	ct := c.driverContainer(p)
 	name, ns := defaultSecretName, defaultSecretNamespace
-	if v, ok := process.Arg(*ct, "--cloud-config-secret-name"); ok {
+	if v, ok := containerruntime.Arg(*ct, "--cloud-config-secret-name"); ok {
 		name = v
 	}
-	if v, ok := process.Arg(*ct, "--cloud-config-secret-namespace"); ok {
+	if v, ok := containerruntime.Arg(*ct, "--cloud-config-secret-namespace"); ok {
 		ns = v
 	}
 	api := c.cfg.Client
@@ -401,7 +401,7 @@ func (c *Controller) cloudOf(ctx context.Context, p *corev1.Pod) (*driverCloud, 
 		}
 		data, where = b, path
 	}
-	var cfg cloud.AzureConfig
+	var cfg cloudprovider.AzureConfig
 	// cloud-provider-azure's config loader reads YAML, of which JSON is a
 	// subset.
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
@@ -409,7 +409,7 @@ func (c *Controller) cloudOf(ctx context.Context, p *corev1.Pod) (*driverCloud, 
 	}
 	// The driver normalises the location: lower case, no spaces.
 	cfg.Location = strings.ToLower(strings.ReplaceAll(cfg.Location, " ", ""))
-	cr, err := cloud.CredentialsFor(cfg, cloud.AzureEnv(*ct), p.Spec.NodeName, where, c.cfg.IMDS)
+	cr, err := cloudprovider.CredentialsFor(cfg, cloudprovider.AzureEnv(*ct), p.Spec.NodeName, where, c.cfg.IMDS)
 	if err != nil {
 		return nil, err
 	}

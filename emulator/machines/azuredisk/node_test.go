@@ -24,9 +24,9 @@ import (
 
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/emulator/machines/azuredisk"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/machines/kubelet"
-	"github.com/winkube/winkube/emulator/machines/process"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/internal/poll"
@@ -214,12 +214,12 @@ func TestWindowsPodMountsAttachedDisk(t *testing.T) {
 	}
 	// The container's mount is the disk: a write through the pod's
 	// volume folder is on the disk.
-	target := process.CSITargetPath(true, pod, "pvc-1")
+	target := containerruntime.CSITargetPath(true, pod, "pvc-1")
 	staging := kubelet.StagingPath(true, azuredisk.DriverName, diskID)
 	if !strings.HasPrefix(staging, `C:\var\lib\kubelet\plugins\kubernetes.io\csi\disk.csi.azure.com\`) || !strings.HasSuffix(staging, `\globalmount`) {
 		t.Errorf("staging path %s", staging)
 	}
-	mounts, err := process.Mounts(ctx, cs, disk, pod, pod.Spec.Containers[0])
+	mounts, err := containerruntime.Mounts(ctx, cs, disk, pod, pod.Spec.Containers[0])
 	if err != nil || len(mounts) == 0 || mounts[0].HostDir != target {
 		t.Fatalf("the container's mounts %+v (%v), want C:\\data at %s", mounts, err, target)
 	}

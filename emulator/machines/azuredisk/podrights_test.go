@@ -25,7 +25,7 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/machines"
 	"github.com/winkube/winkube/emulator/machines/azuredisk"
-	"github.com/winkube/winkube/emulator/machines/components"
+	"github.com/winkube/winkube/emulator/machines/startneeds"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/poll"
 )
@@ -152,7 +152,7 @@ func TestControllerActsWithItsPodsRights(t *testing.T) {
 	// The provisioner's informers, listed with the pod's token (the
 	// machine runtime runs them as the catalog's session of the
 	// csi-provisioner container).
-	var provisioner *components.Session
+	var provisioner *startneeds.Session
 	var provisionerMu sync.Mutex
 	c := azuredisk.StartController(azuredisk.ControllerConfig{
 		Synced: func(p *corev1.Pod, role string) (bool, string) {
@@ -222,16 +222,16 @@ func TestControllerActsWithItsPodsRights(t *testing.T) {
 	}
 	podCfg := rest.AnonymousClientConfig(env.Config)
 	podCfg.BearerToken = tr.Status.Token
-	var comp *components.Component
+	var comp *startneeds.Component
 	for _, ct := range pod.Spec.Containers {
-		if f := components.New(cs).Find("linux", ct); f != nil && f.Name == "csi-provisioner" {
+		if f := startneeds.New(cs).Find("linux", ct); f != nil && f.Name == "csi-provisioner" {
 			comp = f
 		}
 	}
 	if comp == nil || len(comp.Watches) == 0 {
 		t.Fatal("the catalog's csi-provisioner lists nothing")
 	}
-	ps, err := components.StartSession(components.SessionConfig{Config: podCfg, Node: "node-r", Watches: comp.Watches, Sync: comp.Sync})
+	ps, err := startneeds.StartSession(startneeds.SessionConfig{Config: podCfg, Node: "node-r", Watches: comp.Watches, Sync: comp.Sync})
 	if err != nil {
 		t.Fatal(err)
 	}

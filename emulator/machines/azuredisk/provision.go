@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/winkube/winkube/emulator/machines/cloud"
+	"github.com/winkube/winkube/emulator/machines/cloudprovider"
 )
 
 // Names external-provisioner v6.3.0 and its library use
@@ -295,7 +295,7 @@ func (c *Controller) provision(ctx context.Context, dc *driverCloud, pvc *corev1
 		return nil, rpcError("Internal", "%v", err)
 	}
 	p, err := f.NewDisksClient().BeginCreateOrUpdate(ctx, rg, pvName, disk, nil)
-	created, err := cloud.Wait(ctx, p, err)
+	created, err := cloudprovider.Wait(ctx, p, err)
 	if err != nil {
 		if strings.Contains(err.Error(), "NotFound") {
 			return nil, rpcError("NotFound", "%v", err)
@@ -449,7 +449,7 @@ func (c *Controller) deleteDisk(ctx context.Context, dc *driverCloud, diskURI st
 		return rpcError("Unknown", "disk(%s) already attached to node(%s), could not be deleted", diskURI, *d.ManagedBy)
 	}
 	p, err := disks.BeginDelete(ctx, rg, name, nil)
-	if _, err := cloud.Wait(ctx, p, err); err != nil && !notFound(err) {
+	if _, err := cloudprovider.Wait(ctx, p, err); err != nil && !notFound(err) {
 		return rpcError("Unknown", "%v", err)
 	}
 	return nil

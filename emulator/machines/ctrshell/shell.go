@@ -20,10 +20,10 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/winkube/winkube/emulator/machines/process"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 )
 
-// FS is the container's filesystem (a process.View).
+// FS is the container's filesystem (a containerruntime.View).
 type FS interface {
 	Windows() bool
 	Norm(p, cwd string) string
@@ -33,7 +33,7 @@ type FS interface {
 	WriteFile(p, cwd string, data []byte) (bool, error)
 	AppendFile(p, cwd string, data []byte) error
 	Mkdir(p, cwd string) error
-	List(p, cwd string) ([]process.Entry, error)
+	List(p, cwd string) ([]containerruntime.Entry, error)
 }
 
 // Container is what an exec runs in.

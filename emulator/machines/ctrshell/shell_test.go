@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/winkube/winkube/emulator/machines/process"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/emulator/registry"
 )
@@ -18,7 +18,7 @@ func windowsContainer(t *testing.T, ref string) *Container {
 	t.Helper()
 	disk := vmdisk.Disk{Root: t.TempDir(), Windows: true}
 	files, _ := registry.BaseFiles(ref, "windows")
-	view := process.ContainerView(process.Node{OS: "windows", Disk: disk}, files, []process.Mount{
+	view := containerruntime.ContainerView(containerruntime.Node{OS: "windows", Disk: disk}, files, []containerruntime.Mount{
 		{At: `C:\etc\foo`, Files: map[string][]byte{"key": []byte("from-configmap")}, ReadOnly: true},
 		{At: "C:/etc/bar", Files: map[string][]byte{"password": []byte("s3cret")}, ReadOnly: true},
 		{At: "/cache", HostDir: `C:\var\lib\kubelet\pods\u1\volumes\kubernetes.io~empty-dir\cache`},
@@ -132,7 +132,7 @@ func linuxContainer(t *testing.T, ref string) *Container {
 	t.Helper()
 	disk := vmdisk.Disk{Root: t.TempDir()}
 	files, _ := registry.BaseFiles(ref, "linux")
-	view := process.ContainerView(process.Node{OS: "linux", Disk: disk}, files, []process.Mount{
+	view := containerruntime.ContainerView(containerruntime.Node{OS: "linux", Disk: disk}, files, []containerruntime.Mount{
 		{At: "/etc/foo", Files: map[string][]byte{"key": []byte("v1")}, ReadOnly: true},
 		{At: "/cache", HostDir: "/var/lib/kubelet/pods/u1/volumes/kubernetes.io~empty-dir/cache"},
 	})

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/winkube/winkube/netlocal/localports"
+	"github.com/winkube/winkube/localports"
 )
 
 // Network maps private addresses to loopback host addresses.

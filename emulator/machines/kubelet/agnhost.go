@@ -9,7 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/winkube/winkube/emulator/machines/process"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 )
 
 // agnhost is the e2e tests' multi-purpose image: its program's first
@@ -45,7 +45,7 @@ func agnhostServes(c corev1.Container, img *Pulled, hostname string) (int32, htt
 		return 0, nil, false
 	}
 	flag := func(name string, def int32) int32 {
-		if v, ok := process.Arg(corev1.Container{Args: argv[2:]}, name); ok {
+		if v, ok := containerruntime.Arg(corev1.Container{Args: argv[2:]}, name); ok {
 			if n, err := strconv.Atoi(v); err == nil {
 				return int32(n)
 			}

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/winkube/winkube/emulator/machines/process"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
@@ -196,7 +196,7 @@ func (k *Kubelet) csiPlugin(driver string) CSIPlugin {
 // "globalmount").
 func StagingPath(windows bool, driver, handle string) string {
 	sum := sha256.Sum256([]byte(handle))
-	p := process.KubeletRootDir(windows) + "/plugins/kubernetes.io/csi/" + driver + "/" + fmt.Sprintf("%x", sum) + "/globalmount"
+	p := containerruntime.KubeletRootDir(windows) + "/plugins/kubernetes.io/csi/" + driver + "/" + fmt.Sprintf("%x", sum) + "/globalmount"
 	if windows {
 		return strings.ReplaceAll(p, "/", `\`)
 	}
@@ -215,7 +215,7 @@ func vaName(handle, driver, node string) string {
 // attach/detach controller lists it attached on the node, staged once per
 // node and published into the pod's folder. It returns what is not
 // mounted yet ("" when all are) and records the kubelet's events on the
-// way. Volumes of other kinds are left as they were (see process.Mounts).
+// way. Volumes of other kinds are left as they were (see containerruntime.Mounts).
 func (k *Kubelet) mountVolumes(ctx context.Context, pod *corev1.Pod, run *podRun) (string, error) {
 	windows := k.cfg.Host.OS == "windows"
 	var unmounted, unattached, failed []string
@@ -258,7 +258,7 @@ func (k *Kubelet) mountVolumes(ctx context.Context, pod *corev1.Pod, run *podRun
 		driver, handle := pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle
 		vol := csiVolume{driver: driver, handle: handle, pv: pv.Name, uniq: "kubernetes.io/csi/" + driver + "^" + handle,
 			staging: StagingPath(windows, driver, handle),
-			target:  process.CSITargetPath(windows, pod, pv.Name)}
+			target:  containerruntime.CSITargetPath(windows, pod, pv.Name)}
 		if err := k.setVolumeInUse(ctx, vol.uniq, true); err != nil {
 			return "", err
 		}

@@ -16,8 +16,8 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 	"github.com/winkube/winkube/emulator/machines/ctrshell"
-	"github.com/winkube/winkube/emulator/machines/process"
 	"github.com/winkube/winkube/emulator/registry"
 )
 
@@ -27,7 +27,7 @@ import (
 type ctrView struct {
 	mu   sync.Mutex
 	uid  types.UID
-	view *process.View
+	view *containerruntime.View
 	// cwd and sandbox are a HostProcess container's working directory
 	// and CONTAINER_SANDBOX_MOUNT_POINT.
 	cwd, sandbox string
@@ -161,26 +161,26 @@ func (k *Kubelet) container(ctx context.Context, pod *corev1.Pod, spec *corev1.C
 	if cwd == "" {
 		cwd = workDir
 	}
-	env, err := process.Environment(ctx, k.cfg.Client, pod, *spec)
+	env, err := containerruntime.Environment(ctx, k.cfg.Client, pod, *spec)
 	if err != nil {
 		return nil, nil, err
 	}
-	id := process.ContainerID(pod, spec.Name)
+	id := containerruntime.ContainerID(pod, spec.Name)
 	k.execMu.Lock()
 	cv := k.views[id]
 	if cv == nil {
-		mounts, err := process.Mounts(ctx, k.cfg.Client, k.cfg.Disk, pod, *spec)
+		mounts, err := containerruntime.Mounts(ctx, k.cfg.Client, k.cfg.Disk, pod, *spec)
 		if err != nil {
 			k.execMu.Unlock()
 			return nil, nil, err
 		}
-		node := process.Node{Name: k.cfg.NodeName, OS: k.cfg.Host.OS, Build: k.cfg.Host.Build, Disk: k.cfg.Disk,
+		node := containerruntime.Node{Name: k.cfg.NodeName, OS: k.cfg.Host.OS, Build: k.cfg.Host.Build, Disk: k.cfg.Disk,
 			Containerd: strings.TrimPrefix(k.cfg.NodeInfo.ContainerRuntimeVersion, "containerd://")}
 		cv = &ctrView{uid: pod.UID}
 		if hpc {
-			cv.view, cv.cwd, cv.sandbox = process.HostProcess(node, process.Image{Files: files}, process.Container{ID: id, Pod: pod, Spec: *spec, Mounts: mounts}, cwd)
+			cv.view, cv.cwd, cv.sandbox = containerruntime.HostProcess(node, containerruntime.Image{Files: files}, containerruntime.Container{ID: id, Pod: pod, Spec: *spec, Mounts: mounts}, cwd)
 		} else {
-			cv.view = process.ContainerView(node, files, mounts)
+			cv.view = containerruntime.ContainerView(node, files, mounts)
 		}
 		if k.views == nil {
 			k.views = map[string]*ctrView{}
@@ -241,7 +241,7 @@ func (k *Kubelet) dropViews(uid types.UID) {
 	if k.cfg.Disk.Root == "" {
 		return
 	}
-	if hp, err := k.cfg.Disk.HostPath(process.PodDir(k.cfg.Disk.Windows, string(uid))); err == nil {
+	if hp, err := k.cfg.Disk.HostPath(containerruntime.PodDir(k.cfg.Disk.Windows, string(uid))); err == nil {
 		if err := os.RemoveAll(hp); err != nil && !errors.Is(err, os.ErrNotExist) {
 			k.cfg.Log.Error(err, "removing the pod's directory", "uid", uid)
 		}

@@ -18,7 +18,7 @@ import (
 // pod's restartPolicy and the crash-loop back-off apply, as when a real
 // process exits at once for want of what it needs.
 //
-// Three errors say more of the process (see emulator/machines/process):
+// Three errors say more of the process (see emulator/machines/containerruntime):
 // a *StartFailure is a process the runtime could not start (exit code
 // 128, reason StartError); an *Exited a process that ended at once with
 // its own exit code; a *Waiting a process that runs but waits for

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/winkube/winkube/emulator/machines/process"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/emulator/registry"
 )
@@ -212,7 +212,7 @@ func (k *Kubelet) createSandbox(ctx context.Context, key string, pod *corev1.Pod
 	}
 	// cniFailed is a failed CNI ADD: the sandbox is not created.
 	cniFailed := func(err error) error {
-		msg := fmt.Sprintf("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox %q: %v", process.ContainerID(pod, "sandbox"), err)
+		msg := fmt.Sprintf("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox %q: %v", containerruntime.ContainerID(pod, "sandbox"), err)
 		k.waiting(status, pod, "ContainerCreating", "")
 		k.event(ctx, pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", msg)
 		k.cfg.Logs.Write(vmdisk.CNI, "ADD %s failed: %v", key, err)
@@ -237,7 +237,7 @@ func (k *Kubelet) createSandbox(ctx context.Context, key string, pod *corev1.Pod
 	}
 	sb.ip = ip
 	if k.cfg.NetworkAddressed != nil && fresh && pod.Status.PodIP == "" {
-		if err := k.cfg.NetworkAddressed(ctx, pod, process.ContainerID(pod, "sandbox"), ip); err != nil {
+		if err := k.cfg.NetworkAddressed(ctx, pod, containerruntime.ContainerID(pod, "sandbox"), ip); err != nil {
 			k.releaseIP(uid, key)
 			return sb, true, cniFailed(err)
 		}
@@ -440,7 +440,7 @@ func setIPs(s *corev1.PodStatus, host, pod netip.Addr) {
 }
 
 func containerID(pod *corev1.Pod, name string) string {
-	return "containerd://" + process.ContainerID(pod, name)
+	return "containerd://" + containerruntime.ContainerID(pod, name)
 }
 
 // containerStatuses fills in what the runtime reports: init containers

@@ -16,7 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/winkube/winkube/netlocal/localports"
+	"github.com/winkube/winkube/localports"
 )
 
 // probeRun is one probe of a container, counted as the kubelet's prober

@@ -10,7 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/winkube/winkube/emulator/machines/process"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/windowslimits"
 )
@@ -133,7 +133,7 @@ func createsOnWindows(h Host, pod *corev1.Pod, c corev1.Container) *ContainerFai
 	alone := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
 	for _, hit := range windowslimits.Find(windowslimits.PodTarget(alone)) {
 		if hit.Row.Kubelet == windowslimits.FailsContainer && len(c.VolumeDevices) > 0 {
-			return &ContainerFailure{hit.Row.Reason, fmt.Sprintf(hit.Row.Message, process.ContainerID(pod, c.Name), c.VolumeDevices[0].DevicePath)}
+			return &ContainerFailure{hit.Row.Reason, fmt.Sprintf(hit.Row.Message, containerruntime.ContainerID(pod, c.Name), c.VolumeDevices[0].DevicePath)}
 		}
 	}
 	return nil

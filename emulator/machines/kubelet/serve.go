@@ -16,8 +16,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/winkube/winkube/emulator/machines/process"
-	"github.com/winkube/winkube/netlocal/localports"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
+	"github.com/winkube/winkube/localports"
 )
 
 // SimulatedHeader marks every answer of a simulated container, so that a
@@ -93,7 +93,7 @@ func portsOf(c corev1.Container, img *Pulled) []int32 {
 		// A flag that moves the endpoint wins over the image's default.
 		moved := false
 		for _, f := range img.ListenFlags {
-			if v, ok := process.Arg(c, f); ok {
+			if v, ok := containerruntime.Arg(c, f); ok {
 				if _, port, err := net.SplitHostPort(v); err == nil {
 					v = port
 				}

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 
-	"github.com/winkube/winkube/emulator/machines/process"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 )
 
 // server is the kubelet API, reduced to what the API server calls on a
@@ -65,7 +65,7 @@ func (k *Kubelet) servePortForward(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("pod %s/%s is not on node %s", ns, name, k.cfg.NodeName), http.StatusNotFound)
 		return
 	}
-	f := forwarder{addr: k.cfg.Address, hostNet: pod.Spec.HostNetwork, windows: k.cfg.Host.OS == "windows", podIP: pod.Status.PodIP, sandbox: process.ContainerID(pod, "sandbox")}
+	f := forwarder{addr: k.cfg.Address, hostNet: pod.Spec.HostNetwork, windows: k.cfg.Host.OS == "windows", podIP: pod.Status.PodIP, sandbox: containerruntime.ContainerID(pod, "sandbox")}
 	if !f.hostNet {
 		if k.cfg.PodAddress == nil || pod.Status.PodIP == "" {
 			http.Error(w, fmt.Sprintf("pod %s/%s has no pod IP on node %s", ns, name, k.cfg.NodeName), http.StatusInternalServerError)

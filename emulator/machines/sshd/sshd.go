@@ -23,7 +23,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/winkube/winkube/netlocal/localports"
+	"github.com/winkube/winkube/localports"
 )
 
 // Shell runs what a session asks for.

@@ -37,7 +37,7 @@ import (
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/testenv"
 	"github.com/winkube/winkube/internal/upgrade"
-	"github.com/winkube/winkube/netlocal/localports"
+	"github.com/winkube/winkube/localports"
 )
 
 const (

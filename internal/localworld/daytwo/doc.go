@@ -1,7 +1,0 @@
-// Package daytwo holds end-to-end tests of operating a local world's
-// cluster once it is up: three control planes and a crashed scheduler,
-// the move of its Windows workers off Windows Server 2019, and rehearsed
-// bootstrap failures diagnosed through Azure. They boot one world of their
-// own, apart from package localworld's tests, so that go test runs the
-// two packages' worlds side by side, each in its own process.
-package daytwo
