@@ -235,6 +235,27 @@ var Rows = []Row{
 		Source:  "kubernetes v1.36.3 pkg/kubelet/kuberuntime/kuberuntime_container_windows.go:118 generateWindowsContainerConfig; pkg/apis/core/validation/validation.go:4865 validateWindows (the fields)",
 		Match:   linuxOnly,
 	},
+	// The Linux hardening a pod may carry wherever it lands is only
+	// warned of: Kubernetes admits it on a pod without spec.os.name, the
+	// Windows kubelet drops it, and a pod that merely restricts itself
+	// loses nothing it counted on. Refusing it would refuse what upstream
+	// requires to run (kubernetes v1.36.3 test/e2e/windows/security_context.go:150
+	// "should ignore Linux-specific SecurityContext if set", a seLinuxOptions
+	// on a Windows pod) and every pod of a namespace whose Pod Security
+	// level is restricted, which must set seccompProfile and drop
+	// capabilities unless spec.os.name is windows (kubernetes
+	// pod-security-admission v0.36.3 policy/check_seccompProfile_restricted.go:151,
+	// check_capabilities_restricted.go:141: both exempt only that).
+	{
+		ID:        "linux-hardening",
+		OneLine:   "Linux-only hardening",
+		Kubelet:   Ignores,
+		Admission: Warn, Refusal: "has no effect on Windows: the kubelet drops it (set spec.os.name: windows to say the pod is for Windows)",
+		Explain: "are ignored: Windows has no seccomp, AppArmor, SELinux, Linux capabilities, read-only root or numeric users, so the container runs without these restrictions",
+		Fix:     "set spec.os.name: windows (Pod Security then exempts the pod from the Linux-only checks) and use securityContext.windowsOptions.runAsUserName for a non-administrator user",
+		Source:  "kubernetes v1.36.3 pkg/kubelet/kuberuntime/kuberuntime_container_windows.go:118 generateWindowsContainerConfig; pkg/apis/core/validation/validation.go:4865 validateWindows (only with spec.os.name: windows)",
+		Match:   linuxHardening,
+	},
 	{
 		ID:        "memory-emptydir",
 		Kubelet:   Ignores,
@@ -335,7 +356,9 @@ var Rows = []Row{
 }
 
 // linuxOnly finds the Linux-only fields validateWindows refuses when
-// spec.os.name is windows. The API server refuses any value; a pod that
+// spec.os.name is windows that ask for something the container will not
+// have (powers, shared namespaces, groups for volumes); linuxHardening the
+// ones that only restrict it. The API server refuses any value; a pod that
 // reaches a Windows node by its nodeSelector alone passes the API server,
 // and the kubelet drops the fields, so only values that ask for something
 // (privileged: true, not false) are hits: a false one asks for what
@@ -358,19 +381,14 @@ func linuxOnly(t Target) []Hit {
 	add(spec.HostPID, t.Path.Child("hostPID"), "hostPID")
 	add(spec.HostIPC, t.Path.Child("hostIPC"), "hostIPC")
 	add(isTrue(spec.ShareProcessNamespace), t.Path.Child("shareProcessNamespace"), "shareProcessNamespace")
-	add(spec.HostUsers != nil && !*spec.HostUsers, t.Path.Child("hostUsers"), "hostUsers")
 	if sc := spec.SecurityContext; sc != nil {
 		p := t.Path.Child("securityContext")
 		for _, f := range []struct {
 			name string
 			on   bool
 		}{
-			{"appArmorProfile", sc.AppArmorProfile != nil}, {"seLinuxOptions", sc.SELinuxOptions != nil},
-			{"seccompProfile", sc.SeccompProfile != nil}, {"fsGroup", sc.FSGroup != nil},
-			{"fsGroupChangePolicy", sc.FSGroupChangePolicy != nil}, {"sysctls", len(sc.Sysctls) > 0},
-			{"runAsUser", sc.RunAsUser != nil}, {"runAsGroup", sc.RunAsGroup != nil},
+			{"fsGroup", sc.FSGroup != nil}, {"sysctls", len(sc.Sysctls) > 0},
 			{"supplementalGroups", len(sc.SupplementalGroups) > 0}, {"supplementalGroupsPolicy", sc.SupplementalGroupsPolicy != nil},
-			{"seLinuxChangePolicy", sc.SELinuxChangePolicy != nil},
 		} {
 			add(f.on, p.Child(f.name), "securityContext."+f.name)
 		}
@@ -385,10 +403,56 @@ func linuxOnly(t Target) []Hit {
 			name string
 			on   bool
 		}{
-			{"appArmorProfile", sc.AppArmorProfile != nil}, {"seLinuxOptions", sc.SELinuxOptions != nil},
-			{"seccompProfile", sc.SeccompProfile != nil}, {"capabilities", sc.Capabilities != nil},
-			{"readOnlyRootFilesystem", isTrue(sc.ReadOnlyRootFilesystem)}, {"privileged", isTrue(sc.Privileged)},
+			{"capabilities.add", sc.Capabilities != nil && len(sc.Capabilities.Add) > 0}, {"privileged", isTrue(sc.Privileged)},
 			{"allowPrivilegeEscalation", isTrue(sc.AllowPrivilegeEscalation)}, {"procMount", sc.ProcMount != nil},
+		} {
+			if f.on {
+				out = append(out, Hit{Path: p.Child(f.name), What: "containers[*].securityContext." + f.name, Container: c.c.Name})
+			}
+		}
+	}
+	return out
+}
+
+func linuxHardening(t Target) []Hit {
+	spec := t.Spec
+	if IsHostProcess(spec) {
+		return nil
+	}
+	var out []Hit
+	if spec.HostUsers != nil && !*spec.HostUsers {
+		out = append(out, Hit{Path: t.Path.Child("hostUsers"), What: "hostUsers"})
+	}
+	if sc := spec.SecurityContext; sc != nil {
+		p := t.Path.Child("securityContext")
+		for _, f := range []struct {
+			name string
+			on   bool
+		}{
+			{"appArmorProfile", sc.AppArmorProfile != nil}, {"seLinuxOptions", sc.SELinuxOptions != nil},
+			{"seccompProfile", sc.SeccompProfile != nil}, {"fsGroupChangePolicy", sc.FSGroupChangePolicy != nil},
+			{"runAsUser", sc.RunAsUser != nil}, {"runAsGroup", sc.RunAsGroup != nil},
+			{"seLinuxChangePolicy", sc.SELinuxChangePolicy != nil},
+		} {
+			if f.on {
+				out = append(out, Hit{Path: p.Child(f.name), What: "securityContext." + f.name})
+			}
+		}
+	}
+	for _, c := range containers(spec) {
+		sc := c.c.SecurityContext
+		if sc == nil {
+			continue
+		}
+		p := c.path(t.Path).Child("securityContext")
+		for _, f := range []struct {
+			name string
+			on   bool
+		}{
+			{"appArmorProfile", sc.AppArmorProfile != nil}, {"seLinuxOptions", sc.SELinuxOptions != nil},
+			{"seccompProfile", sc.SeccompProfile != nil},
+			{"capabilities.drop", sc.Capabilities != nil && len(sc.Capabilities.Drop) > 0 && len(sc.Capabilities.Add) == 0},
+			{"readOnlyRootFilesystem", isTrue(sc.ReadOnlyRootFilesystem)},
 			{"runAsUser", sc.RunAsUser != nil}, {"runAsGroup", sc.RunAsGroup != nil},
 		} {
 			if f.on {

@@ -31,7 +31,14 @@ func TestWindowsPodLimits(t *testing.T) {
 	c.pod(ns, "privileged", "win-1", nil, corev1.PodSpec{Containers: ctr(func(ct *corev1.Container) {
 		ct.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To[int64](1000)}
 	})}, true)
-	expect(t, "privileged", about(WindowsPodLimits(c.state()), "Pod/winlimits/privileged"), 1, Warning, "containers[*].securityContext.privileged, containers[*].securityContext.runAsUser", "runs unprivileged")
+	// Two rows: the power it will not have, and the hardening the node
+	// drops (a user ID Windows has no use for).
+	fs := about(WindowsPodLimits(c.state()), "Pod/winlimits/privileged")
+	if len(fs) != 2 {
+		t.Fatalf("privileged: %d findings, want 2 (settings and hardening): %+v", len(fs), fs)
+	}
+	expect(t, "privileged", fs[:1], 1, Warning, "Linux-only settings containers[*].securityContext.privileged", "runs unprivileged")
+	expect(t, "privileged's user", fs[1:], 1, Warning, "Linux-only hardening containers[*].securityContext.runAsUser", "spec.os.name: windows")
 
 	// Every field the API server refuses for a Windows pod, as the
 	// Windows limits table lists them: AppArmor too.
@@ -44,7 +51,7 @@ func TestWindowsPodLimits(t *testing.T) {
 		Containers: ctr(func(ct *corev1.Container) {
 			ct.VolumeMounts = []corev1.VolumeMount{{Name: "cache", MountPath: `C:\cache`, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)}}
 		})}, true)
-	fs := about(WindowsPodLimits(c.state()), "Pod/winlimits/memory")
+	fs = about(WindowsPodLimits(c.state()), "Pod/winlimits/memory")
 	expect(t, "memory", fs[:1], 1, Warning, "emptyDir cache with medium: Memory", "node's disk")
 	expect(t, "propagation", fs[1:], 1, Warning, "mountPropagation HostToContainer", "private")
 

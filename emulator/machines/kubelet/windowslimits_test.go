@@ -24,8 +24,12 @@ var limitExamples = map[string]func(*corev1.Pod){
 	},
 	"host-network": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
 	"linux-only": func(p *corev1.Pod) {
-		p.Spec.SecurityContext = &corev1.PodSecurityContext{AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}}
+		p.Spec.HostPID = true
 		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	},
+	"linux-hardening": func(p *corev1.Pod) {
+		p.Spec.SecurityContext = &corev1.PodSecurityContext{AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}}
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Level: "s0:c24,c9"}}
 	},
 	"memory-emptydir": func(p *corev1.Pod) {
 		p.Spec.Volumes = []corev1.Volume{{Name: "m", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}

@@ -68,3 +68,39 @@ func TestServiceWithManyWindowsBackendsOnOldBuildsWarns(t *testing.T) {
 		t.Fatalf("warned for an updated node: %v", resp.Warnings)
 	}
 }
+
+// TestLinuxHardeningIsWarnedOf: a Windows pod (placed by its image, no
+// spec.os.name) carrying what a restricted Pod Security namespace demands
+// of every such pod, and the seLinuxOptions of upstream's "should ignore
+// Linux-specific SecurityContext if set", is admitted with a warning per
+// field: the kubelet drops them and the pod loses nothing it counted on.
+// What asks for powers it will not have is still refused.
+func TestLinuxHardeningIsWarnedOf(t *testing.T) {
+	ctx := context.Background()
+	p := pod("default", img2019)
+	p.Spec.NodeSelector = map[string]string{corev1.LabelOSStable: "windows"} // as placement leaves it
+	p.Spec.SecurityContext = &corev1.PodSecurityContext{
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		SELinuxOptions: &corev1.SELinuxOptions{Level: "s0:c24,c9"},
+	}
+	no := false
+	p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
+		AllowPrivilegeEscalation: &no,
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	resp := adm.Validate().Handle(ctx, request(t, "Pod", p, "default"))
+	if !resp.Allowed {
+		t.Fatalf("a restricted-shaped Windows pod was refused: %v", resp.Result)
+	}
+	joined := strings.Join(resp.Warnings, "\n")
+	for _, want := range []string{"securityContext.seccompProfile", "securityContext.seLinuxOptions", "securityContext.capabilities.drop"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no warning naming %s: %v", want, resp.Warnings)
+		}
+	}
+
+	p.Spec.Containers[0].SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+	if resp := adm.Validate().Handle(ctx, request(t, "Pod", p, "default")); resp.Allowed {
+		t.Fatalf("a Windows pod adding capabilities was admitted: %v", resp.Warnings)
+	}
+}
