@@ -127,6 +127,22 @@ func (r *Runtime) closeProxy(endpoint string, n *kubeproxy.Node) {
 // cluster, another machine's VNet address, or a loopback address of the
 // local world (node addresses as kubectl shows them, public IPs).
 func (r *Runtime) nodeDial(m *machine) func(ctx context.Context, addr string) (net.Conn, error) {
+	return r.dialFrom(m, "")
+}
+
+// podDial connects from a pod of machine m whose IP is podIP, as its
+// packets go: a Service's ClusterIP through the node's kube-proxy rules
+// (DNAT from the pod's IP), another node's pod through the CNI's routes,
+// the pod's own loopback to nothing (no process runs in a simulated
+// container), anything else as the node forwards it. A host-network pod
+// (podIP "") is the node itself.
+func (r *Runtime) podDial(m *machine) func(podIP string) func(ctx context.Context, addr string) (net.Conn, error) {
+	return func(podIP string) func(ctx context.Context, addr string) (net.Conn, error) {
+		return r.dialFrom(m, podIP)
+	}
+}
+
+func (r *Runtime) dialFrom(m *machine, podIP string) func(ctx context.Context, addr string) (net.Conn, error) {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -140,9 +156,18 @@ func (r *Runtime) nodeDial(m *machine) func(ctx context.Context, addr string) (n
 		pn, endpoint := m.proxy, m.endpoint
 		r.mu.Unlock()
 		if pn != nil {
-			if c, handled, err := pn.DialService(ctx, addr); handled {
+			dial := pn.DialService
+			if podIP != "" {
+				dial = func(ctx context.Context, addr string) (net.Conn, bool, error) {
+					return pn.DialServiceFromPod(ctx, addr, podIP)
+				}
+			}
+			if c, handled, err := dial(ctx, addr); handled {
 				return c, err
 			}
+		}
+		if podIP != "" && ip.IsLoopback() {
+			return nil, fmt.Errorf("dial tcp %s: connect: connection refused (nothing listens in the pod: no process runs in a simulated container)", addr)
 		}
 		if a, ok := r.opts.Network.Lookup("pod/" + endpoint + "/" + ip.String()); ok {
 			if err := r.podRoute(m, ip); err != nil {

@@ -468,6 +468,7 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		NetworkAddressed: r.cniNetworkAddressed(m), TearDownNetwork: r.cniTearDown(m),
 		Installed: func(what map[string]bool) { r.setInstalled(m, what) },
 		Egress:    egress(am),
+		PodDial:   r.podDial(m),
 		Run:       r.realPrograms(m),
 		CSIPlugin: r.csiPlugins(m),
 		Stopped:   func(uid types.UID) { r.stopSessions(m, uid) },

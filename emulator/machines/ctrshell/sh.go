@@ -311,6 +311,12 @@ func (s *session) shCommand(w []string) int {
 		return code
 	case "ls":
 		return s.ls(args)
+	case "wget":
+		if s.busybox() {
+			return s.wget(args)
+		}
+		s.errorln(fmt.Sprintf("winkube: %s is in the container's image but is not simulated; the shell answers only %s", name, Answers))
+		return 126
 	case "mkdir":
 		code := 0
 		for _, a := range args {

@@ -12,10 +12,12 @@ package ctrshell
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"path"
 	"sort"
 	"strings"
@@ -47,6 +49,11 @@ type Container struct {
 	// Cwd is the working directory a new process starts in.
 	Cwd string
 	FS  FS
+	// Dial connects from the pod's network as a packet from the pod goes:
+	// the pod's IP as source, a Service's ClusterIP through its node's
+	// kube-proxy rules, another node's pod through the CNI's routes (nil:
+	// the container has no network, and a connection fails).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // StartError is the runtime's refusal to start the program an exec names;
@@ -56,7 +63,7 @@ type StartError struct{ Message string }
 func (e *StartError) Error() string { return e.Message }
 
 // Answers names what the simulated shells answer, for the refusal message.
-const Answers = "hostname, the environment, the working directory, listing, reading and writing files, mkdir and exit"
+const Answers = "hostname, the environment, the working directory, listing, reading and writing files, mkdir, exit and (busybox) wget"
 
 // Exec runs argv in c with the exec session's streams, and returns the
 // exit code; a *StartError when the program is not in the container.

@@ -206,7 +206,15 @@ func (k *Kubelet) container(ctx context.Context, pod *corev1.Pod, spec *corev1.C
 		cwd = cv.cwd
 		all = append(all, "CONTAINER_SANDBOX_MOUNT_POINT="+cv.sandbox)
 	}
-	return &ctrshell.Container{Pod: pod.Namespace + "/" + pod.Name, Name: spec.Name, ID: id, Hostname: hostname, Env: all, Cwd: cwd, FS: cv.view}, cv, nil
+	c := &ctrshell.Container{Pod: pod.Namespace + "/" + pod.Name, Name: spec.Name, ID: id, Hostname: hostname, Env: all, Cwd: cwd, FS: cv.view}
+	if k.cfg.PodDial != nil {
+		podIP := pod.Status.PodIP
+		if pod.Spec.HostNetwork {
+			podIP = ""
+		}
+		c.Dial = k.cfg.PodDial(podIP)
+	}
+	return c, cv, nil
 }
 
 // podHostname is the container's hostname: the node's for a pod in the

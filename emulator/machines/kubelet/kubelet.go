@@ -124,6 +124,10 @@ type Config struct {
 	// registries, so a pull of an image the node does not have needs Tcp.
 	// Nil reaches everything.
 	Egress func(protocol string) error
+	// PodDial is how a pod with IP podIP connects (a host-network pod:
+	// podIP ""), for the programs its exec sessions run (busybox's wget).
+	// Nil: its pods have no network.
+	PodDial func(podIP string) func(ctx context.Context, addr string) (net.Conn, error)
 	// Disk is the node's disk: the kubelet keeps the pods' emptyDir
 	// volumes there, and hostPath volumes are its directories. Without
 	// it (Root "") an emptyDir lives only in the exec sessions' memory.

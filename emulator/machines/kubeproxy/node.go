@@ -577,6 +577,18 @@ var ErrNoRoute = errors.New("no route to the Service IP from this node")
 // port, as the node's processes do through kube-proxy's rules. handled is
 // false when addr is no Service's ClusterIP.
 func (n *Node) DialService(ctx context.Context, addr string) (conn net.Conn, handled bool, err error) {
+	return n.dialService(ctx, addr, "")
+}
+
+// DialServiceFromPod is DialService for a connection a pod of the node
+// makes from its IP podIP: the node's rules DNAT it just the same, but
+// the host's own limits (a Windows Server 2019 host reaching no VIP) do
+// not apply to its pods, and ClientIP affinity keys on the pod's IP.
+func (n *Node) DialServiceFromPod(ctx context.Context, addr, podIP string) (conn net.Conn, handled bool, err error) {
+	return n.dialService(ctx, addr, podIP)
+}
+
+func (n *Node) dialService(ctx context.Context, addr, podIP string) (conn net.Conn, handled bool, err error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, false, err
@@ -595,8 +607,10 @@ func (n *Node) DialService(ctx context.Context, addr string) (conn net.Conn, han
 		// the packets leave for the default gateway and are lost.
 		return nil, true, fmt.Errorf("dial tcp %s: i/o timeout (no kube-proxy has programmed Service %s on node %s: nothing routes Service IPs it has not programmed)", addr, cs.key, n.cfg.NodeName)
 	}
-	if err := n.lim.hostToService(); err != nil {
-		return nil, true, fmt.Errorf("dial tcp %s: %w", addr, err)
+	if podIP == "" {
+		if err := n.lim.hostToService(); err != nil {
+			return nil, true, fmt.Errorf("dial tcp %s: %w", addr, err)
+		}
 	}
 	if !n.programs(host) {
 		// The overlay node has no IPv6 address and kube-proxy programmed
@@ -606,7 +620,11 @@ func (n *Node) DialService(ctx context.Context, addr string) (conn net.Conn, han
 	if p == nil {
 		return nil, true, fmt.Errorf("dial tcp %s: connect: connection refused (service %s has no port %d)", addr, s.key, port)
 	}
-	c, err := n.dialEndpoint(s, p.name, s.itpLocal, n.cfg.Address.String())
+	client := podIP
+	if client == "" {
+		client = n.cfg.Address.String()
+	}
+	c, err := n.dialEndpoint(s, p.name, s.itpLocal, client)
 	var noRoute *routeError
 	if errors.As(err, &noRoute) {
 		return nil, true, fmt.Errorf("dial tcp %s: connect: %w", addr, noRoute)
