@@ -21,7 +21,7 @@ var (
 		"/Windows/System32/HOSTNAME.EXE",
 	}
 	// busybox: one binary with its applets linked in /bin.
-	busyboxFiles = []string{"/bin/busybox", "/bin/sh", "/bin/ls", "/bin/cat", "/bin/env", "/bin/printenv", "/bin/hostname", "/bin/pwd", "/bin/mkdir", "/bin/echo", "/bin/wget"}
+	busyboxFiles = []string{"/bin/busybox", "/bin/sh", "/bin/ls", "/bin/cat", "/bin/env", "/bin/printenv", "/bin/hostname", "/bin/pwd", "/bin/mkdir", "/bin/echo", "/bin/wget", "/bin/sleep"}
 	// Debian (nginx's base): dash as sh, bash, coreutils.
 	debianFiles = []string{"/bin/sh", "/bin/bash", "/bin/ls", "/bin/cat", "/usr/bin/env", "/usr/bin/printenv", "/bin/hostname", "/bin/pwd", "/bin/mkdir", "/bin/echo"}
 )

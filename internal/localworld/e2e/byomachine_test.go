@@ -15,12 +15,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
 )
 
 // checkByoMachine is 'winkube node join' end to end on a machine no
@@ -33,9 +35,9 @@ import (
 // second run installs containerd, kubelet and kubeadm and joins through
 // kubeadm's discovery and TLS bootstrap, and the post-join check sees the
 // node Ready with kube-proxy and the CNI running. A pod placed on the
-// node by nodeSelector serves seed 002's way, behind a Service a
-// control-plane node reaches (this world has no Linux worker, and a
-// simulated container has no network client to reach it from a pod); a
+// node by nodeSelector serves seed 002's way, behind a Service that a
+// Linux busybox pod reaches with wget, by the ClusterIP and by the pod's
+// IP (wgetFromLinuxPod); a
 // restart through Azure brings the node back Ready by its services alone;
 // then node leave and machine delete.
 func checkByoMachine(ctx context.Context, t *testing.T, w *localworld.World, stateDir string, start time.Time) {
@@ -136,18 +138,8 @@ func checkByoMachine(ctx context.Context, t *testing.T, w *localworld.World, sta
 		}
 		return ""
 	})
-	cps, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
-	if err != nil || len(cps.Items) == 0 {
-		t.Fatalf("control-plane nodes: %v", err)
-	}
-	poll.Until(t, 2*time.Minute, func() string {
-		out, err := runWinkube(ctx, "ssh", "--state-dir", stateDir, "-q", cps.Items[0].Name, "--", "curl", "-sS", "-m", "5", "http://"+svc.Spec.ClusterIP+"/")
-		if err != nil || !strings.Contains(out, noAdmission+"/byo-web") {
-			return fmt.Sprintf("from %s to the Service %s: %v %s", cps.Items[0].Name, svc.Spec.ClusterIP, err, out)
-		}
-		return ""
-	})
-	t.Logf("%6.1fs a pod on %s serves behind a Service", time.Since(start).Seconds(), name)
+	wgetFromLinuxPod(ctx, t, cfg, cs, name, svc.Spec.ClusterIP)
+	t.Logf("%6.1fs a pod on %s serves behind a Service a Linux pod reaches", time.Since(start).Seconds(), name)
 
 	// A restart through Azure: the containerd and kubelet services the
 	// script registered start again, and the node is Ready with a new
@@ -233,4 +225,51 @@ func checkBrokenJoins(ctx context.Context, t *testing.T, w *localworld.World, st
 		t.Errorf("an expired token: %v, want the script's preflight to name it\n%s", err, out)
 	}
 	t.Logf("%6.1fs broken joins named: 16-character host name, unreachable API port, expired token", time.Since(start).Seconds())
+}
+
+// wgetFromLinuxPod runs the e2e busybox image on a control-plane node
+// (this world has no Linux worker, so the pod tolerates the
+// control-plane taint) and fetches the hand-joined node's pod with
+// busybox's wget from the pod's network: through the Service's ClusterIP
+// (the node's kube-proxy rules) and at the pod's IP (the CNI's routes to
+// the Windows node); a port the Service does not have is refused with
+// busybox's words.
+func wgetFromLinuxPod(ctx context.Context, t *testing.T, cfg *rest.Config, cs kubernetes.Interface, node, clusterIP string) {
+	t.Helper()
+	const client = "byo-client"
+	if _, err := cs.CoreV1().Pods(noAdmission).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: client}, Spec: corev1.PodSpec{
+		NodeSelector: map[string]string{corev1.LabelOSStable: "linux"},
+		Tolerations:  []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		Containers: []corev1.Container{{Name: "bb", Image: "registry.k8s.io/e2e-test-images/busybox:1.37.0-1",
+			Command: []string{"sleep", "3600"}}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.CoreV1().Pods(noAdmission).Delete(ctx, client, metav1.DeleteOptions{}) }()
+	poll.Until(t, 3*time.Minute, func() string {
+		p, err := cs.CoreV1().Pods(noAdmission).Get(ctx, client, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+			return fmt.Sprintf("%s on %q: %s %+v", client, p.Spec.NodeName, p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		return ""
+	})
+	web, err := cs.CoreV1().Pods(noAdmission).Get(ctx, "byo-web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{clusterIP, web.Status.PodIP} {
+		poll.Until(t, 2*time.Minute, func() string {
+			out, errs, err := testenv.Exec(ctx, cfg, cs, noAdmission, client, "bb", []string{"wget", "-qO-", "-T", "5", "http://" + target + "/"}, "")
+			if err != nil || !strings.Contains(out, noAdmission+"/byo-web") {
+				return fmt.Sprintf("wget from Linux pod %s to %s (byo-web on %s): %v %s %s", client, target, node, err, out, errs)
+			}
+			return ""
+		})
+	}
+	_, errs, err := testenv.Exec(ctx, cfg, cs, noAdmission, client, "bb", []string{"wget", "-qO-", "-T", "5", "http://" + clusterIP + ":81/"}, "")
+	if err == nil || !strings.Contains(errs, "wget: can't connect to remote host ("+clusterIP+"): Connection refused") {
+		t.Errorf("wget to a port Service byo-web does not have: %v %q, want busybox's connection refused", err, errs)
+	}
 }
