@@ -649,3 +649,27 @@ func TestRulesOutliveKubeProxy(t *testing.T) {
 		answers(t, nodePortURL(n, svc), "10.244.1.31")
 	}
 }
+
+// TestClusterIPFromAPod: a pod's connection to a ClusterIP goes through
+// its node's rules as the node's own do, but the Windows Server 2019
+// host's limit (no Service VIPs from the host itself, windows.go) is the
+// host's: its pods reach the VIP. A port the Service lacks is refused.
+func TestClusterIPFromAPod(t *testing.T) {
+	c, w := newCluster(t)
+	w.backend(t, "10.244.1.40", 8080)
+	win2019 := c.testNode(t, "win-2019", true, "10.0.17763.6532")
+	svc := newService(t, "web", corev1.ServiceSpec{Selector: map[string]string{"app": "web"}}, map[string]string{"10.244.1.40": "node-a"})
+	synced(t, c, "default/web", 1)
+	vip := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+	if _, _, err := win2019.DialService(context.Background(), vip); err == nil || !strings.Contains(err.Error(), "cannot reach Service VIPs") {
+		t.Fatalf("the 2019 host itself: %v, want its limit", err)
+	}
+	conn, handled, err := win2019.DialServiceFromPod(context.Background(), vip, "10.244.2.7")
+	if err != nil || !handled {
+		t.Fatalf("a pod of the 2019 node to %s: handled %v, %v", vip, handled, err)
+	}
+	conn.Close()
+	if _, handled, err := win2019.DialServiceFromPod(context.Background(), net.JoinHostPort(svc.Spec.ClusterIP, "81"), "10.244.2.7"); !handled || err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("a port the Service lacks: handled %v, %v", handled, err)
+	}
+}
