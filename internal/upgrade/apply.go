@@ -243,18 +243,22 @@ func heldMachines(ctx context.Context, c client.Client, namespace string, owner 
 	var held []string
 	for _, m := range machines.Items {
 		ready := meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineReadyCondition)
-		if m.DeletionTimestamp.IsZero() && ready != nil && ready.Status == metav1.ConditionTrue {
+		deleting := !m.DeletionTimestamp.IsZero()
+		if !deleting && ready != nil && ready.Status == metav1.ConditionTrue {
 			continue
 		}
-		why := "no Ready condition yet"
-		if ready != nil {
-			why = strings.Join(strings.Fields(ready.Message), " ")
-			if why == "" {
-				why = ready.Reason
-			}
+		why, c := "no Ready condition yet", ready
+		if deleting {
+			// Its Deleting condition names the stage and, while
+			// draining, the pods that hold the drain and why.
+			why, c = "deleting", meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineDeletingCondition)
 		}
-		if !m.DeletionTimestamp.IsZero() {
-			why = "deleting: " + why
+		if c != nil {
+			msg := strings.Join(strings.Fields(c.Message), " ")
+			if msg == "" {
+				msg = c.Reason
+			}
+			why = strings.TrimPrefix(why+": "+msg, "no Ready condition yet: ")
 		}
 		held = append(held, fmt.Sprintf("%s (%s)", m.Name, why))
 	}
