@@ -231,10 +231,15 @@ func pending(ctx context.Context, o *Options, st Step) (string, error) {
 }
 
 // heldMachines says, for the step's machines that are not Ready or are
-// being deleted, what holds each: their Ready condition's message, in
-// which Cluster API's machine controller names the drain, the volume
-// detach, the node or the infrastructure it waits for. A rollout that
-// stops says there why, not only that counts do not move.
+// being deleted, what holds each: a machine coming up by its Ready
+// condition's message (the node, the infrastructure or the bootstrap data
+// it waits for), a machine going away by its Deleting condition's, where
+// Cluster API's machine controller names the stage and, while it drains,
+// the pods that hold the drain (kubernetes-sigs/cluster-api v1.14.2,
+// core/reconcilers/machine/machine_controller.go reconcileDelete and
+// machine_controller_status.go setDeletingCondition). Counts alone read
+// the same for a new machine that never turns Ready and an old one whose
+// drain never ends ("1 of 1 machines up to date, 1 Ready").
 func heldMachines(ctx context.Context, c client.Client, namespace string, owner client.MatchingLabels) (string, error) {
 	machines := &clusterv1.MachineList{}
 	if err := c.List(ctx, machines, client.InNamespace(namespace), owner); err != nil {
@@ -247,16 +252,14 @@ func heldMachines(ctx context.Context, c client.Client, namespace string, owner 
 		if !deleting && ready != nil && ready.Status == metav1.ConditionTrue {
 			continue
 		}
-		why, c := "no Ready condition yet", ready
+		why, cond := "no Ready condition yet", ready
 		if deleting {
-			// Its Deleting condition names the stage and, while
-			// draining, the pods that hold the drain and why.
-			why, c = "deleting", meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineDeletingCondition)
+			why, cond = "deleting", meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineDeletingCondition)
 		}
-		if c != nil {
-			msg := strings.Join(strings.Fields(c.Message), " ")
+		if cond != nil {
+			msg := strings.Join(strings.Fields(cond.Message), " ")
 			if msg == "" {
-				msg = c.Reason
+				msg = cond.Reason
 			}
 			why = strings.TrimPrefix(why+": "+msg, "no Ready condition yet: ")
 		}
