@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -180,20 +183,24 @@ func pending(ctx context.Context, o *Options, st Step) (string, error) {
 	var gen, observed int64
 	var replicas, ready, upToDate *int32
 	var vs []clusterv1.StatusVersion
+	var owner client.MatchingLabels
 	switch obj := st.obj.(type) {
 	case *controlplanev1.KubeadmControlPlane:
+		owner = client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: obj.Name}
 		cur := &controlplanev1.KubeadmControlPlane{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
 			return "", err
 		}
 		gen, observed, replicas, ready, upToDate, vs = cur.Generation, cur.Status.ObservedGeneration, cur.Spec.Replicas, cur.Status.ReadyReplicas, cur.Status.UpToDateReplicas, cur.Status.Versions
 	case *clusterv1.MachineDeployment:
+		owner = client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: obj.Name}
 		cur := &clusterv1.MachineDeployment{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
 			return "", err
 		}
 		gen, observed, replicas, ready, upToDate, vs = cur.Generation, cur.Status.ObservedGeneration, cur.Spec.Replicas, cur.Status.ReadyReplicas, cur.Status.UpToDateReplicas, cur.Status.Versions
 	case *clusterv1.MachinePool:
+		owner = client.MatchingLabels{clusterv1.MachinePoolNameLabel: obj.Name}
 		cur := &clusterv1.MachinePool{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
 			return "", err
@@ -214,9 +221,55 @@ func pending(ctx context.Context, o *Options, st Step) (string, error) {
 	case observed < gen:
 		return fmt.Sprintf("%s has not seen the change yet", st.Kind), nil
 	case val(upToDate) != want || val(ready) != want || !onlyVersion(vs, o.Target, want):
-		return fmt.Sprintf("%d of %d machines up to date, %d Ready; versions: %s", val(upToDate), want, val(ready), versionsOrNone(vs)), nil
+		held, err := heldMachines(ctx, c, st.obj.GetNamespace(), owner)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d of %d machines up to date, %d Ready; versions: %s%s", val(upToDate), want, val(ready), versionsOrNone(vs), held), nil
 	}
 	return "", nil
+}
+
+// heldMachines says, for the step's machines that are not Ready or are
+// being deleted, what holds each: a machine coming up by its Ready
+// condition's message (the node, the infrastructure or the bootstrap data
+// it waits for), a machine going away by its Deleting condition's, where
+// Cluster API's machine controller names the stage and, while it drains,
+// the pods that hold the drain (kubernetes-sigs/cluster-api v1.14.2,
+// core/reconcilers/machine/machine_controller.go reconcileDelete and
+// machine_controller_status.go setDeletingCondition). Counts alone read
+// the same for a new machine that never turns Ready and an old one whose
+// drain never ends ("1 of 1 machines up to date, 1 Ready").
+func heldMachines(ctx context.Context, c client.Client, namespace string, owner client.MatchingLabels) (string, error) {
+	machines := &clusterv1.MachineList{}
+	if err := c.List(ctx, machines, client.InNamespace(namespace), owner); err != nil {
+		return "", err
+	}
+	var held []string
+	for _, m := range machines.Items {
+		ready := meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineReadyCondition)
+		deleting := !m.DeletionTimestamp.IsZero()
+		if !deleting && ready != nil && ready.Status == metav1.ConditionTrue {
+			continue
+		}
+		why, cond := "no Ready condition yet", ready
+		if deleting {
+			why, cond = "deleting", meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineDeletingCondition)
+		}
+		if cond != nil {
+			msg := strings.Join(strings.Fields(cond.Message), " ")
+			if msg == "" {
+				msg = cond.Reason
+			}
+			why = strings.TrimPrefix(why+": "+msg, "no Ready condition yet: ")
+		}
+		held = append(held, fmt.Sprintf("%s (%s)", m.Name, why))
+	}
+	if len(held) == 0 {
+		return "", nil
+	}
+	sort.Strings(held)
+	return "; " + strings.Join(held, "; "), nil
 }
 
 // onlyVersion: every replica runs v (a MachinePool may report no versions:

@@ -258,3 +258,94 @@ func TestUpgradeDropsRemovedKubeletFlags(t *testing.T) {
 		t.Errorf("the new template's other kubelet args %v, want the old one's %v", n, o)
 	}
 }
+
+// TestWaitingNamesWhatHoldsAMachine: a rollout that stops says why: the
+// progress names the pool's machine that is not Ready with its Ready
+// condition's message, and the old machine held in deletion with its
+// Deleting condition's message (the pods that hold its drain). Before,
+// both states printed the same counts ("1 of 1 machines up to date, 1
+// Ready"), so a hung upgrade did not say which machine it waited for.
+func TestWaitingNamesWhatHoldsAMachine(t *testing.T) {
+	f := newFixture(t, "v1.35.4", infrav1.WindowsServer2022)
+	ctx := context.Background()
+	machine := func(name string, conds ...metav1.Condition) *clusterv1.Machine {
+		m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Finalizers: []string{"upgrade.test/hold"},
+			Labels: map[string]string{clusterv1.ClusterNameLabel: "up", clusterv1.MachineDeploymentNameLabel: linuxMD}},
+			Spec: clusterv1.MachineSpec{ClusterName: "up", Version: "v1.35.4", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("data")},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachine", Name: name}}}
+		if err := f.c.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		for i := range conds {
+			conds[i].LastTransitionTime = metav1.Now()
+		}
+		m.Status.Conditions = conds
+		if err := f.c.Status().Update(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = f.c.Get(ctx, client.ObjectKeyFromObject(m), m)
+			m.Finalizers = nil
+			_ = f.c.Update(ctx, m)
+		})
+		return m
+	}
+	old := machine("up-md-0-old",
+		metav1.Condition{Type: clusterv1.MachineReadyCondition, Status: metav1.ConditionFalse, Reason: "NotReady", Message: "* Deleting: Machine deletion in progress, stage: DrainingNode"},
+		metav1.Condition{Type: clusterv1.MachineDeletingCondition, Status: metav1.ConditionTrue, Reason: clusterv1.MachineDeletingDrainingNodeReason,
+			Message: "Drain not completed yet (started at 2026-11-28T15:20:48Z):\n* Pod kube-system/coredns-7d764666f9-qzpdm: deletionTimestamp set, but still not removed from the Node"})
+	if err := f.c.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	machine("up-md-0-new", metav1.Condition{Type: clusterv1.MachineReadyCondition, Status: metav1.ConditionFalse, Reason: "NotReady",
+		Message: "* NodeHealthy: Waiting for a Node with spec.providerID azure:///x to exist"})
+	machine("up-md-0-ready", metav1.Condition{Type: clusterv1.MachineReadyCondition, Status: metav1.ConditionTrue, Reason: "Ready"})
+
+	progress := &syncBuffer{}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := f.run(cctx, progress)
+	poll.Until(t, 30*time.Second, func() string {
+		if v, _ := f.kcpVersion(); v != "v1.36.3" {
+			return "the control plane is at " + v
+		}
+		return ""
+	})
+	f.setStatus(f.kcp, "v1.36.3")
+	poll.Until(t, 30*time.Second, func() string {
+		if v := f.mdVersion(linuxMD); v != "v1.36.3" {
+			return "the Linux pool is at " + v
+		}
+		return ""
+	})
+	// What Cluster API reports while the old machine drains: the new
+	// one counts, the old one is still there.
+	md := &clusterv1.MachineDeployment{}
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: linuxMD}, md); err != nil {
+		t.Fatal(err)
+	}
+	one := *md.Spec.Replicas
+	md.Status.ObservedGeneration, md.Status.ReadyReplicas, md.Status.UpToDateReplicas = md.Generation, &one, &one
+	md.Status.Versions = []clusterv1.StatusVersion{{Version: "v1.35.4", Replicas: 1}, {Version: "v1.36.3", Replicas: one}}
+	if err := f.c.Status().Update(ctx, md); err != nil {
+		t.Fatal(err)
+	}
+	wants := []string{
+		"up-md-0-old (deleting: Drain not completed yet (started at 2026-11-28T15:20:48Z): * Pod kube-system/coredns-7d764666f9-qzpdm: deletionTimestamp set, but still not removed from the Node)",
+		"up-md-0-new (* NodeHealthy: Waiting for a Node with spec.providerID azure:///x to exist)",
+	}
+	poll.Until(t, 30*time.Second, func() string {
+		out := progress.String()
+		for _, w := range wants {
+			if !strings.Contains(out, w) {
+				return "the progress does not say " + w + ":\n" + out
+			}
+		}
+		return ""
+	})
+	if out := progress.String(); strings.Contains(out, "up-md-0-ready") {
+		t.Errorf("the progress names a Ready machine that holds nothing:\n%s", out)
+	}
+	cancel()
+	<-done
+}
