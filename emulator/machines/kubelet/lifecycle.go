@@ -43,7 +43,11 @@ func (e *Exited) Error() string { return e.Message }
 // Ended is a process that ran and ended by itself with Code (a command
 // that completes): the container starts, then terminates with its code,
 // Completed for 0 and Error otherwise, and the restart policy applies.
-type Ended struct{ Code int32 }
+// Output is what it wrote: the container's log.
+type Ended struct {
+	Code   int32
+	Output []string
+}
 
 func (e *Ended) Error() string { return fmt.Sprintf("exited with code %d", e.Code) }
 
@@ -113,6 +117,8 @@ type ctrRun struct {
 	// exitAt is when a run-to-completion container's process ends.
 	exitAt   time.Time
 	exitCode int32
+	// output is what the last run's process wrote, when a model knows.
+	output []string
 	// term is the final state of a container that will not run again;
 	// last the previous run's end.
 	term, last *corev1.ContainerStateTerminated
@@ -296,7 +302,7 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 	switch {
 	case ended != nil:
 		// The process's own end, whatever the restart policy.
-		c.exitAt, c.exitCode = now, ended.Code
+		c.exitAt, c.exitCode, c.output = now, ended.Code, ended.Output
 	case !c.init && r.policy() != corev1.RestartPolicyAlways:
 		d, code := r.runFor()
 		c.exitAt, c.exitCode = now.Add(d), code
@@ -336,7 +342,7 @@ func (r *podRun) recheck(now time.Time, c *ctrRun, env runEnv) bool {
 		return true
 	case errors.As(err, &ended):
 		c.waiting = ""
-		c.exitAt, c.exitCode = now, ended.Code
+		c.exitAt, c.exitCode, c.output = now, ended.Code, ended.Output
 		return true
 	case err != nil:
 		r.failStart(now, c, err)
