@@ -169,6 +169,8 @@ func startProcess(ctx context.Context, admin kubernetes.Interface, m *machine, p
 		return &kubelet.Ended{Code: out.Code, Output: out.Log}
 	case containerruntime.Waits:
 		return &kubelet.Waiting{Message: out.Message}
+	case containerruntime.Pauses:
+		return &kubelet.RunsUntilStopped{}
 	case containerruntime.StartFails:
 		m.logs.Write(vmdisk.Containerd, "StartContainer for %s failed: %s", who, out.Message)
 		return &kubelet.StartFailure{Message: out.Message}

@@ -107,6 +107,9 @@ const (
 	// Ends: the process ran and ended by itself with Code, zero or
 	// not, as a command that completes does (cmd /c exit 3).
 	Ends
+	// Pauses: the process runs until it is stopped, whatever the pod's
+	// restartPolicy (pause.exe sleeps until it is killed).
+	Pauses
 )
 
 // Outcome is what starting a container came to.
@@ -509,6 +512,13 @@ func startIsolated(ctx context.Context, node Node, image Image, c Container, arg
 	p := &Proc{Ctx: ctx, Node: node, View: view, Cwd: view.norm(cwd, `C:\`), Env: env}
 	base := strings.ToLower(path.Base(strings.ReplaceAll(argv[0], `\`, "/")))
 	exe, found := searchPath(p, argv[0])
+	if found && (base == "pause" || base == "pause.exe") {
+		// The pause image's program waits for a signal and never
+		// ends by itself (kubernetes build/pause/windows/pause.c
+		// @v1.36.3): the volumes specs' containers of a Never pod
+		// must stay Running.
+		return Outcome{State: Pauses}
+	}
 	if (base != "cmd" && base != "cmd.exe") || !found {
 		return Outcome{State: Runs}
 	}

@@ -182,6 +182,7 @@ func TestIsolatedContainerUser(t *testing.T) {
 		{"unknown user at pod level", podUser("FooLish"), corev1.Container{Command: echo}, StartFails, ""},
 		{"unknown user at container level", podUser("ContainerUser"), corev1.Container{Command: echo, SecurityContext: withUser("FooLish")}, StartFails, ""},
 		{"a program no model knows runs", &corev1.Pod{}, corev1.Container{Command: []string{"ping", "-t", "localhost"}}, Runs, ""},
+		{"cmd's missing program runs", &corev1.Pod{}, corev1.Container{Command: []string{"cmd", "/c", "ping -t localhost"}}, Runs, ""},
 	} {
 		n := Node{OS: "windows", Build: "10.0.20348.2849", Containerd: "1.7.24", Disk: vmdisk.Disk{Root: t.TempDir(), Windows: true}}
 		got := Start(context.Background(), n, nonroot, Container{ID: "id1", Pod: c.pod, Spec: c.spec})
@@ -191,5 +192,14 @@ func TestIsolatedContainerUser(t *testing.T) {
 		if c.state == StartFails && !strings.Contains(got.Message, "The user name or password is incorrect.") {
 			t.Errorf("%s: %q, want HCS's unknown-account error", c.name, got.Message)
 		}
+	}
+}
+
+// TestIsolatedPause: the pause image's program runs until it is stopped.
+func TestIsolatedPause(t *testing.T) {
+	n := Node{OS: "windows", Build: "10.0.20348.2849", Containerd: "1.7.24", Disk: vmdisk.Disk{Root: t.TempDir(), Windows: true}}
+	pause := Image{Entrypoint: []string{"/pause.exe"}, Files: []string{"/pause.exe"}}
+	if got := Start(context.Background(), n, pause, Container{ID: "id1", Pod: &corev1.Pod{}}); got.State != Pauses {
+		t.Errorf("pause: state %d (%s), want Pauses", got.State, got.Message)
 	}
 }

@@ -51,6 +51,13 @@ type Ended struct {
 
 func (e *Ended) Error() string { return fmt.Sprintf("exited with code %d", e.Code) }
 
+// RunsUntilStopped is a process that never ends by itself (pause): the
+// container runs until it is stopped, whatever the restart policy and
+// the run-time annotations.
+type RunsUntilStopped struct{}
+
+func (e *RunsUntilStopped) Error() string { return "runs until stopped" }
+
 // Waiting is a process that runs and waits.
 type Waiting struct{ Message string }
 
@@ -284,13 +291,14 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 	c.waitUntil, c.waitMsg = time.Time{}, ""
 	c.waiting = ""
 	var ended *Ended
+	var forever *RunsUntilStopped
 	if env.check != nil {
 		err := env.check(env.ctx, r.pod, &c.spec, r.images[c.spec.Name])
 		var wait *Waiting
 		switch {
 		case errors.As(err, &wait):
 			c.waiting, c.recheck = wait.Message, now.Add(WaitRecheck)
-		case errors.As(err, &ended):
+		case errors.As(err, &ended), errors.As(err, &forever):
 		case err != nil:
 			c.started = now
 			r.failStart(now, c, err)
@@ -303,6 +311,7 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 	case ended != nil:
 		// The process's own end, whatever the restart policy.
 		c.exitAt, c.exitCode, c.output = now, ended.Code, ended.Output
+	case forever != nil:
 	case !c.init && r.policy() != corev1.RestartPolicyAlways:
 		d, code := r.runFor()
 		c.exitAt, c.exitCode = now.Add(d), code
