@@ -154,7 +154,7 @@ func startProcess(ctx context.Context, admin kubernetes.Interface, m *machine, p
 	if err != nil {
 		return err
 	}
-	out := containerruntime.Start(ctx, pnode, containerruntime.Image{Entrypoint: pr.Entrypoint, Cmd: pr.Cmd, WorkingDir: pr.WorkingDir, Env: pr.Env, Files: pr.Files},
+	out := containerruntime.Start(ctx, pnode, containerruntime.Image{Entrypoint: pr.Entrypoint, Cmd: pr.Cmd, WorkingDir: pr.WorkingDir, Env: pr.Env, User: pr.User, Files: pr.Files},
 		containerruntime.Container{ID: containerruntime.ContainerID(pod, c.Name), Pod: pod, Spec: *c, Env: env, Mounts: mounts})
 	who := fmt.Sprintf("%s/%s %s", pod.Namespace, pod.Name, c.Name)
 	for _, l := range out.Log {
@@ -166,9 +166,11 @@ func startProcess(ctx context.Context, admin kubernetes.Interface, m *machine, p
 		return &kubelet.Exited{Code: out.Code, Message: out.Message}
 	case containerruntime.Ends:
 		m.logs.Write(vmdisk.Containerd, "%s ended with exit code %d", who, out.Code)
-		return &kubelet.Ended{Code: out.Code}
+		return &kubelet.Ended{Code: out.Code, Output: out.Log}
 	case containerruntime.Waits:
 		return &kubelet.Waiting{Message: out.Message}
+	case containerruntime.Pauses:
+		return &kubelet.RunsUntilStopped{}
 	case containerruntime.StartFails:
 		m.logs.Write(vmdisk.Containerd, "StartContainer for %s failed: %s", who, out.Message)
 		return &kubelet.StartFailure{Message: out.Message}

@@ -57,8 +57,11 @@ type Process struct {
 	Cmd        []string
 	WorkingDir string
 	Env        []string
-	Files      []string
-	Source     string
+	// User is the image's USER (config User): the account a Windows
+	// container runs as when the pod names none.
+	User   string
+	Files  []string
+	Source string
 }
 
 // Registry is a running in-process registry.
@@ -209,7 +212,7 @@ func (r *Registry) Push(ctx context.Context, img Image) error {
 			cfg.Config.Labels[ListenFlagsLabel] = strings.Join(img.ListenFlags, ",")
 		}
 		if pr, ok := img.Process[p.OS]; ok {
-			cfg.Config.Entrypoint, cfg.Config.Cmd, cfg.Config.WorkingDir, cfg.Config.Env = pr.Entrypoint, pr.Cmd, pr.WorkingDir, pr.Env
+			cfg.Config.Entrypoint, cfg.Config.Cmd, cfg.Config.WorkingDir, cfg.Config.Env, cfg.Config.User = pr.Entrypoint, pr.Cmd, pr.WorkingDir, pr.Env, pr.User
 			if len(pr.Files) > 0 {
 				if cfg.Config.Labels == nil {
 					cfg.Config.Labels = map[string]string{}
@@ -340,13 +343,13 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, seen := m.Process[cfg.OS]; seen || (len(cfg.Config.Entrypoint) == 0 && len(cfg.Config.Cmd) == 0) {
+		if _, seen := m.Process[cfg.OS]; seen || (len(cfg.Config.Entrypoint) == 0 && len(cfg.Config.Cmd) == 0 && cfg.Config.User == "") {
 			continue
 		}
 		if m.Process == nil {
 			m.Process = map[string]Process{}
 		}
-		pr := Process{Entrypoint: cfg.Config.Entrypoint, Cmd: cfg.Config.Cmd, WorkingDir: cfg.Config.WorkingDir, Env: cfg.Config.Env}
+		pr := Process{Entrypoint: cfg.Config.Entrypoint, Cmd: cfg.Config.Cmd, WorkingDir: cfg.Config.WorkingDir, Env: cfg.Config.Env, User: cfg.Config.User}
 		if f := cfg.Config.Labels[FilesLabel]; f != "" {
 			pr.Files = strings.Split(f, "\n")
 		} else if len(cfg.RootFS.DiffIDs) > 0 {

@@ -116,6 +116,15 @@ var (
 	pauseLinux   = Process{Entrypoint: []string{"/pause"}, Files: []string{"/pause"}, Source: "kubernetes/kubernetes build/pause/Dockerfile@v1.36.3"}
 	pauseWindows = Process{Entrypoint: []string{"/pause.exe"}, Files: []string{"/pause.exe", "/Windows/System32/wincat.exe"}, Source: "kubernetes/kubernetes build/pause/Dockerfile_windows@v1.36.3"}
 
+	// nonroot: its base image with only USER changed: 1234 on Linux
+	// (debian-base), ContainerUser on Windows (Nano Server, whose
+	// cmd.exe the e2e's commands run); test/images/nonroot/Dockerfile
+	// and Dockerfile_windows.
+	nonrootLinux = Process{User: "1234", Files: []string{"/bin/sh"},
+		Source: "kubernetes/kubernetes test/images/nonroot/Dockerfile@v1.36.3"}
+	nonrootWindows = Process{User: "ContainerUser", Files: []string{"/Windows/System32/cmd.exe"},
+		Source: "kubernetes/kubernetes test/images/nonroot/Dockerfile_windows@v1.36.3"}
+
 	// e2eBusyboxWindowsFiles: what the e2e busybox image adds to Nano
 	// Server that commands name (BUSYBOX_EXES links, curl, nc, dig).
 	e2eBusyboxWindowsFiles = []string{"/bin/busybox.exe", "/bin/sh.exe", "/bin/ls.exe", "/bin/cat.exe", "/bin/wget.exe", "/bin/uname.exe",
@@ -167,6 +176,16 @@ func UpstreamTestImages() []UpstreamImage {
 			// (ltsc2025) to BASEIMAGEs"): 1.37.0-1 has 1809 and
 			// ltsc2022 only.
 			Source: e2eImagesManifest + "; test/images/busybox/BASEIMAGE@v1.36.3 less ltsc2025 (added in 1.37.0-2, kubernetes/k8s.io#8197)",
+		},
+		{
+			// The [sig-windows] SecurityContext specs' image (NonRoot
+			// 1.5 in e2eImagesManifest). BASEIMAGE at v1.36.3 is
+			// 1.6.0's (VERSION), with ltsc2025 added as for busybox
+			// (kubernetes/kubernetes#132235): 1.5 has 1809 and ltsc2022.
+			Image: Image{Ref: "registry.k8s.io/e2e-test-images/nonroot:1.5", Platforms: platforms(linuxE2E, windows(Build2019, Build2022)),
+				Process: map[string]Process{"linux": nonrootLinux, "windows": nonrootWindows}},
+			Digest: "sha256:4f7a587cdbc2aec71473e791e5e783355955efaaf9b1b8e11193c45fe34c89c5", DigestSource: promotedE2E,
+			Source: e2eImagesManifest + "; test/images/nonroot/BASEIMAGE and VERSION@v1.36.3 less ltsc2025",
 		},
 		{
 			Image: Image{Ref: "registry.k8s.io/e2e-test-images/nginx:1.15-4", Platforms: platforms(linuxPause, windows(Build2019, Build2022)), Listens: web,

@@ -29,13 +29,17 @@ func TestUpstreamTestImagesAsPublished(t *testing.T) {
 		builds     []string
 		entrypoint map[string][]string
 		cmd        map[string][]string
+		user       map[string]string
 	}{
-		"registry.k8s.io/pause:3.10":                       {[]string{registry.Build2019, registry.Build2022}, map[string][]string{"linux": {"/pause"}, "windows": {"/pause.exe"}}, nil},
-		"registry.k8s.io/pause:3.10.1":                     {[]string{registry.Build2019, registry.Build2022}, map[string][]string{"linux": {"/pause"}, "windows": {"/pause.exe"}}, nil},
-		"registry.k8s.io/pause:3.10.2":                     {[]string{registry.Build2019, registry.Build2022, registry.Build2025}, map[string][]string{"linux": {"/pause"}, "windows": {"/pause.exe"}}, nil},
-		"registry.k8s.io/e2e-test-images/agnhost:2.63.0":   {[]string{registry.Build2019, registry.Build2022, registry.Build2025}, map[string][]string{"linux": {"/agnhost"}, "windows": {"/agnhost"}}, map[string][]string{"linux": {"pause"}, "windows": {"pause"}}},
-		"registry.k8s.io/e2e-test-images/busybox:1.37.0-1": {[]string{registry.Build2019, registry.Build2022}, map[string][]string{"windows": {"cmd.exe", "/s", "/c"}}, map[string][]string{"linux": {"sh"}}},
-		"registry.k8s.io/e2e-test-images/nginx:1.15-4":     {[]string{registry.Build2019, registry.Build2022}, map[string][]string{"windows": {"/bin/sh", "-c", " cd /usr/share/nginx && ./nginx.exe"}}, map[string][]string{"linux": {"nginx", "-g", "daemon off;"}}},
+		"registry.k8s.io/pause:3.10":                       {[]string{registry.Build2019, registry.Build2022}, map[string][]string{"linux": {"/pause"}, "windows": {"/pause.exe"}}, nil, nil},
+		"registry.k8s.io/pause:3.10.1":                     {[]string{registry.Build2019, registry.Build2022}, map[string][]string{"linux": {"/pause"}, "windows": {"/pause.exe"}}, nil, nil},
+		"registry.k8s.io/pause:3.10.2":                     {[]string{registry.Build2019, registry.Build2022, registry.Build2025}, map[string][]string{"linux": {"/pause"}, "windows": {"/pause.exe"}}, nil, nil},
+		"registry.k8s.io/e2e-test-images/agnhost:2.63.0":   {[]string{registry.Build2019, registry.Build2022, registry.Build2025}, map[string][]string{"linux": {"/agnhost"}, "windows": {"/agnhost"}}, map[string][]string{"linux": {"pause"}, "windows": {"pause"}}, nil},
+		"registry.k8s.io/e2e-test-images/busybox:1.37.0-1": {[]string{registry.Build2019, registry.Build2022}, map[string][]string{"windows": {"cmd.exe", "/s", "/c"}}, map[string][]string{"linux": {"sh"}}, nil},
+		"registry.k8s.io/e2e-test-images/nginx:1.15-4":     {[]string{registry.Build2019, registry.Build2022}, map[string][]string{"windows": {"/bin/sh", "-c", " cd /usr/share/nginx && ./nginx.exe"}}, map[string][]string{"linux": {"nginx", "-g", "daemon off;"}}, nil},
+		// The SecurityContext specs' image: no process of its own but
+		// its USER, which the Windows specs print as %USERNAME%.
+		"registry.k8s.io/e2e-test-images/nonroot:1.5": {[]string{registry.Build2019, registry.Build2022}, nil, nil, map[string]string{"linux": "1234", "windows": "ContainerUser"}},
 	}
 	ups := registry.UpstreamTestImages()
 	if len(ups) != len(want) {
@@ -69,8 +73,8 @@ func TestUpstreamTestImagesAsPublished(t *testing.T) {
 		}
 		for _, os := range []string{"linux", "windows"} {
 			pr := m.Process[os]
-			if !slices.Equal(pr.Entrypoint, w.entrypoint[os]) || !slices.Equal(pr.Cmd, w.cmd[os]) {
-				t.Errorf("%s on %s: served %v %v, want entrypoint %v cmd %v", u.Ref, os, pr.Entrypoint, pr.Cmd, w.entrypoint[os], w.cmd[os])
+			if !slices.Equal(pr.Entrypoint, w.entrypoint[os]) || !slices.Equal(pr.Cmd, w.cmd[os]) || pr.User != w.user[os] {
+				t.Errorf("%s on %s: served %v %v user %q, want entrypoint %v cmd %v user %q", u.Ref, os, pr.Entrypoint, pr.Cmd, pr.User, w.entrypoint[os], w.cmd[os], w.user[os])
 			}
 		}
 		switch {

@@ -35,7 +35,9 @@ type Image struct {
 	Cmd        []string
 	WorkingDir string
 	Env        []string
-	Files      []string
+	// User is the image's USER ("" when it names none).
+	User  string
+	Files []string
 }
 
 // Node is what a process sees of the machine it runs on.
@@ -105,6 +107,9 @@ const (
 	// Ends: the process ran and ended by itself with Code, zero or
 	// not, as a command that completes does (cmd /c exit 3).
 	Ends
+	// Pauses: the process runs until it is stopped, whatever the pod's
+	// restartPolicy (pause.exe sleeps until it is killed).
+	Pauses
 )
 
 // Outcome is what starting a container came to.
@@ -178,9 +183,7 @@ func Start(ctx context.Context, node Node, image Image, c Container) Outcome {
 	}
 	if node.OS == "windows" {
 		if !hostProcess(c.Pod, c.Spec) {
-			// A process-isolated container runs in its own silo
-			// (Windows Server containers): not modelled here.
-			return Outcome{State: Runs}
+			return startIsolated(ctx, node, image, c, argv, cwd, env)
 		}
 		return startHostProcess(ctx, node, image, c, argv, cwd, env)
 	}
@@ -455,6 +458,72 @@ func runCmd(p *Proc, argv []string, cl string) Outcome {
 	}
 	p.Program, p.Args = exe, argv[1:]
 	return run(p)
+}
+
+// builtinAccounts are the accounts a process-isolated container may run
+// as without a local account of its own: the two every Windows base
+// image has and the service accounts (the "Configure RunAsUserName for
+// Windows pods and containers" page of kubernetes.io; a name HCS does not
+// find fails the container: the [sig-windows] SecurityContext "unknown
+// usernames" specs, kubernetes test/e2e/windows/security_context.go
+// @v1.36.3, expect exactly that).
+var builtinAccounts = map[string]bool{
+	"containeruser": true, "containeradministrator": true,
+	`nt authority\system`: true, `nt authority\local service`: true, `nt authority\network service`: true,
+}
+
+// runAsUserName is the account a Windows container runs as: the
+// container's windowsOptions.runAsUserName, else the pod's, else the
+// image's USER (the kubelet's DetermineEffectiveSecurityContext merges
+// the first two, pkg/securitycontext/util.go; containerd falls back to
+// the image's, internal/cri/server/container_create_windows.go).
+func runAsUserName(pod *corev1.Pod, c corev1.Container, image Image) string {
+	if sc := c.SecurityContext; sc != nil && sc.WindowsOptions != nil && sc.WindowsOptions.RunAsUserName != nil {
+		return *sc.WindowsOptions.RunAsUserName
+	}
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.WindowsOptions != nil && sc.WindowsOptions.RunAsUserName != nil {
+		return *sc.WindowsOptions.RunAsUserName
+	}
+	return image.User
+}
+
+// startIsolated starts a process-isolated Windows container's process in
+// its own silo: it sees the image as C:\ and runs as runAsUserName, an
+// account HCS must find (CreateProcess with an unknown one fails the
+// container's start: StartError). Only cmd.exe's command lines are
+// modelled (echo of %USERNAME% and the built-ins, as for HostProcess
+// containers); anything else runs, as before.
+func startIsolated(ctx context.Context, node Node, image Image, c Container, argv []string, cwd string, env map[string]string) Outcome {
+	user := runAsUserName(c.Pod, c.Spec, image)
+	if user != "" && !builtinAccounts[strings.ToLower(user)] {
+		return startError(c.Spec.Name, fmt.Sprintf("failed to create shim task: hcs::System::CreateProcess %s: The user name or password is incorrect.", c.ID))
+	}
+	if user != "" {
+		// Windows sets USERNAME to the account a process runs as.
+		env["USERNAME"] = user
+	}
+	view := &View{windows: true, host: node.Disk, imageRoot: `C:\`, image: map[string]bool{}}
+	for _, f := range image.Files {
+		view.image[strings.TrimPrefix(f, "/")] = true
+	}
+	if cwd == "" {
+		cwd = `C:\`
+	}
+	p := &Proc{Ctx: ctx, Node: node, View: view, Cwd: view.norm(cwd, `C:\`), Env: env}
+	base := strings.ToLower(path.Base(strings.ReplaceAll(argv[0], `\`, "/")))
+	exe, found := searchPath(p, argv[0])
+	if found && (base == "pause" || base == "pause.exe") {
+		// The pause image's program waits for a signal and never
+		// ends by itself (kubernetes build/pause/windows/pause.c
+		// @v1.36.3): the volumes specs' containers of a Never pod
+		// must stay Running.
+		return Outcome{State: Pauses}
+	}
+	if (base != "cmd" && base != "cmd.exe") || !found {
+		return Outcome{State: Runs}
+	}
+	p.Program, p.Args = exe, argv[1:]
+	return finish(p, cmd(p))
 }
 
 func startLinux(ctx context.Context, node Node, image Image, c Container, argv []string, cwd string, env map[string]string) Outcome {

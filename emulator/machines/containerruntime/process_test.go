@@ -154,3 +154,52 @@ func TestHostProcessCommandsThatEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestIsolatedContainerUser: a process-isolated Windows container runs as
+// its runAsUserName (container's, else pod's, else the image's USER),
+// which cmd's %USERNAME% shows, and an account HCS does not know fails
+// its start: the [sig-windows] SecurityContext specs' pods (kubernetes
+// test/e2e/windows/security_context.go@v1.36.3 runAsUserNamePod).
+func TestIsolatedContainerUser(t *testing.T) {
+	nonroot := Image{User: "ContainerUser", Files: []string{"/Windows/System32/cmd.exe"}}
+	echo := []string{"cmd", "/S", "/C", "echo %username%"}
+	withUser := func(u string) *corev1.SecurityContext {
+		return &corev1.SecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{RunAsUserName: ptr.To(u)}}
+	}
+	podUser := func(u string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{RunAsUserName: ptr.To(u)}}}}
+	}
+	for _, c := range []struct {
+		name  string
+		pod   *corev1.Pod
+		spec  corev1.Container
+		state State
+		log   string
+	}{
+		{"the image's USER", &corev1.Pod{}, corev1.Container{Command: echo}, Ends, "ContainerUser"},
+		{"the pod's user", podUser("ContainerAdministrator"), corev1.Container{Command: echo}, Ends, "ContainerAdministrator"},
+		{"the container's user over the pod's", podUser("ContainerUser"), corev1.Container{Command: echo, SecurityContext: withUser("ContainerAdministrator")}, Ends, "ContainerAdministrator"},
+		{"unknown user at pod level", podUser("FooLish"), corev1.Container{Command: echo}, StartFails, ""},
+		{"unknown user at container level", podUser("ContainerUser"), corev1.Container{Command: echo, SecurityContext: withUser("FooLish")}, StartFails, ""},
+		{"a program no model knows runs", &corev1.Pod{}, corev1.Container{Command: []string{"ping", "-t", "localhost"}}, Runs, ""},
+		{"cmd's missing program runs", &corev1.Pod{}, corev1.Container{Command: []string{"cmd", "/c", "ping -t localhost"}}, Runs, ""},
+	} {
+		n := Node{OS: "windows", Build: "10.0.20348.2849", Containerd: "1.7.24", Disk: vmdisk.Disk{Root: t.TempDir(), Windows: true}}
+		got := Start(context.Background(), n, nonroot, Container{ID: "id1", Pod: c.pod, Spec: c.spec})
+		if got.State != c.state || got.Code != 0 && got.State == Ends || strings.Join(got.Log, "\n") != c.log {
+			t.Errorf("%s: state %d code %d log %q (%s), want %d log %q", c.name, got.State, got.Code, got.Log, got.Message, c.state, c.log)
+		}
+		if c.state == StartFails && !strings.Contains(got.Message, "The user name or password is incorrect.") {
+			t.Errorf("%s: %q, want HCS's unknown-account error", c.name, got.Message)
+		}
+	}
+}
+
+// TestIsolatedPause: the pause image's program runs until it is stopped.
+func TestIsolatedPause(t *testing.T) {
+	n := Node{OS: "windows", Build: "10.0.20348.2849", Containerd: "1.7.24", Disk: vmdisk.Disk{Root: t.TempDir(), Windows: true}}
+	pause := Image{Entrypoint: []string{"/pause.exe"}, Files: []string{"/pause.exe"}}
+	if got := Start(context.Background(), n, pause, Container{ID: "id1", Pod: &corev1.Pod{}}); got.State != Pauses {
+		t.Errorf("pause: state %d (%s), want Pauses", got.State, got.Message)
+	}
+}

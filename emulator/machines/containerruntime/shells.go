@@ -1,6 +1,7 @@
 package containerruntime
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -37,7 +38,7 @@ func cmd(p *Proc) Outcome {
 		// An interactive cmd, or /k: it stays.
 		return Outcome{State: Runs}
 	}
-	line = strings.TrimSpace(line)
+	line = strings.TrimSpace(expandPercent(line, p.Env))
 	if len(line) >= 2 && line[0] == '"' && line[len(line)-1] == '"' {
 		line = line[1 : len(line)-1]
 	}
@@ -97,6 +98,23 @@ func cmd(p *Proc) Outcome {
 	}
 	return ends(level)
 }
+
+// expandPercent is cmd's expansion of %NAME% when it reads a line: a
+// variable of the environment (names are case-insensitive on Windows) is
+// replaced by its value, an undefined one is left as written (`set /?`).
+func expandPercent(line string, env map[string]string) string {
+	return percentRef.ReplaceAllStringFunc(line, func(m string) string {
+		name := m[1 : len(m)-1]
+		for k, v := range env {
+			if strings.EqualFold(k, name) {
+				return v
+			}
+		}
+		return m
+	})
+}
+
+var percentRef = regexp.MustCompile(`%[^%\s=]+%`)
 
 type cmdStep struct{ op, cmd string }
 

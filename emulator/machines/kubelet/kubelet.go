@@ -168,6 +168,9 @@ type Kubelet struct {
 	// static pods' by name.
 	runs   map[types.UID]*podRun
 	static map[string]*podRun
+	// outputs are what containers' processes wrote, by pod UID "/"
+	// container name, for the containerLogs endpoint.
+	outputs map[string][]string
 	// installed is what Config.Installed was last told.
 	installed map[string]bool
 	// images are the images on the node's disk (canonical references): a
@@ -208,6 +211,7 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 		ipam:        &ipam{byUID: map[string]netip.Addr{}, pods: map[string]string{}},
 		running:     map[string][]string{},
 		runs:        map[types.UID]*podRun{},
+		outputs:     map[string][]string{},
 		images:      map[string]bool{},
 		static:      map[string]*podRun{},
 		kick:        make(chan struct{}, 1),

@@ -43,9 +43,20 @@ func (e *Exited) Error() string { return e.Message }
 // Ended is a process that ran and ended by itself with Code (a command
 // that completes): the container starts, then terminates with its code,
 // Completed for 0 and Error otherwise, and the restart policy applies.
-type Ended struct{ Code int32 }
+// Output is what it wrote: the container's log.
+type Ended struct {
+	Code   int32
+	Output []string
+}
 
 func (e *Ended) Error() string { return fmt.Sprintf("exited with code %d", e.Code) }
+
+// RunsUntilStopped is a process that never ends by itself (pause): the
+// container runs until it is stopped, whatever the restart policy and
+// the run-time annotations.
+type RunsUntilStopped struct{}
+
+func (e *RunsUntilStopped) Error() string { return "runs until stopped" }
 
 // Waiting is a process that runs and waits.
 type Waiting struct{ Message string }
@@ -113,6 +124,8 @@ type ctrRun struct {
 	// exitAt is when a run-to-completion container's process ends.
 	exitAt   time.Time
 	exitCode int32
+	// output is what the last run's process wrote, when a model knows.
+	output []string
 	// term is the final state of a container that will not run again;
 	// last the previous run's end.
 	term, last *corev1.ContainerStateTerminated
@@ -278,13 +291,14 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 	c.waitUntil, c.waitMsg = time.Time{}, ""
 	c.waiting = ""
 	var ended *Ended
+	var forever *RunsUntilStopped
 	if env.check != nil {
 		err := env.check(env.ctx, r.pod, &c.spec, r.images[c.spec.Name])
 		var wait *Waiting
 		switch {
 		case errors.As(err, &wait):
 			c.waiting, c.recheck = wait.Message, now.Add(WaitRecheck)
-		case errors.As(err, &ended):
+		case errors.As(err, &ended), errors.As(err, &forever):
 		case err != nil:
 			c.started = now
 			r.failStart(now, c, err)
@@ -296,7 +310,8 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 	switch {
 	case ended != nil:
 		// The process's own end, whatever the restart policy.
-		c.exitAt, c.exitCode = now, ended.Code
+		c.exitAt, c.exitCode, c.output = now, ended.Code, ended.Output
+	case forever != nil:
 	case !c.init && r.policy() != corev1.RestartPolicyAlways:
 		d, code := r.runFor()
 		c.exitAt, c.exitCode = now.Add(d), code
@@ -336,7 +351,7 @@ func (r *podRun) recheck(now time.Time, c *ctrRun, env runEnv) bool {
 		return true
 	case errors.As(err, &ended):
 		c.waiting = ""
-		c.exitAt, c.exitCode = now, ended.Code
+		c.exitAt, c.exitCode, c.output = now, ended.Code, ended.Output
 		return true
 	case err != nil:
 		r.failStart(now, c, err)

@@ -419,3 +419,18 @@ func TestCommandThatEndsEndsThePod(t *testing.T) {
 		t.Errorf("init exit 2: phase %s init %+v", s.Phase, s.InitContainerStatuses[0].State)
 	}
 }
+
+// TestPauseRunsUntilStopped: a process that never ends by itself (the
+// pause image the [sig-windows] volumes specs run in a Never pod) keeps
+// its container Running past the default run time.
+func TestPauseRunsUntilStopped(t *testing.T) {
+	r := lifecyclePod(t, corev1.RestartPolicyNever, nil, corev1.Container{})
+	e := runEnv{ctx: context.Background(), check: func(context.Context, *corev1.Pod, *corev1.Container, *Pulled) error {
+		return &RunsUntilStopped{}
+	}}
+	r.advance(t0, e)
+	r.advance(t0.Add(time.Duration(DefaultRunSeconds+60)*time.Second), e)
+	if s, cs := statusOf(r); s.Phase != corev1.PodRunning || cs.State.Running == nil {
+		t.Errorf("phase %s state %+v, want Running", s.Phase, cs.State)
+	}
+}

@@ -291,6 +291,13 @@ func (k *Kubelet) startContainers(ctx context.Context, key string, pod *corev1.P
 	now := time.Now()
 	next := run.advance(now, runEnv{ctx: ctx, check: k.cfg.StartCheck, exec: k.cfg.ExecProbe})
 	run.fill(status)
+	k.mu.Lock()
+	for _, c := range append(append([]*ctrRun{}, run.inits...), run.mains...) {
+		if c.output != nil {
+			k.outputs[uid+"/"+c.spec.Name] = c.output
+		}
+	}
+	k.mu.Unlock()
 	// What the running processes serve on the node: a process still
 	// waiting for something serves nothing yet.
 	var provides []string
@@ -414,6 +421,11 @@ func (k *Kubelet) forget(ctx context.Context) {
 		if !listed[string(uid)] {
 			r.closeAll()
 			delete(k.runs, uid)
+			for key := range k.outputs {
+				if strings.HasPrefix(key, string(uid)+"/") {
+					delete(k.outputs, key)
+				}
+			}
 			goneRuns, goneUIDs = append(goneRuns, r), append(goneUIDs, uid)
 		}
 	}

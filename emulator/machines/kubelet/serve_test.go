@@ -143,6 +143,51 @@ func TestSimulatedContainersServe(t *testing.T) {
 	t.Run("PortForwardToPod", func(t *testing.T) { portForwardToPod(t, n) })
 	t.Run("ExecWindows", func(t *testing.T) { execWindows(t, n) })
 	t.Run("AgnhostServes", func(t *testing.T) { agnhostServesItsSubcommand(t, n) })
+	t.Run("LogsShowOutput", func(t *testing.T) { logsShowOutput(t, n) })
+}
+
+// logsShowOutput: what a completed process wrote (the runtime's model of
+// `cmd /S /C echo %username%`, which the [sig-windows] SecurityContext
+// specs read with kubectl logs) is in its container's log.
+func logsShowOutput(t *testing.T, n *servingNode) {
+	ctx := context.Background()
+	const node = "out-a"
+	addr := testAddress(t)
+	k, err := Start(ctx, Config{
+		NodeName: node, Client: n.client, ClientCA: n.ca, Address: addr, Host: linux, Images: startRegistry(t),
+		NodeInfo:   corev1.NodeSystemInfo{OSImage: "Ubuntu 24.04.1 LTS", KernelVersion: "6.8.0-1021-azure", OperatingSystem: "linux"},
+		PodAddress: func(string) (netip.Addr, error) { return testAddress(t), nil }, Log: logr.Discard(), Disk: vmdisk.Disk{Root: t.TempDir()},
+		NetworkConfigured: func() bool { return true },
+		StartCheck: func(context.Context, *corev1.Pod, *corev1.Container, *Pulled) error {
+			return &Ended{Code: 0, Output: []string{"ContainerUser"}}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Stop)
+	if _, err := n.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"spec":{"podCIDR":"10.244.3.0/24","podCIDRs":["10.244.3.0/24"]}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "echo-user", Namespace: "default"}, Spec: corev1.PodSpec{NodeName: node, RestartPolicy: corev1.RestartPolicyNever, HostNetwork: true,
+		Containers: []corev1.Container{{Name: "c", Image: "docker.io/library/busybox:1.36", Command: []string{"sh", "-c", "echo ContainerUser"}}}}}
+	if _, err := n.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 2*time.Minute, func() string {
+		p, err := n.client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if p.Status.Phase != corev1.PodSucceeded {
+			return "pod is " + string(p.Status.Phase) + ", not yet Succeeded"
+		}
+		return ""
+	})
+	b, err := n.client.CoreV1().Pods("default").GetLogs(pod.Name, &corev1.PodLogOptions{Container: "c"}).DoRaw(ctx)
+	if err != nil || !strings.Contains(string(b), "\nContainerUser\n") {
+		t.Fatalf("logs %q (%v), want the process's output ContainerUser", b, err)
+	}
 }
 
 // agnhostServesItsSubcommand: the e2e's agnhost image running netexec

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 
 	"github.com/winkube/winkube/emulator/machines/containerruntime"
@@ -175,6 +176,11 @@ func (k *Kubelet) serveLogs(w http.ResponseWriter, r *http.Request) {
 		case cs.State.Terminated != nil:
 			fmt.Fprintf(&b, "completed with exit code %d\n", cs.State.Terminated.ExitCode)
 		}
+		// What the process wrote, where the runtime's model of its
+		// command knows (cmd's echo, PowerShell's Write-Output).
+		for _, l := range k.output(pod.UID, c) {
+			fmt.Fprintln(&b, l)
+		}
 		_, _ = io.WriteString(w, b.String())
 		return
 	}
@@ -182,3 +188,10 @@ func (k *Kubelet) serveLogs(w http.ResponseWriter, r *http.Request) {
 }
 
 var getOpts = metav1.GetOptions{}
+
+// output is what the container's last run wrote, nil when unknown.
+func (k *Kubelet) output(uid types.UID, container string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.outputs[string(uid)+"/"+container]
+}
