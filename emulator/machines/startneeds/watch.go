@@ -127,9 +127,14 @@ func StartSession(cfg SessionConfig) (*Session, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.ctx, s.cancel = ctx, cancel
-	var wg sync.WaitGroup
+	// Every watch's state exists before the first list runs: a list that
+	// answers reads all of them (notSynced), and the map is not written
+	// again once the goroutines start.
 	for _, w := range cfg.Watches {
 		s.state[w.String()] = &watchState{err: "not listed yet"}
+	}
+	var wg sync.WaitGroup
+	for _, w := range cfg.Watches {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
