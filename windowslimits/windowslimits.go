@@ -368,93 +368,79 @@ var Rows = []Row{
 // (the Azure Disk CSI driver's Windows node DaemonSet carries a
 // capabilities drop for Linux and runs).
 func linuxOnly(t Target) []Hit {
-	spec := t.Spec
-	if IsHostProcess(spec) {
-		return nil
-	}
-	var out []Hit
-	add := func(on bool, path *field.Path, name string) {
-		if on {
-			out = append(out, Hit{Path: path, What: name})
+	return settingHits(t, func(spec *corev1.PodSpec) []setting {
+		out := []setting{{"hostPID", spec.HostPID}, {"hostIPC", spec.HostIPC}, {"shareProcessNamespace", isTrue(spec.ShareProcessNamespace)}}
+		if sc := spec.SecurityContext; sc != nil {
+			out = append(out, []setting{
+				{"securityContext.fsGroup", sc.FSGroup != nil}, {"securityContext.sysctls", len(sc.Sysctls) > 0},
+				{"securityContext.supplementalGroups", len(sc.SupplementalGroups) > 0},
+				{"securityContext.supplementalGroupsPolicy", sc.SupplementalGroupsPolicy != nil},
+			}...)
 		}
-	}
-	add(spec.HostPID, t.Path.Child("hostPID"), "hostPID")
-	add(spec.HostIPC, t.Path.Child("hostIPC"), "hostIPC")
-	add(isTrue(spec.ShareProcessNamespace), t.Path.Child("shareProcessNamespace"), "shareProcessNamespace")
-	if sc := spec.SecurityContext; sc != nil {
-		p := t.Path.Child("securityContext")
-		for _, f := range []struct {
-			name string
-			on   bool
-		}{
-			{"fsGroup", sc.FSGroup != nil}, {"sysctls", len(sc.Sysctls) > 0},
-			{"supplementalGroups", len(sc.SupplementalGroups) > 0}, {"supplementalGroupsPolicy", sc.SupplementalGroupsPolicy != nil},
-		} {
-			add(f.on, p.Child(f.name), "securityContext."+f.name)
-		}
-	}
-	for _, c := range containers(spec) {
-		sc := c.c.SecurityContext
-		if sc == nil {
-			continue
-		}
-		p := c.path(t.Path).Child("securityContext")
-		for _, f := range []struct {
-			name string
-			on   bool
-		}{
+		return out
+	}, func(sc *corev1.SecurityContext) []setting {
+		return []setting{
 			{"capabilities.add", sc.Capabilities != nil && len(sc.Capabilities.Add) > 0}, {"privileged", isTrue(sc.Privileged)},
 			{"allowPrivilegeEscalation", isTrue(sc.AllowPrivilegeEscalation)}, {"procMount", sc.ProcMount != nil},
-		} {
-			if f.on {
-				out = append(out, Hit{Path: p.Child(f.name), What: "containers[*].securityContext." + f.name, Container: c.c.Name})
-			}
 		}
-	}
-	return out
+	})
 }
 
 func linuxHardening(t Target) []Hit {
-	spec := t.Spec
-	if IsHostProcess(spec) {
-		return nil
-	}
-	var out []Hit
-	if spec.HostUsers != nil && !*spec.HostUsers {
-		out = append(out, Hit{Path: t.Path.Child("hostUsers"), What: "hostUsers"})
-	}
-	if sc := spec.SecurityContext; sc != nil {
-		p := t.Path.Child("securityContext")
-		for _, f := range []struct {
-			name string
-			on   bool
-		}{
-			{"appArmorProfile", sc.AppArmorProfile != nil}, {"seLinuxOptions", sc.SELinuxOptions != nil},
-			{"seccompProfile", sc.SeccompProfile != nil}, {"fsGroupChangePolicy", sc.FSGroupChangePolicy != nil},
-			{"runAsUser", sc.RunAsUser != nil}, {"runAsGroup", sc.RunAsGroup != nil},
-			{"seLinuxChangePolicy", sc.SELinuxChangePolicy != nil},
-		} {
-			if f.on {
-				out = append(out, Hit{Path: p.Child(f.name), What: "securityContext." + f.name})
-			}
+	return settingHits(t, func(spec *corev1.PodSpec) []setting {
+		out := []setting{{"hostUsers", spec.HostUsers != nil && !*spec.HostUsers}}
+		if sc := spec.SecurityContext; sc != nil {
+			out = append(out, []setting{
+				{"securityContext.appArmorProfile", sc.AppArmorProfile != nil}, {"securityContext.seLinuxOptions", sc.SELinuxOptions != nil},
+				{"securityContext.seccompProfile", sc.SeccompProfile != nil}, {"securityContext.fsGroupChangePolicy", sc.FSGroupChangePolicy != nil},
+				{"securityContext.runAsUser", sc.RunAsUser != nil}, {"securityContext.runAsGroup", sc.RunAsGroup != nil},
+				{"securityContext.seLinuxChangePolicy", sc.SELinuxChangePolicy != nil},
+			}...)
 		}
-	}
-	for _, c := range containers(spec) {
-		sc := c.c.SecurityContext
-		if sc == nil {
-			continue
-		}
-		p := c.path(t.Path).Child("securityContext")
-		for _, f := range []struct {
-			name string
-			on   bool
-		}{
+		return out
+	}, func(sc *corev1.SecurityContext) []setting {
+		return []setting{
 			{"appArmorProfile", sc.AppArmorProfile != nil}, {"seLinuxOptions", sc.SELinuxOptions != nil},
 			{"seccompProfile", sc.SeccompProfile != nil},
 			{"capabilities.drop", sc.Capabilities != nil && len(sc.Capabilities.Drop) > 0 && len(sc.Capabilities.Add) == 0},
 			{"readOnlyRootFilesystem", isTrue(sc.ReadOnlyRootFilesystem)},
 			{"runAsUser", sc.RunAsUser != nil}, {"runAsGroup", sc.RunAsGroup != nil},
-		} {
+		}
+	})
+}
+
+// setting is one field of a pod or container, named by its path below the
+// pod's spec (or the container's securityContext), and whether the pod
+// sets it.
+type setting struct {
+	name string
+	on   bool
+}
+
+// settingHits is a hit for each setting a non-HostProcess pod sets, at
+// pod level and in each container's securityContext.
+func settingHits(t Target, pod func(*corev1.PodSpec) []setting, ctr func(*corev1.SecurityContext) []setting) []Hit {
+	spec := t.Spec
+	if IsHostProcess(spec) {
+		return nil
+	}
+	var out []Hit
+	for _, f := range pod(spec) {
+		if f.on {
+			path := t.Path
+			for _, part := range strings.Split(f.name, ".") {
+				path = path.Child(part)
+			}
+			out = append(out, Hit{Path: path, What: f.name})
+		}
+	}
+	for _, c := range containers(spec) {
+		sc := c.c.SecurityContext
+		if sc == nil {
+			continue
+		}
+		p := c.path(t.Path).Child("securityContext")
+		for _, f := range ctr(sc) {
 			if f.on {
 				out = append(out, Hit{Path: p.Child(f.name), What: "containers[*].securityContext." + f.name, Container: c.c.Name})
 			}
