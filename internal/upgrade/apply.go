@@ -112,12 +112,14 @@ func apply(ctx context.Context, o *Options, st Step) error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
 			return err
 		}
-		if cur.Spec.Version == o.Target {
+		fs := removedKubeletArgs(&cur.Spec.KubeadmConfigSpec, o.Target)
+		if cur.Spec.Version == o.Target && len(fs) == 0 {
 			fmt.Fprintf(o.Progress, "      spec.version is %s already: waiting for the rollout\n", o.Target)
 			return nil
 		}
 		before := cur.DeepCopy()
 		cur.Spec.Version = o.Target
+		dropKubeletArgs(&cur.Spec.KubeadmConfigSpec, fs)
 		return c.Patch(ctx, cur, client.MergeFrom(before))
 	case *clusterv1.MachineDeployment:
 		cur := &clusterv1.MachineDeployment{}
@@ -143,12 +145,15 @@ func apply(ctx context.Context, o *Options, st Step) error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
 			return err
 		}
-		if cur.Spec.Template.Spec.Version == o.Target {
+		if cur.Spec.Template.Spec.Version == o.Target && (st.NewBootstrapTemplate == "" || cur.Spec.Template.Spec.Bootstrap.ConfigRef.Name == st.NewBootstrapTemplate) {
 			fmt.Fprintf(o.Progress, "      version is %s already: waiting for the rollout\n", o.Target)
 			return nil
 		}
 		before := cur.DeepCopy()
 		cur.Spec.Template.Spec.Version = o.Target
+		if st.NewBootstrapTemplate != "" {
+			cur.Spec.Template.Spec.Bootstrap.ConfigRef.Name = st.NewBootstrapTemplate
+		}
 		return c.Patch(ctx, cur, client.MergeFrom(before))
 	}
 	return fmt.Errorf("unknown step kind %s", st.Kind)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -24,7 +25,9 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/labels/format"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/doctor"
@@ -128,8 +131,8 @@ type Step struct {
 	// resolved for the new machines).
 	NewTemplate string `json:"newTemplate,omitempty"`
 	// NewBootstrapTemplate names the KubeadmConfigTemplate written for a
-	// MachineDeployment whose kubelet args the target no longer knows: its
-	// own, without them.
+	// MachineDeployment, or the KubeadmConfig written for a MachinePool,
+	// whose kubelet args the target no longer knows: its own, without them.
 	NewBootstrapTemplate string `json:"newBootstrapTemplate,omitempty"`
 	// Manifest is the change as YAML (merge patches and new objects).
 	Manifest string `json:"manifest"`
@@ -199,6 +202,8 @@ func (p pool) kind() string {
 }
 
 func (p pool) windows() bool { return p.vm.OSDisk.OSType == infrav1.Windows }
+
+func (p pool) key() string { return p.kind() + "/" + p.name() }
 
 func load(ctx context.Context, o *Options) (*cluster, error) {
 	m, ns := o.Management, o.Namespace
@@ -327,6 +332,7 @@ func build(ctx context.Context, o *Options) (*Plan, error) {
 		p.From = low
 	}
 	pl := &planner{o: o, s: s, p: p}
+	pl.pinReleases()
 	pl.skew()
 	pl.referenceImages(ctx)
 	pl.addons()
@@ -345,6 +351,12 @@ type planner struct {
 	o *Options
 	s *cluster
 	p *Plan
+	// release is each Windows pool's Windows Server release after the
+	// upgrade, by pool.key(); pinned are the pools whose template names
+	// none, which the plan's steps pin; mixed, those whose nodes run two
+	// releases, which the plan cannot pin.
+	release       map[string]infrav1.WindowsServerVersion
+	pinned, mixed map[string]bool
 }
 
 func minorsBehind(v string, target images.Version) (int, bool) {
@@ -433,17 +445,32 @@ func versions(vs []clusterv1.StatusVersion) string {
 	return strings.Join(out, ", ")
 }
 
-// clusterNodes are the workload nodes of the cluster's Machines.
+// clusterNodes are the workload nodes of the cluster's Machines and
+// MachinePools.
 func (pl *planner) clusterNodes() []*corev1.Node {
-	var out []*corev1.Node
+	var names []string
 	for i := range pl.s.machines {
 		if m := &pl.s.machines[i]; m.Status.NodeRef.IsDefined() {
-			if n := pl.s.nodes[m.Status.NodeRef.Name]; n != nil {
-				out = append(out, n)
-			}
+			names = append(names, m.Status.NodeRef.Name)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	for _, po := range pl.s.mps {
+		for _, r := range po.mp.Status.NodeRefs {
+			names = append(names, r.Name)
+		}
+	}
+	return pl.nodesNamed(names)
+}
+
+// nodesNamed are the workload nodes of names, each once, by name.
+func (pl *planner) nodesNamed(names []string) []*corev1.Node {
+	slices.Sort(names)
+	var out []*corev1.Node
+	for _, name := range slices.Compact(names) {
+		if n := pl.s.nodes[name]; n != nil {
+			out = append(out, n)
+		}
+	}
 	return out
 }
 
@@ -457,27 +484,21 @@ func (pl *planner) referenceImages(ctx context.Context) {
 		win infrav1.WindowsServerVersion
 	}
 	users := map[want][]string{}
-	add := func(vm *infrav1.AzureVMSpec, obj string) {
+	add := func(vm *infrav1.AzureVMSpec, obj string, win infrav1.WindowsServerVersion) {
 		if vm.Image != nil && !galleryVersioned(vm.Image) {
 			pl.p.add(CheckReferenceImage, doctor.Warning, obj, fmt.Sprintf("it names its own image (%s), which the upgrade keeps", describeImage(vm.Image)),
 				fmt.Sprintf("make sure the image carries Kubernetes %s's kubelet, or write a template with one that does", pl.o.target))
 			return
 		}
-		w := want{os: osOf(vm)}
-		if w.os == infrav1.Windows {
-			w.win = vm.WindowsServerVersion
-			if w.win == "" {
-				w.win = infrav1.WindowsServer2022
-			}
-		}
+		w := want{os: osOf(vm), win: win}
 		users[w] = append(users[w], obj)
 	}
 	if pl.s.kcpAMT != nil {
-		add(&pl.s.kcpAMT.Spec.Template.Spec.AzureVMSpec, "KubeadmControlPlane/"+pl.s.kcp.Namespace+"/"+pl.s.kcp.Name)
+		add(&pl.s.kcpAMT.Spec.Template.Spec.AzureVMSpec, "KubeadmControlPlane/"+pl.s.kcp.Namespace+"/"+pl.s.kcp.Name, "")
 	}
 	for _, ps := range [][]pool{pl.s.mds, pl.s.mps} {
 		for _, po := range ps {
-			add(po.vm, po.kind()+"/"+pl.o.Namespace+"/"+po.name())
+			add(po.vm, po.kind()+"/"+pl.o.Namespace+"/"+po.name(), pl.release[po.key()])
 		}
 	}
 	keys := make([]want, 0, len(users))
@@ -576,10 +597,114 @@ func (pl *planner) addons() {
 	}
 }
 
-// windowsReleases: a Windows pool keeps its Windows Server release only if
-// its template names it; the release must still be supported on the
-// target; and nodes already of another release than the template's would
-// change OS when the upgrade replaces them.
+// pinReleases: a Windows template without windowsServerVersion boots the
+// default release of whatever creates its machines, and that default moves
+// (CAPZ v1.25 moved it from 2019 to 2022), so an upgrade could change a
+// pool's OS silently. The plan's steps pin the release the pool runs now:
+// its nodes' build, else its image's release, else the default its
+// machines boot today.
+func (pl *planner) pinReleases() {
+	pl.release, pl.pinned, pl.mixed = map[string]infrav1.WindowsServerVersion{}, map[string]bool{}, map[string]bool{}
+	for _, ps := range [][]pool{pl.s.mds, pl.s.mps} {
+		for _, po := range ps {
+			if !po.windows() {
+				continue
+			}
+			if rel := po.vm.WindowsServerVersion; rel != "" {
+				pl.release[po.key()] = rel
+				continue
+			}
+			obj := po.kind() + "/" + pl.o.Namespace + "/" + po.name()
+			// What the provider boots for an unset release.
+			pl.release[po.key()] = infrav1.WindowsServer2022
+			byRelease := map[infrav1.WindowsServerVersion][]string{}
+			for _, n := range pl.poolNodes(po) {
+				if r := images.WindowsRelease(windowsBuild(n)); r != "" {
+					byRelease[r] = append(byRelease[r], n.Name)
+				}
+			}
+			var rel infrav1.WindowsServerVersion
+			var why string
+			switch len(byRelease) {
+			case 0:
+				if rel = imageRelease(po.vm.Image); rel != "" {
+					why = "the release of its image " + describeImage(po.vm.Image)
+				} else {
+					rel, why = infrav1.WindowsServer2022, "the default its machines boot today (no node of the pool to read its build from)"
+				}
+			case 1:
+				for r, nodes := range byRelease {
+					rel, why = r, fmt.Sprintf("the release its nodes run (%s: %s)", images.WindowsBuild[r], strings.Join(nodes, ", "))
+				}
+			default:
+				var runs []string
+				for _, r := range slices.Sorted(maps.Keys(byRelease)) {
+					runs = append(runs, fmt.Sprintf("Windows Server %s (%s)", r, strings.Join(byRelease[r], ", ")))
+				}
+				pl.mixed[po.key()] = true
+				pl.p.add(CheckWindowsRelease, doctor.Error, obj,
+					fmt.Sprintf("its template does not pin windowsServerVersion and its nodes run two releases, %s: the plan cannot tell which one the new machines should boot, and they would boot Windows Server %s", strings.Join(runs, " and "), infrav1.WindowsServer2022),
+					"set windowsServerVersion in a new template for the pool to the release to keep, move the other release's workloads deliberately ('winkube plan windows-upgrade'), then plan again")
+				continue
+			}
+			if po.amp != nil && rel != infrav1.WindowsServer2022 && (po.amp.Status.Replicas > 0 || len(po.amp.Spec.ProviderIDList) > 0) {
+				// winkube's AzureMachinePool webhook reads an unset
+				// release as 2022 and refuses another on a pool in use
+				// (internal/webhooks/azuremachinepool.go ValidateUpdate):
+				// the per-node check below names the change instead.
+				continue
+			}
+			pl.release[po.key()], pl.pinned[po.key()] = rel, true
+			where := "the upgrade's change of AzureMachinePool "
+			if po.amp != nil {
+				where += po.amp.Name
+			} else {
+				where = "the upgrade's new AzureMachineTemplate " + newTemplateName(po.amt.Name, pl.o.target)
+			}
+			pl.p.add(CheckWindowsRelease, doctor.Info, obj,
+				fmt.Sprintf("its template does not pin windowsServerVersion: %s pins Windows Server %s, %s, so the new machines keep their OS", where, rel, why), "")
+		}
+	}
+}
+
+// windowsBuild is a Windows node's build: the label its kubelet sets, else
+// its kernel version.
+func windowsBuild(n *corev1.Node) string {
+	if b := n.Labels[windowsBuildLabel]; b != "" {
+		return b
+	}
+	if n.Labels[corev1.LabelOSStable] == "windows" {
+		return n.Status.NodeInfo.KernelVersion
+	}
+	return ""
+}
+
+const windowsBuildLabel = "node.kubernetes.io/windows-build"
+
+// imageRelease is the Windows Server release a reference image's name says
+// (capi-win-2019-containerd, windows-2022-containerd-gen1,
+// k8s-1dot22dot1-windows-2019-containerd), "" when it says none.
+func imageRelease(img *infrav1.Image) infrav1.WindowsServerVersion {
+	var name string
+	switch {
+	case img == nil:
+		return ""
+	case img.ComputeGallery != nil:
+		name = img.ComputeGallery.Name
+	case img.Marketplace != nil:
+		name = img.Marketplace.SKU
+	}
+	for rel := range images.WindowsBuild {
+		if strings.Contains(name, "win-"+string(rel)+"-") || strings.Contains(name, "windows-"+string(rel)+"-") {
+			return rel
+		}
+	}
+	return ""
+}
+
+// windowsReleases: the release each Windows pool boots after the upgrade
+// (pinReleases) must still be supported on the target, and nodes of
+// another release would change OS when the upgrade replaces them.
 func (pl *planner) windowsReleases() {
 	for _, ps := range [][]pool{pl.s.mds, pl.s.mps} {
 		for _, po := range ps {
@@ -587,17 +712,15 @@ func (pl *planner) windowsReleases() {
 				continue
 			}
 			obj := po.kind() + "/" + pl.o.Namespace + "/" + po.name()
-			rel := po.vm.WindowsServerVersion
-			if rel == "" {
-				rel = infrav1.WindowsServer2022
-				pl.p.add(CheckWindowsRelease, doctor.Warning, obj, "its template does not pin windowsServerVersion: the new machines take the default, Windows Server 2022",
-					"set windowsServerVersion to the release its nodes run in a new template before upgrading")
-			}
+			rel := pl.release[po.key()]
 			if ok, why := images.WindowsSupported(rel, pl.o.target); !ok {
 				pl.p.add(CheckWindowsRelease, doctor.Error, obj, why, fmt.Sprintf("move the pool to Windows Server 2022 or 2025 first ('winkube plan windows-upgrade --to 2022'), then upgrade to %s", pl.o.target))
 			}
+			if pl.mixed[po.key()] {
+				continue // said once for the pool
+			}
 			for _, node := range pl.poolNodes(po) {
-				b := node.Labels["node.kubernetes.io/windows-build"]
+				b := windowsBuild(node)
 				if now := images.WindowsRelease(b); now != "" && now != rel {
 					pl.p.add(CheckWindowsRelease, doctor.Error, obj,
 						fmt.Sprintf("node %s runs Windows Server %s (%s) but the pool's template boots Windows Server %s: the upgrade would replace it with a %s node, and process-isolated %s containers would not start there", node.Name, now, b, rel, rel, now),
@@ -608,21 +731,31 @@ func (pl *planner) windowsReleases() {
 	}
 }
 
-// poolNodes are the workload nodes of a pool's machines.
+// poolNodes are the workload nodes of a pool: its Machines' and, for a
+// MachinePool, the nodes it lists itself. Cluster API's MachinePool
+// controller lists them in status.nodeRefs by provider ID, and makes a
+// Machine per instance only when the infrastructure pool opts in
+// (status.infrastructureMachineKind), labelled cluster.x-k8s.io/pool-name
+// with the pool's name as a label value (kubernetes-sigs/cluster-api
+// v1.14.2, core/reconcilers/machinepool/machinepool_controller_noderef.go
+// reconcileNodeRefs and machinepool_controller_phases.go
+// computeDesiredMachine; read at 027f2a36dd5dfc764ff5fd78d4fefef8e23c18ed).
 func (pl *planner) poolNodes(po pool) []*corev1.Node {
-	var out []*corev1.Node
+	var names []string
 	for i := range pl.s.machines {
 		m := &pl.s.machines[i]
 		owned := po.md != nil && m.Labels[clusterv1.MachineDeploymentNameLabel] == po.md.Name ||
-			po.mp != nil && m.Labels[clusterv1.MachinePoolNameLabel] == po.mp.Name
-		if !owned || !m.Status.NodeRef.IsDefined() {
-			continue
-		}
-		if n := pl.s.nodes[m.Status.NodeRef.Name]; n != nil {
-			out = append(out, n)
+			po.mp != nil && m.Labels[clusterv1.MachinePoolNameLabel] == format.MustFormatValue(po.mp.Name)
+		if owned && m.Status.NodeRef.IsDefined() {
+			names = append(names, m.Status.NodeRef.Name)
 		}
 	}
-	return out
+	if po.mp != nil {
+		for _, r := range po.mp.Status.NodeRefs {
+			names = append(names, r.Name)
+		}
+	}
+	return pl.nodesNamed(names)
 }
 
 // disruptionBudgets: every node is drained; a budget that allows no
@@ -680,22 +813,46 @@ func describeFlags(fs []kubeletflags.Flag) string {
 
 // kubeletFlags: a kubelet exits on a flag its release removed, so a
 // machine booted on the target from a bootstrap config passing one never
-// becomes a node and the rollout stops there. A MachineDeployment's steps
-// fix it (a new KubeadmConfigTemplate without the flags: templates are
-// immutable by convention, and Cluster API rolls a MachineDeployment whose
-// bootstrap configRef changes, MachineTemplateUpToDate in cluster-api
-// internal/controllers/machinedeployment/mdutil/util.go at
-// 99d75597b5bd30c31245101b413d27997038ba32); the control plane's and a
-// MachinePool's configs are the user's to change.
+// becomes a node and the rollout stops there. The plan's steps fix each:
+//   - a MachineDeployment gets a new KubeadmConfigTemplate without the flags
+//     (templates are immutable by convention, and Cluster API rolls a
+//     MachineDeployment whose bootstrap configRef changes,
+//     MachineTemplateUpToDate in cluster-api
+//     internal/controllers/machinedeployment/mdutil/util.go at
+//     99d75597b5bd30c31245101b413d27997038ba32);
+//   - the control plane's kubeadmConfigSpec loses them in the same change
+//     as its version, so one rollout makes both (KubeadmControlPlane's
+//     webhook lets nodeRegistration change, and a machine whose
+//     KubeadmConfig differs from the spec is rolled: cluster-api v1.14.2
+//     controlplane/kubeadm/webhooks/admission/kubeadmcontrolplane.go
+//     ValidateUpdate's allowed paths, controlplane/kubeadm/pkg/filters.go
+//     matchesKubeadmConfig);
+//   - a MachinePool gets a new KubeadmConfig without them: the kubeadm
+//     bootstrap provider never writes a MachinePool's bootstrap data again
+//     once made, so an edit of the old one would reach no machine, and the
+//     MachinePool controller takes the data of whatever config its configRef
+//     names (cluster-api v1.14.2
+//     bootstrap/kubeadm/reconcilers/kubeadmconfig/kubeadmconfig_controller.go
+//     reconcile, "the config is already generated";
+//     core/reconcilers/machinepool/machinepool_controller_phases.go
+//     reconcileBootstrap).
 func (pl *planner) kubeletFlags() {
 	t := pl.o.Target
 	says := func(fs []kubeletflags.Flag) string {
 		return fmt.Sprintf("passes %s to the kubelet: a %s kubelet exits on it (unknown flag), so the machines the upgrade boots never join", describeFlags(fs), t)
 	}
+	fixed := func(obj string) {
+		if pl.p.fixed == nil {
+			pl.p.fixed = map[string]bool{}
+		}
+		pl.p.fixed[CheckKubeletFlags+"/"+obj] = true
+	}
 	if fs := removedKubeletArgs(&pl.s.kcp.Spec.KubeadmConfigSpec, t); len(fs) > 0 {
 		kcp := pl.s.kcp
-		pl.p.add(CheckKubeletFlags, doctor.Error, "KubeadmControlPlane/"+kcp.Namespace+"/"+kcp.Name, "its kubeadmConfigSpec "+says(fs),
-			"remove "+flagNames(fs)+" from spec.kubeadmConfigSpec's initConfiguration and joinConfiguration nodeRegistration.kubeletExtraArgs of KubeadmControlPlane "+kcp.Name+", then plan again")
+		obj := "KubeadmControlPlane/" + kcp.Namespace + "/" + kcp.Name
+		pl.p.add(CheckKubeletFlags, doctor.Error, obj, "its kubeadmConfigSpec "+says(fs),
+			fmt.Sprintf("remove %s from spec.kubeadmConfigSpec's nodeRegistration.kubeletExtraArgs with the version: the plan's step for %s does both in one change ('winkube plan upgrade --apply' makes it)", flagNames(fs), kcp.Name))
+		fixed(obj)
 	}
 	for _, po := range pl.s.mds {
 		if po.kct == nil {
@@ -706,10 +863,7 @@ func (pl *planner) kubeletFlags() {
 			pl.p.add(CheckKubeletFlags, doctor.Error, obj, "its KubeadmConfigTemplate "+po.kct.Name+" "+says(fs),
 				fmt.Sprintf("a new KubeadmConfigTemplate %s without %s, referenced by the MachineDeployment's spec.template.spec.bootstrap.configRef: the plan's step for %s writes both ('winkube plan upgrade --apply' makes them)",
 					newTemplateName(po.kct.Name, pl.o.target), flagNames(fs), po.name()))
-			if pl.p.fixed == nil {
-				pl.p.fixed = map[string]bool{}
-			}
-			pl.p.fixed[CheckKubeletFlags+"/"+obj] = true
+			fixed(obj)
 		}
 	}
 	for _, po := range pl.s.mps {
@@ -717,8 +871,11 @@ func (pl *planner) kubeletFlags() {
 			continue
 		}
 		if fs := removedKubeletArgs(&po.kc.Spec, t); len(fs) > 0 {
-			pl.p.add(CheckKubeletFlags, doctor.Error, "MachinePool/"+pl.o.Namespace+"/"+po.name(), "its KubeadmConfig "+po.kc.Name+" "+says(fs),
-				"remove "+flagNames(fs)+" from joinConfiguration.nodeRegistration.kubeletExtraArgs of KubeadmConfig "+po.kc.Name+", then plan again")
+			obj := "MachinePool/" + pl.o.Namespace + "/" + po.name()
+			pl.p.add(CheckKubeletFlags, doctor.Error, obj, "its KubeadmConfig "+po.kc.Name+" "+says(fs),
+				fmt.Sprintf("a new KubeadmConfig %s without %s, referenced by the MachinePool's spec.template.spec.bootstrap.configRef (editing %s would change no machine: its bootstrap data is made once): the plan's step for %s writes both ('winkube plan upgrade --apply' makes them)",
+					newTemplateName(po.kc.Name, pl.o.target), flagNames(fs), po.kc.Name, po.name()))
+			fixed(obj)
 		}
 	}
 }
@@ -738,15 +895,76 @@ func withoutKubeletArgs(kct *bootstrapv1.KubeadmConfigTemplate, name string, fs 
 	n.SetGroupVersionKind(bootstrapv1.GroupVersion.WithKind("KubeadmConfigTemplate"))
 	n.Name, n.Namespace, n.Labels = name, kct.Namespace, kct.Labels
 	n.Spec = *kct.Spec.DeepCopy()
+	dropKubeletArgs(&n.Spec.Template.Spec, fs)
+	return n
+}
+
+// configWithoutKubeletArgs is a MachinePool's KubeadmConfig's copy, named
+// name, without the kubelet args fs and without its bootstrap token: the
+// kubeadm bootstrap provider wrote that token into the old config and
+// rotates it there, and it makes the new config its own when none is set
+// (cluster-api v1.14.2 kubeadmconfig_controller.go reconcileDiscovery); a
+// token is a credential that no written manifest should carry.
+func configWithoutKubeletArgs(kc *bootstrapv1.KubeadmConfig, name string, fs []kubeletflags.Flag) *bootstrapv1.KubeadmConfig {
+	n := &bootstrapv1.KubeadmConfig{}
+	n.SetGroupVersionKind(bootstrapv1.GroupVersion.WithKind("KubeadmConfig"))
+	n.Name, n.Namespace, n.Labels = name, kc.Namespace, kc.Labels
+	n.Spec = *kc.Spec.DeepCopy()
+	dropKubeletArgs(&n.Spec, fs)
+	n.Spec.JoinConfiguration.Discovery.BootstrapToken.Token = ""
+	return n
+}
+
+// dropKubeletArgs removes the kubelet args fs from a bootstrap config's
+// init and join registrations; a list left empty becomes nil, which the
+// API leaves out (it takes no empty list: MinItems 1).
+func dropKubeletArgs(spec *bootstrapv1.KubeadmConfigSpec, fs []kubeletflags.Flag) {
 	drop := func(args []bootstrapv1.Arg) []bootstrapv1.Arg {
-		return slices.DeleteFunc(args, func(a bootstrapv1.Arg) bool {
+		out := slices.DeleteFunc(args, func(a bootstrapv1.Arg) bool {
 			return slices.ContainsFunc(fs, func(f kubeletflags.Flag) bool { return f.Name == a.Name })
 		})
+		if len(out) == 0 {
+			return nil
+		}
+		return out
 	}
-	spec := &n.Spec.Template.Spec
 	spec.InitConfiguration.NodeRegistration.KubeletExtraArgs = drop(spec.InitConfiguration.NodeRegistration.KubeletExtraArgs)
 	spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs = drop(spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs)
-	return n
+}
+
+// kubeletArgsPatch is the part of a merge patch of a KubeadmControlPlane's
+// spec that drops the kubelet args fs: a merge patch replaces a list
+// whole, so each registration that changes gets its remaining args (or
+// null, which removes the list).
+func kubeletArgsPatch(spec *bootstrapv1.KubeadmConfigSpec, fs []kubeletflags.Flag) (string, error) {
+	kept := spec.DeepCopy()
+	dropKubeletArgs(kept, fs)
+	cfg := map[string]any{}
+	for _, r := range []struct {
+		field     string
+		old, kept []bootstrapv1.Arg
+	}{
+		{"initConfiguration", spec.InitConfiguration.NodeRegistration.KubeletExtraArgs, kept.InitConfiguration.NodeRegistration.KubeletExtraArgs},
+		{"joinConfiguration", spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs, kept.JoinConfiguration.NodeRegistration.KubeletExtraArgs},
+	} {
+		if len(r.old) == len(r.kept) {
+			continue
+		}
+		var v any
+		if len(r.kept) > 0 {
+			v = r.kept
+		}
+		cfg[r.field] = map[string]any{"nodeRegistration": map[string]any{"kubeletExtraArgs": v}}
+	}
+	b, err := yaml.Marshal(map[string]any{"kubeadmConfigSpec": cfg})
+	if err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n") {
+		out.WriteString("  " + line)
+	}
+	return out.String() + "\n", nil
 }
 
 // steps writes the changes in order: the control plane, then the Linux
@@ -755,8 +973,16 @@ func withoutKubeletArgs(kct *bootstrapv1.KubeadmConfigTemplate, name string, fs 
 func (pl *planner) steps() error {
 	t := pl.o.Target
 	kcp := pl.s.kcp
+	spec := "  version: " + t + "\n"
+	if fs := removedKubeletArgs(&kcp.Spec.KubeadmConfigSpec, t); len(fs) > 0 {
+		args, err := kubeletArgsPatch(&kcp.Spec.KubeadmConfigSpec, fs)
+		if err != nil {
+			return err
+		}
+		spec += args
+	}
 	pl.p.Steps = append(pl.p.Steps, Step{Kind: "KubeadmControlPlane", Name: kcp.Name, OS: "linux", From: pl.p.From, obj: kcp,
-		Manifest: patchDoc("KubeadmControlPlane", controlplanev1.GroupVersion.String(), kcp.Namespace, kcp.Name, "  version: "+t+"\n")})
+		Manifest: patchDoc("KubeadmControlPlane", controlplanev1.GroupVersion.String(), kcp.Namespace, kcp.Name, spec)})
 	for _, windows := range []bool{false, true} {
 		for _, po := range pl.s.mds {
 			if po.windows() != windows {
@@ -772,7 +998,11 @@ func (pl *planner) steps() error {
 			if po.windows() != windows {
 				continue
 			}
-			pl.p.Steps = append(pl.p.Steps, pl.mpStep(po))
+			st, err := pl.mpStep(po)
+			if err != nil {
+				return err
+			}
+			pl.p.Steps = append(pl.p.Steps, st)
 		}
 	}
 	return nil
@@ -796,18 +1026,21 @@ func patchDoc(kind, apiVersion, ns, name, spec string) string {
 // reads the new template's cloud config Secret.
 func (pl *planner) mdStep(po pool) (Step, error) {
 	md := po.md
-	st := Step{Kind: "MachineDeployment", Name: md.Name, OS: osName(po.windows()), From: po.version, obj: md}
-	if po.windows() {
-		st.Windows = po.vm.WindowsServerVersion
-	}
+	st := Step{Kind: "MachineDeployment", Name: md.Name, OS: osName(po.windows()), From: po.version, obj: md, Windows: pl.release[po.key()]}
 	spec := "  template:\n    spec:\n      version: " + pl.o.Target + "\n"
-	if po.vm.Image != nil && galleryVersioned(po.vm.Image) && po.vm.Image.ComputeGallery.Version != strings.TrimPrefix(pl.o.Target, "v") {
+	moveImage := po.vm.Image != nil && galleryVersioned(po.vm.Image) && po.vm.Image.ComputeGallery.Version != strings.TrimPrefix(pl.o.Target, "v")
+	if pin := pl.pinned[po.key()]; moveImage || pin {
 		name := newTemplateName(po.amt.Name, pl.o.target)
 		amt := &infrav1.AzureMachineTemplate{}
 		amt.SetGroupVersionKind(infrav1.GroupVersion.WithKind("AzureMachineTemplate"))
 		amt.Name, amt.Namespace, amt.Labels = name, po.amt.Namespace, po.amt.Labels
 		amt.Spec = *po.amt.Spec.DeepCopy()
-		amt.Spec.Template.Spec.Image.ComputeGallery.Version = strings.TrimPrefix(pl.o.Target, "v")
+		if moveImage {
+			amt.Spec.Template.Spec.Image.ComputeGallery.Version = strings.TrimPrefix(pl.o.Target, "v")
+		}
+		if pin {
+			amt.Spec.Template.Spec.WindowsServerVersion = st.Windows
+		}
 		st.NewTemplate = name
 		st.templates = append(st.templates, amt)
 		spec += "      infrastructure:\n        name: " + name + "\n"
@@ -835,22 +1068,40 @@ func (pl *planner) mdStep(po pool) (Step, error) {
 }
 
 // mpStep: a MachinePool's version; its AzureMachinePool's community-gallery
-// image moves with it (the pool's own object, changed in place).
-func (pl *planner) mpStep(po pool) Step {
+// image moves with it, and an unpinned Windows release is pinned (the
+// pool's own object, changed in place).
+func (pl *planner) mpStep(po pool) (Step, error) {
 	mp := po.mp
-	st := Step{Kind: "MachinePool", Name: mp.Name, OS: osName(po.windows()), From: po.version, obj: mp}
-	if po.windows() {
-		st.Windows = po.vm.WindowsServerVersion
-	}
+	st := Step{Kind: "MachinePool", Name: mp.Name, OS: osName(po.windows()), From: po.version, obj: mp, Windows: pl.release[po.key()]}
+	amp, change := po.amp.DeepCopy(), ""
 	if po.vm.Image != nil && galleryVersioned(po.vm.Image) {
-		amp := po.amp.DeepCopy()
 		amp.Spec.Template.Image.ComputeGallery.Version = strings.TrimPrefix(pl.o.Target, "v")
-		st.templates = append(st.templates, amp)
-		st.Manifest = patchDoc("AzureMachinePool", infrav1.GroupVersion.String(), amp.Namespace, amp.Name,
-			"  template:\n    image:\n      computeGallery:\n        version: \""+amp.Spec.Template.Image.ComputeGallery.Version+"\"\n")
+		change += "    image:\n      computeGallery:\n        version: \"" + amp.Spec.Template.Image.ComputeGallery.Version + "\"\n"
 	}
-	st.Manifest += patchDoc("MachinePool", clusterv1.GroupVersion.String(), mp.Namespace, mp.Name, "  template:\n    spec:\n      version: "+pl.o.Target+"\n")
-	return st
+	if pl.pinned[po.key()] {
+		amp.Spec.Template.WindowsServerVersion = st.Windows
+		change += "    windowsServerVersion: \"" + string(st.Windows) + "\"\n"
+	}
+	if change != "" {
+		st.templates = append(st.templates, amp)
+		st.Manifest = patchDoc("AzureMachinePool", infrav1.GroupVersion.String(), amp.Namespace, amp.Name, "  template:\n"+change)
+	}
+	spec := "  template:\n    spec:\n      version: " + pl.o.Target + "\n"
+	if po.kc != nil {
+		if fs := removedKubeletArgs(&po.kc.Spec, pl.o.Target); len(fs) > 0 {
+			kc := configWithoutKubeletArgs(po.kc, newTemplateName(po.kc.Name, pl.o.target), fs)
+			st.NewBootstrapTemplate = kc.Name
+			st.templates = append(st.templates, kc)
+			spec += "      bootstrap:\n        configRef:\n          name: " + kc.Name + "\n"
+			doc, err := yamlOf(kc)
+			if err != nil {
+				return st, err
+			}
+			st.Manifest += doc
+		}
+	}
+	st.Manifest += patchDoc("MachinePool", clusterv1.GroupVersion.String(), mp.Namespace, mp.Name, spec)
+	return st, nil
 }
 
 // newTemplateName is the template's name with its version replaced, or the

@@ -35,16 +35,29 @@ type fixture struct {
 const (
 	linuxMD   = "up-md-0"
 	windowsMD = "up-md-win"
+	windowsMP = "up-mp-win"
 )
 
 func newFixture(t *testing.T, version string, win infrav1.WindowsServerVersion) *fixture {
+	t.Helper()
+	return newFlavorFixture(t, flavors.Windows, version, win)
+}
+
+// newPoolFixture is the machinepool-windows flavor's cluster: its Windows
+// nodes are a MachinePool's (windowsMP).
+func newPoolFixture(t *testing.T, version string, win infrav1.WindowsServerVersion) *fixture {
+	t.Helper()
+	return newFlavorFixture(t, flavors.MachinePoolWindows, version, win)
+}
+
+func newFlavorFixture(t *testing.T, flavor, version string, win infrav1.WindowsServerVersion) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "upgrade-"}}
 	if err := env.Client.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	objs, err := flavors.Generate(flavors.Windows, flavors.Options{ClusterName: "up", Namespace: ns.Name, KubernetesVersion: version,
+	objs, err := flavors.Generate(flavor, flavors.Options{ClusterName: "up", Namespace: ns.Name, KubernetesVersion: version,
 		WindowsVersion: win, LinuxNodes: 1, WindowsNodes: 1, Location: "westeurope",
 		SubscriptionID: "00000000-0000-0000-0000-000000000001", SSHPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh test"})
 	if err != nil {
@@ -55,7 +68,8 @@ func newFixture(t *testing.T, version string, win infrav1.WindowsServerVersion) 
 		switch x := o.(type) {
 		case *controlplanev1.KubeadmControlPlane:
 			f.kcp = x
-		case *clusterv1.Cluster, *infrav1.AzureCluster, *infrav1.AzureMachineTemplate, *clusterv1.MachineDeployment, *bootstrapv1.KubeadmConfigTemplate:
+		case *clusterv1.Cluster, *infrav1.AzureCluster, *infrav1.AzureMachineTemplate, *clusterv1.MachineDeployment, *bootstrapv1.KubeadmConfigTemplate,
+			*clusterv1.MachinePool, *infrav1.AzureMachinePool, *bootstrapv1.KubeadmConfig:
 		default:
 			continue
 		}
@@ -65,8 +79,11 @@ func newFixture(t *testing.T, version string, win infrav1.WindowsServerVersion) 
 	}
 	// Every machine runs the version, as Cluster API reports it.
 	f.setStatus(f.kcp, version)
-	for _, md := range []string{linuxMD, windowsMD} {
-		f.setStatus(&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: md}}, version)
+	f.setStatus(&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: linuxMD}}, version)
+	if flavor == flavors.MachinePoolWindows {
+		f.setStatus(&clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: windowsMP}}, version)
+	} else {
+		f.setStatus(&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: windowsMD}}, version)
 	}
 	return f
 }
@@ -75,9 +92,15 @@ func newFixture(t *testing.T, version string, win infrav1.WindowsServerVersion) 
 // as Cluster API does once a rollout ends.
 func (f *fixture) setStatus(obj client.Object, version string) {
 	f.t.Helper()
+	if err := f.trySetStatus(obj, version); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) trySetStatus(obj client.Object, version string) error {
 	ctx := context.Background()
 	if err := f.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-		f.t.Fatal(err)
+		return err
 	}
 	switch x := obj.(type) {
 	case *controlplanev1.KubeadmControlPlane:
@@ -88,10 +111,12 @@ func (f *fixture) setStatus(obj client.Object, version string) {
 		n := *x.Spec.Replicas
 		x.Status.ObservedGeneration, x.Status.Replicas, x.Status.ReadyReplicas, x.Status.UpToDateReplicas = x.Generation, &n, &n, &n
 		x.Status.Versions = []clusterv1.StatusVersion{{Version: version, Replicas: n}}
+	case *clusterv1.MachinePool:
+		n := *x.Spec.Replicas
+		x.Status.ObservedGeneration, x.Status.Replicas, x.Status.ReadyReplicas, x.Status.UpToDateReplicas = x.Generation, &n, &n, &n
+		x.Status.Versions = []clusterv1.StatusVersion{{Version: version, Replicas: n}}
 	}
-	if err := f.c.Status().Update(ctx, obj); err != nil {
-		f.t.Fatal(err)
-	}
+	return f.c.Status().Update(ctx, obj)
 }
 
 // node adds a workload node of a MachineDeployment, its Machine pointing
