@@ -169,6 +169,7 @@ func TestUpgradeDropsRemovedKubeletFlagsFromAMachinePool(t *testing.T) {
 		strings.Contains(last.Manifest, removedFlag) || strings.Contains(last.Manifest, token) || !strings.Contains(last.Manifest, "configRef:\n          name: "+want) {
 		t.Fatalf("the MachinePool's step does not write %s without the flag and the token:\n%+v\n%s", want, last, last.Manifest)
 	}
+	t.Log("\n" + last.Manifest)
 
 	f.rollOut()
 	mp := &clusterv1.MachinePool{}
