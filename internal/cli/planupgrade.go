@@ -30,7 +30,8 @@ func newPlanUpgradeCommand() *cobra.Command {
 writes the changes in the order they must be made: the KubeadmControlPlane's
 version, then each Linux pool's, then each Windows pool's (with a new
 AzureMachineTemplate where the template names a community-gallery image of
-the old version).
+the old version or no Windows Server release: the plan pins the release the
+pool's nodes run).
 
 The checks:
   - version skew: kubeadm upgrades one minor at a time and never down; a
@@ -41,7 +42,8 @@ The checks:
   - the version-bound add-ons' images for the target (kube-proxy for
     Windows, the cloud controller and node managers) and the Kubernetes
     range of Calico, the Azure Disk CSI driver and metrics-server;
-  - Windows Server releases: unpinned templates, a release no longer
+  - Windows Server releases: unpinned templates (pinned by the plan; an
+    error when a pool's nodes run two releases), a release no longer
     supported on the target, nodes whose release the rollout would change;
   - PodDisruptionBudgets that allow no disruption, and pools that set no
     nodeDrainTimeout.
