@@ -1052,19 +1052,24 @@ func (pl *planner) mdStep(po pool) (Step, error) {
 	}
 	if po.kct != nil {
 		if fs := removedKubeletArgs(&po.kct.Spec.Template.Spec, pl.o.Target); len(fs) > 0 {
-			kct := withoutKubeletArgs(po.kct, newTemplateName(po.kct.Name, pl.o.target), fs)
-			st.NewBootstrapTemplate = kct.Name
-			st.templates = append(st.templates, kct)
-			spec += "      bootstrap:\n        configRef:\n          name: " + kct.Name + "\n"
-			doc, err := yamlOf(kct)
-			if err != nil {
+			if err := st.newBootstrap(withoutKubeletArgs(po.kct, newTemplateName(po.kct.Name, pl.o.target), fs), &spec); err != nil {
 				return st, err
 			}
-			st.Manifest += doc
 		}
 	}
 	st.Manifest += patchDoc("MachineDeployment", clusterv1.GroupVersion.String(), md.Namespace, md.Name, strings.Replace(spec, "infrastructure:", "infrastructureRef:", 1))
 	return st, nil
+}
+
+// newBootstrap adds a pool's new bootstrap config (or template) to its
+// step, and the pool's configRef to it to the pool's patch spec.
+func (st *Step) newBootstrap(obj client.Object, spec *string) error {
+	st.NewBootstrapTemplate = obj.GetName()
+	st.templates = append(st.templates, obj)
+	*spec += "      bootstrap:\n        configRef:\n          name: " + obj.GetName() + "\n"
+	doc, err := yamlOf(obj)
+	st.Manifest += doc
+	return err
 }
 
 // mpStep: a MachinePool's version; its AzureMachinePool's community-gallery
@@ -1089,15 +1094,9 @@ func (pl *planner) mpStep(po pool) (Step, error) {
 	spec := "  template:\n    spec:\n      version: " + pl.o.Target + "\n"
 	if po.kc != nil {
 		if fs := removedKubeletArgs(&po.kc.Spec, pl.o.Target); len(fs) > 0 {
-			kc := configWithoutKubeletArgs(po.kc, newTemplateName(po.kc.Name, pl.o.target), fs)
-			st.NewBootstrapTemplate = kc.Name
-			st.templates = append(st.templates, kc)
-			spec += "      bootstrap:\n        configRef:\n          name: " + kc.Name + "\n"
-			doc, err := yamlOf(kc)
-			if err != nil {
+			if err := st.newBootstrap(configWithoutKubeletArgs(po.kc, newTemplateName(po.kc.Name, pl.o.target), fs), &spec); err != nil {
 				return st, err
 			}
-			st.Manifest += doc
 		}
 	}
 	st.Manifest += patchDoc("MachinePool", clusterv1.GroupVersion.String(), mp.Namespace, mp.Name, spec)
