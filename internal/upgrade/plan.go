@@ -599,8 +599,10 @@ func (pl *planner) addons() {
 
 // pinReleases: a Windows template without windowsServerVersion boots the
 // default release of whatever creates its machines, and that default moves
-// (CAPZ v1.25 moved it from 2019 to 2022), so an upgrade could change a
-// pool's OS silently. The plan's steps pin the release the pool runs now:
+// (CAPZ's was Windows Server 2019, DefaultWindowsOsAndVersion in
+// kubernetes-sigs/cluster-api-provider-azure azure/defaults.go at
+// 2d1e96bf8ab37e3da96b68ba086988163e132c3d, and is 2022 since May 2026),
+// so an upgrade could change a pool's OS silently. The plan's steps pin the release the pool runs now:
 // its nodes' build, else its image's release, else the default its
 // machines boot today.
 func (pl *planner) pinReleases() {
