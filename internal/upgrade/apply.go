@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/labels/format"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -205,7 +206,7 @@ func pending(ctx context.Context, o *Options, st Step) (string, error) {
 		}
 		gen, observed, replicas, ready, upToDate, vs = cur.Generation, cur.Status.ObservedGeneration, cur.Spec.Replicas, cur.Status.ReadyReplicas, cur.Status.UpToDateReplicas, cur.Status.Versions
 	case *clusterv1.MachinePool:
-		owner = client.MatchingLabels{clusterv1.MachinePoolNameLabel: obj.Name}
+		owner = client.MatchingLabels{clusterv1.MachinePoolNameLabel: format.MustFormatValue(obj.Name)}
 		cur := &clusterv1.MachinePool{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
 			return "", err
