@@ -139,7 +139,7 @@ func (f *fixture) unpinnedPool() {
 
 // poolNode adds a workload node of the Windows MachinePool the way Cluster
 // API lists it when the pool makes no Machines: in status.nodeRefs only.
-func (f *fixture) poolNode(name, build string) {
+func (f *fixture) poolNode(name, build, kubelet string) {
 	f.t.Helper()
 	ctx := context.Background()
 	name = f.ns + "-" + name
@@ -147,7 +147,7 @@ func (f *fixture) poolNode(name, build string) {
 	if err := f.c.Create(ctx, n); err != nil {
 		f.t.Fatal(err)
 	}
-	n.Status.NodeInfo.KubeletVersion = "v1.35.4"
+	n.Status.NodeInfo.KubeletVersion = kubelet
 	if err := f.c.Status().Update(ctx, n); err != nil {
 		f.t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestPlanPinsAnUnpinnedMachinePool(t *testing.T) {
 	ctx := context.Background()
 	f := newPoolFixture(t, "v1.35.4", infrav1.WindowsServer2022)
 	f.unpinnedPool()
-	f.poolNode("mp-a", "10.0.20348")
+	f.poolNode("mp-a", "10.0.20348", "v1.35.4")
 	p := f.plan("v1.36.3")
 	fs := windowsReleaseFindings(p)
 	if len(fs) != 1 || fs[0].Severity != doctor.Info ||
@@ -276,7 +276,7 @@ func TestPlanRefusesToPinAPoolOfTwoReleases(t *testing.T) {
 // MachinePools were read, so the node in status.nodeRefs went unseen.
 func TestPlanReadsMachinePoolNodes(t *testing.T) {
 	f := newPoolFixture(t, "v1.35.4", infrav1.WindowsServer2022)
-	f.poolNode("ref-2019", "10.0.17763")
+	f.poolNode("ref-2019", "10.0.17763", "v1.35.4")
 	p := f.plan("v1.36.3")
 	says := func(node string) bool {
 		for _, fd := range findings(p, upgrade.CheckWindowsRelease, doctor.Error) {
@@ -306,4 +306,20 @@ func TestPlanReadsMachinePoolNodes(t *testing.T) {
 	if !says("ref-2019") || !says("machine-2019") {
 		t.Errorf("not both of the pool's 2019 nodes named: %+v", p.Findings)
 	}
+}
+
+// TestPlanChecksMachinePoolKubeletSkew: a MachinePool node (in the pool's
+// status.nodeRefs) whose kubelet is four minors behind the target is a
+// version-skew error, as a Machine's node is. Before, only Machines' nodes
+// were checked.
+func TestPlanChecksMachinePoolKubeletSkew(t *testing.T) {
+	f := newPoolFixture(t, "v1.35.4", infrav1.WindowsServer2022)
+	f.poolNode("old-kubelet", "10.0.20348", "v1.32.13")
+	p := f.plan("v1.36.3")
+	for _, fd := range findings(p, upgrade.CheckSkew, doctor.Error) {
+		if fd.Object == "Node/"+f.ns+"-old-kubelet" && strings.Contains(fd.Message, "its kubelet runs v1.32.13, 4 minors behind v1.36.3") {
+			return
+		}
+	}
+	t.Errorf("no version-skew error for the pool's node with a v1.32.13 kubelet: %+v", p.Findings)
 }
