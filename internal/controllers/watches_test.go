@@ -28,7 +28,9 @@ func TestMachineUpdatesThatWakeAnAzureMachine(t *testing.T) {
 		change func(*clusterv1.Machine)
 		wakes  bool
 	}{
-		{"providerID copied from the AzureMachine", func(m *clusterv1.Machine) { m.Spec.ProviderID = "azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/m" }, false},
+		{"providerID copied from the AzureMachine", func(m *clusterv1.Machine) {
+			m.Spec.ProviderID = "azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/m"
+		}, false},
 		{"status patched", func(m *clusterv1.Machine) { m.Status.Phase = "Provisioned" }, false},
 		{"bootstrap data ready", func(m *clusterv1.Machine) { m.Spec.Bootstrap.DataSecretName = ptr.To("m-bootstrap") }, true},
 		{"version changed", func(m *clusterv1.Machine) { m.Spec.Version = "v1.37.0" }, true},
