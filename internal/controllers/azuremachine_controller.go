@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -215,19 +216,28 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 	if token(am.Status.LongRunningOperationStates, step{"virtualmachines", vmName}, "DELETE") != "" {
 		return r.deletionInterrupted(am, vmName)
 	}
-	// Azure would treat a second machine with this VM name as the first one's VM.
-	existing, err := svc.VMs.Get(ctx, n.rg, vmName)
-	if err != nil {
-		return r.azureError(am, "reading VM", err)
-	} else if existing == nil && am.Spec.ProviderID != "" {
-		return r.vanished(am, vmName)
-	} else if existing != nil && ptr.Deref(existing.Tags[tags.RoleKey], "") != role {
-		r.dropForeignClaims(ctx, svc, am, n.rg, vmName)
-		setReady(am, metav1.ConditionFalse, VMNameConflictReason, fmt.Sprintf("VM %s already exists and belongs to %s: rename this machine so that its Windows name differs", vmName, ptr.Deref(existing.Tags[tags.RoleKey], "something else")))
-		return ctrl.Result{}, nil
-	}
 	vmStep := step{"virtualmachines", vmName}
 	vmToken := token(am.Status.LongRunningOperationStates, vmStep, "PUT")
+	// While this machine's PUT of its VM is under way, the operation is
+	// polled and the VM not read: it was read (and found to be none of
+	// another's) before the PUT, as CAPZ polls an operation under way
+	// without reading its resource (azure/services/async/async.go
+	// CreateResource @0da94738). Each reconcile of a VM being created
+	// used to read it too.
+	var existing *armcompute.VirtualMachine
+	if vmToken == "" {
+		// Azure would treat a second machine with this VM name as the first one's VM.
+		existing, err = svc.VMs.Get(ctx, n.rg, vmName)
+		if err != nil {
+			return r.azureError(am, "reading VM", err)
+		} else if existing == nil && am.Spec.ProviderID != "" {
+			return r.vanished(am, vmName)
+		} else if existing != nil && ptr.Deref(existing.Tags[tags.RoleKey], "") != role {
+			r.dropForeignClaims(ctx, svc, am, n.rg, vmName)
+			setReady(am, metav1.ConditionFalse, VMNameConflictReason, fmt.Sprintf("VM %s already exists and belongs to %s: rename this machine so that its Windows name differs", vmName, ptr.Deref(existing.Tags[tags.RoleKey], "something else")))
+			return ctrl.Result{}, nil
+		}
+	}
 	avSetGroup := availabilitySetGroup(ac, machine)
 	avSet := ""
 	if avSetGroup != "" {
@@ -259,7 +269,7 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 		setReady(am, metav1.ConditionFalse, InvalidConfigurationReason, fmt.Sprintf("VM size %s is not offered in %s: choose one that `az vm list-skus --location %s --resource-type virtualMachines` lists", am.Spec.VMSize, ac.Spec.Location, ac.Spec.Location))
 		return ctrl.Result{}, nil
 	}
-	if existing == nil {
+	if existing == nil && vmToken == "" {
 		// Checked before anything is made for the VM; a VM that runs
 		// keeps running whatever its size's offer becomes.
 		reason, msg, err := placementProblem(ctx, svc, ac.Spec.Location, size, machine.Spec.FailureDomain, vmImage(img), am.Spec.AcceleratedNetworking)
@@ -369,7 +379,8 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 			return ctrl.Result{}, err
 		}
 	}
-	// The VM read above stands for the one the reconcile would read again.
+	// The VM read above (or, while its PUT is under way, the operation)
+	// stands for the one the reconcile would read again.
 	vm, next, err := svc.VMs.ReconcileFrom(ctx, spec, vmToken, existing)
 	record(&am.Status.LongRunningOperationStates, vmStep, n.rg, "PUT", next)
 	if errors.Is(err, virtualmachines.ErrVanished) {

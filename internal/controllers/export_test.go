@@ -46,3 +46,7 @@ func (w *SecretWatch) Max() int { return w.w.Max() }
 func (i *Identities) ReadSecret(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {
 	return i.readSecret(ctx, key)
 }
+
+// MachineChanged is the filter of the Machine updates that wake an
+// AzureMachine.
+var MachineChanged = machineChanged

@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/poll"
@@ -244,5 +245,72 @@ func TestNewMachineWritesEachChangeOnce(t *testing.T) {
 	}
 	if reqs.conflicts != 0 {
 		t.Errorf("the API server refused %d of the machine's patches as conflicts: a reconcile wrote from a stale object", reqs.conflicts)
+	}
+}
+
+// TestVMCreationReads follows a new machine's reconciles, called one after
+// the other, against an emulator whose Windows VMs take a second to boot
+// (so that their creation spans reconciles), and counts each reconcile's
+// ARM reads: a VM found missing is read once before its PUT, not again by
+// the PUT's reconcile; while the PUT is under way, its operation is polled
+// and the VM not read; and the reconcile that sees the operation finish
+// takes the VM from the operation's final response (the one GET the SDK's
+// poller makes), not from one more read.
+func TestVMCreationReads(t *testing.T) {
+	emu, cfg := newEmulator(t, arm.Options{BootDelayWindows: time.Second})
+	stop := startControllers(t, cfg)
+	f := newCluster(t, "vmreads")
+	f.waitClusterProvisioned(2 * time.Minute)
+	stop()
+	am := f.newMachine("vmreads-win", false, true, "1")
+
+	r := machineReconciler(cfg, nil)
+	key := client.ObjectKeyFromObject(am)
+	const getVM, putVM = "GET virtualMachines", "PUT virtualMachines"
+	polls, sawUnderway, start := 0, false, time.Now()
+	for i := 0; ; i++ {
+		before := &infrav1.AzureMachine{}
+		if err := env.Client.Get(f.ctx, key, before); err != nil {
+			t.Fatal(err)
+		}
+		underway := false
+		for _, op := range before.Status.LongRunningOperationStates {
+			underway = underway || op.ServiceName == "virtualmachines" && op.Type == "PUT"
+		}
+		c0 := emu.Counters()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+		cancel()
+		if err != nil {
+			t.Fatalf("reconcile %d: %v", i+1, err)
+		}
+		c1 := emu.Counters()
+		after := &infrav1.AzureMachine{}
+		if err := env.Client.Get(f.ctx, key, after); err != nil {
+			t.Fatal(err)
+		}
+		reads := c1[getVM] - c0[getVM]
+		provisioned := ptr.Deref(after.Status.Initialization.Provisioned, false)
+		switch {
+		case c1[putVM] > c0[putVM] && reads > 1:
+			t.Errorf("reconcile %d read the VM %d times and then sent it: a VM found missing is read once", i+1, reads)
+		case underway && !provisioned:
+			sawUnderway = true
+			polls++
+			if reads != 0 {
+				t.Errorf("reconcile %d read the VM %d times while its PUT was under way, want none (the operation is polled)", i+1, reads)
+			}
+		case underway && provisioned && reads > 1:
+			t.Errorf("reconcile %d saw the VM's creation finish and read the VM %d times: the operation's final response carries it, want one read (the SDK poller's)", i+1, reads)
+		}
+		if provisioned {
+			break
+		}
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("not provisioned after %d reconciles: %+v", i+1, after.Status.Conditions)
+		}
+	}
+	if !sawUnderway {
+		t.Fatalf("no reconcile saw the VM's creation under way (%d polls): the test saw nothing", polls)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,18 +24,34 @@ func infraRefRequest(kind string, ref clusterv1.ContractVersionedObjectReference
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: namespace, Name: ref.Name}}}
 }
 
-// machineChanged passes the Machine updates an AzureMachine acts on: its
-// spec (bootstrap data, version, failure domain: a change bumps the
-// generation), labels, annotations and deletion. Cluster API patches a
-// Machine's status a dozen times while it comes up, and the AzureMachine
-// reads none of it but its node reference; each patch used to wake it to
-// read its VM, NIC and identity again.
+// machineChanged passes the Machine updates an AzureMachine acts on: the
+// part of its spec it reads (bootstrap data, version, failure domain),
+// labels, annotations and deletion. Cluster API patches a Machine's status
+// a dozen times while it comes up, and the AzureMachine reads none of it
+// but its node reference; each patch used to wake it to read its VM, NIC
+// and identity again. Nor does it read the Machine's providerID, which
+// Cluster API copies from the AzureMachine once its VM is made (a spec
+// change, so a new generation: core/reconcilers/machine/
+// machine_controller_phases.go reconcileInfrastructure, cluster-api
+// v1.14.2): that woke every machine once more to read its VM and NIC.
 var machineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, n := e.ObjectOld, e.ObjectNew
-	return o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetLabels(), n.GetLabels()) ||
+	return machineSpecChanged(o, n) || !maps.Equal(o.GetLabels(), n.GetLabels()) ||
 		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
 		nodeRefSet(o) != nodeRefSet(n)
 }}
+
+// machineSpecChanged: the part of a Machine's spec that the AzureMachine's
+// reconcile reads changed.
+func machineSpecChanged(o, n client.Object) bool {
+	om, ok1 := o.(*clusterv1.Machine)
+	nm, ok2 := n.(*clusterv1.Machine)
+	if !ok1 || !ok2 {
+		return o.GetGeneration() != n.GetGeneration()
+	}
+	return !ptr.Equal(om.Spec.Bootstrap.DataSecretName, nm.Spec.Bootstrap.DataSecretName) || om.Spec.Version != nm.Spec.Version ||
+		om.Spec.FailureDomain != nm.Spec.FailureDomain || om.Spec.InfrastructureRef != nm.Spec.InfrastructureRef
+}
 
 // poolMachineChanged passes the changes of a pool's instance objects that
 // its pool acts on: one going (deleted, or being deleted), Cluster API's

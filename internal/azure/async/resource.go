@@ -62,6 +62,45 @@ func (p sdkPoller[T]) Finish(ctx context.Context) error {
 	return err
 }
 
+// WrapResult is Wrap for a PUT whose final response carries the resource
+// (as an ARM PUT's does, whether answered at once or after its operation):
+// the resource is kept as the poller finishes, so that ReconcileFrom hands
+// it back rather than reading it again. CAPZ's async service likewise
+// returns the operation's result (azure/services/async/async.go
+// processOngoingOperation and CreateResource @0da94738).
+// It is called with the resource's getter, then with what Begin returns:
+// WrapResult(getter)(client.BeginCreateOrUpdate(...)).
+func WrapResult[T, R any](resource func(T) R) func(*runtime.Poller[T], error) (Poller, error) {
+	return func(p *runtime.Poller[T], err error) (Poller, error) {
+		if err != nil {
+			return nil, err
+		}
+		return &resultPoller[T, R]{Poller: p, resource: resource}, nil
+	}
+}
+
+type resultPoller[T, R any] struct {
+	*runtime.Poller[T]
+	resource func(T) R
+	final    *R
+}
+
+func (p *resultPoller[T, R]) Finish(ctx context.Context) error {
+	res, err := p.Result(ctx)
+	if err == nil {
+		r := p.resource(res)
+		p.final = &r
+	}
+	return err
+}
+
+// finalResource is a finished Poller that kept its resource.
+type finalResource[R any] interface {
+	finalResource() *R
+}
+
+func (p *resultPoller[T, R]) finalResource() *R { return p.final }
+
 // Kind is what the generic reconciler needs of one resource type's SDK
 // client. Put and Delete resume the operation of a non-empty token.
 type Kind[R any] struct {
@@ -98,23 +137,30 @@ func Reconcile[R any](ctx context.Context, k *Kind[R], spec Spec[R], token strin
 }
 
 // ReconcileFrom is Reconcile starting from the resource as the caller
-// just read it (known; nil to read it here), and returning it as read when
-// it needed no write (cur; nil when it was written or is under way): a
-// reconcile that reads a resource for its own checks and then for what it
-// holds (a NIC's address, a VM's ID) asks ARM once. CAPZ's async service
-// likewise hands back the resource it read when its parameters are nil
-// (azure/services/async/async.go CreateResource @0da94738).
+// just read it (known; nil to read it here), and returning it when done
+// (cur): as read when it needed no write, or as the PUT's final response
+// carried it when its Put poller keeps it (WrapResult); nil while under
+// way. A reconcile that reads a resource for its own checks and then for
+// what it holds (a NIC's address, a VM's ID) asks ARM once. CAPZ's async
+// service likewise hands back the resource it read when its parameters
+// are nil (azure/services/async/async.go CreateResource @0da94738).
 func ReconcileFrom[R any](ctx context.Context, k *Kind[R], spec Spec[R], token string, known *R) (next string, done bool, cur *R, err error) {
+	if token == "" && known == nil {
+		if known, err = k.Read(ctx, spec.ResourceRef()); err != nil {
+			return "", false, nil, err
+		}
+	}
+	return ReconcileRead(ctx, k, spec, token, known)
+}
+
+// ReconcileRead is ReconcileFrom for a caller that has read the resource
+// (existing, nil when Azure has none) or holds a token, and so reads
+// nothing more before it writes.
+func ReconcileRead[R any](ctx context.Context, k *Kind[R], spec Spec[R], token string, existing *R) (next string, done bool, cur *R, err error) {
 	ref := spec.ResourceRef()
 	var body *R
 	putCtx := ctx
 	if token == "" {
-		existing := known
-		if existing == nil {
-			if existing, err = k.Read(ctx, ref); err != nil {
-				return "", false, nil, err
-			}
-		}
 		if existing != nil && spec.OwnerTags() != nil && k.Tags != nil {
 			if err := tags.CheckOwned(k.Noun, ref.Name, spec.OwnerTags(), k.Tags(existing), tags.AdoptsUnscoped(ctx)); err != nil {
 				return "", false, nil, err
@@ -135,14 +181,20 @@ func ReconcileFrom[R any](ctx context.Context, k *Kind[R], spec Spec[R], token s
 			putCtx = policy.WithHTTPHeader(ctx, http.Header{"If-None-Match": []string{"*"}})
 		}
 	}
+	var p Poller
 	next, done, err = Step(ctx, token, func(tok string) (Poller, error) {
 		var b R
 		if body != nil {
 			b = *body
 		}
-		return k.Put(putCtx, ref, b, tok)
+		var err error
+		p, err = k.Put(putCtx, ref, b, tok)
+		return p, err
 	})
-	return next, done, nil, err
+	if f, ok := p.(finalResource[R]); ok && done && err == nil {
+		cur = f.finalResource()
+	}
+	return next, done, cur, err
 }
 
 // Remove deletes the resource without blocking; one already gone is done.

@@ -82,7 +82,8 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 			return &cur.Interface, err
 		},
 		Put: func(ctx context.Context, r async.Ref, body armnetwork.Interface, tok string) (async.Poller, error) {
-			return async.Wrap(c.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Name, body, &armnetwork.InterfacesClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
+			return async.WrapResult(func(res armnetwork.InterfacesClientCreateOrUpdateResponse) armnetwork.Interface { return res.Interface })(
+				c.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Name, body, &armnetwork.InterfacesClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
 		},
 		Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
 			return async.Wrap(c.BeginDelete(ctx, r.ResourceGroup, r.Name, &armnetwork.InterfacesClientBeginDeleteOptions{ResumeToken: tok}))
@@ -102,9 +103,10 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (strin
 	return async.Reconcile(ctx, s.kind, spec, token)
 }
 
-// ReconcileRead is Reconcile that returns the NIC it read when it was
-// already made (nil when it was just made or is under way), so that the
-// caller need not read it again for its address.
+// ReconcileRead is Reconcile that returns the NIC once it is made (as read
+// when it needed nothing, or as the PUT's final response carried it; nil
+// while under way), so that the caller need not read it again for its
+// address.
 func (s *Service) ReconcileRead(ctx context.Context, spec Spec, token string) (nic *armnetwork.Interface, next string, done bool, err error) {
 	next, done, nic, err = async.ReconcileFrom(ctx, s.kind, spec, token, nil)
 	return nic, next, done, err

@@ -189,7 +189,10 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 			return &cur.VirtualMachine, err
 		},
 		Put: func(ctx context.Context, r async.Ref, body armcompute.VirtualMachine, tok string) (async.Poller, error) {
-			return async.Wrap(c.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Name, body, &armcompute.VirtualMachinesClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
+			return async.WrapResult(func(res armcompute.VirtualMachinesClientCreateOrUpdateResponse) armcompute.VirtualMachine {
+				return res.VirtualMachine
+			})(
+				c.BeginCreateOrUpdate(ctx, r.ResourceGroup, r.Name, body, &armcompute.VirtualMachinesClientBeginCreateOrUpdateOptions{ResumeToken: tok}))
 		},
 		Delete: func(ctx context.Context, r async.Ref, tok string) (async.Poller, error) {
 			return async.Wrap(c.BeginDelete(ctx, r.ResourceGroup, r.Name, &armcompute.VirtualMachinesClientBeginDeleteOptions{ResumeToken: tok}))
@@ -209,14 +212,24 @@ func (s *Service) Get(ctx context.Context, rg, name string) (*armcompute.Virtual
 // provisioned (or being updated after it ran), a *ProvisioningFailedError
 // when Azure reports it Failed, or the token of the creation under way.
 func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (vm *armcompute.VirtualMachine, next string, err error) {
-	return s.ReconcileFrom(ctx, spec, token, nil)
+	var existing *armcompute.VirtualMachine
+	if token == "" {
+		if existing, err = s.Get(ctx, spec.ResourceGroup, spec.Name); err != nil {
+			return nil, "", err
+		}
+	}
+	return s.ReconcileFrom(ctx, spec, token, existing)
 }
 
 // ReconcileFrom is Reconcile starting from the VM as the caller just read
-// it (existing; nil to read it here). A VM that needs nothing is returned
-// as read, not read again.
+// it (existing; nil when Azure has none), or from the token of its
+// operation under way, in which case the caller need not have read it:
+// CAPZ polls an operation under way without reading its resource
+// (azure/services/async/async.go CreateResource @0da94738). A VM that
+// needs nothing is returned as read, and one just written as the PUT's
+// final response carries it: neither is read again.
 func (s *Service) ReconcileFrom(ctx context.Context, spec Spec, token string, existing *armcompute.VirtualMachine) (vm *armcompute.VirtualMachine, next string, err error) {
-	next, done, cur, err := async.ReconcileFrom(ctx, s.kind, spec, token, existing)
+	next, done, cur, err := async.ReconcileRead(ctx, s.kind, spec, token, existing)
 	if errors.Is(err, errFailed) {
 		return nil, "", s.failure(ctx, spec)
 	}
