@@ -111,6 +111,9 @@ type podRun struct {
 	// wait for the rest.
 	volumes      map[string]*csiVolume
 	volumesSince time.Time
+	// probing is when the kubelet began to probe the pod's containers:
+	// the sync that first started them (see newProbeSet).
+	probing time.Time
 }
 
 type runEvent struct{ typ, reason, msg string }
@@ -205,6 +208,9 @@ func (r *podRun) advance(now time.Time, env runEnv) time.Time {
 	}
 	if r.failed() {
 		return next
+	}
+	if r.probing.IsZero() {
+		r.probing = now
 	}
 	// Init containers run one after the other, each to completion.
 	for _, c := range r.inits {
@@ -316,7 +322,7 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 		d, code := r.runFor()
 		c.exitAt, c.exitCode = now.Add(d), code
 	}
-	c.probes = newProbeSet(&c.spec, now)
+	c.probes = newProbeSet(&c.spec, now, r.probing)
 	r.event(corev1.EventTypeNormal, "Started", "Started container %s", c.spec.Name)
 	r.openPorts(c)
 	return true
