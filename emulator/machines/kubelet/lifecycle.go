@@ -58,13 +58,25 @@ type RunsUntilStopped struct{}
 
 func (e *RunsUntilStopped) Error() string { return "runs until stopped" }
 
-// Waiting is a process that runs and waits.
-type Waiting struct{ Message string }
+// Waiting is a process that runs and waits. Every is how often the
+// process itself looks again (its script's sleep); zero is WaitRecheck.
+type Waiting struct {
+	Message string
+	Every   time.Duration
+}
 
 func (e *Waiting) Error() string { return e.Message }
 
-// WaitRecheck is how often a waiting process is looked at again.
+// WaitRecheck is how often a waiting process is looked at again when it
+// does not say how often it looks.
 const WaitRecheck = 3 * time.Second
+
+func (e *Waiting) recheckAt(now time.Time) time.Time {
+	if e.Every > 0 {
+		return now.Add(e.Every)
+	}
+	return now.Add(WaitRecheck)
+}
 
 // What the simulation does with a container, which runs no process:
 //   - an init container completes (exit 0) as soon as it starts;
@@ -303,7 +315,7 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 		var wait *Waiting
 		switch {
 		case errors.As(err, &wait):
-			c.waiting, c.recheck = wait.Message, now.Add(WaitRecheck)
+			c.waiting, c.recheck = wait.Message, wait.recheckAt(now)
 		case errors.As(err, &ended), errors.As(err, &forever):
 		case err != nil:
 			c.started = now
@@ -353,7 +365,7 @@ func (r *podRun) recheck(now time.Time, c *ctrRun, env runEnv) bool {
 	var ended *Ended
 	switch {
 	case errors.As(err, &wait):
-		c.waiting, c.recheck = wait.Message, now.Add(WaitRecheck)
+		c.waiting, c.recheck = wait.Message, wait.recheckAt(now)
 		return true
 	case errors.As(err, &ended):
 		c.waiting = ""

@@ -332,6 +332,25 @@ func TestLivenessProbeWaitsForTheWorkersTick(t *testing.T) {
 	}
 }
 
+// TestWaitingProcessLooksAtItsOwnPace: a process that says how often it
+// looks again for what it waits for (a script's Start-Sleep 1) is looked
+// at again then, not at the runtime's WaitRecheck: it goes on within a
+// second of what it waited for appearing, as the script would.
+func TestWaitingProcessLooksAtItsOwnPace(t *testing.T) {
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{})
+	r.inits = []*ctrRun{{spec: corev1.Container{Name: "init"}, init: true}}
+	e := runEnv{ctx: context.Background(), check: func(context.Context, *corev1.Pod, *corev1.Container, *Pulled) error {
+		return &Waiting{Message: "Waiting for Calico initialisation to finish...", Every: time.Second}
+	}}
+	if next := r.advance(t0, e); !next.Equal(t0.Add(time.Second)) {
+		t.Fatalf("a waiting init container that looks every second is looked at again after %s", next.Sub(t0))
+	}
+	r = lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{})
+	if next := r.advance(t0, e); !next.Equal(t0.Add(time.Second)) || r.mains[0].waiting == "" {
+		t.Fatalf("a waiting container that looks every second is looked at again after %s (waiting %q)", next.Sub(t0), r.mains[0].waiting)
+	}
+}
+
 // TestInitContainersRunFirst: a failing init container of a Never pod
 // fails the pod before the main containers start.
 func TestInitContainersRunFirst(t *testing.T) {
