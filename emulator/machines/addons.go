@@ -168,7 +168,7 @@ func startProcess(ctx context.Context, admin kubernetes.Interface, m *machine, p
 		m.logs.Write(vmdisk.Containerd, "%s ended with exit code %d", who, out.Code)
 		return &kubelet.Ended{Code: out.Code, Output: out.Log}
 	case containerruntime.Waits:
-		return &kubelet.Waiting{Message: out.Message}
+		return &kubelet.Waiting{Message: out.Message, Every: out.Every}
 	case containerruntime.Pauses:
 		return &kubelet.RunsUntilStopped{}
 	case containerruntime.StartFails:

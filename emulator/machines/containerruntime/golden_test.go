@@ -39,6 +39,8 @@ type startResult struct {
 	Code    int32    `json:"code,omitempty"`
 	Message string   `json:"message,omitempty"`
 	Log     []string `json:"log,omitempty"`
+	// Every is how often a process that waits looks again.
+	Every string `json:"every,omitempty"`
 	// WorkingDir and SandboxMountPoint are a HostProcess container's,
 	// as hcsshim sets them.
 	WorkingDir        string `json:"workingDir,omitempty"`
@@ -83,6 +85,9 @@ func runStartCase(t *testing.T, c startCase) startResult {
 	ctr := Container{ID: "c0ffee", Pod: pod, Spec: c.Container, Env: c.Env}
 	o := Start(context.Background(), n, c.Image, ctr)
 	r := startResult{State: stateNames[o.State], Code: o.Code, Message: o.Message, Log: o.Log}
+	if o.Every > 0 {
+		r.Every = o.Every.String()
+	}
 	if windows && c.HostProcess {
 		cwd := c.Container.WorkingDir
 		if cwd == "" {

@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -119,6 +120,9 @@ type Outcome struct {
 	Message string
 	// Log is what the process wrote to its output.
 	Log []string
+	// Every is how often a process that Waits looks again for what it
+	// waits for (its script's sleep); zero leaves it to the runtime.
+	Every time.Duration
 }
 
 func exits(code int32, format string, a ...any) Outcome {
@@ -129,6 +133,14 @@ func ends(code int32) Outcome { return Outcome{State: Ends, Code: code} }
 
 func waits(format string, a ...any) Outcome {
 	return Outcome{State: Waits, Message: fmt.Sprintf(format, a...)}
+}
+
+// waitsEvery is a process whose script sleeps every between its looks at
+// what it waits for: it goes on as soon as its next look finds it.
+func waitsEvery(every time.Duration, format string, a ...any) Outcome {
+	o := waits(format, a...)
+	o.Every = every
+	return o
 }
 
 // Proc is a started process, as a program model sees it.

@@ -196,12 +196,15 @@ func kubeProxyStart(p *Proc) Outcome {
 	if err != nil {
 		return exits(1, "Get-Content : Cannot find path '%s' because it does not exist.", kc)
 	}
+	// The script looks for the network every second (Start-Sleep 1,
+	// sig-windows-tools hostprocess/calico/kube-proxy/start.ps1 at
+	// 10e8dc7362a13211aa8722175f734a9e3a0b97b3).
 	const network = "Calico"
 	if p.Node.HNS == nil {
-		return waits("Waiting for HNS network %s to be created...", network)
+		return waitsEvery(time.Second, "Waiting for HNS network %s to be created...", network)
 	}
 	if _, ok := p.Node.HNS.Network(network); !ok {
-		return waits("Waiting for HNS network %s to be created...", network)
+		return waitsEvery(time.Second, "Waiting for HNS network %s to be created...", network)
 	}
 	p.Logf("HNS network %s found.", network)
 	server := kubeconfigServer(string(data))
@@ -378,11 +381,14 @@ func calicoFelixService(p *Proc) Outcome {
 	if o := p.need(`.\config.ps1`, false); o != nil {
 		return *o
 	}
+	// Wait-ForCalicoInit looks every second (Start-Sleep 1, projectcalico/calico
+	// node/windows-packaging/CalicoWindows/libs/calico/calico.psm1 at
+	// dce0697f0b6ba594978ec8d1b24c394f25db532e).
 	if p.Node.HNS == nil {
-		return waits("Waiting for Calico initialisation to finish...")
+		return waitsEvery(time.Second, "Waiting for Calico initialisation to finish...")
 	}
 	if _, ok := p.Node.HNS.Network("Calico"); !ok && or(p.Env["CALICO_NETWORKING_BACKEND"], "vxlan") != "none" {
-		return waits("Waiting for Calico initialisation to finish...")
+		return waitsEvery(time.Second, "Waiting for Calico initialisation to finish...")
 	}
 	server, err := p.inClusterServer()
 	if err == nil {

@@ -58,13 +58,25 @@ type RunsUntilStopped struct{}
 
 func (e *RunsUntilStopped) Error() string { return "runs until stopped" }
 
-// Waiting is a process that runs and waits.
-type Waiting struct{ Message string }
+// Waiting is a process that runs and waits. Every is how often the
+// process itself looks again (its script's sleep); zero is WaitRecheck.
+type Waiting struct {
+	Message string
+	Every   time.Duration
+}
 
 func (e *Waiting) Error() string { return e.Message }
 
-// WaitRecheck is how often a waiting process is looked at again.
+// WaitRecheck is how often a waiting process is looked at again when it
+// does not say how often it looks.
 const WaitRecheck = 3 * time.Second
+
+func (e *Waiting) recheckAt(now time.Time) time.Time {
+	if e.Every > 0 {
+		return now.Add(e.Every)
+	}
+	return now.Add(WaitRecheck)
+}
 
 // What the simulation does with a container, which runs no process:
 //   - an init container completes (exit 0) as soon as it starts;
@@ -111,6 +123,9 @@ type podRun struct {
 	// wait for the rest.
 	volumes      map[string]*csiVolume
 	volumesSince time.Time
+	// probing is when the kubelet began to probe the pod's containers:
+	// the sync that first started them (see newProbeSet).
+	probing time.Time
 }
 
 type runEvent struct{ typ, reason, msg string }
@@ -206,6 +221,9 @@ func (r *podRun) advance(now time.Time, env runEnv) time.Time {
 	if r.failed() {
 		return next
 	}
+	if r.probing.IsZero() {
+		r.probing = now
+	}
 	// Init containers run one after the other, each to completion.
 	for _, c := range r.inits {
 		if c.term != nil && c.term.ExitCode == 0 {
@@ -297,7 +315,7 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 		var wait *Waiting
 		switch {
 		case errors.As(err, &wait):
-			c.waiting, c.recheck = wait.Message, now.Add(WaitRecheck)
+			c.waiting, c.recheck = wait.Message, wait.recheckAt(now)
 		case errors.As(err, &ended), errors.As(err, &forever):
 		case err != nil:
 			c.started = now
@@ -316,7 +334,7 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 		d, code := r.runFor()
 		c.exitAt, c.exitCode = now.Add(d), code
 	}
-	c.probes = newProbeSet(&c.spec, now)
+	c.probes = newProbeSet(&c.spec, now, r.probing)
 	r.event(corev1.EventTypeNormal, "Started", "Started container %s", c.spec.Name)
 	r.openPorts(c)
 	return true
@@ -347,7 +365,7 @@ func (r *podRun) recheck(now time.Time, c *ctrRun, env runEnv) bool {
 	var ended *Ended
 	switch {
 	case errors.As(err, &wait):
-		c.waiting, c.recheck = wait.Message, now.Add(WaitRecheck)
+		c.waiting, c.recheck = wait.Message, wait.recheckAt(now)
 		return true
 	case errors.As(err, &ended):
 		c.waiting = ""

@@ -267,6 +267,90 @@ func TestModelledExecProbeDecides(t *testing.T) {
 	}
 }
 
+// TestReadinessProbeRetriesOnTheWorkersTicker: a readiness probe that
+// fails when its container starts is tried again at the next tick of the
+// kubelet's prober worker, whose ticker runs from the pod's first sync,
+// not a whole period after the failed probe: a container that waited 3 s
+// for its init container and failed its first probe is probed again 7 s
+// later with a 10 s period (prober/worker.go run, see newProbeSet).
+func TestReadinessProbeRetriesOnTheWorkersTicker(t *testing.T) {
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{ReadinessProbe: &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/calico-node", "-felix-ready"}}}, PeriodSeconds: 10}})
+	r.inits = []*ctrRun{{spec: corev1.Container{Name: "install-cni"}, init: true}}
+	initWaits, probes := true, 0
+	e := runEnv{ctx: context.Background(),
+		check: func(_ context.Context, _ *corev1.Pod, c *corev1.Container, _ *Pulled) error {
+			if c.Name == "install-cni" && initWaits {
+				return &Waiting{Message: "waiting for the API server"}
+			}
+			return nil
+		},
+		// Felix is in sync just after its container's first probe.
+		exec: func(*corev1.Pod, string, []string) (bool, bool, string) {
+			if probes++; probes == 1 {
+				return true, false, "calico-node is not ready: not in sync with the datastore"
+			}
+			return true, true, ""
+		}}
+	next := r.advance(t0, e)
+	if !next.Equal(t0.Add(WaitRecheck)) {
+		t.Fatalf("the init container is looked at again at %s, want %s", next.Sub(t0), WaitRecheck)
+	}
+	initWaits = false
+	next = r.advance(next, e)
+	if s, cs := statusOf(r); ready(s) || cs.State.Running == nil || probes != 1 {
+		t.Fatalf("at the container's start: ready %v, state %+v, %d probes, want one failed probe", ready(s), cs.State, probes)
+	}
+	if !next.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("the readiness probe is tried again %s after the pod's first sync, want at the worker's next tick, 10s", next.Sub(t0))
+	}
+	r.advance(next, e)
+	if s, _ := statusOf(r); !ready(s) || probes != 2 {
+		t.Fatalf("not Ready after the probe at the worker's tick (%d probes): events %+v", probes, r.events)
+	}
+}
+
+// TestLivenessProbeWaitsForTheWorkersTick: a liveness probe gets no run
+// by hand when its container starts: its first probe is at the worker's
+// first tick after the container started (prober/worker.go run).
+func TestLivenessProbeWaitsForTheWorkersTick(t *testing.T) {
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{LivenessProbe: &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(80)}}, PeriodSeconds: 10}})
+	r.inits = []*ctrRun{{spec: corev1.Container{Name: "init"}, init: true}}
+	initWaits := true
+	e := runEnv{ctx: context.Background(), check: func(_ context.Context, _ *corev1.Pod, c *corev1.Container, _ *Pulled) error {
+		if c.Name == "init" && initWaits {
+			return &Waiting{Message: "waiting"}
+		}
+		return nil
+	}}
+	next := r.advance(t0, e)
+	initWaits = false
+	next = r.advance(next, e)
+	if lv := r.mains[0].probes.liveness; lv.succ+lv.fail != 0 || !next.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("the container started at %s: %d liveness probes at its start, the next at %s; want none before the worker's tick at 10s", WaitRecheck, lv.succ+lv.fail, next.Sub(t0))
+	}
+}
+
+// TestWaitingProcessLooksAtItsOwnPace: a process that says how often it
+// looks again for what it waits for (a script's Start-Sleep 1) is looked
+// at again then, not at the runtime's WaitRecheck: it goes on within a
+// second of what it waited for appearing, as the script would.
+func TestWaitingProcessLooksAtItsOwnPace(t *testing.T) {
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{})
+	r.inits = []*ctrRun{{spec: corev1.Container{Name: "init"}, init: true}}
+	e := runEnv{ctx: context.Background(), check: func(context.Context, *corev1.Pod, *corev1.Container, *Pulled) error {
+		return &Waiting{Message: "Waiting for Calico initialisation to finish...", Every: time.Second}
+	}}
+	if next := r.advance(t0, e); !next.Equal(t0.Add(time.Second)) {
+		t.Fatalf("a waiting init container that looks every second is looked at again after %s", next.Sub(t0))
+	}
+	r = lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{})
+	if next := r.advance(t0, e); !next.Equal(t0.Add(time.Second)) || r.mains[0].waiting == "" {
+		t.Fatalf("a waiting container that looks every second is looked at again after %s (waiting %q)", next.Sub(t0), r.mains[0].waiting)
+	}
+}
+
 // TestInitContainersRunFirst: a failing init container of a Never pod
 // fails the pod before the main containers start.
 func TestInitContainersRunFirst(t *testing.T) {

@@ -23,8 +23,11 @@ import (
 // worker counts it: a result flips after successThreshold consecutive
 // successes or failureThreshold consecutive failures.
 type probeRun struct {
-	kind       string // Startup, Readiness, Liveness
-	p          *corev1.Probe
+	kind string // Startup, Readiness, Liveness
+	p    *corev1.Probe
+	// ticks is when the kubelet's prober worker for this probe began: its
+	// ticker fires every period from then, whenever the container started.
+	ticks      time.Time
 	due        time.Time
 	ok         bool
 	succ, fail int32
@@ -32,12 +35,32 @@ type probeRun struct {
 
 type probeSet struct{ startup, readiness, liveness *probeRun }
 
-func newProbeSet(c *corev1.Container, start time.Time) probeSet {
+// The kubelet runs one prober worker per container and probe from the
+// pod's sync that starts the containers (SyncPod's probeManager.AddPod,
+// before the runtime pulls and starts them); the worker probes on a
+// ticker of the probe's period counted from its own start, not from the
+// container's start or from its last probe. A readiness probe is also run
+// at once when the container's status first shows it running (the
+// manager's UpdatePodStatus triggers the worker by hand); a liveness or
+// startup probe waits for the ticker (kubernetes/kubernetes
+// pkg/kubelet/prober/worker.go run and doProbe, prober_manager.go
+// UpdatePodStatus, at 00421113e1c655426f1954d9865726f491265bcd). So a
+// readiness probe that fails at the container's start is tried again at
+// the worker's next tick, which comes less than a period later when the
+// pod waited for its init containers. ticks is the worker's start. The
+// kubelet delays a worker's ticker by a random part of the period when
+// it started less than a period before; that phase is not simulated.
+func newProbeSet(c *corev1.Container, start, ticks time.Time) probeSet {
 	mk := func(kind string, p *corev1.Probe, initial bool) *probeRun {
 		if p == nil {
 			return nil
 		}
-		return &probeRun{kind: kind, p: p, ok: initial, due: start.Add(time.Duration(p.InitialDelaySeconds) * time.Second)}
+		r := &probeRun{kind: kind, p: p, ok: initial, ticks: ticks}
+		r.due = start.Add(time.Duration(p.InitialDelaySeconds) * time.Second)
+		if kind != "Readiness" {
+			r.due = r.tickFrom(r.due)
+		}
+		return r
 	}
 	// Readiness starts as failed and liveness as passed, as in the kubelet.
 	return probeSet{startup: mk("Startup", c.StartupProbe, false), readiness: mk("Readiness", c.ReadinessProbe, false), liveness: mk("Liveness", c.LivenessProbe, true)}
@@ -60,6 +83,16 @@ func (s probeSet) next() time.Time {
 	return t
 }
 
+// tickFrom is the worker's first tick at or after t.
+func (p *probeRun) tickFrom(t time.Time) time.Time {
+	if !t.After(p.ticks) {
+		return p.ticks
+	}
+	period := time.Duration(defaulted(p.p.PeriodSeconds, 10)) * time.Second
+	n := (t.Sub(p.ticks) + period - 1) / period
+	return p.ticks.Add(n * period)
+}
+
 func defaulted(v, d int32) int32 {
 	if v <= 0 {
 		return d
@@ -69,7 +102,7 @@ func defaulted(v, d int32) int32 {
 
 // record counts one result; true when the probe's result changed.
 func (p *probeRun) record(now time.Time, ok bool) bool {
-	p.due = now.Add(time.Duration(defaulted(p.p.PeriodSeconds, 10)) * time.Second)
+	p.due = p.tickFrom(now.Add(time.Nanosecond))
 	was := p.ok
 	if ok {
 		p.succ, p.fail = p.succ+1, 0

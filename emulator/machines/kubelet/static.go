@@ -36,10 +36,11 @@ func (k *Kubelet) staticRun(sp *corev1.Pod) *podRun {
 	r, ok := k.static[sp.Name]
 	if !ok {
 		r = newPodRun(sp)
+		r.probing = now()
 		for _, c := range r.mains {
 			// Started by the machine before the kubelet ran.
-			c.running, c.started = true, now()
-			c.probes = newProbeSet(&c.spec, c.started)
+			c.running, c.started = true, r.probing
+			c.probes = newProbeSet(&c.spec, c.started, r.probing)
 		}
 		k.static[sp.Name] = r
 	}
@@ -79,7 +80,7 @@ func (k *Kubelet) supervise(ctx context.Context, sp *corev1.Pod, p Process) {
 		}
 		k.mu.Lock()
 		c.running, c.started, c.waitUntil, c.waitMsg = true, now(), time.Time{}, ""
-		c.probes = newProbeSet(&c.spec, c.started)
+		c.probes = newProbeSet(&c.spec, c.started, r.probing)
 		k.mu.Unlock()
 		k.cfg.Logs.Write(vmdisk.Kubelet, "static pod %s: container %s started again", sp.Name, c.spec.Name)
 		k.kickMirror()
