@@ -94,7 +94,7 @@ func (r *Runtime) StartComponents(nodeName string, pod *corev1.Pod, installs ...
 	}
 	for _, c := range pod.Spec.Containers {
 		comp := catalog().Find("linux", c)
-		r.startSession(m, wc, admin, comp, pod)
+		r.startSession(m, wc, comp, pod)
 		if comp != nil && comp.Effect == startneeds.EffectPodNetwork {
 			r.learnPodBackend(context.Background(), admin, m, pod, c)
 		}
@@ -156,4 +156,14 @@ func (r *Runtime) ComponentReads(nodeName string) int64 {
 		}
 	}
 	return n
+}
+
+// CNIPluginConfig is the CNI plugin's kubeconfig as the node's
+// calico-node's install-cni gives it (what the CNI's ADD runs with).
+func (r *Runtime) CNIPluginConfig(ctx context.Context, nodeName string) (*rest.Config, error) {
+	cs := r.calicoCNI(r.testMachine(nodeName))
+	if cs == nil {
+		return nil, errors.New("no calico-node runs on " + nodeName)
+	}
+	return cs.cniConfig(ctx)
 }

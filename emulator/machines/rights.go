@@ -46,7 +46,7 @@ func (cs *componentSession) calicoNode() bool {
 // startSession starts what a component's process lists and watches, once
 // per pod and component, when its container runs. The component is known
 // by its image and command line, as a kubelet knows nothing else of it.
-func (r *Runtime) startSession(m *machine, wc *workloadCluster, admin kubernetes.Interface, comp *startneeds.Component, pod *corev1.Pod) {
+func (r *Runtime) startSession(m *machine, wc *workloadCluster, comp *startneeds.Component, pod *corev1.Pod) {
 	if comp == nil || len(comp.Watches) == 0 {
 		return
 	}
@@ -58,8 +58,12 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, admin kubernetes
 		}
 	}
 	r.mu.Unlock()
-	cfg := serviceAccountConfig(wc.admin, admin, pod)
 	who := fmt.Sprintf("%s/%s (%s)", pod.Namespace, pod.Name, comp.Name)
+	cfg, err := podAPIServer(wc, m.endpoint, pod)
+	if err != nil {
+		m.logs.Write(vmdisk.Containerd, "%s: %v", who, err)
+		return
+	}
 	s, err := startneeds.StartSession(startneeds.SessionConfig{
 		Config: cfg, Node: m.nodeName, Watches: comp.Watches, Sync: comp.Sync,
 		Log: func(format string, args ...any) {
@@ -103,6 +107,29 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, admin kubernetes
 			m.logs.Write(vmdisk.Containerd, "%s: %s", who, fmt.Sprintf(format, args...))
 		})
 	}
+}
+
+// podAPIServer is the API server as a pod's processes reach it, with the
+// pod's ServiceAccount token: through the cluster's endpoint (its API
+// server load balancer), as kube-proxy's session does (ensureProxy), not
+// at the control-plane machine the runtime took the cluster's credentials
+// from. An in-cluster client reaches the kubernetes Service, whose
+// endpoints each API server keeps to those that run (kubernetes
+// pkg/controlplane/reconcilers/lease.go at 1f0305fe): a pod's process
+// outlives the control-plane machine it started under. Pinned to that
+// machine, calico-node's install-cni minted no token for the CNI plugin
+// once Cluster API replaced the machine in an upgrade, and every sandbox
+// of its node failed from then on ("connect: connection refused"): a
+// drain then waited forever on a budget whose replacement pod could not
+// start there.
+func podAPIServer(wc *workloadCluster, endpoint string, pod *corev1.Pod) (*rest.Config, error) {
+	base := rest.CopyConfig(wc.admin)
+	base.Host = "https://" + endpoint
+	minter, err := kubernetes.NewForConfig(base)
+	if err != nil {
+		return nil, err
+	}
+	return serviceAccountConfig(base, minter, pod), nil
 }
 
 // ensureClusterInformation is calico-node's startup writing Calico's

@@ -33,9 +33,9 @@ fi
 # and rehearses an upgrade to the pin above (issue 49): each v1.*/ module
 # pins one release and builds into bin/<its version>/, stamped on its own.
 # Built when asked (TOOLS_PREVIOUS=1): make tools-previous, on which make
-# e2e-upgrade depends (the upgrade end-to-end test,
+# test and make e2e-upgrade depend (the upgrade end-to-end test,
 # internal/localworld/minorupgrade); about 14 CPU-minutes with an empty
-# build cache. make tools, make run and make test leave it out.
+# build cache. make tools and make run leave it out.
 # etcd is not rebuilt: kubeadm v1.35 and v1.36 both default to etcd 3.6.x
 # (cmd/kubeadm/app/constants/constants.go DefaultEtcdVersion at
 # kubernetes/kubernetes v1.35.4 and v1.36.3), which bin/etcd serves.

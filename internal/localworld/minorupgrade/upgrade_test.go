@@ -1,10 +1,3 @@
-//go:build upgradee2e
-
-// The upgrade rehearsal is not in make test: its MachineDeployment step
-// hung in 2 of 6 runs (an old Linux machine whose drain never ended; the
-// cause is not found yet, and upgrade.Run now names the machine and the
-// pods that hold it). make e2e-upgrade runs it.
-
 package minorupgrade_test
 
 import (
