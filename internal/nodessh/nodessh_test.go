@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -203,5 +204,107 @@ func TestLoadSigners(t *testing.T) {
 	}
 	if _, err := LoadSigners(nil, []string{bad}, false); err == nil || !strings.Contains(err.Error(), "--identity") {
 		t.Errorf("no usable key at all: %v", err)
+	}
+}
+
+// TestForwardNodePort: each local connection reaches the node's port
+// through the jump host, one the node refuses is reported and closed
+// without ending the tunnel, and the tunnel ends with its context.
+func TestForwardNodePort(t *testing.T) {
+	w := newWorld(t)
+	rdp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdp.Close()
+	go func() {
+		for {
+			c, err := rdp.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	port := 3389
+	jump := machine(t, "cp-1", "127.0.0.1:0", w.key, false, func(host string, p int) (net.Conn, error) {
+		if host != "10.1.0.5" || p != 3389 {
+			return nil, errors.New("nothing listens there")
+		}
+		return net.Dial("tcp", rdp.Addr().String())
+	})
+	target := &nodeaccess.Target{Cluster: "c", Address: "10.1.0.5", OS: infrav1.Windows, JumpHosts: []string{jump.Addr()}}
+	c, err := DialJump(context.Background(), target, w.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	failures := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() { done <- c.Forward(ctx, ln, port, func(_ net.Addr, err error) { failures <- err }) }()
+	for i := range 2 {
+		local, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := []byte("hello " + strings.Repeat("x", i))
+		if _, err := local.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(local, got); err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("connection %d through the tunnel: %q, %v", i, got, err)
+		}
+		local.Close()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("the tunnel ended with %v, want nil when its context ends", err)
+	}
+	select {
+	case err := <-failures:
+		t.Fatalf("a connection failed: %v", err)
+	default:
+	}
+}
+
+// TestForwardReportsARefusedPort: a port the jump host does not forward
+// to is reported per connection and the tunnel stays open.
+func TestForwardReportsARefusedPort(t *testing.T) {
+	w := newWorld(t)
+	c, err := DialJump(context.Background(), w.target, w.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	failures := make(chan error, 2)
+	done := make(chan error, 1)
+	go func() { done <- c.Forward(ctx, ln, 3389, func(_ net.Addr, err error) { failures <- err }) }()
+	for range 2 {
+		local, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-failures; err == nil {
+			t.Fatal("no failure reported")
+		}
+		if _, err := local.Read(make([]byte, 1)); err == nil {
+			t.Fatal("a refused connection stayed open")
+		}
+		local.Close()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
