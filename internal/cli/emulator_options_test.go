@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"errors"
-	"strings"
 	"testing"
 	"time"
 )
@@ -34,16 +32,6 @@ func TestEmulatorOptionsValidate(t *testing.T) {
 	} {
 		o := valid()
 		c.change(&o)
-		err := o.Validate()
-		if c.want == "" {
-			if err != nil {
-				t.Errorf("%s: %v", c.name, err)
-			}
-			continue
-		}
-		var u *UsageError
-		if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want bad input with %q", c.name, err, c.want)
-		}
+		wantBadInput(t, c.name, o.Validate(), c.want)
 	}
 }

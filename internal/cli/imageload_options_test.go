@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -24,16 +23,6 @@ func TestImageLoadOptionsValidate(t *testing.T) {
 		{"a URL", "https://example.com/app:1.0", []string{"a.tar"}, "write it as example.com/app:1.0"},
 	} {
 		o := imageLoadOptions{ref: c.ref, Paths: c.paths}
-		err := o.Validate()
-		if c.want == "" {
-			if err != nil {
-				t.Errorf("%s: %v", c.name, err)
-			}
-			continue
-		}
-		var u *UsageError
-		if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want bad input with %q", c.name, err, c.want)
-		}
+		wantBadInput(t, c.name, o.Validate(), c.want)
 	}
 }

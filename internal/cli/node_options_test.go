@@ -37,17 +37,7 @@ func TestNodeJoinOptionsValidate(t *testing.T) {
 	} {
 		o := valid()
 		c.change(&o)
-		err := o.Validate()
-		if c.want == "" {
-			if err != nil {
-				t.Errorf("%s: %v", c.name, err)
-			}
-			continue
-		}
-		var u *UsageError
-		if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want bad input with %q", c.name, err, c.want)
-		}
+		wantBadInput(t, c.name, o.Validate(), c.want)
 	}
 }
 
@@ -66,17 +56,7 @@ func TestNodeLeaveOptionsValidate(t *testing.T) {
 		{"an SSH address with a path", time.Minute, "10.1.0.5/22", `--ssh "10.1.0.5/22": give the machine's HOST or HOST:PORT`},
 	} {
 		o := nodeLeaveOptions{Node: "byo-win-1", DrainTimeout: c.drain, ssh: machineSSH{address: c.addr, user: "capi"}}
-		err := o.Validate()
-		if c.want == "" {
-			if err != nil {
-				t.Errorf("%s: %v", c.name, err)
-			}
-			continue
-		}
-		var u *UsageError
-		if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want bad input with %q", c.name, err, c.want)
-		}
+		wantBadInput(t, c.name, o.Validate(), c.want)
 	}
 }
 

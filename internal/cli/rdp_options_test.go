@@ -26,17 +26,7 @@ func TestRDPOptionsValidate(t *testing.T) {
 		{"no address", 5555, "", `--bind-address "": give the local address to listen on`},
 	} {
 		o := rdpOptions{Node: "win-abcde", LocalPort: c.port, BindAddress: c.bind}
-		err := o.Validate()
-		if c.want == "" {
-			if err != nil {
-				t.Errorf("%s: %v", c.name, err)
-			}
-			continue
-		}
-		var u *UsageError
-		if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want bad input with %q", c.name, err, c.want)
-		}
+		wantBadInput(t, c.name, o.Validate(), c.want)
 	}
 }
 

@@ -207,9 +207,29 @@ func TestLoadSigners(t *testing.T) {
 	}
 }
 
+// forward runs a tunnel to the target's port 3389 on a free local port:
+// its address, the connections it reports failed, and a function that
+// ends it and returns what Forward returned.
+func forward(t *testing.T, w *world, target *nodeaccess.Target) (string, chan error, func() error) {
+	t.Helper()
+	c, err := DialJump(context.Background(), target, w.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	failures := make(chan error, 2)
+	done := make(chan error, 1)
+	go func() { done <- c.Forward(ctx, ln, 3389, func(_ net.Addr, err error) { failures <- err }) }()
+	return ln.Addr().String(), failures, func() error { cancel(); return <-done }
+}
+
 // TestForwardNodePort: each local connection reaches the node's port
-// through the jump host, one the node refuses is reported and closed
-// without ending the tunnel, and the tunnel ends with its context.
+// through the jump host, and the tunnel ends with its context.
 func TestForwardNodePort(t *testing.T) {
 	w := newWorld(t)
 	rdp, err := net.Listen("tcp", "127.0.0.1:0")
@@ -226,29 +246,15 @@ func TestForwardNodePort(t *testing.T) {
 			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
 		}
 	}()
-	port := 3389
 	jump := machine(t, "cp-1", "127.0.0.1:0", w.key, false, func(host string, p int) (net.Conn, error) {
 		if host != "10.1.0.5" || p != 3389 {
 			return nil, errors.New("nothing listens there")
 		}
 		return net.Dial("tcp", rdp.Addr().String())
 	})
-	target := &nodeaccess.Target{Cluster: "c", Address: "10.1.0.5", OS: infrav1.Windows, JumpHosts: []string{jump.Addr()}}
-	c, err := DialJump(context.Background(), target, w.opts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	failures := make(chan error, 1)
-	done := make(chan error, 1)
-	go func() { done <- c.Forward(ctx, ln, port, func(_ net.Addr, err error) { failures <- err }) }()
+	addr, failures, stop := forward(t, w, &nodeaccess.Target{Cluster: "c", Address: "10.1.0.5", OS: infrav1.Windows, JumpHosts: []string{jump.Addr()}})
 	for i := range 2 {
-		local, err := net.Dial("tcp", ln.Addr().String())
+		local, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,8 +268,7 @@ func TestForwardNodePort(t *testing.T) {
 		}
 		local.Close()
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("the tunnel ended with %v, want nil when its context ends", err)
 	}
 	select {
@@ -274,24 +279,13 @@ func TestForwardNodePort(t *testing.T) {
 }
 
 // TestForwardReportsARefusedPort: a port the jump host does not forward
-// to is reported per connection and the tunnel stays open.
+// to is reported per connection, which is closed, and the tunnel stays
+// open.
 func TestForwardReportsARefusedPort(t *testing.T) {
 	w := newWorld(t)
-	c, err := DialJump(context.Background(), w.target, w.opts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	failures := make(chan error, 2)
-	done := make(chan error, 1)
-	go func() { done <- c.Forward(ctx, ln, 3389, func(_ net.Addr, err error) { failures <- err }) }()
+	addr, failures, stop := forward(t, w, w.target)
 	for range 2 {
-		local, err := net.Dial("tcp", ln.Addr().String())
+		local, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,8 +297,7 @@ func TestForwardReportsARefusedPort(t *testing.T) {
 		}
 		local.Close()
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 }
