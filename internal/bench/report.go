@@ -1,8 +1,7 @@
 // Package bench is what `winkube bench` reports of a world's bring-up:
 // the report's figures, the phases and percentiles derived from the
 // cluster's timeline, request and CPU counts, its table, and the pprof
-// profiles it writes. The command (internal/cli) runs the world and fills
-// it in.
+// profiles it writes, and Measure, which runs the world and fills it in.
 package bench
 
 import (

@@ -4,27 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/winkube/winkube/emulator/arm"
-	"github.com/winkube/winkube/emulator/entra"
+	"github.com/winkube/winkube/emulator/standalone"
 )
 
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
+// emulatorOptions is `winkube emulator`'s input, split as generate
+// cluster's is (clusterctl's cmd/ and client/, kubernetes-sigs/cluster-api
+// cmd/clusterctl/cmd/generate_cluster.go @8961830d): cobra fills it from
+// the flags, Validate refuses what no run could use, Run serves the
+// emulator that emulator/standalone starts until ctx ends.
 type emulatorOptions struct {
 	listen           string
 	entraListen      string
 	directory        string
 	tenant           string
+	tenantSet        bool
 	operators        []string
 	state            string
 	caFile           string
@@ -91,9 +94,13 @@ report it to winkube's issue tracker with the method, path, api-version,
 the client and its version.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.tenantSet = cmd.Flags().Changed("tenant")
+			if err := o.Validate(); err != nil {
+				return withHelp(cmd, err)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runEmulator(ctx, cmd, o)
+			return withHelp(cmd, o.Run(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	f := cmd.Flags()
@@ -113,154 +120,61 @@ the client and its version.`,
 	return cmd
 }
 
-func runEmulator(ctx context.Context, cmd *cobra.Command, o *emulatorOptions) error {
+// Validate refuses flags no run could use, naming the flag to change.
+func (o *emulatorOptions) Validate() error {
 	if o.readsPerHour < 0 || o.writesPerHour < 0 {
-		return badInputf(cmd, "--reads-per-hour %d, --writes-per-hour %d: the rates cannot be negative", o.readsPerHour, o.writesPerHour)
+		return badInputf(nil, "--reads-per-hour %d, --writes-per-hour %d: the rates cannot be negative (0 is unlimited)", o.readsPerHour, o.writesPerHour)
 	}
-	dir, err := entra.New(entra.Options{})
-	if err != nil {
-		return err
+	for _, a := range []struct{ flag, addr string }{{"--listen", o.listen}, {"--entra-listen", o.entraListen}} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return badInputf(nil, "%s %q: want HOST:PORT, such as 127.0.0.1:8443 (port 0 picks a free one)", a.flag, a.addr)
+		}
 	}
-	dirState := ""
-	if o.state != "" {
-		dirState = filepath.Join(filepath.Dir(o.state), "entra.json")
+	for _, d := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--operation-delay", o.operationDelay}, {"--boot-delay-linux", o.bootDelayLinux}, {"--boot-delay-windows", o.bootDelayWindows}} {
+		if d.d < 0 {
+			return badInputf(nil, "%s %s: want a duration of zero or more, such as 1s", d.flag, d.d)
+		}
 	}
-	var bootstrap *entra.Principal
-	var bootstrapSecret string
-	switch {
-	case o.directory != "":
-		if err := dir.LoadFile(o.directory); err != nil {
-			return fmt.Errorf("--directory: %w", err)
-		}
-	case dirState != "" && fileExists(dirState):
-		if err := dir.LoadFile(dirState); err != nil {
-			return fmt.Errorf("loading the directory beside --state: %w", err)
-		}
-		// The principal made at the first start is printed again.
-		if snap, err := dir.Snapshot(); err == nil {
-			for _, p := range snap.Principals {
-				if p.DisplayName == "winkube-emulator" && len(p.Secrets) > 0 {
-					bootstrap, bootstrapSecret = &p, p.Secrets[0]
-				}
-			}
-		}
-	default:
-		p, secret, err := dir.CreateServicePrincipal(o.tenant, "winkube-emulator")
-		if err != nil {
-			return err
-		}
-		if err := dir.AssignRole(p.ObjectID, "Contributor", "/"); err != nil {
-			return err
-		}
-		// A manager acting as it gives the flavors' machines'
-		// system-assigned identities their roles, as an Owner would.
-		if err := dir.AssignRole(p.ObjectID, "User Access Administrator", "/"); err != nil {
-			return err
-		}
-		bootstrap, bootstrapSecret = &p, secret
+	// The state is saved on a ticker, which a zero or negative period
+	// would make panic.
+	if o.saveEvery <= 0 {
+		return badInputf(nil, "--save-every %s: want a positive duration, such as 30s", o.saveEvery)
 	}
-	// The control API acts on every subscription: only the operators may
-	// use it, not every principal with a role somewhere.
-	var operators []string
-	if bootstrap != nil {
-		operators = append(operators, bootstrap.ObjectID)
-	}
-	for _, id := range o.operators {
-		p, ok := dir.Principal(id)
-		if !ok {
-			return badInputf(cmd, "--operator %s: no principal with that client ID in the directory", id)
-		}
-		operators = append(operators, p.ObjectID)
-	}
-	// The subscriptions are in --tenant: tokens of other tenants are
-	// refused as ARM refuses them. A --directory of several tenants keeps
-	// every tenant's tokens unless --tenant is given.
-	tenant := o.tenant
-	switch {
-	case cmd.Flags().Changed("tenant"):
-	case bootstrap != nil:
-		tenant = bootstrap.TenantID
-	case o.directory != "":
-		tenant = ""
-	}
-	srv, err := arm.New(arm.Options{
-		Directory: dir, TenantID: tenant, Operators: operators, OperationDelay: o.operationDelay,
-		BootDelayLinux: o.bootDelayLinux, BootDelayWindows: o.bootDelayWindows,
+	return nil
+}
+
+// Run serves the emulator, printing how to reach it, until ctx ends; then
+// it saves --state.
+func (o *emulatorOptions) Run(ctx context.Context, out, errOut io.Writer) error {
+	e, err := standalone.Start(standalone.Options{
+		Listen: o.listen, EntraListen: o.entraListen, DirectoryFile: o.directory,
+		Tenant: o.tenant, TenantSet: o.tenantSet, Operators: o.operators, State: o.state, CAFile: o.caFile,
+		OperationDelay: o.operationDelay, BootDelayLinux: o.bootDelayLinux, BootDelayWindows: o.bootDelayWindows,
 		Throttle: arm.Throttle{ReadsPerHour: o.readsPerHour, WritesPerHour: o.writesPerHour},
 	})
-	if err != nil {
+	var unknown *standalone.UnknownOperatorError
+	switch {
+	case errors.As(err, &unknown):
+		return badInputf(nil, "--operator %s: no principal with that client ID in the directory", unknown.ClientID)
+	case errors.Is(err, standalone.ErrDirectoryFile):
+		return fmt.Errorf("--directory: %w", err)
+	case err != nil:
 		return err
 	}
-	if o.state != "" {
-		switch err := srv.Load(o.state); {
-		case err == nil:
-			fmt.Fprintf(cmd.OutOrStdout(), "loaded resources from %s\n", o.state)
-		case errors.Is(err, fs.ErrNotExist):
-		default:
-			return fmt.Errorf("loading --state: %w", err)
-		}
+	defer e.Close()
+	if e.Loaded {
+		fmt.Fprintf(out, "loaded resources from %s\n", o.state)
 	}
-	if err := srv.Start(o.listen); err != nil {
-		return err
-	}
-	defer srv.Close()
-	entraHost, _, err := net.SplitHostPort(o.entraListen)
-	if err != nil {
-		return fmt.Errorf("--entra-listen: %w", err)
-	}
-	cert, err := srv.ServerCertificate(entraHost)
-	if err != nil {
-		return err
-	}
-	login, err := entra.Serve(dir, o.entraListen, cert)
-	if err != nil {
-		return err
-	}
-	defer login.Close()
-	srv.SetLoginEndpoint(login.URL())
-	caFile := o.caFile
-	if caFile == "" {
-		dir := ""
-		if o.state != "" {
-			dir = filepath.Dir(o.state)
-		} else if dir, err = os.MkdirTemp("", "winkube-emulator-"); err != nil {
-			return err
-		}
-		caFile = filepath.Join(dir, "emulator-ca.pem")
-	}
-	if err := os.WriteFile(caFile, srv.CACertPEM(), 0o644); err != nil {
-		return fmt.Errorf("writing the CA certificate: %w", err)
-	}
-	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "ARM emulator serving on %s, its Entra ID on %s\n\n", srv.URL(), login.URL())
-	fmt.Fprintf(out, "Point the Azure SDK at it:\n")
-	fmt.Fprintf(out, "  AZURE_RESOURCE_MANAGER_ENDPOINT=%s\n", srv.URL())
-	fmt.Fprintf(out, "  AZURE_AUTHORITY_HOST=%s\n", login.URL())
-	fmt.Fprintf(out, "  AZURE_CA_FILE=%s\n", caFile)
-	if bootstrap != nil {
-		fmt.Fprintf(out, "  AZURE_TENANT_ID=%s\n", bootstrap.TenantID)
-		fmt.Fprintf(out, "  AZURE_CLIENT_ID=%s\n", bootstrap.ClientID)
-		fmt.Fprintf(out, "  AZURE_CLIENT_SECRET=%s\n", bootstrapSecret)
-	}
-	fmt.Fprintf(out, "  IDENTITY_ENDPOINT=%s IDENTITY_HEADER=%s (managed identities)\n\n", login.ManagedIdentityEndpoint(), dir.IdentityHeader())
-	fmt.Fprintf(out, "  (cloud.Configuration with authority host %s and ResourceManager endpoint and audience %s,\n   a transport that trusts %s, and an azidentity credential)\n", login.URL(), srv.URL(), caFile)
-	fmt.Fprintf(out, "Counters: GET %s/emulator/counters   Faults: PUT %s/emulator/faults\n", srv.URL(), srv.URL())
-
-	save := func() error {
-		if o.state == "" {
-			return nil
-		}
-		if err := dir.Save(dirState); err != nil {
-			return err
-		}
-		return srv.Save(o.state)
-	}
+	o.printEndpoints(out, e)
 	tick := time.NewTicker(o.saveEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			if err := save(); err != nil {
+			if err := e.Save(); err != nil {
 				return fmt.Errorf("saving --state: %w", err)
 			}
 			if o.state != "" {
@@ -268,9 +182,26 @@ func runEmulator(ctx context.Context, cmd *cobra.Command, o *emulatorOptions) er
 			}
 			return nil
 		case <-tick.C:
-			if err := save(); err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "saving --state: %v\n", err)
+			if err := e.Save(); err != nil {
+				fmt.Fprintf(errOut, "saving --state: %v\n", err)
 			}
 		}
 	}
+}
+
+func (o *emulatorOptions) printEndpoints(out io.Writer, e *standalone.Emulator) {
+	armURL, login := e.ARM.URL(), e.Login.URL()
+	fmt.Fprintf(out, "ARM emulator serving on %s, its Entra ID on %s\n\n", armURL, login)
+	fmt.Fprintf(out, "Point the Azure SDK at it:\n")
+	fmt.Fprintf(out, "  AZURE_RESOURCE_MANAGER_ENDPOINT=%s\n", armURL)
+	fmt.Fprintf(out, "  AZURE_AUTHORITY_HOST=%s\n", login)
+	fmt.Fprintf(out, "  AZURE_CA_FILE=%s\n", e.CAFile)
+	if e.Bootstrap != nil {
+		fmt.Fprintf(out, "  AZURE_TENANT_ID=%s\n", e.Bootstrap.TenantID)
+		fmt.Fprintf(out, "  AZURE_CLIENT_ID=%s\n", e.Bootstrap.ClientID)
+		fmt.Fprintf(out, "  AZURE_CLIENT_SECRET=%s\n", e.BootstrapSecret)
+	}
+	fmt.Fprintf(out, "  IDENTITY_ENDPOINT=%s IDENTITY_HEADER=%s (managed identities)\n\n", e.Login.ManagedIdentityEndpoint(), e.Dir.IdentityHeader())
+	fmt.Fprintf(out, "  (cloud.Configuration with authority host %s and ResourceManager endpoint and audience %s,\n   a transport that trusts %s, and an azidentity credential)\n", login, armURL, e.CAFile)
+	fmt.Fprintf(out, "Counters: GET %s/emulator/counters   Faults: PUT %s/emulator/faults\n", armURL, armURL)
 }

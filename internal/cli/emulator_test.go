@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -131,7 +132,12 @@ func TestEmulatorCommandRefusesBadFlags(t *testing.T) {
 	if _, err := run(t, "emulator", "--writes-per-hour", "-1"); err == nil || !strings.Contains(err.Error(), "cannot be negative") {
 		t.Fatalf("negative budget: %v", err)
 	}
-	if _, err := run(t, "emulator", "--listen", "not-an-address"); err == nil {
-		t.Fatal("a bad listen address was accepted")
+	var u *UsageError
+	if _, err := run(t, "emulator", "--listen", "not-an-address"); !errors.As(err, &u) || !strings.Contains(err.Error(), "--listen") {
+		t.Fatalf("a bad listen address: %v, want bad input naming --listen", err)
+	}
+	// A zero period made the save ticker panic once the emulator served.
+	if _, err := run(t, "emulator", "--listen", "127.0.0.1:0", "--entra-listen", "127.0.0.1:0", "--save-every", "0"); !errors.As(err, &u) || !strings.Contains(err.Error(), "--save-every 0s") {
+		t.Fatalf("--save-every 0: %v, want bad input naming --save-every", err)
 	}
 }

@@ -186,14 +186,9 @@ as clusterctl requires.`,
 	return cmd
 }
 
-// buildObjects builds a flavor's objects and runs them through the
+// admitFlavor builds a flavor's objects and runs them through the
 // webhooks' defaulting and validation, as the management cluster would:
 // the one validation path of generate, up and bench.
-func buildObjects(cmd *cobra.Command, flavor string, o flavors.Options) ([]client.Object, error) {
-	objs, err := admitFlavor(cmd.Context(), flavor, o)
-	return objs, withHelp(cmd, err)
-}
-
 func admitFlavor(ctx context.Context, flavor string, o flavors.Options) ([]client.Object, error) {
 	objs, err := flavors.Generate(flavor, o)
 	if err != nil {

@@ -31,16 +31,22 @@ func TestGenerateClusterOptionsValidate(t *testing.T) {
 	} {
 		g := valid()
 		c.change(&g)
-		err := g.Validate()
-		if c.want == "" {
-			if err != nil {
-				t.Errorf("%s: %v", c.name, err)
-			}
-			continue
+		wantBadInput(t, c.name, g.Validate(), c.want)
+	}
+}
+
+// wantBadInput checks one case of an options' Validate table: no error
+// when want is "", else bad input (exit code 2) whose message says want.
+func wantBadInput(t *testing.T, name string, err error, want string) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
-		var u *UsageError
-		if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want bad input with %q", c.name, err, c.want)
-		}
+		return
+	}
+	var u *UsageError
+	if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), want) {
+		t.Errorf("%s: %v, want bad input with %q", name, err, want)
 	}
 }

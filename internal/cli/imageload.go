@@ -1,16 +1,63 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 
 	"github.com/winkube/winkube/internal/localworld"
 )
 
+// imageLoadOptions is `winkube image load`'s input, split as generate
+// cluster's is (clusterctl's cmd/ and client/, kubernetes-sigs/cluster-api
+// cmd/clusterctl/cmd/generate_cluster.go @8961830d); localworld pushes.
 type imageLoadOptions struct {
 	local, stateDir, ref string
+	// Paths are the PATH arguments.
+	Paths []string
+}
+
+// Validate refuses a --ref no image could carry, naming the flag, before
+// the world or the files are read.
+func (o *imageLoadOptions) Validate() error {
+	if o.ref == "" {
+		return nil
+	}
+	if len(o.Paths) > 1 {
+		return badInputf(nil, "--ref names one image: give one PATH with it")
+	}
+	// As the world's registry parses the references it serves.
+	if _, err := name.ParseReference(o.ref); err != nil {
+		return badInputf(nil, "--ref %q is not an image reference (%v): write it as example.com/app:1.0", o.ref, err)
+	}
+	return nil
+}
+
+// Run pushes the images into the running world's registry, naming each
+// one loaded on out and the progress on errOut.
+func (o *imageLoadOptions) Run(ctx context.Context, out, errOut io.Writer) error {
+	local := o.local
+	if local == "" && o.stateDir == "" {
+		local = "winkube"
+	}
+	dir, _, err := localWorld(nil, local, o.stateDir)
+	if err != nil {
+		return err
+	}
+	for _, p := range o.Paths {
+		if _, err := os.Stat(p); err != nil {
+			return badInputf(nil, "image path %s: %v", p, err)
+		}
+	}
+	loaded, err := localworld.LoadImages(ctx, dir, o.Paths, o.ref, progressPrinter(errOut))
+	for _, l := range loaded {
+		fmt.Fprintf(out, "loaded %s\n", l)
+	}
+	return err
 }
 
 func newImageCommand() *cobra.Command {
@@ -66,27 +113,11 @@ the machine reach, serves pulls and refuses every push.`,
   winkube up --image app.tar          # load while the world starts`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			local := o.local
-			if local == "" && o.stateDir == "" {
-				local = "winkube"
+			o.Paths = args
+			if err := o.Validate(); err != nil {
+				return withHelp(cmd, err)
 			}
-			dir, _, err := localWorld(cmd, local, o.stateDir)
-			if err != nil {
-				return err
-			}
-			for _, p := range args {
-				if _, err := os.Stat(p); err != nil {
-					return badInputf(cmd, "image path %s: %v", p, err)
-				}
-			}
-			if o.ref != "" && len(args) > 1 {
-				return badInputf(cmd, "--ref names one image: give one PATH with it")
-			}
-			loaded, err := localworld.LoadImages(cmd.Context(), dir, args, o.ref, progressPrinter(cmd.ErrOrStderr()))
-			for _, l := range loaded {
-				fmt.Fprintf(cmd.OutOrStdout(), "loaded %s\n", l)
-			}
-			return err
+			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	cmd.Flags().StringVar(&o.local, "local", "", "the local world of this name (default winkube, as 'winkube up')")

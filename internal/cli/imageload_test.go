@@ -74,6 +74,8 @@ func TestImageLoad(t *testing.T) {
 		{[]string{"--state-dir", state, filepath.Join(state, "missing.tar")}, 2, "image path"},
 		{[]string{"--state-dir", t.TempDir(), saved}, 2, "no local world in"},
 		{[]string{"--state-dir", state, "--ref", "x.example.com/a:1", saved, saved}, 2, "--ref names one image"},
+		// Refused before the world is looked for.
+		{[]string{"--state-dir", t.TempDir(), "--ref", "Example.com/App:1", saved}, 2, `--ref "Example.com/App:1" is not an image reference`},
 	} {
 		code, _, errOut := execWinkube(t, "winkube", append([]string{"image", "load"}, c.args...)...)
 		if code != c.code || !strings.Contains(errOut, c.want) {

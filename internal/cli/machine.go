@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,9 +81,81 @@ func newMachineCommand() *cobra.Command {
 	return cmd
 }
 
+// machineCreateOptions is `winkube machine create`'s input, split as
+// generate cluster's is (clusterctl's cmd/ and client/,
+// kubernetes-sigs/cluster-api cmd/clusterctl/cmd/generate_cluster.go
+// @8961830d); internal/byovm makes the machine.
+type machineCreateOptions struct {
+	machineOptions
+	// Name is the NAME argument: the VM's and its computer's name.
+	Name string
+	// Windows is 2019, 2022 or 2025.
+	Windows string
+	// User is the SSH user to create, SSHPublicKeyFile its key ("" for
+	// the local world's), Size the VM size ("" for byovm.DefaultSize).
+	User, SSHPublicKeyFile, Size string
+}
+
+// Validate refuses what no cluster would change, naming the flag or
+// argument, before the management cluster is asked.
+func (o *machineCreateOptions) Validate() error {
+	if _, ok := byovm.Images[infrav1.WindowsServerVersion(o.Windows)]; !ok {
+		return badInputf(nil, "--windows %q: use 2019, 2022 or 2025", o.Windows)
+	}
+	if len(o.Name) > naming.MaxWindowsComputerName {
+		return badInputf(nil, "NAME %q has %d characters: a Windows computer name has at most %d (NetBIOS); choose a shorter one", o.Name, len(o.Name), naming.MaxWindowsComputerName)
+	}
+	if strings.TrimSpace(o.User) == "" {
+		return badInputf(nil, "--user %q: name the SSH user to create, such as %s", o.User, nodessh.DefaultUser)
+	}
+	return nil
+}
+
+// Run makes the VM in the cluster's node subnet, printing its name and
+// addresses on out and the progress on errOut.
+func (o *machineCreateOptions) Run(ctx context.Context, out, errOut io.Writer) error {
+	spec := byovm.Spec{Name: o.Name, WindowsVersion: infrav1.WindowsServerVersion(o.Windows), User: o.User, Size: o.Size}
+	if err := o.access.resolveLocal(); err != nil {
+		return err
+	}
+	keyFile := o.SSHPublicKeyFile
+	if keyFile == "" && o.access.stateDir != "" {
+		keyFile = filepath.Join(o.access.stateDir, localworld.SSHKeyFile+".pub")
+	}
+	if keyFile == "" {
+		return badInputf(nil, "pass --ssh-public-key FILE: the key the machine's SSH user logs in with")
+	}
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		return badInput(nil, fmt.Errorf("--ssh-public-key: %w", err))
+	}
+	spec.SSHPublicKey = strings.TrimSpace(string(key))
+	if strings.Contains(spec.SSHPublicKey, "PRIVATE KEY") {
+		return badInputf(nil, "--ssh-public-key %s names a private key: give the .pub file", keyFile)
+	}
+	ac, svc, err := o.cluster(ctx)
+	if err != nil {
+		return err
+	}
+	spec.ResourceGroup, spec.Location = ac.Spec.ResourceGroup, ac.Spec.Location
+	spec.SubnetID, err = nodeSubnetID(ac, svc.Subscription)
+	if err != nil {
+		return err
+	}
+	if err := spec.Validate(); err != nil {
+		return badInput(nil, err)
+	}
+	m, err := byovm.Create(ctx, svc, spec, func(s string) { fmt.Fprintln(errOut, "winkube: "+s) })
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s\t%s\t%s\n", spec.Name, m.PublicIP, m.PrivateIP)
+	fmt.Fprintf(errOut, "winkube: VM %s is up; SSH as %s to %s. Join it: winkube node join %s --ssh %s -l %s ...\n", spec.Name, o.User, m.PublicIP, spec.Name, m.PublicIP, o.User)
+	return nil
+}
+
 func newMachineCreateCommand() *cobra.Command {
-	o := &machineOptions{}
-	win, user, keyFile, size := string(infrav1.WindowsServer2022), nodessh.DefaultUser, "", ""
+	o := &machineCreateOptions{}
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Make a Windows Server VM in a cluster's network, reachable by SSH",
@@ -104,55 +177,19 @@ pass --use-my-azure-login.`,
   winkube node join byo-win-1 --local winkube --ssh <its public IP>`,
 		Args: oneMachine,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			spec := byovm.Spec{Name: args[0], WindowsVersion: infrav1.WindowsServerVersion(win), User: user, Size: size}
-			if _, ok := byovm.Images[spec.WindowsVersion]; !ok {
-				return badInputf(cmd, "--windows %q: use 2019, 2022 or 2025", win)
+			o.Name = args[0]
+			if err := o.Validate(); err != nil {
+				return withHelp(cmd, err)
 			}
-			if len(spec.Name) > naming.MaxWindowsComputerName {
-				return badInputf(cmd, "NAME %q has %d characters: a Windows computer name has at most %d (NetBIOS); choose a shorter one", spec.Name, len(spec.Name), naming.MaxWindowsComputerName)
-			}
-			if err := o.access.resolveLocal(); err != nil {
-				return err
-			}
-			if keyFile == "" && o.access.stateDir != "" {
-				keyFile = filepath.Join(o.access.stateDir, localworld.SSHKeyFile+".pub")
-			}
-			if keyFile == "" {
-				return badInputf(cmd, "pass --ssh-public-key FILE: the key the machine's SSH user logs in with")
-			}
-			key, err := os.ReadFile(keyFile)
-			if err != nil {
-				return badInput(cmd, fmt.Errorf("--ssh-public-key: %w", err))
-			}
-			spec.SSHPublicKey = strings.TrimSpace(string(key))
-			ac, svc, err := o.cluster(ctx)
-			if err != nil {
-				return err
-			}
-			spec.ResourceGroup, spec.Location = ac.Spec.ResourceGroup, ac.Spec.Location
-			spec.SubnetID, err = nodeSubnetID(ac, svc.Subscription)
-			if err != nil {
-				return err
-			}
-			if err := spec.Validate(); err != nil {
-				return badInput(cmd, err)
-			}
-			m, err := byovm.Create(ctx, svc, spec, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "winkube: "+s) })
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", spec.Name, m.PublicIP, m.PrivateIP)
-			fmt.Fprintf(cmd.ErrOrStderr(), "winkube: VM %s is up; SSH as %s to %s. Join it: winkube node join %s --ssh %s -l %s ...\n", spec.Name, user, m.PublicIP, spec.Name, m.PublicIP, user)
-			return nil
+			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	o.addFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&win, "windows", win, "Windows Server release: 2019, 2022 or 2025")
-	f.StringVarP(&user, "user", "l", user, "the SSH user to create (an Administrator)")
-	f.StringVar(&keyFile, "ssh-public-key", "", "OpenSSH public key file the user logs in with (default: the local world's key)")
-	f.StringVar(&size, "size", "", "VM size (default "+byovm.DefaultSize+")")
+	f.StringVar(&o.Windows, "windows", string(infrav1.WindowsServer2022), "Windows Server release: 2019, 2022 or 2025")
+	f.StringVarP(&o.User, "user", "l", nodessh.DefaultUser, "the SSH user to create (an Administrator)")
+	f.StringVar(&o.SSHPublicKeyFile, "ssh-public-key", "", "OpenSSH public key file the user logs in with (default: the local world's key)")
+	f.StringVar(&o.Size, "size", "", "VM size (default "+byovm.DefaultSize+")")
 	return cmd
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +48,27 @@ func (m *machineSSH) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&m.noAgent, "no-agent", false, "do not offer ssh-agent's keys")
 }
 
+// validate refuses an --ssh address no machine could have and an empty
+// --user.
+func (m *machineSSH) validate() error {
+	if m.address != "" {
+		host, port, err := net.SplitHostPort(m.address)
+		if err != nil {
+			host, port = m.address, "22"
+		}
+		if host == "" || strings.ContainsAny(m.address, " /") || strings.Count(host, ":") == 1 {
+			return badInputf(nil, "--ssh %q: give the machine's HOST or HOST:PORT, such as 10.1.0.5 or 10.1.0.5:22", m.address)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return badInputf(nil, "--ssh %q: the port must be from 1 to 65535, such as 10.1.0.5:22", m.address)
+		}
+	}
+	if strings.TrimSpace(m.user) == "" {
+		return badInputf(nil, "--user %q: name the user to log in as (an Administrator), such as %s", m.user, nodessh.DefaultUser)
+	}
+	return nil
+}
+
 // dial logs in to the machine directly.
 func (m *machineSSH) dial(ctx context.Context, name, stateDir string, progress func(string)) (*nodessh.Conn, error) {
 	addr := m.address
@@ -76,11 +99,108 @@ func (m *machineSSH) dial(ctx context.Context, name, stateDir string, progress f
 	return nodessh.Dial(ctx, t, nodessh.Options{User: m.user, Signers: signers, KnownHosts: &nodessh.KnownHosts{Path: kh}, Progress: progress})
 }
 
+// nodeJoinOptions is `winkube node join`'s input, split as generate
+// cluster's is (clusterctl's cmd/ and client/, kubernetes-sigs/cluster-api
+// cmd/clusterctl/cmd/generate_cluster.go @8961830d); internal/nodejoin
+// checks the cluster, renders the script and runs it.
+type nodeJoinOptions struct {
+	// Join is what nodejoin.Run is given; its Node is the MACHINE argument
+	// and its WindowsVersion is WindowsVersion's.
+	Join           nodejoin.Options
+	WindowsVersion string
+	cluster        doctorOptions
+	ssh            machineSSH
+}
+
+// Validate refuses what no cluster would change, naming the flag.
+func (o *nodeJoinOptions) Validate() error {
+	o.Join.WindowsVersion = infrav1.WindowsServerVersion(o.WindowsVersion)
+	if err := o.Join.Validate(); err != nil {
+		return badInput(nil, err)
+	}
+	if o.Join.Wait < 0 {
+		return badInputf(nil, "--wait %s: want how long to wait for the node, such as 10m (0: do not wait)", o.Join.Wait)
+	}
+	return o.ssh.validate()
+}
+
+// Run joins the machine over --ssh, or prints the script on out; errOut
+// gets the preflight and the progress.
+func (o *nodeJoinOptions) Run(ctx context.Context, out, errOut io.Writer) error {
+	if err := o.cluster.resolveLocal(); err != nil {
+		return err
+	}
+	c, err := o.cluster.connect(ctx)
+	if err != nil {
+		return err
+	}
+	var runner nodejoin.Runner
+	if o.ssh.address != "" && !o.Join.PrintScript {
+		conn, err := o.ssh.dial(ctx, o.Join.Node, o.cluster.stateDir, func(s string) { fmt.Fprintln(errOut, "winkube: "+s) })
+		if err != nil {
+			return fmt.Errorf("logging in to %s: %w", o.ssh.address, err)
+		}
+		defer conn.Close()
+		runner = conn
+	}
+	res, err := nodejoin.Run(ctx, c.workloadConfig, o.Join, runner, errOut)
+	if err != nil {
+		return err
+	}
+	if runner == nil {
+		_, err = fmt.Fprint(out, res.Script)
+	}
+	return err
+}
+
+// nodeLeaveOptions is `winkube node leave`'s input; nodejoin.Leave does
+// the work.
+type nodeLeaveOptions struct {
+	// Node is the NODE argument.
+	Node         string
+	DrainTimeout time.Duration
+	cluster      doctorOptions
+	ssh          machineSSH
+}
+
+// Validate refuses what no cluster would change, naming the flag.
+func (o *nodeLeaveOptions) Validate() error {
+	// A drain of no time evicts nothing: it fails once the node is
+	// cordoned.
+	if o.DrainTimeout <= 0 {
+		return badInputf(nil, "--drain-timeout %s: want how long the node's pods may take to be evicted, such as 5m", o.DrainTimeout)
+	}
+	return o.ssh.validate()
+}
+
+// Run drains the node, resets the machine over --ssh and removes the
+// node; errOut gets the progress.
+func (o *nodeLeaveOptions) Run(ctx context.Context, errOut io.Writer) error {
+	if err := o.cluster.resolveLocal(); err != nil {
+		return err
+	}
+	c, err := o.cluster.connect(ctx)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(c.workloadConfig)
+	if err != nil {
+		return err
+	}
+	var runner nodejoin.Runner
+	if o.ssh.address != "" {
+		conn, err := o.ssh.dial(ctx, o.Node, o.cluster.stateDir, func(s string) { fmt.Fprintln(errOut, "winkube: "+s) })
+		if err != nil {
+			return fmt.Errorf("logging in to %s: %w", o.ssh.address, err)
+		}
+		defer conn.Close()
+		runner = conn
+	}
+	return nodejoin.Leave(ctx, cs, strings.ToLower(o.Node), runner, o.DrainTimeout, errOut)
+}
+
 func newNodeJoinCommand() *cobra.Command {
-	o := nodejoin.Options{}
-	cl := &doctorOptions{}
-	m := &machineSSH{}
-	win := string(infrav1.WindowsServer2022)
+	o := &nodeJoinOptions{}
 	cmd := &cobra.Command{
 		Use:   "join MACHINE",
 		Short: "Prepare a Windows Server machine and join it to a kubeadm-based cluster",
@@ -111,56 +231,30 @@ machine; otherwise (or with --print-script) it prints it.`,
   winkube node join byo-win-1 --local winkube --ssh 127.0.0.50 -l Administrator -i ~/.ssh/id_ed25519`,
 		Args: oneNode("join"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl.cmd = cmd
-			o.Node, o.WindowsVersion = args[0], infrav1.WindowsServerVersion(win)
+			o.cluster.cmd, o.Join.Node = cmd, args[0]
 			if err := o.Validate(); err != nil {
-				return badInput(cmd, err)
+				return withHelp(cmd, err)
 			}
-			if err := cl.resolveLocal(); err != nil {
-				return err
-			}
-			c, err := cl.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			var runner nodejoin.Runner
-			if m.address != "" && !o.PrintScript {
-				conn, err := m.dial(cmd.Context(), o.Node, cl.stateDir, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "winkube: "+s) })
-				if err != nil {
-					return fmt.Errorf("logging in to %s: %w", m.address, err)
-				}
-				defer conn.Close()
-				runner = conn
-			}
-			res, err := nodejoin.Run(cmd.Context(), c.workloadConfig, o, runner, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			if runner == nil {
-				_, err = fmt.Fprint(cmd.OutOrStdout(), res.Script)
-			}
-			return err
+			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
-	cl.clusterFlags(cmd, "to reach the workload cluster through its kubeconfig Secret", "join to")
-	m.addFlags(cmd)
+	o.cluster.clusterFlags(cmd, "to reach the workload cluster through its kubeconfig Secret", "join to")
+	o.ssh.addFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&win, "windows-version", win, "the machine's Windows Server release: 2019, 2022 or 2025")
-	f.StringVar(&o.APIServer, "api-server", "", "HOST:PORT of the API server as the machine reaches it (default: the server kube-public/cluster-info publishes)")
-	f.DurationVar(&o.TokenTTL, "token-ttl", nodejoin.DefaultTokenTTL, "lifetime of the bootstrap token")
-	f.StringVar(&o.ContainerdVersion, "containerd-version", "", "containerd release to install (default: the one the cluster's Windows nodes of this release run, else "+nodejoin.DefaultContainerd+")")
-	f.BoolVar(&o.PrintScript, "print-script", false, "print the script (with a new token) instead of running it")
-	f.BoolVar(&o.ApplyAddons, "apply-addons", false, "apply the Windows add-ons the cluster lacks (kube-proxy-windows, the CNI's Windows DaemonSet) as winkube's flavors deliver them, server-side with field manager "+nodejoin.FieldManager+"; without it they are only reported")
-	f.StringVar(&o.FlannelWindowsImage, "flannel-windows-image", "", "with --apply-addons on a flannel cluster: the flannel HostProcess image you built (none is published)")
-	f.StringVar(&o.KubeProxyWindowsImage, "kube-proxy-windows-image", "", "with --apply-addons on a flannel cluster: the kube-proxy HostProcess image you built (none is published)")
-	f.DurationVar(&o.Wait, "wait", 10*time.Minute, "with --ssh: how long to wait for the node to be Ready with kube-proxy and the CNI running before diagnosing it (0: do not wait)")
+	f.StringVar(&o.WindowsVersion, "windows-version", string(infrav1.WindowsServer2022), "the machine's Windows Server release: 2019, 2022 or 2025")
+	f.StringVar(&o.Join.APIServer, "api-server", "", "HOST:PORT of the API server as the machine reaches it (default: the server kube-public/cluster-info publishes)")
+	f.DurationVar(&o.Join.TokenTTL, "token-ttl", nodejoin.DefaultTokenTTL, "lifetime of the bootstrap token")
+	f.StringVar(&o.Join.ContainerdVersion, "containerd-version", "", "containerd release to install (default: the one the cluster's Windows nodes of this release run, else "+nodejoin.DefaultContainerd+")")
+	f.BoolVar(&o.Join.PrintScript, "print-script", false, "print the script (with a new token) instead of running it")
+	f.BoolVar(&o.Join.ApplyAddons, "apply-addons", false, "apply the Windows add-ons the cluster lacks (kube-proxy-windows, the CNI's Windows DaemonSet) as winkube's flavors deliver them, server-side with field manager "+nodejoin.FieldManager+"; without it they are only reported")
+	f.StringVar(&o.Join.FlannelWindowsImage, "flannel-windows-image", "", "with --apply-addons on a flannel cluster: the flannel HostProcess image you built (none is published)")
+	f.StringVar(&o.Join.KubeProxyWindowsImage, "kube-proxy-windows-image", "", "with --apply-addons on a flannel cluster: the kube-proxy HostProcess image you built (none is published)")
+	f.DurationVar(&o.Join.Wait, "wait", 10*time.Minute, "with --ssh: how long to wait for the node to be Ready with kube-proxy and the CNI running before diagnosing it (0: do not wait)")
 	return cmd
 }
 
 func newNodeLeaveCommand() *cobra.Command {
-	cl := &doctorOptions{}
-	m := &machineSSH{}
-	drainTimeout := 5 * time.Minute
+	o := &nodeLeaveOptions{}
 	cmd := &cobra.Command{
 		Use:   "leave NODE",
 		Short: "Drain a node that 'node join' added, reset its machine and remove it from the cluster",
@@ -172,32 +266,15 @@ services and their files, deletes the Node, and deletes the bootstrap tokens
 		Example: `  winkube node leave byo-win-1 --local winkube --ssh 127.0.0.50 -l Administrator`,
 		Args:    oneNode("leave"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl.cmd = cmd
-			if err := cl.resolveLocal(); err != nil {
-				return err
+			o.cluster.cmd, o.Node = cmd, args[0]
+			if err := o.Validate(); err != nil {
+				return withHelp(cmd, err)
 			}
-			c, err := cl.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			cs, err := kubernetes.NewForConfig(c.workloadConfig)
-			if err != nil {
-				return err
-			}
-			var runner nodejoin.Runner
-			if m.address != "" {
-				conn, err := m.dial(cmd.Context(), args[0], cl.stateDir, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "winkube: "+s) })
-				if err != nil {
-					return fmt.Errorf("logging in to %s: %w", m.address, err)
-				}
-				defer conn.Close()
-				runner = conn
-			}
-			return nodejoin.Leave(cmd.Context(), cs, strings.ToLower(args[0]), runner, drainTimeout, cmd.ErrOrStderr())
+			return withHelp(cmd, o.Run(cmd.Context(), cmd.ErrOrStderr()))
 		},
 	}
-	cl.clusterFlags(cmd, "to reach the workload cluster through its kubeconfig Secret", "remove from")
-	m.addFlags(cmd)
-	cmd.Flags().DurationVar(&drainTimeout, "drain-timeout", drainTimeout, "how long to wait for the node's pods to be evicted")
+	o.cluster.clusterFlags(cmd, "to reach the workload cluster through its kubeconfig Secret", "remove from")
+	o.ssh.addFlags(cmd)
+	cmd.Flags().DurationVar(&o.DrainTimeout, "drain-timeout", 5*time.Minute, "how long to wait for the node's pods to be evicted")
 	return cmd
 }

@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
-	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -16,10 +15,65 @@ import (
 // RDPPort is where Windows listens for Remote Desktop.
 const RDPPort = 3389
 
+// rdpOptions is `winkube rdp`'s input, split as generate cluster's is
+// (clusterctl's cmd/ and client/, kubernetes-sigs/cluster-api
+// cmd/clusterctl/cmd/generate_cluster.go @8961830d).
+type rdpOptions struct {
+	accessOptions
+	// Node is the NODE argument.
+	Node string
+	// LocalPort is where the RDP client connects (0 picks a free one) and
+	// BindAddress the local address it listens on.
+	LocalPort   int
+	BindAddress string
+	// CommandPath is the command's name in messages (winkube or kubectl
+	// winkube).
+	CommandPath string
+}
+
+// Validate refuses a local end no tunnel could listen on, naming the flag.
+func (o *rdpOptions) Validate() error {
+	if o.LocalPort < 0 || o.LocalPort > 65535 {
+		return badInputf(nil, "--local-port %d: want a TCP port from 1 to 65535 (0 picks a free one)", o.LocalPort)
+	}
+	if _, port, err := net.SplitHostPort(o.BindAddress); err == nil {
+		return badInputf(nil, "--bind-address %s: give the address alone, such as 127.0.0.1; the port is --local-port %s", o.BindAddress, port)
+	}
+	if o.BindAddress == "" {
+		return badInputf(nil, "--bind-address \"\": give the local address to listen on, such as 127.0.0.1 (0.0.0.0 for every interface)")
+	}
+	return nil
+}
+
+// Run opens the tunnel to the Windows node's port 3389 and keeps it open
+// until ctx ends; errOut gets the hops and the connections that fail.
+func (o *rdpOptions) Run(ctx context.Context, out, errOut io.Writer) error {
+	t, opts, err := o.target(ctx, o.Node, errOut)
+	if err != nil {
+		return err
+	}
+	if !t.Windows() {
+		return fmt.Errorf("%s (%s) is a Linux node: Remote Desktop reaches Windows nodes only; use '%s ssh %s'", o.Node, t.Object, o.CommandPath, o.Node)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.BindAddress, strconv.Itoa(o.LocalPort)))
+	if err != nil {
+		return fmt.Errorf("local port: %w (choose another with --local-port)", err)
+	}
+	defer ln.Close()
+	conn, err := nodessh.DialJump(ctx, t, opts)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	fmt.Fprintf(out, "Remote Desktop tunnel to %s (%s:%d) through %s@%s is open.\nConnect an RDP client to %s (mstsc /v:%s, xfreerdp /v:%s /u:capi). Ctrl-C closes it.\n",
+		t.Hostname, t.Address, RDPPort, opts.User, conn.Via, ln.Addr(), ln.Addr(), ln.Addr())
+	return conn.Forward(ctx, ln, RDPPort, func(from net.Addr, err error) {
+		fmt.Fprintf(errOut, "winkube: connection from %s: %s:%d cannot be reached: %v\n", from, t.Address, RDPPort, err)
+	})
+}
+
 func newRDPCommand() *cobra.Command {
-	o := &accessOptions{}
-	var port int
-	var bind string
+	o := &rdpOptions{}
 	cmd := &cobra.Command{
 		Use:   "rdp NODE",
 		Short: "Tunnel Remote Desktop to a Windows node through the API server's host",
@@ -37,63 +91,15 @@ with an account you set a password for (over 'winkube ssh').
   xfreerdp /v:localhost:5555 /u:capi`,
 		Args: oneNode("rdp"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if port < 0 || port > 65535 {
-				return badInputf(cmd, "--local-port %d: want a TCP port from 1 to 65535 (0 picks a free one)", port)
+			o.Node, o.CommandPath = args[0], cmd.Root().CommandPath()
+			if err := o.Validate(); err != nil {
+				return withHelp(cmd, err)
 			}
-			out := cmd.OutOrStdout()
-			t, opts, err := o.target(cmd.Context(), args[0], cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			if !t.Windows() {
-				return fmt.Errorf("%s (%s) is a Linux node: Remote Desktop reaches Windows nodes only; use '%s ssh %s'", args[0], t.Object, cmd.Root().CommandPath(), args[0])
-			}
-			ln, err := net.Listen("tcp", net.JoinHostPort(bind, strconv.Itoa(port)))
-			if err != nil {
-				return fmt.Errorf("local port: %w (choose another with --local-port)", err)
-			}
-			defer ln.Close()
-			conn, err := nodessh.DialJump(cmd.Context(), t, opts)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			fmt.Fprintf(out, "Remote Desktop tunnel to %s (%s:%d) through %s@%s is open.\nConnect an RDP client to %s (mstsc /v:%s, xfreerdp /v:%s /u:capi). Ctrl-C closes it.\n",
-				t.Hostname, t.Address, RDPPort, opts.User, conn.Via, ln.Addr(), ln.Addr(), ln.Addr())
-			go func() { <-cmd.Context().Done(); _ = ln.Close() }()
-			var wg sync.WaitGroup
-			defer wg.Wait()
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					if cmd.Context().Err() != nil || errors.Is(err, net.ErrClosed) {
-						return nil
-					}
-					return err
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer c.Close()
-					up, err := conn.DialNodePort(RDPPort)
-					if err != nil {
-						fmt.Fprintf(cmd.ErrOrStderr(), "winkube: connection from %s: %s:%d cannot be reached: %v\n", c.RemoteAddr(), t.Address, RDPPort, err)
-						return
-					}
-					defer up.Close()
-					done := make(chan struct{}, 2)
-					go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-					go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
-					select {
-					case <-done:
-					case <-cmd.Context().Done():
-					}
-				}()
-			}
+			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	o.addFlags(cmd)
-	cmd.Flags().IntVar(&port, "local-port", 5555, "local port the RDP client connects to")
-	cmd.Flags().StringVar(&bind, "bind-address", "127.0.0.1", "local address to listen on")
+	cmd.Flags().IntVar(&o.LocalPort, "local-port", 5555, "local port the RDP client connects to")
+	cmd.Flags().StringVar(&o.BindAddress, "bind-address", "127.0.0.1", "local address to listen on")
 	return cmd
 }

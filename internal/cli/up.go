@@ -78,9 +78,9 @@ func (o *upOptions) checkFlags() error {
 // check refuses, before anything starts, what the world's cluster would be
 // refused for: the flags, then the flavor's objects through the webhooks'
 // defaulting and validation (the one validation path generate uses too).
-func (o *upOptions) check(cmd *cobra.Command, name string) error {
+func (o *upOptions) check(name string) error {
 	if err := o.checkFlags(); err != nil {
-		return badInput(cmd, err)
+		return badInput(nil, err)
 	}
 	// The world's own key is made when it first starts; any valid key gets
 	// the same verdict from the checks.
@@ -91,7 +91,7 @@ func (o *upOptions) check(cmd *cobra.Command, name string) error {
 	wo := localworld.Options{Name: name, Flavor: o.flavor, KubernetesVersion: o.version, ControlPlaneNodes: o.controlPlane,
 		LinuxNodes: o.linux, WindowsNodes: o.windows, WindowsVersion: infrav1.WindowsServerVersion(o.windowsVersion), MetricsServer: o.metricsServer,
 		AzureDiskCSI: o.azureDiskCSI}
-	_, err = buildObjects(cmd, o.flavor, wo.ClusterOptions(key))
+	_, err = admitFlavor(context.Background(), o.flavor, wo.ClusterOptions(key))
 	return err
 }
 
@@ -223,8 +223,8 @@ long as this process. Interrupt it (Ctrl-C) to stop it: the state stays, and
 		ValidArgsFunction: completeLocalWorlds,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := worldName(args)
-			if err := o.check(cmd, name); err != nil {
-				return err
+			if err := o.check(name); err != nil {
+				return withHelp(cmd, err)
 			}
 			for _, p := range o.images {
 				if _, err := os.Stat(p); err != nil {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -322,4 +323,42 @@ func DialJump(ctx context.Context, t *nodeaccess.Target, o Options) (*Conn, erro
 		lastErr = errors.New("the cluster has no jump host")
 	}
 	return nil, fmt.Errorf("no jump host of cluster %s answered: %w", t.Cluster, lastErr)
+}
+
+// Forward accepts connections on ln and carries each to port of the node's
+// private address through the jump host, as ssh -L does, until ctx ends
+// (which closes ln) or ln fails. A connection the node does not take is
+// told to failed and closed; the others keep going.
+func (c *Conn) Forward(ctx context.Context, ln net.Listener, port int, failed func(from net.Addr, err error)) error {
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		local, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer local.Close()
+			remote, err := c.DialNodePort(port)
+			if err != nil {
+				failed(local.RemoteAddr(), err)
+				return
+			}
+			defer remote.Close()
+			done := make(chan struct{}, 2)
+			go func() { _, _ = io.Copy(remote, local); done <- struct{}{} }()
+			go func() { _, _ = io.Copy(local, remote); done <- struct{}{} }()
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+		}()
+	}
 }

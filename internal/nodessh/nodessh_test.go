@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -203,5 +204,100 @@ func TestLoadSigners(t *testing.T) {
 	}
 	if _, err := LoadSigners(nil, []string{bad}, false); err == nil || !strings.Contains(err.Error(), "--identity") {
 		t.Errorf("no usable key at all: %v", err)
+	}
+}
+
+// forward runs a tunnel to the target's port 3389 on a free local port:
+// its address, the connections it reports failed, and a function that
+// ends it and returns what Forward returned.
+func forward(t *testing.T, w *world, target *nodeaccess.Target) (string, chan error, func() error) {
+	t.Helper()
+	c, err := DialJump(context.Background(), target, w.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	failures := make(chan error, 2)
+	done := make(chan error, 1)
+	go func() { done <- c.Forward(ctx, ln, 3389, func(_ net.Addr, err error) { failures <- err }) }()
+	return ln.Addr().String(), failures, func() error { cancel(); return <-done }
+}
+
+// TestForwardNodePort: each local connection reaches the node's port
+// through the jump host, and the tunnel ends with its context.
+func TestForwardNodePort(t *testing.T) {
+	w := newWorld(t)
+	rdp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdp.Close()
+	go func() {
+		for {
+			c, err := rdp.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	jump := machine(t, "cp-1", "127.0.0.1:0", w.key, false, func(host string, p int) (net.Conn, error) {
+		if host != "10.1.0.5" || p != 3389 {
+			return nil, errors.New("nothing listens there")
+		}
+		return net.Dial("tcp", rdp.Addr().String())
+	})
+	addr, failures, stop := forward(t, w, &nodeaccess.Target{Cluster: "c", Address: "10.1.0.5", OS: infrav1.Windows, JumpHosts: []string{jump.Addr()}})
+	for i := range 2 {
+		local, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := []byte("hello " + strings.Repeat("x", i))
+		if _, err := local.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(local, got); err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("connection %d through the tunnel: %q, %v", i, got, err)
+		}
+		local.Close()
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("the tunnel ended with %v, want nil when its context ends", err)
+	}
+	select {
+	case err := <-failures:
+		t.Fatalf("a connection failed: %v", err)
+	default:
+	}
+}
+
+// TestForwardReportsARefusedPort: a port the jump host does not forward
+// to is reported per connection, which is closed, and the tunnel stays
+// open.
+func TestForwardReportsARefusedPort(t *testing.T) {
+	w := newWorld(t)
+	addr, failures, stop := forward(t, w, w.target)
+	for range 2 {
+		local, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-failures; err == nil {
+			t.Fatal("no failure reported")
+		}
+		if _, err := local.Read(make([]byte, 1)); err == nil {
+			t.Fatal("a refused connection stayed open")
+		}
+		local.Close()
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/winkube/winkube/internal/flavors"
+	"github.com/winkube/winkube/internal/localworld"
+)
+
+// Options say what world Measure brings up and how long it watches it.
+type Options struct {
+	// Size is CONTROL-PLANE+LINUX+WINDOWS, as ParseSize reads it.
+	Size string
+	// Bin is the directory of the control-plane binaries.
+	Bin               string
+	KubernetesVersion string
+	// Timeout bounds the wait for every node to be Ready.
+	Timeout time.Duration
+	// Steady is how long the running cluster is measured (0 skips it).
+	Steady time.Duration
+	// ProfileDir receives the CPU and heap profiles ("" for none).
+	ProfileDir string
+	Progress   func(string)
+}
+
+// Measure brings up a Windows-flavor world of the size in a scratch state
+// directory, waits for every node to be Ready, watches it for Steady,
+// deletes the cluster and reports each phase's time, requests, CPU and
+// memory.
+func Measure(ctx context.Context, o Options) (*Report, error) {
+	size, progress := o.Size, o.Progress
+	n, err := ParseSize(size)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Size: size, Nodes: int(n[0] + n[1] + n[2]), LoadAverage: LoadAverage()}
+	dir, err := os.MkdirTemp("", "winkube-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	prof := NewProfiler(o.ProfileDir, size)
+	defer prof.Stop()
+	self := os.Getpid()
+	cpu0 := localworld.CPUTime(self)
+	if err := prof.StartCPU("up"); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	w, err := localworld.Start(ctx, localworld.Options{
+		Name: "bench", Flavor: flavors.Windows, KubernetesVersion: o.KubernetesVersion, ControlPlaneNodes: n[0], LinuxNodes: n[1], WindowsNodes: n[2],
+		WindowsVersion: "2022", StateDir: dir, Bin: o.Bin, Progress: progress,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	r.Phases.ManagementPlaneUp = Seconds(time.Since(start).Seconds())
+	w.Emulator().ResetCounters()
+	mgmtStart, mgmtErr := w.ManagementRequests(ctx)
+	if err := w.CreateCluster(ctx); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if err := w.WaitReady(wctx); err != nil {
+		return nil, err
+	}
+	ready := time.Now()
+	r.Phases.AllNodesReady = Seconds(ready.Sub(start).Seconds())
+	prof.StopCPU()
+	if err := prof.Heap(); err != nil {
+		return nil, err
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	r.MemoryMiB.GoHeapLive, r.MemoryMiB.GoStacks = int(ms.HeapAlloc>>20), int(ms.StackInuse>>20)
+	r.MemoryMiB.WinkubeAtReady = localworld.MemoryKB("VmRSS:", self) / 1024
+	r.Goroutines = runtime.NumGoroutine()
+
+	// What the bring-up cost.
+	mgmt, machines := w.Processes()
+	cpuUp := localworld.CPUTime(self)
+	r.CPUSeconds.Winkube.BringUp = (cpuUp - cpu0).Seconds()
+	cpUp, mgmtUp := localworld.CPUTime(machines...), localworld.CPUTime(mgmt...)
+	r.CPUSeconds.ControlPlane.BringUp, r.CPUSeconds.Management.BringUp = cpUp.Seconds(), mgmtUp.Seconds()
+	r.MemoryMiB.ControlPlane = localworld.MemoryKB("VmRSS:", machines...) / 1024
+	r.MemoryMiB.Management = localworld.MemoryKB("VmRSS:", mgmt...) / 1024
+	tl, err := w.Timeline(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.Timeline(start, tl)
+	arm := w.Emulator().Counters()
+	r.ARM.Requests = Total(arm)
+	r.ARM.PerMachine = float64(r.ARM.Requests) / float64(r.Nodes)
+	r.ARM.Top = Top(ToFloat(arm), 8)
+	w.Emulator().ResetCounters()
+	apiUp, err := w.APIRequests(ctx)
+	if err != nil {
+		r.APIServer.Error = err.Error()
+	} else if minutes := ready.Sub(tl.ControlPlaneProvisioned).Minutes(); minutes > 0 && !tl.ControlPlaneProvisioned.IsZero() {
+		r.APIServer.BringUpPerNodeMinute = Sum(apiUp) / float64(r.Nodes) / minutes
+		r.APIServer.Top = Top(apiUp, 8)
+	}
+
+	if mgmtErr == nil {
+		var now map[string]float64
+		if now, mgmtErr = w.ManagementRequests(ctx); mgmtErr == nil {
+			for k, v := range mgmtStart {
+				now[k] -= v
+			}
+			r.Management.Requests = Sum(now)
+			r.Management.PerMachine = r.Management.Requests / float64(r.Nodes)
+			r.Management.Top = Top(now, 8)
+		}
+	}
+	if mgmtErr != nil {
+		r.Management.Error = mgmtErr.Error()
+	}
+
+	// What the running cluster costs, per minute.
+	if o.Steady > 0 {
+		if err := prof.StartCPU("steady"); err != nil {
+			return nil, err
+		}
+		progress(fmt.Sprintf("measuring the running cluster for %s", o.Steady))
+		t0 := time.Now()
+		select {
+		case <-time.After(o.Steady):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		prof.StopCPU()
+		minutes := time.Since(t0).Minutes()
+		r.CPUSeconds.Winkube.SteadyPerMinute = (localworld.CPUTime(self) - cpuUp).Seconds() / minutes
+		r.CPUSeconds.ControlPlane.SteadyPerMinute = (localworld.CPUTime(machines...) - cpUp).Seconds() / minutes
+		r.CPUSeconds.Management.SteadyPerMinute = (localworld.CPUTime(mgmt...) - mgmtUp).Seconds() / minutes
+		if apiUp != nil {
+			if after, err := w.APIRequests(ctx); err != nil {
+				r.APIServer.Error = err.Error()
+			} else {
+				rate := map[string]float64{}
+				for k, v := range after {
+					if d := v - apiUp[k]; d > 0 {
+						rate[k] = d / float64(r.Nodes) / minutes
+					}
+				}
+				r.APIServer.SteadySeconds = o.Steady.Seconds()
+				r.APIServer.SteadyPerNodeMinute = Sum(rate)
+				r.APIServer.Top = Top(rate, 8)
+			}
+		}
+	}
+	r.MemoryMiB.WinkubePeak = localworld.MemoryKB("VmHWM:", self) / 1024
+
+	if err := prof.StartCPU("delete"); err != nil {
+		return nil, err
+	}
+	cpuDel := localworld.CPUTime(self)
+	armDel := w.Emulator().Counters()
+	del := time.Now()
+	if err := w.DeleteCluster(ctx); err != nil {
+		return nil, err
+	}
+	r.Phases.Delete = Seconds(time.Since(del).Seconds())
+	prof.StopCPU()
+	r.CPUSeconds.Winkube.Delete = (localworld.CPUTime(self) - cpuDel).Seconds()
+	r.ARM.DeletePerMachine = float64(Total(w.Emulator().Counters())-Total(armDel)) / float64(r.Nodes)
+	r.Profiles = prof.Written()
+	return r, nil
+}
