@@ -88,7 +88,7 @@ func (r *Runtime) realPrograms(m *machine) kubelet.RunFunc {
 			return false
 		}
 		dir := filepath.Join(m.dir, "pods", string(pod.UID), c.Name)
-		if err := startMetricsServer(ctx, wc, pod, c, addr, bin, dir); err != nil {
+		if err := startMetricsServer(ctx, wc, m.endpoint, pod, c, addr, bin, dir); err != nil {
 			m.logs.Write(vmdisk.Containerd, "%s: metrics-server: %v", who, err)
 			return false
 		}
@@ -98,13 +98,17 @@ func (r *Runtime) realPrograms(m *machine) kubelet.RunFunc {
 }
 
 // startMetricsServer writes the container's files and starts the program;
-// it ends when ctx does.
-func startMetricsServer(ctx context.Context, wc *workloadCluster, pod *corev1.Pod, c corev1.Container, addr netip.Addr, bin, dir string) error {
+// it ends when ctx does. The program reaches the API server through the
+// cluster's endpoint, as every pod's process does (podAPIServer): the
+// control-plane machine it started under may be replaced while it runs.
+func startMetricsServer(ctx context.Context, wc *workloadCluster, endpoint string, pod *corev1.Pod, c corev1.Container, addr netip.Addr, bin, dir string) error {
 	sa := filepath.Join(dir, "serviceaccount")
 	if err := os.MkdirAll(sa, 0o700); err != nil {
 		return err
 	}
-	admin, err := kubernetes.NewForConfig(wc.admin)
+	viaEndpoint := rest.CopyConfig(wc.admin)
+	viaEndpoint.Host = "https://" + endpoint
+	admin, err := kubernetes.NewForConfig(viaEndpoint)
 	if err != nil {
 		return err
 	}
@@ -124,7 +128,7 @@ func startMetricsServer(ctx context.Context, wc *workloadCluster, pod *corev1.Po
 		}
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := writeInClusterKubeconfig(kubeconfig, wc.admin.Host, sa); err != nil {
+	if err := writeInClusterKubeconfig(kubeconfig, viaEndpoint.Host, sa); err != nil {
 		return err
 	}
 	args := metricsServerArgs(append(append([]string{}, c.Command...), c.Args...), dir, addr, kubeconfig)
