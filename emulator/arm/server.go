@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/winkube/winkube/emulator/entra"
@@ -131,7 +132,10 @@ type Server struct {
 	imds     *imdsServer
 	listener net.Listener
 	http     *http.Server
-	wg       sync.WaitGroup
+	// serving counts the requests being answered: Close waits for them,
+	// not for idle connections (see Close).
+	serving atomic.Int64
+	wg      sync.WaitGroup
 }
 
 // New creates an emulator; Start serves it.
@@ -192,7 +196,11 @@ func (s *Server) Start(addr string) error {
 		return fmt.Errorf("arm: IMDS: %w", err)
 	}
 	s.http = &http.Server{
-		Handler:           s,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.serving.Add(1)
+			defer s.serving.Add(-1)
+			s.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 	}
@@ -232,7 +240,32 @@ func (s *Server) Close() error {
 	if s.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		err = s.http.Shutdown(ctx)
+		// Shutdown stops accepting and lets the requests under way end,
+		// then waits for every HTTP/2 client to hang up after its GOAWAY,
+		// up to a second (goAwayTimeout in Go's net/http h2_bundle.go); the
+		// SDK's clients, which keep their connections, never do, and every
+		// emulator closed with one connected waited out that second. Once
+		// no request is being answered, what is left is idle: closed.
+		shut := make(chan error, 1)
+		go func() { shut <- s.http.Shutdown(ctx) }()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case err = <-shut:
+				break wait
+			case <-tick.C:
+				if s.serving.Load() == 0 {
+					_ = s.http.Close()
+					// Close may have closed the listener first.
+					if err = <-shut; errors.Is(err, net.ErrClosed) {
+						err = nil
+					}
+					break wait
+				}
+			}
+		}
 		if s.imds != nil {
 			_ = s.imds.http.Shutdown(ctx)
 		}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -218,4 +219,41 @@ func (e *Env) ServeWebhooks(register func(ctrl.Manager) error) error {
 		return fmt.Errorf("testenv: webhook server on %s did not come up: %w", addr, dialErr)
 	}
 	return err
+}
+
+// Shared is one control plane for the tests of a package that do not
+// need one of their own: the first test that asks starts it, the rest
+// reuse it, and the package's TestMain stops it after m.Run. Starting
+// kube-apiserver and etcd costs seconds on a loaded machine, more than
+// most of the tests that use them; tests that share one keep apart by
+// names (their own Nodes, namespaces or objects), as on any cluster.
+// A package whose tests need none (`-run` of unit tests) starts none.
+type Shared struct {
+	// Options are what the control plane starts with.
+	Options Options
+
+	once sync.Once
+	env  *Env
+	err  error
+}
+
+// Env starts the control plane on first use and returns it; a control
+// plane that cannot start fails the test, as Start's error would.
+func (s *Shared) Env(tb testing.TB) *Env {
+	tb.Helper()
+	s.once.Do(func() { s.env, s.err = Start(s.Options) })
+	if s.err != nil {
+		tb.Fatal(s.err)
+	}
+	return s.env
+}
+
+// Stop stops the control plane if a test started it; for TestMain, after
+// m.Run.
+func (s *Shared) Stop() {
+	if s.env != nil {
+		if err := s.env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: stop:", err)
+		}
+	}
 }

@@ -76,6 +76,10 @@ type Config struct {
 	Log             logr.Logger
 	// HeartbeatInterval is how often the lease is renewed (10s when 0).
 	HeartbeatInterval time.Duration
+	// RegistrationRetryCap is the longest wait between tries to register
+	// the Node (the kubelet's 7s when 0). A test that must see many tries
+	// against an API server that does not answer shortens it.
+	RegistrationRetryCap time.Duration
 	// Logs receives what the node's kubelet, container runtime and CNI
 	// would write to their logs on the machine; nil keeps none.
 	Logs *vmdisk.Logs
@@ -335,7 +339,10 @@ func (k *Kubelet) register(ctx context.Context) error {
 	// sees the restarted API server) registers once it does, rather than
 	// staying down with its old Node. A Node of that name is adopted (its
 	// status brought up to date) in the same try.
-	step := 100 * time.Millisecond
+	step, retryCap := 100*time.Millisecond, c.RegistrationRetryCap
+	if retryCap == 0 {
+		retryCap = 7 * time.Second
+	}
 	for {
 		t := time.NewTimer(step)
 		select {
@@ -344,7 +351,7 @@ func (k *Kubelet) register(ctx context.Context) error {
 			return fmt.Errorf("node %s had not registered with the API server when the machine stopped: %w", c.NodeName, ctx.Err())
 		case <-t.C:
 		}
-		step = min(2*step, 7*time.Second)
+		step = min(2*step, retryCap)
 		_, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			err = k.updateStatus(ctx, alloc)

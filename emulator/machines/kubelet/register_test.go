@@ -22,7 +22,6 @@ import (
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/internal/poll"
-	"github.com/winkube/winkube/internal/testenv"
 )
 
 // behindLoadBalancer is a real API server whose clients reach it through a
@@ -42,11 +41,7 @@ type behindLoadBalancer struct {
 
 func startBehindLoadBalancer(t *testing.T) *behindLoadBalancer {
 	t.Helper()
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := apiServer.Env(t)
 	u, err := url.Parse(env.Config.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -111,9 +106,14 @@ func TestRegistrationWaitsForTheAPIServer(t *testing.T) {
 		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "boot-1"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Tries at most a second apart (the kubelet's are 7s apart once its
+	// backoff is at its cap): the test waits for many of them.
+	cfg := b.config(t, "worker-a")
+	cfg.RegistrationRetryCap = time.Second
+	begun := time.Now()
 	done := make(chan started, 1)
 	go func() {
-		k, err := Start(ctx, b.config(t, "worker-a"))
+		k, err := Start(ctx, cfg)
 		done <- started{k, err}
 	}()
 	var res *started
@@ -129,14 +129,17 @@ func TestRegistrationWaitsForTheAPIServer(t *testing.T) {
 			return false
 		}
 	}
-	// More tries than the kubelet's first eight, about ten seconds, which
-	// is where the emulated kubelet used to give up.
+	// More tries than the kubelet's first eight, and longer than about
+	// ten seconds: where the emulated kubelet used to give up.
 	poll.Until(t, 3*time.Minute, func() string {
 		if receive() {
 			return ""
 		}
 		if n := b.attempts.Load(); n < 10 {
 			return fmt.Sprintf("the kubelet has tried to register %d times", n)
+		}
+		if time.Since(begun) < 12*time.Second {
+			return fmt.Sprintf("the kubelet has tried to register for %s", time.Since(begun).Round(time.Second))
 		}
 		return ""
 	})

@@ -24,7 +24,6 @@ import (
 
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/internal/poll"
-	"github.com/winkube/winkube/internal/testenv"
 )
 
 // servingNode is a kubelet on a real API server whose pod IPs are served
@@ -55,14 +54,7 @@ func (n *servingNode) podAddress(ip string) (netip.Addr, error) {
 
 func startServingNode(t *testing.T) *servingNode {
 	t.Helper()
-	// The API server reaches a node's kubelet at its InternalIP (the
-	// test's node names do not resolve), as winkube's control planes
-	// configure it (controlplane/components.go).
-	env, err := testenv.Start(testenv.Options{APIServerFlags: map[string]string{"kubelet-preferred-address-types": "InternalIP"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := apiServer.Env(t)
 	client, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -137,11 +137,7 @@ func cpuRate(a, b *dto.Metric) float64 {
 // limits, labelled simulated; the CPU counters grow at the modelled rate,
 // which the pod's annotation changes.
 func TestResourceMetricsAndSummary(t *testing.T) {
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := apiServer.Env(t)
 	client := kubernetes.NewForConfigOrDie(env.Config)
 	images := startRegistry(t)
 	lin := startStatsNode(t, env, images, "stats-linux", linux)
