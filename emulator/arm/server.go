@@ -238,16 +238,22 @@ func (s *Server) Close() error {
 	s.stopMachines(running)
 	var err error
 	if s.http != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		// Shutdown stops accepting and lets the requests under way end,
-		// then waits for every HTTP/2 client to hang up after its GOAWAY,
-		// up to a second (goAwayTimeout in Go's net/http h2_bundle.go); the
+		// Shutdown stops accepting, lets the requests under way end, and
+		// then waits for every HTTP/2 client to hang up after its GOAWAY, up
+		// to a second (goAwayTimeout in Go's net/http h2_bundle.go); the
 		// SDK's clients, which keep their connections, never do, and every
-		// emulator closed with one connected waited out that second. Once
-		// no request is being answered, what is left is idle: closed.
+		// emulator closed with one connected waited out that second. So
+		// Close waits for Shutdown only until no request is being answered:
+		// Shutdown goes on alone, and each connection's server closes it
+		// once its last frames are written and the client had its second.
+		// Closing the connections here instead dropped answers still queued
+		// for writing, and the SDK's retry then found the port closed.
 		shut := make(chan error, 1)
-		go func() { shut <- s.http.Shutdown(ctx) }()
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			shut <- s.http.Shutdown(ctx)
+		}()
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
 	wait:
@@ -257,17 +263,14 @@ func (s *Server) Close() error {
 				break wait
 			case <-tick.C:
 				if s.serving.Load() == 0 {
-					_ = s.http.Close()
-					// Close may have closed the listener first.
-					if err = <-shut; errors.Is(err, net.ErrClosed) {
-						err = nil
-					}
 					break wait
 				}
 			}
 		}
 		if s.imds != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_ = s.imds.http.Shutdown(ctx)
+			cancel()
 		}
 		s.wg.Wait()
 	}
