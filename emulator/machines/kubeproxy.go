@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/machines/kubeproxy"
@@ -44,9 +43,7 @@ func (r *Runtime) ensureProxy(m *machine) {
 	if sp == nil {
 		// Through the cluster's endpoint, as kube-proxy's kubeconfig
 		// points, so the watch outlives any one control-plane machine.
-		c := rest.CopyConfig(wc.admin)
-		c.Host = "https://" + m.endpoint
-		client, err := kubernetes.NewForConfig(c)
+		client, err := kubernetes.NewForConfig(wc.viaEndpoint(m.endpoint))
 		if err != nil {
 			r.proxies.mu.Unlock()
 			r.event(m, "kube-proxy: "+err.Error())

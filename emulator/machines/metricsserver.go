@@ -106,8 +106,7 @@ func startMetricsServer(ctx context.Context, wc *workloadCluster, endpoint strin
 	if err := os.MkdirAll(sa, 0o700); err != nil {
 		return err
 	}
-	viaEndpoint := rest.CopyConfig(wc.admin)
-	viaEndpoint.Host = "https://" + endpoint
+	viaEndpoint := wc.viaEndpoint(endpoint)
 	admin, err := kubernetes.NewForConfig(viaEndpoint)
 	if err != nil {
 		return err

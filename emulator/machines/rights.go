@@ -123,13 +123,21 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, comp *startneeds
 // drain then waited forever on a budget whose replacement pod could not
 // start there.
 func podAPIServer(wc *workloadCluster, endpoint string, pod *corev1.Pod) (*rest.Config, error) {
-	base := rest.CopyConfig(wc.admin)
-	base.Host = "https://" + endpoint
+	base := wc.viaEndpoint(endpoint)
 	minter, err := kubernetes.NewForConfig(base)
 	if err != nil {
 		return nil, err
 	}
 	return serviceAccountConfig(base, minter, pod), nil
+}
+
+// viaEndpoint is the cluster's admin credentials aimed at its endpoint
+// (the API server load balancer) rather than at the control-plane machine
+// they were taken from: what runs on the nodes outlives that machine.
+func (wc *workloadCluster) viaEndpoint(endpoint string) *rest.Config {
+	c := rest.CopyConfig(wc.admin)
+	c.Host = "https://" + endpoint
+	return c
 }
 
 // ensureClusterInformation is calico-node's startup writing Calico's
