@@ -206,19 +206,7 @@ func TestUpgradeDropsRemovedKubeletFlags(t *testing.T) {
 
 	progress := &syncBuffer{}
 	done := f.run(ctx, progress)
-	poll.Until(t, 30*time.Second, func() string {
-		if v, _ := f.kcpVersion(); v != "v1.36.3" {
-			return "the control plane is at " + v + ": " + progress.String()
-		}
-		return ""
-	})
-	f.setStatus(f.kcp, "v1.36.3")
-	poll.Until(t, 30*time.Second, func() string {
-		if v := f.mdVersion(linuxMD); v != "v1.36.3" {
-			return "the Linux pool is at " + v
-		}
-		return ""
-	})
+	f.upgradeControlPlaneThenLinux(t, progress)
 	f.setStatus(&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: linuxMD}}, "v1.36.3")
 	md := &clusterv1.MachineDeployment{}
 	poll.Until(t, 30*time.Second, func() string {
@@ -305,19 +293,7 @@ func TestWaitingNamesWhatHoldsAMachine(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := f.run(cctx, progress)
-	poll.Until(t, 30*time.Second, func() string {
-		if v, _ := f.kcpVersion(); v != "v1.36.3" {
-			return "the control plane is at " + v
-		}
-		return ""
-	})
-	f.setStatus(f.kcp, "v1.36.3")
-	poll.Until(t, 30*time.Second, func() string {
-		if v := f.mdVersion(linuxMD); v != "v1.36.3" {
-			return "the Linux pool is at " + v
-		}
-		return ""
-	})
+	f.upgradeControlPlaneThenLinux(t, progress)
 	// What Cluster API reports while the old machine drains: the new
 	// one counts, the old one is still there.
 	md := &clusterv1.MachineDeployment{}
@@ -348,4 +324,24 @@ func TestWaitingNamesWhatHoldsAMachine(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// upgradeControlPlaneThenLinux waits for the run to move the control plane
+// to v1.36.3, reports it upgraded as Cluster API would, and waits for the
+// run to move the Linux pool next.
+func (f *fixture) upgradeControlPlaneThenLinux(t *testing.T, progress *syncBuffer) {
+	t.Helper()
+	poll.Until(t, 30*time.Second, func() string {
+		if v, _ := f.kcpVersion(); v != "v1.36.3" {
+			return "the control plane is at " + v + ": " + progress.String()
+		}
+		return ""
+	})
+	f.setStatus(f.kcp, "v1.36.3")
+	poll.Until(t, 30*time.Second, func() string {
+		if v := f.mdVersion(linuxMD); v != "v1.36.3" {
+			return "the Linux pool is at " + v
+		}
+		return ""
+	})
 }

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -486,7 +485,7 @@ func (pl *planner) referenceImages(ctx context.Context) {
 	users := map[want][]string{}
 	add := func(vm *infrav1.AzureVMSpec, obj string, win infrav1.WindowsServerVersion) {
 		if vm.Image != nil && !galleryVersioned(vm.Image) {
-			pl.p.add(CheckReferenceImage, doctor.Warning, obj, fmt.Sprintf("it names its own image (%s), which the upgrade keeps", describeImage(vm.Image)),
+			pl.p.add(CheckReferenceImage, doctor.Warning, obj, fmt.Sprintf("it names its own image (%s), which the upgrade keeps", images.DescribeImage(vm.Image)),
 				fmt.Sprintf("make sure the image carries Kubernetes %s's kubelet, or write a template with one that does", pl.o.target))
 			return
 		}
@@ -549,19 +548,6 @@ func galleryVersioned(img *infrav1.Image) bool {
 	return g != nil && g.Gallery == images.CommunityGallery && g.SubscriptionID == nil
 }
 
-func describeImage(img *infrav1.Image) string {
-	switch {
-	case img.ComputeGallery != nil:
-		return img.ComputeGallery.Gallery + "/" + img.ComputeGallery.Name + ":" + img.ComputeGallery.Version
-	case img.Marketplace != nil:
-		m := img.Marketplace
-		return m.Publisher + ":" + m.Offer + ":" + m.SKU + ":" + m.Version
-	case img.ID != nil:
-		return *img.ID
-	}
-	return "an image"
-}
-
 // addons: the version-bound add-ons need an image published for the
 // target (kube-proxy for Windows is built per Kubernetes release; the cloud
 // provider has a release per minor), and the others a release whose
@@ -618,38 +604,21 @@ func (pl *planner) pinReleases() {
 			}
 			obj := po.kind() + "/" + pl.o.Namespace + "/" + po.name()
 			// What the provider boots for an unset release.
-			pl.release[po.key()] = infrav1.WindowsServer2022
-			byRelease := map[infrav1.WindowsServerVersion][]string{}
+			pl.release[po.key()] = images.DefaultWindowsRelease
+			builds := map[string]string{}
 			for _, n := range pl.poolNodes(po) {
-				if r := images.WindowsRelease(windowsBuild(n)); r != "" {
-					byRelease[r] = append(byRelease[r], n.Name)
-				}
+				builds[n.Name] = windowsBuild(n)
 			}
-			var rel infrav1.WindowsServerVersion
-			var why string
-			switch len(byRelease) {
-			case 0:
-				if rel = imageRelease(po.vm.Image); rel != "" {
-					why = "the release of its image " + describeImage(po.vm.Image)
-				} else {
-					rel, why = infrav1.WindowsServer2022, "the default its machines boot today (no node of the pool to read its build from)"
-				}
-			case 1:
-				for r, nodes := range byRelease {
-					rel, why = r, fmt.Sprintf("the release its nodes run (%s: %s)", images.WindowsBuild[r], strings.Join(nodes, ", "))
-				}
-			default:
-				var runs []string
-				for _, r := range slices.Sorted(maps.Keys(byRelease)) {
-					runs = append(runs, fmt.Sprintf("Windows Server %s (%s)", r, strings.Join(byRelease[r], ", ")))
-				}
+			pr := images.RunningRelease(po.vm.Image, builds)
+			if pr.Release == "" {
 				pl.mixed[po.key()] = true
 				pl.p.add(CheckWindowsRelease, doctor.Error, obj,
-					fmt.Sprintf("its template does not pin windowsServerVersion and its nodes run two releases, %s: the plan cannot tell which one the new machines should boot, and they would boot Windows Server %s", strings.Join(runs, " and "), infrav1.WindowsServer2022),
+					fmt.Sprintf("its template does not pin windowsServerVersion and its nodes run two releases, %s: the plan cannot tell which one the new machines should boot, and they would boot Windows Server %s", pr.Releases(), images.DefaultWindowsRelease),
 					"set windowsServerVersion in a new template for the pool to the release to keep, move the other release's workloads deliberately ('winkube plan windows-upgrade'), then plan again")
 				continue
 			}
-			if po.amp != nil && rel != infrav1.WindowsServer2022 && (po.amp.Status.Replicas > 0 || len(po.amp.Spec.ProviderIDList) > 0) {
+			rel, why := pr.Release, pr.Why
+			if po.amp != nil && rel != images.DefaultWindowsRelease && (po.amp.Status.Replicas > 0 || len(po.amp.Spec.ProviderIDList) > 0) {
 				// winkube's AzureMachinePool webhook reads an unset
 				// release as 2022 and refuses another on a pool in use
 				// (internal/webhooks/azuremachinepool.go ValidateUpdate):
@@ -682,27 +651,6 @@ func windowsBuild(n *corev1.Node) string {
 }
 
 const windowsBuildLabel = "node.kubernetes.io/windows-build"
-
-// imageRelease is the Windows Server release a reference image's name says
-// (capi-win-2019-containerd, windows-2022-containerd-gen1,
-// k8s-1dot22dot1-windows-2019-containerd), "" when it says none.
-func imageRelease(img *infrav1.Image) infrav1.WindowsServerVersion {
-	var name string
-	switch {
-	case img == nil:
-		return ""
-	case img.ComputeGallery != nil:
-		name = img.ComputeGallery.Name
-	case img.Marketplace != nil:
-		name = img.Marketplace.SKU
-	}
-	for rel := range images.WindowsBuild {
-		if strings.Contains(name, "win-"+string(rel)+"-") || strings.Contains(name, "windows-"+string(rel)+"-") {
-			return rel
-		}
-	}
-	return ""
-}
 
 // windowsReleases: the release each Windows pool boots after the upgrade
 // (pinReleases) must still be supported on the target, and nodes of

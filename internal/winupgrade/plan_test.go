@@ -395,3 +395,105 @@ func TestPlanRefusesAPoolWhosePrefixCollides(t *testing.T) {
 		t.Errorf("collision findings %+v", fs)
 	}
 }
+
+// A Windows template that pins no release may run another than the
+// default: the plan reads it from the pool's nodes, else its image.
+func TestPlanReadsTheReleaseOfAnUnpinnedPool(t *testing.T) {
+	labels := map[string]string{clusterv1.ClusterNameLabel: "demo"}
+	unpinned := func(name string, img *infrav1.Image) []client.Object {
+		a := &infrav1.AzureMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: labels}}
+		a.Spec.Template.Spec.VMSize = "Standard_D4s_v3"
+		a.Spec.Template.Spec.OSDisk.OSType = infrav1.Windows
+		a.Spec.Template.Spec.Image = img
+		kct := &unstructured.Unstructured{Object: map[string]any{"apiVersion": bootstrapGroupVersion, "kind": "KubeadmConfigTemplate",
+			"metadata": map[string]any{"namespace": "default", "name": name}, "spec": map[string]any{}}}
+		md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: labels},
+			Spec: clusterv1.MachineDeploymentSpec{ClusterName: "demo", Replicas: ptr.To[int32](1), Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{ClusterName: "demo",
+				Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: name}},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachineTemplate", Name: name}}}}}
+		return []client.Object{a, kct, md}
+	}
+	machine := func(name, md, node string) *clusterv1.Machine {
+		return &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: "demo", clusterv1.MachineDeploymentNameLabel: md}},
+			Spec:   clusterv1.MachineSpec{ClusterName: "demo"},
+			Status: clusterv1.MachineStatus{NodeRef: clusterv1.MachineNodeReference{Name: node}}}
+	}
+	var extra []client.Object
+	// Its nodes (win-a, win-b of the workload cluster) run 2019.
+	extra = append(extra, unpinned("on-2019-nodes", nil)...)
+	extra = append(extra, machine("m-a", "on-2019-nodes", "win-a"), machine("m-b", "on-2019-nodes", "win-b"))
+	// No node yet, an image of 2019.
+	extra = append(extra, unpinned("of-2019-image", &infrav1.Image{ComputeGallery: &infrav1.ComputeGalleryImage{Gallery: "ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019", Name: "capi-win-2019-containerd", Version: "latest"}})...)
+	// No node, no image: the default its machines boot, 2022, the target.
+	extra = append(extra, unpinned("on-default", nil)...)
+
+	p, err := Run(context.Background(), Options{Workload: workloadCluster(), Management: management(t, extra...), Namespace: "default", ClusterName: "demo",
+		Target: infrav1.WindowsServer2022, Resolver: resolver()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := map[string]infrav1.WindowsServerVersion{}
+	for _, po := range p.Pools {
+		from[po.Name] = po.From
+	}
+	if from["on-2019-nodes"] != infrav1.WindowsServer2019 || from["of-2019-image"] != infrav1.WindowsServer2019 {
+		t.Errorf("pools %v: want on-2019-nodes and of-2019-image replaced, from 2019", from)
+	}
+	if _, ok := from["on-default"]; ok {
+		t.Errorf("pools %v: on-default boots the target already", from)
+	}
+	fs := findings(p, CheckPools, "MachineDeployment/default/on-2019-nodes")
+	if len(fs) != 1 || !strings.Contains(fs[0].Message, "it runs Windows Server 2019, the release its nodes run (10.0.17763: win-a, win-b)") {
+		t.Errorf("findings %+v", fs)
+	}
+	for _, po := range p.Pools {
+		if po.Name == "on-2019-nodes" && !strings.Contains(po.Manifest, `windowsServerVersion: "2022"`) {
+			t.Errorf("the new pool does not pin the target:\n%s", po.Manifest)
+		}
+	}
+}
+
+// Nodes of two releases in one unpinned pool: the new pool replaces it
+// all, and the plan says so.
+func TestPlanReplacesAnUnpinnedPoolOfTwoReleases(t *testing.T) {
+	mp := &clusterv1.MachinePool{}
+	c := management(t)
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "demo-mp-win"}, mp); err != nil {
+		t.Fatal(err)
+	}
+	mp.Status.NodeRefs = []corev1.ObjectReference{{Kind: "Node", Name: "win-a"}, {Kind: "Node", Name: "win-c"}}
+	if err := c.Update(context.Background(), mp); err != nil {
+		t.Fatal(err)
+	}
+	amp := &infrav1.AzureMachinePool{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "demo-mp-win"}, amp); err != nil {
+		t.Fatal(err)
+	}
+	amp.Spec.Template.WindowsServerVersion = ""
+	if err := c.Update(context.Background(), amp); err != nil {
+		t.Fatal(err)
+	}
+	wl := workloadCluster()
+	if err := wl.Create(context.Background(), node("win-c", "windows", "10.0.20348")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Run(context.Background(), Options{Workload: wl, Management: c, Namespace: "default", ClusterName: "demo",
+		Target: infrav1.WindowsServer2022, Resolver: resolver()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *Pool
+	for i := range p.Pools {
+		if p.Pools[i].Name == "demo-mp-win" {
+			got = &p.Pools[i]
+		}
+	}
+	if got == nil || got.From != infrav1.WindowsServer2019 {
+		t.Fatalf("pools %+v: want demo-mp-win replaced, from 2019", p.Pools)
+	}
+	fs := findings(p, CheckPools, "MachinePool/default/demo-mp-win")
+	if len(fs) != 1 || fs[0].Severity != doctor.Warning || !strings.Contains(fs[0].Message, "Windows Server 2019 (win-a) and Windows Server 2022 (win-c)") {
+		t.Errorf("findings %+v", fs)
+	}
+}

@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/labels/format"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/doctor"
+	"github.com/winkube/winkube/internal/images"
 	"github.com/winkube/winkube/internal/naming"
 )
 
@@ -61,18 +65,78 @@ func get(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, ns, 
 	return u, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
 }
 
-// windowsVersion is a VM spec's Windows release ("" for Linux); an unset
-// version is the default, 2022.
+// windowsVersion is a VM spec's Windows release as its template pins it
+// ("" when unset) and whether it is Windows at all.
 func windowsVersion(u *unstructured.Unstructured, path ...string) (infrav1.WindowsServerVersion, bool) {
 	os, _, _ := unstructured.NestedString(u.Object, append(path, "osDisk", "osType")...)
 	if os != string(infrav1.Windows) {
 		return "", false
 	}
 	v, _, _ := unstructured.NestedString(u.Object, append(path, "windowsServerVersion")...)
-	if v == "" {
-		v = string(infrav1.WindowsServer2022)
-	}
 	return infrav1.WindowsServerVersion(v), true
+}
+
+// runningRelease is the release a pool whose template pins none runs now.
+// Its machines boot the provider's default only if they were created
+// after that default was set: the pool may still run the default of its
+// time (Windows Server 2019 for pools CAPZ created), so its nodes' builds
+// decide, then its image's name. A pool whose nodes run two releases is
+// left by the nodes not of the target.
+func (pl *planner) runningRelease(u *unstructured.Unstructured, object string, nodes []string, path ...string) (infrav1.WindowsServerVersion, error) {
+	var img *infrav1.Image
+	if m, ok, _ := unstructured.NestedMap(u.Object, append(path, "image")...); ok {
+		img = &infrav1.Image{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, img); err != nil {
+			return "", fmt.Errorf("reading the image of %s: %w", object, err)
+		}
+	}
+	builds := map[string]string{}
+	for _, name := range nodes {
+		for i := range pl.s.nodes {
+			if n := &pl.s.nodes[i]; n.Name == name {
+				builds[name] = build(n)
+			}
+		}
+	}
+	pr := images.RunningRelease(img, builds)
+	rel := pr.Release
+	if rel == "" {
+		for r := range pr.Nodes {
+			if r != pl.o.Target && (rel == "" || r < rel) {
+				rel = r
+			}
+		}
+		pl.add(Finding{Check: CheckPools, Severity: doctor.Warning, Object: object,
+			Message: fmt.Sprintf("its template does not pin windowsServerVersion and its nodes run two releases, %s: the new pool replaces the whole pool", pr.Releases()),
+			Fix:     "check that the workloads on its Windows Server " + string(pl.o.Target) + " nodes may move too"})
+		return rel, nil
+	}
+	if rel != pl.o.Target {
+		pl.add(Finding{Check: CheckPools, Severity: doctor.Info, Object: object,
+			Message: fmt.Sprintf("its template does not pin windowsServerVersion: it runs Windows Server %s, %s", rel, pr.Why)})
+	}
+	return rel, nil
+}
+
+// poolNodes are the names of the nodes of a MachineDeployment's or
+// MachinePool's Machines (the Machines Cluster API labels with the pool's
+// name: cluster-api v1.14.2 core/reconcilers/machinepool @027f2a36 formats
+// a MachinePool's) and a MachinePool's status.nodeRefs.
+func (pl *planner) poolNodes(ctx context.Context, label, value string, refs []corev1.ObjectReference) ([]string, error) {
+	ms := &clusterv1.MachineList{}
+	if err := pl.o.Management.List(ctx, ms, client.InNamespace(pl.o.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: pl.o.ClusterName, label: value}); err != nil {
+		return nil, fmt.Errorf("listing the cluster's Machines: %w", err)
+	}
+	var names []string
+	for i := range ms.Items {
+		if r := ms.Items[i].Status.NodeRef; r.IsDefined() {
+			names = append(names, r.Name)
+		}
+	}
+	for _, r := range refs {
+		names = append(names, r.Name)
+	}
+	return names, nil
 }
 
 // pools writes a new pool beside each Windows pool of another release.
@@ -94,6 +158,15 @@ func (pl *planner) pools(ctx context.Context) error {
 			return fmt.Errorf("reading AzureMachineTemplate %s/%s of MachineDeployment %s: %w", ns, ref.Name, md.Name, err)
 		}
 		from, windows := windowsVersion(amt, "spec", "template", "spec")
+		if windows && from == "" {
+			nodes, err := pl.poolNodes(ctx, clusterv1.MachineDeploymentNameLabel, md.Name, nil)
+			if err != nil {
+				return err
+			}
+			if from, err = pl.runningRelease(amt, "MachineDeployment/"+ns+"/"+md.Name, nodes, "spec", "template", "spec"); err != nil {
+				return err
+			}
+		}
 		if !windows || from == pl.o.Target {
 			continue
 		}
@@ -153,6 +226,15 @@ func (pl *planner) machinePools(ctx context.Context) error {
 			return fmt.Errorf("reading AzureMachinePool %s/%s of MachinePool %s: %w", ns, ref.Name, mp.Name, err)
 		}
 		from, windows := windowsVersion(amp, "spec", "template")
+		if windows && from == "" {
+			nodes, err := pl.poolNodes(ctx, clusterv1.MachinePoolNameLabel, format.MustFormatValue(mp.Name), mp.Status.NodeRefs)
+			if err != nil {
+				return err
+			}
+			if from, err = pl.runningRelease(amp, "MachinePool/"+ns+"/"+mp.Name, nodes, "spec", "template"); err != nil {
+				return err
+			}
+		}
 		if !windows || from == pl.o.Target {
 			continue
 		}
