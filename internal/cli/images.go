@@ -117,16 +117,13 @@ type imagesListOptions struct{ imagesOptions }
 
 // Run lists the matching images on out.
 func (o *imagesListOptions) Run(ctx context.Context, out io.Writer) error {
-	l, done, err := o.armCatalog()
-	if err != nil {
-		return err
-	}
-	defer done()
-	rows, err := listImages(ctx, l, &o.imagesOptions)
-	if err != nil {
-		return err
-	}
-	return writeImages(out, rows, o.output)
+	return o.readCatalog(func(l catalogLister) error {
+		rows, err := listImages(ctx, l, &o.imagesOptions)
+		if err != nil {
+			return err
+		}
+		return writeImages(out, rows, o.output)
+	})
 }
 
 // imagesResolveOptions is `winkube images resolve`'s input.
@@ -151,16 +148,13 @@ func (o *imagesResolveOptions) Validate() error {
 
 // Run prints the image winkube would boot a node from on out.
 func (o *imagesResolveOptions) Run(ctx context.Context, out io.Writer) error {
-	l, done, err := o.armCatalog()
-	if err != nil {
-		return err
-	}
-	defer done()
-	row, err := resolveImage(ctx, l, &o.imagesOptions)
-	if err != nil {
-		return err
-	}
-	return writeImage(out, row, o.output)
+	return o.readCatalog(func(l catalogLister) error {
+		row, err := resolveImage(ctx, l, &o.imagesOptions)
+		if err != nil {
+			return err
+		}
+		return writeImage(out, row, o.output)
+	})
 }
 
 // osType is the API's spelling of an OS name given in lower case.
@@ -219,6 +213,17 @@ func (o *imagesOptions) armCatalog() (l catalogLister, close func(), err error) 
 		return nil, nil, err
 	}
 	return lister, close, nil
+}
+
+// readCatalog hands read the catalog armCatalog reaches, and ends what it
+// started for the call.
+func (o *imagesOptions) readCatalog(read func(catalogLister) error) error {
+	l, done, err := o.armCatalog()
+	if err != nil {
+		return err
+	}
+	defer done()
+	return read(l)
 }
 
 func newImagesCommand() *cobra.Command {
@@ -470,18 +475,8 @@ func writeImages(w io.Writer, rows []imageRow, format string) error {
 
 // writeImage prints one resolved image: a one-row table, or one object.
 func writeImage(w io.Writer, row imageRow, format string) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(row)
-	case "yaml":
-		out, err := yaml.Marshal(row)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(out)
-		return err
+	if format == "json" || format == "yaml" {
+		return printStructured(w, format, row)
 	}
 	return writeImages(w, []imageRow{row}, format)
 }

@@ -2,12 +2,10 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/winkube/winkube/internal/version"
 )
@@ -34,17 +32,8 @@ func (o *versionOptions) Run(_ context.Context, out io.Writer) error {
 	case "short":
 		_, err := fmt.Fprintln(out, info.Version)
 		return err
-	case "json":
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(info)
-	case "yaml":
-		data, err := yaml.Marshal(info)
-		if err != nil {
-			return err
-		}
-		_, err = out.Write(data)
-		return err
+	case "json", "yaml":
+		return printStructured(out, o.Output, info)
 	}
 	_, err := fmt.Fprintln(out, info.String())
 	return err
