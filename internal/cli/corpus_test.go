@@ -146,6 +146,8 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"logs", "node-a", "--local", "no-such-world-" + filepath.Base(dir)}, []string{"--local"}},
 		{[]string{"doctor", "-o", "yaml"}, []string{"--output", "text, json"}},
 		{[]string{"doctor", "--local", "no-such-world-" + filepath.Base(dir)}, []string{"--local"}},
+		{[]string{"doctor", "--kubeconfig", missingWorld, "--cert-warning", "-1h"}, []string{"--cert-warning"}},
+		{[]string{"doctor", "--local", "demo", "--state-dir", worldDir}, []string{"--local demo", "--state-dir"}},
 		// the rest of the tree
 		{[]string{"bogus"}, []string{`"bogus"`}},
 		{[]string{"gen"}, []string{"generate"}},
