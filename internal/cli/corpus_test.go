@@ -144,6 +144,8 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"logs", "node-a", "--since", "-5m"}, []string{"--since"}},
 		{[]string{"logs", "node-a", "-o", "x.tar.gz"}, []string{"--write-to x.tar.gz"}},
 		{[]string{"logs", "node-a", "--local", "no-such-world-" + filepath.Base(dir)}, []string{"--local"}},
+		{[]string{"logs", "node-a", "--kubeconfig", missingWorld, "--custom-cloud", "garbage"}, []string{"--custom-cloud", "name=NAME"}},
+		{[]string{"logs", "node-a", "--kubeconfig", missingWorld, "-i", filepath.Join(dir, "no-key")}, []string{"--identity"}},
 		{[]string{"doctor", "-o", "yaml"}, []string{"--output", "text, json"}},
 		{[]string{"doctor", "--local", "no-such-world-" + filepath.Base(dir)}, []string{"--local"}},
 		{[]string{"doctor", "--kubeconfig", missingWorld, "--cert-warning", "-1h"}, []string{"--cert-warning"}},
