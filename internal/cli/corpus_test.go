@@ -150,6 +150,8 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"doctor", "--local", "no-such-world-" + filepath.Base(dir)}, []string{"--local"}},
 		{[]string{"doctor", "--kubeconfig", missingWorld, "--cert-warning", "-1h"}, []string{"--cert-warning"}},
 		{[]string{"doctor", "--local", "demo", "--state-dir", worldDir}, []string{"--local demo", "--state-dir"}},
+		{[]string{"plan", "windows-upgrade", "--to", "2022", "--local", "demo", "--state-dir", worldDir}, []string{"--local demo", "--state-dir"}},
+		{[]string{"plan", "upgrade", "--to", "v1.36.3", "--local", "demo", "--state-dir", worldDir}, []string{"--local demo", "--state-dir"}},
 		// the rest of the tree
 		{[]string{"bogus"}, []string{`"bogus"`}},
 		{[]string{"gen"}, []string{"generate"}},

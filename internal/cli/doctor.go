@@ -46,6 +46,12 @@ func (o *doctorCommandOptions) Validate() error {
 	if o.certWarning < 0 {
 		return badInputf(nil, "--cert-warning %s: want how long before its expiry a certificate is reported, such as 720h (30 days, the default)", o.certWarning)
 	}
+	return o.oneWorld()
+}
+
+// oneWorld refuses --local with --state-dir: resolveLocal would take the
+// directory and name the Cluster after --local, two worlds at once.
+func (o *doctorOptions) oneWorld() error {
 	if o.local != "" && o.stateDir != "" {
 		return badInputf(nil, "--local %s and --state-dir %s both name a local world: give one", o.local, o.stateDir)
 	}
@@ -75,13 +81,7 @@ Exit status: 0 when clean, 1 with warnings, 2 with errors.`,
   winkube doctor --kubeconfig workload.kubeconfig -o json
   winkube doctor --management-kubeconfig ~/.kube/config --cluster demo -n default`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.cmd = cmd
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
-		},
+		RunE: optionsRunE(&o.doctorOptions, o),
 	}
 	f := cmd.Flags()
 	o.clusterFlags(cmd, "to check the cluster's AzureMachines and AzureMachinePools", "diagnose")
