@@ -55,6 +55,24 @@ func (o *accessOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.stateDir, "state-dir", "", "use the local world whose state is in this directory (as --local)")
 }
 
+// validate refuses a login that cannot happen, before the management
+// cluster is asked: no user, a key file that is not there, or two local
+// worlds named at once (--state-dir would win silently over --local).
+func (o *accessOptions) validate() error {
+	if o.user == "" {
+		return badInputf(nil, "--user \"\": name the user to log in as (%s on the nodes winkube bootstraps)", nodessh.DefaultUser)
+	}
+	for _, id := range o.identities {
+		if _, err := os.Stat(id); err != nil {
+			return badInputf(nil, "--identity %s: %v: give a private key file you can read", id, err)
+		}
+	}
+	if o.local != "" && o.stateDir != "" {
+		return badInputf(nil, "--local %s and --state-dir %s both name a local world: give one", o.local, o.stateDir)
+	}
+	return nil
+}
+
 // localWorld finds the state directory and management kubeconfig that
 // --local NAME or --state-dir names; all "" when neither is set.
 func localWorld(cmd *cobra.Command, local, stateDir string) (dir, mgmt string, err error) {

@@ -37,6 +37,10 @@ func TestBadInvocations(t *testing.T) {
 	exists := filepath.Join(dir, "exists.yaml")
 	write(exists, "keep me\n")
 	sub := "00000000-0000-0000-0000-000000000001"
+	// A --bin without the binaries, and a stopped world's state directory.
+	emptyBin := t.TempDir()
+	worldDir := t.TempDir()
+	writeFiles(t, worldDir, worldFiles)
 	gen := func(extra ...string) []string {
 		base := []string{"generate", "cluster", "demo", "--kubernetes-version", "v1.36.3", "--location", "westeurope", "--subscription-id", sub, "--ssh-public-key", pub}
 		return append(base, extra...)
@@ -101,6 +105,19 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"bench", "--size", "2+0+0"}, []string{"--size", "--control-plane-nodes"}},
 		{[]string{"bench", "--size", "1+x+1"}, []string{"--size", `"x"`}},
 		{[]string{"bench", "extra"}, []string{`"extra"`}},
+		// up and down: refused before the world starts (before, --bootstrap-timeout
+		// 0s meant the default, and --bin's lack exited 1)
+		{[]string{"up", "--bootstrap-timeout", "0s", "--bin", emptyBin, "--state-dir", missingWorld}, []string{"--bootstrap-timeout"}},
+		{[]string{"up", "--bin", emptyBin, "--state-dir", missingWorld}, []string{"--bin " + emptyBin, "were not found"}},
+		{[]string{"down", "--bin", emptyBin, "--state-dir", worldDir}, []string{"--bin " + emptyBin, "were not found"}},
+		// images: refused before a catalog is read
+		{[]string{"images", "list", "--os", "macos"}, []string{"--os"}},
+		{[]string{"images", "list", "--arm-ca-file", pub}, []string{"--arm-ca-file", "--arm-endpoint"}},
+		{[]string{"images", "resolve", "--os", "windows"}, []string{"--kubernetes-version"}},
+		{[]string{"images", "resolve", "--kubernetes-version", "v1.31.1", "--runtime", "podman"}, []string{"--runtime", "containerd"}},
+		// rehearse: flags --delete would ignore
+		{[]string{"rehearse", "bootstrap-failure", "--delete", "--machine-deployment", "md-0", "--management-kubeconfig", missingWorld}, []string{"--machine-deployment"}},
+		{[]string{"rehearse", "bootstrap-failure", "--delete", "--kubeadm-timeout", "1m", "--management-kubeconfig", missingWorld}, []string{"--kubeadm-timeout"}},
 		// version
 		{[]string{"version", "-o", "xml"}, []string{"--output", "short, json, yaml"}},
 		{[]string{"version", "extra"}, []string{`"extra"`}},
@@ -118,14 +135,23 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"machine", "delete", "a", "b"}, []string{"drop b"}},
 		{[]string{"ssh", "node-a", "hostname"}, []string{"--"}},
 		{[]string{"ssh", "--state-dir", missingWorld, "node-a", "--", "hostname"}, []string{"--state-dir"}},
+		{[]string{"ssh", "--kubeconfig", missingWorld, "-i", filepath.Join(dir, "no-key"), "node-a", "--", "hostname"}, []string{"--identity"}},
+		{[]string{"ssh", "--kubeconfig", missingWorld, "--user", "", "node-a", "--", "hostname"}, []string{"--user"}},
+		{[]string{"ssh", "--local", "demo", "--state-dir", worldDir, "node-a", "--", "hostname"}, []string{"--local demo", "--state-dir"}},
 		{[]string{"rdp"}, []string{"MACHINE|NODE"}},
 		{[]string{"rdp", "a", "b"}, []string{"drop b"}},
 		{[]string{"rdp", "a", "--local-port", "70000"}, []string{"--local-port"}},
 		{[]string{"logs", "node-a", "--since", "-5m"}, []string{"--since"}},
 		{[]string{"logs", "node-a", "-o", "x.tar.gz"}, []string{"--write-to x.tar.gz"}},
 		{[]string{"logs", "node-a", "--local", "no-such-world-" + filepath.Base(dir)}, []string{"--local"}},
+		{[]string{"logs", "node-a", "--kubeconfig", missingWorld, "--custom-cloud", "garbage"}, []string{"--custom-cloud", "name=NAME"}},
+		{[]string{"logs", "node-a", "--kubeconfig", missingWorld, "-i", filepath.Join(dir, "no-key")}, []string{"--identity"}},
 		{[]string{"doctor", "-o", "yaml"}, []string{"--output", "text, json"}},
 		{[]string{"doctor", "--local", "no-such-world-" + filepath.Base(dir)}, []string{"--local"}},
+		{[]string{"doctor", "--kubeconfig", missingWorld, "--cert-warning", "-1h"}, []string{"--cert-warning"}},
+		{[]string{"doctor", "--local", "demo", "--state-dir", worldDir}, []string{"--local demo", "--state-dir"}},
+		{[]string{"plan", "windows-upgrade", "--to", "2022", "--local", "demo", "--state-dir", worldDir}, []string{"--local demo", "--state-dir"}},
+		{[]string{"plan", "upgrade", "--to", "v1.36.3", "--local", "demo", "--state-dir", worldDir}, []string{"--local demo", "--state-dir"}},
 		// the rest of the tree
 		{[]string{"bogus"}, []string{`"bogus"`}},
 		{[]string{"gen"}, []string{"generate"}},

@@ -29,8 +29,37 @@ type doctorOptions struct {
 	cmd                                          *cobra.Command // for bad input's pointer to --help
 }
 
+// doctorCommandOptions is `winkube doctor`'s input, split as generate
+// cluster's is (clusterctl's cmd/ and client/, kubernetes-sigs/cluster-api
+// cmd/clusterctl/cmd/generate_cluster.go @8961830d); internal/doctor runs
+// the checks. doctorOptions alone is the way to a cluster that rehearse
+// and plan share, so the methods are on this type, not promoted to theirs.
+type doctorCommandOptions struct{ doctorOptions }
+
+// Validate refuses, before any cluster is asked, a format doctor cannot
+// write, a negative --cert-warning and two local worlds named at once
+// (--state-dir would win silently over --local).
+func (o *doctorCommandOptions) Validate() error {
+	if err := checkOutput(nil, o.output, "text", "json"); err != nil {
+		return err
+	}
+	if o.certWarning < 0 {
+		return badInputf(nil, "--cert-warning %s: want how long before its expiry a certificate is reported, such as 720h (30 days, the default)", o.certWarning)
+	}
+	return o.oneWorld()
+}
+
+// oneWorld refuses --local with --state-dir: resolveLocal would take the
+// directory and name the Cluster after --local, two worlds at once.
+func (o *doctorOptions) oneWorld() error {
+	if o.local != "" && o.stateDir != "" {
+		return badInputf(nil, "--local %s and --state-dir %s both name a local world: give one", o.local, o.stateDir)
+	}
+	return nil
+}
+
 func newDoctorCommand() *cobra.Command {
-	o := &doctorOptions{}
+	o := &doctorCommandOptions{}
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Diagnose a mixed Linux/Windows cluster and say how to fix what is wrong",
@@ -52,13 +81,7 @@ Exit status: 0 when clean, 1 with warnings, 2 with errors.`,
   winkube doctor --kubeconfig workload.kubeconfig -o json
   winkube doctor --management-kubeconfig ~/.kube/config --cluster demo -n default`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(cmd, o.output, "text", "json"); err != nil {
-				return err
-			}
-			o.cmd = cmd
-			return runDoctor(cmd.Context(), o, cmd.OutOrStdout())
-		},
+		RunE: optionsRunE(&o.doctorOptions, o),
 	}
 	f := cmd.Flags()
 	o.clusterFlags(cmd, "to check the cluster's AzureMachines and AzureMachinePools", "diagnose")
@@ -68,13 +91,9 @@ Exit status: 0 when clean, 1 with warnings, 2 with errors.`,
 	return cmd
 }
 
-func runDoctor(ctx context.Context, o *doctorOptions, out io.Writer) error {
-	if o.output != "text" && o.output != "json" {
-		return fmt.Errorf("-o %q: use text or json", o.output)
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
+// Run diagnoses the cluster and writes the report on out; warnings and
+// errors come back as the ExitStatus doctor exits with.
+func (o *doctorCommandOptions) Run(ctx context.Context, out io.Writer) error {
 	if err := o.resolveLocal(); err != nil {
 		return err
 	}

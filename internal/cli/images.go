@@ -61,7 +61,15 @@ func (o *imagesOptions) addFilters(cmd *cobra.Command) {
 	f.StringVar(&o.subscription, "subscription-id", "00000000-0000-0000-0000-000000000000", "subscription whose view of the catalog is read")
 }
 
-// validate refuses what no image can match, naming what would.
+// Validate refuses what no image can match, naming what would, and a flag
+// that would be ignored, before any catalog is read.
+func (o *imagesOptions) Validate() error {
+	if err := o.validate(); err != nil {
+		return badInput(nil, err)
+	}
+	return nil
+}
+
 func (o *imagesOptions) validate() error {
 	if o.location == "" {
 		o.location = "westeurope"
@@ -93,7 +101,60 @@ func (o *imagesOptions) validate() error {
 	default:
 		return fmt.Errorf("-o %q: use table, json or yaml", o.output)
 	}
+	// Without --arm-endpoint the catalog is an emulator's started for the
+	// command, with its own CA: the file would be read by nothing.
+	if o.armCAFile != "" && o.armEndpoint == "" {
+		return fmt.Errorf("--arm-ca-file %s is the CA of --arm-endpoint's certificate: give --arm-endpoint too, or drop it", o.armCAFile)
+	}
 	return nil
+}
+
+// imagesListOptions is `winkube images list`'s input, split as generate
+// cluster's is (clusterctl's cmd/ and client/, kubernetes-sigs/cluster-api
+// cmd/clusterctl/cmd/generate_cluster.go @8961830d); internal/images reads
+// the catalog.
+type imagesListOptions struct{ imagesOptions }
+
+// Run lists the matching images on out.
+func (o *imagesListOptions) Run(ctx context.Context, out io.Writer) error {
+	return o.readCatalog(func(l catalogLister) error {
+		rows, err := listImages(ctx, l, &o.imagesOptions)
+		if err != nil {
+			return err
+		}
+		return writeImages(out, rows, o.output)
+	})
+}
+
+// imagesResolveOptions is `winkube images resolve`'s input.
+type imagesResolveOptions struct{ imagesOptions }
+
+// Validate also wants the Kubernetes version the image follows and a
+// container runtime the images carry.
+func (o *imagesResolveOptions) Validate() error {
+	if err := o.imagesOptions.Validate(); err != nil {
+		return err
+	}
+	if o.kubernetesVersion == "" {
+		return badInputf(nil, "--kubernetes-version is required: the image follows the nodes' Kubernetes version")
+	}
+	switch infrav1.ContainerRuntime(o.runtime) {
+	case "", infrav1.Containerd, infrav1.Dockershim:
+	default:
+		return badInputf(nil, "--runtime %q: use %s or %s", o.runtime, infrav1.Containerd, infrav1.Dockershim)
+	}
+	return nil
+}
+
+// Run prints the image winkube would boot a node from on out.
+func (o *imagesResolveOptions) Run(ctx context.Context, out io.Writer) error {
+	return o.readCatalog(func(l catalogLister) error {
+		row, err := resolveImage(ctx, l, &o.imagesOptions)
+		if err != nil {
+			return err
+		}
+		return writeImage(out, row, o.output)
+	})
 }
 
 // osType is the API's spelling of an OS name given in lower case.
@@ -154,6 +215,17 @@ func (o *imagesOptions) armCatalog() (l catalogLister, close func(), err error) 
 	return lister, close, nil
 }
 
+// readCatalog hands read the catalog armCatalog reaches, and ends what it
+// started for the call.
+func (o *imagesOptions) readCatalog(read func(catalogLister) error) error {
+	l, done, err := o.armCatalog()
+	if err != nil {
+		return err
+	}
+	defer done()
+	return read(l)
+}
+
 func newImagesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "images",
@@ -168,7 +240,7 @@ the Kubernetes version). Both commands use the resolver the controllers use.`,
 }
 
 func newImagesListCommand() *cobra.Command {
-	o := &imagesOptions{}
+	o := &imagesListOptions{}
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List published images, as 'az vm image list --publisher cncf-upstream --offer capi-windows --all' does",
@@ -179,19 +251,10 @@ Kubernetes version (the one winkube picks); with --all, every version.`,
   winkube images list --source gallery --kubernetes-version v1.31.1 -o yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
-				return err
+			if err := o.Validate(); err != nil {
+				return withHelp(cmd, err)
 			}
-			l, done, err := o.armCatalog()
-			if err != nil {
-				return err
-			}
-			defer done()
-			rows, err := listImages(cmd.Context(), l, o)
-			if err != nil {
-				return err
-			}
-			return writeImages(cmd.OutOrStdout(), rows, o.output)
+			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
 		},
 	}
 	o.addFilters(cmd)
@@ -200,7 +263,7 @@ Kubernetes version (the one winkube picks); with --all, every version.`,
 }
 
 func newImagesResolveCommand() *cobra.Command {
-	o := &imagesOptions{}
+	o := &imagesResolveOptions{}
 	cmd := &cobra.Command{
 		Use:   "resolve",
 		Short: "Print the image winkube would boot a node from",
@@ -208,22 +271,10 @@ func newImagesResolveCommand() *cobra.Command {
   winkube images resolve --os windows --kubernetes-version v1.31.1 --source gallery -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
-				return err
+			if err := o.Validate(); err != nil {
+				return withHelp(cmd, err)
 			}
-			if o.kubernetesVersion == "" {
-				return fmt.Errorf("--kubernetes-version is required: the image follows the nodes' Kubernetes version")
-			}
-			l, done, err := o.armCatalog()
-			if err != nil {
-				return err
-			}
-			defer done()
-			row, err := resolveImage(cmd.Context(), l, o)
-			if err != nil {
-				return err
-			}
-			return writeImage(cmd.OutOrStdout(), row, o.output)
+			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
 		},
 	}
 	o.addFilters(cmd)
@@ -424,18 +475,8 @@ func writeImages(w io.Writer, rows []imageRow, format string) error {
 
 // writeImage prints one resolved image: a one-row table, or one object.
 func writeImage(w io.Writer, row imageRow, format string) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(row)
-	case "yaml":
-		out, err := yaml.Marshal(row)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(out)
-		return err
+	if format == "json" || format == "yaml" {
+		return printStructured(w, format, row)
 	}
 	return writeImages(w, []imageRow{row}, format)
 }

@@ -191,7 +191,7 @@ func TestImagesRefuseUnknownInput(t *testing.T) {
 		if tc.o.output == "" {
 			tc.o.output = "table"
 		}
-		if err := tc.o.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := tc.o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want one containing %q", tc.o, err, tc.want)
 		}
 	}
@@ -211,7 +211,7 @@ func TestImagesResolveUsesTheControllersResolver(t *testing.T) {
 		{imagesOptions{kubernetesVersion: "v1.31.1"}, "/CommunityGalleries/ClusterAPI-f72ceb4f-5159-4c26-a0fe-2ea738f0d019/Images/capi-ubun2-2404/Versions/1.31.1"},
 	} {
 		tc.o.output = "table"
-		if err := tc.o.validate(); err != nil {
+		if err := tc.o.Validate(); err != nil {
 			t.Fatal(err)
 		}
 		row, err := resolveImage(context.Background(), l, &tc.o)

@@ -23,8 +23,13 @@ const (
 	viaRunCommand = "run-command"
 )
 
+// logsOptions is `winkube logs`'s input, split as generate cluster's is
+// (clusterctl's cmd/ and client/, kubernetes-sigs/cluster-api
+// cmd/clusterctl/cmd/generate_cluster.go @8961830d); nodelogs collects.
 type logsOptions struct {
 	accessOptions
+	// Node is the MACHINE|NODE argument.
+	Node           string
 	mgmtKubeconfig string
 	via            string
 	output         string
@@ -111,7 +116,13 @@ is then cut), and its error.
   # in a real management cluster, through Azure only
   winkube logs --management-kubeconfig mgmt.kubeconfig -n default --cluster demo demo-md-win-7d8f9-xk2p4 --via run-command`,
 		Args: oneNode("logs"),
-		RunE: func(cmd *cobra.Command, args []string) error { return runLogs(cmd, o, args[0]) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Node = args[0]
+			if err := o.Validate(); err != nil {
+				return withHelp(cmd, err)
+			}
+			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
 	}
 	o.addFlags(cmd)
 	f := cmd.Flags()
@@ -126,32 +137,51 @@ is then cut), and its error.
 	return cmd
 }
 
-func (o *logsOptions) validate(cmd *cobra.Command) error {
+// Validate refuses, before the management cluster is asked, what logs
+// cannot do: besides its own flags, a login no node could take
+// (accessOptions.validate) and a --custom-cloud that does not parse, which
+// was otherwise read only once SSH had failed.
+func (o *logsOptions) Validate() error {
+	if err := o.checkFlags(); err != nil {
+		return err
+	}
+	if err := o.accessOptions.validate(); err != nil {
+		return err
+	}
+	for _, v := range o.customClouds {
+		if _, _, err := cloud.ParseCustomCloud(v); err != nil {
+			return badInputf(nil, "--custom-cloud %v", err)
+		}
+	}
+	return nil
+}
+
+// checkFlags refuses values of logs' own flags.
+func (o *logsOptions) checkFlags() error {
 	if o.oldOutput != "" {
-		return badInputf(cmd, "--output %q: logs writes files with --write-to %s (-o/--output is a format in winkube's commands)", o.oldOutput, o.oldOutput)
+		return badInputf(nil, "--output %q: logs writes files with --write-to %s (-o/--output is a format in winkube's commands)", o.oldOutput, o.oldOutput)
 	}
 	if o.since < 0 {
-		return badInputf(cmd, "--since %s: want a positive duration such as 30m or 2h", o.since)
+		return badInputf(nil, "--since %s: want a positive duration such as 30m or 2h", o.since)
 	}
 	switch o.via {
 	case viaAuto, viaSSH, viaRunCommand:
 	default:
-		return badInputf(cmd, "--via %q: want auto, ssh or run-command", o.via)
+		return badInputf(nil, "--via %q: want auto, ssh or run-command", o.via)
 	}
 	if o.mgmtKubeconfig != "" {
 		if o.kubeconfig != "" && o.kubeconfig != o.mgmtKubeconfig {
-			return badInputf(cmd, "--kubeconfig and --management-kubeconfig name two kubeconfigs: pass one")
+			return badInputf(nil, "--kubeconfig and --management-kubeconfig name two kubeconfigs: pass one")
 		}
 		o.kubeconfig = o.mgmtKubeconfig
 	}
 	return nil
 }
 
-func runLogs(cmd *cobra.Command, o *logsOptions, name string) error {
-	if err := o.validate(cmd); err != nil {
-		return err
-	}
-	ctx, progress, out := cmd.Context(), cmd.ErrOrStderr(), cmd.OutOrStdout()
+// Run collects the node's logs into --write-to, listing each file on out
+// and the hops on progress.
+func (o *logsOptions) Run(ctx context.Context, out, progress io.Writer) error {
+	name := o.Node
 	start := time.Now()
 	src, err := o.source(ctx, name, progress)
 	if err != nil {

@@ -34,6 +34,9 @@ func newPlanCommand() *cobra.Command {
 	return cmd
 }
 
+// planOptions is `winkube plan windows-upgrade`'s input, split as generate
+// cluster's is (clusterctl's cmd/ and client/, kubernetes-sigs/cluster-api
+// cmd/clusterctl/cmd/generate_cluster.go @8961830d); winupgrade plans.
 type planOptions struct {
 	doctorOptions
 	to       string
@@ -81,7 +84,7 @@ Exit status: 0 when nothing breaks, 1 with warnings, 2 with errors (as doctor).`
   winkube plan windows-upgrade --to 2022 --management-kubeconfig ~/.kube/config --cluster demo --write-to new-pools/
   winkube plan windows-upgrade --to 2025 --kubeconfig workload.kubeconfig -o json`,
 		Args: cobra.NoArgs,
-		RunE: planRunE(&o.doctorOptions, func(ctx context.Context, out io.Writer) error { return runPlan(ctx, o, out) }),
+		RunE: optionsRunE(&o.doctorOptions, o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.to, "to", "", "the Windows Server release to move to: 2022 or 2025 (required)")
@@ -94,24 +97,33 @@ Exit status: 0 when nothing breaks, 1 with warnings, 2 with errors (as doctor).`
 	return cmd
 }
 
-// planRunE is a plan subcommand's RunE: -o is checked before anything is
-// read, and o keeps the command for bad input's pointer to its --help.
-func planRunE(o *doctorOptions, run func(context.Context, io.Writer) error) func(*cobra.Command, []string) error {
+// options is a command's input as the commands split it (clusterctl's cmd/
+// and client/): checked before anything is asked, then run.
+type options interface {
+	Validate() error
+	Run(ctx context.Context, out io.Writer) error
+}
+
+// optionsRunE is the RunE of a command reading a cluster through
+// doctorOptions: o keeps the command for bad input's pointer to its --help.
+func optionsRunE(d *doctorOptions, o options) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, _ []string) error {
-		if err := checkOutput(cmd, o.output, "text", "json", "yaml"); err != nil {
-			return err
+		d.cmd = cmd
+		if err := o.Validate(); err != nil {
+			return withHelp(cmd, err)
 		}
-		o.cmd = cmd
-		return run(cmd.Context(), cmd.OutOrStdout())
+		return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
 	}
 }
 
-func runPlan(ctx context.Context, o *planOptions, out io.Writer) error {
-	if ctx == nil {
-		ctx = context.Background()
+// Validate refuses, before any cluster is asked, a release to move to that
+// is not one, a format plan cannot write, output that would mix, and two
+// local worlds.
+func (o *planOptions) Validate() error {
+	if err := checkOutput(nil, o.output, "text", "json", "yaml"); err != nil {
+		return err
 	}
-	target := infrav1.WindowsServerVersion(o.to)
-	switch target {
+	switch infrav1.WindowsServerVersion(o.to) {
 	case infrav1.WindowsServer2022, infrav1.WindowsServer2025:
 	case "":
 		return badInputf(o.cmd, "--to is required: the Windows Server release to move to, 2022 or 2025")
@@ -123,6 +135,13 @@ func runPlan(ctx context.Context, o *planOptions, out io.Writer) error {
 	if o.writeTo == "-" && o.output != "text" {
 		return badInputf(o.cmd, "--write-to - prints the pools' YAML, which would mix with -o %s: write them to a directory (--write-to DIR)", o.output)
 	}
+	return o.oneWorld()
+}
+
+// Run reads the cluster, writes the plan on out and the new pools where
+// --write-to says; what the plan finds comes back as its ExitStatus.
+func (o *planOptions) Run(ctx context.Context, out io.Writer) error {
+	target := infrav1.WindowsServerVersion(o.to)
 	if err := o.resolveLocal(); err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/winkube/winkube/internal/upgrade"
 )
 
+// planUpgradeOptions is `winkube plan upgrade`'s input, split as plan
+// windows-upgrade's is; internal/upgrade plans and rolls.
 type planUpgradeOptions struct {
 	doctorOptions
 	catalog imagesOptions
@@ -60,7 +62,7 @@ Exit status: 0 when nothing is wrong, 1 with warnings, 2 with errors (as doctor)
   winkube plan upgrade --to v1.36.3 --local winkube --apply
   winkube plan upgrade --to v1.36.3 --management-kubeconfig ~/.kube/config --cluster demo -o json`,
 		Args: cobra.NoArgs,
-		RunE: planRunE(&o.doctorOptions, func(ctx context.Context, out io.Writer) error { return runPlanUpgrade(ctx, o, out) }),
+		RunE: optionsRunE(&o.doctorOptions, o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.to, "to", "", "the Kubernetes version to upgrade to, vX.Y.Z (required)")
@@ -75,9 +77,12 @@ Exit status: 0 when nothing is wrong, 1 with warnings, 2 with errors (as doctor)
 	return cmd
 }
 
-func runPlanUpgrade(ctx context.Context, o *planUpgradeOptions, out io.Writer) error {
-	if ctx == nil {
-		ctx = context.Background()
+// Validate refuses, before any cluster is asked, a version that is not
+// one, a format plan cannot write, output that would mix, and two local
+// worlds.
+func (o *planUpgradeOptions) Validate() error {
+	if err := checkOutput(nil, o.output, "text", "json", "yaml"); err != nil {
+		return err
 	}
 	if o.to == "" {
 		return badInputf(o.cmd, "--to is required: the Kubernetes version to upgrade to, such as v1.36.3")
@@ -91,6 +96,12 @@ func runPlanUpgrade(ctx context.Context, o *planUpgradeOptions, out io.Writer) e
 	if o.writeTo == "-" && o.output != "text" {
 		return badInputf(o.cmd, "--write-to - prints the changes' YAML, which would mix with -o %s: write them to a directory (--write-to DIR)", o.output)
 	}
+	return o.oneWorld()
+}
+
+// Run plans the upgrade and writes it on out, or with --apply makes the
+// changes in order; what the plan finds comes back as its ExitStatus.
+func (o *planUpgradeOptions) Run(ctx context.Context, out io.Writer) error {
 	if err := o.resolveLocal(); err != nil {
 		return err
 	}

@@ -39,11 +39,54 @@ func newRehearseCommand() *cobra.Command {
 	return cmd
 }
 
+// rehearseOptions is `winkube rehearse bootstrap-failure`'s input, split as
+// generate cluster's is (clusterctl's cmd/ and client/,
+// kubernetes-sigs/cluster-api cmd/clusterctl/cmd/generate_cluster.go
+// @8961830d); internal/rehearsal breaks the bootstrap.
 type rehearseOptions struct {
 	doctorOptions
 	from    string
 	timeout time.Duration
 	delete  bool
+	// Args are the CLASS arguments; Validate turns them into classes.
+	Args    []string
+	classes []rehearsal.Class
+}
+
+// Validate refuses classes that do not exist and flags that would be
+// ignored, naming them, before the management cluster is asked.
+func (o *rehearseOptions) Validate() error {
+	if o.delete && o.from != "" {
+		return badInputf(nil, "--delete removes every rehearsal of the cluster: --machine-deployment %s chooses what a new one copies; drop one of them", o.from)
+	}
+	if o.delete && o.timeout != 0 {
+		return badInputf(nil, "--delete removes every rehearsal of the cluster: --kubeadm-timeout %s applies to a new one; drop one of them", o.timeout)
+	}
+	classes, err := o.parseClasses(o.Args)
+	if err != nil {
+		return err
+	}
+	o.classes = classes
+	return nil
+}
+
+// Run adds the rehearsals' MachineDeployments, or removes them with
+// --delete, saying what it did on out.
+func (o *rehearseOptions) Run(ctx context.Context, out io.Writer) error {
+	if err := o.resolveLocal(); err != nil {
+		return err
+	}
+	if o.mgmtKubeconfig == "" {
+		return badInputf(nil, "a rehearsal adds MachineDeployments: give the management cluster (--management-kubeconfig, --local or --state-dir)")
+	}
+	c, err := o.connect(ctx)
+	if err != nil {
+		return err
+	}
+	if o.delete {
+		return o.remove(ctx, c, out)
+	}
+	return o.rehearse(ctx, c, o.classes, out)
 }
 
 func classNames() []string {
@@ -95,25 +138,11 @@ removes every rehearsal of the cluster (CLASS not needed).`,
 		ValidArgs: append(classNames(), "all"),
 		Args:      cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.cmd = cmd
-			classes, err := o.classes(args)
-			if err != nil {
-				return err
+			o.cmd, o.Args = cmd, args
+			if err := o.Validate(); err != nil {
+				return withHelp(cmd, err)
 			}
-			if err := o.resolveLocal(); err != nil {
-				return err
-			}
-			if o.mgmtKubeconfig == "" {
-				return badInputf(cmd, "a rehearsal adds MachineDeployments: give the management cluster (--management-kubeconfig, --local or --state-dir)")
-			}
-			c, err := o.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if o.delete {
-				return o.remove(cmd.Context(), c, cmd.OutOrStdout())
-			}
-			return o.rehearse(cmd.Context(), c, classes, cmd.OutOrStdout())
+			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
 		},
 	}
 	o.clusterFlags(cmd, "where the rehearsal's MachineDeployments are added (required)", "rehearse on")
@@ -124,7 +153,7 @@ removes every rehearsal of the cluster (CLASS not needed).`,
 	return cmd
 }
 
-func (o *rehearseOptions) classes(args []string) ([]rehearsal.Class, error) {
+func (o *rehearseOptions) parseClasses(args []string) ([]rehearsal.Class, error) {
 	if o.delete {
 		if len(args) > 0 {
 			return nil, badInputf(o.cmd, "--delete removes every rehearsal: name no class")

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -10,9 +12,51 @@ import (
 	"github.com/winkube/winkube/internal/nodessh"
 )
 
+// sshOptions is `winkube ssh`'s input, split as generate cluster's is
+// (clusterctl's cmd/ and client/, kubernetes-sigs/cluster-api
+// cmd/clusterctl/cmd/generate_cluster.go @8961830d); nodessh logs in.
+type sshOptions struct {
+	accessOptions
+	// Node is the MACHINE|NODE argument and Command what follows --
+	// (none: a shell).
+	Node    string
+	Command []string
+	// Quiet leaves out the hops.
+	Quiet bool
+}
+
+// Validate refuses a login no node could take, naming the flag, before the
+// management cluster is asked.
+func (o *sshOptions) Validate() error {
+	return o.validate()
+}
+
+// Run logs in to the node and runs the command, or a shell on in; the
+// remote command's exit status comes back as ExitStatus.
+func (o *sshOptions) Run(ctx context.Context, in io.Reader, out, errOut io.Writer) error {
+	progress := errOut
+	if o.Quiet {
+		progress = io.Discard
+	}
+	conn, err := o.connect(ctx, o.Node, progress)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if len(o.Command) > 0 {
+		err = conn.Run(strings.Join(o.Command, " "), out, errOut)
+	} else {
+		err = conn.Shell(in, out, errOut)
+	}
+	var ee *nodessh.ExitError
+	if errors.As(err, &ee) {
+		return ExitStatus(ee.Status)
+	}
+	return err
+}
+
 func newSSHCommand() *cobra.Command {
-	o := &accessOptions{}
-	quiet := false
+	o := &sshOptions{}
 	cmd := &cobra.Command{
 		Use:   "ssh MACHINE|NODE [-- COMMAND...]",
 		Short: "Log in to a node through the API server's host as jump host",
@@ -43,32 +87,14 @@ afterwards; a changed key is refused without asking.
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			progress := cmd.ErrOrStderr()
-			if quiet {
-				progress = nilWriter{}
+			o.Node, o.Command = args[0], args[1:]
+			if err := o.Validate(); err != nil {
+				return withHelp(cmd, err)
 			}
-			conn, err := o.connect(cmd.Context(), args[0], progress)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			if len(args) > 1 {
-				err = conn.Run(strings.Join(args[1:], " "), cmd.OutOrStdout(), cmd.ErrOrStderr())
-			} else {
-				err = conn.Shell(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
-			}
-			var ee *nodessh.ExitError
-			if errors.As(err, &ee) {
-				return ExitStatus(ee.Status)
-			}
-			return err
+			return withHelp(cmd, o.Run(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	o.addFlags(cmd)
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not print the hops")
+	cmd.Flags().BoolVarP(&o.Quiet, "quiet", "q", false, "do not print the hops")
 	return cmd
 }
-
-type nilWriter struct{}
-
-func (nilWriter) Write(p []byte) (int, error) { return len(p), nil }

@@ -11,14 +11,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/term"
-	"k8s.io/apimachinery/pkg/util/wait"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -27,7 +25,14 @@ import (
 	"github.com/winkube/winkube/internal/localworld"
 )
 
+// upOptions is `winkube up`'s input, split as generate cluster's is
+// (clusterctl's cmd/ and client/, kubernetes-sigs/cluster-api
+// cmd/clusterctl/cmd/generate_cluster.go @8961830d); localworld.Run runs
+// the world.
 type upOptions struct {
+	// Name is the NAME argument: the world, and its cluster.
+	Name string
+
 	flavor, version, windowsVersion, stateDir, bin string
 	controlPlane, linux, windows                   int32
 	metricsServer, azureDiskCSI                    bool
@@ -95,6 +100,59 @@ func (o *upOptions) check(name string) error {
 	return err
 }
 
+// Validate refuses, before anything starts, what no world can be made of:
+// the flags and the flavor's objects (check), a --bootstrap-timeout no
+// machine could meet, an --image that is not there, and a --bin without
+// the binaries the world runs, naming the flag.
+func (o *upOptions) Validate() error {
+	if err := o.check(o.Name); err != nil {
+		return err
+	}
+	if o.bootstrapTimeout <= 0 {
+		return badInputf(nil, "--bootstrap-timeout %s: want a positive duration such as %s", o.bootstrapTimeout, localworld.DefaultLocalBootstrapTimeout)
+	}
+	for _, p := range o.images {
+		if _, err := os.Stat(p); err != nil {
+			return badInputf(nil, "--image %s: %v", p, err)
+		}
+	}
+	return o.checkBin()
+}
+
+// checkBin refuses a --bin that lacks the world's binaries, or
+// metrics-server for --metrics-server, as bad input; binaries missing
+// where winkube looks by default are the machine's to change, not a flag's.
+func (o *upOptions) checkBin() error {
+	bin, err := findBin(o.bin)
+	if err != nil {
+		if o.bin != "" {
+			return badInputf(nil, "--bin %s: %w", o.bin, err)
+		}
+		return err
+	}
+	// The add-on's pod runs the real metrics-server, from bin/ as well.
+	if _, err := os.Stat(filepath.Join(bin, "metrics-server")); o.metricsServer && err != nil {
+		return badInputf(nil, "--metrics-server runs the metrics-server that hack/tools builds, and %s has none: build it with `make tools` (or leave out --metrics-server)", bin)
+	}
+	return nil
+}
+
+// Run starts the world and keeps it running until ctx ends or an
+// interrupt comes, showing progress and, once it is ready, how to use it
+// on out.
+func (o *upOptions) Run(ctx context.Context, out io.Writer) error {
+	wo, err := o.world(o.Name, progressPrinter(out))
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return localworld.Run(ctx, wo, localworld.RunOptions{ReadyTimeout: o.timeout, Images: o.images, Ready: func(mgmt, workload string) {
+		fmt.Fprintf(out, "\nCluster %s is ready.\n\n  kubectl --kubeconfig %s get nodes -o wide\n  kubectl --kubeconfig %s apply -f examples/iis.yaml\n  kubectl --kubeconfig %s get clusters,machines   # the management cluster\n  winkube ssh --state-dir %s NODE               # log in to a node (rdp, logs likewise)\n\nwinkube keeps running the cluster; Ctrl-C stops it, 'winkube down %s' deletes it.\n",
+			wo.Name, workload, workload, mgmt, wo.StateDir, wo.Name)
+	}})
+}
+
 func throwawaySSHKey() (string, error) {
 	pub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -117,10 +175,6 @@ func (o *upOptions) world(name string, progress func(string)) (localworld.Option
 	}
 	if err := o.checkFlags(); err != nil {
 		return localworld.Options{}, err
-	}
-	// The add-on's pod runs the real metrics-server, from bin/ as well.
-	if _, err := os.Stat(filepath.Join(bin, "metrics-server")); o.metricsServer && err != nil {
-		return localworld.Options{}, fmt.Errorf("--metrics-server runs the metrics-server that hack/tools builds, and %s has none: build it with `make tools` (or leave out --metrics-server)", bin)
 	}
 	wv := infrav1.WindowsServerVersion(o.windowsVersion)
 	// Before the log is opened in it: a directory that is not a world's
@@ -222,23 +276,11 @@ long as this process. Interrupt it (Ctrl-C) to stop it: the state stays, and
 		Args:              atMostOneName,
 		ValidArgsFunction: completeLocalWorlds,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := worldName(args)
-			if err := o.check(name); err != nil {
+			o.Name = worldName(args)
+			if err := o.Validate(); err != nil {
 				return withHelp(cmd, err)
 			}
-			for _, p := range o.images {
-				if _, err := os.Stat(p); err != nil {
-					return badInputf(cmd, "--image %s: %v", p, err)
-				}
-			}
-			out := cmd.OutOrStdout()
-			wo, err := o.world(name, progressPrinter(out))
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return up(ctx, out, wo, o.timeout, o.images)
+			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
 		},
 	}
 	cmd.Flags().StringVar(&o.flavor, "flavor", flavors.Windows, "cluster flavor: "+strings.Join(flavors.Names(), ", "))
@@ -257,68 +299,6 @@ long as this process. Interrupt it (Ctrl-C) to stop it: the state stays, and
 	return cmd
 }
 
-func up(ctx context.Context, out io.Writer, wo localworld.Options, timeout time.Duration, images []string) error {
-	// 'winkube down' asks a running up to delete its cluster with SIGUSR1.
-	deleteReq := make(chan os.Signal, 1)
-	signal.Notify(deleteReq, syscall.SIGUSR1)
-	defer signal.Stop(deleteReq)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var deleting atomic.Bool
-	go func() {
-		select {
-		case <-deleteReq:
-			deleting.Store(true)
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	w, err := localworld.Start(ctx, wo)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		wo.Progress("stopping: machines, emulator, controllers, management plane")
-		w.Stop()
-	}()
-	if len(images) > 0 {
-		loaded, err := localworld.LoadImages(ctx, wo.StateDir, images, "", wo.Progress)
-		for _, l := range loaded {
-			wo.Progress("loaded " + l.String())
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if _, _, err := w.WriteKubeconfigs(ctx); err != nil && !strings.Contains(err.Error(), "not found") {
-		return err
-	}
-	err = w.CreateCluster(ctx)
-	if err == nil {
-		wctx, stop := context.WithTimeout(ctx, timeout)
-		err = w.WaitReady(wctx)
-		stop()
-	}
-	if err == nil {
-		mgmt, workload, werr := w.WriteKubeconfigs(ctx)
-		if werr != nil {
-			return werr
-		}
-		fmt.Fprintf(out, "\nCluster %s is ready.\n\n  kubectl --kubeconfig %s get nodes -o wide\n  kubectl --kubeconfig %s apply -f examples/iis.yaml\n  kubectl --kubeconfig %s get clusters,machines   # the management cluster\n  winkube ssh --state-dir %s NODE               # log in to a node (rdp, logs likewise)\n\nwinkube keeps running the cluster; Ctrl-C stops it, 'winkube down %s' deletes it.\n",
-			wo.Name, workload, workload, mgmt, wo.StateDir, wo.Name)
-		<-ctx.Done()
-	}
-	if deleting.Load() {
-		dctx, stop := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer stop()
-		return w.DeleteCluster(dctx)
-	}
-	if ctx.Err() != nil {
-		return nil // interrupted: the state directory keeps the management data
-	}
-	return err
-}
-
 // worldName is the local world that up's and down's optional NAME names:
 // winkube when it is left out.
 func worldName(args []string) string {
@@ -328,8 +308,46 @@ func worldName(args []string) string {
 	return "winkube"
 }
 
+// downOptions is `winkube down`'s input: the world's name, --state-dir
+// and --bin (up's fields, for the world it may start to delete from);
+// localworld.Down deletes.
+type downOptions struct {
+	upOptions
+}
+
+// Validate is the guard of the user's directories: a --state-dir (or
+// ~/.winkube/NAME) that is not a world 'winkube up' made is refused before
+// anything in it is read further, let alone removed; so is a --bin without
+// the binaries a world runs.
+func (o *downOptions) Validate() error {
+	if err := o.defaultStateDir(o.Name); err != nil {
+		return err
+	}
+	switch err := localworld.CheckWorld(o.stateDir); {
+	case errors.Is(err, os.ErrNotExist):
+		return badInputf(nil, "no cluster state in %s: nothing to delete (name the world, or its --state-dir)", o.stateDir)
+	case errors.Is(err, localworld.ErrNotWorld):
+		return badInputf(nil, "--state-dir %s: %v; down deletes only a directory 'winkube up' made: name the world, or its --state-dir", o.stateDir, err)
+	case err != nil:
+		return err
+	}
+	return o.checkBin()
+}
+
+// Run deletes the world's cluster and removes its files, showing progress
+// on out.
+func (o *downOptions) Run(ctx context.Context, out io.Writer) error {
+	// down makes no cluster: these only pass up's flag checks.
+	o.controlPlane, o.windowsVersion, o.version, o.flavor, o.timeout = 1, "2022", "v1.36.3", flavors.Windows, 15*time.Minute
+	wo, err := o.world(o.Name, progressPrinter(out))
+	if err != nil {
+		return err
+	}
+	return localworld.Down(ctx, wo)
+}
+
 func newDownCommand() *cobra.Command {
-	o := &upOptions{}
+	o := &downOptions{}
 	cmd := &cobra.Command{
 		Use:   "down [NAME]",
 		Short: "Delete a cluster made by 'winkube up' and stop it",
@@ -343,71 +361,13 @@ from the state directory to delete what it holds.`,
 		Args:              atMostOneName,
 		ValidArgsFunction: completeLocalWorlds,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := worldName(args)
-			// down makes no cluster: these only pass up's flag checks.
-			o.controlPlane, o.windowsVersion, o.version, o.flavor, o.timeout = 1, "2022", "v1.36.3", flavors.Windows, 15*time.Minute
-			if err := o.defaultStateDir(name); err != nil {
-				return err
+			o.Name = worldName(args)
+			if err := o.Validate(); err != nil {
+				return withHelp(cmd, err)
 			}
-			switch err := localworld.CheckWorld(o.stateDir); {
-			case errors.Is(err, os.ErrNotExist):
-				return badInputf(cmd, "no cluster state in %s: nothing to delete (name the world, or its --state-dir)", o.stateDir)
-			case errors.Is(err, localworld.ErrNotWorld):
-				return badInputf(cmd, "--state-dir %s: %v; down deletes only a directory 'winkube up' made: name the world, or its --state-dir", o.stateDir, err)
-			case err != nil:
-				return err
-			}
-			wo, err := o.world(name, progressPrinter(cmd.OutOrStdout()))
-			if err != nil {
-				return err
-			}
-			return down(cmd.Context(), wo)
+			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
 		},
 	}
-	addWorldFlags(cmd, o)
+	addWorldFlags(cmd, &o.upOptions)
 	return cmd
-}
-
-func down(ctx context.Context, wo localworld.Options) error {
-	// Two downs of one world: the one holding the lock is asked as an up
-	// would be, and must not die of it.
-	ignore := make(chan os.Signal, 1)
-	signal.Notify(ignore, syscall.SIGUSR1)
-	defer signal.Stop(ignore)
-	// Whether an up runs the world is its lock's to say: the process that
-	// holds it is signalled, never a pid read from a file, which a crashed
-	// up leaves behind for another process to reuse.
-	pid, err := localworld.SignalHolder(wo.StateDir, syscall.SIGUSR1)
-	if err != nil {
-		return err
-	}
-	if pid > 0 {
-		wo.Progress(fmt.Sprintf("asked winkube up (pid %d) to delete the cluster and stop", pid))
-		if err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(context.Context) (bool, error) {
-			_, held, err := localworld.Holder(wo.StateDir)
-			return !held, err
-		}); err != nil {
-			return err
-		}
-	} else {
-		w, err := localworld.Start(ctx, wo)
-		if err != nil {
-			return err
-		}
-		err = w.DeleteCluster(ctx)
-		w.Stop()
-		if err != nil {
-			return err
-		}
-	}
-	kept, err := localworld.RemoveWorld(wo.StateDir)
-	if err != nil {
-		return err
-	}
-	if len(kept) > 0 {
-		wo.Progress(fmt.Sprintf("removed the world's files from %s and kept what winkube did not make there: %s", wo.StateDir, strings.Join(kept, ", ")))
-		return nil
-	}
-	wo.Progress("removed " + wo.StateDir)
-	return nil
 }

@@ -1,46 +1,57 @@
 package cli
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/winkube/winkube/internal/version"
 )
 
+// versionOptions is `winkube version`'s input, as kubectl's and
+// clusterctl's version commands take it (-o short, json or yaml).
+type versionOptions struct {
+	// Output is -o: "" for the one-line form.
+	Output string
+}
+
+// Validate refuses an output format version cannot write.
+func (o *versionOptions) Validate() error {
+	if o.Output == "" {
+		return nil
+	}
+	return checkOutput(nil, o.Output, "short", "json", "yaml")
+}
+
+// Run writes the version information in the chosen format.
+func (o *versionOptions) Run(_ context.Context, out io.Writer) error {
+	info := version.Get()
+	switch o.Output {
+	case "short":
+		_, err := fmt.Fprintln(out, info.Version)
+		return err
+	case "json", "yaml":
+		return printStructured(out, o.Output, info)
+	}
+	_, err := fmt.Fprintln(out, info.String())
+	return err
+}
+
 func newVersionCommand() *cobra.Command {
-	var output string
+	o := &versionOptions{}
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the winkube version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			info := version.Get()
-			switch output {
-			case "":
-				_, err := fmt.Fprintln(cmd.OutOrStdout(), info.String())
-				return err
-			case "short":
-				_, err := fmt.Fprintln(cmd.OutOrStdout(), info.Version)
-				return err
-			case "json":
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(info)
-			case "yaml":
-				data, err := yaml.Marshal(info)
-				if err != nil {
-					return err
-				}
-				_, err = cmd.OutOrStdout().Write(data)
-				return err
-			default:
-				return checkOutput(cmd, output, "short", "json", "yaml")
+			if err := o.Validate(); err != nil {
+				return withHelp(cmd, err)
 			}
+			return o.Run(cmd.Context(), cmd.OutOrStdout())
 		},
 	}
-	outputFlag(cmd, &output, "", "short", "json", "yaml")
+	outputFlag(cmd, &o.Output, "", "short", "json", "yaml")
 	return cmd
 }
