@@ -32,8 +32,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	managementAPI.Options = opts
+	if managerProcessAPI.Options, err = managerEnvOptions(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	managementAPI.Stop()
+	managerProcessAPI.Stop()
 	os.Exit(code)
 }
 
