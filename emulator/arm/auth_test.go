@@ -179,6 +179,7 @@ func TestEntraTokensThroughAzidentity(t *testing.T) {
 // request of a caller), yet once the token expires it is refused as Azure
 // refuses any expired token.
 func TestARMRefusesAnAcceptedTokenOnceItExpires(t *testing.T) {
+	t.Parallel() // it waits seconds for the token to expire, alone in its world
 	dir, srv, _, c := authWorld(t)
 	p, _, err := dir.CreateServicePrincipal(authTenant, "short-lived")
 	if err != nil {

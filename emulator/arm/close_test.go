@@ -15,6 +15,7 @@ import (
 // request is being answered (an HTTP/2 client that keeps its connection
 // is not waited for).
 func TestCloseAnswersTheRequestsUnderWay(t *testing.T) {
+	t.Parallel() // it waits out a request delayed 3 s, alone in its world
 	w := newWorld(t, func(o *arm.Options) {
 		o.Faults = []arm.Fault{{Method: "GET", Kind: "resourceGroups", Delay: 3 * time.Second}}
 	})

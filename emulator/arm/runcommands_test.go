@@ -105,6 +105,7 @@ func TestManagedRunCommandsReportTheScriptsOutcome(t *testing.T) {
 
 // A script that outlives timeoutInSeconds is stopped and reported TimedOut.
 func TestManagedRunCommandTimesOut(t *testing.T) {
+	t.Parallel() // it waits out a script that outlives its timeout, alone in its world
 	// The recording agent sees no deadline: it outlives the second given.
 	w, _ := runCommandWorld(t, func(_ string, _ arm.Command) (arm.CommandResult, error) {
 		time.Sleep(1500 * time.Millisecond)

@@ -18,18 +18,18 @@ import (
 // management cluster of a local world (its state directory, Cluster and
 // <cluster>-kubeconfig Secret) and the workload cluster the Secret names.
 func TestDoctorCommandOnALocalWorld(t *testing.T) {
-	env, state := fakeWorldState(t, "core-v1beta2")
+	env, ns, state := fakeWorldState(t)
 	ctx := context.Background()
 	kubeconfig := env.Environment.KubeConfig
-	run := commandRunner(ctx, "doctor")
-	if _, err := run("--state-dir", state); err == nil || !strings.Contains(err.Error(), "no Cluster in namespace default") {
+	run := commandRunner(ctx, "doctor", "-n", ns)
+	if _, err := run("--state-dir", state); err == nil || !strings.Contains(err.Error(), "no Cluster in namespace "+ns) {
 		t.Fatalf("error %v, want one saying there is no Cluster", err)
 	}
-	if err := env.Client.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "demo"},
+	if err := env.Client.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
 		Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 6443}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "demo-kubeconfig"},
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-kubeconfig"},
 		Data: map[string][]byte{"value": kubeconfig}}); err != nil {
 		t.Fatal(err)
 	}
@@ -39,10 +39,7 @@ func TestDoctorCommandOnALocalWorld(t *testing.T) {
 	}
 
 	// A Windows node without kube-proxy or CNI: errors, exit status 2.
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "win-1", Labels: map[string]string{corev1.LabelOSStable: "windows"}}}
-	if err := env.Client.Create(ctx, n); err != nil {
-		t.Fatal(err)
-	}
+	createAndRemove(t, env, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "win-1", Labels: map[string]string{corev1.LabelOSStable: "windows"}}})
 	out, err = run("--state-dir", state, "--cert-warning", "1h", "-o", "json")
 	var status ExitStatus
 	if !errors.As(err, &status) || status != 2 {

@@ -25,7 +25,7 @@ import (
 // client secret, nor a token.
 func TestLogsRunCommandRefusesAnAzureClustersOwnCloud(t *testing.T) {
 	ctx := context.Background()
-	env := logsEnv(t)
+	env, ns := logsEnv(t)
 	emu, login, creds := emulatorWithEntra(t, nil)
 
 	cert, err := emu.ServerCertificate("127.0.0.1")
@@ -53,7 +53,7 @@ func TestLogsRunCommandRefusesAnAzureClustersOwnCloud(t *testing.T) {
 	t.Cleanup(evil.Close)
 
 	cfg := endpoint.Config{ResourceManagerEndpoint: emu.URL(), AuthorityHost: login.URL(), CACertPEM: emu.CACertPEM()}
-	state := logsManagement(t, ctx, env, cfg, creds["AZURE_TENANT_ID"], creds["AZURE_CLIENT_ID"], creds["AZURE_CLIENT_SECRET"],
+	state := logsManagement(t, ctx, env, ns, cfg, creds["AZURE_TENANT_ID"], creds["AZURE_CLIENT_ID"], creds["AZURE_CLIENT_SECRET"],
 		&infrav1.AzureEnvironment{Name: infrav1.AzureCustomCloud, ResourceManagerEndpoint: evil.URL, ActiveDirectoryAuthorityHost: evil.URL})
 
 	_, _, err = winkube(ctx, "logs", "--state-dir", state, "win-broken", "--via", "run-command", "--write-to", filepath.Join(t.TempDir(), "x"))

@@ -35,7 +35,6 @@ import (
 	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/nodelogs"
 	"github.com/winkube/winkube/internal/poll"
-	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/testenv"
 )
 
@@ -49,7 +48,7 @@ const logsSubscription = "00000000-0000-4000-8000-00000000a135"
 // index says so, and which commands the machine refused.
 func TestLogsOfAMachineThatNeverJoined(t *testing.T) {
 	ctx := context.Background()
-	env := logsEnv(t)
+	env, ns := logsEnv(t)
 
 	// The VM's disk: cloudbase-init ran and failed, nothing else started.
 	disk := vmdisk.Disk{Root: t.TempDir(), Windows: true, User: vmagent.WindowsUser}
@@ -63,7 +62,7 @@ func TestLogsOfAMachineThatNeverJoined(t *testing.T) {
 
 	// The management cluster: the cluster, its identity, and a Machine
 	// whose AzureMachine is provisioned with no node.
-	state := logsManagement(t, ctx, env, cfg, tenant, clientID, secret, nil)
+	state := logsManagement(t, ctx, env, ns, cfg, tenant, clientID, secret, nil)
 
 	archive := filepath.Join(t.TempDir(), "win-broken.tar.gz")
 	start := time.Now()
@@ -119,7 +118,7 @@ func TestLogsOfAMachineThatNeverJoined(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"logs", "--state-dir", state, "nope", "--via", "run-command"}, "'kubectl get machines,azuremachines -n default' lists them"},
+		{[]string{"logs", "--state-dir", state, "nope", "--via", "run-command"}, "'kubectl get machines,azuremachines -n " + ns + "' lists them"},
 		{[]string{"logs", "--state-dir", state, "nope"}, "a machine that never joined has no node"},
 		{[]string{"logs", "--state-dir", state, "win-broken", "--via", "ssh"}, "no private address yet"},
 		{[]string{"logs", "--state-dir", state, "win-broken", "--via", "rdp"}, "want auto, ssh or run-command"},
@@ -131,32 +130,22 @@ func TestLogsOfAMachineThatNeverJoined(t *testing.T) {
 	}
 }
 
+// logsEnv is a management cluster's API server with winkube's and Cluster
+// API's CRDs (the package's shared one) and a namespace of the test's own
+// in it.
+func logsEnv(t *testing.T) (*testenv.Env, string) {
+	t.Helper()
+	env := managementAPI.Env(t)
+	return env, testNamespace(t, env)
+}
+
 // logsManagement creates, in the management cluster, the cluster "demo"
 // (in the cloud env names, the world's when nil), its identity acting as
 // the service principal, and a Machine whose AzureMachine "win-broken" has
 // no node; and the state a local world leaves for commands beside it,
 // whose Azure is cfg's.
-// logsEnv is a management cluster's API server with winkube's and Cluster
-// API's core CRDs, stopped when the test ends.
-func logsEnv(t *testing.T) *testenv.Env {
+func logsManagement(t *testing.T, ctx context.Context, env *testenv.Env, ns string, cfg endpoint.Config, tenant, clientID, secret string, azEnv *infrav1.AzureEnvironment) (state string) {
 	t.Helper()
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := testenv.Start(testenv.Options{Scheme: scheme.New(), CRDDirectoryPaths: []string{
-		filepath.Join(root, "config", "crd"), filepath.Join(root, "config", "capi", "core-v1beta2"),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	return env
-}
-
-func logsManagement(t *testing.T, ctx context.Context, env *testenv.Env, cfg endpoint.Config, tenant, clientID, secret string, azEnv *infrav1.AzureEnvironment) (state string) {
-	t.Helper()
-	ns := "default"
 	for _, obj := range []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sp"}, Data: map[string][]byte{infrav1.ClientSecretKey: []byte(secret)}},
 		&infrav1.AzureClusterIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "id"}, Spec: infrav1.AzureClusterIdentitySpec{
@@ -177,7 +166,7 @@ func logsManagement(t *testing.T, ctx context.Context, env *testenv.Env, cfg end
 		}
 	}
 	state = t.TempDir()
-	if err := os.WriteFile(filepath.Join(state, localworld.ManagementKubeconfig), env.Environment.KubeConfig, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(state, localworld.ManagementKubeconfig), kubeconfigIn(t, env, ns), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := localworld.WriteARMEndpoint(filepath.Join(state, localworld.ARMEndpointFile), localworld.ARMEndpoint{

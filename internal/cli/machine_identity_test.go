@@ -21,8 +21,8 @@ import (
 // Azure is reached.
 func TestNoIdentityRefNeedsUseMyAzureLogin(t *testing.T) {
 	ctx := context.Background()
-	env := logsEnv(t)
-	ac := &infrav1.AzureCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tenants"}, Spec: infrav1.AzureClusterSpec{
+	env, ns := logsEnv(t)
+	ac := &infrav1.AzureCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenants"}, Spec: infrav1.AzureClusterSpec{
 		ResourceGroup: "victim-rg", SubscriptionID: "00000000-0000-4000-8000-0000000000ff", Location: "westeurope"}}
 	ac.Spec.NetworkSpec.Vnet.Name = "victim-vnet"
 	ac.Spec.NetworkSpec.Vnet.ResourceGroup = "victim-net-rg"
@@ -31,7 +31,7 @@ func TestNoIdentityRefNeedsUseMyAzureLogin(t *testing.T) {
 	}
 	dir := t.TempDir()
 	kubeconfig, pub := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "id.pub")
-	if err := os.WriteFile(kubeconfig, env.Environment.KubeConfig, 0o600); err != nil {
+	if err := os.WriteFile(kubeconfig, kubeconfigIn(t, env, ns), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(pub, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh me\n"), 0o600); err != nil {

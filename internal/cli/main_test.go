@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,7 +26,20 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	opts, err := managementAPIOptions()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	managementAPI.Options = opts
+	if managerProcessAPI.Options, err = managerEnvOptions(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	managementAPI.Stop()
+	managerProcessAPI.Stop()
+	os.Exit(code)
 }
 
 // winkubeProcess is the command and environment that run this test binary

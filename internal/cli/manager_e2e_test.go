@@ -37,20 +37,30 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startManagerEnv starts an API server with winkube's and Cluster API's
-// CRDs and winkube's webhook configurations, for a test of `winkube
-// manager`; the caller stops it.
-func startManagerEnv(t *testing.T) *testenv.Env {
-	t.Helper()
+// managerEnvOptions are an API server's with winkube's and Cluster API's
+// core CRDs and winkube's webhook configurations, for a test of `winkube
+// manager`.
+func managerEnvOptions() (testenv.Options, error) {
 	root, err := testenv.ModuleRoot()
 	if err != nil {
-		t.Fatal(err)
+		return testenv.Options{}, err
 	}
-	env, err := testenv.Start(testenv.Options{
+	return testenv.Options{
 		Scheme:                scheme.New(),
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd"), filepath.Join(root, "config", "capi", "core-v1beta2")},
 		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook")}},
-	})
+	}, nil
+}
+
+// startManagerEnv starts an API server of managerEnvOptions; the caller
+// stops it.
+func startManagerEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+	opts, err := managerEnvOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := testenv.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

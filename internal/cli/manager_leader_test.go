@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -92,19 +92,34 @@ func startManagerProcess(t *testing.T, kubeconfig string, extra ...string) *mana
 	return p
 }
 
-// managerProcessEnv is what `winkube manager` processes need beside env: the
-// webhooks, served apart from the managers as another replica's would be,
-// and a kubeconfig file for env.
-func managerProcessEnv(t *testing.T, env *testenv.Env) (kubeconfig string) {
+// managerProcessAPI is the API server of the tests whose managers run as
+// processes of their own without webhooks, shared as managementAPI is (an
+// API server start is tens of seconds of a loaded 2-core machine): each
+// test keeps its clusters in namespaces of its own, and the webhooks are
+// served once, from this process, as another replica's would be.
+var managerProcessAPI = &testenv.Shared{}
+
+var managerProcessWebhooks struct {
+	once sync.Once
+	err  error
+}
+
+// managerProcessEnv is the shared API server with its webhooks served, and
+// a kubeconfig file for it, for `winkube manager` processes.
+func managerProcessEnv(t *testing.T) (env *testenv.Env, kubeconfig string) {
 	t.Helper()
-	if err := env.ServeWebhooks(func(m ctrl.Manager) error { return webhooks.SetupWithManager(m) }); err != nil {
-		t.Fatal(err)
+	env = managerProcessAPI.Env(t)
+	managerProcessWebhooks.once.Do(func() {
+		managerProcessWebhooks.err = env.ServeWebhooks(func(m ctrl.Manager) error { return webhooks.SetupWithManager(m) })
+	})
+	if managerProcessWebhooks.err != nil {
+		t.Fatal(managerProcessWebhooks.err)
 	}
 	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.Environment.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return kubeconfig
+	return env, kubeconfig
 }
 
 // newAzureCluster creates a Cluster and its AzureCluster, as Cluster API
@@ -159,11 +174,10 @@ func hasGroup(p *managerProcess, name string) bool {
 // When the leader is stopped with SIGTERM it exits cleanly, hands the Lease
 // over, and the other manager reconciles the clusters from then on.
 func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
-	env := startManagerEnv(t)
-	defer env.Stop()
-	kubeconfig := managerProcessEnv(t, env)
+	env, kubeconfig := managerProcessEnv(t)
 	ctx := context.Background()
 	c := env.Client
+	ns := testNamespace(t, env)
 	lease := &coordinationv1.Lease{}
 	holder := func() string {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: incluster.LeaderElectionID}, lease); err != nil {
@@ -188,7 +202,7 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 	second := startManagerProcess(t, kubeconfig, leaderFlags...)
 
 	newCluster := func(name string) *infrav1.AzureCluster {
-		return newAzureCluster(t, c, "default", name, "00000000-0000-0000-0000-0000000000e3")
+		return newAzureCluster(t, c, ns, name, "00000000-0000-0000-0000-0000000000e3")
 	}
 	provisioned := func(ac *infrav1.AzureCluster) func() string {
 		return func() string {
@@ -251,22 +265,16 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 // first, so by the time the watched one is provisioned the manager has had
 // every chance to see it.
 func TestManagerWatchNamespace(t *testing.T) {
-	env := startManagerEnv(t)
-	defer env.Stop()
-	kubeconfig := managerProcessEnv(t, env)
+	env, kubeconfig := managerProcessEnv(t)
 	ctx := context.Background()
 	c := env.Client
-	for _, ns := range []string{"team-a", "team-b"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p := startManagerProcess(t, kubeconfig, "--watch-namespace", "team-a")
-	other := newAzureCluster(t, c, "team-b", "unwatched", "00000000-0000-0000-0000-0000000000e4")
-	watched := newAzureCluster(t, c, "team-a", "watched", "00000000-0000-0000-0000-0000000000e4")
+	teamA, teamB := testNamespace(t, env), testNamespace(t, env)
+	p := startManagerProcess(t, kubeconfig, "--watch-namespace", teamA)
+	other := newAzureCluster(t, c, teamB, "unwatched", "00000000-0000-0000-0000-0000000000e4")
+	watched := newAzureCluster(t, c, teamA, "watched", "00000000-0000-0000-0000-0000000000e4")
 	poll.Until(t, 2*time.Minute, func() string {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(watched), watched); err != nil || !ptr.Deref(watched.Status.Initialization.Provisioned, false) {
-			return fmt.Sprintf("AzureCluster team-a/watched not provisioned: %v %+v", err, watched.Status.Conditions)
+			return fmt.Sprintf("AzureCluster %s/watched not provisioned: %v %+v", teamA, err, watched.Status.Conditions)
 		}
 		return ""
 	})

@@ -27,7 +27,7 @@ import (
 // and workload clusters, with the world's registry and its seeds' images:
 // a Windows Server 2019 pool running the seeds' iis-1809 and iis:latest.
 func TestPlanWindowsUpgradeOnALocalWorld(t *testing.T) {
-	env, state := fakeWorldState(t, "core-v1beta2", "bootstrap-kubeadm-v1beta2")
+	env, ns, state := fakeWorldState(t)
 	ctx := context.Background()
 	reg, err := registry.Start("127.0.0.1:0")
 	if err != nil {
@@ -38,7 +38,7 @@ func TestPlanWindowsUpgradeOnALocalWorld(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeconfig := env.Environment.KubeConfig
-	run := commandRunner(ctx, "plan", "windows-upgrade")
+	run := commandRunner(ctx, "plan", "windows-upgrade", "-n", ns)
 	// Bad input names the flag.
 	for _, c := range []struct {
 		args []string
@@ -60,49 +60,43 @@ func TestPlanWindowsUpgradeOnALocalWorld(t *testing.T) {
 
 	labels := map[string]string{clusterv1.ClusterNameLabel: "winkube"}
 	sel := map[string]string{clusterv1.ClusterNameLabel: "winkube", clusterv1.MachineDeploymentNameLabel: "winkube-md-win"}
-	amt := &infrav1.AzureMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "winkube-md-win", Labels: labels}}
+	amt := &infrav1.AzureMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "winkube-md-win", Labels: labels}}
 	amt.Spec.Template.Spec.AzureVMSpec = infrav1.AzureVMSpec{VMSize: "Standard_D4s_v3", OSDisk: infrav1.OSDisk{OSType: infrav1.Windows}, WindowsServerVersion: infrav1.WindowsServer2019}
 	kct := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
-		"metadata": map[string]any{"namespace": "default", "name": "winkube-md-win"}, "spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+		"metadata": map[string]any{"namespace": ns, "name": "winkube-md-win"}, "spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"files": []any{map[string]any{"path": "c:/k/azure.json", "contentFrom": map[string]any{"secret": map[string]any{"name": "winkube-md-win-azure-json", "key": "worker-node-azure.json"}}}}}}}}}
 	iis := func(name, image string) *appsv1.Deployment {
 		l := map[string]string{"app": name}
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: l},
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: l},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: corev1.PodSpec{NodeSelector: map[string]string{corev1.LabelOSStable: "windows"},
 				Containers: []corev1.Container{{Name: "iis", Image: image}}}}}}
 	}
 	objs := []client.Object{
-		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "winkube"}, Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 6443}}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "winkube-kubeconfig"}, Data: map[string][]byte{"value": kubeconfig}},
+		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "winkube"}, Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 6443}}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "winkube-kubeconfig"}, Data: map[string][]byte{"value": kubeconfig}},
 		amt, kct,
-		&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "winkube-md-win", Labels: labels},
+		&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "winkube-md-win", Labels: labels},
 			Spec: clusterv1.MachineDeploymentSpec{ClusterName: "winkube", Replicas: ptr.To[int32](2), Selector: metav1.LabelSelector{MatchLabels: sel},
 				Template: clusterv1.MachineTemplateSpec{ObjectMeta: clusterv1.ObjectMeta{Labels: sel}, Spec: clusterv1.MachineSpec{ClusterName: "winkube", Version: "v1.32.3",
 					Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: "winkube-md-win"}},
 					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachineTemplate", Name: "winkube-md-win"}}}}},
 		iis("iis-1809", "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019"),
 		iis("iis", "mcr.microsoft.com/windows/servercore/iis:latest"),
-		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "iis-1809"},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "iis-1809"},
 			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "iis-1809"}}}},
 	}
 	for _, n := range []string{"winkube-md-w-7xk2p", "winkube-md-w-q9d4s"} {
 		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{corev1.LabelOSStable: "windows", "node.kubernetes.io/windows-build": "10.0.17763"}}})
 	}
-	for _, o := range objs {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createAndRemove(t, env, objs...)
 	// The PDB's pod runs on a 2019 node and may not be disrupted.
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "iis-1809-5d8f7c-abcde", Labels: map[string]string{"app": "iis-1809"},
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "iis-1809-5d8f7c-abcde", Labels: map[string]string{"app": "iis-1809"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "iis-1809-5d8f7c", UID: "rs", Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{NodeName: "winkube-md-w-7xk2p", NodeSelector: map[string]string{corev1.LabelOSStable: "windows"},
 			Containers: []corev1.Container{{Name: "iis", Image: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019"}}}}
-	if err := env.Client.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	createAndRemove(t, env, p)
 	pdb := &policyv1.PodDisruptionBudget{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "iis-1809"}, pdb); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "iis-1809"}, pdb); err != nil {
 		t.Fatal(err)
 	}
 	pdb.Status = policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 0, CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}
@@ -118,10 +112,10 @@ func TestPlanWindowsUpgradeOnALocalWorld(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Replacing 2 node(s) of 10.0.17763 (Windows Server 2019)",
-		"Deployment/default/iis-1809",
+		"Deployment/" + ns + "/iis-1809",
 		"mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022",
-		"Deployment/default/iis ", "10.0.17763,10.0.20348,10.0.26100  yes",
-		"PodDisruptionBudget/default/iis-1809",
+		"Deployment/" + ns + "/iis ", "10.0.17763,10.0.20348,10.0.26100  yes",
+		"PodDisruptionBudget/" + ns + "/iis-1809",
 		"NEW POOL MachineDeployment winkube-md-win-ws2022 (2 replicas, Windows Server 2022) replaces winkube-md-win (Windows Server 2019)",
 	} {
 		if !strings.Contains(out, want) {

@@ -24,9 +24,9 @@ import (
 // and workload clusters: the windows flavor's cluster at v1.35.4, its
 // machines all rolled out, planned to v1.36.3 with the emulator's catalog.
 func TestPlanUpgradeOnALocalWorld(t *testing.T) {
-	env, state := fakeWorldState(t, "core-v1beta2", "controlplane-kubeadm-v1beta2", "bootstrap-kubeadm-v1beta2")
+	env, ns, state := fakeWorldState(t)
 	ctx := context.Background()
-	run := commandRunner(ctx, "plan", "upgrade")
+	run := commandRunner(ctx, "plan", "upgrade", "-n", ns)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -40,13 +40,13 @@ func TestPlanUpgradeOnALocalWorld(t *testing.T) {
 			t.Errorf("%v: error %v, want one saying %q", c.args, err, c.want)
 		}
 	}
-	objs, err := flavors.Generate(flavors.Windows, flavors.Options{ClusterName: "winkube", Namespace: "default", KubernetesVersion: "v1.35.4",
+	objs, err := flavors.Generate(flavors.Windows, flavors.Options{ClusterName: "winkube", Namespace: ns, KubernetesVersion: "v1.35.4",
 		WindowsVersion: infrav1.WindowsServer2022, LinuxNodes: 1, WindowsNodes: 2, Location: "westeurope",
 		SubscriptionID: "00000000-0000-0000-0000-000000000001", SSHPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "winkube-kubeconfig"}, Data: map[string][]byte{"value": env.Environment.KubeConfig}})
+	objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "winkube-kubeconfig"}, Data: map[string][]byte{"value": env.Environment.KubeConfig}})
 	for _, o := range objs {
 		switch x := o.(type) {
 		case *clusterv1.Cluster, *infrav1.AzureCluster, *infrav1.AzureMachineTemplate, *bootstrapv1.KubeadmConfigTemplate, *corev1.Secret:
@@ -74,7 +74,7 @@ func TestPlanUpgradeOnALocalWorld(t *testing.T) {
 	if !errors.As(err, &status) || status != 1 {
 		t.Fatalf("error %v, want exit status 1 (warnings)\n%s", err, out)
 	}
-	for _, want := range []string{"Upgrading cluster default/winkube from v1.35.4 to v1.36.3",
+	for _, want := range []string{"Upgrading cluster " + ns + "/winkube from v1.35.4 to v1.36.3",
 		"1     KubeadmControlPlane  winkube-control-plane", "3     MachineDeployment    winkube-md-win", "WARNING addon-images", "0 error(s)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

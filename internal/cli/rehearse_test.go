@@ -22,24 +22,24 @@ import (
 // of one machine per class whose bootstrap template is a copy broken that
 // way, selecting only its own machines; --delete takes them away.
 func TestRehearseBootstrapFailure(t *testing.T) {
-	env, state := fakeWorldState(t, "core-v1beta2", "bootstrap-kubeadm-v1beta2")
+	env, ns, state := fakeWorldState(t)
 	ctx := context.Background()
-	run := commandRunner(ctx, "rehearse", "bootstrap-failure")
+	run := commandRunner(ctx, "rehearse", "bootstrap-failure", "-n", ns)
 	labels := map[string]string{clusterv1.ClusterNameLabel: "demo"}
 	objs := []client.Object{
-		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "demo"}, Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 6443}}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "demo-kubeconfig"}, Data: map[string][]byte{"value": env.Environment.KubeConfig}},
+		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}, Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 6443}}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-kubeconfig"}, Data: map[string][]byte{"value": env.Environment.KubeConfig}},
 	}
 	for _, p := range []struct {
 		name string
 		os   infrav1.OSType
 	}{{"demo-md-win", infrav1.Windows}, {"demo-md-linux", infrav1.Linux}} {
 		sel := map[string]string{clusterv1.ClusterNameLabel: "demo", clusterv1.MachineDeploymentNameLabel: p.name}
-		amt := &infrav1.AzureMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: p.name, Labels: labels}}
+		amt := &infrav1.AzureMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name, Labels: labels}}
 		amt.Spec.Template.Spec.AzureVMSpec = infrav1.AzureVMSpec{VMSize: "Standard_D4s_v3", OSDisk: infrav1.OSDisk{OSType: p.os}}
-		kct := &bootstrapv1.KubeadmConfigTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: p.name}}
+		kct := &bootstrapv1.KubeadmConfigTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name}}
 		kct.Spec.Template.Spec.Files = []bootstrapv1.File{{Path: "c:/k/azure.json", ContentFrom: bootstrapv1.FileSource{Secret: bootstrapv1.SecretFileSource{Name: p.name + "-azure-json", Key: "worker-node-azure.json"}}}}
-		objs = append(objs, amt, kct, &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: p.name, Labels: labels},
+		objs = append(objs, amt, kct, &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name, Labels: labels},
 			Spec: clusterv1.MachineDeploymentSpec{ClusterName: "demo", Replicas: ptr.To[int32](3), Selector: metav1.LabelSelector{MatchLabels: sel},
 				Template: clusterv1.MachineTemplateSpec{ObjectMeta: clusterv1.ObjectMeta{Labels: sel}, Spec: clusterv1.MachineSpec{ClusterName: "demo", Version: "v1.36.3",
 					Bootstrap:         clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{APIGroup: bootstrapv1.GroupVersion.Group, Kind: "KubeadmConfigTemplate", Name: p.name}},
@@ -75,7 +75,7 @@ func TestRehearseBootstrapFailure(t *testing.T) {
 		t.Errorf("the rehearsal printed:\n%s", out)
 	}
 	md := &clusterv1.MachineDeployment{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "demo-md-win-rh-wrong-ca-hash"}, md); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-md-win-rh-wrong-ca-hash"}, md); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{clusterv1.ClusterNameLabel: "demo", RehearsalLabel: string(rehearsal.WrongCAHash)}
@@ -84,7 +84,7 @@ func TestRehearseBootstrapFailure(t *testing.T) {
 		t.Errorf("the rehearsal's MachineDeployment: %+v", md.Spec)
 	}
 	kct := &bootstrapv1.KubeadmConfigTemplate{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: md.Name}, kct); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: md.Name}, kct); err != nil {
 		t.Fatal(err)
 	}
 	j := kct.Spec.Template.Spec.JoinConfiguration
@@ -93,7 +93,7 @@ func TestRehearseBootstrapFailure(t *testing.T) {
 	}
 	// The expired token was made in the workload cluster, expired.
 	tok := &bootstrapv1.KubeadmConfigTemplate{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "demo-md-win-rh-expired-token"}, tok); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-md-win-rh-expired-token"}, tok); err != nil {
 		t.Fatal(err)
 	}
 	id, _, _ := strings.Cut(tok.Spec.Template.Spec.JoinConfiguration.Discovery.BootstrapToken.Token, ".")
@@ -103,18 +103,18 @@ func TestRehearseBootstrapFailure(t *testing.T) {
 	}
 	// The source is untouched.
 	src := &bootstrapv1.KubeadmConfigTemplate{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "demo-md-win"}, src); err != nil || len(src.Spec.Template.Spec.JoinConfiguration.Discovery.BootstrapToken.CACertHashes) != 0 {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-md-win"}, src); err != nil || len(src.Spec.Template.Spec.JoinConfiguration.Discovery.BootstrapToken.CACertHashes) != 0 {
 		t.Errorf("the source template changed: %+v (%v)", src.Spec.Template.Spec.JoinConfiguration, err)
 	}
 	if _, err := run("wrong-ca-hash", "--state-dir", state); err == nil || !strings.Contains(err.Error(), "already rehearsed") {
 		t.Errorf("rehearsing a class twice: %v", err)
 	}
 
-	if out, err := run("--delete", "--state-dir", state); err != nil || !strings.Contains(out, "deleted MachineDeployment default/demo-md-win-rh-wrong-ca-hash") {
+	if out, err := run("--delete", "--state-dir", state); err != nil || !strings.Contains(out, "deleted MachineDeployment "+ns+"/demo-md-win-rh-wrong-ca-hash") {
 		t.Fatalf("--delete: %v\n%s", err, out)
 	}
 	left := &clusterv1.MachineDeploymentList{}
-	if err := env.Client.List(ctx, left, client.HasLabels{RehearsalLabel}); err != nil || len(left.Items) != 0 {
+	if err := env.Client.List(ctx, left, client.InNamespace(ns), client.HasLabels{RehearsalLabel}); err != nil || len(left.Items) != 0 {
 		t.Errorf("rehearsals left after --delete: %d (%v)", len(left.Items), err)
 	}
 }

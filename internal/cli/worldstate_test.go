@@ -5,37 +5,118 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/testenv"
 )
 
-// fakeWorldState starts a real API server with winkube's CRDs and the
-// named Cluster API ones (config/capi/<dir>), and a local world's state
-// directory whose management kubeconfig reaches it: what the commands that
-// read a world (doctor, plan) are given by --state-dir.
-func fakeWorldState(t *testing.T, capiCRDs ...string) (env *testenv.Env, state string) {
-	t.Helper()
+// managementAPI is one API server, with winkube's CRDs and Cluster API's
+// core, kubeadm bootstrap and kubeadm control-plane ones, for the tests
+// that play a management cluster (and, through its <cluster>-kubeconfig
+// Secret, the workload cluster): doctor, plan, rehearse, logs and machine.
+// One each cost seven API server starts, tens of seconds apiece on a loaded
+// 2-core machine. The tests share it as tenants share a management cluster:
+// each keeps its Cluster API objects in a namespace of its own
+// (testNamespace), and since the commands read a workload cluster whole
+// (its Nodes, and pods of every namespace), what a test makes there is
+// deleted when it ends (createAndRemove).
+var managementAPI = &testenv.Shared{}
+
+// managementAPIOptions are managementAPI's, set by TestMain.
+func managementAPIOptions() (testenv.Options, error) {
 	root, err := testenv.ModuleRoot()
 	if err != nil {
+		return testenv.Options{}, err
+	}
+	var dirs []string
+	for _, d := range []string{"crd", "capi/core-v1beta2", "capi/bootstrap-kubeadm-v1beta2", "capi/controlplane-kubeadm-v1beta2"} {
+		dirs = append(dirs, filepath.Join(root, "config", d))
+	}
+	return testenv.Options{Scheme: scheme.New(), CRDDirectoryPaths: dirs}, nil
+}
+
+// testNamespace creates a namespace of the test's own in the shared API
+// server, named after the test with a suffix the server picks, so that
+// -count=N finds none left by an earlier run. A namespace is never deleted:
+// envtest runs no namespace controller to empty it, and the server stops
+// with the package's tests.
+func testNamespace(t *testing.T, env *testenv.Env) string {
+	t.Helper()
+	prefix := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(strings.TrimPrefix(t.Name(), "Test")))
+	if len(prefix) > 40 {
+		prefix = prefix[:40]
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.Trim(prefix, "-") + "-"}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
-	dirs := []string{filepath.Join(root, "config", "crd")}
-	for _, d := range capiCRDs {
-		dirs = append(dirs, filepath.Join(root, "config", "capi", d))
-	}
-	env, err = testenv.Start(testenv.Options{Scheme: scheme.New(), CRDDirectoryPaths: dirs})
+	return ns.Name
+}
+
+// kubeconfigIn is env's kubeconfig with ns as its context's namespace,
+// which the commands that take -n default to.
+func kubeconfigIn(t *testing.T, env *testenv.Env, ns string) []byte {
+	t.Helper()
+	cfg, err := clientcmd.Load(env.Environment.KubeConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Stop() })
-	state = t.TempDir()
-	if err := os.WriteFile(filepath.Join(state, localworld.ManagementKubeconfig), env.Environment.KubeConfig, 0o600); err != nil {
+	for _, c := range cfg.Contexts {
+		c.Namespace = ns
+	}
+	b, err := clientcmd.Write(*cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return env, state
+	return b
+}
+
+// createAndRemove creates objs and deletes them when the test ends, for
+// what a test makes where the other tests' commands look too: a workload
+// cluster's Nodes and pods.
+func createAndRemove(t *testing.T, env *testenv.Env, objs ...client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatalf("%T %s: %v", o, o.GetName(), err)
+		}
+		t.Cleanup(func() {
+			// No kubelet confirms a pod's end here: delete at once.
+			if err := env.Client.Delete(ctx, o, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("removing %T %s: %v", o, o.GetName(), err)
+			}
+		})
+	}
+}
+
+// fakeWorldState returns the shared API server (managementAPI), a
+// namespace of the test's own in it, and a local world's state directory
+// whose management kubeconfig reaches it: what the commands that read a
+// world (doctor, plan) are given by --state-dir.
+func fakeWorldState(t *testing.T) (env *testenv.Env, ns, state string) {
+	t.Helper()
+	env = managementAPI.Env(t)
+	ns = testNamespace(t, env)
+	state = t.TempDir()
+	if err := os.WriteFile(filepath.Join(state, localworld.ManagementKubeconfig), kubeconfigIn(t, env, ns), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return env, ns, state
 }
 
 // commandRunner runs the root command with args after the given words,

@@ -13,7 +13,6 @@ import (
 	"k8s.io/utils/ptr"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 )
@@ -88,11 +87,11 @@ func mustYAML(o runtime.Object) []byte {
 	if gvk.Kind == "" {
 		panic(fmt.Sprintf("add-on object %T has no kind set", o))
 	}
-	data, err := yaml.Marshal(o)
+	data, err := manifestYAML(o)
 	if err != nil {
 		panic(err)
 	}
-	return cleanYAML(data)
+	return data
 }
 
 // tolerations: Windows add-ons tolerate everything, as node-critical

@@ -21,23 +21,31 @@ func YAML(s *runtime.Scheme, objs []client.Object) ([]byte, error) {
 		}
 		o = o.DeepCopyObject().(client.Object)
 		o.GetObjectKind().SetGroupVersionKind(gvks[0])
-		data, err := yaml.Marshal(o)
+		data, err := manifestYAML(o)
 		if err != nil {
 			return nil, err
 		}
 		if i > 0 {
 			out.WriteString("---\n")
 		}
-		out.Write(cleanYAML(data))
+		out.Write(data)
 	}
 	return out.Bytes(), nil
 }
 
-// cleanYAML drops what a generated object has but a manifest should not.
-func cleanYAML(data []byte) []byte {
+// manifestYAML renders o as YAML without what a generated object has but a
+// manifest should not. It cleans o's JSON, which sigs.k8s.io/yaml marshals
+// through anyway: cleaning the YAML instead parsed and emitted every object
+// twice more, most of the time of rendering a flavor (the add-ons'
+// ConfigMaps hold Calico's half a megabyte of manifest).
+func manifestYAML(o any) ([]byte, error) {
+	data, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
 	var m map[string]any
-	if err := yaml.Unmarshal(data, &m); err != nil {
-		return data
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
 	}
 	delete(m, "status")
 	if md, ok := m["metadata"].(map[string]any); ok {
@@ -53,11 +61,7 @@ func cleanYAML(data []byte) []byte {
 			}
 		}
 	}
-	out, err := yaml.Marshal(m)
-	if err != nil {
-		return data
-	}
-	return out
+	return yaml.Marshal(m)
 }
 
 // JSON renders objects as a v1 List, as kubectl get -o json prints several.

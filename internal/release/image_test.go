@@ -15,12 +15,18 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/winkube/winkube/internal/release"
+	"github.com/winkube/winkube/internal/testenv"
 )
 
 // TestManagerImage builds the image from the real static binary, reads the
 // tarball back as `crane push` and `docker load` would, and runs the binary
-// taken out of its layer.
+// taken out of its layer. It is of the full tier (make test): the static
+// binary is a build of its own (CGO_ENABLED=0, a configuration the test
+// binaries do not share, and a link of the whole winkube), 78 s of `go test
+// -short` on a loaded 2-core machine, and no static binary is at hand to
+// package instead (the test binary and bin/'s tools are dynamically linked).
 func TestManagerImage(t *testing.T) {
+	testenv.SkipIfShort(t, "builds and links a static winkube for the image")
 	dir := t.TempDir()
 	bin := winkubeBinary(t)
 	ca := filepath.Join(dir, "ca.crt")
