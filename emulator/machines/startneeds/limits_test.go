@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/winkube/winkube/internal/poll"
@@ -43,19 +44,6 @@ func TestFelixStartsWithinItsBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = env.Stop() }()
-	var felix *Component
-	for _, c := range Catalog() {
-		if c.Name == "calico-node-windows" {
-			felix = &c
-		}
-	}
-	if felix == nil {
-		t.Fatal("no calico-node-windows in the catalog")
-	}
-	burst := felix.Client.Burst
-	if burst == 0 {
-		burst = 10 // client-go's default
-	}
 	prev := newLimiter
 	newLimiter = func(qps float32, burst int) flowcontrol.RateLimiter {
 		b := &spentBucket{qps: qps}
@@ -63,14 +51,33 @@ func TestFelixStartsWithinItsBurst(t *testing.T) {
 		return b
 	}
 	defer func() { newLimiter = prev }()
-	s, err := StartSession(SessionConfig{Config: env.Config, Node: "n", Watches: felix.Watches, Sync: felix.Sync, Client: felix.Client})
+	for _, name := range []string{"calico-node", "calico-node-windows"} {
+		t.Run(name, func(t *testing.T) { felixSyncsWithinItsBurst(t, env.Config, name) })
+	}
+}
+
+func felixSyncsWithinItsBurst(t *testing.T, cfg *rest.Config, name string) {
+	var felix *Component
+	for _, c := range Catalog() {
+		if c.Name == name {
+			felix = &c
+		}
+	}
+	if felix == nil {
+		t.Fatalf("no %s in the catalog", name)
+	}
+	burst := felix.Client.Burst
+	if burst == 0 {
+		burst = 10 // client-go's default
+	}
+	s, err := StartSession(SessionConfig{Config: cfg, Node: "n", Watches: felix.Watches, Sync: felix.Sync, Client: felix.Client})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Stop()
 	poll.Until(t, 2*time.Minute, func() string {
 		if ns := s.NotSynced(); ns != "" {
-			return fmt.Sprintf("Felix is not in sync within a burst of %d requests: %s", burst, ns)
+			return fmt.Sprintf("%s: Felix is not in sync within a burst of %d requests: %s", name, burst, ns)
 		}
 		return ""
 	})
