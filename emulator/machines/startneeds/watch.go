@@ -123,15 +123,20 @@ var newLimiter = func(qps float32, burst int) flowcontrol.RateLimiter {
 	return flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 }
 
-// limited is cfg with its own token bucket of the component's limits.
-func (l ClientLimits) limited(cfg *rest.Config) *rest.Config {
+// discoveryBurst is client-go's burst for a discovery client whose
+// config sets none (discovery/discovery_client.go, setDiscoveryDefaults).
+const discoveryBurst = 300
+
+// limited is cfg with its own token bucket of the component's limits;
+// where the component sets none, client-go's QPS and defaultBurst.
+func (l ClientLimits) limited(cfg *rest.Config, defaultBurst int) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	qps, burst := l.QPS, l.Burst
 	if qps == 0 {
 		qps = rest.DefaultQPS
 	}
 	if burst == 0 {
-		burst = rest.DefaultBurst
+		burst = defaultBurst
 	}
 	c.RateLimiter = newLimiter(qps, burst)
 	return c
@@ -149,11 +154,11 @@ func StartSession(cfg SessionConfig) (*Session, error) {
 		return countingTransport{rt: rt, n: &s.reads}
 	}
 	// Each client has its bucket, as each of the component's clients has.
-	mc, err := metadata.NewForConfig(cfg.Client.limited(rc))
+	mc, err := metadata.NewForConfig(cfg.Client.limited(rc, rest.DefaultBurst))
 	if err != nil {
 		return nil, err
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg.Client.limited(rc))
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg.Client.limited(rc, discoveryBurst))
 	if err != nil {
 		return nil, err
 	}
