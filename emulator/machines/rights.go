@@ -65,7 +65,7 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, comp *startneeds
 		return
 	}
 	s, err := startneeds.StartSession(startneeds.SessionConfig{
-		Config: cfg, Node: m.nodeName, Watches: comp.Watches, Sync: comp.Sync,
+		Config: cfg, Node: m.nodeName, Watches: comp.Watches, Sync: comp.Sync, Client: comp.Client,
 		Log: func(format string, args ...any) {
 			m.logs.Write(vmdisk.Containerd, "%s: %s", who, fmt.Sprintf(format, args...))
 		},

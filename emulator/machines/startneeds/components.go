@@ -145,6 +145,9 @@ type Component struct {
 	WatchSource string  `json:"watchSource,omitempty"`
 	Sync        Sync    `json:"sync,omitzero"`
 	SyncProbe   string  `json:"syncProbe,omitempty"`
+	// Client is the rate limit the component's own client sets (zero:
+	// client-go's defaults).
+	Client ClientLimits `json:"client,omitzero"`
 }
 
 // Effects of running components.
@@ -303,7 +306,7 @@ func Catalog() []Component {
 				mount("/var/lib/calico", "/var/lib/calico", calicoManifest, "Unable to write the node name file: %s"),
 				mount("/host/etc/cni/net.d", "/etc/cni/net.d", calicoManifest, "Failed to read the CNI configuration: %s"),
 			}, calicoNodePerms(calicoManifest), crds(calicoCRDs, calicoFelixCRDs...)),
-			Effect: EffectPodRoutes, Watches: felixWatches, WatchSource: felixSyncer, Sync: felixSync, SyncProbe: "-felix-ready",
+			Effect: EffectPodRoutes, Watches: felixWatches, WatchSource: felixSyncer, Sync: felixSync, SyncProbe: "-felix-ready", Client: calicoClient,
 		},
 		{
 			Name: "calico install-cni", Images: []string{"docker.io/calico/cni"}, OS: "linux", Source: calicoManifest,
@@ -336,7 +339,7 @@ func Catalog() []Component {
 			// API server is here.
 			Name: "calico-node-windows", Images: []string{"docker.io/calico/node-windows", "docker.io/calico/cni-windows"}, OS: "windows", Source: calicoWindows,
 			Needs:  cat(calicoNodePerms(calicoWindows), crds(calicoCRDs, calicoFelixCRDs...)),
-			Effect: EffectPodRoutes, Watches: felixWatches, WatchSource: felixSyncer, Sync: felixSync, SyncProbe: "-felix-ready",
+			Effect: EffectPodRoutes, Watches: felixWatches, WatchSource: felixSyncer, Sync: felixSync, SyncProbe: "-felix-ready", Client: calicoClient,
 		},
 		{
 			Name: "kube-flannel", Images: []string{"docker.io/flannel/flannel"}, Containers: []string{"kube-flannel"}, OS: "linux", Source: flannelManifest,

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // Watch is one resource a running component lists and then watches with
@@ -101,6 +102,44 @@ type SessionConfig struct {
 	Log func(format string, args ...any)
 	// OnChange, when set, is told whenever Synced changes.
 	OnChange func(synced bool)
+	// Client is the component's client-side rate limit; zero fields are
+	// client-go's defaults (QPS 5, burst 10).
+	Client ClientLimits
+}
+
+// ClientLimits are a component's client-go rate limit: its lists and
+// watches wait for a token once they exceed Burst, and tokens come back
+// at QPS. A component whose start needs more requests than its burst
+// starts as late as the limit makes it, so the simulation uses the
+// component's own figures, not client-go's defaults.
+type ClientLimits struct {
+	QPS   float32 `json:"qps,omitempty"`
+	Burst int     `json:"burst,omitempty"`
+}
+
+// newLimiter makes each client's token bucket (a test replaces it to
+// count what a bucket that never refills lets through).
+var newLimiter = func(qps float32, burst int) flowcontrol.RateLimiter {
+	return flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+}
+
+// discoveryBurst is client-go's burst for a discovery client whose
+// config sets none (discovery/discovery_client.go, setDiscoveryDefaults).
+const discoveryBurst = 300
+
+// limited is cfg with its own token bucket of the component's limits;
+// where the component sets none, client-go's QPS and defaultBurst.
+func (l ClientLimits) limited(cfg *rest.Config, defaultBurst int) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	qps, burst := l.QPS, l.Burst
+	if qps == 0 {
+		qps = rest.DefaultQPS
+	}
+	if burst == 0 {
+		burst = defaultBurst
+	}
+	c.RateLimiter = newLimiter(qps, burst)
+	return c
 }
 
 // StartSession lists and watches cfg.Watches until Stop.
@@ -114,11 +153,12 @@ func StartSession(cfg SessionConfig) (*Session, error) {
 		}
 		return countingTransport{rt: rt, n: &s.reads}
 	}
-	mc, err := metadata.NewForConfig(rc)
+	// Each client has its bucket, as each of the component's clients has.
+	mc, err := metadata.NewForConfig(cfg.Client.limited(rc, rest.DefaultBurst))
 	if err != nil {
 		return nil, err
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg.Client.limited(rc, discoveryBurst))
 	if err != nil {
 		return nil, err
 	}

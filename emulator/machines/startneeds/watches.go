@@ -76,6 +76,15 @@ var felixWatches = []Watch{
 	crdWatch("ipamblocks"),
 }
 
+// calicoClient is libcalico-go's Kubernetes client: client-go's QPS (5)
+// unless configured, and a burst of 100 "so that the IPAM code performs
+// efficiently" (projectcalico/calico libcalico-go/lib/backend/k8s/k8s.go,
+// CreateKubernetesClientset, @0579e102). Felix's syncer starts with about
+// 25 lists and as many watches: with client-go's burst of 10 the last of
+// them waited seconds for a token, and Felix's readiness probe, which
+// fails until every list is in, missed its tick by as much.
+var calicoClient = ClientLimits{Burst: 100}
+
 // felixSync is Calico's watcherCache: 404 is "not installed", in sync,
 // tried again after MissingAPIRetryTime (30m); anything else is retried
 // every ListRetryInterval (1s), forever.
