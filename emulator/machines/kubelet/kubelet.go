@@ -196,6 +196,8 @@ type Kubelet struct {
 	// see them, by container ID (exec.go).
 	execMu sync.Mutex
 	views  map[string]*ctrView
+	// decisions are the kubelet API's authorization answers (auth.go).
+	decisions decisions
 	// started is when the kubelet started: the node's stats start then;
 	// usage keeps the simulated usage counters (stats.go).
 	started time.Time
