@@ -2,7 +2,7 @@ package kubelet
 
 import (
 	"context"
-	"fmt"
+	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +14,8 @@ import (
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/winkube/winkube/namedwatch"
 )
 
 // Reads returns c with the reads the kubelet serves from its own caches
@@ -45,15 +47,21 @@ type svcCache struct {
 	synced cache.InformerSynced
 }
 
-// wait waits for the informer's first list, as the kubelet refuses to
-// build a container's environment before it (kubelet_pods.go
-// makeEnvironmentVariables, "services have not yet been read at least
-// once").
+// wait waits a little for the informer's first list, as the kubelet
+// refuses to build a container's environment before it
+// (kubelet_pods.go makeEnvironmentVariables, "services have not yet been
+// read at least once"): the start fails and is tried again, rather than
+// holding the node's pod worker while the API server does not answer.
 func (s *svcCache) wait(ctx context.Context) error {
-	if s.synced() || cache.WaitForCacheSync(ctx.Done(), s.synced) {
+	if s.synced() {
 		return nil
 	}
-	return fmt.Errorf("services have not yet been read at least once, cannot construct envvars: %w", ctx.Err())
+	sctx, cancel := context.WithTimeout(ctx, namedwatch.DefaultSync)
+	defer cancel()
+	if cache.WaitForCacheSync(sctx.Done(), s.synced) {
+		return nil
+	}
+	return errors.New("services have not yet been read at least once, cannot construct envvars")
 }
 
 type svcClient struct {
