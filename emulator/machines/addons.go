@@ -75,11 +75,13 @@ func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os strin
 				return nil, nil, nil, nil
 			}
 			// What the kubelet itself reads before a container starts
-			// (the ConfigMaps its environment and volumes name) comes
+			// (the ConfigMaps its environment and volumes name, the
+			// Services its environment's variables come from) comes
 			// from the node's own watches of them, as the kubelet's
-			// ConfigMap manager keeps them. One catalog for every node
-			// (it is read only) and the cluster's grants.
-			reads := kubelet.WatchedConfigMaps(a, ctx.Done())
+			// ConfigMap manager and service lister keep them. One
+			// catalog for every node (it is read only) and the
+			// cluster's grants.
+			reads := kubelet.Reads(a, ctx.Done())
 			known, admin, kubeletReads, checker = wc, a, reads, &startneeds.Checker{Client: reads, Components: catalog().Components, Grants: wc.grants}
 		}
 		return admin, kubeletReads, checker, known

@@ -152,3 +152,36 @@ func TestFollowVersionKeepsAMirror(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestFollowVersionPassesOverOtherManifests: a manifest that names no
+// version-bound image (Calico's, the largest) comes back as it was, and
+// without the regexps' pass over it: following allocates nothing for it
+// (the add-on version controller runs this on every Cluster event).
+func TestFollowVersionPassesOverOtherManifests(t *testing.T) {
+	objs, err := flavors.Generate(flavors.Windows, opts("v1.36.3", infrav1.WindowsServer2022))
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := images.ParseVersion("v1.36.3")
+	others := 0
+	for key, doc := range configMaps(objs) {
+		bound := false
+		for _, b := range versionBound {
+			bound = bound || strings.HasPrefix(key, "golden-"+b+"/")
+		}
+		if bound {
+			continue
+		}
+		others++
+		got, changes, err := flavors.FollowVersion(doc, target)
+		if err != nil || got != doc || len(changes) != 0 {
+			t.Fatalf("%s: changes %v, error %v, manifest changed %v; want it as it was", key, changes, err, got != doc)
+		}
+		if n := testing.AllocsPerRun(3, func() { _, _, _ = flavors.FollowVersion(doc, target) }); n != 0 {
+			t.Errorf("%s (%d bytes, no version-bound image): following it allocated %.0f times, want none", key, len(doc), n)
+		}
+	}
+	if others == 0 {
+		t.Fatal("the flavor has no add-on without a version-bound image: the test proves nothing")
+	}
+}

@@ -1,14 +1,19 @@
 package kubelet
 
 import (
+	"context"
 	"crypto/x509"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // requester is who a request to the kubelet API comes from.
@@ -40,16 +45,12 @@ func (k *Kubelet) authorize(next http.Handler) http.Handler {
 			return
 		}
 		verb, sub := requestAttributes(r)
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: who.name, Groups: who.groups, UID: who.uid, Extra: who.extra,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Version: "v1", Resource: "nodes", Subresource: sub, Name: k.cfg.NodeName},
-		}}
-		res, err := k.cfg.Client.AuthorizationV1().SubjectAccessReviews().Create(r.Context(), sar, metav1.CreateOptions{})
+		allowed, err := k.decisions.allowed(r.Context(), k.cfg.Client, who, verb, sub, k.cfg.NodeName)
 		if err != nil {
 			http.Error(w, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=nodes, subresource=%s)", who.name, verb, sub), http.StatusInternalServerError)
 			return
 		}
-		if !res.Status.Allowed {
+		if !allowed {
 			http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", who.name, verb, sub), http.StatusForbidden)
 			return
 		}
@@ -102,4 +103,85 @@ func requestAttributes(r *http.Request) (verb, subresource string) {
 		}
 	}
 	return verb, subresource
+}
+
+// The kubelet's webhook authorizer keeps the API server's answers: an
+// allowed request for five minutes, a refused one for thirty seconds
+// (KubeletConfiguration authorization.webhook.cacheAuthorizedTTL and
+// cacheUnauthorizedTTL, kubernetes/kubernetes
+// pkg/kubelet/apis/config/v1beta1/defaults.go @1c9cf914f2f951313b8e9f7c321f5bd50b5e3d9f).
+// Without it every scrape, exec and log request cost a
+// SubjectAccessReview: 14 per node in a bring-up.
+const (
+	authorizedTTL   = 5 * time.Minute
+	unauthorizedTTL = 30 * time.Second
+)
+
+// decisions are the authorizer's cached answers, by the request's
+// attributes.
+type decisions struct {
+	mu sync.Mutex
+	m  map[string]decision
+}
+
+type decision struct {
+	allowed bool
+	until   time.Time
+}
+
+// allowed asks the API server whether who may verb the node's
+// subresource, unless it answered the same question within its TTL.
+func (d *decisions) allowed(ctx context.Context, c kubernetes.Interface, who requester, verb, sub, node string) (bool, error) {
+	key := decisionKey(who, verb, sub)
+	now := time.Now()
+	d.mu.Lock()
+	if got, ok := d.m[key]; ok && now.Before(got.until) {
+		d.mu.Unlock()
+		return got.allowed, nil
+	}
+	d.mu.Unlock()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: who.name, Groups: who.groups, UID: who.uid, Extra: who.extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Version: "v1", Resource: "nodes", Subresource: sub, Name: node},
+	}}
+	res, err := c.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
+		// Not kept: the next request asks again.
+		return false, err
+	}
+	ttl := unauthorizedTTL
+	if res.Status.Allowed {
+		ttl = authorizedTTL
+	}
+	d.mu.Lock()
+	if d.m == nil {
+		d.m = map[string]decision{}
+	}
+	for k, v := range d.m {
+		if !now.Before(v.until) {
+			delete(d.m, k)
+		}
+	}
+	d.m[key] = decision{allowed: res.Status.Allowed, until: now.Add(ttl)}
+	d.mu.Unlock()
+	return res.Status.Allowed, nil
+}
+
+// decisionKey is everything a SubjectAccessReview of the request names
+// but the node, which is the kubelet's own.
+func decisionKey(who requester, verb, sub string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q %q %q %q", who.name, who.uid, verb, sub)
+	groups := slices.Clone(who.groups)
+	slices.Sort(groups)
+	fmt.Fprintf(&b, " %q", groups)
+	keys := make([]string, 0, len(who.extra))
+	for k := range who.extra {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %q=%q", k, []string(who.extra[k]))
+	}
+	return b.String()
 }

@@ -1,9 +1,11 @@
 package kubelet
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -18,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
 
 	"github.com/winkube/winkube/emulator/machines/containerruntime"
@@ -556,11 +559,46 @@ func setCondition(s *corev1.PodStatus, c corev1.PodCondition) {
 	s.Conditions = append(s.Conditions, c)
 }
 
+// writeStatus posts the pod's new status s as the kubelet's status manager
+// does: nothing when it is what the API server already has, otherwise a
+// strategic merge patch of the status subresource holding only what
+// changed, with the pod's UID as a precondition, so that a pod recreated
+// under the same name is not written (kubernetes/kubernetes
+// pkg/kubelet/status/status_manager.go, updateStatusInternal ignores a
+// status equal to the last one and syncPod patches through
+// pkg/util/pod.PatchPodStatus, which sends no request for an empty diff,
+// @0033cb0a31e95198abfb1be70ce5befdf4e7eec1). Every sync of a pod used to
+// PUT its whole status, changed or not, and the event of that write
+// brought the pod back for another: 30 status writes per node in a
+// bring-up. The diff is taken from the informer's copy of the pod, which
+// s was derived from; the status manager reads the pod live (a GET)
+// before each patch, which this kubelet leaves out.
 func (k *Kubelet) writeStatus(ctx context.Context, pod *corev1.Pod, s *corev1.PodStatus) error {
-	p := pod.DeepCopy()
-	p.Status = *s
-	_, err := k.cfg.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
+	// JSON keeps times to the second, as the API server stores them, so a
+	// status rebuilt with a later clock but the same seconds is the same.
+	before, err := json.Marshal(corev1.Pod{Status: pod.Status})
+	if err != nil {
+		return err
+	}
+	after, err := json.Marshal(corev1.Pod{Status: *s})
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(before, after) {
+		return nil
+	}
+	withUID, err := json.Marshal(corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: pod.UID}, Status: *s})
+	if err != nil {
+		return err
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(before, withUID, corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("status patch of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	_, err = k.cfg.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone, or recreated under its name (the UID precondition): the
+		// new pod is synced on its own.
 		return nil
 	}
 	return err
