@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -73,7 +74,7 @@ func managerOptions(t testing.TB) ctrl.Options {
 	o := ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}}
 	if s := scopeOf(t); s != nil {
 		o.Cache = cache.Options{NewInformer: func(lw toolscache.ListerWatcher, obj kruntime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
-			return toolscache.NewSharedIndexInformer(&scopedListerWatcher{lw: lw, s: s}, obj, resync, idx)
+			return toolscache.NewSharedIndexInformer(&scopedListerWatcher{lw: toolscache.ToListerWatcherWithContext(lw), s: s}, obj, resync, idx)
 		}}
 	}
 	return o
@@ -82,7 +83,7 @@ func managerOptions(t testing.TB) ctrl.Options {
 // scopedListerWatcher drops the namespaced objects outside a scope from
 // the lists and watches an informer is fed.
 type scopedListerWatcher struct {
-	lw toolscache.ListerWatcher
+	lw toolscache.ListerWatcherWithContext
 	s  *scope
 }
 
@@ -92,7 +93,15 @@ func (w *scopedListerWatcher) in(obj kruntime.Object) bool {
 }
 
 func (w *scopedListerWatcher) List(o metav1.ListOptions) (kruntime.Object, error) {
-	list, err := w.lw.List(o)
+	return w.ListWithContext(context.Background(), o)
+}
+
+func (w *scopedListerWatcher) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	return w.WatchWithContext(context.Background(), o)
+}
+
+func (w *scopedListerWatcher) ListWithContext(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
+	list, err := w.lw.ListWithContext(ctx, o)
 	if err != nil {
 		return list, err
 	}
@@ -109,8 +118,8 @@ func (w *scopedListerWatcher) List(o metav1.ListOptions) (kruntime.Object, error
 	return list, meta.SetList(list, kept)
 }
 
-func (w *scopedListerWatcher) Watch(o metav1.ListOptions) (watch.Interface, error) {
-	wi, err := w.lw.Watch(o)
+func (w *scopedListerWatcher) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	wi, err := w.lw.WatchWithContext(ctx, o)
 	if err != nil {
 		return wi, err
 	}
