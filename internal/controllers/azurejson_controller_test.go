@@ -23,6 +23,7 @@ const testTenant = "6f7a1e2b-5c3d-4e8f-9a0b-1c2d3e4f5a6b"
 // its nodes' bootstrap configs read, owned by it and labelled with the
 // cluster, with cloud-provider-azure's fields from the AzureCluster.
 func TestAzureJSONSecrets(t *testing.T) {
+	parallel(t)
 	stop := startControllers(t, armCfg)
 	defer stop()
 	f := newCluster(t, "cloudcfg")
@@ -84,6 +85,7 @@ func TestAzureJSONSecrets(t *testing.T) {
 // them. A template of an unpaused cluster, created after the paused one's,
 // shows the reconciler has had its turn.
 func TestAzureJSONSecretWaitsWhileTheClusterIsPaused(t *testing.T) {
+	parallel(t)
 	_, cfg := newEmulator(t, arm.Options{})
 	stop := startControllers(t, cfg)
 	defer stop()

@@ -24,6 +24,7 @@ import (
 // namespace and group is refused, and deleting it leaves the first's group
 // and network intact.
 func TestSameNamedClusterElsewhereIsKeptApart(t *testing.T) {
+	parallel(t)
 	_, cfg := newEmulator(t, arm.Options{})
 	stop := startControllers(t, cfg)
 	defer stop()

@@ -25,6 +25,7 @@ import (
 // answers again (before, it was parked as InvalidConfiguration until the
 // resync, hours later).
 func TestImageListingErrorsAreRetried(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{})
 	f := r.cluster("imgretry")
 	f.waitClusterProvisioned(time.Minute)
@@ -62,6 +63,7 @@ func TestImageListingErrorsAreRetried(t *testing.T) {
 // again with the old bootstrap data (whose join token has usually expired)
 // and the machine says why, so that a MachineHealthCheck replaces it.
 func TestAVanishedVMFailsTheMachine(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{})
 	f := r.cluster("vanish")
 	f.waitClusterProvisioned(time.Minute)
@@ -117,6 +119,7 @@ func TestAVanishedVMFailsTheMachine(t *testing.T) {
 // status. A machine deleted there before any reconcile rebuilt it still
 // deletes what it made, from the records its annotations carry.
 func TestAMachineMovedWithoutItsStatusDeletesWhatItMade(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{})
 	f := r.cluster("moved")
 	f.waitClusterProvisioned(time.Minute)
@@ -153,6 +156,7 @@ func TestAMachineMovedWithoutItsStatusDeletesWhatItMade(t *testing.T) {
 // at once, saying so, and never makes the VM again; deleted again, it
 // resumes that same delete and then deletes the rest of what it made.
 func TestAMachineMovedWhileBeingDeletedFails(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{})
 	ctx := context.Background()
 	f := r.cluster("middel")
@@ -221,6 +225,7 @@ func TestAMachineMovedWhileBeingDeletedFails(t *testing.T) {
 // subnets it added as its own: it neither refuses them (ResourceNotOwned)
 // nor leaves them behind when it is deleted.
 func TestAClusterMovedWithoutItsStatusKeepsItsSubnets(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{})
 	ctx := context.Background()
 	const rg = "moved-user-rg"
@@ -276,6 +281,7 @@ func TestAClusterMovedWithoutItsStatusKeepsItsSubnets(t *testing.T) {
 // their Paused condition and are left alone; unpausing (the end of
 // clusterctl move) resumes them at once, not at the next resync.
 func TestPauseAndUnpause(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{})
 	ctx := context.Background()
 	f := r.cluster("pause")

@@ -143,6 +143,7 @@ func (f *fixture) azureInventory(az *azure) map[string][]string { return az.inve
 // cluster's), in the user's resource group, gets the cluster's subnets but
 // survives the cluster, as does the group.
 func TestUserVNetIsNeverDeleted(t *testing.T) {
+	parallel(t)
 	stop := startControllers(t, armCfg)
 	defer stop()
 	az := newAzure(t, armCfg)

@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -116,7 +115,7 @@ func newRig(t *testing.T, o arm.Options) *rig {
 	r := &rig{t: t, api: &apiFaults{}}
 	r.emu, r.cfg = newEmulator(t, o)
 	r.az = newAzure(t, r.cfg)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(env.Config, managerOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,6 +281,7 @@ func done[T any](t *testing.T, p *azruntime.Poller[T], err error) {
 // Cluster and AzureCluster are gone still deletes what it made, from its
 // own records.
 func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{OperationDelay: 100 * time.Millisecond})
 	f := r.cluster("delm")
 	f.waitClusterProvisioned(time.Minute)
@@ -404,6 +404,7 @@ func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 // AzureMachinePool waits out failing Cluster reads and a failing scale-set
 // DELETE. Afterwards no scale set or instance is left.
 func TestPoolDeletionWaitsOutEveryError(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{})
 	f := r.cluster("delp")
 	f.waitClusterProvisioned(time.Minute)
@@ -460,6 +461,7 @@ func TestPoolDeletionWaitsOutEveryError(t *testing.T) {
 // own while the Cluster reads, the group's read, its DELETE and the delete
 // operation's polls fail in turn: afterwards the subscription is empty.
 func TestClusterDeletionWaitsOutEveryError(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{OperationDelay: 100 * time.Millisecond})
 	f := r.cluster("delc")
 	f.waitClusterProvisioned(time.Minute)
@@ -527,6 +529,7 @@ func userNetwork(t *testing.T, r *rig, rg, vnet, subnet, subnetCIDR, nsg string)
 // gateway, route table, NSGs). Afterwards exactly the user's resources are
 // left, byte for byte as they were.
 func TestUserNetworkSurvivesFaultyDeletion(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{})
 	ctx := context.Background()
 	const rg = "user-rg"
@@ -601,6 +604,7 @@ func TestUserNetworkSurvivesFaultyDeletion(t *testing.T) {
 // subnet and NSG stay byte for byte as they were, through the clusters'
 // deletion too.
 func TestUsersSameNamedResourcesAreRefused(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{})
 	ctx := context.Background()
 	const rg = "refuse-rg"
@@ -679,6 +683,7 @@ func TestUsersSameNamedResourcesAreRefused(t *testing.T) {
 // (ResourceNotOwned), never used, and the machine's deletion leaves it
 // exactly as it was.
 func TestMachineRefusesSomeoneElsesNICAndDisk(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{})
 	f := r.cluster("coll")
 	f.waitClusterProvisioned(time.Minute)
@@ -770,6 +775,7 @@ func TestMachineRefusesSomeoneElsesNICAndDisk(t *testing.T) {
 // makes its own VNet there; its deletion waits out a failing VNet DELETE
 // and then leaves the user's group as it was: empty, and still there.
 func TestOwnedVNetInUsersGroup(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{})
 	const rg = "users-empty-rg"
 	if _, err := r.az.groups.CreateOrUpdate(context.Background(), rg, armresources.ResourceGroup{Location: to.Ptr("westeurope")}, nil); err != nil {

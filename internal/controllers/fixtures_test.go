@@ -41,6 +41,7 @@ func newCluster(t testing.TB, name string, mutate ...func(*infrav1.AzureClusterS
 	if err := env.Client.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+	ownNamespace(t, ns.Name)
 	f := &fixture{t: t, ctx: ctx, ns: ns.Name}
 	f.cluster = capiCluster(name, ns.Name)
 	if err := env.Client.Create(ctx, f.cluster); err != nil {

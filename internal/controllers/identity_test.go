@@ -21,7 +21,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
@@ -125,8 +124,9 @@ func startLoggedControllers(t *testing.T, cfg endpoint.Config, logs *syncBuffer,
 // the controllers' options.
 func startLoggedControllersWith(t *testing.T, cfg endpoint.Config, logs *syncBuffer, change func(*controllers.Options)) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Logger: zap.New(zap.WriteTo(logs), zap.UseDevMode(true))})
+	mo := managerOptions(t)
+	mo.Logger = zap.New(zap.WriteTo(logs), zap.UseDevMode(true))
+	mgr, err := ctrl.NewManager(env.Config, mo)
 	if err != nil {
 		t.Fatal(err)
 	}

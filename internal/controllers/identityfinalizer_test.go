@@ -20,6 +20,7 @@ import (
 // whole) stays, held by the cluster's finalizer, so the machines and the
 // cluster are deleted as that identity, and goes once they are.
 func TestClusterHoldsItsIdentityUntilItsResourcesAreGone(t *testing.T) {
+	parallel(t)
 	w := newEntraWorld(t)
 	startLoggedControllers(t, w.cfg, &syncBuffer{})
 	const sub = "00000000-0000-0000-0000-0000000000a7"

@@ -33,6 +33,7 @@ import (
 // machine with none, in a cluster without an identity, is told its cloud
 // provider would have no credentials, and its IMDS indeed has no token.
 func TestMachineIdentitiesAsAzureGivesThem(t *testing.T) {
+	parallel(t)
 	w := newEntraWorld(t)
 	mgr, secret := w.principal(t, "winkube-manager", subscription)
 	cfg := w.cfg

@@ -149,6 +149,7 @@ func (f *fixture) poolMachines(pool string) []infrav1.AzureMachinePoolMachine {
 }
 
 func TestWindowsMachinePool(t *testing.T) {
+	parallel(t)
 	stop := startControllers(t, armCfg)
 	defer stop()
 	f, az := provisionedCluster(t, "pools")
@@ -297,6 +298,7 @@ func TestWindowsMachinePool(t *testing.T) {
 // custom data at half the token's lifetime) replaces no instance, even when
 // a scale-up then sends it to Azure; a new VM size replaces them all.
 func TestPoolRollsForItsModelNotForANewJoinToken(t *testing.T) {
+	parallel(t)
 	stop := startControllers(t, armCfg)
 	defer stop()
 	f, az := provisionedCluster(t, "tokens")

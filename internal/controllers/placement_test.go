@@ -23,6 +23,7 @@ import (
 // MachineDeployment get an availability set, as CAPZ makes them, with the
 // location's most fault domains; the set goes with the last of its VMs.
 func TestAvailabilitySetsWhereThereAreNoZones(t *testing.T) {
+	parallel(t)
 	_, cfg := newEmulator(t, arm.Options{})
 	stop := startControllers(t, cfg)
 	defer stop()
@@ -88,6 +89,7 @@ func TestAvailabilitySetsWhereThereAreNoZones(t *testing.T) {
 // (azure/services/availabilitysets/availabilitysets.go Service.Delete in
 // kubernetes-sigs/cluster-api-provider-azure @69ec3a40; also at 06e61ca9).
 func TestMachineDeploymentAvailabilitySetGoesWhenItScalesToZero(t *testing.T) {
+	parallel(t)
 	_, cfg := newEmulator(t, arm.Options{})
 	stop := startControllers(t, cfg)
 	defer stop()
@@ -135,6 +137,7 @@ func TestMachineDeploymentAvailabilitySetGoesWhenItScalesToZero(t *testing.T) {
 // stopped before anything is made for it, with what to change; unset
 // accelerated networking follows the size.
 func TestMachinesRefusedForTheirSizeSayWhy(t *testing.T) {
+	parallel(t)
 	_, cfg := newEmulator(t, arm.Options{SKURestrictions: []arm.SKURestriction{
 		{Size: "Standard_D2s_v3", Location: "westeurope", Zones: []string{"3"}}, {Size: "Standard_D4s_v3", Location: "westeurope", Zones: []string{"3"}}}})
 	stop := startControllers(t, cfg)

@@ -14,6 +14,7 @@ import (
 // comparison that counted it took every instance for outdated and replaced
 // it, forever.
 func TestPoolOnAPlanImageKeepsItsInstances(t *testing.T) {
+	parallel(t)
 	stop := startControllers(t, armCfg)
 	defer stop()
 	f, az := provisionedCluster(t, "plan")
@@ -39,6 +40,7 @@ func TestPoolOnAPlanImageKeepsItsInstances(t *testing.T) {
 // image's plan goes on the VM (and on a pool's scale set), as CAPZ's
 // computeGallery.plan does.
 func TestGalleryImageWithAPlanGivesTheVMThePlan(t *testing.T) {
+	parallel(t)
 	stop := startControllers(t, armCfg)
 	defer stop()
 	f, az := provisionedCluster(t, "gplan")

@@ -68,6 +68,7 @@ func (f *fixture) poolLeftovers(az *azure, amp *infrav1.AzureMachinePool, names 
 // named by its object; then the pool is deleted as Cluster API deletes it.
 // Every instance's Machine, object and the scale set must go.
 func TestPoolDeletionTakesEveryInstancesMachine(t *testing.T) {
+	parallel(t)
 	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.PoolBootstrapTimeout = time.Second })
 	defer stop()
 	f, az := provisionedCluster(t, "pooldel")
@@ -126,6 +127,7 @@ func TestPoolDeletionTakesEveryInstancesMachine(t *testing.T) {
 // deletion goes with the object; left, it would wait without
 // infrastructure forever.
 func TestMachineMadeForADeletedInstanceGoesWithIt(t *testing.T) {
+	parallel(t)
 	r := newRig(t, arm.Options{})
 	f := r.cluster("latem")
 	f.waitClusterProvisioned(time.Minute)
@@ -170,6 +172,7 @@ func TestMachineMadeForADeletedInstanceGoesWithIt(t *testing.T) {
 // and waited for its deletion forever, three instances for two replicas
 // (TestPoolRolloutWaitsForReadyNodes, "after 3m0s: 3 instances").
 func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
+	parallel(t)
 	stop := startControllers(t, armCfg)
 	defer stop()
 	f, az := provisionedCluster(t, "extra")
@@ -242,6 +245,7 @@ func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 //     after that: finding none for instance 2, it made one again for the
 //     instance that had gone.
 func TestPoolDeletesANewInstanceThroughItsMachine(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name string
 		hold holdMode
@@ -368,6 +372,7 @@ func watchMade(t *testing.T, f *fixture, pool string) func() []string {
 // that it wrote nothing, reported itself Ready with instance 1, which Azure
 // no longer had, and without the new one.
 func TestPoolReportsNoInstancesItsWriteOutdated(t *testing.T) {
+	parallel(t)
 	gate, az, f, _, amp := gatedPool(t, "outdated")
 	waitHeld := func(what string) {
 		t.Helper()

@@ -20,6 +20,7 @@ import (
 // image listing expires) after the publication does not roll every
 // default-image pool. A Kubernetes upgrade still picks the newest build.
 func TestDefaultImagePoolDoesNotRollOnANewBuild(t *testing.T) {
+	parallel(t)
 	f, mp, amp, az, stop := poolOnSupersededBuild(t, "newbuild", nil)
 	defer stop()
 	keepsItsBuild(t, f, mp, amp, az)
@@ -52,6 +53,7 @@ func TestDefaultImagePoolDoesNotRollOnANewBuild(t *testing.T) {
 // default image its scale set already runs, not the newest build, or the
 // upgrade rolls every such pool.
 func TestPoolWithoutPinAdoptsTheDefaultItRuns(t *testing.T) {
+	parallel(t)
 	f, mp, amp, az, stop := poolOnSupersededBuild(t, "unpinned", func(f *fixture, amp *infrav1.AzureMachinePool) {
 		// What an older controller left: no status.image.
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {

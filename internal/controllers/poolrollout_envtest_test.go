@@ -114,6 +114,7 @@ func (f *fixture) joinPool(pool string, joined func(instanceID string) bool) {
 // stay, and the pool's condition says why; once the node joins, the rollout
 // goes on.
 func TestPoolRolloutWaitsForReadyNodes(t *testing.T) {
+	parallel(t)
 	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.PoolBootstrapTimeout = time.Second })
 	defer stop()
 	f, az := provisionedCluster(t, "rollout")
@@ -174,6 +175,7 @@ func TestPoolRolloutWaitsForReadyNodes(t *testing.T) {
 // object goes through the Machine, as CAPZ's does), instead of leaving the
 // Machine failed without its infrastructure; the pool makes a new instance.
 func TestVanishedPoolInstanceTakesItsMachine(t *testing.T) {
+	parallel(t)
 	stop := startControllers(t, armCfg)
 	defer stop()
 	f, az := provisionedCluster(t, "vanish")

@@ -14,6 +14,7 @@ import (
 // cloud-provider-azure writes node.spec.providerID; Cluster API matches
 // the two by exact string.
 func TestProviderIDsAsTheCloudProviderWritesThem(t *testing.T) {
+	parallel(t)
 	stop := startControllers(t, armCfg)
 	defer stop()
 	f := newCluster(t, "caps", func(s *infrav1.AzureClusterSpec) {

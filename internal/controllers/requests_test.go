@@ -196,6 +196,7 @@ func TestProvisionedMachineRequests(t *testing.T) {
 // at once, before its write reached the manager's cache: the write's own
 // event brings it back.
 func TestNewMachineWritesEachChangeOnce(t *testing.T) {
+	parallel(t)
 	stop := startControllers(t, armCfg)
 	f := newCluster(t, "once")
 	f.waitClusterProvisioned(2 * time.Minute)

@@ -71,6 +71,7 @@ func checkOneOfEach(t *testing.T, az *azure, rg string, n int) {
 // that every machine ends with exactly one VM, NIC and disk, and that
 // deleting them leaves nothing.
 func TestCrashSafety(t *testing.T) {
+	parallel(t)
 	seeds := []int64{1, 2, 3, 4}
 	if testing.Short() {
 		// The fast loop (-short) tries one crash point; make test all four.
@@ -124,6 +125,7 @@ func TestCrashSafety(t *testing.T) {
 // requests with 429 and 5% with 500: every machine still provisions, and the
 // number of calls stays bounded (no hot loop), before and after.
 func TestThrottlingAndServerErrors(t *testing.T) {
+	parallel(t)
 	faulty, cfg := newEmulator(t, arm.Options{Seed: 42, Faults: []arm.Fault{{Percent: 20, Status: 429}, {Percent: 5, Status: 500}}})
 	stop := startControllers(t, cfg)
 	defer stop()
@@ -190,6 +192,7 @@ func (f *fixture) readyOfMachine(name string) (*infrav1.AzureMachine, *metav1.Co
 // the VM. A failure only a new Machine fixes (OSProvisioningClientError)
 // stays failed and is not sent again.
 func TestVMCreateFailuresAreRetried(t *testing.T) {
+	parallel(t)
 	srv, cfg := newEmulator(t, arm.Options{ProvisioningFailures: []arm.ProvisioningFailure{
 		{NameContains: "alloc", Code: "AllocationFailed", Operation: arm.OperationCreate},
 		{NameContains: "slowos", Code: "OSProvisioningTimedOut", Operation: arm.OperationCreate},
@@ -286,6 +289,7 @@ func (a *azure) putDataDisks(rg, vm string, disks []*armcompute.DataDisk) error 
 // it, and the machine is Ready again once the disk driver's next attach
 // succeeds and Azure reports the VM Succeeded.
 func TestRunningVMThatGoesFailedRecovers(t *testing.T) {
+	parallel(t)
 	srv, cfg := newEmulator(t, arm.Options{})
 	stop := startControllers(t, cfg)
 	defer stop()
@@ -353,6 +357,7 @@ func TestRunningVMThatGoesFailedRecovers(t *testing.T) {
 // data-disk attach under way) is still a running machine: Ready, with
 // vmState Updating, not "creating the VM".
 func TestVMBeingUpdatedStaysReady(t *testing.T) {
+	parallel(t)
 	srv, cfg := newEmulator(t, arm.Options{})
 	stop := startControllers(t, cfg)
 	defer stop()

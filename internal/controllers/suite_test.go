@@ -2,10 +2,12 @@ package controllers_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/azure/cloud"
@@ -38,6 +39,15 @@ const token = "controllers-test"
 // and winkube's webhooks, and the ARM emulator. Each test starts managers
 // running the controllers against both.
 func TestMain(m *testing.M) {
+	// The parallel tests (scope_test.go) mostly wait: Go's default of one
+	// at a time per CPU would leave a 2-core machine idle through their
+	// waits. An explicit -parallel still decides.
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests))
+	}
 	// Controller logs only with WINKUBE_TEST_LOGS=1: managers stopped by the
 	// crash tests log their interrupted work, which is expected.
 	logs := io.Discard
@@ -102,7 +112,7 @@ func startControllers(t testing.TB, cfg endpoint.Config) (stop func()) {
 // ManagerCredentialNamespaces to nil.
 func startControllersWith(t testing.TB, cfg endpoint.Config, change func(*controllers.Options)) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(env.Config, managerOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 // kept, on the group, the VNet, the NSGs, the NAT gateway and the load
 // balancer.
 func TestAdditionalTagsReachExistingResources(t *testing.T) {
+	parallel(t)
 	_, cfg := newEmulator(t, arm.Options{})
 	stop := startControllers(t, cfg)
 	defer stop()

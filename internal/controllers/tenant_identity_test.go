@@ -300,6 +300,7 @@ func listGroups(t *testing.T, cfg endpoint.Config) []string {
 // cluster's identity. It waits, saying why, and the VM stays; once the
 // AzureCluster is back its deletion finishes as the identity.
 func TestMachineWithoutItsClusterDoesNotActAsTheManager(t *testing.T) {
+	parallel(t)
 	w := newEntraWorld(t)
 	own, ownSecret := w.principal(t, "winkube-manager", subscription)
 	cfg := w.cfg

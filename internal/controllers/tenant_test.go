@@ -44,6 +44,7 @@ func newTenant(t *testing.T, prefix string) *tenantNS {
 	if err := env.Client.Create(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
+	ownNamespace(t, ns.Name)
 	c := tenantIn(t, ns.Name)
 	// The Role reaches only its own namespace.
 	if err := c.List(t.Context(), &infrav1.AzureClusterIdentityList{}, client.InNamespace("default")); !apierrors.IsForbidden(err) {
@@ -100,6 +101,7 @@ func jsonOf(t *testing.T, v any) string {
 // resource group, then deletes its objects, deletes nothing of the other
 // cluster's; once its object exists, it may not change the records at all.
 func TestTenantCannotHaveAnotherNamespacesResourcesDeleted(t *testing.T) {
+	parallel(t)
 	stop := startControllers(t, armCfg)
 	defer stop()
 	az := newAzure(t, armCfg)
@@ -245,6 +247,7 @@ func TestTenantCannotHaveAnotherNamespacesResourcesDeleted(t *testing.T) {
 // own is dropped, not resumed: that server never sees a request (nor the
 // manager's ARM token), and the cluster is built all the same.
 func TestForgedResumeTokenNeverLeavesTheARMEndpoint(t *testing.T) {
+	parallel(t)
 	var mu sync.Mutex
 	var got []string
 	thief := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -301,6 +304,7 @@ func TestForgedResumeTokenNeverLeavesTheARMEndpoint(t *testing.T) {
 // outside the cluster's resource group unless the operator allowed that
 // scope; the foreign assignment outlives the machine.
 func TestMachineRoleAssignmentsAreProvablyItsOwn(t *testing.T) {
+	parallel(t)
 	w := newEntraWorld(t)
 	mgr, secret := w.principal(t, "winkube-manager", subscription)
 	if err := w.dir.AssignRole(mgr.ObjectID, "User Access Administrator", "/subscriptions/"+subscription); err != nil {
@@ -372,6 +376,7 @@ func TestMachineRoleAssignmentsAreProvablyItsOwn(t *testing.T) {
 
 // A scope the operator allowed is granted.
 func TestMachineRoleAtAnAllowedScope(t *testing.T) {
+	parallel(t)
 	w := newEntraWorld(t)
 	mgr, secret := w.principal(t, "winkube-manager", subscription)
 	if err := w.dir.AssignRole(mgr.ObjectID, "User Access Administrator", "/subscriptions/"+subscription); err != nil {

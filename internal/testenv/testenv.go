@@ -57,6 +57,9 @@ type Env struct {
 	// Config's certificate is in it too.
 	KubeletClientCA *x509.CertPool
 	pki             string
+	// stopWebhooks ends the webhook manager (ServeWebhooks) and waits
+	// for it; nil when none runs.
+	stopWebhooks func()
 }
 
 // Tools the control plane needs; both come from hack/tools.
@@ -156,6 +159,13 @@ func Start(opts Options) (*Env, error) {
 
 // Stop stops the API server and etcd and removes their data.
 func (e *Env) Stop() error {
+	// The webhook manager's informers hold watches open: kube-apiserver
+	// waits for them on SIGTERM, and envtest waits out its whole stop
+	// timeout (20 s) before it kills it. Ended first, the API server stops
+	// at once.
+	if e.stopWebhooks != nil {
+		e.stopWebhooks()
+	}
 	if e.pki != "" {
 		defer os.RemoveAll(e.pki)
 	}
@@ -184,7 +194,7 @@ func Main(m *testing.M, opts Options, setup func(*Env)) int {
 
 // ServeWebhooks starts a manager that serves the webhooks register adds, on
 // the address envtest configured the API server to call, and waits until it
-// answers. The manager runs until the process ends.
+// answers. The manager runs until Stop.
 func (e *Env) ServeWebhooks(register func(ctrl.Manager) error) error {
 	wio := &e.Environment.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
@@ -200,8 +210,12 @@ func (e *Env) ServeWebhooks(register func(ctrl.Manager) error) error {
 	if err := register(mgr); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	e.stopWebhooks = func() { cancel(); <-done }
 	go func() {
-		if err := mgr.Start(context.Background()); err != nil {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "testenv: webhook manager:", err)
 		}
 	}()

@@ -2,6 +2,7 @@ package testenv_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -9,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/winkube/winkube/internal/testenv"
 )
@@ -72,5 +75,36 @@ func TestMissingBinariesAreAClearError(t *testing.T) {
 	}
 	if want := "run `make tools`"; !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q does not tell the user to %s", err, want)
+	}
+}
+
+// A package's webhook manager watches through its cache while the tests
+// run; Stop must still stop the API server, not wait out envtest's stop
+// timeout and kill it (which Stop reports as an error).
+func TestStopEndsTheWebhookManager(t *testing.T) {
+	e, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced := make(chan error, 1)
+	err = e.ServeWebhooks(func(mgr ctrl.Manager) error {
+		mgr.GetWebhookServer().Register("/noop", http.NotFoundHandler())
+		return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			_, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
+			synced <- err
+			<-ctx.Done()
+			return nil
+		}))
+	})
+	if err != nil {
+		_ = e.Stop()
+		t.Fatal(err)
+	}
+	if err := <-synced; err != nil {
+		_ = e.Stop()
+		t.Fatal(err)
+	}
+	if err := e.Stop(); err != nil {
+		t.Fatalf("stopping the control plane while the webhook manager watches: %v", err)
 	}
 }
