@@ -62,7 +62,7 @@ var machineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool 
 // (controllers/azuremachine_controller.go SetupWithManager,
 // cluster-api-provider-azure @3827a27b) through a reconciler that skips a
 // request for --debouncing-timer (10 s) after a successful reconcile
-// (pkg/coalescing/reconciler.go, main.go @1e5b0b0c); a delay the local
+// (pkg/coalescing/reconciler.go @2cbcf3b5, main.go @1e5b0b0c); a delay the local
 // world, whose VMs come up in seconds, would wait out on every machine.
 var azureMachineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, n := e.ObjectOld, e.ObjectNew
