@@ -90,7 +90,7 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		}
 		r.Identities = ids
 	}
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachine{}).
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachine{}, builder.WithPredicates(azureMachineChanged)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToAzureMachine), builder.WithPredicates(machineChanged)).
 		// Only the Cluster changes this controller waits for (paused or
 		// resumed, infrastructure provisioned), as Cluster API's and CAPZ's

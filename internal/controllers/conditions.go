@@ -45,10 +45,10 @@ const (
 // sent again, two to three patches (and as many reads of the VM and NIC in
 // Azure) for each change. Cluster API ends a reconcile that added its
 // finalizer the same way, with no requeue (util/finalizers EnsureFinalizer,
-// cluster-api v1.14.2); an object's own updates reach its controller as
-// they reach CAPZ's, which watches AzureMachines with no predicate on
-// their generation (controllers/azuremachine_controller.go SetupWithManager,
-// cluster-api-provider-azure @3827a27b).
+// cluster-api v1.14.2). What is recorded this way is metadata (the
+// finalizer; the records, mirrored in annotations), which wakes the object
+// whatever the controller's filter on its own status writes
+// (azureMachineChanged).
 const persisted time.Duration = 0
 
 func setReady(obj conditions.Setter, status metav1.ConditionStatus, reason, message string) {

@@ -50,3 +50,7 @@ func (i *Identities) ReadSecret(ctx context.Context, key types.NamespacedName) (
 // MachineChanged is the filter of the Machine updates that wake an
 // AzureMachine.
 var MachineChanged = machineChanged
+
+// AzureMachineChanged is the filter of the AzureMachine updates that wake
+// it.
+var AzureMachineChanged = azureMachineChanged

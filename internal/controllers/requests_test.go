@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -314,4 +317,97 @@ func TestVMCreationReads(t *testing.T) {
 	if !sawUnderway {
 		t.Fatalf("no reconcile saw the VM's creation under way (%d polls): the test saw nothing", polls)
 	}
+}
+
+// TestStatusUpdatesDoNotWakeAMachine runs the manager with one worker per
+// controller, so that the AzureMachines' queue is served in order: a
+// machine whose status alone is updated (as its own reports update it) is
+// not reconciled for that, while the update of another machine queued
+// after it is; so its reconcile, had it been woken, would have run first
+// and written its addresses back. Each such wake read its VM and NIC in
+// Azure again. A paused annotation, its removal and the machine's deletion
+// still wake it.
+func TestStatusUpdatesDoNotWakeAMachine(t *testing.T) {
+	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.Concurrency = 1 })
+	t.Cleanup(stop)
+	f := newCluster(t, "statuswake")
+	f.waitClusterProvisioned(2 * time.Minute)
+	a, b := f.newMachine("statuswake-a", false, false, "1"), f.newMachine("statuswake-b", false, false, "1")
+	f.waitMachinesProvisioned(2*time.Minute, a.Name, b.Name)
+	get := func(am *infrav1.AzureMachine) *infrav1.AzureMachine {
+		t.Helper()
+		cur := &infrav1.AzureMachine{}
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), cur); err != nil {
+			t.Fatal(err)
+		}
+		return cur
+	}
+	// Once the machines' own last writes have been seen: a reconcile they
+	// woke ran before the update below, or not at all.
+	poll.Until(t, time.Minute, func() string {
+		for _, am := range []*infrav1.AzureMachine{a, b} {
+			if cur := get(am); cur.Spec.ProviderID == "" || len(cur.Status.Addresses) == 0 {
+				return am.Name + " has no providerID or addresses yet"
+			}
+		}
+		return ""
+	})
+
+	cur := get(a)
+	p := client.MergeFrom(cur.DeepCopy())
+	cur.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: "192.0.2.1"}}
+	if err := env.Client.Status().Patch(f.ctx, cur, p); err != nil {
+		t.Fatal(err)
+	}
+	// b's finalizer, taken off, is put back by b's reconcile, which the
+	// one worker runs after any reconcile of a queued before it.
+	curB := get(b)
+	pb := client.MergeFrom(curB.DeepCopy())
+	curB.Finalizers = nil
+	if err := env.Client.Patch(f.ctx, curB, pb); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() string {
+		if len(get(b).Finalizers) == 0 {
+			return "waiting for b's reconcile to put its finalizer back"
+		}
+		return ""
+	})
+	if got := get(a).Status.Addresses; len(got) != 1 || got[0].Address != "192.0.2.1" {
+		t.Errorf("an update of machine a's status alone woke it (its reconcile wrote its addresses back: %v): it reads its VM and NIC in Azure each time", got)
+	}
+
+	pausedIs := func(want metav1.ConditionStatus) func() string {
+		return func() string {
+			if c := conditions.Get(get(a), clusterv1.PausedCondition); c == nil || c.Status != want {
+				return fmt.Sprintf("waiting for a's Paused condition to be %s: %v", want, c)
+			}
+			return ""
+		}
+	}
+	setPausedAnnotation := func(paused bool) {
+		t.Helper()
+		cur := get(a)
+		p := client.MergeFrom(cur.DeepCopy())
+		if paused {
+			cur.Annotations[clusterv1.PausedAnnotation] = ""
+		} else {
+			delete(cur.Annotations, clusterv1.PausedAnnotation)
+		}
+		if err := env.Client.Patch(f.ctx, cur, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPausedAnnotation(true)
+	poll.Until(t, time.Minute, pausedIs(metav1.ConditionTrue))
+	setPausedAnnotation(false)
+	poll.Until(t, time.Minute, pausedIs(metav1.ConditionFalse))
+	// Unpaused, it goes on: its addresses are written back.
+	poll.Until(t, time.Minute, func() string {
+		if got := get(a).Status.Addresses; len(got) != 2 {
+			return fmt.Sprintf("waiting for the unpaused machine's reconcile to write its addresses: %v", got)
+		}
+		return ""
+	})
+	f.deleteAndWait(2*time.Minute, get(a))
 }

@@ -3,7 +3,10 @@ package controllers
 import (
 	"context"
 	"maps"
+	"slices"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -40,6 +43,73 @@ var machineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool 
 		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
 		nodeRefSet(o) != nodeRefSet(n)
 }}
+
+// azureMachineChanged passes the updates of an AzureMachine that its
+// reconcile acts on: a spec change (other than the providerID the
+// reconcile itself sets), labels, annotations (a paused annotation; the
+// resources it recorded before making them, which the next reconcile
+// makes), finalizers, owner references (Cluster API setting the Machine),
+// deletion, and its Paused condition changing (Cluster API's
+// paused.EnsurePausedCondition asks its caller to come back after writing
+// it). Its own status writes pass no more: each reconcile wrote its
+// conditions, addresses and state and was woken by that write to read its
+// VM and NIC in Azure again, and by the operations it records (an
+// operation under way is polled at the requeue it returns) and the
+// providerID it sets once the VM is made (a new generation, then every
+// condition's observedGeneration rewritten): an AzureMachine was
+// reconciled 7 to 8 times while it came up. CAPZ spaces these wakes
+// instead: its AzureMachine controller watches every update
+// (controllers/azuremachine_controller.go SetupWithManager,
+// cluster-api-provider-azure @3827a27b) through a reconciler that skips a
+// request for --debouncing-timer (10 s) after a successful reconcile
+// (pkg/coalescing/reconciler.go @2cbcf3b5, main.go @1e5b0b0c); a delay the local
+// world, whose VMs come up in seconds, would wait out on every machine.
+var azureMachineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	if !sameMetadataActedOn(o, n) || azureMachineSpecChanged(o, n) {
+		return true
+	}
+	oc, ok1 := o.(conditions.Getter)
+	nc, ok2 := n.(conditions.Getter)
+	return !ok1 || !ok2 || pausedStatus(oc) != pausedStatus(nc)
+}}
+
+// sameMetadataActedOn: o and n do not differ in the metadata a reconcile
+// acts on: labels, annotations but the record of operations under way,
+// finalizers, owner references, deletion.
+func sameMetadataActedOn(o, n client.Object) bool {
+	oa, na := maps.Clone(o.GetAnnotations()), maps.Clone(n.GetAnnotations())
+	delete(oa, OperationsAnnotation)
+	delete(na, OperationsAnnotation)
+	return maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(oa, na) && slices.Equal(o.GetFinalizers(), n.GetFinalizers()) &&
+		apiequality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) &&
+		o.GetDeletionTimestamp().IsZero() == n.GetDeletionTimestamp().IsZero()
+}
+
+// azureMachineSpecChanged: a new generation, with more changed than the
+// providerID the reconcile sets once the VM is made (the webhook lets
+// only that change through on an existing machine, and only to the value
+// the VM's ARM ID gives).
+func azureMachineSpecChanged(o, n client.Object) bool {
+	if o.GetGeneration() == n.GetGeneration() {
+		return false
+	}
+	om, ok1 := o.(*infrav1.AzureMachine)
+	nm, ok2 := n.(*infrav1.AzureMachine)
+	if !ok1 || !ok2 {
+		return true
+	}
+	spec := om.Spec.DeepCopy()
+	spec.ProviderID = nm.Spec.ProviderID
+	return !apiequality.Semantic.DeepEqual(*spec, nm.Spec)
+}
+
+func pausedStatus(o conditions.Getter) metav1.ConditionStatus {
+	if c := conditions.Get(o, clusterv1.PausedCondition); c != nil {
+		return c.Status
+	}
+	return ""
+}
 
 // machineSpecChanged: the part of a Machine's spec that the AzureMachine's
 // reconcile reads changed.

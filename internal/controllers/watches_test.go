@@ -3,10 +3,13 @@ package controllers_test
 import (
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/controllers"
 )
 
@@ -46,6 +49,75 @@ func TestMachineUpdatesThatWakeAnAzureMachine(t *testing.T) {
 				cur.Generation++
 			}
 			if got := controllers.MachineChanged.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: cur}); got != tc.wakes {
+				t.Errorf("the update wakes the AzureMachine: %v, want %v", got, tc.wakes)
+			}
+		})
+	}
+}
+
+// TestAzureMachineUpdatesThatWakeIt: of an AzureMachine's own writes while
+// it comes up, those its next reconcile acts on wake it (the finalizer, the
+// resources it recorded before making them, its Paused condition, as
+// Cluster API's pause contract asks), and those that only report do not:
+// its conditions, addresses and state, the operations it records (polled at
+// the requeue the reconcile returns) and the providerID it sets once the VM
+// is made. Each of those woke it to read its VM and NIC in Azure again.
+// What others change still wakes it: a paused annotation, its deletion, a
+// spec change, Cluster API setting its owner.
+func TestAzureMachineUpdatesThatWakeIt(t *testing.T) {
+	base := func() *infrav1.AzureMachine {
+		am := &infrav1.AzureMachine{Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{VMSize: "Standard_D2s_v3"}}}
+		am.Name, am.Namespace, am.Generation = "m", "ns", 1
+		am.Labels = map[string]string{clusterv1.ClusterNameLabel: "c"}
+		am.Finalizers = []string{infrav1.MachineFinalizer}
+		am.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m", UID: "u"}}
+		am.Annotations = map[string]string{controllers.CreatedResourcesAnnotation: `["/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/m"]`}
+		conditions.Set(am, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason})
+		conditions.Set(am, metav1.Condition{Type: controllers.ReadyCondition, Status: metav1.ConditionFalse, Reason: controllers.ProvisioningReason, Message: "creating the VM"})
+		return am
+	}
+	const providerID = "azure:///subscriptions/s/resourcegroups/rg/providers/Microsoft.Compute/virtualMachines/m"
+	for _, tc := range []struct {
+		name   string
+		change func(*infrav1.AzureMachine)
+		wakes  bool
+	}{
+		{"Ready condition and addresses written", func(am *infrav1.AzureMachine) {
+			conditions.Set(am, metav1.Condition{Type: controllers.ReadyCondition, Status: metav1.ConditionTrue, Reason: controllers.ProvisionedReason})
+			am.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: "10.1.0.4"}}
+			am.Status.Initialization.Provisioned = ptr.To(true)
+		}, false},
+		{"operation under way recorded", func(am *infrav1.AzureMachine) {
+			am.Annotations[controllers.OperationsAnnotation] = `[{"name":"m","serviceName":"virtualmachines","type":"PUT","data":"tok"}]`
+			am.Status.LongRunningOperationStates = infrav1.Futures{{Name: "m", ServiceName: "virtualmachines", Type: "PUT", Data: "tok"}}
+		}, false},
+		{"providerID set once the VM is made", func(am *infrav1.AzureMachine) { am.Spec.ProviderID = providerID; am.Generation++ }, false},
+		{"observedGeneration rewritten", func(am *infrav1.AzureMachine) {
+			for i := range am.Status.Conditions {
+				am.Status.Conditions[i].ObservedGeneration = 2
+			}
+		}, false},
+		{"resource recorded before it is made", func(am *infrav1.AzureMachine) {
+			am.Annotations[controllers.CreatedResourcesAnnotation] = `["/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/m","/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkInterfaces/m-nic"]`
+		}, true},
+		{"finalizer removed", func(am *infrav1.AzureMachine) { am.Finalizers = nil }, true},
+		{"Paused condition written", func(am *infrav1.AzureMachine) {
+			conditions.Set(am, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue, Reason: clusterv1.PausedReason})
+		}, true},
+		{"paused annotation", func(am *infrav1.AzureMachine) { am.Annotations[clusterv1.PausedAnnotation] = "" }, true},
+		{"deleted", func(am *infrav1.AzureMachine) { now := metav1.Now(); am.DeletionTimestamp = &now }, true},
+		{"owner set", func(am *infrav1.AzureMachine) { am.OwnerReferences[0].UID = "other" }, true},
+		{"labelled", func(am *infrav1.AzureMachine) { am.Labels["k"] = "v" }, true},
+		{"spec changed", func(am *infrav1.AzureMachine) { am.Spec.AdditionalTags = map[string]string{"k": "v"}; am.Generation++ }, true},
+		{"spec changed with the providerID", func(am *infrav1.AzureMachine) {
+			am.Spec.ProviderID, am.Spec.VMSize = providerID, "Standard_D4s_v3"
+			am.Generation++
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old, cur := base(), base()
+			tc.change(cur)
+			if got := controllers.AzureMachineChanged.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: cur}); got != tc.wakes {
 				t.Errorf("the update wakes the AzureMachine: %v, want %v", got, tc.wakes)
 			}
 		})
