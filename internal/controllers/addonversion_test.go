@@ -34,12 +34,7 @@ func TestAddonsFollowTheControlPlaneVersion(t *testing.T) {
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	objs, err := flavors.Generate(flavors.Windows, flavors.Options{ClusterName: "up", Namespace: ns.Name, KubernetesVersion: "v1.35.4",
-		WindowsVersion: infrav1.WindowsServer2022, LinuxNodes: 1, WindowsNodes: 1, Location: "westeurope",
-		SubscriptionID: "00000000-0000-0000-0000-000000000001", SSHPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh test"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := windowsFlavorAt135(t, ns.Name, "up")
 	var cluster *clusterv1.Cluster
 	var kcp *controlplanev1.KubeadmControlPlane
 	for _, o := range objs {
@@ -170,12 +165,7 @@ func TestSettledAddonsAreNotReadAgain(t *testing.T) {
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	objs, err := flavors.Generate(flavors.Windows, flavors.Options{ClusterName: "settled", Namespace: ns.Name, KubernetesVersion: "v1.35.4",
-		WindowsVersion: infrav1.WindowsServer2022, LinuxNodes: 1, WindowsNodes: 1, Location: "westeurope",
-		SubscriptionID: "00000000-0000-0000-0000-000000000001", SSHPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh test"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := windowsFlavorAt135(t, ns.Name, "settled")
 	var cluster *clusterv1.Cluster
 	var kcp *controlplanev1.KubeadmControlPlane
 	for _, o := range objs {
@@ -257,4 +247,16 @@ func (r *configMapReads) Get(ctx context.Context, key client.ObjectKey, obj clie
 		r.n++
 	}
 	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// windowsFlavorAt135 is the windows flavor's cluster at v1.35.4.
+func windowsFlavorAt135(t *testing.T, namespace, name string) []client.Object {
+	t.Helper()
+	objs, err := flavors.Generate(flavors.Windows, flavors.Options{ClusterName: name, Namespace: namespace, KubernetesVersion: "v1.35.4",
+		WindowsVersion: infrav1.WindowsServer2022, LinuxNodes: 1, WindowsNodes: 1, Location: "westeurope",
+		SubscriptionID: "00000000-0000-0000-0000-000000000001", SSHPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }
