@@ -62,6 +62,7 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 	r.Phases.ManagementPlaneUp = Seconds(time.Since(start).Seconds())
 	w.Emulator().ResetCounters()
 	mgmtStart, mgmtErr := w.ManagementRequests(ctx)
+	callersStart := w.ManagementRequestsByController()
 	if err := w.CreateCluster(ctx); err != nil {
 		return nil, err
 	}
@@ -118,6 +119,7 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 			r.Management.Requests = Sum(now)
 			r.Management.PerMachine = r.Management.Requests / float64(r.Nodes)
 			r.Management.Top = Top(now, 8)
+			r.Management.ByCaller, r.Management.ByController = Callers(callersStart, w.ManagementRequestsByController(), r.Management.Requests, r.Nodes)
 		}
 	}
 	if mgmtErr != nil {

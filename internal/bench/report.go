@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/winkube/winkube/internal/apicallers"
 	"github.com/winkube/winkube/internal/localworld"
 )
 
@@ -77,7 +78,16 @@ type Report struct {
 		Requests   float64  `json:"requests"`
 		PerMachine float64  `json:"perMachine"`
 		Top        []Counts `json:"top"`
-		Error      string   `json:"error,omitempty"`
+		// ByCaller is the requests per machine by who made them: winkube's
+		// controllers, Cluster API's, the kubeadm bootstrap provider,
+		// KubeadmControlPlane, the manager outside a reconcile (its
+		// caches, its webhooks) and the rest (the local world's own
+		// clients, the API server's own).
+		ByCaller []Counts `json:"byCaller,omitempty"`
+		// ByController is the largest lines per machine as
+		// "controller: VERB resource".
+		ByController []Counts `json:"byController,omitempty"`
+		Error        string   `json:"error,omitempty"`
 	} `json:"management"`
 	CPUSeconds struct {
 		Winkube      CPUFigures `json:"winkube"`
@@ -300,6 +310,15 @@ func (r *Report) WriteTable(out io.Writer) {
 		for _, c := range r.Management.Top {
 			fmt.Fprintf(t, "  %s\t%.0f\n", c.What, c.Count)
 		}
+		if len(r.Management.ByCaller) > 0 {
+			fmt.Fprintf(t, "management API server per machine by caller\t\n")
+		}
+		for _, c := range r.Management.ByCaller {
+			fmt.Fprintf(t, "  %s\t%s\n", c.What, g(c.Count))
+		}
+		for _, c := range r.Management.ByController {
+			fmt.Fprintf(t, "  %s\t%s\n", c.What, g(c.Count))
+		}
 	}
 	fmt.Fprintf(t, "\nCPU SECONDS\tBRING-UP\tSTEADY PER MINUTE\tDELETE\n")
 	fmt.Fprintf(t, "winkube\t%s\t%s\t%s\n", g(r.CPUSeconds.Winkube.BringUp), g(r.CPUSeconds.Winkube.SteadyPerMinute), g(r.CPUSeconds.Winkube.Delete))
@@ -333,4 +352,46 @@ func ParseSize(size string) ([3]int32, error) {
 		n[i] = int32(v)
 	}
 	return n, nil
+}
+
+// Callers are the management API server's requests per machine by who made
+// them, from the manager's counts by controller (before and after the
+// bring-up) and the server's own total.
+func Callers(before, after map[apicallers.Key]float64, total float64, machines int) (byCaller, byController []Counts) {
+	callers, lines := map[string]float64{}, map[string]float64{}
+	var counted float64
+	for k, v := range after {
+		d := (v - before[k]) / float64(machines)
+		if d <= 0 {
+			continue
+		}
+		counted += d
+		callers[callerOf(k.Controller)] += d
+		name := k.Controller
+		if name == "" {
+			name = "(no reconcile)"
+		}
+		lines[name+": "+k.Request] += d
+	}
+	if rest := total/float64(machines) - counted; rest > 0 {
+		callers["outside the manager (local world, API server)"] = rest
+	}
+	return Top(callers, 8), Top(lines, 12)
+}
+
+// callerOf names who owns the controller: winkube's controllers are named
+// after the Azure kinds they reconcile (internal/controllers), Cluster
+// API's after theirs.
+func callerOf(controller string) string {
+	switch {
+	case controller == "":
+		return "manager outside a reconcile (caches, webhooks)"
+	case strings.HasPrefix(controller, "azure"), controller == "addonversion":
+		return "winkube controllers"
+	case controller == "kubeadmconfig":
+		return "kubeadm bootstrap"
+	case controller == "kubeadmcontrolplane":
+		return "KubeadmControlPlane"
+	}
+	return "Cluster API core"
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/winkube/winkube/internal/apicallers"
 	"github.com/winkube/winkube/internal/localworld"
 )
 
@@ -183,5 +184,31 @@ func TestProfiler(t *testing.T) {
 	off.Stop()
 	if err := off.Heap(); err != nil || len(off.Written()) != 0 {
 		t.Errorf("without a directory: %v, %v", off.Written(), err)
+	}
+}
+
+func TestCallersAttributeTheBringUpsRequests(t *testing.T) {
+	before := map[apicallers.Key]float64{{Controller: "machine", Request: "PATCH machines/status"}: 10}
+	after := map[apicallers.Key]float64{
+		{Controller: "machine", Request: "PATCH machines/status"}:           50,
+		{Controller: "azuremachine", Request: "PATCH azuremachines/status"}: 20,
+		{Controller: "kubeadmconfig", Request: "GET secrets"}:               4,
+		{Controller: "", Request: "WATCH machines"}:                         2,
+	}
+	byCaller, byController := Callers(before, after, 100, 2)
+	want := map[string]float64{
+		"Cluster API core": 20, "winkube controllers": 10, "kubeadm bootstrap": 2,
+		"manager outside a reconcile (caches, webhooks)": 1, "outside the manager (local world, API server)": 17,
+	}
+	if len(byCaller) != len(want) {
+		t.Fatalf("by caller %v, want %v", byCaller, want)
+	}
+	for _, c := range byCaller {
+		if want[c.What] != c.Count {
+			t.Errorf("%s: %v per machine, want %v", c.What, c.Count, want[c.What])
+		}
+	}
+	if byController[0] != (Counts{"machine: PATCH machines/status", 20}) {
+		t.Errorf("largest line %v, want the Machine controller's status patches, 20 per machine", byController[0])
 	}
 }

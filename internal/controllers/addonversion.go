@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,6 +52,14 @@ type AddonVersionReconciler struct {
 	// ClusterResourceSets, the control plane).
 	Reader   client.Reader
 	Recorder events.EventRecorder
+
+	// followed remembers, per Cluster UID, the version and labels whose
+	// add-ons were all found at that version: every status patch of the
+	// Cluster and of its control plane wakes this controller (dozens per
+	// machine during a bring-up), and reading each ConfigMap again live to
+	// find nothing to move was most of the management plane's ConfigMap
+	// reads. Lost on a restart, which reads them all once more.
+	followed sync.Map
 }
 
 var kcpGK = schema.GroupKind{Group: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane"}
@@ -105,6 +114,11 @@ func (r *AddonVersionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil || !ok {
 		return ctrl.Result{}, err
 	}
+	done := v.String() + "|" + labels.Set(cluster.Labels).String()
+	if was, ok := r.followed.Load(cluster.UID); ok && was == done {
+		return ctrl.Result{}, nil
+	}
+	all := true
 	sets := &addonsv1.ClusterResourceSetList{}
 	if err := r.Reader.List(ctx, sets, client.InNamespace(cluster.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the ClusterResourceSets of namespace %s: %w", cluster.Namespace, err)
@@ -122,10 +136,15 @@ func (r *AddonVersionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			if res.Kind != "ConfigMap" || !strings.HasPrefix(res.Name, cluster.Name+"-") {
 				continue
 			}
-			if err := r.follow(ctx, cluster, res.Name, v); err != nil {
+			found, err := r.follow(ctx, cluster, res.Name, v)
+			if err != nil {
 				return ctrl.Result{}, err
 			}
+			all = all && found
 		}
+	}
+	if all {
+		r.followed.Store(cluster.UID, done)
 	}
 	return ctrl.Result{}, nil
 }
@@ -174,10 +193,11 @@ func (r *AddonVersionReconciler) rolledOutVersion(ctx context.Context, cluster *
 
 // follow rewrites one ConfigMap's version-bound images; the update is
 // guarded by its resourceVersion, so a concurrent edit is read again.
-func (r *AddonVersionReconciler) follow(ctx context.Context, cluster *clusterv1.Cluster, name string, v images.Version) error {
+// found is false when the ConfigMap is not there (yet).
+func (r *AddonVersionReconciler) follow(ctx context.Context, cluster *clusterv1.Cluster, name string, v images.Version) (found bool, err error) {
 	cm := &corev1.ConfigMap{}
 	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: name}, cm); err != nil {
-		return client.IgnoreNotFound(err) // the set waits for it too
+		return false, client.IgnoreNotFound(err) // the set waits for it too
 	}
 	var moved []string
 	for k, doc := range cm.Data {
@@ -192,11 +212,11 @@ func (r *AddonVersionReconciler) follow(ctx context.Context, cluster *clusterv1.
 		cm.Data[k] = out
 	}
 	if len(moved) == 0 {
-		return nil
+		return true, nil
 	}
 	if err := r.Client.Update(ctx, cm); err != nil {
-		return fmt.Errorf("moving ConfigMap %s/%s to Kubernetes %s: %w", cm.Namespace, name, v, err)
+		return true, fmt.Errorf("moving ConfigMap %s/%s to Kubernetes %s: %w", cm.Namespace, name, v, err)
 	}
 	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, AddonsFollowedReason, "ConfigMap %s follows the control plane to %s: %s", name, v, strings.Join(moved, ", "))
-	return nil
+	return true, nil
 }

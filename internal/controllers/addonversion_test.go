@@ -34,12 +34,7 @@ func TestAddonsFollowTheControlPlaneVersion(t *testing.T) {
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	objs, err := flavors.Generate(flavors.Windows, flavors.Options{ClusterName: "up", Namespace: ns.Name, KubernetesVersion: "v1.35.4",
-		WindowsVersion: infrav1.WindowsServer2022, LinuxNodes: 1, WindowsNodes: 1, Location: "westeurope",
-		SubscriptionID: "00000000-0000-0000-0000-000000000001", SSHPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh test"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := windowsFlavorAt135(t, ns.Name, "up")
 	var cluster *clusterv1.Cluster
 	var kcp *controlplanev1.KubeadmControlPlane
 	for _, o := range objs {
@@ -157,4 +152,111 @@ func TestAddonsFollowTheControlPlaneVersion(t *testing.T) {
 	if after.ResourceVersion != cni.ResourceVersion {
 		t.Error("the CNI's ConfigMap, which no version binds, was rewritten")
 	}
+}
+
+// TestSettledAddonsAreNotReadAgain: once a Cluster's add-ons are at its
+// control plane's version, the reconciles that its own and its control
+// plane's status patches bring (dozens per machine during a bring-up) read
+// none of its ConfigMaps again; a new version still moves them.
+func TestSettledAddonsAreNotReadAgain(t *testing.T) {
+	ctx := context.Background()
+	c := env.Client
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "addonreads-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	objs := windowsFlavorAt135(t, ns.Name, "settled")
+	var cluster *clusterv1.Cluster
+	var kcp *controlplanev1.KubeadmControlPlane
+	for _, o := range objs {
+		switch x := o.(type) {
+		case *clusterv1.Cluster:
+			cluster = x
+		case *controlplanev1.KubeadmControlPlane:
+			kcp = x
+		case *corev1.ConfigMap, *addonsv1.ClusterResourceSet:
+		default:
+			continue
+		}
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	rolledOut := func(v string) {
+		t.Helper()
+		if err := c.Get(ctx, client.ObjectKeyFromObject(kcp), kcp); err != nil {
+			t.Fatal(err)
+		}
+		if kcp.Spec.Version != v {
+			kcp.Spec.Version = v
+			if err := c.Update(ctx, kcp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kcp.Status.Versions = []clusterv1.StatusVersion{{Version: v, Replicas: 1}}
+		if err := c.Status().Update(ctx, kcp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The services endpoint the AzureCluster controller writes once the
+	// cluster's endpoint is known: a set refers to it.
+	endpoint := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: cluster.Name + infrav1.ServicesEndpointSuffix}}
+	if err := c.Create(ctx, endpoint); err != nil {
+		t.Fatal(err)
+	}
+	rolledOut("v1.35.4")
+	reads := &configMapReads{Reader: c}
+	r := &controllers.AddonVersionReconciler{Client: c, Reader: reads, Recorder: record.NewFakeRecorder(10)}
+	reconcile := func() {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cluster)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile()
+	if reads.n == 0 {
+		t.Fatal("the first reconcile read none of the add-ons' ConfigMaps: the test no longer sees what it counts")
+	}
+	first := reads.n
+	for range 3 {
+		reconcile()
+	}
+	if got := reads.n - first; got != 0 {
+		t.Errorf("3 reconciles of a Cluster whose add-ons are at its version read ConfigMaps %d times, want none", got)
+	}
+
+	rolledOut("v1.36.3")
+	reconcile()
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "settled-kube-proxy-windows"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if doc := cm.Data["kube-proxy-windows.yaml"]; !strings.Contains(doc, "kube-proxy:v1.36.3-calico-hostprocess") {
+		t.Errorf("kube-proxy-windows did not follow the control plane to v1.36.3")
+	}
+}
+
+// configMapReads counts the ConfigMaps read through it from the API server.
+type configMapReads struct {
+	client.Reader
+	n int
+}
+
+func (r *configMapReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.ConfigMap); ok {
+		r.n++
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// windowsFlavorAt135 is the windows flavor's cluster at v1.35.4.
+func windowsFlavorAt135(t *testing.T, namespace, name string) []client.Object {
+	t.Helper()
+	objs, err := flavors.Generate(flavors.Windows, flavors.Options{ClusterName: name, Namespace: namespace, KubernetesVersion: "v1.35.4",
+		WindowsVersion: infrav1.WindowsServer2022, LinuxNodes: 1, WindowsNodes: 1, Location: "westeurope",
+		SubscriptionID: "00000000-0000-0000-0000-000000000001", SSHPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/apicallers"
 )
 
 // Timeline is when the world's cluster reached each step of its bring-up,
@@ -303,6 +304,17 @@ func (w *World) APIRequests(ctx context.Context) (map[string]float64, error) {
 		return nil, fmt.Errorf("no control plane runs")
 	}
 	return out, nil
+}
+
+// ManagementRequestsByController counts the requests the controllers'
+// manager has made so far, by the controller whose reconcile made each
+// ("" for those made outside a reconcile: its caches, its webhooks).
+// Requests of the local world's own machinery do not pass through it.
+func (w *World) ManagementRequestsByController() map[apicallers.Key]float64 {
+	if w.callers == nil {
+		return nil
+	}
+	return w.callers.Counts()
 }
 
 // ManagementRequests counts the requests the management API server has

@@ -42,6 +42,7 @@ import (
 	"github.com/winkube/winkube/emulator/machines"
 	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/registry"
+	"github.com/winkube/winkube/internal/apicallers"
 	azcloud "github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/controllers"
@@ -118,6 +119,9 @@ type World struct {
 	env    *envtest.Environment
 	Config *rest.Config
 	Client client.Client
+	// callers counts the manager's requests by the controller that made
+	// them (the bench's attribution of the management plane's load).
+	callers *apicallers.Counter
 	// cache is the controllers' cache, for reads repeated every second.
 	cache client.Reader
 	reg   *registry.Registry
@@ -365,8 +369,13 @@ func (w *World) start(ctx context.Context) (err error) {
 func (w *World) startControllers() error {
 	s, mgmtCfg, o := w.scheme, w.mgmtCfg, w.opts
 	wio := &w.env.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(w.Config, ctrl.Options{
-		Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: o.Log.WithName("controllers"),
+	if w.callers == nil {
+		w.callers = apicallers.New()
+	}
+	cfg := rest.CopyConfig(w.Config)
+	cfg.Wrap(w.callers.Wrap)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, Logger: w.callers.Logger(o.Log.WithName("controllers")),
 		// Cluster API's controllers read the objects they reference (the
 		// infrastructure and bootstrap of every Machine) as unstructured:
 		// from the cache, as Cluster API's own managers are set up, not
