@@ -53,7 +53,9 @@ type AddonVersionReconciler struct {
 	Reader   client.Reader
 	Recorder events.EventRecorder
 
-	// followed remembers, per Cluster UID, the version and labels whose
+	// followed remembers, per Cluster (by namespace/name, the value led by
+	// its UID, so that a Cluster made again under the name is read anew,
+	// and forgotten once the Cluster is deleted), the version and labels whose
 	// add-ons were all found at that version: every status patch of the
 	// Cluster and of its control plane wakes this controller (dozens per
 	// machine during a bring-up), and reading each ConfigMap again live to
@@ -105,17 +107,24 @@ func (r *AddonVersionReconciler) clustersOfControlPlane(ctx context.Context, o c
 func (r *AddonVersionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.followed.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !cluster.DeletionTimestamp.IsZero() || (cluster.Spec.Paused != nil && *cluster.Spec.Paused) || !cluster.Spec.ControlPlaneRef.IsDefined() {
+	if !cluster.DeletionTimestamp.IsZero() {
+		r.followed.Delete(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	if (cluster.Spec.Paused != nil && *cluster.Spec.Paused) || !cluster.Spec.ControlPlaneRef.IsDefined() {
 		return ctrl.Result{}, nil
 	}
 	v, ok, err := r.rolledOutVersion(ctx, cluster)
 	if err != nil || !ok {
 		return ctrl.Result{}, err
 	}
-	done := v.String() + "|" + labels.Set(cluster.Labels).String()
-	if was, ok := r.followed.Load(cluster.UID); ok && was == done {
+	done := string(cluster.UID) + "|" + v.String() + "|" + labels.Set(cluster.Labels).String()
+	if was, ok := r.followed.Load(req.NamespacedName); ok && was == done {
 		return ctrl.Result{}, nil
 	}
 	all := true
@@ -144,7 +153,7 @@ func (r *AddonVersionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 	if all {
-		r.followed.Store(cluster.UID, done)
+		r.followed.Store(req.NamespacedName, done)
 	}
 	return ctrl.Result{}, nil
 }
