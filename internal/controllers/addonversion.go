@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -123,15 +124,11 @@ func (r *AddonVersionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil || !ok {
 		return ctrl.Result{}, err
 	}
-	done := string(cluster.UID) + "|" + v.String() + "|" + labels.Set(cluster.Labels).String()
-	if was, ok := r.followed.Load(req.NamespacedName); ok && was == done {
-		return ctrl.Result{}, nil
-	}
-	all := true
 	sets := &addonsv1.ClusterResourceSetList{}
 	if err := r.Reader.List(ctx, sets, client.InNamespace(cluster.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the ClusterResourceSets of namespace %s: %w", cluster.Namespace, err)
 	}
+	var names []string
 	for i := range sets.Items {
 		set := &sets.Items[i]
 		sel, err := metav1.LabelSelectorAsSelector(&set.Spec.ClusterSelector)
@@ -142,15 +139,27 @@ func (r *AddonVersionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			// Only the cluster's own ConfigMaps (<cluster>-<add-on>, as the
 			// flavors and the clusterctl templates name them): a ConfigMap
 			// shared by clusters of other versions is left to its owner.
-			if res.Kind != "ConfigMap" || !strings.HasPrefix(res.Name, cluster.Name+"-") {
-				continue
+			if res.Kind == "ConfigMap" && strings.HasPrefix(res.Name, cluster.Name+"-") {
+				names = append(names, res.Name)
 			}
-			found, err := r.follow(ctx, cluster, res.Name, v)
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			all = all && found
 		}
+	}
+	// The ConfigMaps the cluster's sets name are part of what was settled:
+	// a set applied later (its ConfigMap written from an older template)
+	// is read, though neither the version nor the labels changed.
+	slices.Sort(names)
+	names = slices.Compact(names)
+	done := string(cluster.UID) + "|" + v.String() + "|" + labels.Set(cluster.Labels).String() + "|" + strings.Join(names, ",")
+	if was, ok := r.followed.Load(req.NamespacedName); ok && was == done {
+		return ctrl.Result{}, nil
+	}
+	all := true
+	for _, name := range names {
+		found, err := r.follow(ctx, cluster, name, v)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		all = all && found
 	}
 	if all {
 		r.followed.Store(req.NamespacedName, done)
