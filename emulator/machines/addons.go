@@ -55,6 +55,9 @@ func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os strin
 	var known *workloadCluster
 	var admin, kubeletReads kubernetes.Interface
 	var checker *startneeds.Checker
+	// stopReads ends the watches of the cluster known before (its
+	// ConfigMaps, its Services) when another takes over.
+	stopReads := func() {}
 	logged := false
 	cluster := func() (kubernetes.Interface, kubernetes.Interface, *startneeds.Checker, *workloadCluster) {
 		r.mu.Lock()
@@ -81,7 +84,10 @@ func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os strin
 			// ConfigMap manager and service lister keep them. One
 			// catalog for every node (it is read only) and the
 			// cluster's grants.
-			reads := kubelet.Reads(a, ctx.Done())
+			stopReads()
+			rctx, cancel := context.WithCancel(ctx)
+			stopReads = cancel
+			reads := kubelet.Reads(a, rctx.Done())
 			known, admin, kubeletReads, checker = wc, a, reads, &startneeds.Checker{Client: reads, Components: catalog().Components, Grants: wc.grants}
 		}
 		return admin, kubeletReads, checker, known

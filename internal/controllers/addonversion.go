@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -53,7 +54,9 @@ type AddonVersionReconciler struct {
 	Reader   client.Reader
 	Recorder events.EventRecorder
 
-	// followed remembers, per Cluster UID, the version and labels whose
+	// followed remembers, per Cluster (by namespace/name, the value led by
+	// its UID, so that a Cluster made again under the name is read anew,
+	// and forgotten once the Cluster is deleted), the version and labels whose
 	// add-ons were all found at that version: every status patch of the
 	// Cluster and of its control plane wakes this controller (dozens per
 	// machine during a bring-up), and reading each ConfigMap again live to
@@ -105,24 +108,27 @@ func (r *AddonVersionReconciler) clustersOfControlPlane(ctx context.Context, o c
 func (r *AddonVersionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.followed.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !cluster.DeletionTimestamp.IsZero() || (cluster.Spec.Paused != nil && *cluster.Spec.Paused) || !cluster.Spec.ControlPlaneRef.IsDefined() {
+	if !cluster.DeletionTimestamp.IsZero() {
+		r.followed.Delete(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	if (cluster.Spec.Paused != nil && *cluster.Spec.Paused) || !cluster.Spec.ControlPlaneRef.IsDefined() {
 		return ctrl.Result{}, nil
 	}
 	v, ok, err := r.rolledOutVersion(ctx, cluster)
 	if err != nil || !ok {
 		return ctrl.Result{}, err
 	}
-	done := v.String() + "|" + labels.Set(cluster.Labels).String()
-	if was, ok := r.followed.Load(cluster.UID); ok && was == done {
-		return ctrl.Result{}, nil
-	}
-	all := true
 	sets := &addonsv1.ClusterResourceSetList{}
 	if err := r.Reader.List(ctx, sets, client.InNamespace(cluster.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the ClusterResourceSets of namespace %s: %w", cluster.Namespace, err)
 	}
+	var names []string
 	for i := range sets.Items {
 		set := &sets.Items[i]
 		sel, err := metav1.LabelSelectorAsSelector(&set.Spec.ClusterSelector)
@@ -133,18 +139,30 @@ func (r *AddonVersionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			// Only the cluster's own ConfigMaps (<cluster>-<add-on>, as the
 			// flavors and the clusterctl templates name them): a ConfigMap
 			// shared by clusters of other versions is left to its owner.
-			if res.Kind != "ConfigMap" || !strings.HasPrefix(res.Name, cluster.Name+"-") {
-				continue
+			if res.Kind == "ConfigMap" && strings.HasPrefix(res.Name, cluster.Name+"-") {
+				names = append(names, res.Name)
 			}
-			found, err := r.follow(ctx, cluster, res.Name, v)
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			all = all && found
 		}
 	}
+	// The ConfigMaps the cluster's sets name are part of what was settled:
+	// a set applied later (its ConfigMap written from an older template)
+	// is read, though neither the version nor the labels changed.
+	slices.Sort(names)
+	names = slices.Compact(names)
+	done := string(cluster.UID) + "|" + v.String() + "|" + labels.Set(cluster.Labels).String() + "|" + strings.Join(names, ",")
+	if was, ok := r.followed.Load(req.NamespacedName); ok && was == done {
+		return ctrl.Result{}, nil
+	}
+	all := true
+	for _, name := range names {
+		found, err := r.follow(ctx, cluster, name, v)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		all = all && found
+	}
 	if all {
-		r.followed.Store(cluster.UID, done)
+		r.followed.Store(req.NamespacedName, done)
 	}
 	return ctrl.Result{}, nil
 }

@@ -234,6 +234,40 @@ func TestSettledAddonsAreNotReadAgain(t *testing.T) {
 	if doc := cm.Data["kube-proxy-windows.yaml"]; !strings.Contains(doc, "kube-proxy:v1.36.3-calico-hostprocess") {
 		t.Errorf("kube-proxy-windows did not follow the control plane to v1.36.3")
 	}
+
+	// A set applied once the cluster has settled, its ConfigMap written
+	// from the old version's template: neither the version nor the labels
+	// change, and it is followed all the same.
+	var set *addonsv1.ClusterResourceSet
+	var old135 map[string]string
+	for _, o := range objs {
+		switch x := o.(type) {
+		case *addonsv1.ClusterResourceSet:
+			set = x
+		case *corev1.ConfigMap:
+			if x.Name == "settled-kube-proxy-windows" {
+				old135 = x.Data
+			}
+		}
+	}
+	if !strings.Contains(old135["kube-proxy-windows.yaml"], "kube-proxy:v1.35.4-calico-hostprocess") {
+		t.Fatal("the flavor's kube-proxy-windows at v1.35.4 is not what the test expects")
+	}
+	late := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "settled-late-kube-proxy-windows"}, Data: old135}
+	lateSet := &addonsv1.ClusterResourceSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "settled-late"},
+		Spec: addonsv1.ClusterResourceSetSpec{ClusterSelector: set.Spec.ClusterSelector, Resources: []addonsv1.ResourceRef{{Kind: "ConfigMap", Name: late.Name}}}}
+	for _, o := range []client.Object{late, lateSet} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile()
+	if err := c.Get(ctx, client.ObjectKeyFromObject(late), late); err != nil {
+		t.Fatal(err)
+	}
+	if doc := late.Data["kube-proxy-windows.yaml"]; !strings.Contains(doc, "kube-proxy:v1.36.3-calico-hostprocess") {
+		t.Errorf("a ClusterResourceSet applied after the cluster settled kept its kube-proxy-windows at v1.35.4")
+	}
 }
 
 // configMapReads counts the ConfigMaps read through it from the API server.

@@ -54,3 +54,17 @@ var MachineChanged = machineChanged
 // AzureMachineChanged is the filter of the AzureMachine updates that wake
 // it.
 var AzureMachineChanged = azureMachineChanged
+
+// RememberFollowed records the Cluster key as settled, as a reconcile
+// that found its add-ons at its control plane's version does.
+func (r *AddonVersionReconciler) RememberFollowed(key types.NamespacedName) {
+	r.followed.Store(key, "settled")
+}
+
+// FollowedClusters is how many Clusters the add-on version controller
+// remembers as settled.
+func (r *AddonVersionReconciler) FollowedClusters() int {
+	n := 0
+	r.followed.Range(func(any, any) bool { n++; return true })
+	return n
+}

@@ -64,8 +64,16 @@ var machineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool 
 // request for --debouncing-timer (10 s) after a successful reconcile
 // (pkg/coalescing/reconciler.go @2cbcf3b5, main.go @1e5b0b0c); a delay the local
 // world, whose VMs come up in seconds, would wait out on every machine.
+//
+// A resync (the cache's periodic replay, old and new the same object at
+// the same resourceVersion) passes, as it does through CAPZ's unfiltered
+// watch: it is the only wake left for a machine at rest, whose VM may
+// have been deleted or changed in Azure meanwhile.
 var azureMachineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, n := e.ObjectOld, e.ObjectNew
+	if rv := n.GetResourceVersion(); rv != "" && rv == o.GetResourceVersion() {
+		return true
+	}
 	if !sameMetadataActedOn(o, n) || azureMachineSpecChanged(o, n) {
 		return true
 	}

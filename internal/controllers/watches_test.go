@@ -123,3 +123,24 @@ func TestAzureMachineUpdatesThatWakeIt(t *testing.T) {
 		})
 	}
 }
+
+// TestAzureMachineResyncWakesIt: the cache's periodic resync replays each
+// AzureMachine as an update of itself (the same resourceVersion); it
+// passes, as through CAPZ's unfiltered watch, or a machine at rest would
+// never be looked at again (a VM deleted in Azure never noticed), while
+// its own status write (a new resourceVersion) still does not wake it.
+func TestAzureMachineResyncWakesIt(t *testing.T) {
+	am := &infrav1.AzureMachine{}
+	am.Name, am.Namespace, am.Generation, am.ResourceVersion = "m", "ns", 1, "7"
+	am.Finalizers = []string{infrav1.MachineFinalizer}
+	conditions.Set(am, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason})
+	if !controllers.AzureMachineChanged.Update(event.UpdateEvent{ObjectOld: am, ObjectNew: am.DeepCopy()}) {
+		t.Error("a resync of the AzureMachine does not wake it")
+	}
+	written := am.DeepCopy()
+	written.ResourceVersion = "8"
+	written.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: "10.1.0.4"}}
+	if controllers.AzureMachineChanged.Update(event.UpdateEvent{ObjectOld: am, ObjectNew: written}) {
+		t.Error("its own status write wakes the AzureMachine")
+	}
+}
