@@ -30,34 +30,7 @@ import (
 func TestAddonsFollowTheControlPlaneVersion(t *testing.T) {
 	ctx := context.Background()
 	c := env.Client
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "addonversion-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	objs := windowsFlavorAt135(t, ns.Name, "up")
-	var cluster *clusterv1.Cluster
-	var kcp *controlplanev1.KubeadmControlPlane
-	for _, o := range objs {
-		switch x := o.(type) {
-		case *clusterv1.Cluster:
-			cluster = x
-		case *controlplanev1.KubeadmControlPlane:
-			kcp = x
-		}
-	}
-	// The add-on sets and their ConfigMaps, the Cluster and its control
-	// plane, as clusterctl would apply them (the Cluster paused: no
-	// Cluster API controller runs here).
-	for _, o := range objs {
-		switch o.(type) {
-		case *corev1.ConfigMap, *clusterv1.Cluster, *controlplanev1.KubeadmControlPlane, *addonsv1.ClusterResourceSet:
-		default:
-			continue
-		}
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	ns, _, cluster, kcp := appliedFlavorAt135(t, "addonversion-", "up")
 	// Another cluster's ConfigMap of the same content, in a set that
 	// selects it too: not this cluster's to move.
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared-kube-proxy-windows", Namespace: ns.Name}}
@@ -161,27 +134,7 @@ func TestAddonsFollowTheControlPlaneVersion(t *testing.T) {
 func TestSettledAddonsAreNotReadAgain(t *testing.T) {
 	ctx := context.Background()
 	c := env.Client
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "addonreads-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	objs := windowsFlavorAt135(t, ns.Name, "settled")
-	var cluster *clusterv1.Cluster
-	var kcp *controlplanev1.KubeadmControlPlane
-	for _, o := range objs {
-		switch x := o.(type) {
-		case *clusterv1.Cluster:
-			cluster = x
-		case *controlplanev1.KubeadmControlPlane:
-			kcp = x
-		case *corev1.ConfigMap, *addonsv1.ClusterResourceSet:
-		default:
-			continue
-		}
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	ns, objs, cluster, kcp := appliedFlavorAt135(t, "addonreads-", "settled")
 	rolledOut := func(v string) {
 		t.Helper()
 		if err := c.Get(ctx, client.ObjectKeyFromObject(kcp), kcp); err != nil {
@@ -293,4 +246,35 @@ func windowsFlavorAt135(t *testing.T, namespace, name string) []client.Object {
 		t.Fatal(err)
 	}
 	return objs
+}
+
+// appliedFlavorAt135 creates a namespace and in it the windows flavor's
+// add-on sets and their ConfigMaps, the Cluster and its control plane at
+// v1.35.4, as clusterctl would apply them (the Cluster paused: no Cluster
+// API controller runs here).
+func appliedFlavorAt135(t *testing.T, prefix, name string) (*corev1.Namespace, []client.Object, *clusterv1.Cluster, *controlplanev1.KubeadmControlPlane) {
+	t.Helper()
+	ctx, c := context.Background(), env.Client
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	objs := windowsFlavorAt135(t, ns.Name, name)
+	var cluster *clusterv1.Cluster
+	var kcp *controlplanev1.KubeadmControlPlane
+	for _, o := range objs {
+		switch x := o.(type) {
+		case *clusterv1.Cluster:
+			cluster = x
+		case *controlplanev1.KubeadmControlPlane:
+			kcp = x
+		case *corev1.ConfigMap, *addonsv1.ClusterResourceSet:
+		default:
+			continue
+		}
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	return ns, objs, cluster, kcp
 }
