@@ -20,24 +20,37 @@ import (
 // times per pod. Every other request goes to c; the watches end when done
 // closes.
 func WatchedConfigMaps(c kubernetes.Interface, done <-chan struct{}) kubernetes.Interface {
-	watches := namedwatch.New[*corev1.ConfigMap, *corev1.ConfigMapList](corev1.Resource("configmaps"), c.CoreV1().ConfigMaps, done, namedwatch.Options{})
-	return &cmClient{Interface: c, core: &cmCore{CoreV1Interface: c.CoreV1(), watches: watches}}
+	return &cachedClient{Interface: c, core: &cachedCore{CoreV1Interface: c.CoreV1(), watches: newConfigMapWatches(c, done)}}
 }
 
-type cmClient struct {
+func newConfigMapWatches(c kubernetes.Interface, done <-chan struct{}) *cmWatches {
+	return namedwatch.New[*corev1.ConfigMap, *corev1.ConfigMapList](corev1.Resource("configmaps"), c.CoreV1().ConfigMaps, done, namedwatch.Options{})
+}
+
+// cachedClient is a client whose ConfigMap reads and, when it has an
+// informer of them, Service reads come from the kubelet's own caches.
+type cachedClient struct {
 	kubernetes.Interface
-	core *cmCore
+	core *cachedCore
 }
 
-func (c *cmClient) CoreV1() typedcorev1.CoreV1Interface { return c.core }
+func (c *cachedClient) CoreV1() typedcorev1.CoreV1Interface { return c.core }
 
-type cmCore struct {
+type cachedCore struct {
 	typedcorev1.CoreV1Interface
-	watches *cmWatches
+	watches  *cmWatches
+	services *svcCache // nil: Services go to the API server
 }
 
-func (c *cmCore) ConfigMaps(ns string) typedcorev1.ConfigMapInterface {
+func (c *cachedCore) ConfigMaps(ns string) typedcorev1.ConfigMapInterface {
 	return &cmNamespace{ConfigMapInterface: c.CoreV1Interface.ConfigMaps(ns), ns: ns, watches: c.watches}
+}
+
+func (c *cachedCore) Services(ns string) typedcorev1.ServiceInterface {
+	if c.services == nil {
+		return c.CoreV1Interface.Services(ns)
+	}
+	return &svcNamespace{ServiceInterface: c.CoreV1Interface.Services(ns), ns: ns, cache: c.services}
 }
 
 type cmNamespace struct {

@@ -32,14 +32,13 @@ import (
 // in a bring-up. Every other request goes to c; the watches end when done
 // closes.
 func Reads(c kubernetes.Interface, done <-chan struct{}) kubernetes.Interface {
-	c = WatchedConfigMaps(c, done)
 	factory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
 	}), informers.WithTransform(crcache.TransformStripManagedFields()))
 	inf := factory.Core().V1().Services()
 	svcs := &svcCache{lister: inf.Lister(), synced: inf.Informer().HasSynced}
 	factory.Start(done)
-	return &svcClient{Interface: c, core: &svcCore{CoreV1Interface: c.CoreV1(), cache: svcs}}
+	return &cachedClient{Interface: c, core: &cachedCore{CoreV1Interface: c.CoreV1(), watches: newConfigMapWatches(c, done), services: svcs}}
 }
 
 type svcCache struct {
@@ -62,22 +61,6 @@ func (s *svcCache) wait(ctx context.Context) error {
 		return nil
 	}
 	return errors.New("services have not yet been read at least once, cannot construct envvars")
-}
-
-type svcClient struct {
-	kubernetes.Interface
-	core *svcCore
-}
-
-func (c *svcClient) CoreV1() typedcorev1.CoreV1Interface { return c.core }
-
-type svcCore struct {
-	typedcorev1.CoreV1Interface
-	cache *svcCache
-}
-
-func (c *svcCore) Services(ns string) typedcorev1.ServiceInterface {
-	return &svcNamespace{ServiceInterface: c.CoreV1Interface.Services(ns), ns: ns, cache: c.cache}
 }
 
 type svcNamespace struct {
