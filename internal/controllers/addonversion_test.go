@@ -276,6 +276,18 @@ func TestAddonVersionReadsFromTheCache(t *testing.T) {
 	}
 	rollOut(t, kcp, "v1.36.3")
 	poll.Until(t, 60*time.Second, movedTo("cached-kube-proxy-windows", "v1.36.3"))
+	liveReads := func() map[string]float64 {
+		live := map[string]float64{}
+		for k, n := range counter.Counts() {
+			if k.Controller == "addonversion" && (k.Request == "GET kubeadmcontrolplanes" || k.Request == "LIST clusterresourcesets") {
+				live[k.Request] += n
+			}
+		}
+		return live
+	}
+	if live := liveReads(); len(live) != 0 {
+		t.Errorf("the reconciles that moved the add-ons made live requests of the control plane and the sets: %v, want none (the manager caches both)", live)
+	}
 
 	// A set applied now, its ConfigMap from the old version's template:
 	// nothing of the Cluster or its control plane changes.
@@ -300,16 +312,10 @@ func TestAddonVersionReadsFromTheCache(t *testing.T) {
 		}
 	}
 	poll.Until(t, 60*time.Second, movedTo(late.Name, "v1.36.3"))
+	if live := liveReads(); len(live) != 0 {
+		t.Errorf("the reconciles of the set applied later made live requests of the control plane and the sets: %v, want none", live)
+	}
 
-	live := map[string]float64{}
-	for k, n := range counter.Counts() {
-		if k.Controller == "addonversion" && (k.Request == "GET kubeadmcontrolplanes" || k.Request == "LIST clusterresourcesets") {
-			live[k.Request] += n
-		}
-	}
-	if len(live) != 0 {
-		t.Errorf("the reconciles that moved the add-ons made live requests of the control plane and the sets: %v, want none (the manager caches both)", live)
-	}
 }
 
 // configMapReads counts the ConfigMaps read through it from the API server.
