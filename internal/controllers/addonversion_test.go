@@ -180,29 +180,7 @@ func TestSettledAddonsAreNotReadAgain(t *testing.T) {
 	// A set applied once the cluster has settled, its ConfigMap written
 	// from the old version's template: neither the version nor the labels
 	// change, and it is followed all the same.
-	var set *addonsv1.ClusterResourceSet
-	var old135 map[string]string
-	for _, o := range objs {
-		switch x := o.(type) {
-		case *addonsv1.ClusterResourceSet:
-			set = x
-		case *corev1.ConfigMap:
-			if x.Name == "settled-kube-proxy-windows" {
-				old135 = x.Data
-			}
-		}
-	}
-	if !strings.Contains(old135["kube-proxy-windows.yaml"], "kube-proxy:v1.35.4-calico-hostprocess") {
-		t.Fatal("the flavor's kube-proxy-windows at v1.35.4 is not what the test expects")
-	}
-	late := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "settled-late-kube-proxy-windows"}, Data: old135}
-	lateSet := &addonsv1.ClusterResourceSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "settled-late"},
-		Spec: addonsv1.ClusterResourceSetSpec{ClusterSelector: set.Spec.ClusterSelector, Resources: []addonsv1.ResourceRef{{Kind: "ConfigMap", Name: late.Name}}}}
-	for _, o := range []client.Object{late, lateSet} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	late := applyLateSet(t, ns.Name, cluster.Name, objs)
 	reconcile()
 	if err := c.Get(ctx, client.ObjectKeyFromObject(late), late); err != nil {
 		t.Fatal(err)
@@ -291,6 +269,19 @@ func TestAddonVersionReadsFromTheCache(t *testing.T) {
 
 	// A set applied now, its ConfigMap from the old version's template:
 	// nothing of the Cluster or its control plane changes.
+	late := applyLateSet(t, ns.Name, cluster.Name, objs)
+	poll.Until(t, 60*time.Second, movedTo(late.Name, "v1.36.3"))
+	if live := liveReads(); len(live) != 0 {
+		t.Errorf("the reconciles of the set applied later made live requests of the control plane and the sets: %v, want none", live)
+	}
+}
+
+// applyLateSet creates, in namespace, a ClusterResourceSet selecting the
+// cluster and its ConfigMap <cluster>-late-kube-proxy-windows, holding the
+// flavor's kube-proxy-windows at v1.35.4 (objs, from appliedFlavorAt135):
+// a set applied once the cluster has settled, from an older template.
+func applyLateSet(t *testing.T, namespace, cluster string, objs []client.Object) *corev1.ConfigMap {
+	t.Helper()
 	var set *addonsv1.ClusterResourceSet
 	var old135 map[string]string
 	for _, o := range objs {
@@ -298,24 +289,23 @@ func TestAddonVersionReadsFromTheCache(t *testing.T) {
 		case *addonsv1.ClusterResourceSet:
 			set = x
 		case *corev1.ConfigMap:
-			if x.Name == "cached-kube-proxy-windows" {
+			if x.Name == cluster+"-kube-proxy-windows" {
 				old135 = x.Data
 			}
 		}
 	}
-	late := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "cached-late-kube-proxy-windows"}, Data: old135}
-	lateSet := &addonsv1.ClusterResourceSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "cached-late"},
+	if !strings.Contains(old135["kube-proxy-windows.yaml"], "kube-proxy:v1.35.4-calico-hostprocess") {
+		t.Fatal("the flavor's kube-proxy-windows at v1.35.4 is not what the test expects")
+	}
+	late := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: cluster + "-late-kube-proxy-windows"}, Data: old135}
+	lateSet := &addonsv1.ClusterResourceSet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: cluster + "-late"},
 		Spec: addonsv1.ClusterResourceSetSpec{ClusterSelector: set.Spec.ClusterSelector, Resources: []addonsv1.ResourceRef{{Kind: "ConfigMap", Name: late.Name}}}}
 	for _, o := range []client.Object{late, lateSet} {
-		if err := c.Create(ctx, o); err != nil {
+		if err := env.Client.Create(context.Background(), o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	poll.Until(t, 60*time.Second, movedTo(late.Name, "v1.36.3"))
-	if live := liveReads(); len(live) != 0 {
-		t.Errorf("the reconciles of the set applied later made live requests of the control plane and the sets: %v, want none", live)
-	}
-
+	return late
 }
 
 // configMapReads counts the ConfigMaps read through it from the API server.
