@@ -13,16 +13,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	events "k8s.io/client-go/tools/record"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/winkube/winkube/internal/flavors"
@@ -31,7 +34,7 @@ import (
 
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kubeadmcontrolplanes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=addons.cluster.x-k8s.io,resources=clusterresourcesets,verbs=get;list
+// +kubebuilder:rbac:groups=addons.cluster.x-k8s.io,resources=clusterresourcesets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;update
 
 // AddonsFollowedReason is the Event of a Cluster whose version-bound
@@ -49,10 +52,17 @@ const AddonsFollowedReason = "AddonsFollowVersion"
 // the changed ConfigMaps to the workload cluster.
 type AddonVersionReconciler struct {
 	Client client.Client
-	// Reader reads what the manager does not cache (ConfigMaps,
-	// ClusterResourceSets, the control plane).
+	// Reader reads what the manager does not cache: ConfigMaps, and a
+	// control plane of another provider than KubeadmControlPlane.
 	Reader   client.Reader
 	Recorder events.EventRecorder
+
+	// setsWatched and kcpWatched say that SetupWithManager watches the
+	// ClusterResourceSets and the KubeadmControlPlanes, so that Client
+	// reads them from the manager's cache: a live LIST and GET at each wake
+	// were about 24 of the management plane's requests per machine during a
+	// bring-up.
+	setsWatched, kcpWatched bool
 
 	// followed remembers, per Cluster (by namespace/name, the value led by
 	// its UID, so that a Cluster made again under the name is read anew,
@@ -81,10 +91,44 @@ func (r *AddonVersionReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	b := ctrl.NewControllerManagedBy(mgr).For(&clusterv1.Cluster{})
 	if _, err := mgr.GetRESTMapper().RESTMapping(kcpGK, controlplanev1.GroupVersion.Version); err == nil {
 		b = b.Watches(&controlplanev1.KubeadmControlPlane{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfControlPlane))
+		r.kcpWatched = true
+	} else if !meta.IsNoMatchError(err) {
+		return err
+	}
+	// A set made or changed after a Cluster settled (a new add-on, a
+	// ConfigMap added to a set) wakes the Clusters it selects: the memory
+	// of settled Clusters includes the sets' ConfigMaps, and the sets are
+	// read from the cache, which this watch keeps.
+	setGK := schema.GroupKind{Group: addonsv1.GroupVersion.Group, Kind: "ClusterResourceSet"}
+	if _, err := mgr.GetRESTMapper().RESTMapping(setGK, addonsv1.GroupVersion.Version); err == nil {
+		b = b.Watches(&addonsv1.ClusterResourceSet{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfSet),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+		r.setsWatched = true
 	} else if !meta.IsNoMatchError(err) {
 		return err
 	}
 	return b.WithOptions(opts).Named("addonversion").Complete(r)
+}
+
+// clustersOfSet are the Clusters of the set's namespace that it selects.
+func (r *AddonVersionReconciler) clustersOfSet(ctx context.Context, o client.Object) []reconcile.Request {
+	set, ok := o.(*addonsv1.ClusterResourceSet)
+	if !ok {
+		return nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&set.Spec.ClusterSelector)
+	if err != nil || sel.Empty() {
+		return nil
+	}
+	list := &clusterv1.ClusterList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(set.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
 }
 
 // clustersOfControlPlane are the Clusters whose controlPlaneRef names it.
@@ -125,7 +169,11 @@ func (r *AddonVersionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	sets := &addonsv1.ClusterResourceSetList{}
-	if err := r.Reader.List(ctx, sets, client.InNamespace(cluster.Namespace)); err != nil {
+	setsFrom := r.Reader
+	if r.setsWatched {
+		setsFrom = r.Client
+	}
+	if err := setsFrom.List(ctx, sets, client.InNamespace(cluster.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the ClusterResourceSets of namespace %s: %w", cluster.Namespace, err)
 	}
 	var names []string
@@ -179,7 +227,7 @@ func (r *AddonVersionReconciler) rolledOutVersion(ctx context.Context, cluster *
 		return images.Version{}, false, fmt.Errorf("the Cluster's control plane kind %s.%s: %w", ref.Kind, ref.APIGroup, err)
 	}
 	cp.SetGroupVersionKind(mapping.GroupVersionKind)
-	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, cp); err != nil {
+	if err := r.getControlPlane(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, cp); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 			// Not there yet, or a provider the manager may not read.
 			log.FromContext(ctx).V(1).Info("cannot read the control plane", "error", err.Error())
@@ -207,6 +255,26 @@ func (r *AddonVersionReconciler) rolledOutVersion(ctx context.Context, cluster *
 		return images.Version{}, false, nil //nolint:nilerr // the control plane's webhook owns its version's form
 	}
 	return v, true, nil
+}
+
+// getControlPlane reads a KubeadmControlPlane from the cache its watch
+// keeps, through its Go type (a manager caching unstructured objects would
+// otherwise keep a second informer of the kind); any other provider's
+// control plane, which the manager does not watch, is read live.
+func (r *AddonVersionReconciler) getControlPlane(ctx context.Context, key client.ObjectKey, cp *unstructured.Unstructured) error {
+	if !r.kcpWatched || cp.GroupVersionKind().GroupKind() != kcpGK {
+		return r.Reader.Get(ctx, key, cp)
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := r.Client.Get(ctx, key, kcp); err != nil {
+		return err
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(kcp)
+	if err != nil {
+		return fmt.Errorf("reading KubeadmControlPlane %s: %w", key, err)
+	}
+	cp.Object = obj
+	return nil
 }
 
 // follow rewrites one ConfigMap's version-bound images; the update is

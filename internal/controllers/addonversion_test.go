@@ -8,14 +8,18 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/apicallers"
 	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/poll"
@@ -135,22 +139,7 @@ func TestSettledAddonsAreNotReadAgain(t *testing.T) {
 	ctx := context.Background()
 	c := env.Client
 	ns, objs, cluster, kcp := appliedFlavorAt135(t, "addonreads-", "settled")
-	rolledOut := func(v string) {
-		t.Helper()
-		if err := c.Get(ctx, client.ObjectKeyFromObject(kcp), kcp); err != nil {
-			t.Fatal(err)
-		}
-		if kcp.Spec.Version != v {
-			kcp.Spec.Version = v
-			if err := c.Update(ctx, kcp); err != nil {
-				t.Fatal(err)
-			}
-		}
-		kcp.Status.Versions = []clusterv1.StatusVersion{{Version: v, Replicas: 1}}
-		if err := c.Status().Update(ctx, kcp); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rolledOut := func(v string) { t.Helper(); rollOut(t, kcp, v) }
 	// The services endpoint the AzureCluster controller writes once the
 	// cluster's endpoint is known: a set refers to it.
 	endpoint := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: cluster.Name + infrav1.ServicesEndpointSuffix}}
@@ -191,29 +180,7 @@ func TestSettledAddonsAreNotReadAgain(t *testing.T) {
 	// A set applied once the cluster has settled, its ConfigMap written
 	// from the old version's template: neither the version nor the labels
 	// change, and it is followed all the same.
-	var set *addonsv1.ClusterResourceSet
-	var old135 map[string]string
-	for _, o := range objs {
-		switch x := o.(type) {
-		case *addonsv1.ClusterResourceSet:
-			set = x
-		case *corev1.ConfigMap:
-			if x.Name == "settled-kube-proxy-windows" {
-				old135 = x.Data
-			}
-		}
-	}
-	if !strings.Contains(old135["kube-proxy-windows.yaml"], "kube-proxy:v1.35.4-calico-hostprocess") {
-		t.Fatal("the flavor's kube-proxy-windows at v1.35.4 is not what the test expects")
-	}
-	late := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "settled-late-kube-proxy-windows"}, Data: old135}
-	lateSet := &addonsv1.ClusterResourceSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "settled-late"},
-		Spec: addonsv1.ClusterResourceSetSpec{ClusterSelector: set.Spec.ClusterSelector, Resources: []addonsv1.ResourceRef{{Kind: "ConfigMap", Name: late.Name}}}}
-	for _, o := range []client.Object{late, lateSet} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	late := applyLateSet(t, ns.Name, cluster.Name, objs)
 	reconcile()
 	if err := c.Get(ctx, client.ObjectKeyFromObject(late), late); err != nil {
 		t.Fatal(err)
@@ -221,6 +188,124 @@ func TestSettledAddonsAreNotReadAgain(t *testing.T) {
 	if doc := late.Data["kube-proxy-windows.yaml"]; !strings.Contains(doc, "kube-proxy:v1.36.3-calico-hostprocess") {
 		t.Errorf("a ClusterResourceSet applied after the cluster settled kept its kube-proxy-windows at v1.35.4")
 	}
+}
+
+// rollOut moves kcp to version v with all its machines at it.
+func rollOut(t *testing.T, kcp *controlplanev1.KubeadmControlPlane, v string) {
+	t.Helper()
+	ctx, c := context.Background(), env.Client
+	if err := c.Get(ctx, client.ObjectKeyFromObject(kcp), kcp); err != nil {
+		t.Fatal(err)
+	}
+	if kcp.Spec.Version != v {
+		kcp.Spec.Version = v
+		if err := c.Update(ctx, kcp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kcp.Status.Versions = []clusterv1.StatusVersion{{Version: v, Replicas: 1}}
+	if err := c.Status().Update(ctx, kcp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAddonVersionReadsFromTheCache: the controller, run by a manager,
+// reads the ClusterResourceSets and the KubeadmControlPlane from the
+// manager's cache, not from the API server at each wake (every status
+// patch of a Cluster and of its control plane is one); and a set applied
+// after the Cluster settled still wakes it, so that its ConfigMap follows
+// the control plane's version.
+func TestAddonVersionReadsFromTheCache(t *testing.T) {
+	ctx, c := context.Background(), env.Client
+	ns, objs, cluster, kcp := appliedFlavorAt135(t, "addoncache-", "cached")
+	endpoint := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: cluster.Name + infrav1.ServicesEndpointSuffix}}
+	if err := c.Create(ctx, endpoint); err != nil {
+		t.Fatal(err)
+	}
+	rollOut(t, kcp, "v1.35.4")
+
+	counter := apicallers.New()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(counter.Wrap)
+	opts := managerOptions(t)
+	opts.Logger = counter.Logger(ctrl.Log)
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&controllers.AddonVersionReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}).SetupWithManager(mgr,
+		controller.Options{SkipNameValidation: ptr.To(true)}); err != nil {
+		t.Fatal(err)
+	}
+	stop := runManager(t, mgr)
+	defer stop()
+
+	movedTo := func(name, v string) func() string {
+		return func() string {
+			cm := &corev1.ConfigMap{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: name}, cm); err != nil {
+				return err.Error()
+			}
+			if !strings.Contains(cm.Data["kube-proxy-windows.yaml"], "kube-proxy:"+v+"-calico-hostprocess") {
+				return name + " is not at " + v
+			}
+			return ""
+		}
+	}
+	rollOut(t, kcp, "v1.36.3")
+	poll.Until(t, 60*time.Second, movedTo("cached-kube-proxy-windows", "v1.36.3"))
+	liveReads := func() map[string]float64 {
+		live := map[string]float64{}
+		for k, n := range counter.Counts() {
+			if k.Controller == "addonversion" && (k.Request == "GET kubeadmcontrolplanes" || k.Request == "LIST clusterresourcesets") {
+				live[k.Request] += n
+			}
+		}
+		return live
+	}
+	if live := liveReads(); len(live) != 0 {
+		t.Errorf("the reconciles that moved the add-ons made live requests of the control plane and the sets: %v, want none (the manager caches both)", live)
+	}
+
+	// A set applied now, its ConfigMap from the old version's template:
+	// nothing of the Cluster or its control plane changes.
+	late := applyLateSet(t, ns.Name, cluster.Name, objs)
+	poll.Until(t, 60*time.Second, movedTo(late.Name, "v1.36.3"))
+	if live := liveReads(); len(live) != 0 {
+		t.Errorf("the reconciles of the set applied later made live requests of the control plane and the sets: %v, want none", live)
+	}
+}
+
+// applyLateSet creates, in namespace, a ClusterResourceSet selecting the
+// cluster and its ConfigMap <cluster>-late-kube-proxy-windows, holding the
+// flavor's kube-proxy-windows at v1.35.4 (objs, from appliedFlavorAt135):
+// a set applied once the cluster has settled, from an older template.
+func applyLateSet(t *testing.T, namespace, cluster string, objs []client.Object) *corev1.ConfigMap {
+	t.Helper()
+	var set *addonsv1.ClusterResourceSet
+	var old135 map[string]string
+	for _, o := range objs {
+		switch x := o.(type) {
+		case *addonsv1.ClusterResourceSet:
+			set = x
+		case *corev1.ConfigMap:
+			if x.Name == cluster+"-kube-proxy-windows" {
+				old135 = x.Data
+			}
+		}
+	}
+	if !strings.Contains(old135["kube-proxy-windows.yaml"], "kube-proxy:v1.35.4-calico-hostprocess") {
+		t.Fatal("the flavor's kube-proxy-windows at v1.35.4 is not what the test expects")
+	}
+	late := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: cluster + "-late-kube-proxy-windows"}, Data: old135}
+	lateSet := &addonsv1.ClusterResourceSet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: cluster + "-late"},
+		Spec: addonsv1.ClusterResourceSetSpec{ClusterSelector: set.Spec.ClusterSelector, Resources: []addonsv1.ResourceRef{{Kind: "ConfigMap", Name: late.Name}}}}
+	for _, o := range []client.Object{late, lateSet} {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return late
 }
 
 // configMapReads counts the ConfigMaps read through it from the API server.
