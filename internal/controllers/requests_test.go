@@ -349,6 +349,34 @@ func TestVMCreationIsPolledWhenAzureAsks(t *testing.T) {
 	}
 }
 
+// TestClusterOperationIsPolledWhenAzureAsks is the same for an
+// AzureCluster: its load balancer's PUT, made to take 4 s, is polled when
+// its Retry-After says, not at the controller's 500 ms requeue.
+func TestClusterOperationIsPolledWhenAzureAsks(t *testing.T) {
+	emu, cfg := newEmulator(t, arm.Options{Faults: []arm.Fault{{Method: http.MethodPut, Kind: "loadBalancers", OperationDelay: 4 * time.Second}}})
+	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
+	t.Cleanup(stop)
+	f := newCluster(t, "clusterpolls")
+	f.waitClusterProvisioned(2 * time.Minute)
+	c := emu.Counters()
+	if c["PUT loadBalancers"] == 0 {
+		t.Fatal("the cluster was provisioned without a load balancer PUT: the test saw no slow operation")
+	}
+	// Each of the cluster's other operations ends at once: one poll each
+	// (one more for each whose timer had not run yet on a loaded
+	// machine); the load balancer's, one. At the 500 ms requeue the load
+	// balancer's alone would take eight.
+	var puts int64
+	for k, v := range c {
+		if strings.HasPrefix(k, "PUT ") {
+			puts += v
+		}
+	}
+	if polls := c["GET operations"]; polls > puts+4 {
+		t.Errorf("making the cluster's %d resources (its load balancer's taking 4 s) polled their operations %d times, want at most %d: the load balancer's operation asked, in Retry-After, to be polled when it is due, not at the controller's 500 ms requeue", puts, polls, puts+4)
+	}
+}
+
 // TestStatusUpdatesDoNotWakeAMachine runs the manager with one worker per
 // controller, so that the AzureMachines' queue is served in order: a
 // machine whose status alone is updated (as its own reports update it) is
