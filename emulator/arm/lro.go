@@ -16,6 +16,8 @@ type operation struct {
 	err     *armError
 	started time.Time
 	ended   time.Time
+	// due is when the emulator expects to finish it (zero: at once).
+	due time.Time
 	// method is the request's; resultID the resource a PUT or PATCH wrote,
 	// which the result URL answers with once the operation succeeds.
 	method, resultID string
@@ -51,6 +53,23 @@ func (s *Server) startOperation(w http.ResponseWriter, r *http.Request, sub, nam
 	return op
 }
 
+// expect records when an operation started by the request w answers is
+// due to finish, and asks its pollers to come back then: Retry-After is
+// the resource provider's estimate of the time still needed, which the
+// Azure SDK waits before its first poll (sdk/azcore runtime/poller.go
+// PollUntilDone, azure-sdk-for-go @01333edb) and between polls; the
+// emulator knows its own delays, so its estimate is the time left, never
+// less than PollInterval.
+func (s *Server) expect(w http.ResponseWriter, op *operation, delay time.Duration) {
+	op.due = op.started.Add(delay)
+	setRetryAfter(w, s.pollWait(op, op.started))
+}
+
+// pollWait is how long a poller of op should wait from now.
+func (s *Server) pollWait(op *operation, now time.Time) time.Duration {
+	return max(op.due.Sub(now), s.opts.PollInterval)
+}
+
 func (s *Server) finishOperation(op *operation, err *armError) {
 	op.ended = time.Now()
 	if err != nil {
@@ -70,7 +89,9 @@ func (s *Server) serveOperation(w http.ResponseWriter, id string, result bool) {
 	op, ok := s.ops[id]
 	var body, final map[string]any
 	status, method := "", ""
+	wait := s.opts.PollInterval
 	if ok {
+		wait = s.pollWait(op, time.Now())
 		method = op.method
 		if res := s.lookup(op.resultID); res != nil && op.status == "Succeeded" && !res.deleting {
 			final = s.render(res)
@@ -93,7 +114,7 @@ func (s *Server) serveOperation(w http.ResponseWriter, id string, result bool) {
 		return
 	}
 	if status == "InProgress" {
-		setRetryAfter(w, s.opts.PollInterval)
+		setRetryAfter(w, wait)
 	}
 	if result {
 		switch status {

@@ -376,6 +376,7 @@ func (s *Server) putLocked(w http.ResponseWriter, r *http.Request, id resourceID
 	if k.delay != nil {
 		delay += k.delay(s, res)
 	}
+	s.expect(w, op, delay)
 	s.after(delay, func() { s.completePut(op, res) })
 	return res, op, old == nil, nil
 }
@@ -435,7 +436,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, id resourceID) {
 	res.touch()
 	s.parentChanged(id, newETag())
 	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
-	s.after(s.opts.OperationDelay+s.slowerOperation(r.Method, id.Types[len(id.Types)-1]), func() {
+	delay := s.opts.OperationDelay + s.slowerOperation(r.Method, id.Types[len(id.Types)-1])
+	s.expect(w, op, delay)
+	s.after(delay, func() {
 		s.mu.Lock()
 		stop := s.removeResource(res)
 		s.finishOperation(op, nil)

@@ -415,6 +415,7 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resource
 		}
 	}
 	delay := s.opts.OperationDelay + bootDelay(s, res)
+	s.expect(w, op, delay)
 	s.after(delay, func() {
 		s.mu.Lock()
 		var boot []Machine

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/loadbalancers"
 	"github.com/winkube/winkube/internal/azure/natgateways"
@@ -90,6 +91,7 @@ func (r *AzureClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 // Reconcile brings one AzureCluster's Azure resources to its spec.
 func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	defer requeueWhenThrottled(ctx, &res, &reterr)
+	ctx = async.WithWait(ctx)
 	s, err := openScope[*clusterv1.Cluster](ctx, r.Client, req.NamespacedName, &infrav1.AzureCluster{})
 	if s == nil {
 		return ctrl.Result{}, err
@@ -300,7 +302,7 @@ func (r *AzureClusterReconciler) reconcileNetwork(ctx context.Context, cs *clust
 	}
 	if pending != nil {
 		setReady(ac, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("creating %s %s", pending.service, pending.name))
-		return &ctrl.Result{RequeueAfter: r.Requeue}, nil
+		return &ctrl.Result{RequeueAfter: operationRequeue(ctx, r.Requeue)}, nil
 	}
 	if err := reconcileClusterTags(ctx, svc, ac, n, owner); err != nil {
 		return stop(r.azureError(ac, "tags", err))
@@ -581,7 +583,7 @@ func (r *AzureClusterReconciler) reconcileDelete(ctx context.Context, ac *infrav
 	}
 	if pending != nil {
 		setReady(ac, metav1.ConditionFalse, DeletingReason, fmt.Sprintf("deleting %s %s", pending.service, pending.name))
-		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+		return ctrl.Result{RequeueAfter: operationRequeue(ctx, r.Requeue)}, nil
 	}
 	r.Recorder.Eventf(ac, corev1.EventTypeNormal, "Deleted", "deleted the cluster's Azure resources")
 	if err := releaseIdentity(ctx, r.Client, ac); err != nil {

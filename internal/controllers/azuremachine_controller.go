@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/availabilitysets"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/inboundnatrules"
@@ -105,6 +106,7 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 // Reconcile brings one AzureMachine's VM to its spec.
 func (r *AzureMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	defer requeueWhenThrottled(ctx, &res, &reterr)
+	ctx = async.WithWait(ctx)
 	s, err := openScope[*clusterv1.Machine](ctx, r.Client, req.NamespacedName, &infrav1.AzureMachine{})
 	if s == nil {
 		return ctrl.Result{}, err
@@ -338,7 +340,7 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 			return r.azureError(am, "NAT rule", err)
 		}
 		if !done {
-			return r.provisioning(am, "creating the SSH NAT rule")
+			return r.provisioning(ctx, am, "creating the SSH NAT rule")
 		}
 		am.Status.SSHNATPort = port
 		nic.BackendPoolIDs = []string{lb.BackendPoolID()}
@@ -351,7 +353,7 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 		return r.azureError(am, "NIC", err)
 	}
 	if !done {
-		return r.provisioning(am, "creating the NIC")
+		return r.provisioning(ctx, am, "creating the NIC")
 	}
 
 	var customData []byte
@@ -398,9 +400,9 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 		if cond := conditions.Get(am, ReadyCondition); cond != nil && cond.Reason == VMFailedReason {
 			// A failed creation sent again: the failure stays in view
 			// until the VM is made.
-			return ctrl.Result{RequeueAfter: r.Requeue}, nil
+			return ctrl.Result{RequeueAfter: operationRequeue(ctx, r.Requeue)}, nil
 		}
-		return r.provisioning(am, "creating the VM")
+		return r.provisioning(ctx, am, "creating the VM")
 	}
 	am.Status.VMState = ptr.Deref(vm.Properties.ProvisioningState, "")
 	if am.Spec.ProviderID == "" {
@@ -523,9 +525,11 @@ func (r *AzureMachineReconciler) vmFailed(am *infrav1.AzureMachine, vmName strin
 	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
-func (r *AzureMachineReconciler) provisioning(am *infrav1.AzureMachine, what string) (ctrl.Result, error) {
+// provisioning reports a resource being made, to look at again when its
+// operation asked.
+func (r *AzureMachineReconciler) provisioning(ctx context.Context, am *infrav1.AzureMachine, what string) (ctrl.Result, error) {
 	setReady(am, metav1.ConditionFalse, ProvisioningReason, what)
-	return ctrl.Result{RequeueAfter: r.Requeue}, nil
+	return ctrl.Result{RequeueAfter: operationRequeue(ctx, r.Requeue)}, nil
 }
 
 func (r *AzureMachineReconciler) azureError(am *infrav1.AzureMachine, what string, err error) (ctrl.Result, error) {
@@ -738,7 +742,7 @@ func (r *AzureMachineReconciler) reconcileDelete(ctx context.Context, am *infrav
 	}
 	if pending != nil {
 		setReady(am, metav1.ConditionFalse, DeletingReason, fmt.Sprintf("deleting %s %s", pending.service, pending.name))
-		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+		return ctrl.Result{RequeueAfter: operationRequeue(ctx, r.Requeue)}, nil
 	}
 	r.event(am, corev1.EventTypeNormal, "Deleted", "deleted the VM, its OS disk, NIC and NAT rule")
 	controllerutil.RemoveFinalizer(am, infrav1.MachineFinalizer)

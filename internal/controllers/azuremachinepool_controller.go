@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/providerid"
 	"github.com/winkube/winkube/internal/azure/resourceskus"
@@ -116,6 +117,7 @@ type poolContext struct {
 // Reconcile brings one pool's scale set to its MachinePool.
 func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	defer requeueWhenThrottled(ctx, &res, &reterr)
+	ctx = async.WithWait(ctx)
 	s, err := openScope[*clusterv1.MachinePool](ctx, r.Client, req.NamespacedName, &infrav1.AzureMachinePool{})
 	if s == nil {
 		return ctrl.Result{}, err
@@ -498,7 +500,7 @@ func (r *AzureMachinePoolReconciler) writeScaleSet(ctx context.Context, pc *pool
 	}
 	if !done || wrote {
 		setReady(amp, metav1.ConditionFalse, ProvisioningReason, "updating the scale set")
-		return &ctrl.Result{RequeueAfter: r.Requeue}, nil
+		return &ctrl.Result{RequeueAfter: operationRequeue(ctx, r.Requeue)}, nil
 	}
 	// The scale set has the spec's tags (they are part of its model).
 	setLastAppliedTags(amp, mergeMaps(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags))
@@ -771,7 +773,7 @@ func (r *AzureMachinePoolReconciler) reconcileDelete(ctx context.Context, pc *po
 		}
 		if pending != nil {
 			setReady(amp, metav1.ConditionFalse, DeletingReason, fmt.Sprintf("deleting %s %s", pending.service, pending.name))
-			return ctrl.Result{RequeueAfter: r.Requeue}, nil
+			return ctrl.Result{RequeueAfter: operationRequeue(ctx, r.Requeue)}, nil
 		}
 	}
 	machines, err := r.poolMachines(ctx, amp)

@@ -319,6 +319,64 @@ func TestVMCreationReads(t *testing.T) {
 	}
 }
 
+// TestVMCreationIsPolledWhenAzureAsks runs the manager, at a requeue
+// interval well under the time a Windows VM takes to make (5 s here), and
+// counts the operation polls of one machine's creation: its NIC's
+// operation, done at once, and its VM's, whose every answer says, in
+// Retry-After, how long it has left. The VM's operation is not polled
+// in the reconcile that started it (the SDK's own PollUntilDone would
+// wait the first answer's Retry-After), nor at the controller's interval
+// while it runs, but when Azure asked: once, give or take a late timer.
+func TestVMCreationIsPolledWhenAzureAsks(t *testing.T) {
+	emu, cfg := newEmulator(t, arm.Options{BootDelayWindows: 5 * time.Second})
+	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
+	t.Cleanup(stop)
+	f := newCluster(t, "vmpolls")
+	f.waitClusterProvisioned(2 * time.Minute)
+	const getOp = "GET operations"
+	c0 := emu.Counters()
+	am := f.newMachine("vmpolls-win", false, true, "1")
+	f.waitMachinesProvisioned(2*time.Minute, am.Name)
+	c1 := emu.Counters()
+	if c1["PUT virtualMachines"] == c0["PUT virtualMachines"] {
+		t.Fatal("the machine was provisioned without a VM PUT: the test saw no operation")
+	}
+	// Two polls for the NIC (one at once, one more if its operation had
+	// not finished yet), two for the VM (the second only if the
+	// emulator's timer ran late on a loaded machine).
+	if polls := c1[getOp] - c0[getOp]; polls > 4 {
+		t.Errorf("making one Windows VM (5 s) and its NIC polled their operations %d times, want at most 4: the VM's operation asked, in Retry-After, to be polled when it is due, not at the controller's 500 ms requeue", polls)
+	}
+}
+
+// TestClusterOperationIsPolledWhenAzureAsks is the same for an
+// AzureCluster: its load balancer's PUT, made to take 4 s, is polled when
+// its Retry-After says, not at the controller's 500 ms requeue.
+func TestClusterOperationIsPolledWhenAzureAsks(t *testing.T) {
+	emu, cfg := newEmulator(t, arm.Options{Faults: []arm.Fault{{Method: http.MethodPut, Kind: "loadBalancers", OperationDelay: 4 * time.Second}}})
+	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
+	t.Cleanup(stop)
+	f := newCluster(t, "clusterpolls")
+	f.waitClusterProvisioned(2 * time.Minute)
+	c := emu.Counters()
+	if c["PUT loadBalancers"] == 0 {
+		t.Fatal("the cluster was provisioned without a load balancer PUT: the test saw no slow operation")
+	}
+	// Each of the cluster's other operations ends at once: one poll each
+	// (one more for each whose timer had not run yet on a loaded
+	// machine); the load balancer's, one. At the 500 ms requeue the load
+	// balancer's alone would take eight.
+	var puts int64
+	for k, v := range c {
+		if strings.HasPrefix(k, "PUT ") {
+			puts += v
+		}
+	}
+	if polls := c["GET operations"]; polls > puts+4 {
+		t.Errorf("making the cluster's %d resources (its load balancer's taking 4 s) polled their operations %d times, want at most %d: the load balancer's operation asked, in Retry-After, to be polled when it is due, not at the controller's 500 ms requeue", puts, polls, puts+4)
+	}
+}
+
 // TestStatusUpdatesDoNotWakeAMachine runs the manager with one worker per
 // controller, so that the AzureMachines' queue is served in order: a
 // machine whose status alone is updated (as its own reports update it) is

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -14,6 +13,8 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/winkube/winkube/internal/azure/async"
 )
 
 // fromAzure reports whether an error is Azure's answer, or the failure to
@@ -60,7 +61,7 @@ func throttled(err error) (time.Duration, bool) {
 	if re.RawResponse != nil {
 		h = re.RawResponse.Header
 	}
-	wait, given := retryAfter(h)
+	wait, given := async.RetryAfter(h)
 	switch {
 	case re.StatusCode == http.StatusTooManyRequests && !given:
 		wait = defaultThrottleWait
@@ -71,23 +72,21 @@ func throttled(err error) (time.Duration, bool) {
 	return min(max(wait, time.Second), maxThrottleWait), true
 }
 
-// retryAfter reads the wait a response asks for: ARM's milliseconds
-// (x-ms-retry-after-ms, retry-after-ms) when present, else Retry-After in
-// seconds or as an HTTP date (RFC 9110 section 10.2.3).
-func retryAfter(h http.Header) (time.Duration, bool) {
-	for _, k := range []string{"x-ms-retry-after-ms", "retry-after-ms"} {
-		if ms, err := strconv.ParseInt(h.Get(k), 10, 64); err == nil && ms >= 0 {
-			return time.Duration(ms) * time.Millisecond, true
-		}
+// maxOperationWait bounds the Retry-After of an operation under way: a
+// header far off must not leave an operation unlooked-at for long.
+const maxOperationWait = time.Minute
+
+// operationRequeue is when a reconcile that left operations under way,
+// and has nothing else to do, comes back: when Azure asked for them to be
+// polled again (async.Asked), not sooner than requeue, the controller's
+// interval, nor later than maxOperationWait; requeue when Azure said
+// nothing.
+func operationRequeue(ctx context.Context, requeue time.Duration) time.Duration {
+	wait, ok := async.Asked(ctx)
+	if !ok {
+		return requeue
 	}
-	v := h.Get("Retry-After")
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second, true
-	}
-	if at, err := http.ParseTime(v); err == nil {
-		return time.Until(at), true
-	}
-	return 0, false
+	return min(max(wait, requeue), maxOperationWait)
 }
 
 // requeueWhenThrottled, deferred first in a Reconcile (so that it runs

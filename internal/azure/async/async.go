@@ -10,23 +10,40 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 )
 
-// Step starts an operation with start("") or resumes it with start(token),
-// polls it once, and reports it done, or returns the token to resume it
-// with next time. A token that no longer resumes (the operation is gone) is
+// Step starts an operation with start(ctx, "") or resumes it with
+// start(ctx, token), and either finds it done or returns the token to
+// resume it with next time; start makes its requests with the ctx it is
+// given. A token that no longer resumes (the operation is gone) is
 // dropped: the caller starts over, which is safe because ARM PUTs and
 // DELETEs are idempotent.
-func Step(ctx context.Context, token string, start func(resumeToken string) (Poller, error)) (next string, done bool, err error) {
-	p, err := start(token)
+//
+// A resumed operation is polled once. A new one is polled at once only
+// when its resource provider gave no Retry-After, or one under a second:
+// one that asked for a second or more cannot be done yet, and the Azure
+// SDK's own PollUntilDone waits the first answer's Retry-After before its
+// first poll (sdk/azcore/runtime/poller.go, azure-sdk-for-go @01333edb).
+// The wait asked for (the first answer's, or the last poll's) is recorded
+// in ctx's Wait (WithWait) for the caller's requeue.
+func Step(ctx context.Context, token string, start func(ctx context.Context, resumeToken string) (Poller, error)) (next string, done bool, err error) {
+	var initial *http.Response
+	p, err := start(policy.WithCaptureResponse(ctx, &initial), token)
 	if err != nil {
 		return "", false, err
 	}
 	if !p.Done() {
-		if _, err := p.Poll(ctx); err != nil {
+		if wait := retryAfterOf(initial); token == "" && wait >= time.Second {
+			noteWait(ctx, wait)
+			next, err = p.ResumeToken()
+			return next, false, err
+		}
+		resp, err := p.Poll(ctx)
+		if err != nil {
 			if token != "" && IsNotFound(err) {
 				return "", false, nil
 			}
@@ -36,6 +53,9 @@ func Step(ctx context.Context, token string, start func(resumeToken string) (Pol
 				token = next
 			}
 			return token, false, err
+		}
+		if !p.Done() {
+			noteWait(ctx, retryAfterOf(resp))
 		}
 	}
 	if p.Done() {

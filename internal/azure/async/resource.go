@@ -159,7 +159,9 @@ func ReconcileFrom[R any](ctx context.Context, k *Kind[R], spec Spec[R], token s
 func ReconcileRead[R any](ctx context.Context, k *Kind[R], spec Spec[R], token string, existing *R) (next string, done bool, cur *R, err error) {
 	ref := spec.ResourceRef()
 	var body *R
-	putCtx := ctx
+	// The PUT's preconditions: the ETag read, or none may exist.
+	var etag *string
+	exclusive := false
 	if token == "" {
 		if existing != nil && spec.OwnerTags() != nil && k.Tags != nil {
 			if err := tags.CheckOwned(k.Noun, ref.Name, spec.OwnerTags(), k.Tags(existing), tags.AdoptsUnscoped(ctx)); err != nil {
@@ -176,19 +178,23 @@ func ReconcileRead[R any](ctx context.Context, k *Kind[R], spec Spec[R], token s
 		}
 		switch {
 		case existing != nil && k.ETag != nil:
-			putCtx = IfMatch(ctx, k.ETag(existing))
+			etag = k.ETag(existing)
 		case existing == nil && isExclusive(spec):
-			putCtx = policy.WithHTTPHeader(ctx, http.Header{"If-None-Match": []string{"*"}})
+			exclusive = true
 		}
 	}
 	var p Poller
-	next, done, err = Step(ctx, token, func(tok string) (Poller, error) {
+	next, done, err = Step(ctx, token, func(ctx context.Context, tok string) (Poller, error) {
 		var b R
 		if body != nil {
 			b = *body
 		}
+		ctx = IfMatch(ctx, etag)
+		if exclusive {
+			ctx = policy.WithHTTPHeader(ctx, http.Header{"If-None-Match": []string{"*"}})
+		}
 		var err error
-		p, err = k.Put(putCtx, ref, b, tok)
+		p, err = k.Put(ctx, ref, b, tok)
 		return p, err
 	})
 	if f, ok := p.(finalResource[R]); ok && done && err == nil {
@@ -199,7 +205,7 @@ func ReconcileRead[R any](ctx context.Context, k *Kind[R], spec Spec[R], token s
 
 // Remove deletes the resource without blocking; one already gone is done.
 func Remove[R any](ctx context.Context, k *Kind[R], ref Ref, token string) (next string, done bool, err error) {
-	next, done, err = Step(ctx, token, func(tok string) (Poller, error) { return k.Delete(ctx, ref, tok) })
+	next, done, err = Step(ctx, token, func(ctx context.Context, tok string) (Poller, error) { return k.Delete(ctx, ref, tok) })
 	if err != nil && IsNotFound(err) {
 		return "", true, nil
 	}

@@ -14,7 +14,7 @@ import (
 // per Service on the cluster's load balancer): the caller reads the load
 // balancer, changes its own parts and puts back the rest as it found it.
 func (s *Service) Put(ctx context.Context, rg, name string, lb armnetwork.LoadBalancer, token string) (string, bool, error) {
-	return async.Step(ctx, token, func(tok string) (async.Poller, error) {
+	return async.Step(ctx, token, func(ctx context.Context, tok string) (async.Poller, error) {
 		return s.kind.Put(ctx, async.Ref{ResourceGroup: rg, Name: name}, lb, tok)
 	})
 }

@@ -280,13 +280,13 @@ func (s *Service) Reconcile(ctx context.Context, spec Spec, token string) (strin
 // the scale set has after it.
 func (s *Service) Write(ctx context.Context, spec Spec, token string) (next string, wrote, done bool, err error) {
 	rg, name := spec.ResourceGroup, spec.Name
-	patch := func(ctx context.Context, body armcompute.VirtualMachineScaleSetUpdate) func(string) (async.Poller, error) {
-		return func(tok string) (async.Poller, error) {
-			return async.Wrap(s.sets.BeginUpdate(ctx, rg, name, body, &armcompute.VirtualMachineScaleSetsClientBeginUpdateOptions{ResumeToken: tok}))
+	patch := func(etag *string, body armcompute.VirtualMachineScaleSetUpdate) func(context.Context, string) (async.Poller, error) {
+		return func(ctx context.Context, tok string) (async.Poller, error) {
+			return async.Wrap(s.sets.BeginUpdate(async.IfMatch(ctx, etag), rg, name, body, &armcompute.VirtualMachineScaleSetsClientBeginUpdateOptions{ResumeToken: tok}))
 		}
 	}
 	if isUpdateToken(token) {
-		next, done, err = async.Step(ctx, token, patch(ctx, armcompute.VirtualMachineScaleSetUpdate{}))
+		next, done, err = async.Step(ctx, token, patch(nil, armcompute.VirtualMachineScaleSetUpdate{}))
 		return next, true, done, err
 	}
 	if token == "" {
@@ -296,7 +296,7 @@ func (s *Service) Write(ctx context.Context, spec Spec, token string) (next stri
 		}
 		spec.Capacity = spec.capacityOver(cur)
 		if capacityOnly(cur, spec) {
-			next, done, err = async.Step(ctx, "", patch(async.IfMatch(ctx, cur.Etag), capacityUpdate(cur, spec)))
+			next, done, err = async.Step(ctx, "", patch(cur.Etag, capacityUpdate(cur, spec)))
 			return next, true, done, err
 		}
 		if cur != nil {
