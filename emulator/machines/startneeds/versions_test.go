@@ -208,7 +208,7 @@ func listsAgainAfter(t *testing.T, cfg *rest.Config, answer func(*http.Request) 
 // it: the managedFields of its creator, the scheduler and the kubelet.
 func pod(i int) *metav1.PartialObjectMetadata {
 	ts := metav1.NewTime(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
-	fields := func(s string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(s)} }
+	fields := metav1.NewFieldsV1
 	status := `{"f:status":{"f:conditions":{` +
 		strings.Repeat(`"k:{\"type\":\"Ready\"}":{".":{},"f:lastProbeTime":{},"f:lastTransitionTime":{},"f:status":{},"f:type":{}},`, 5) +
 		`"k:{\"type\":\"PodScheduled\"}":{".":{}}},"f:containerStatuses":{},"f:hostIP":{},"f:hostIPs":{},"f:phase":{},"f:podIP":{},"f:podIPs":{".":{},"k:{\"ip\":\"10.1.2.3\"}":{".":{},"f:ip":{}}},"f:startTime":{}}}`
@@ -316,7 +316,7 @@ func TestListDecodesToVersions(t *testing.T) {
 	if err := protobuf.NewSerializer(scheme, scheme).Encode(l, &pb); err != nil {
 		t.Fatal(err)
 	}
-	js := fmt.Sprintf(`{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"4242","continue":"next-page"},"items":[{"metadata":{"name":"x","managedFields":[{"manager":"kubelet"}]}}]}`)
+	js := `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"4242","continue":"next-page"},"items":[{"metadata":{"name":"x","managedFields":[{"manager":"kubelet"}]}}]}`
 	neg := runtime.NewClientNegotiator(newVersionsOnly(metadataSerializer()), schema.GroupVersion{})
 	for ct, body := range map[string][]byte{runtime.ContentTypeProtobuf: pb.Bytes(), runtime.ContentTypeJSON: []byte(js)} {
 		dec, err := neg.Decoder(ct, nil)
