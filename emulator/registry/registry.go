@@ -77,7 +77,36 @@ type Registry struct {
 	// pusher is the one credential that may write: the registry's own
 	// (Push), held only in this process.
 	pusher authn.Basic
+	// puller makes every pull of the world's container runtimes; see
+	// newPuller.
+	puller *remote.Puller
 }
+
+// newPuller is the one client the simulated container runtimes pull
+// with. A remote.Get without one builds a transport per call, and each
+// new transport pings the registry's /v2/ first (over https and http at
+// once for a registry without TLS, so each pull cost a TLS ClientHello
+// and two new connections). A containerd keeps its registry state per
+// host instead: its docker authorizer holds one handler per host, adds
+// credentials only after a 401 challenge, and caches each bearer token
+// per scope (containerd core/remotes/docker/authorizer.go @02e0fef8,
+// dockerAuthorizer.handlers and authHandler.scopedTokens). This
+// registry's reads are anonymous and never challenged, so there is no
+// token to keep: the puller keeps the ping's outcome per repository and
+// its connections, with room for the many runtimes pulling at once
+// (go-containerregistry's default transport keeps 50 idle per host).
+func newPuller() (*remote.Puller, error) {
+	t := remote.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = pullIdleConns, pullIdleConns
+	return remote.NewPuller(remote.WithTransport(t))
+}
+
+// pullIdleConns is how many connections the pulls keep open: a world's
+// nodes pull at once as they join, hundreds of them at 500 nodes.
+const pullIdleConns = 256
+
+// listenTCP binds the registry's port (a test counts its connections).
+var listenTCP = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 
 // pusherName is the user name of the registry's own push credential.
 const pusherName = "winkube"
@@ -96,11 +125,16 @@ func Start(addr string) (*Registry, error) {
 	if _, err := rand.Read(secret); err != nil {
 		return nil, fmt.Errorf("image registry: %w", err)
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenTCP(addr)
 	if err != nil {
 		return nil, fmt.Errorf("image registry: %w", err)
 	}
-	r := &Registry{host: ln.Addr().String(), pusher: authn.Basic{Username: pusherName, Password: hex.EncodeToString(secret)}}
+	puller, err := newPuller()
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("image registry: %w", err)
+	}
+	r := &Registry{host: ln.Addr().String(), pusher: authn.Basic{Username: pusherName, Password: hex.EncodeToString(secret)}, puller: puller}
 	r.handler = ggcrregistry.New(ggcrregistry.Logger(discard()))
 	r.srv = &http.Server{Handler: r.authorize(r.handler), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = r.srv.Serve(ln) }()
@@ -273,7 +307,7 @@ func (r *Registry) HasRepository(ctx context.Context, ref string) (bool, error) 
 	if err != nil {
 		return false, err
 	}
-	tags, err := remote.List(l.Context(), remote.WithContext(ctx))
+	tags, err := remote.List(l.Context(), remote.WithContext(ctx), remote.Reuse(r.puller))
 	if err != nil {
 		var te *transport.Error
 		if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
@@ -290,7 +324,7 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	desc, err := remote.Get(l, remote.WithContext(ctx))
+	desc, err := remote.Get(l, remote.WithContext(ctx), remote.Reuse(r.puller))
 	if err != nil {
 		var te *transport.Error
 		if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {

@@ -58,21 +58,43 @@ func TestCPUTimeAndMemoryOfThisProcess(t *testing.T) {
 	}
 }
 
-// A local world keeps its Go memory under MemoryLimit, unless the user set
-// GOMEMLIMIT, which wins.
+// A local world's soft memory limit grows with its nodes (4 MiB each over
+// 512 MiB, never under MemoryLimit), is capped at half the machine's
+// memory, and GOMEMLIMIT, when the user sets it, wins.
 func TestMemoryLimit(t *testing.T) {
+	const mib, gib = 1 << 20, 1 << 30
+	for _, c := range []struct {
+		nodes, total, want int64
+	}{
+		{nodes: 4, total: 24 * gib, want: MemoryLimit},
+		{nodes: 101, total: 24 * gib, want: 916 * mib},
+		{nodes: 501, total: 24 * gib, want: 2516 * mib},
+		{nodes: 1001, total: 24 * gib, want: 4516 * mib},
+		{nodes: 1001, total: 4 * gib, want: 2 * gib},
+		{nodes: 1001, total: gib, want: MemoryLimit},
+		{nodes: 501, total: 0, want: 2516 * mib},
+	} {
+		if got := memoryLimit(c.nodes, c.total); got != c.want {
+			t.Errorf("memoryLimit(%d nodes, %d MiB of memory) = %d MiB, want %d MiB", c.nodes, c.total/mib, got/mib, c.want/mib)
+		}
+	}
+	if machineMemory() <= 0 {
+		t.Error("no MemTotal read from /proc/meminfo")
+	}
+
 	before := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
 	t.Setenv("GOMEMLIMIT", "")
 	os.Unsetenv("GOMEMLIMIT")
 	debug.SetMemoryLimit(math.MaxInt64)
-	limitMemory()
-	if got := debug.SetMemoryLimit(-1); got != MemoryLimit {
-		t.Fatalf("memory limit = %d, want %d", got, MemoryLimit)
+	world := Options{ControlPlaneNodes: 1, LinuxNodes: 100, WindowsNodes: 400}
+	limitMemory(world)
+	if got, want := debug.SetMemoryLimit(-1), memoryLimit(501, machineMemory()); got != want || got <= MemoryLimit {
+		t.Fatalf("memory limit of a 501-node world = %d MiB, want %d MiB (more than %d MiB)", got>>20, want>>20, MemoryLimit>>20)
 	}
 	t.Setenv("GOMEMLIMIT", "3GiB")
 	debug.SetMemoryLimit(3 << 30)
-	limitMemory()
+	limitMemory(world)
 	if got := debug.SetMemoryLimit(-1); got != 3<<30 {
 		t.Fatalf("memory limit = %d with GOMEMLIMIT=3GiB, want the user's %d", got, 3<<30)
 	}

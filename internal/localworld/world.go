@@ -200,7 +200,7 @@ func Start(ctx context.Context, o Options) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
-	limitMemory()
+	limitMemory(o)
 	w := &World{opts: o, lock: lock}
 	if err := w.start(ctx); err != nil {
 		w.Stop()
@@ -209,18 +209,63 @@ func Start(ctx context.Context, o Options) (*World, error) {
 	return w, nil
 }
 
-// MemoryLimit is the soft limit a local world's process keeps its Go
-// memory under unless GOMEMLIMIT says otherwise. Without one the heap may
-// grow to twice what is live before a collection, and the runtime returns
-// freed memory slowly: a thousand-node world, with about 600 MiB live,
-// held 2 GiB. Near the limit the collector runs more often (it never takes
-// more than half the CPU); a world whose live objects outgrow it still
-// runs, slower.
+// MemoryLimit is the least soft limit a local world's process keeps its
+// Go memory under unless GOMEMLIMIT says otherwise. Without one the heap
+// may grow to twice what is live before a collection, and the runtime
+// returns freed memory slowly: a thousand-node world, with about 600 MiB
+// live, held 2 GiB. Near the limit the collector runs more often (it never
+// takes more than half the CPU); a world whose live objects outgrow it
+// still runs, slower.
 const MemoryLimit = 896 << 20
 
-func limitMemory() {
+// The limit grows with the world (memoryLimit): a fixed 896 MiB held a
+// 500-node world, whose live heap and goroutine stacks alone came near
+// it (1.2 GiB resident), in almost constant collection, and the bring-up
+// did not finish. Measured per node: at 1+20+80, 162 MiB of live heap and
+// 86 MiB of goroutine stacks at Ready (about 2.5 MiB per node with the
+// base); at 1+100+400 with no limit in reach, 2.4 GiB resident (about
+// 4.9 MiB per node with the collector's headroom). 4 MiB per node over a
+// 512 MiB base leaves the collector room to run at its own pace (GOGC)
+// up to a few hundred nodes and about half of it beyond; half of the
+// machine's memory caps it, so a world never claims what the machine's
+// other processes (its API servers, etcd) need.
+const (
+	memoryBase    = 512 << 20
+	memoryPerNode = 4 << 20
+)
+
+// memoryLimit is the soft limit for a world of nodes nodes on a machine
+// of total bytes of memory (0 when unknown).
+func memoryLimit(nodes int64, total int64) int64 {
+	limit := max(MemoryLimit, memoryBase+nodes*memoryPerNode)
+	if total > 0 {
+		limit = min(limit, max(MemoryLimit, total/2))
+	}
+	return limit
+}
+
+// machineMemory is MemTotal from /proc/meminfo in bytes, 0 when unknown.
+func machineMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func limitMemory(o Options) {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		debug.SetMemoryLimit(MemoryLimit)
+		debug.SetMemoryLimit(memoryLimit(int64(o.ControlPlaneNodes)+int64(o.LinuxNodes)+int64(o.WindowsNodes), machineMemory()))
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -154,7 +153,7 @@ func StartSession(cfg SessionConfig) (*Session, error) {
 		return countingTransport{rt: rt, n: &s.reads}
 	}
 	// Each client has its bucket, as each of the component's clients has.
-	mc, err := metadata.NewForConfig(cfg.Client.limited(rc, rest.DefaultBurst))
+	mc, err := newVersionsClient(cfg.Client.limited(rc, rest.DefaultBurst))
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +250,7 @@ func (s *Session) set(w Watch, synced bool, err string) bool {
 	return fresh
 }
 
-func (s *Session) run(ctx context.Context, mc metadata.Interface, dc discovery.DiscoveryInterface, cfg SessionConfig, w Watch) {
+func (s *Session) run(ctx context.Context, mc *versionsClient, dc discovery.DiscoveryInterface, cfg SessionConfig, w Watch) {
 	wait := cfg.Sync.Retry
 	sleep := func(d time.Duration) bool {
 		t := time.NewTimer(d)
@@ -275,7 +274,7 @@ func (s *Session) run(ctx context.Context, mc metadata.Interface, dc discovery.D
 			}
 			continue
 		}
-		list, err := mc.Resource(w.gvr()).List(ctx, opts)
+		list, err := mc.list(ctx, w.gvr(), opts)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -313,12 +312,12 @@ func (s *Session) run(ctx context.Context, mc metadata.Interface, dc discovery.D
 
 // watch watches w from rv until it must be listed again: false when a
 // watch request failed (to be retried after a back-off).
-func (s *Session) watch(ctx context.Context, mc metadata.Interface, cfg SessionConfig, w Watch, opts metav1.ListOptions, rv string) bool {
+func (s *Session) watch(ctx context.Context, mc *versionsClient, cfg SessionConfig, w Watch, opts metav1.ListOptions, rv string) bool {
 	for ctx.Err() == nil {
 		wo := opts
 		wo.Limit, wo.ResourceVersion, wo.Watch, wo.AllowWatchBookmarks = 0, rv, true, true
 		wo.TimeoutSeconds = ptr(int64(300 + rand.IntN(300))) //nolint:gosec // jitter, not a secret
-		wi, err := mc.Resource(w.gvr()).Watch(ctx, wo)
+		wi, err := mc.watch(ctx, w.gvr(), wo)
 		if err != nil {
 			// Listed, so still in sync.
 			if s.set(w, true, "watch: "+err.Error()) {
