@@ -60,6 +60,9 @@ type AzureClusterReconciler struct {
 	Identities *Identities
 	// Requeue is how soon to look again at an operation under way.
 	Requeue time.Duration
+	// MinThrottleWait is the shortest wait after a 429 (see
+	// Options.MinThrottleWait).
+	MinThrottleWait time.Duration
 	// Recorder records the cluster's Events; the manager's when nil.
 	Recorder events.EventRecorder
 }
@@ -90,7 +93,7 @@ func (r *AzureClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 
 // Reconcile brings one AzureCluster's Azure resources to its spec.
 func (r *AzureClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
-	defer requeueWhenThrottled(ctx, &res, &reterr)
+	defer requeueWhenThrottled(ctx, r.MinThrottleWait, &res, &reterr)
 	ctx = async.WithWait(ctx)
 	s, err := openScope[*clusterv1.Cluster](ctx, r.Client, req.NamespacedName, &infrav1.AzureCluster{})
 	if s == nil {

@@ -57,6 +57,9 @@ type AzureMachineReconciler struct {
 	// Identities resolves the cluster's identity to its services.
 	Identities *Identities
 	Requeue    time.Duration
+	// MinThrottleWait is the shortest wait after a 429 (see
+	// Options.MinThrottleWait).
+	MinThrottleWait time.Duration
 	// Recorder records the machine's Events; the manager's when nil.
 	Recorder events.EventRecorder
 	// BootstrapTimeout is how long a provisioned VM may take to become a
@@ -105,7 +108,7 @@ func (r *AzureMachineReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 
 // Reconcile brings one AzureMachine's VM to its spec.
 func (r *AzureMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
-	defer requeueWhenThrottled(ctx, &res, &reterr)
+	defer requeueWhenThrottled(ctx, r.MinThrottleWait, &res, &reterr)
 	ctx = async.WithWait(ctx)
 	s, err := openScope[*clusterv1.Machine](ctx, r.Client, req.NamespacedName, &infrav1.AzureMachine{})
 	if s == nil {

@@ -54,6 +54,9 @@ type AzureMachinePoolReconciler struct {
 	// Identities resolves the cluster's identity to its services.
 	Identities *Identities
 	Requeue    time.Duration
+	// MinThrottleWait is the shortest wait after a 429 (see
+	// Options.MinThrottleWait).
+	MinThrottleWait time.Duration
 	// RoleAssignmentScopes are where, beyond the cluster's resource group,
 	// the manager grants a pool's identity its role (Options).
 	RoleAssignmentScopes []string
@@ -116,7 +119,7 @@ type poolContext struct {
 
 // Reconcile brings one pool's scale set to its MachinePool.
 func (r *AzureMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
-	defer requeueWhenThrottled(ctx, &res, &reterr)
+	defer requeueWhenThrottled(ctx, r.MinThrottleWait, &res, &reterr)
 	ctx = async.WithWait(ctx)
 	s, err := openScope[*clusterv1.MachinePool](ctx, r.Client, req.NamespacedName, &infrav1.AzureMachinePool{})
 	if s == nil {

@@ -44,6 +44,9 @@ type AzureMachinePoolMachineReconciler struct {
 	// Identities resolves the cluster's identity to its services.
 	Identities *Identities
 	Requeue    time.Duration
+	// MinThrottleWait is the shortest wait after a 429 (see
+	// Options.MinThrottleWait).
+	MinThrottleWait time.Duration
 	// BootstrapTimeout is how long a provisioned instance may take to
 	// become a node before its bootstrap is called failed and its log read
 	// (DefaultPoolBootstrapTimeout when zero).
@@ -84,7 +87,7 @@ func (r *AzureMachinePoolMachineReconciler) SetupWithManager(mgr ctrl.Manager, o
 
 // Reconcile mirrors or deletes one instance.
 func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
-	defer requeueWhenThrottled(ctx, &res, &reterr)
+	defer requeueWhenThrottled(ctx, r.MinThrottleWait, &res, &reterr)
 	// The shared opening only: scope.load's rules do not fit, as the owner
 	// is the AzureMachinePool (read by label below), and the pool or the
 	// Cluster may be missing outside deletion too.

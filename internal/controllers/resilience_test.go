@@ -21,6 +21,7 @@ import (
 
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/poll"
 )
 
@@ -127,7 +128,11 @@ func TestCrashSafety(t *testing.T) {
 func TestThrottlingAndServerErrors(t *testing.T) {
 	parallel(t)
 	faulty, cfg := newEmulator(t, arm.Options{Seed: 42, Faults: []arm.Fault{{Percent: 20, Status: 429}, {Percent: 5, Status: 500}}})
-	stop := startControllers(t, cfg)
+	// The emulator's 429s ask for 20 ms; at the default floor of a second
+	// each of the many 429s parks its object for a second, and the test
+	// spends most of its time waiting them out. The requeue (50 ms) is
+	// the floor instead: retries still wait, so a hot loop still shows.
+	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.MinThrottleWait = o.Requeue })
 	defer stop()
 
 	f := newCluster(t, "throttled")
@@ -147,8 +152,8 @@ func TestThrottlingAndServerErrors(t *testing.T) {
 	// Once everything is provisioned, calls die down: what remains is at
 	// most a late retry of an earlier failure per object (their backoff
 	// grows), and the reconcile each machine's last status write wakes,
-	// which fails one call in four and so tries again (a second later, the
-	// shortest wait after a 429) about four times before one goes through;
+	// which fails one call in four and so tries again (after the shortest
+	// wait after a 429) about four times before one goes through;
 	// never a loop. A hot loop at the 50 ms requeue would make thousands of
 	// calls in this window.
 	settled := totalCalls(faulty)

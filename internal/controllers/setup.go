@@ -27,6 +27,10 @@ type Options struct {
 	Concurrency int
 	// Requeue is how soon an operation under way is looked at again.
 	Requeue time.Duration
+	// MinThrottleWait is the shortest wait after Azure refuses a request
+	// for now (DefaultMinThrottleWait when zero). Tests against the
+	// emulator, whose 429s ask for milliseconds, set it lower.
+	MinThrottleWait time.Duration
 	// SkipNameValidation lets several managers run in one process (tests
 	// that restart the manager).
 	SkipNameValidation bool
@@ -60,17 +64,17 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := (&AzureClusterReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureClusterReconciler{Client: mgr.GetClient(), MinThrottleWait: o.MinThrottleWait, Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	slots := newRunCommandSlots(o.RunCommandConcurrency)
-	if err := (&AzureMachineReconciler{Client: mgr.GetClient(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.BootstrapTimeout, RoleAssignmentScopes: o.RoleAssignmentScopes, boot: bootstrapWatch{slots: slots}}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureMachineReconciler{Client: mgr.GetClient(), MinThrottleWait: o.MinThrottleWait, Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.BootstrapTimeout, RoleAssignmentScopes: o.RoleAssignmentScopes, boot: bootstrapWatch{slots: slots}}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&AzureMachinePoolReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, RoleAssignmentScopes: o.RoleAssignmentScopes}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureMachinePoolReconciler{Client: mgr.GetClient(), MinThrottleWait: o.MinThrottleWait, Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, RoleAssignmentScopes: o.RoleAssignmentScopes}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.PoolBootstrapTimeout, boot: bootstrapWatch{slots: slots}}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&AzureMachinePoolMachineReconciler{Client: mgr.GetClient(), MinThrottleWait: o.MinThrottleWait, Reader: mgr.GetAPIReader(), Cloud: o.Cloud, Identities: ids, Requeue: o.Requeue, BootstrapTimeout: o.PoolBootstrapTimeout, boot: bootstrapWatch{slots: slots}}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	if err := (&AddonVersionReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}).SetupWithManager(mgr, opts); err != nil {

@@ -44,6 +44,10 @@ const (
 	// defaultThrottleWait is the wait after a 429 that names none, as CAPZ
 	// waits (util/reconciler/defaults.go DefaultHTTP429RetryAfter @69ec3a40).
 	defaultThrottleWait = time.Minute
+	// DefaultMinThrottleWait is the shortest wait after a 429: ARM's
+	// Retry-After counts whole seconds, and a header of 0 must not turn
+	// into a loop.
+	DefaultMinThrottleWait = time.Second
 	// maxThrottleWait bounds a Retry-After: ARM's throttling windows are
 	// minutes, and a date far off (a clock skewed, a proxy's header) must
 	// not park an object for longer.
@@ -69,7 +73,7 @@ func throttled(err error) (time.Duration, bool) {
 	default:
 		return 0, false
 	}
-	return min(max(wait, time.Second), maxThrottleWait), true
+	return min(wait, maxThrottleWait), true
 }
 
 // maxOperationWait bounds the Retry-After of an operation under way: a
@@ -94,11 +98,16 @@ func operationRequeue(ctx context.Context, requeue time.Duration) time.Duration 
 // requeue after Azure's wait: returned as an error, the request would come
 // back on the controller's backoff (milliseconds at first), long before
 // Azure takes requests again, and spend more of the subscription's budget.
-func requeueWhenThrottled(ctx context.Context, res *ctrl.Result, reterr *error) {
+// Azure's wait is made at least floor (DefaultMinThrottleWait when zero).
+func requeueWhenThrottled(ctx context.Context, floor time.Duration, res *ctrl.Result, reterr *error) {
 	wait, ok := throttled(*reterr)
 	if !ok {
 		return
 	}
+	if floor <= 0 {
+		floor = DefaultMinThrottleWait
+	}
+	wait = max(wait, floor)
 	log.FromContext(ctx).Info("Azure is throttling requests: retrying after the wait it asked for", "after", wait, "error", (*reterr).Error())
 	*res, *reterr = ctrl.Result{RequeueAfter: wait}, nil
 }

@@ -1,4 +1,4 @@
-package registry_test
+package localworld_test
 
 import (
 	"os"
