@@ -301,12 +301,17 @@ func TestDiskLifecycle(t *testing.T) {
 		fmt.Sprint(na.Required.NodeSelectorTerms[0].MatchExpressions) != fmt.Sprint([]corev1.NodeSelectorRequirement{{Key: azuredisk.TopologyKey, Operator: corev1.NodeSelectorOpIn, Values: []string{""}}}) {
 		t.Errorf("PV node affinity: %+v", na)
 	}
-	if ev := events(t, ctx, cs, "default", "data", "ProvisioningSucceeded"); !slices.Contains(ev, "Successfully provisioned volume "+pv1.Name) {
-		t.Errorf("ProvisioningSucceeded events %q", ev)
-	}
-	if ev := events(t, ctx, cs, "default", "data", "Provisioning"); !slices.Contains(ev, `External provisioner is provisioning volume for claim "default/data"`) {
-		t.Errorf("Provisioning events %q", ev)
-	}
+	// The success event is written after the PV is saved, so it can trail
+	// the PV waited for above.
+	poll.Until(t, 30*time.Second, func() string {
+		if ev := events(t, ctx, cs, "default", "data", "ProvisioningSucceeded"); !slices.Contains(ev, "Successfully provisioned volume "+pv1.Name) {
+			return fmt.Sprintf("ProvisioningSucceeded events %q", ev)
+		}
+		if ev := events(t, ctx, cs, "default", "data", "Provisioning"); !slices.Contains(ev, `External provisioner is provisioning volume for claim "default/data"`) {
+			return fmt.Sprintf("Provisioning events %q", ev)
+		}
+		return ""
+	})
 
 	// The disks as the driver created them.
 	disks := compute.NewDisksClient()
