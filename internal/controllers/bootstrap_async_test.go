@@ -25,6 +25,7 @@ import (
 // would refuse while the first runs); once it completes, the log and the
 // condition appear as before.
 func TestBootstrapLogRunCommandDoesNotHoldTheReconcile(t *testing.T) {
+	parallel(t)
 	const slowLog = "[preflight] Running pre-flight checks\n" +
 		"error execution phase preflight: couldn't validate the identity of the API Server: dial tcp 192.0.2.10:6443: i/o timeout\n"
 	release := make(chan struct{})
@@ -33,6 +34,7 @@ func TestBootstrapLogRunCommandDoesNotHoldTheReconcile(t *testing.T) {
 	defer open()
 	var mu sync.Mutex
 	calls := map[string]int{}
+	runtime := &arm.RecordingRuntime{}
 	runtime.Answer = func(id string, c arm.Command) (arm.CommandResult, error) {
 		name := id[strings.LastIndex(id, "/")+1:]
 		mu.Lock()
@@ -49,7 +51,7 @@ func TestBootstrapLogRunCommandDoesNotHoldTheReconcile(t *testing.T) {
 		defer mu.Unlock()
 		return calls[name]
 	}
-	defer func() { runtime.Answer = nil }()
+	_, armCfg := newEmulator(t, arm.Options{Runtime: runtime})
 	limitOne := func(o *controllers.Options) {
 		o.BootstrapTimeout = 3 * time.Second
 		o.RunCommandConcurrency = 1

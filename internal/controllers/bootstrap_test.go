@@ -26,6 +26,7 @@ import (
 // cannot run it; a node registering later clears it; a machine whose node
 // registers in time is never looked into.
 func TestBootstrapFailureIsReportedWithItsLog(t *testing.T) {
+	parallel(t)
 	const winLog = "2026-11-25 10:00:00.000 1234 INFO cloudbaseinit.plugins.common.userdataplugins.cloudconfig [-] Running runcmd\n" +
 		// Secrets a bootstrap log carries, which no condition or Event
 		// may repeat (the secrets list below).
@@ -38,6 +39,7 @@ func TestBootstrapFailureIsReportedWithItsLog(t *testing.T) {
 		"To see the stack trace of this error execute with --v=5 or higher\n"
 	const serial = "cloud-init[812]: + kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml\n" +
 		"cloud-init[812]: 2026-11-25 10:00:00,001 - cc_scripts_user.py[WARNING]: Failed to run module scripts-user (scripts in /var/lib/cloud/instance/scripts)\n"
+	runtime := &arm.RecordingRuntime{}
 	runtime.Answer = func(id string, c arm.Command) (arm.CommandResult, error) {
 		switch {
 		case strings.HasSuffix(id, "/boot-md-w-qwert"):
@@ -53,7 +55,7 @@ func TestBootstrapFailureIsReportedWithItsLog(t *testing.T) {
 		}
 		return nil
 	}
-	defer func() { runtime.Answer, runtime.Serial = nil, nil }()
+	_, armCfg := newEmulator(t, arm.Options{Runtime: runtime})
 	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.BootstrapTimeout = 3 * time.Second })
 	defer stop()
 	f := newCluster(t, "boot")

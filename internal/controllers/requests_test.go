@@ -328,6 +328,7 @@ func TestVMCreationReads(t *testing.T) {
 // wait the first answer's Retry-After), nor at the controller's interval
 // while it runs, but when Azure asked: once, give or take a late timer.
 func TestVMCreationIsPolledWhenAzureAsks(t *testing.T) {
+	parallel(t)
 	emu, cfg := newEmulator(t, arm.Options{BootDelayWindows: 5 * time.Second})
 	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
 	t.Cleanup(stop)
@@ -353,6 +354,7 @@ func TestVMCreationIsPolledWhenAzureAsks(t *testing.T) {
 // AzureCluster: its load balancer's PUT, made to take 4 s, is polled when
 // its Retry-After says, not at the controller's 500 ms requeue.
 func TestClusterOperationIsPolledWhenAzureAsks(t *testing.T) {
+	parallel(t)
 	emu, cfg := newEmulator(t, arm.Options{Faults: []arm.Fault{{Method: http.MethodPut, Kind: "loadBalancers", OperationDelay: 4 * time.Second}}})
 	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
 	t.Cleanup(stop)

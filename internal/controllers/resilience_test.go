@@ -168,7 +168,10 @@ func TestThrottlingAndServerErrors(t *testing.T) {
 // newEmulator starts an emulator of the test's own.
 func newEmulator(t testing.TB, o arm.Options) (*arm.Server, endpoint.Config) {
 	t.Helper()
-	o.Token, o.PollInterval, o.Runtime = token, 10*time.Millisecond, &arm.RecordingRuntime{}
+	o.Token, o.PollInterval = token, 10*time.Millisecond
+	if o.Runtime == nil {
+		o.Runtime = &arm.RecordingRuntime{}
+	}
 	s, err := arm.New(o)
 	if err != nil {
 		t.Fatal(err)

@@ -143,6 +143,7 @@ func TestThrottledReconcileRequeuesAfterRetryAfter(t *testing.T) {
 // the call timeout, and the reconcile returns with the error instead of
 // holding its worker.
 func TestAzureCallsTimeOut(t *testing.T) {
+	parallel(t)
 	emu, cfg := newEmulator(t, arm.Options{})
 	cfg.Retry = nil
 	stop := startControllers(t, cfg)
