@@ -30,8 +30,8 @@ type Options struct {
 // Measure brings up a Windows-flavor world of the size in a scratch state
 // directory, waits for every node to be Ready, watches it for Steady,
 // deletes the cluster and reports each phase's time, requests, CPU and
-// memory.
-func Measure(ctx context.Context, o Options) (*Report, error) {
+// memory. A run that fails keeps its state directory and says where.
+func Measure(ctx context.Context, o Options) (_ *Report, err error) {
 	size, progress := o.Size, o.Progress
 	n, err := ParseSize(size)
 	if err != nil {
@@ -42,7 +42,8 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	var notReady []string
+	defer func() { err = finishState(dir, notReady, err) }()
 	prof := NewProfiler(o.ProfileDir, size)
 	defer prof.Stop()
 	self := os.Getpid()
@@ -69,6 +70,7 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 	wctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	if err := w.WaitReady(wctx); err != nil {
+		notReady = stillNotReady(ctx, w)
 		return nil, err
 	}
 	ready := time.Now()
@@ -176,4 +178,13 @@ func Measure(ctx context.Context, o Options) (*Report, error) {
 	r.ARM.DeletePerMachine = float64(Total(w.Emulator().Counters())-Total(armDel)) / float64(r.Nodes)
 	r.Profiles = prof.Written()
 	return r, nil
+}
+
+// stillNotReady are the nodes not Ready after the wait for them ended, on
+// a context of its own: the run's may be what ended it.
+func stillNotReady(ctx context.Context, w *localworld.World) []string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	st, _ := w.Status(ctx)
+	return st.NotReady
 }

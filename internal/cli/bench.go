@@ -102,6 +102,9 @@ Linux + Windows nodes) and report:
     during the bring-up and in a steady window after it (--steady);
   - CPU seconds of winkube, of the workload control planes' processes and
     of the management plane, and their memory.
+A run that does not complete keeps its state directory and names it, with
+the logs to read of the nodes not Ready (the machine runtime's events, the
+kubelet's log); remove it when done.
 Phase times come from the API objects' timestamps, which have whole
 seconds. Machines here are noisy: compare runs by ratio, and note the load
 average the report shows.`,

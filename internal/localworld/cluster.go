@@ -91,6 +91,8 @@ type Status struct {
 	NodesWant  int
 	AddonsDone bool
 	Detail     string
+	// NotReady are the registered nodes that are not Ready.
+	NotReady []string
 }
 
 func (s Status) String() string {
@@ -163,12 +165,11 @@ func (w *World) Status(ctx context.Context) (Status, error) {
 		st.Detail = "workload API server not answering yet"
 		return st, nil
 	}
-	var notReady []string
 	for _, n := range nodes {
 		if util.IsNodeReady(n) {
 			st.NodesReady++
 		} else {
-			notReady = append(notReady, n.Name)
+			st.NotReady = append(st.NotReady, n.Name)
 		}
 	}
 	dss, err := cs.AppsV1().DaemonSets("kube-system").List(ctx, metav1.ListOptions{})
@@ -176,8 +177,8 @@ func (w *World) Status(ctx context.Context) (Status, error) {
 		return st, nil
 	}
 	st.AddonsDone = len(dss.Items) > 1 && allReady(dss.Items)
-	if len(notReady) > 0 {
-		st.Detail = "not Ready: " + strings.Join(notReady, ", ")
+	if len(st.NotReady) > 0 {
+		st.Detail = "not Ready: " + strings.Join(st.NotReady, ", ")
 	}
 	return st, nil
 }

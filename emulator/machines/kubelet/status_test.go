@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/winkube/winkube/emulator/machines/kubelet"
-	"github.com/winkube/winkube/emulator/registry"
 )
 
 // TestPodStatusWrittenOnlyWhenItChanges: the kubelet's status manager
@@ -31,14 +30,7 @@ func TestPodStatusWrittenOnlyWhenItChanges(t *testing.T) {
 	env := startAPIServer(t)
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(env.Config)
-	reg, err := registry.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
-	if err := reg.PushAll(ctx, registry.Catalog("v1.36.3", nil)); err != nil {
-		t.Fatal(err)
-	}
+	reg := catalogRegistry(t)
 	const node = "status-node"
 	c := &requests{n: map[string]int{}}
 	cfg := nodeConfig(node, counted(env.Config, c), hostAddresses(t)())

@@ -52,6 +52,60 @@ type Checker struct {
 	// Grants, when set, remembers the permissions the API server granted,
 	// shared by the checkers of one cluster's nodes.
 	Grants *Grants
+	// read is what the check under way has read; nil outside Check.
+	read *reads
+}
+
+// reads are the ConfigMaps and API groups one check has read. A
+// component's needs name the same ones again and again (calico-node:
+// fifteen kinds of one CRD group, and its environment six keys of
+// calico-config), and every check of a container start read each from
+// the API server again: discovery's JSON decoded fifteen times. One check
+// now reads each once; the next check (the next start, a recheck) reads
+// them again, so a CRD installed or a ConfigMap fixed meanwhile is seen
+// as before.
+type reads struct {
+	configMaps map[string]configMapRead
+	groups     map[string]groupRead
+}
+
+type configMapRead struct {
+	cm  *corev1.ConfigMap
+	err error
+}
+
+type groupRead struct {
+	list *metav1.APIResourceList
+	err  error
+}
+
+// configMap reads a ConfigMap once per check.
+func (c *Checker) configMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	key := ns + "/" + name
+	if c.read != nil {
+		if r, ok := c.read.configMaps[key]; ok {
+			return r.cm, r.err
+		}
+	}
+	cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if c.read != nil {
+		c.read.configMaps[key] = configMapRead{cm, err}
+	}
+	return cm, err
+}
+
+// groupResources reads an API group version's discovery once per check.
+func (c *Checker) groupResources(gv string) (*metav1.APIResourceList, error) {
+	if c.read != nil {
+		if r, ok := c.read.groups[gv]; ok {
+			return r.list, r.err
+		}
+	}
+	list, err := c.Client.Discovery().ServerResourcesForGroupVersion(gv)
+	if c.read != nil {
+		c.read.groups[gv] = groupRead{list, err}
+	}
+	return list, err
 }
 
 // Grants remembers for a while the permissions the API server granted:
@@ -168,6 +222,10 @@ func (c *Checker) HasEffect(os, image, effect string) bool {
 // what its component needs. nil means it starts; an error is a failure to
 // ask (the API server unreachable), to be retried.
 func (c *Checker) Check(ctx context.Context, node Node, pod *corev1.Pod, container corev1.Container) (*Failure, error) {
+	// A copy for this check: the checker is shared by a cluster's nodes.
+	one := *c
+	one.read = &reads{configMaps: map[string]configMapRead{}, groups: map[string]groupRead{}}
+	c = &one
 	if f, err := c.kubeletRefs(ctx, pod, container); f != nil || err != nil {
 		return f, err
 	}
@@ -201,7 +259,7 @@ func (c *Checker) kubeletRefs(ctx context.Context, pod *corev1.Pod, container co
 		if ef.ConfigMapRef == nil || (ef.ConfigMapRef.Optional != nil && *ef.ConfigMapRef.Optional) {
 			continue
 		}
-		_, err := c.Client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, ef.ConfigMapRef.Name, metav1.GetOptions{})
+		_, err := c.configMap(ctx, pod.Namespace, ef.ConfigMapRef.Name)
 		if apierrors.IsNotFound(err) {
 			return fail(ef.ConfigMapRef.Name, fmt.Sprintf("configmap %q not found", ef.ConfigMapRef.Name)), nil
 		}
@@ -217,7 +275,7 @@ func (c *Checker) kubeletRefs(ctx context.Context, pod *corev1.Pod, container co
 		if ref.Optional != nil && *ref.Optional {
 			continue
 		}
-		cm, err := c.Client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		cm, err := c.configMap(ctx, pod.Namespace, ref.Name)
 		if apierrors.IsNotFound(err) {
 			return fail(ref.Name, fmt.Sprintf("configmap %q not found", ref.Name)), nil
 		}
@@ -255,7 +313,7 @@ func (c *Checker) envValue(ctx context.Context, pod *corev1.Pod, container corev
 			return e.Value, true, nil
 		}
 		if ref := e.ValueFrom.ConfigMapKeyRef; ref != nil {
-			cm, err := c.Client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			cm, err := c.configMap(ctx, pod.Namespace, ref.Name)
 			if err != nil {
 				return "", false, ignoreNotFound(err)
 			}
@@ -268,7 +326,7 @@ func (c *Checker) envValue(ctx context.Context, pod *corev1.Pod, container corev
 		if ef.ConfigMapRef == nil {
 			continue
 		}
-		cm, err := c.Client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, ef.ConfigMapRef.Name, metav1.GetOptions{})
+		cm, err := c.configMap(ctx, pod.Namespace, ef.ConfigMapRef.Name)
 		if err != nil {
 			if err := ignoreNotFound(err); err != nil {
 				return "", false, err
@@ -347,7 +405,7 @@ func (c *Checker) check(ctx context.Context, node Node, pod *corev1.Pod, contain
 		if ns == "" {
 			ns = pod.Namespace
 		}
-		cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, n.ConfigMap.Name, metav1.GetOptions{})
+		cm, err := c.configMap(ctx, ns, n.ConfigMap.Name)
 		if apierrors.IsNotFound(err) {
 			return "ConfigMap " + n.ConfigMap.Name, fmt.Sprintf("configmaps %q not found", n.ConfigMap.Name), nil
 		}
@@ -454,7 +512,7 @@ func groupResource(group, resource string) string {
 
 func (c *Checker) checkCRD(ctx context.Context, crd string) (string, string, error) {
 	plural, group, _ := strings.Cut(crd, ".")
-	list, err := c.Client.Discovery().ServerResourcesForGroupVersion(group + "/v1")
+	list, err := c.groupResources(group + "/v1")
 	if err != nil && !apierrors.IsNotFound(err) {
 		return "", "", err
 	}

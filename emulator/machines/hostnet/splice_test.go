@@ -1,0 +1,96 @@
+package hostnet
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkSplice: what the load balancer's splice spends per message a
+// backend streams to a client (a watch event through the API server's
+// load balancer, about 4 KiB), with the idle timeout Azure's rules have
+// by default (4 minutes). Measured on 2026-11-29 (2 cores, load 8): about
+// 10 µs of CPU per 4 KiB message for sender, splice and reader together,
+// no allocation; copying through the kernel's splice(2) (io.Copy between
+// the TCP connections) instead of the 32 KiB buffer cost the same, so the
+// copy stays as it is: the cost is the loopback sockets', per write.
+func BenchmarkSplice(b *testing.B) {
+	for _, size := range []int{512, 4 << 10, 64 << 10} {
+		b.Run(byteSize(size), func(b *testing.B) {
+			client, server := splicedPair(b, 4*time.Minute)
+			msg := make([]byte, size)
+			go func() {
+				for range b.N {
+					if _, err := server.Write(msg); err != nil {
+						return
+					}
+				}
+			}()
+			buf := make([]byte, size)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for range b.N {
+				if _, err := io.ReadFull(client, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// Wall time measures the machine's latency as much as the
+			// work; the process's CPU time (sender, splice and reader
+			// together) is the cost.
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func byteSize(n int) string {
+	if n%(1<<10) == 0 {
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// splicedPair is a client and a server connection joined by splice, as a
+// load balancer's frontend joins a client to a backend.
+func splicedPair(tb testing.TB, idle time.Duration) (client, server net.Conn) {
+	front, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	back, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { front.Close(); back.Close() })
+	go func() {
+		a, err := front.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", back.Addr().String())
+		if err != nil {
+			a.Close()
+			return
+		}
+		splice(a, up, idle)
+	}()
+	if client, err = net.Dial("tcp", front.Addr().String()); err != nil {
+		tb.Fatal(err)
+	}
+	if server, err = back.Accept(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
