@@ -490,7 +490,9 @@ func TestScaleSetOperationIsPolledWhenAzureAsks(t *testing.T) {
 	// One poll for each write, and for the slow one a second only if the
 	// emulator's timer ran late on a loaded machine. At the 500 ms requeue
 	// the slow one alone would take eight.
-	if polls := c1["GET operations"] - c0["GET operations"]; polls > writes+2 {
+	polls := c1["GET operations"] - c0["GET operations"]
+	t.Logf("%d scale-set writes, %d operation polls", writes, polls)
+	if polls > writes+2 {
 		t.Errorf("making a pool's scale set (%d writes, one instance booting 4 s) polled their operations %d times, want at most %d: the scale set's operation asked, in Retry-After, to be polled when it is due, not at the controller's 500 ms requeue", writes, polls, writes+2)
 	}
 }
