@@ -319,6 +319,17 @@ func TestVMCreationReads(t *testing.T) {
 	}
 }
 
+// pollingEmulator starts an emulator of its own, with o, and the
+// controllers on it, at a requeue interval (500 ms) well under the
+// operations the tests make slow.
+func pollingEmulator(t *testing.T, o arm.Options) *arm.Server {
+	t.Helper()
+	emu, cfg := newEmulator(t, o)
+	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
+	t.Cleanup(stop)
+	return emu
+}
+
 // TestVMCreationIsPolledWhenAzureAsks runs the manager, at a requeue
 // interval well under the time a Windows VM takes to make (5 s here), and
 // counts the operation polls of one machine's creation: its NIC's
@@ -328,9 +339,7 @@ func TestVMCreationReads(t *testing.T) {
 // wait the first answer's Retry-After), nor at the controller's interval
 // while it runs, but when Azure asked: once, give or take a late timer.
 func TestVMCreationIsPolledWhenAzureAsks(t *testing.T) {
-	emu, cfg := newEmulator(t, arm.Options{BootDelayWindows: 5 * time.Second})
-	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
-	t.Cleanup(stop)
+	emu := pollingEmulator(t, arm.Options{BootDelayWindows: 5 * time.Second})
 	f := newCluster(t, "vmpolls")
 	f.waitClusterProvisioned(2 * time.Minute)
 	const getOp = "GET operations"
@@ -353,9 +362,7 @@ func TestVMCreationIsPolledWhenAzureAsks(t *testing.T) {
 // AzureCluster: its load balancer's PUT, made to take 4 s, is polled when
 // its Retry-After says, not at the controller's 500 ms requeue.
 func TestClusterOperationIsPolledWhenAzureAsks(t *testing.T) {
-	emu, cfg := newEmulator(t, arm.Options{Faults: []arm.Fault{{Method: http.MethodPut, Kind: "loadBalancers", OperationDelay: 4 * time.Second}}})
-	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
-	t.Cleanup(stop)
+	emu := pollingEmulator(t, arm.Options{Faults: []arm.Fault{{Method: http.MethodPut, Kind: "loadBalancers", OperationDelay: 4 * time.Second}}})
 	f := newCluster(t, "clusterpolls")
 	f.waitClusterProvisioned(2 * time.Minute)
 	c := emu.Counters()
@@ -475,9 +482,7 @@ func TestStatusUpdatesDoNotWakeAMachine(t *testing.T) {
 // 4 s to boot, is polled when its Retry-After says, not at the
 // controller's 500 ms requeue.
 func TestScaleSetOperationIsPolledWhenAzureAsks(t *testing.T) {
-	emu, cfg := newEmulator(t, arm.Options{BootDelayWindows: 4 * time.Second})
-	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
-	t.Cleanup(stop)
+	emu := pollingEmulator(t, arm.Options{BootDelayWindows: 4 * time.Second})
 	f := newCluster(t, "vmsspolls")
 	f.waitClusterProvisioned(2 * time.Minute)
 	c0 := emu.Counters()

@@ -70,10 +70,7 @@ func TestMachineUpdatesThatWakeAnAzureMachine(t *testing.T) {
 func TestAzureMachineUpdatesThatWakeIt(t *testing.T) {
 	base := func() *infrav1.AzureMachine {
 		am := &infrav1.AzureMachine{Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{VMSize: "Standard_D2s_v3"}}}
-		am.Name, am.Namespace, am.Generation = "m", "ns", 1
-		am.Labels = map[string]string{clusterv1.ClusterNameLabel: "c"}
-		am.Finalizers = []string{infrav1.MachineFinalizer}
-		am.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m", UID: "u"}}
+		ownedObject(am, "m", infrav1.MachineFinalizer, clusterv1.GroupVersion.String(), "Machine")
 		am.Annotations = map[string]string{controllers.CreatedResourcesAnnotation: `["/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/m"]`}
 		conditions.Set(am, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason})
 		conditions.Set(am, metav1.Condition{Type: controllers.ReadyCondition, Status: metav1.ConditionFalse, Reason: controllers.ProvisioningReason, Message: "creating the VM"})
@@ -167,6 +164,19 @@ func checkWakes[T client.Object](t *testing.T, filter predicate.Funcs, base func
 	}
 }
 
+// ownedObject gives o, of cluster c in namespace ns, the metadata its
+// controller and Cluster API give it: its finalizer, an owner of kind
+// (named as o, of apiVersion), the cluster-name label, no annotations yet.
+func ownedObject(o client.Object, name, finalizer, apiVersion, kind string) {
+	o.SetName(name)
+	o.SetNamespace("ns")
+	o.SetGeneration(1)
+	o.SetLabels(map[string]string{clusterv1.ClusterNameLabel: "c"})
+	o.SetAnnotations(map[string]string{})
+	o.SetFinalizers([]string{finalizer})
+	o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name, UID: "u"}})
+}
+
 // recordOperation records an operation under way, in status and in the
 // annotation that survives a move, as a reconcile that started it does.
 func recordOperation(o client.Object, futures *infrav1.Futures, service string) {
@@ -232,10 +242,7 @@ func TestAzureMachinePoolUpdatesThatWakeIt(t *testing.T) {
 	const setID = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/p"
 	base := func() *infrav1.AzureMachinePool {
 		amp := &infrav1.AzureMachinePool{Spec: infrav1.AzureMachinePoolSpec{Template: infrav1.AzureVMSpec{VMSize: "Standard_D4s_v3"}}}
-		amp.Name, amp.Namespace, amp.Generation = "p", "ns", 1
-		amp.Labels = map[string]string{clusterv1.ClusterNameLabel: "c"}
-		amp.Finalizers = []string{infrav1.MachinePoolFinalizer}
-		amp.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: "p", UID: "u"}}
+		ownedObject(amp, "p", infrav1.MachinePoolFinalizer, clusterv1.GroupVersion.String(), "MachinePool")
 		amp.Annotations = map[string]string{controllers.CreatedResourcesAnnotation: `["` + setID + `"]`}
 		setPaused(amp, false)
 		conditions.Set(amp, metav1.Condition{Type: controllers.ReadyCondition, Status: metav1.ConditionFalse, Reason: controllers.ProvisioningReason, Message: "updating the scale set"})
@@ -282,11 +289,8 @@ func TestAzureMachinePoolMachineUpdatesThatWakeIt(t *testing.T) {
 	base := func() *infrav1.AzureMachinePoolMachine {
 		m := &infrav1.AzureMachinePoolMachine{Spec: infrav1.AzureMachinePoolMachineSpec{InstanceID: "0",
 			ProviderID: "azure:///subscriptions/s/resourceGroups/RG/providers/Microsoft.Compute/virtualMachineScaleSets/p/virtualMachines/0"}}
-		m.Name, m.Namespace, m.Generation = "p-0", "ns", 1
-		m.Labels = map[string]string{clusterv1.ClusterNameLabel: "c", infrav1.MachinePoolNameLabel: "p"}
-		m.Annotations = map[string]string{}
-		m.Finalizers = []string{infrav1.MachinePoolMachineFinalizer}
-		m.OwnerReferences = []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "AzureMachinePool", Name: "p", UID: "u"}}
+		ownedObject(m, "p-0", infrav1.MachinePoolMachineFinalizer, infrav1.GroupVersion.String(), "AzureMachinePool")
+		m.Labels[infrav1.MachinePoolNameLabel] = "p"
 		setPaused(m, false)
 		conditions.Set(m, metav1.Condition{Type: controllers.ReadyCondition, Status: metav1.ConditionFalse, Reason: controllers.ProvisioningReason, Message: "instance is Creating"})
 		return m
@@ -325,11 +329,8 @@ func TestAzureClusterUpdatesThatWakeIt(t *testing.T) {
 	const subnetID = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/node"
 	base := func() *infrav1.AzureCluster {
 		ac := &infrav1.AzureCluster{Spec: infrav1.AzureClusterSpec{SubscriptionID: "s", Location: "westeurope", ResourceGroup: "rg"}}
-		ac.Name, ac.Namespace, ac.Generation = "c", "ns", 1
-		ac.Labels = map[string]string{clusterv1.ClusterNameLabel: "c"}
-		ac.Finalizers = []string{infrav1.ClusterFinalizer}
-		ac.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "c", UID: "u"}}
-		ac.Annotations = map[string]string{tags.ClusterUIDAnnotation: "u"}
+		ownedObject(ac, "c", infrav1.ClusterFinalizer, clusterv1.GroupVersion.String(), "Cluster")
+		ac.Annotations[tags.ClusterUIDAnnotation] = "u"
 		setPaused(ac, false)
 		conditions.Set(ac, metav1.Condition{Type: controllers.ReadyCondition, Status: metav1.ConditionFalse, Reason: controllers.ProvisioningReason, Message: "creating vnets c"})
 		return ac
