@@ -82,7 +82,7 @@ func (r *AzureClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorderFor("azurecluster-controller")
 	}
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureCluster{}).
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureCluster{}, builder.WithPredicates(azureClusterChanged)).
 		Watches(&infrav1.AzureClusterIdentity{}, clustersOfIdentity(mgr.GetClient())).
 		// The Cluster's pause and unpause (clusterctl move ends with one):
 		// without this watch an unpaused cluster waited for the resync.

@@ -74,7 +74,7 @@ func (r *AzureMachinePoolReconciler) SetupWithManager(mgr ctrl.Manager, opts con
 		}
 		r.Identities = ids
 	}
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePool{}).
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePool{}, builder.WithPredicates(azureMachinePoolChanged)).
 		// The pool owns its instances' machines without controlling them
 		// (the Machines Cluster API makes for them do).
 		Owns(&infrav1.AzureMachinePoolMachine{}, builder.MatchEveryOwner, builder.WithPredicates(poolMachineChanged)).

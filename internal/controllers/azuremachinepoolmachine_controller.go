@@ -80,7 +80,7 @@ func (r *AzureMachinePoolMachineReconciler) SetupWithManager(mgr ctrl.Manager, o
 	}
 	// The instance's Machine (Cluster API's MachinePool controller makes
 	// one per instance) says when its node has registered.
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePoolMachine{}).
+	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.AzureMachinePoolMachine{}, builder.WithPredicates(azureMachinePoolMachineChanged)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToPoolMachine), builder.WithPredicates(predicate.Or[client.Object](machineChanged, nodeReadyChanged))).
 		WithOptions(opts).Named("azuremachinepoolmachine").Complete(r)
 }

@@ -55,6 +55,15 @@ var MachineChanged = machineChanged
 // it.
 var AzureMachineChanged = azureMachineChanged
 
+// AzureClusterChanged, AzureMachinePoolChanged and
+// AzureMachinePoolMachineChanged are the filters of the updates of those
+// kinds that wake their own controllers.
+var (
+	AzureClusterChanged            = azureClusterChanged
+	AzureMachinePoolChanged        = azureMachinePoolChanged
+	AzureMachinePoolMachineChanged = azureMachinePoolMachineChanged
+)
+
 // RememberFollowed records the Cluster key as settled, as a reconcile
 // that found its add-ons at its control plane's version does.
 func (r *AddonVersionReconciler) RememberFollowed(key types.NamespacedName) {

@@ -319,6 +319,17 @@ func TestVMCreationReads(t *testing.T) {
 	}
 }
 
+// pollingEmulator starts an emulator of its own, with o, and the
+// controllers on it, at a requeue interval (500 ms) well under the
+// operations the tests make slow.
+func pollingEmulator(t *testing.T, o arm.Options) *arm.Server {
+	t.Helper()
+	emu, cfg := newEmulator(t, o)
+	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
+	t.Cleanup(stop)
+	return emu
+}
+
 // TestVMCreationIsPolledWhenAzureAsks runs the manager, at a requeue
 // interval well under the time a Windows VM takes to make (5 s here), and
 // counts the operation polls of one machine's creation: its NIC's
@@ -329,9 +340,7 @@ func TestVMCreationReads(t *testing.T) {
 // while it runs, but when Azure asked: once, give or take a late timer.
 func TestVMCreationIsPolledWhenAzureAsks(t *testing.T) {
 	parallel(t)
-	emu, cfg := newEmulator(t, arm.Options{BootDelayWindows: 5 * time.Second})
-	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
-	t.Cleanup(stop)
+	emu := pollingEmulator(t, arm.Options{BootDelayWindows: 5 * time.Second})
 	f := newCluster(t, "vmpolls")
 	f.waitClusterProvisioned(2 * time.Minute)
 	const getOp = "GET operations"
@@ -355,9 +364,7 @@ func TestVMCreationIsPolledWhenAzureAsks(t *testing.T) {
 // its Retry-After says, not at the controller's 500 ms requeue.
 func TestClusterOperationIsPolledWhenAzureAsks(t *testing.T) {
 	parallel(t)
-	emu, cfg := newEmulator(t, arm.Options{Faults: []arm.Fault{{Method: http.MethodPut, Kind: "loadBalancers", OperationDelay: 4 * time.Second}}})
-	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
-	t.Cleanup(stop)
+	emu := pollingEmulator(t, arm.Options{Faults: []arm.Fault{{Method: http.MethodPut, Kind: "loadBalancers", OperationDelay: 4 * time.Second}}})
 	f := newCluster(t, "clusterpolls")
 	f.waitClusterProvisioned(2 * time.Minute)
 	c := emu.Counters()
@@ -470,4 +477,121 @@ func TestStatusUpdatesDoNotWakeAMachine(t *testing.T) {
 		return ""
 	})
 	f.deleteAndWait(2*time.Minute, get(a))
+}
+
+// TestScaleSetOperationIsPolledWhenAzureAsks is the same for an
+// AzureMachinePool: its Windows scale set's PUT, whose one instance takes
+// 4 s to boot, is polled when its Retry-After says, not at the
+// controller's 500 ms requeue.
+func TestScaleSetOperationIsPolledWhenAzureAsks(t *testing.T) {
+	parallel(t)
+	emu := pollingEmulator(t, arm.Options{BootDelayWindows: 4 * time.Second})
+	f := newCluster(t, "vmsspolls")
+	f.waitClusterProvisioned(2 * time.Minute)
+	c0 := emu.Counters()
+	f.readyPool("vmsspolls-win", 1, true)
+	c1 := emu.Counters()
+	writes := c1["PUT virtualMachineScaleSets"] + c1["PATCH virtualMachineScaleSets"] - c0["PUT virtualMachineScaleSets"] - c0["PATCH virtualMachineScaleSets"]
+	if writes == 0 {
+		t.Fatal("the pool was made without a scale-set write: the test saw no slow operation")
+	}
+	// One poll for each write, and for the slow one a second only if the
+	// emulator's timer ran late on a loaded machine. At the 500 ms requeue
+	// the slow one alone would take eight.
+	polls := c1["GET operations"] - c0["GET operations"]
+	t.Logf("%d scale-set writes, %d operation polls", writes, polls)
+	if polls > writes+2 {
+		t.Errorf("making a pool's scale set (%d writes, one instance booting 4 s) polled their operations %d times, want at most %d: the scale set's operation asked, in Retry-After, to be polled when it is due, not at the controller's 500 ms requeue", writes, polls, writes+2)
+	}
+}
+
+// TestStatusUpdatesDoNotWakeAPoolOrACluster is TestStatusUpdatesDoNotWakeAMachine
+// for AzureMachinePools and AzureClusters: with one worker per
+// controller, a pool's and a cluster's status updated alone (as their own
+// reports update them) do not wake them, while the finalizers taken off
+// another pool and cluster, updated after them, do; so their reconciles,
+// had they been woken, would have run first and written their status
+// back. Each such wake read the scale set and listed its instances, or
+// read every network resource of the cluster, in Azure again.
+func TestStatusUpdatesDoNotWakeAPoolOrACluster(t *testing.T) {
+	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.Concurrency = 1 })
+	t.Cleanup(stop)
+	fa, fb := newCluster(t, "ownwrite-a"), newCluster(t, "ownwrite-b")
+	fa.waitClusterProvisioned(2 * time.Minute)
+	fb.waitClusterProvisioned(2 * time.Minute)
+	_, pa := fa.readyPool("ownwrite-pa", 1, true)
+	_, pb := fa.readyPool("ownwrite-pb", 1, true)
+	// Once nothing is reconciled any more: a reconcile queued before the
+	// updates below (a requeue, the manager's first list of earlier
+	// tests' objects) would run first and write back what they change.
+	for _, c := range []string{"azurecluster", "azuremachinepool"} {
+		last, since := testenv.Reconciles(t, c), time.Now()
+		poll.Until(t, time.Minute, func() string {
+			if n := testenv.Reconciles(t, c); n != last {
+				last, since = n, time.Now()
+			}
+			if time.Since(since) < 2*time.Second {
+				return "waiting for the " + c + " controller to settle"
+			}
+			return ""
+		})
+	}
+
+	const prefix = "written-by-the-test"
+	domains := []clusterv1.FailureDomain{{Name: "9", ControlPlane: ptr.To(true)}}
+	writeStatus := func(o client.Object, change func()) {
+		t.Helper()
+		if err := env.Client.Get(fa.ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			t.Fatal(err)
+		}
+		p := client.MergeFrom(o.DeepCopyObject().(client.Object))
+		change()
+		if err := env.Client.Status().Patch(fa.ctx, o, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeStatus(pa, func() { pa.Status.ComputerNamePrefix = prefix })
+	writeStatus(fa.ac, func() { fa.ac.Status.FailureDomains = domains })
+	// The others' finalizers, taken off, are put back by their
+	// reconciles, which the one worker of each controller runs after any
+	// of pa's or fa's queued before them.
+	dropFinalizers := func(o client.Object) {
+		t.Helper()
+		if err := env.Client.Get(fa.ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			t.Fatal(err)
+		}
+		p := client.MergeFrom(o.DeepCopyObject().(client.Object))
+		o.SetFinalizers(nil)
+		if err := env.Client.Patch(fa.ctx, o, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dropFinalizers(pb)
+	dropFinalizers(fb.ac)
+	poll.Until(t, time.Minute, func() string {
+		for _, o := range []client.Object{pb, fb.ac} {
+			if err := env.Client.Get(fa.ctx, client.ObjectKeyFromObject(o), o); err != nil {
+				return err.Error()
+			}
+			if len(o.GetFinalizers()) == 0 {
+				return "waiting for " + o.GetName() + "'s reconcile to put its finalizer back"
+			}
+		}
+		return ""
+	})
+	for _, o := range []client.Object{pa, fa.ac} {
+		if err := env.Client.Get(fa.ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pa.Status.ComputerNamePrefix != prefix {
+		t.Errorf("an update of pool %s's status alone woke it (its reconcile wrote its computer-name prefix back: %q): it reads its scale set and lists its instances each time", pa.Name, pa.Status.ComputerNamePrefix)
+	}
+	var got []string
+	for _, d := range fa.ac.Status.FailureDomains {
+		got = append(got, d.Name)
+	}
+	if len(got) != 1 || got[0] != "9" {
+		t.Errorf("an update of AzureCluster %s's status alone woke it (its reconcile wrote its failure domains back: %v): it reads every network resource each time", fa.ac.Name, got)
+	}
 }

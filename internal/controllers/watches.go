@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // infraRefRequest maps a Cluster API object to the winkube object its
@@ -44,51 +45,103 @@ var machineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool 
 		nodeRefSet(o) != nodeRefSet(n)
 }}
 
-// azureMachineChanged passes the updates of an AzureMachine that its
-// reconcile acts on: a spec change (other than the providerID the
-// reconcile itself sets), labels, annotations (a paused annotation; the
-// resources it recorded before making them, which the next reconcile
-// makes), finalizers, owner references (Cluster API setting the Machine),
-// deletion, and its Paused condition changing (Cluster API's
-// paused.EnsurePausedCondition asks its caller to come back after writing
-// it). Its own status writes pass no more: each reconcile wrote its
-// conditions, addresses and state and was woken by that write to read its
-// VM and NIC in Azure again, and by the operations it records (an
-// operation under way is polled at the requeue it returns) and the
-// providerID it sets once the VM is made (a new generation, then every
-// condition's observedGeneration rewritten): an AzureMachine was
-// reconciled 7 to 8 times while it came up. CAPZ spaces these wakes
-// instead: its AzureMachine controller watches every update
-// (controllers/azuremachine_controller.go SetupWithManager,
-// cluster-api-provider-azure @3827a27b) through a reconciler that skips a
-// request for --debouncing-timer (10 s) after a successful reconcile
-// (pkg/coalescing/reconciler.go @2cbcf3b5, main.go @1e5b0b0c); a delay the local
-// world, whose VMs come up in seconds, would wait out on every machine.
+// ownWritesFilter passes the updates of an object that its controller's
+// reconcile acts on, and not those that change only what that reconcile
+// writes itself: its status (conditions, addresses, state, the record of
+// the operations under way, which are polled at the requeue the reconcile
+// returns), the annotations named in own, and the spec fields that
+// specChanged leaves out. Each such write used to wake the object at once
+// to read its resources in Azure again, though nothing had changed but the
+// report of the reconcile just run. What passes: a spec change specChanged
+// reports, labels, other annotations (a paused annotation; the resources
+// it recorded before making them, which the next reconcile makes),
+// finalizers, owner references, deletion, and its Paused condition
+// changing (Cluster API's paused.EnsurePausedCondition asks its caller to
+// come back after writing it).
+//
+// CAPZ spaces these wakes instead: its AzureCluster, AzureMachine,
+// AzureMachinePool and AzureMachinePoolMachine controllers watch every
+// update of their objects (controllers/azurecluster_controller.go,
+// controllers/azuremachine_controller.go, exp/controllers/
+// azuremachinepool_controller.go and azuremachinepoolmachine_controller.go
+// SetupWithManager, cluster-api-provider-azure @69ec3a40) through a
+// reconciler that skips a request for --debouncing-timer (10 s) after a
+// successful reconcile (pkg/coalescing/reconciler.go @2cbcf3b5, main.go
+// @1e5b0b0c); a delay the local world, whose VMs come up in seconds, would
+// wait out on every object.
 //
 // A resync (the cache's periodic replay, old and new the same object at
 // the same resourceVersion) passes, as it does through CAPZ's unfiltered
-// watch: it is the only wake left for a machine at rest, whose VM may
-// have been deleted or changed in Azure meanwhile.
-var azureMachineChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-	o, n := e.ObjectOld, e.ObjectNew
-	if rv := n.GetResourceVersion(); rv != "" && rv == o.GetResourceVersion() {
-		return true
+// watch: it is the only wake left for an object at rest, whose resources
+// may have been deleted or changed in Azure meanwhile.
+func ownWritesFilter(specChanged func(o, n client.Object) bool, own ...string) predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld, e.ObjectNew
+		if rv := n.GetResourceVersion(); rv != "" && rv == o.GetResourceVersion() {
+			return true
+		}
+		if !sameMetadataActedOn(o, n, own) || specChanged(o, n) {
+			return true
+		}
+		oc, ok1 := o.(conditions.Getter)
+		nc, ok2 := n.(conditions.Getter)
+		return !ok1 || !ok2 || pausedStatus(oc) != pausedStatus(nc)
+	}}
+}
+
+// azureMachineChanged: an AzureMachine's reconcile writes its conditions,
+// addresses, state and operations, and the providerID once the VM is made
+// (a new generation, then every condition's observedGeneration
+// rewritten); each woke it to read its VM and NIC in Azure again, 7 to 8
+// reconciles while it came up.
+var azureMachineChanged = ownWritesFilter(azureMachineSpecChanged, OperationsAnnotation)
+
+// azureMachinePoolChanged: a pool's reconcile writes its conditions,
+// replicas, ready and provisioned, computer-name prefix, pinned image,
+// infrastructure machine kind and operations in status, the providerID and
+// providerIDList in its spec (azuremachinepool_controller.go writeScaleSet,
+// reconcileInstanceMachines), and the record of the tags it applied (an
+// annotation); each woke it to read the scale set and list its instances
+// again. The resources it records before making them (the scale set, a
+// role assignment) are annotations that still wake it: the reconcile that
+// records one ends, and the next makes it.
+var azureMachinePoolChanged = ownWritesFilter(specChangedBeyond(func(o, n *infrav1.AzureMachinePool) (any, any) {
+	spec := o.Spec.DeepCopy()
+	spec.ProviderID, spec.ProviderIDList = n.Spec.ProviderID, n.Spec.ProviderIDList
+	return *spec, n.Spec
+}), OperationsAnnotation, tags.LastAppliedAnnotation)
+
+// azureMachinePoolMachineChanged: an instance's reconcile writes its
+// conditions, computer name, addresses, provisioning state, whether it
+// runs the latest model, provisioned, and the Run Commands and deletion
+// under way; its spec is the pool's to write (a spec change wakes it).
+var azureMachinePoolMachineChanged = ownWritesFilter(generationChanged, OperationsAnnotation)
+
+// azureClusterChanged: an AzureCluster's reconcile writes its conditions,
+// failure domains, provisioned and operations in status, the
+// controlPlaneEndpoint in its spec once the API server's IP is made
+// (azurecluster_controller.go reconcileEndpoint; the webhook refuses any
+// later change), and the record of the tags it applied; each woke it to
+// read every network resource in Azure again. The subnets it records
+// before adding them to a user's VNet still wake it, as does the identity
+// annotation it writes with its finalizer.
+var azureClusterChanged = ownWritesFilter(specChangedBeyond(func(o, n *infrav1.AzureCluster) (any, any) {
+	spec := o.Spec.DeepCopy()
+	if spec.ControlPlaneEndpoint.Host == "" {
+		spec.ControlPlaneEndpoint = n.Spec.ControlPlaneEndpoint
 	}
-	if !sameMetadataActedOn(o, n) || azureMachineSpecChanged(o, n) {
-		return true
-	}
-	oc, ok1 := o.(conditions.Getter)
-	nc, ok2 := n.(conditions.Getter)
-	return !ok1 || !ok2 || pausedStatus(oc) != pausedStatus(nc)
-}}
+	return *spec, n.Spec
+}), OperationsAnnotation, tags.LastAppliedAnnotation)
 
 // sameMetadataActedOn: o and n do not differ in the metadata a reconcile
-// acts on: labels, annotations but the record of operations under way,
-// finalizers, owner references, deletion.
-func sameMetadataActedOn(o, n client.Object) bool {
+// acts on: labels, annotations but those in own (the records it keeps of
+// what it did), finalizers, owner references, deletion.
+func sameMetadataActedOn(o, n client.Object, own []string) bool {
 	oa, na := maps.Clone(o.GetAnnotations()), maps.Clone(n.GetAnnotations())
-	delete(oa, OperationsAnnotation)
-	delete(na, OperationsAnnotation)
+	for _, k := range own {
+		delete(oa, k)
+		delete(na, k)
+	}
 	return maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(oa, na) && slices.Equal(o.GetFinalizers(), n.GetFinalizers()) &&
 		apiequality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) &&
 		o.GetDeletionTimestamp().IsZero() == n.GetDeletionTimestamp().IsZero()
@@ -98,19 +151,32 @@ func sameMetadataActedOn(o, n client.Object) bool {
 // providerID the reconcile sets once the VM is made (the webhook lets
 // only that change through on an existing machine, and only to the value
 // the VM's ARM ID gives).
-func azureMachineSpecChanged(o, n client.Object) bool {
-	if o.GetGeneration() == n.GetGeneration() {
-		return false
+var azureMachineSpecChanged = specChangedBeyond(func(o, n *infrav1.AzureMachine) (any, any) {
+	spec := o.Spec.DeepCopy()
+	spec.ProviderID = n.Spec.ProviderID
+	return *spec, n.Spec
+})
+
+// specChangedBeyond reports a new generation with more changed than the
+// spec fields a reconcile sets itself: own returns o's spec with those
+// fields taken from n, and n's spec, to compare. Objects of another type
+// than T count as changed.
+func specChangedBeyond[T client.Object](own func(o, n T) (any, any)) func(o, n client.Object) bool {
+	return func(o, n client.Object) bool {
+		if !generationChanged(o, n) {
+			return false
+		}
+		ot, ok1 := o.(T)
+		nt, ok2 := n.(T)
+		if !ok1 || !ok2 {
+			return true
+		}
+		was, is := own(ot, nt)
+		return !apiequality.Semantic.DeepEqual(was, is)
 	}
-	om, ok1 := o.(*infrav1.AzureMachine)
-	nm, ok2 := n.(*infrav1.AzureMachine)
-	if !ok1 || !ok2 {
-		return true
-	}
-	spec := om.Spec.DeepCopy()
-	spec.ProviderID = nm.Spec.ProviderID
-	return !apiequality.Semantic.DeepEqual(*spec, nm.Spec)
 }
+
+func generationChanged(o, n client.Object) bool { return o.GetGeneration() != n.GetGeneration() }
 
 func pausedStatus(o conditions.Getter) metav1.ConditionStatus {
 	if c := conditions.Get(o, clusterv1.PausedCondition); c != nil {
