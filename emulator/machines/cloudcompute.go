@@ -26,14 +26,9 @@ func ARMCompute(connect ARMConnection) func(cloudprovider.Credentials, string) (
 		if f := factories[k]; f != nil {
 			return f, nil
 		}
-		cred, opts, err := connect()
+		cred, opts, err := connect.as(cr)
 		if err != nil {
 			return nil, err
-		}
-		if cred == nil {
-			if cred, err = cloudConfigCredential(cr, opts); err != nil {
-				return nil, err
-			}
 		}
 		f, err := armcompute.NewClientFactory(sub, cred, opts)
 		if err != nil {

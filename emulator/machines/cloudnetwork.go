@@ -37,14 +37,9 @@ func ARMNetwork(connect ARMConnection) func(cloudprovider.Credentials) (cloudpro
 		if n := nets[cr.Key()]; n != nil {
 			return n, nil
 		}
-		cred, opts, err := connect()
+		cred, opts, err := connect.as(cr)
 		if err != nil {
 			return nil, err
-		}
-		if cred == nil {
-			if cred, err = cloudConfigCredential(cr, opts); err != nil {
-				return nil, err
-			}
 		}
 		n := &armNetwork{cred: cred, opts: opts, clients: map[string]*armnetwork.ClientFactory{}}
 		nets[cr.Key()] = n
@@ -58,6 +53,16 @@ func ARMNetwork(connect ARMConnection) func(cloudprovider.Credentials) (cloudpro
 // credential every cloud controller then uses whatever its cloud config
 // says; nil means each cloud config's own.
 type ARMConnection func() (azcore.TokenCredential, *arm.ClientOptions, error)
+
+// as connects with the world's credential, or, where the world gives
+// none, with the one cr's cloud config names.
+func (connect ARMConnection) as(cr cloudprovider.Credentials) (azcore.TokenCredential, *arm.ClientOptions, error) {
+	cred, opts, err := connect()
+	if err == nil && cred == nil {
+		cred, err = cloudConfigCredential(cr, opts)
+	}
+	return cred, opts, err
+}
 
 // cloudConfigCredential is the credential cr names.
 func cloudConfigCredential(cr cloudprovider.Credentials, opts *arm.ClientOptions) (azcore.TokenCredential, error) {

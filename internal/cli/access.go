@@ -196,14 +196,18 @@ func (e ExitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)
 func (e ExitStatus) ExitCode() int { return int(e) }
 
 // oneNode wants exactly one MACHINE|NODE argument.
-func oneNode(verb string) cobra.PositionalArgs {
+var oneNode = oneArg("node", "MACHINE|NODE")
+
+// oneArg wants exactly one argument, a noun written as placeholder in the
+// usage.
+func oneArg(noun, placeholder string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		switch len(args) {
 		case 1:
 			return nil
 		case 0:
-			return fmt.Errorf("name the node: %s MACHINE|NODE", cmd.CommandPath())
+			return fmt.Errorf("name the %s: %s %s", noun, cmd.CommandPath(), placeholder)
 		}
-		return fmt.Errorf("one node at a time: %s %s (drop %s)", cmd.CommandPath(), args[0], strings.Join(args[1:], " "))
+		return fmt.Errorf("one %s at a time: %s %s (drop %s)", noun, cmd.CommandPath(), args[0], strings.Join(args[1:], " "))
 	}
 }

@@ -115,7 +115,7 @@ is then cut), and its error.
   winkube logs --state-dir ~/.winkube/winkube winkube-md-win-7d8f9-xk2p4
   # in a real management cluster, through Azure only
   winkube logs --management-kubeconfig mgmt.kubeconfig -n default --cluster demo demo-md-win-7d8f9-xk2p4 --via run-command`,
-		Args: oneNode("logs"),
+		Args: oneNode,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Node = args[0]
 			if err := o.Validate(); err != nil {

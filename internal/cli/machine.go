@@ -216,15 +216,7 @@ identityRef needs --use-my-azure-login.`,
 	return cmd
 }
 
-func oneMachine(cmd *cobra.Command, args []string) error {
-	switch len(args) {
-	case 1:
-		return nil
-	case 0:
-		return fmt.Errorf("name the machine: %s NAME", cmd.CommandPath())
-	}
-	return fmt.Errorf("one machine at a time: %s %s (drop %s)", cmd.CommandPath(), args[0], strings.Join(args[1:], " "))
-}
+var oneMachine = oneArg("machine", "NAME")
 
 // nodeSubnetID is the ARM ID of the cluster's node subnet.
 func nodeSubnetID(ac *infrav1.AzureCluster, subscription string) (string, error) {

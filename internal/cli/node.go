@@ -229,7 +229,7 @@ runs kubeadm join on containerd's pipe. With --ssh it runs the script on the
 machine; otherwise (or with --print-script) it prints it.`,
 		Example: `  winkube node join byo-win-1 --kubeconfig cluster.kubeconfig --windows-version 2022 --print-script > join.ps1
   winkube node join byo-win-1 --local winkube --ssh 127.0.0.50 -l Administrator -i ~/.ssh/id_ed25519`,
-		Args: oneNode("join"),
+		Args: oneNode,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.cluster.cmd, o.Join.Node = cmd, args[0]
 			if err := o.Validate(); err != nil {
@@ -264,7 +264,7 @@ the DaemonSets' or static pods, as kubectl drain --ignore-daemonsets), then with
 services and their files, deletes the Node, and deletes the bootstrap tokens
 'node join' made for it. Without --ssh the machine is left as it is.`,
 		Example: `  winkube node leave byo-win-1 --local winkube --ssh 127.0.0.50 -l Administrator`,
-		Args:    oneNode("leave"),
+		Args:    oneNode,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.cluster.cmd, o.Node = cmd, args[0]
 			if err := o.Validate(); err != nil {

@@ -89,7 +89,7 @@ with an account you set a password for (over 'winkube ssh').
 ` + accessExamples,
 		Example: `  winkube rdp win-p8k2x-7tq4m --local-port 5555
   xfreerdp /v:localhost:5555 /u:capi`,
-		Args: oneNode("rdp"),
+		Args: oneNode,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Node, o.CommandPath = args[0], cmd.Root().CommandPath()
 			if err := o.Validate(); err != nil {
