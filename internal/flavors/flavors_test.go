@@ -92,6 +92,10 @@ func admit(obj runtime.Object) error {
 // 1.36 and Windows 2019/2022/2025, either generates objects that decode
 // strictly and pass winkube's webhooks, or is refused with a reason.
 func TestEveryFlavorVersionAndWindowsRelease(t *testing.T) {
+	// It reaches no API server and changes no package state (Generate
+	// copies the parsed manifests): it runs beside the waiting
+	// TestComponentsListWithTheirOwnRights.
+	t.Parallel()
 	generated, refused := 0, 0
 	// A document met in an earlier combination (Calico's CRDs, an add-on
 	// that does not change with the version) decodes and is admitted as it

@@ -86,6 +86,12 @@ func tierCRD() *apiextensionsv1.CustomResourceDefinition {
 // Ready and no routes, kube-proxy programming nothing, the node left
 // uninitialized) is emulator/machines' TestComponentRightsInTheLocalWorld.
 func TestComponentsListWithTheirOwnRights(t *testing.T) {
+	// It mostly waits (its wall time is about three times its CPU time).
+	// Its only parallel neighbour never reaches the API server, so the
+	// RBAC it removes and restores is seen by this test alone;
+	// TestAddonsMeetWhatTheirComponentsNeed, which applies the same
+	// add-ons, stays serial and is done before it resumes.
+	t.Parallel()
 	ctx := context.Background()
 	o := opts("v1.36.3", "2022")
 	objs, err := flavors.Generate(flavors.Windows, o)

@@ -18,6 +18,9 @@ import (
 // own ServiceAccount token, not the workload's admin credentials: what
 // the add-on's RBAC does not grant fails here as in a cluster.
 func TestAdmissionActsAsItsPod(t *testing.T) {
+	// Much of it is waiting for an API server of its own to start: it
+	// waits beside the package's other tests that start their own.
+	t.Parallel()
 	env, err := testenv.Start(testenv.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)

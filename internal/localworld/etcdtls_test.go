@@ -26,6 +26,10 @@ import (
 // one of its own CA, it cannot read the management Secrets etcd holds;
 // the API server, with the world's client certificate, works.
 func TestManagementEtcdNeedsTheWorldsClientCertificate(t *testing.T) {
+	// Much of it is waiting for an etcd and API server of its own (state
+	// in its own directory) to start: it waits beside the package's other
+	// tests that start their own.
+	t.Parallel()
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)

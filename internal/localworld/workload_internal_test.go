@@ -21,6 +21,10 @@ import (
 // clusters' Secrets), not with a GET to the management API server each
 // time.
 func TestWorkloadKubeconfigIsReadFromTheCache(t *testing.T) {
+	// Much of it is waiting for an API server of its own to start (the
+	// request counts it reads are that server's): it waits beside the
+	// package's other tests that start their own.
+	t.Parallel()
 	s := scheme.New()
 	env, err := testenv.Start(testenv.Options{Scheme: s})
 	if err != nil {

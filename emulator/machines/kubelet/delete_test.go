@@ -34,6 +34,10 @@ const waitsImage = "registry.k8s.io/pause:3.10.1"
 // canBeDeleted and syncPod, at fde2d3c4). Each state a drained pod may be
 // in is evicted here and must be gone from the API.
 func TestEvictedPodsLeaveTheNode(t *testing.T) {
+	// It mostly waits (pods run their simulated seconds, grace periods
+	// end) on an API server of its own: it waits beside the package's
+	// other parallel test.
+	t.Parallel()
 	env, err := testenv.Start(testenv.Options{})
 	if err != nil {
 		t.Fatal(err)

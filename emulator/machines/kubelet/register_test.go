@@ -99,6 +99,11 @@ type started struct {
 // workers boot again with their control-plane machine, and reach its API
 // server through the load balancer only once the probe has seen it up.
 func TestRegistrationWaitsForTheAPIServer(t *testing.T) {
+	// It mostly waits (a dozen seconds of refused tries by design) and
+	// owns what it touches on the shared API server (the Node worker-a)
+	// and its own load balancer: it waits beside the package's other
+	// parallel test.
+	t.Parallel()
 	b := startBehindLoadBalancer(t)
 	ctx := context.Background()
 	// The Node of the machine's earlier boot.
