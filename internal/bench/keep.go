@@ -84,8 +84,9 @@ func registeredOneOf(path string, nodes []string) bool {
 	if err != nil {
 		return false
 	}
+	log := string(data)
 	for _, n := range nodes {
-		if strings.Contains(string(data), "registered node "+n+" ") {
+		if strings.Contains(log, "registered node "+n+" ") {
 			return true
 		}
 	}

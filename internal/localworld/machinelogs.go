@@ -3,7 +3,6 @@ package localworld
 import (
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
@@ -22,7 +21,7 @@ type MachineLog struct {
 }
 
 // MachineLogs lists the logs of every machine whose disk is in stateDir,
-// by folder name, for someone looking at a world that did not come up
+// by folder name (os.ReadDir's order), for someone looking at a world that did not come up
 // (a kept bench directory, a stopped 'winkube up').
 func MachineLogs(stateDir string) []MachineLog {
 	root := filepath.Join(stateDir, "machines")
@@ -36,7 +35,7 @@ func MachineLogs(stateDir string) []MachineLog {
 		ml := MachineLog{Machine: e.Name()}
 		for _, windows := range []bool{true, false} {
 			disk := vmdisk.Disk{Root: filepath.Join(root, e.Name(), "root"), Windows: windows}
-			events, kubelet := existing(disk, windows, vmdisk.Boot), existing(disk, windows, vmdisk.Kubelet)
+			events, kubelet := existing(disk, vmdisk.Boot), existing(disk, vmdisk.Kubelet)
 			if events != "" || kubelet != "" {
 				ml.Events, ml.Kubelet = events, kubelet
 				break
@@ -44,14 +43,13 @@ func MachineLogs(stateDir string) []MachineLog {
 		}
 		out = append(out, ml)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Machine < out[j].Machine })
 	return out
 }
 
 // existing is the host path of a service's log on the disk, or "" when
 // the machine has not written it.
-func existing(d vmdisk.Disk, windows bool, service string) string {
-	p, err := d.HostPath(vmdisk.LogPath(windows, service))
+func existing(d vmdisk.Disk, service string) string {
+	p, err := d.HostPath(vmdisk.LogPath(d.Windows, service))
 	if err != nil {
 		return ""
 	}
