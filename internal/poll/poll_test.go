@@ -41,3 +41,23 @@ func TestUntilFailsWithTheLastReason(t *testing.T) {
 		t.Fatalf("failure %q", r.failed)
 	}
 }
+
+// TestUntilLooksLessOftenAsItWaits: a condition that holds late is looked
+// at with growing gaps, not 50 times a second; a slow machine only makes
+// the gaps longer, so the bound holds under load too.
+func TestUntilLooksLessOftenAsItWaits(t *testing.T) {
+	r := &recorder{TB: t}
+	looks := 0
+	func() {
+		defer func() { _ = recover() }()
+		Until(r, time.Second, func() string { looks++; return "not yet" })
+	}()
+	if r.failed == "" {
+		t.Fatal("Until returned without the condition holding")
+	}
+	// 20, 30, 45, 67, then 100 ms gaps: 13 looks in a second. A fixed
+	// 20 ms would look 51 times.
+	if looks > 20 {
+		t.Fatalf("looked %d times in a second, want at most 20", looks)
+	}
+}
