@@ -35,6 +35,7 @@ import (
 // running as that ServiceAccount, still installs its CA into its own two
 // configurations, which the add-on created.
 func TestAdmissionServiceAccountReachesOnlyItsOwnWebhooks(t *testing.T) {
+	t.Parallel() // its own API server: it waits for webhook servers and certificates
 	env, err := testenv.Start(testenv.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 // Two admission replicas against one API server: one CA Secret, webhook
 // configurations carrying it, and both servers' certificates trusted by it.
 func TestAdmissionReplicasShareTheCA(t *testing.T) {
+	t.Parallel() // its own API server: it waits for webhook servers and certificates
 	env, err := testenv.Start(testenv.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
