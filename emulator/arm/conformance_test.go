@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,30 +22,52 @@ import (
 
 // sdkOperations are the operations the Azure SDK for Go modules of go.mod
 // declare: generated from azure-rest-api-specs, they say what each
-// operation answers. Nobody here wrote them.
+// operation answers. Nobody here wrote them. Three tests read them; the
+// modules are located with one go list and parsed once per test binary
+// (the callers only read the map).
 func sdkOperations(t *testing.T) map[string]sdkops.Operation {
 	t.Helper()
-	out := map[string]sdkops.Operation{}
-	for _, mod := range []string{
+	sdkOps.once.Do(func() { sdkOps.ops, sdkOps.err = loadSDKOperations() })
+	if sdkOps.err != nil {
+		t.Fatal(sdkOps.err)
+	}
+	return sdkOps.ops
+}
+
+var sdkOps struct {
+	once sync.Once
+	ops  map[string]sdkops.Operation
+	err  error
+}
+
+func loadSDKOperations() (map[string]sdkops.Operation, error) {
+	mods := []string{
 		"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7",
 		"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7",
 		"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources",
 		"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/msi/armmsi",
 		"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/authorization/armauthorization/v2",
-	} {
-		dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
+	}
+	// go list -m prints the modules' directories in the order asked.
+	b, err := exec.Command("go", append([]string{"list", "-m", "-f", "{{.Dir}}"}, mods...)...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -m %s: %w", strings.Join(mods, " "), err)
+	}
+	dirs := strings.Fields(string(b))
+	if len(dirs) != len(mods) {
+		return nil, fmt.Errorf("go list -m of %d modules printed %d directories: %q", len(mods), len(dirs), b)
+	}
+	out := map[string]sdkops.Operation{}
+	for _, dir := range dirs {
+		ops, err := sdkops.Load(dir)
 		if err != nil {
-			t.Fatalf("go list -m %s: %v", mod, err)
-		}
-		ops, err := sdkops.Load(strings.TrimSpace(string(dir)))
-		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		for _, op := range ops {
 			out[op.ID] = op
 		}
 	}
-	return out
+	return out, nil
 }
 
 // template reduces a path template to its shape: literals without case,

@@ -25,12 +25,13 @@ func TestHandJoinRecordsTheNodeUnderTheLock(t *testing.T) {
 	defer cancel()
 	// An API server that accepts the connection and never answers keeps
 	// discovery waiting until its timeout, with the fields already set.
+	// A second of it is some two hundred reads at the readers' 5 ms tick.
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer silent.Close()
-	r := &Runtime{opts: Options{Log: logr.Discard(), JoinTimeout: 3 * time.Second, KubeletHealthCheckTimeout: time.Second},
+	r := &Runtime{opts: Options{Log: logr.Discard(), JoinTimeout: time.Second, KubeletHealthCheckTimeout: time.Second},
 		machines: map[string]*machine{}, clusters: map[string]*workloadCluster{}, halted: map[string]string{}, proxies: kubeProxies{all: map[string]*sharedProxy{}}}
 	m := &machine{arm: arm.Machine{Name: "byo-win-1", ID: "/test/byo-win-1", OS: "Windows", IMDS: "imds-of-byo-win-1"}, dir: t.TempDir(),
 		booted: make(chan struct{}), cancel: func() {}, ctx: ctx, host: netip.MustParseAddr("127.0.0.1")}

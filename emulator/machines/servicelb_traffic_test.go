@@ -54,6 +54,14 @@ func TestServiceLoadBalancerCarriesTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What kube-proxy would serve on the node port of the control plane and
+	// of the first worker; the second serves nothing there, so its TCP
+	// probe fails. The API server allocates the node port on create: served
+	// before the load balancer exists, a backend's first probe (at 5 s
+	// intervals, Azure's minimum) passes, and the test does not wait for a
+	// second.
+	serve(t, "10.1.201.4", s.Spec.Ports[0].NodePort, "control plane")
+	serve(t, "10.1.201.5", s.Spec.Ports[0].NodePort, "worker 1")
 	poll.Until(t, time.Minute, func() string {
 		if s, err = svcs.Get(ctx, "web", metav1.GetOptions{}); err != nil {
 			return err.Error()
@@ -64,11 +72,6 @@ func TestServiceLoadBalancerCarriesTraffic(t *testing.T) {
 		return ""
 	})
 	front := net.JoinHostPort(s.Status.LoadBalancer.Ingress[0].IP, "80")
-	// What kube-proxy would serve on the node port of the control plane and
-	// of the first worker; the second serves nothing there, so its TCP
-	// probe fails.
-	serve(t, "10.1.201.4", s.Spec.Ports[0].NodePort, "control plane")
-	serve(t, "10.1.201.5", s.Spec.Ports[0].NodePort, "worker 1")
 	poll.Until(t, 2*time.Minute, func() string {
 		if got := answer(front); got != "worker 1" {
 			return fmt.Sprintf("%s answers %q", front, got)
@@ -91,6 +94,14 @@ func TestServiceLoadBalancerCarriesTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Served before the load balancer exists, as for web.
+	for _, w := range []struct {
+		vnet, says string
+		code       int
+	}{{"10.1.201.5", "worker 1", http.StatusServiceUnavailable}, {"10.1.201.6", "worker 2", http.StatusOK}} {
+		serve(t, w.vnet, local.Spec.Ports[0].NodePort, w.says)
+		healthz(t, w.vnet, local.Spec.HealthCheckNodePort, w.code)
+	}
 	poll.Until(t, time.Minute, func() string {
 		if local, err = svcs.Get(ctx, "local", metav1.GetOptions{}); err != nil {
 			return err.Error()
@@ -101,13 +112,6 @@ func TestServiceLoadBalancerCarriesTraffic(t *testing.T) {
 		return ""
 	})
 	lfront := net.JoinHostPort(local.Status.LoadBalancer.Ingress[0].IP, "8080")
-	for _, w := range []struct {
-		vnet, says string
-		code       int
-	}{{"10.1.201.5", "worker 1", http.StatusServiceUnavailable}, {"10.1.201.6", "worker 2", http.StatusOK}} {
-		serve(t, w.vnet, local.Spec.Ports[0].NodePort, w.says)
-		healthz(t, w.vnet, local.Spec.HealthCheckNodePort, w.code)
-	}
 	poll.Until(t, 2*time.Minute, func() string {
 		if got := answer(lfront); got != "worker 2" {
 			return fmt.Sprintf("%s answers %q", lfront, got)
@@ -273,6 +277,7 @@ func nsgTraffic(t *testing.T, ctx context.Context, cs kubernetes.Interface, a *a
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svcs.Delete(context.Background(), "ranged", metav1.DeleteOptions{}) })
+	serve(t, "10.1.201.5", ranged.Spec.Ports[0].NodePort, "ranged on worker 1")
 	poll.Until(t, time.Minute, func() string {
 		if ranged, err = svcs.Get(ctx, "ranged", metav1.GetOptions{}); err != nil {
 			return err.Error()
@@ -283,7 +288,6 @@ func nsgTraffic(t *testing.T, ctx context.Context, cs kubernetes.Interface, a *a
 		return ""
 	})
 	rfront := net.JoinHostPort(ranged.Status.LoadBalancer.Ingress[0].IP, "9090")
-	serve(t, "10.1.201.5", ranged.Spec.Ports[0].NodePort, "ranged on worker 1")
 	poll.Until(t, 2*time.Minute, func() string {
 		if got := answer(rfront); got != "ranged on worker 1" {
 			return fmt.Sprintf("%s (source range 127.0.0.0/8) answers %q", rfront, got)

@@ -128,13 +128,15 @@ func TestApplyRollsInOrderAndResumes(t *testing.T) {
 func TestApplyStopsAtTheFirstFailure(t *testing.T) {
 	f := newFixture(t, "v1.35.4", infrav1.WindowsServer2022)
 	o := f.options("v1.36.3")
-	o.PollInterval, o.StepTimeout = 20*time.Millisecond, time.Second
+	// The step's timeout is Run's option: a quarter of a second is a dozen
+	// looks at a control plane that never rolls out.
+	o.PollInterval, o.StepTimeout = 20*time.Millisecond, 250*time.Millisecond
 	_, err := upgrade.Run(context.Background(), o)
 	var se *upgrade.StepError
 	if !errors.As(err, &se) || se.Step.Kind != "KubeadmControlPlane" {
 		t.Fatalf("got %v, want the control plane's step to fail", err)
 	}
-	for _, want := range []string{"step 1/3, KubeadmControlPlane up-control-plane to v1.36.3", "not rolled out after 1s", "run the upgrade to v1.36.3 again"} {
+	for _, want := range []string{"step 1/3, KubeadmControlPlane up-control-plane to v1.36.3", "not rolled out after 250ms", "run the upgrade to v1.36.3 again"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

@@ -30,7 +30,6 @@ import (
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/internal/poll"
-	"github.com/winkube/winkube/internal/testenv"
 )
 
 // attached is what Azure has attached to the test's VM, which the test
@@ -61,13 +60,14 @@ func (a *attached) set(d ...arm.DataDisk) {
 // keeps what was written.
 func TestWindowsPodMountsAttachedDisk(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	// The package's API server, in a namespace of its own (its Node,
+	// win-a, and the driver's CSIDriver are its own too): an API server
+	// of its own cost about 3 CPU-s.
 	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(env.Config)
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mountsNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	reg, err := registry.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,10 @@ func TestWindowsPodMountsAttachedDisk(t *testing.T) {
 		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(true)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pvc, err := cs.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+	t.Cleanup(func() {
+		_ = cs.StorageV1().CSIDrivers().Delete(context.Background(), azuredisk.DriverName, metav1.DeleteOptions{})
+	})
+	pvc, err := cs.CoreV1().PersistentVolumeClaims(mountsNS).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data"},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: "pvc-1",
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("5Gi")}}}}, metav1.CreateOptions{})
 	if err != nil {
@@ -125,21 +128,21 @@ func TestWindowsPodMountsAttachedDisk(t *testing.T) {
 	if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-1"},
 		Spec: corev1.PersistentVolumeSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("5Gi")},
-			ClaimRef:               &corev1.ObjectReference{Namespace: "default", Name: "data", UID: pvc.UID},
+			ClaimRef:               &corev1.ObjectReference{Namespace: mountsNS, Name: "data", UID: pvc.UID},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: azuredisk.DriverName, VolumeHandle: diskID}}}},
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pvc.Status.Phase = corev1.ClaimBound
-	if _, err := cs.CoreV1().PersistentVolumeClaims("default").UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+	if _, err := cs.CoreV1().PersistentVolumeClaims(mountsNS).UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	servercore := func(name string, vols []corev1.Volume, mounts []corev1.VolumeMount) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: corev1.PodSpec{NodeName: node, Volumes: vols,
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mountsNS}, Spec: corev1.PodSpec{NodeName: node, Volumes: vols,
 			Containers: []corev1.Container{{Name: "c", Image: "mcr.microsoft.com/windows/servercore:ltsc2022", VolumeMounts: mounts}}}}
 	}
-	if _, err := cs.CoreV1().Pods("default").Create(ctx, servercore("app",
+	if _, err := cs.CoreV1().Pods(mountsNS).Create(ctx, servercore("app",
 		[]corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
 		[]corev1.VolumeMount{{Name: "data", MountPath: `C:\data`}}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -179,7 +182,7 @@ func TestWindowsPodMountsAttachedDisk(t *testing.T) {
 
 	// The driver's node pod registers it: the CSINode entry the scheduler
 	// and the attacher read.
-	if _, err := cs.CoreV1().Pods("default").Create(ctx, servercore("csi-azuredisk-node-win", nil, nil), metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Pods(mountsNS).Create(ctx, servercore("csi-azuredisk-node-win", nil, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, time.Minute, func() string {
@@ -199,7 +202,7 @@ func TestWindowsPodMountsAttachedDisk(t *testing.T) {
 	waitEvent(t, ctx, cs, "app", "FailedMount", "failed to find disk on lun 0")
 	azure.set(arm.DataDisk{LUN: 0, Name: "pvc-1", ID: diskID, UniqueID: "3d5c1b0e-0000-4000-8000-000000000001", SizeGB: 5})
 	poll.Until(t, time.Minute, func() string {
-		p, err := cs.CoreV1().Pods("default").Get(ctx, "app", metav1.GetOptions{})
+		p, err := cs.CoreV1().Pods(mountsNS).Get(ctx, "app", metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}
@@ -208,7 +211,7 @@ func TestWindowsPodMountsAttachedDisk(t *testing.T) {
 		}
 		return ""
 	})
-	pod, err := cs.CoreV1().Pods("default").Get(ctx, "app", metav1.GetOptions{})
+	pod, err := cs.CoreV1().Pods(mountsNS).Get(ctx, "app", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +240,7 @@ func TestWindowsPodMountsAttachedDisk(t *testing.T) {
 
 	// The pod goes: unpublished, unstaged, no longer in use; the disk
 	// keeps what was written.
-	if err := cs.CoreV1().Pods("default").Delete(ctx, "app", metav1.DeleteOptions{}); err != nil {
+	if err := cs.CoreV1().Pods(mountsNS).Delete(ctx, "app", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, time.Minute, func() string {
@@ -256,10 +259,13 @@ func TestWindowsPodMountsAttachedDisk(t *testing.T) {
 	}
 }
 
+// mountsNS is TestWindowsPodMountsAttachedDisk's namespace.
+const mountsNS = "mounts"
+
 func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
 func podWaiting(ctx context.Context, cs kubernetes.Interface, name string) string {
-	p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	p, err := cs.CoreV1().Pods(mountsNS).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err.Error()
 	}
@@ -274,7 +280,7 @@ func podWaiting(ctx context.Context, cs kubernetes.Interface, name string) strin
 func waitEvent(t *testing.T, ctx context.Context, cs kubernetes.Interface, pod, reason, text string) {
 	t.Helper()
 	poll.Until(t, time.Minute, func() string {
-		evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		evs, err := cs.CoreV1().Events(mountsNS).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
 		if err != nil {
 			return err.Error()
 		}

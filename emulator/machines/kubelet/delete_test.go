@@ -16,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/winkube/winkube/internal/poll"
-	"github.com/winkube/winkube/internal/testenv"
 )
 
 // waitsImage is a container whose process runs and waits for something
@@ -35,20 +34,19 @@ const waitsImage = "registry.k8s.io/pause:3.10.1"
 // in is evicted here and must be gone from the API.
 func TestEvictedPodsLeaveTheNode(t *testing.T) {
 	// It mostly waits (pods run their simulated seconds, grace periods
-	// end) on an API server of its own: it waits beside the package's
-	// other parallel test.
+	// end) and owns what it touches on the shared API server (the Node
+	// node-d, the namespace evict): it waits beside the package's other
+	// parallel test, without starting an API server of its own.
 	t.Parallel()
-	env, err := testenv.Start(testenv.Options{})
+	client, err := kubernetes.NewForConfig(apiServer.Env(t).Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Stop() })
-	client, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const node = "node-d"
+	const node, ns = "node-d", "evict"
 	ctx := context.Background()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	k, err := Start(ctx, Config{
 		NodeName: node, Client: client, Address: testAddress(t), Host: linux, Images: startRegistry(t),
 		NodeInfo: corev1.NodeSystemInfo{OSImage: "Ubuntu 24.04.1 LTS", OperatingSystem: "linux"},
@@ -64,7 +62,7 @@ func TestEvictedPodsLeaveTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Stop)
-	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"spec":{"podCIDR":"10.244.3.0/24","podCIDRs":["10.244.3.0/24"]}}`), metav1.PatchOptions{}); err != nil {
+	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"spec":{"podCIDR":"10.244.13.0/24","podCIDRs":["10.244.13.0/24"]}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -140,13 +138,16 @@ func TestEvictedPodsLeaveTheNode(t *testing.T) {
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: "default", Labels: c.labels, Annotations: c.annotations}, Spec: c.spec}
+			// Each case is a pod of its own name: they run their
+			// simulated seconds side by side.
+			t.Parallel()
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: ns, Labels: c.labels, Annotations: c.annotations}, Spec: c.spec}
 			pod.Spec.NodeName = node
-			if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			poll.Until(t, time.Minute, func() string {
-				p, err := client.CoreV1().Pods("default").Get(ctx, c.name, metav1.GetOptions{})
+				p, err := client.CoreV1().Pods(ns).Get(ctx, c.name, metav1.GetOptions{})
 				if err != nil {
 					return err.Error()
 				}
@@ -154,12 +155,12 @@ func TestEvictedPodsLeaveTheNode(t *testing.T) {
 			})
 			// As Cluster API's drain does (drain.go evictPod): an
 			// Eviction with the pod's own grace period.
-			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: "default"}}
-			if err := client.CoreV1().Pods("default").EvictV1(ctx, ev); err != nil {
+			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: ns}}
+			if err := client.CoreV1().Pods(ns).EvictV1(ctx, ev); err != nil {
 				t.Fatal(err)
 			}
 			poll.Until(t, time.Minute, func() string {
-				p, err := client.CoreV1().Pods("default").Get(ctx, c.name, metav1.GetOptions{})
+				p, err := client.CoreV1().Pods(ns).Get(ctx, c.name, metav1.GetOptions{})
 				if apierrors.IsNotFound(err) {
 					return ""
 				}

@@ -173,6 +173,9 @@ func TestRegistrationWaitsForTheAPIServer(t *testing.T) {
 // A machine switched off while its kubelet waits for the API server stops:
 // the machine runtime waits for its boot to end.
 func TestRegistrationEndsWithTheBoot(t *testing.T) {
+	// Like TestRegistrationWaitsForTheAPIServer, it owns its Node
+	// (worker-b) and load balancer.
+	t.Parallel()
 	b := startBehindLoadBalancer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan started, 1)

@@ -145,6 +145,9 @@ func nodeConfig(name string, client kubernetes.Interface, addr netip.Addr) kubel
 // else changed the lease (a conflict) or deleted it, it reads or creates
 // it again and renews on.
 func TestLeaseRenewedFromTheLastWrite(t *testing.T) {
+	// It waits on heartbeats; its Node, lease and request counts are its
+	// own: it waits beside the package's other parallel tests.
+	t.Parallel()
 	env := startAPIServer(t)
 	ctx := context.Background()
 	c := &requests{n: map[string]int{}}

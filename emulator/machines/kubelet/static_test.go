@@ -89,6 +89,10 @@ func TestStaticPodFollowsItsProcess(t *testing.T) {
 // answers its readiness probe with an error is not Ready until it answers
 // with success; the probe reaches the process for real.
 func TestStaticPodReadinessFollowsItsProbe(t *testing.T) {
+	// Its two seconds are the probe's period (1 s, the API's least) twice;
+	// its kubelet and listener are its own: it waits beside the package's
+	// other parallel tests.
+	t.Parallel()
 	var healthy atomic.Bool
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -137,6 +137,10 @@ func cpuRate(a, b *dto.Metric) float64 {
 // limits, labelled simulated; the CPU counters grow at the modelled rate,
 // which the pod's annotation changes.
 func TestResourceMetricsAndSummary(t *testing.T) {
+	// Its seconds are mostly sleeps between two scrapes (a rate needs
+	// time to pass); its Nodes (stats-*) and pods are its own names on
+	// the shared API server, so it sleeps beside the other parallel tests.
+	t.Parallel()
 	env := apiServer.Env(t)
 	client := kubernetes.NewForConfigOrDie(env.Config)
 	images := startRegistry(t)

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/winkube/winkube/internal/poll"
-	"github.com/winkube/winkube/internal/testenv"
 )
 
 type countReviews struct {
@@ -32,11 +31,7 @@ func (c countReviews) RoundTrip(r *http.Request) (*http.Response, error) {
 // A grant is remembered and spares the next review; a denial is not, so
 // RBAC added later counts at the next check.
 func TestGrantsRememberOnlyGrants(t *testing.T) {
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	env := apiServer.Env(t)
 	ctx := context.Background()
 	var reviews atomic.Int64
 	cfg := rest.CopyConfig(env.Config)

@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/winkube/winkube/internal/poll"
-	"github.com/winkube/winkube/internal/testenv"
 )
 
 // spentBucket lets Burst requests through and then none: a session that
@@ -39,11 +38,7 @@ func (b *spentBucket) Wait(ctx context.Context) error {
 // Felix is in sync, and its readiness probe passes, as soon as the API
 // server has answered.
 func TestFelixStartsWithinItsBurst(t *testing.T) {
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	env := apiServer.Env(t)
 	prev := newLimiter
 	newLimiter = func(qps float32, burst int) flowcontrol.RateLimiter {
 		b := &spentBucket{qps: qps}

@@ -25,7 +25,6 @@ import (
 	restclientwatch "k8s.io/client-go/rest/watch"
 
 	"github.com/winkube/winkube/internal/poll"
-	"github.com/winkube/winkube/internal/testenv"
 )
 
 // recorder keeps each request as the API server sees it, and may answer
@@ -86,11 +85,7 @@ func recordingConfig(cfg *rest.Config, rec *recorder) *rest.Config {
 // client-go's metadata client: the API server does the same work and
 // checks the same rights, whatever the session decodes of the answers.
 func TestSessionRequestsAreTheMetadataClients(t *testing.T) {
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	env := apiServer.Env(t)
 	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, metav1.CreateOptions{}); err != nil {
@@ -150,11 +145,7 @@ func TestSessionRequestsAreTheMetadataClients(t *testing.T) {
 // it no longer has) or that the server refuses with 410 Gone leads to a
 // new list, as a reflector's does.
 func TestSessionListsAgainAfterGone(t *testing.T) {
-	env, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	env := apiServer.Env(t)
 	gone := func(r *http.Request) (*http.Request, *http.Response) {
 		body := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version","reason":"Expired","code":410}`
 		return nil, &http.Response{StatusCode: http.StatusGone, Header: http.Header{"Content-Type": {"application/json"}},
