@@ -2,7 +2,6 @@ package typha
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -263,8 +262,6 @@ func (c *conn) write(b []byte) error {
 	_, err := c.nc.Write(b)
 	return err
 }
-
-var errUnknownSyncer = errors.New("typha: client asked for an unknown syncer type")
 
 // handle runs one client: handshake within HandshakeTimeout, the snapshot at the current
 // crumb then every later crumb, and pings with a pong deadline (connection.handle,
