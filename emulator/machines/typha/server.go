@@ -214,8 +214,9 @@ func (s *Server) Shed(ctx context.Context, timeout, maxDrop time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-tick:
-			if !s.dropRandom() {
-				return
+			left := s.NumConns()
+			if !s.dropRandom() || left <= 1 {
+				return // the last one is gone: Typha completes its shutdown
 			}
 		}
 	}

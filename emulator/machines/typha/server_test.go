@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 )
 
 type world struct {
@@ -237,4 +238,33 @@ func TestRebalanceSetsLimitAndFallsBackOnError(t *testing.T) {
 	mu.Unlock()
 	w.clock.tick(t, DefaultPollInterval, 1)
 	eventually(t, func() bool { return w.srv.MaxConns() == DefaultMaxConnsUpper }, "upper limit after an error (is %d)", w.srv.MaxConns())
+}
+
+func TestShedClosesConnectionsOneAtATime(t *testing.T) {
+	w := startServer(t)
+	for i := range 3 {
+		w.connect(t, fmt.Sprint("node-", i))
+	}
+	eventually(t, func() bool { return w.srv.NumConns() == 3 }, "3 connections (have %d)", w.srv.NumConns())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.srv.Shed(context.Background(), DefaultShutdownTimeout, DefaultShutdownMaxDrop)
+	}()
+	// 300 s × 95 % over 3 connections is 95 s each, capped at 1 s; the ticker runs at 95 % of that.
+	every := DefaultShutdownMaxDrop * 95 / 100
+	w.clock.tick(t, every, 1)
+	w.clock.tick(t, every, 1)
+	if n := w.srv.NumConns(); n != 1 {
+		t.Fatalf("after 2 shedding ticks %d connections remain, want 1", n)
+	}
+	w.clock.tick(t, every, 1)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second): // a bound, not a measurement
+		t.Fatal("Shed did not return after dropping the last connection")
+	}
+	if n := w.srv.NumConns(); n != 0 {
+		t.Fatalf("Shed returned with %d connections, want 0", n)
+	}
 }
