@@ -164,10 +164,10 @@ func TestComponentsListWithTheirOwnRights(t *testing.T) {
 	}
 
 	// With the add-ons' RBAC, every component gets in sync. The sessions
-	// start together and are waited for afterwards: each lists as fast as
-	// its component's client rate limit lets it (calico-node's twenty
-	// kinds take seconds), and waiting for one before starting the next
-	// added those waits up.
+	// start together and are waited for afterwards: each takes its own
+	// time to sync (its lists, its client's rate limit, its retries while
+	// the API server catches up with the add-ons just applied), and
+	// waiting for one before starting the next added those times up.
 	type started struct {
 		s    *startneeds.Session
 		comp *startneeds.Component
