@@ -188,8 +188,15 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 	// Lease timings generous enough that a loaded machine does not make the
 	// leader miss a renewal (it would then exit, and the follower lead):
 	// the hand-over under test is the release on SIGTERM, which is immediate.
+	// A candidate tries to acquire every retry period plus up to 1.2 times
+	// it again (client-go v0.36.3 tools/leaderelection/leaderelection.go:
+	// acquire's wait.JitterUntil with JitterFactor 1.2), so the follower
+	// took the released Lease one to two seconds after the leader let it go;
+	// at 200ms it takes it at once. The leader renews as often, a few
+	// small requests a second; whether it keeps the Lease under load
+	// depends on the renew deadline, which stays 15s.
 	leaderFlags := []string{"--leader-elect", "--leader-election-namespace", "kube-system",
-		"--leader-elect-lease-duration", "20s", "--leader-elect-renew-deadline", "15s", "--leader-elect-retry-period", "1s"}
+		"--leader-elect-lease-duration", "20s", "--leader-elect-renew-deadline", "15s", "--leader-elect-retry-period", "200ms"}
 
 	first := startManagerProcess(t, kubeconfig, leaderFlags...)
 	var firstHolder string

@@ -146,11 +146,14 @@ var calicoCRDChunks = sync.OnceValue(func() []string {
 	return out
 })
 
-// calicoManifestObject is the manifest's object of that kind and name.
+// calicoManifestObject is a copy of the manifest's object of that kind and
+// name. It copies that object alone: copying the whole manifest (its CRDs
+// are half a megabyte) to pick one out was most of the time a flavor took
+// to build its Calico add-ons.
 func calicoManifestObject(kind, name string) *unstructured.Unstructured {
-	for _, u := range CalicoManifestObjects() {
+	for _, u := range calicoParsed() {
 		if u.GetKind() == kind && u.GetName() == name {
-			return u
+			return u.DeepCopy()
 		}
 	}
 	panic(fmt.Sprintf("the embedded Calico manifest has no %s %s", kind, name))

@@ -12,7 +12,6 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/images"
-	"github.com/winkube/winkube/internal/scheme"
 )
 
 // versionBound are the flavors' ConfigMaps whose images follow the
@@ -78,7 +77,7 @@ func TestFollowVersionRendersTheTargetsAddons(t *testing.T) {
 // clusterctl template (its versions substituted by clusterctl, the cloud
 // provider's release chosen by the user) follows as one the flavors made.
 func TestFollowVersionOnAClusterctlTemplate(t *testing.T) {
-	data, _, err := flavors.Template(scheme.New(), flavors.Windows, "2022", false)
+	data, _, err := flavors.Template(testScheme(), flavors.Windows, "2022", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/winkube/winkube/internal/flavors"
-	"github.com/winkube/winkube/internal/scheme"
 )
 
 // addonParts finds the Cluster and an add-on's ClusterResourceSet and
@@ -163,7 +162,7 @@ func TestMetricsServerTemplateVariable(t *testing.T) {
 // ClusterResourceSet (<cluster>-<addon>) or not.
 func checkAddonVariable(t *testing.T, name, def string, cases map[string]bool, addon string) {
 	t.Helper()
-	data, vars, err := flavors.Template(scheme.New(), flavors.Windows, "2022", false)
+	data, vars, err := flavors.Template(testScheme(), flavors.Windows, "2022", false)
 	if err != nil {
 		t.Fatal(err)
 	}

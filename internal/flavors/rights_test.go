@@ -163,12 +163,25 @@ func TestComponentsListWithTheirOwnRights(t *testing.T) {
 		{name: "cloud-controller-manager may not list Services", workload: "cloud-controller-manager", component: "cloud-controller-manager", change: dropRule("cloud-controller-manager", "services"), resource: "services"},
 	}
 
-	// With the add-ons' RBAC, every component gets in sync.
+	// With the add-ons' RBAC, every component gets in sync. The sessions
+	// start together and are waited for afterwards: each takes its own
+	// time to sync (its lists, its client's rate limit, its retries while
+	// the API server catches up with the add-ons just applied), and
+	// waiting for one before starting the next added those times up.
+	type started struct {
+		s    *startneeds.Session
+		comp *startneeds.Component
+	}
+	var all []started
 	for _, tc := range cases {
 		s, _, comp := session(t, tc.workload)
 		if comp.Name != tc.component {
 			t.Fatalf("workload %s runs %s, want %s", tc.workload, comp.Name, tc.component)
 		}
+		all = append(all, started{s, comp})
+	}
+	for _, st := range all {
+		s, comp := st.s, st.comp
 		poll.Until(t, time.Minute, func() string {
 			if ns := s.NotSynced(); ns != "" {
 				return fmt.Sprintf("%s with the add-ons' RBAC: not in sync: %s", comp.Name, ns)
