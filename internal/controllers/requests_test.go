@@ -512,9 +512,12 @@ func TestScaleSetOperationIsPolledWhenAzureAsks(t *testing.T) {
 // another pool and cluster, updated after them, do; so their reconciles,
 // had they been woken, would have run first and written their status
 // back. Each such wake read the scale set and listed its instances, or
-// read every network resource of the cluster, in Azure again.
+// read every network resource of the cluster, in Azure again. It runs
+// beside other tests: its manager sees only its namespaces, and it counts
+// that manager's reconciles.
 func TestStatusUpdatesDoNotWakeAPoolOrACluster(t *testing.T) {
-	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.Concurrency = 1 })
+	parallel(t)
+	stop, rc := startCountedControllers(t, armCfg, func(o *controllers.Options) { o.Concurrency = 1 })
 	t.Cleanup(stop)
 	fa, fb := newCluster(t, "ownwrite-a"), newCluster(t, "ownwrite-b")
 	fa.waitClusterProvisioned(2 * time.Minute)
@@ -522,12 +525,12 @@ func TestStatusUpdatesDoNotWakeAPoolOrACluster(t *testing.T) {
 	_, pa := fa.readyPool("ownwrite-pa", 1, true)
 	_, pb := fa.readyPool("ownwrite-pb", 1, true)
 	// Once nothing is reconciled any more: a reconcile queued before the
-	// updates below (a requeue, the manager's first list of earlier
-	// tests' objects) would run first and write back what they change.
+	// updates below (a requeue) would run first and write back what they
+	// change.
 	for _, c := range []string{"azurecluster", "azuremachinepool"} {
-		last, since := testenv.Reconciles(t, c), time.Now()
+		last, since := rc.Finished(c), time.Now()
 		poll.Until(t, time.Minute, func() string {
-			if n := testenv.Reconciles(t, c); n != last {
+			if n := rc.Finished(c); n != last {
 				last, since = n, time.Now()
 			}
 			if time.Since(since) < 2*time.Second {
