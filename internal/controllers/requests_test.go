@@ -259,8 +259,10 @@ func TestNewMachineWritesEachChangeOnce(t *testing.T) {
 // the PUT's reconcile; while the PUT is under way, its operation is polled
 // and the VM not read; and the reconcile that sees the operation finish
 // takes the VM from the operation's final response (the one GET the SDK's
-// poller makes), not from one more read.
+// poller makes), not from one more read. The emulator whose reads it counts
+// is its own, so it runs beside other tests.
 func TestVMCreationReads(t *testing.T) {
+	parallel(t)
 	emu, cfg := newEmulator(t, arm.Options{BootDelayWindows: time.Second})
 	stop := startControllers(t, cfg)
 	f := newCluster(t, "vmreads")
@@ -393,8 +395,10 @@ func TestClusterOperationIsPolledWhenAzureAsks(t *testing.T) {
 // after it is; so its reconcile, had it been woken, would have run first
 // and written its addresses back. Each such wake read its VM and NIC in
 // Azure again. A paused annotation, its removal and the machine's deletion
-// still wake it.
+// still wake it. Its manager sees only its namespace, so it runs beside
+// other tests.
 func TestStatusUpdatesDoNotWakeAMachine(t *testing.T) {
+	parallel(t)
 	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.Concurrency = 1 })
 	t.Cleanup(stop)
 	f := newCluster(t, "statuswake")
