@@ -32,6 +32,7 @@ import (
 // API moves the Linux kube-proxy), not while the rollout is under way;
 // the CNI's ConfigMap and another cluster's stay as they were.
 func TestAddonsFollowTheControlPlaneVersion(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	c := env.Client
 	ns, _, cluster, kcp := appliedFlavorAt135(t, "addonversion-", "up")
@@ -344,6 +345,7 @@ func appliedFlavorAt135(t *testing.T, prefix, name string) (*corev1.Namespace, [
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+	ownNamespace(t, ns.Name)
 	objs := windowsFlavorAt135(t, ns.Name, name)
 	var cluster *clusterv1.Cluster
 	var kcp *controlplanev1.KubeadmControlPlane

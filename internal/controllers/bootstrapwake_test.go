@@ -27,12 +27,16 @@ import (
 // meta.SetStatusCondition, which keeps the stored transition time while
 // the status is unchanged (cluster-api v1.14.2 util/conditions/patch.go,
 // Apply): the flip stays in memory. This test keeps it so.
+//
+// It runs beside other tests: the Run Command answers are its own
+// emulator's, and it counts its own manager's reconciles.
 func TestBootstrapFailedMachineStaysPut(t *testing.T) {
-	runtime.Answer = func(string, arm.Command) (arm.CommandResult, error) {
+	parallel(t)
+	rt := &arm.RecordingRuntime{Answer: func(string, arm.Command) (arm.CommandResult, error) {
 		return arm.CommandResult{Stdout: "[preflight] Running pre-flight checks\nerror execution phase preflight: couldn't validate the identity of the API Server: dial tcp 192.0.2.10:6443: i/o timeout\n"}, nil
-	}
-	defer func() { runtime.Answer = nil }()
-	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.BootstrapTimeout = time.Second })
+	}}
+	_, cfg := newEmulator(t, arm.Options{Runtime: rt})
+	stop, rc := startCountedControllers(t, cfg, func(o *controllers.Options) { o.BootstrapTimeout = time.Second })
 	defer stop()
 	f := newCluster(t, "wake")
 	f.waitClusterProvisioned(time.Minute)
@@ -55,9 +59,9 @@ func TestBootstrapFailedMachineStaysPut(t *testing.T) {
 	// those reconciles are the diagnosis', not wakes. Count from the first
 	// quiet window longer than that poll.
 	poll.Until(t, time.Minute, func() string {
-		before := gauge(t, "controller_runtime_reconcile_total", "azuremachine")
+		before := rc.Finished("azuremachine")
 		<-time.After(3 * time.Second)
-		if after := gauge(t, "controller_runtime_reconcile_total", "azuremachine"); after != before {
+		if after := rc.Finished("azuremachine"); after != before {
 			return fmt.Sprintf("%.0f reconciles in 3s: the diagnosis is still polling", after-before)
 		}
 		return ""
@@ -86,7 +90,7 @@ func TestBootstrapFailedMachineStaysPut(t *testing.T) {
 	}()
 
 	const wakes = 5
-	reconciles := gauge(t, "controller_runtime_reconcile_total", "azuremachine")
+	reconciles := rc.Finished("azuremachine")
 	for i := 0; i < wakes; i++ {
 		// A rewritten transition time shows only once the clock has moved
 		// to another second (conditions keep whole seconds).
@@ -97,7 +101,7 @@ func TestBootstrapFailedMachineStaysPut(t *testing.T) {
 			}
 			return "the clock has not reached the next second"
 		})
-		before := gauge(t, "controller_runtime_reconcile_total", "azuremachine")
+		before := rc.Finished("azuremachine")
 		p := client.MergeFrom(am.DeepCopy())
 		if am.Annotations == nil {
 			am.Annotations = map[string]string{}
@@ -107,7 +111,7 @@ func TestBootstrapFailedMachineStaysPut(t *testing.T) {
 			t.Fatal(err)
 		}
 		poll.Until(t, 30*time.Second, func() string {
-			if gauge(t, "controller_runtime_reconcile_total", "azuremachine") > before {
+			if rc.Finished("azuremachine") > before {
 				return ""
 			}
 			return fmt.Sprintf("wake %d: no reconcile yet", i)
@@ -116,7 +120,7 @@ func TestBootstrapFailedMachineStaysPut(t *testing.T) {
 	// A window for the last wake's write, if any, and the reconcile it
 	// would cause.
 	<-time.After(2 * time.Second)
-	reconciled := gauge(t, "controller_runtime_reconcile_total", "azuremachine") - reconciles
+	reconciled := rc.Finished("azuremachine") - reconciles
 	events.Stop()
 	<-counted
 	writes := int(modified.Load()) - wakes // less the test's own annotations

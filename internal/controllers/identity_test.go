@@ -220,6 +220,7 @@ func armCalls(s *arm.Server) int64 {
 // manager does when an identity may not or can no longer be used. No
 // secret or token reaches the manager's logs.
 func TestIdentities(t *testing.T) {
+	parallel(t)
 	w := newEntraWorld(t)
 	logs := &syncBuffer{}
 	startLoggedControllers(t, w.cfg, logs)
@@ -311,6 +312,7 @@ func TestIdentities(t *testing.T) {
 		if err := env.Client.Create(context.Background(), home); err != nil {
 			t.Fatal(err)
 		}
+		ownNamespace(t, home.Name)
 		createIdentity(t, home.Name, "team-c", spC, secretC, &infrav1.AllowedNamespaces{NamespaceList: []string{home.Name}})
 		intruder := newCluster(t, "intruder", withIdentity(subA, "team-c", home.Name))
 		intruder.t = t

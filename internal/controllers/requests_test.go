@@ -259,8 +259,10 @@ func TestNewMachineWritesEachChangeOnce(t *testing.T) {
 // the PUT's reconcile; while the PUT is under way, its operation is polled
 // and the VM not read; and the reconcile that sees the operation finish
 // takes the VM from the operation's final response (the one GET the SDK's
-// poller makes), not from one more read.
+// poller makes), not from one more read. The emulator whose reads it counts
+// is its own, so it runs beside other tests.
 func TestVMCreationReads(t *testing.T) {
+	parallel(t)
 	emu, cfg := newEmulator(t, arm.Options{BootDelayWindows: time.Second})
 	stop := startControllers(t, cfg)
 	f := newCluster(t, "vmreads")
@@ -393,8 +395,10 @@ func TestClusterOperationIsPolledWhenAzureAsks(t *testing.T) {
 // after it is; so its reconcile, had it been woken, would have run first
 // and written its addresses back. Each such wake read its VM and NIC in
 // Azure again. A paused annotation, its removal and the machine's deletion
-// still wake it.
+// still wake it. Its manager sees only its namespace, so it runs beside
+// other tests.
 func TestStatusUpdatesDoNotWakeAMachine(t *testing.T) {
+	parallel(t)
 	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.Concurrency = 1 })
 	t.Cleanup(stop)
 	f := newCluster(t, "statuswake")
@@ -512,9 +516,12 @@ func TestScaleSetOperationIsPolledWhenAzureAsks(t *testing.T) {
 // another pool and cluster, updated after them, do; so their reconciles,
 // had they been woken, would have run first and written their status
 // back. Each such wake read the scale set and listed its instances, or
-// read every network resource of the cluster, in Azure again.
+// read every network resource of the cluster, in Azure again. It runs
+// beside other tests: its manager sees only its namespaces, and it counts
+// that manager's reconciles.
 func TestStatusUpdatesDoNotWakeAPoolOrACluster(t *testing.T) {
-	stop := startControllersWith(t, armCfg, func(o *controllers.Options) { o.Concurrency = 1 })
+	parallel(t)
+	stop, rc := startCountedControllers(t, armCfg, func(o *controllers.Options) { o.Concurrency = 1 })
 	t.Cleanup(stop)
 	fa, fb := newCluster(t, "ownwrite-a"), newCluster(t, "ownwrite-b")
 	fa.waitClusterProvisioned(2 * time.Minute)
@@ -522,12 +529,12 @@ func TestStatusUpdatesDoNotWakeAPoolOrACluster(t *testing.T) {
 	_, pa := fa.readyPool("ownwrite-pa", 1, true)
 	_, pb := fa.readyPool("ownwrite-pb", 1, true)
 	// Once nothing is reconciled any more: a reconcile queued before the
-	// updates below (a requeue, the manager's first list of earlier
-	// tests' objects) would run first and write back what they change.
+	// updates below (a requeue) would run first and write back what they
+	// change.
 	for _, c := range []string{"azurecluster", "azuremachinepool"} {
-		last, since := testenv.Reconciles(t, c), time.Now()
+		last, since := rc.Finished(c), time.Now()
 		poll.Until(t, time.Minute, func() string {
-			if n := testenv.Reconciles(t, c); n != last {
+			if n := rc.Finished(c); n != last {
 				last, since = n, time.Now()
 			}
 			if time.Since(since) < 2*time.Second {

@@ -14,7 +14,10 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/winkube/winkube/internal/controllers"
 )
 
 // Tests that only wait (for the emulator's operations, a backoff, a
@@ -69,13 +72,21 @@ func ownNamespace(t testing.TB, ns string) {
 }
 
 // managerOptions are the options of a test's manager: no metrics listener,
-// and, for a parallel test, a cache that holds only its scope.
+// Secrets cached and read as the manager's own deployments do
+// (internal/incluster/manager.go, internal/localworld/world.go: only
+// clusters' Secrets cached, every Secret read from the API server), and,
+// for a parallel test, a cache that holds only its scope. Without the
+// former, each manager listed and watched every Secret the suite made, and
+// a pool read its bootstrap data from a cache that could lag the change a
+// test made just before (a scale-up then sent the old custom data, which
+// the deployed manager, reading it live, never does).
 func managerOptions(t testing.TB) ctrl.Options {
-	o := ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}}
+	o := ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: controllers.SecretCache(cache.Options{}), Client: controllers.ReadSecretsLive(client.Options{})}
 	if s := scopeOf(t); s != nil {
-		o.Cache = cache.Options{NewInformer: func(lw toolscache.ListerWatcher, obj kruntime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
+		o.Cache.NewInformer = func(lw toolscache.ListerWatcher, obj kruntime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
 			return toolscache.NewSharedIndexInformer(&scopedListerWatcher{lw: toolscache.ToListerWatcherWithContext(lw), s: s}, obj, resync, idx)
-		}}
+		}
 	}
 	return o
 }

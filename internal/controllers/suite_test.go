@@ -112,7 +112,13 @@ func startControllers(t testing.TB, cfg endpoint.Config) (stop func()) {
 // ManagerCredentialNamespaces to nil.
 func startControllersWith(t testing.TB, cfg endpoint.Config, change func(*controllers.Options)) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, managerOptions(t))
+	return startManagerWith(t, managerOptions(t), cfg, change)
+}
+
+// startManagerWith is startControllersWith on a manager of options mo.
+func startManagerWith(t testing.TB, mo ctrl.Options, cfg endpoint.Config, change func(*controllers.Options)) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, mo)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
@@ -161,38 +160,13 @@ func TestAzureCallsTimeOut(t *testing.T) {
 	}
 }
 
-// gauge reads a controller-runtime metric of one controller: a gauge's
-// value, a counter's, or a histogram's sum, over its other labels.
-func gauge(t *testing.T, name, controller string) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v float64
-	for _, fam := range families {
-		if fam.GetName() != name {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == controller {
-					v += m.GetGauge().GetValue() + m.GetCounter().GetValue() + m.GetHistogram().GetSampleSum()
-				}
-			}
-		}
-	}
-	return v
-}
-
 // sampleWorkers samples how many of a controller's workers are in a
 // reconcile, every 10 ms, until the returned function is called; it
 // returns their mean and most, and the seconds spent in the reconciles
 // that returned meanwhile (a reconcile still sleeping is in the samples
 // only).
-func sampleWorkers(t *testing.T, controller string) func() (mean, most, seconds float64) {
-	t.Helper()
-	seconds0 := gauge(t, "controller_runtime_reconcile_time_seconds", controller)
+func sampleWorkers(rc *reconcileCounter, controller string) func() (mean, most, seconds float64) {
+	seconds0 := rc.Worked(controller)
 	done, finished := make(chan struct{}), make(chan struct{})
 	var n, sum, most float64
 	go func() {
@@ -203,7 +177,7 @@ func sampleWorkers(t *testing.T, controller string) func() (mean, most, seconds 
 				tick.Stop()
 				return
 			case <-tick.C:
-				w := gauge(t, "controller_runtime_active_workers", controller)
+				w := rc.Active(controller)
 				n, sum, most = n+1, sum+w, max(most, w)
 			}
 		}
@@ -211,7 +185,7 @@ func sampleWorkers(t *testing.T, controller string) func() (mean, most, seconds 
 	return func() (float64, float64, float64) {
 		close(done)
 		<-finished
-		return sum / max(n, 1), most, gauge(t, "controller_runtime_reconcile_time_seconds", controller) - seconds0
+		return sum / max(n, 1), most, rc.Worked(controller) - seconds0
 	}
 }
 
@@ -219,17 +193,19 @@ func sampleWorkers(t *testing.T, controller string) func() (mean, most, seconds 
 // the subscription's writes are spent. Every machine is looked at and
 // told to come back when Azure said (its Ready condition says so), and the
 // workers are free meanwhile. The test measures how busy the workers were,
-// and how often the machines were reconciled.
+// and how often the machines were reconciled, on a manager of its own,
+// beside other tests.
 func TestThrottlingHoldsNoWorkers(t *testing.T) {
+	parallel(t)
 	_, ctrlCfg, testCfg := throttledWorld(t)
-	stop := startControllers(t, ctrlCfg)
+	stop, rc := startCountedControllers(t, ctrlCfg, nil)
 	defer stop()
 	f := newCluster(t, "thrw")
 	f.waitClusterProvisioned(2 * time.Minute)
 	spendWrites(t, testCfg, f.ns+"-spent")
 
 	const n = 20
-	reconciles := gauge(t, "controller_runtime_reconcile_total", "azuremachine")
+	reconciles := rc.Finished("azuremachine")
 	var names []string
 	for i := 0; i < n; i++ {
 		names = append(names, fmt.Sprintf("thrw-md-%02d", i))
@@ -237,11 +213,11 @@ func TestThrottlingHoldsNoWorkers(t *testing.T) {
 	}
 	// The workers' occupation is sampled from here to the test's end.
 	start := time.Now()
-	stopSampling := sampleWorkers(t, "azuremachine")
+	stopSampling := sampleWorkers(rc, "azuremachine")
 	defer func() {
 		mean, most, worked := stopSampling()
 		t.Logf("%d machines, 4 workers, over %s: workers busy %.2f of 4 on average (at most %.0f); %.1f worker-seconds in reconciles that returned; %.0f reconciles",
-			n, time.Since(start).Round(time.Millisecond), mean, most, worked, gauge(t, "controller_runtime_reconcile_total", "azuremachine")-reconciles)
+			n, time.Since(start).Round(time.Millisecond), mean, most, worked, rc.Finished("azuremachine")-reconciles)
 	}()
 	poll.Until(t, time.Minute, func() string {
 		for _, name := range names {
@@ -256,13 +232,13 @@ func TestThrottlingHoldsNoWorkers(t *testing.T) {
 		return ""
 	})
 	all := time.Since(start)
-	first := gauge(t, "controller_runtime_reconcile_total", "azuremachine") - reconciles
+	first := rc.Finished("azuremachine") - reconciles
 	// Then the machines wait: a requeue at Azure's Retry-After, not a
 	// status write that wakes them at once (a message counting down the
 	// seconds would).
-	window := gauge(t, "controller_runtime_reconcile_total", "azuremachine")
+	window := rc.Finished("azuremachine")
 	<-time.After(3 * time.Second)
-	idle := gauge(t, "controller_runtime_reconcile_total", "azuremachine") - window
+	idle := rc.Finished("azuremachine") - window
 	t.Logf("all told to come back after %s in %.0f reconciles; then %.0f reconciles in 3 s", all.Round(time.Millisecond), first, idle)
 	if idle > 2*n {
 		t.Errorf("%.0f reconciles of %d throttled machines in 3 s: they wake themselves instead of waiting for Azure's Retry-After", idle, n)
