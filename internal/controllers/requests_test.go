@@ -253,8 +253,9 @@ func TestNewMachineWritesEachChangeOnce(t *testing.T) {
 }
 
 // TestVMCreationReads follows a new machine's reconciles, called one after
-// the other, against an emulator whose Windows VMs take a second to boot
-// (so that their creation spans reconciles), and counts each reconcile's
+// the other, against an emulator whose Windows VMs take 5 s to boot (so
+// that their creation spans reconciles even when the tests running beside
+// it slow each reconcile and read to a second or more), and counts each reconcile's
 // ARM reads: a VM found missing is read once before its PUT, not again by
 // the PUT's reconcile; while the PUT is under way, its operation is polled
 // and the VM not read; and the reconcile that sees the operation finish
@@ -263,7 +264,7 @@ func TestNewMachineWritesEachChangeOnce(t *testing.T) {
 // is its own, so it runs beside other tests.
 func TestVMCreationReads(t *testing.T) {
 	parallel(t)
-	emu, cfg := newEmulator(t, arm.Options{BootDelayWindows: time.Second})
+	emu, cfg := newEmulator(t, arm.Options{BootDelayWindows: 5 * time.Second})
 	stop := startControllers(t, cfg)
 	f := newCluster(t, "vmreads")
 	f.waitClusterProvisioned(2 * time.Minute)
