@@ -138,19 +138,30 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 }
 
-func (s *Server) govern(ctx context.Context) {
-	tick, stop := s.Clock.NewTicker(s.DropInterval)
+// onTicks calls f on every tick of a ticker of d until ctx ends or f says
+// it is done.
+func (s *Server) onTicks(ctx context.Context, d time.Duration, f func() (done bool)) {
+	tick, stop := s.Clock.NewTicker(d)
 	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick:
-			if s.NumConns() > s.MaxConns() {
-				s.dropRandom()
+			if f() {
+				return
 			}
 		}
 	}
+}
+
+func (s *Server) govern(ctx context.Context) {
+	s.onTicks(ctx, s.DropInterval, func() bool {
+		if s.NumConns() > s.MaxConns() {
+			s.dropRandom()
+		}
+		return false
+	})
 }
 
 // dropRandom closes one connection chosen at random (TerminateRandomConnection) and
@@ -181,20 +192,14 @@ func (s *Server) dropRandom() bool {
 // Endpoints and the nodes in the Felix cache.
 func (s *Server) Rebalance(ctx context.Context, count func(context.Context) (typhas, nodes int, err error)) {
 	s.init()
-	tick, stop := s.Clock.NewTicker(DefaultPollInterval)
-	defer stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-			limit := DefaultMaxConnsUpper
-			if t, n, err := count(ctx); err == nil && t > 0 && n > 0 {
-				limit = Limit(t, n, len(AllSyncerTypes))
-			}
-			s.SetMaxConns(limit)
+	s.onTicks(ctx, DefaultPollInterval, func() bool {
+		limit := DefaultMaxConnsUpper
+		if t, n, err := count(ctx); err == nil && t > 0 && n > 0 {
+			limit = Limit(t, n, len(AllSyncerTypes))
 		}
-	}
+		s.SetMaxConns(limit)
+		return false
+	})
 }
 
 // Shed closes the connections one at a time so that clients move to other Typhas
@@ -207,19 +212,10 @@ func (s *Server) Shed(ctx context.Context, timeout, maxDrop time.Duration) {
 		return
 	}
 	every := min(timeout*95/100/time.Duration(n), maxDrop)
-	tick, stop := s.Clock.NewTicker(every * 95 / 100)
-	defer stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-			left := s.NumConns()
-			if !s.dropRandom() || left <= 1 {
-				return // the last one is gone: Typha completes its shutdown
-			}
-		}
-	}
+	s.onTicks(ctx, every*95/100, func() bool {
+		left := s.NumConns()
+		return !s.dropRandom() || left <= 1 // the last one is gone: Typha completes its shutdown
+	})
 }
 
 // Health serves /readiness (200 only when every cache is in sync, as each snapcache reports
