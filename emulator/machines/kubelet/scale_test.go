@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/winkube/winkube/emulator/machines/hostnet"
@@ -189,15 +191,22 @@ func TestLeaseRenewedFromTheLastWrite(t *testing.T) {
 
 	// Someone else writes the lease: the kubelet's next write conflicts,
 	// it reads the lease again and renews it, keeping the other's change.
-	l, err := leases.Get(ctx, "lease-node", metav1.GetOptions{})
+	// The other writer retries its own write when a renewal lands between
+	// its read and its write (every 100 ms here), as any careful writer does.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(ctx, "lease-node", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		l.Annotations = map[string]string{"example.com/touched": "yes"}
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Annotations = map[string]string{"example.com/touched": "yes"}
-	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	renewals(time.Now(), 2)
+	var l *coordinationv1.Lease
 	if l, err = leases.Get(ctx, "lease-node", metav1.GetOptions{}); err != nil || l.Annotations["example.com/touched"] != "yes" {
 		t.Fatalf("the renewal after a conflict lost the other writer's change: %v %v", l.Annotations, err)
 	}
