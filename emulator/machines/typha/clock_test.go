@@ -1,9 +1,12 @@
 package typha
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/winkube/winkube/internal/poll"
 )
 
 // fakeClock's tickers fire only when a test ticks them; After advances the clock by its
@@ -74,14 +77,14 @@ func (f *fakeClock) tick(t *testing.T, d time.Duration, want int) {
 	}
 }
 
-// eventually polls cond; it bounds a wait, it does not measure one.
+// eventually waits for cond with the project's poll.Until; it bounds a
+// wait, it does not measure one.
 func eventually(t *testing.T, cond func() bool, format string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never true: "+format, args...)
+	poll.Until(t, 20*time.Second, func() string {
+		if cond() {
+			return ""
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return fmt.Sprintf("never true: "+format, args...)
+	})
 }
