@@ -18,6 +18,7 @@ import (
 // management cluster of a local world (its state directory, Cluster and
 // <cluster>-kubeconfig Secret) and the workload cluster the Secret names.
 func TestDoctorCommandOnALocalWorld(t *testing.T) {
+	t.Parallel()
 	env, ns, state := fakeWorldState(t)
 	ctx := context.Background()
 	kubeconfig := env.Environment.KubeConfig

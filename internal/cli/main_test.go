@@ -7,6 +7,8 @@ import (
 	"os/signal"
 	"syscall"
 	"testing"
+
+	"github.com/winkube/winkube/internal/testenv"
 )
 
 // runAsWinkube, set to 1 in a child process's environment, makes this test
@@ -36,9 +38,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	managerCommandAPI.Options = managerProcessAPI.Options
+	testenv.Prestart(managementAPI, managerProcessAPI, managerCommandAPI)
 	code := m.Run()
-	managementAPI.Stop()
-	managerProcessAPI.Stop()
+	testenv.StopShared(managementAPI, managerProcessAPI, managerCommandAPI)
 	os.Exit(code)
 }
 

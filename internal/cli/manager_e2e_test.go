@@ -52,28 +52,19 @@ func managerEnvOptions() (testenv.Options, error) {
 	}, nil
 }
 
-// startManagerEnv starts an API server of managerEnvOptions; the caller
-// stops it.
-func startManagerEnv(t *testing.T) *testenv.Env {
-	t.Helper()
-	opts, err := managerEnvOptions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := testenv.Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
-}
+// managerCommandAPI is the API server of TestManagerCommandProvisionsAgainstTheEmulator
+// alone (managerEnvOptions): the manager it runs installs and serves
+// winkube's webhooks itself, where managerProcessAPI's are served by the
+// test process. TestMain starts it beside the package's other control
+// planes, so that the test does not wait out a start of its own.
+var managerCommandAPI = &testenv.Shared{}
 
 // TestManagerCommandProvisionsAgainstTheEmulator runs `winkube manager` as a
 // user would, against a real API server (with its webhooks served by the
 // command) and the emulator, and checks that a cluster is provisioned and
 // the ARM calls show in its Prometheus metrics.
 func TestManagerCommandProvisionsAgainstTheEmulator(t *testing.T) {
-	env := startManagerEnv(t)
-	defer env.Stop()
+	env := managerCommandAPI.Env(t)
 	dir, err := entra.New(entra.Options{})
 	if err != nil {
 		t.Fatal(err)

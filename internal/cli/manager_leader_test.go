@@ -174,6 +174,7 @@ func hasGroup(p *managerProcess, name string) bool {
 // When the leader is stopped with SIGTERM it exits cleanly, hands the Lease
 // over, and the other manager reconciles the clusters from then on.
 func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
+	t.Parallel()
 	env, kubeconfig := managerProcessEnv(t)
 	ctx := context.Background()
 	c := env.Client

@@ -9,17 +9,20 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -169,7 +172,34 @@ func (e *Env) Stop() error {
 	if e.pki != "" {
 		defer os.RemoveAll(e.pki)
 	}
-	return e.Environment.Stop()
+	killed := killAPIServer(e.Environment.ControlPlane.GetAPIServer().CertDir)
+	err := e.Environment.Stop()
+	if killed && onlyFailedToSignal(err) {
+		// The reaper had not yet marked the killed process exited, so
+		// envtest signalled a process that was gone; etcd was stopped all
+		// the same.
+		return nil
+	}
+	return err
+}
+
+// onlyFailedToSignal says whether err is envtest's report that it could
+// not signal kube-apiserver, and nothing else.
+func onlyFailedToSignal(err error) bool {
+	if err == nil {
+		return false
+	}
+	errs := []error{err}
+	var agg utilerrors.Aggregate
+	if errors.As(err, &agg) {
+		errs = agg.Errors()
+	}
+	for _, e := range errs {
+		if !strings.Contains(e.Error(), "unable to signal for process") || !strings.Contains(e.Error(), "kube-apiserver") {
+			return false
+		}
+	}
+	return true
 }
 
 // Main is for a package's TestMain: it starts one control plane for all the
@@ -255,16 +285,52 @@ type Shared struct {
 // plane that cannot start fails the test, as Start's error would.
 func (s *Shared) Env(tb testing.TB) *Env {
 	tb.Helper()
-	s.once.Do(func() { s.env, s.err = Start(s.Options) })
+	s.once.Do(s.start)
 	if s.err != nil {
 		tb.Fatal(s.err)
 	}
 	return s.env
 }
 
-// Stop stops the control plane if a test started it; for TestMain, after
-// m.Run.
+func (s *Shared) start() { s.env, s.err = Start(s.Options) }
+
+// Prestart starts the control planes in the background when the package's
+// whole suite runs, so that their starts (seconds of mostly waiting for
+// kube-apiserver's post-start hooks) overlap each other and the tests that
+// need none; the first test that needs one waits for it. Under -run or
+// -list it starts none, and the first test that asks starts its own as
+// before. It is for TestMain, and parses the flags.
+func Prestart(shared ...*Shared) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	for _, name := range []string{"test.run", "test.list"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			return
+		}
+	}
+	for _, s := range shared {
+		go s.once.Do(s.start)
+	}
+}
+
+// StopShared stops the control planes together; for TestMain, after m.Run.
+func StopShared(shared ...*Shared) {
+	var wg sync.WaitGroup
+	for _, s := range shared {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Stop()
+		}()
+	}
+	wg.Wait()
+}
+
+// Stop stops the control plane if a test (or Prestart) started it; for
+// TestMain, after m.Run. A start still under way is waited for first.
 func (s *Shared) Stop() {
+	s.once.Do(func() {})
 	if s.env != nil {
 		if err := s.env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "testenv: stop:", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -106,5 +107,36 @@ func TestStopEndsTheWebhookManager(t *testing.T) {
 	}
 	if err := e.Stop(); err != nil {
 		t.Fatalf("stopping the control plane while the webhook manager watches: %v", err)
+	}
+}
+
+// Stop kills the API server rather than waiting out its graceful
+// shutdown; the kill must find the process (envtest names its cert dir in
+// the arguments as this package expects, or Stop silently takes the slow
+// way again), and Stop must still end both processes without an error.
+func TestStopKillsTheAPIServerItStarted(t *testing.T) {
+	e, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arg := "--cert-dir=" + e.Environment.ControlPlane.GetAPIServer().CertDir
+	pid := testenv.ChildWithArg("kube-apiserver", arg)
+	if pid == 0 {
+		_ = e.Stop()
+		t.Fatalf("no child kube-apiserver with %s: Stop cannot kill it", arg)
+	}
+	etcdData := e.Environment.ControlPlane.Etcd.DataDir
+	if etcdData == "" {
+		_ = e.Stop()
+		t.Fatal("envtest did not say where etcd keeps its data")
+	}
+	if err := e.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); !os.IsNotExist(err) {
+		t.Errorf("kube-apiserver %d is still there after Stop (%v)", pid, err)
+	}
+	if _, err := os.Stat(etcdData); !os.IsNotExist(err) {
+		t.Errorf("etcd's data directory %s is still there after Stop (%v)", etcdData, err)
 	}
 }

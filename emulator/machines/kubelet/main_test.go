@@ -19,6 +19,7 @@ var apiServer = &testenv.Shared{Options: testenv.Options{
 func SharedAPIServer(tb testing.TB) *testenv.Env { return apiServer.Env(tb) }
 
 func TestMain(m *testing.M) {
+	testenv.Prestart(apiServer)
 	code := m.Run()
 	apiServer.Stop()
 	os.Exit(code)

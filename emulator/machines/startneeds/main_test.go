@@ -14,6 +14,7 @@ import (
 var apiServer = &testenv.Shared{}
 
 func TestMain(m *testing.M) {
+	testenv.Prestart(apiServer)
 	code := m.Run()
 	apiServer.Stop()
 	os.Exit(code)

@@ -1,0 +1,4 @@
+package testenv
+
+// ChildWithArg is childWithArg for the package's external tests.
+var ChildWithArg = childWithArg
