@@ -48,24 +48,24 @@ run: tools build
 
 ## vet: go vet over the module
 vet:
-	go vet ./...
+	go vet -tags e2e ./...
 
 ## lint: golangci-lint as .golangci.yml sets it (go vet's analyzers, the import rules and a few more), built from hack/lint/go.mod
 lint:
 	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
 
-## test: build the tools (both minors: the upgrade end-to-end test boots the previous one) if needed, lint, and run every test (envtest ones included)
+## test: build the tools (both minors: the upgrade end-to-end test boots the previous one) if needed, lint, and run every test (envtest ones included, and the e2e-tagged packages internal/localworld/e2e and minorupgrade)
 test: tools-previous lint
-	go tool gotestsum --format pkgname-and-test-fails -- $(GO_TEST_FLAGS) ./...
+	go tool gotestsum --format pkgname-and-test-fails -- -tags e2e $(GO_TEST_FLAGS) ./...
 
-## test-short: the fast loop: unit, envtest and emulator tests without the ones that boot a world (go test -short; no lint)
+## test-short: the fast loop: unit, envtest and emulator tests without the ones that boot a world (go test -short; no lint; the e2e-tagged packages are not even built)
 # CI runs `make test`: GO_TEST_FLAGS must not say -short, or the booted worlds go untested.
 test-short: tools
 	go tool gotestsum --format pkgname-and-test-fails -- -short $(GO_TEST_FLAGS) ./...
 
 ## e2e-upgrade: the upgrade rehearsal alone (internal/localworld/minorupgrade, also in `make test`): a mixed world booted at the previous minor, upgraded to the current one
 e2e-upgrade: tools-previous
-	go test -count=1 -timeout=40m -v ./internal/localworld/minorupgrade/
+	go test -tags e2e -count=1 -timeout=40m -v ./internal/localworld/minorupgrade/
 
 ## e2e-upstream-bin: build Kubernetes' own Windows e2e binary (test/e2e/windows at the pinned v1.36.3, from the Go module proxy) and Ginkgo into bin/
 e2e-upstream-bin:
