@@ -65,6 +65,9 @@ func (g *generateClusterOptions) Validate() error {
 	if g.ClusterctlTemplate && g.Output == "json" {
 		return badInputf(nil, "--output json: a clusterctl template is YAML; leave out --output")
 	}
+	if g.Cluster.CalicoTyphaReplicas < 1 {
+		return badInputf(nil, "--calico-typha-replicas %d: every Felix finds its Typha through the calico-typha Service; use 1 or more", g.Cluster.CalicoTyphaReplicas)
+	}
 	return nil
 }
 
@@ -143,6 +146,13 @@ ServicePrincipal (as 'winkube up' makes) uses its secret instead.
 With --clusterctl-template the flavor is printed with ${VARIABLE}
 placeholders for 'clusterctl generate cluster', and the variables it needs.
 
+Calico runs with Typha, from Calico's manifests/calico-typha.yaml: Felix
+gets its data from Typha rather than from the API server. Its replicas are
+--calico-typha-replicas (in a template ${CALICO_TYPHA_REPLICAS:=1}); the
+manifest ships 1 and has no autoscaler, while the tigera operator CAPZ
+installs runs 1 Typha for up to 2 nodes, 2 for 3-4, then one per 200 nodes
+plus one, at least 3 ('winkube up' sets that for its world).
+
 Before anything is written, the objects go through the same defaulting and
 validation as winkube's admission webhooks in a management cluster, so a value
 the cluster (or Azure) would refuse is refused here, naming the flag to change.
@@ -179,6 +189,7 @@ as clusterctl requires.`,
 	f.BoolVar(&g.Cluster.WindowsTaint, "windows-taint", false, "taint Windows nodes os=windows:NoSchedule (the add-ons tolerate it)")
 	f.BoolVar(&g.Cluster.MetricsServer, "metrics-server", false, "add the metrics-server add-on (the Cluster label metrics-server=enabled and its ClusterResourceSet); in a --clusterctl-template it is the variable METRICS_SERVER=enabled")
 	f.BoolVar(&g.Cluster.AzureDiskCSI, "azuredisk-csi", false, "add the Azure Disk CSI driver add-on (the Cluster label azuredisk-csi=true and its ClusterResourceSet: the driver's Helm chart 1.34.5 as CAPZ installs it, and the StorageClass managed-csi); in a --clusterctl-template it is the variable AZUREDISK_CSI=true")
+	f.Int32Var(&g.Cluster.CalicoTyphaReplicas, "calico-typha-replicas", flavors.DefaultTyphaReplicas, "replicas of Calico's Typha in the Calico flavors (see above); in a --clusterctl-template it is the variable CALICO_TYPHA_REPLICAS")
 	f.BoolVar(&g.Admission, "admission", true, "deploy winkube's workload admission in the cluster (the Cluster label winkube.dev/admission=enabled and its ClusterResourceSet); --admission=false leaves it out")
 	f.BoolVar(&g.ClusterctlTemplate, "clusterctl-template", false, "print a clusterctl template with ${VARIABLE} placeholders instead")
 	outputFlag(cmd, &g.Output, "yaml", "yaml", "json")

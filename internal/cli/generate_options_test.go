@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/winkube/winkube/internal/flavors"
 )
 
 // TestGenerateClusterOptionsValidate: input that is wrong whatever the
@@ -11,7 +13,9 @@ import (
 // input (exit code 2) naming the flag to change.
 func TestGenerateClusterOptionsValidate(t *testing.T) {
 	valid := func() generateClusterOptions {
-		return generateClusterOptions{Name: "demo", Flavor: "windows", WindowsVersion: "2022", Output: "yaml", Admission: true}
+		// The flags' defaults.
+		return generateClusterOptions{Name: "demo", Flavor: "windows", WindowsVersion: "2022", Output: "yaml", Admission: true,
+			Cluster: flavors.Options{CalicoTyphaReplicas: flavors.DefaultTyphaReplicas}}
 	}
 	for _, c := range []struct {
 		name   string
@@ -28,6 +32,8 @@ func TestGenerateClusterOptionsValidate(t *testing.T) {
 		{"Windows Server 2016", func(g *generateClusterOptions) { g.WindowsVersion = "2016" }, `--windows-version "2016": use 2019, 2022 or 2025`},
 		{"a template with a name", func(g *generateClusterOptions) { g.ClusterctlTemplate = true }, `leave out NAME "demo"`},
 		{"a template as JSON", func(g *generateClusterOptions) { g.Name, g.ClusterctlTemplate, g.Output = "", true, "json" }, "a clusterctl template is YAML"},
+		{"three Typhas", func(g *generateClusterOptions) { g.Cluster.CalicoTyphaReplicas = 3 }, ""},
+		{"no Typha", func(g *generateClusterOptions) { g.Cluster.CalicoTyphaReplicas = 0 }, "--calico-typha-replicas 0: every Felix finds its Typha"},
 	} {
 		g := valid()
 		c.change(&g)

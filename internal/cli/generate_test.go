@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -50,16 +51,23 @@ func TestGenerateCluster(t *testing.T) {
 	}
 }
 
-// TestGenerateAzureDiskCSI: --azuredisk-csi labels the Cluster as CAPZ's
-// HelmChartProxy selects and adds the add-on's ClusterResourceSet; without
-// it neither is there.
-func TestGenerateAzureDiskCSI(t *testing.T) {
+// generateDemo is generate cluster demo with every required value, of the
+// default flavor.
+func generateDemo(t *testing.T) []string {
+	t.Helper()
 	key := filepath.Join(t.TempDir(), "id.pub")
 	if err := os.WriteFile(key, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIF7hPg8vVfGE87DWrGlLvodFpxwSRCzS9ZjrbOXzcoh me\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"generate", "cluster", "demo", "--kubernetes-version", "v1.36.3", "--location", "westeurope",
+	return []string{"generate", "cluster", "demo", "--kubernetes-version", "v1.36.3", "--location", "westeurope",
 		"--subscription-id", "00000000-0000-0000-0000-000000000001", "--ssh-public-key", key}
+}
+
+// TestGenerateAzureDiskCSI: --azuredisk-csi labels the Cluster as CAPZ's
+// HelmChartProxy selects and adds the add-on's ClusterResourceSet; without
+// it neither is there.
+func TestGenerateAzureDiskCSI(t *testing.T) {
+	args := generateDemo(t)
 	without, err := run(t, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +82,25 @@ func TestGenerateAzureDiskCSI(t *testing.T) {
 		}
 		if strings.Contains(without, want) {
 			t.Errorf("without --azuredisk-csi the output has %s", want)
+		}
+	}
+}
+
+// TestGenerateCalicoTyphaReplicas: --calico-typha-replicas sizes the
+// calico-typha Deployment; without it the manifest's 1 stays.
+func TestGenerateCalicoTyphaReplicas(t *testing.T) {
+	args := generateDemo(t)
+	typha := regexp.MustCompile(`kind: Deployment\s+metadata:\s+labels:\s+k8s-app: calico-typha\s+name: calico-typha\s+namespace: kube-system\s+spec:\s+replicas: (\d+)`)
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{{nil, "1"}, {[]string{"--calico-typha-replicas", "3"}, "3"}} {
+		out, err := run(t, append(args, c.flags...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := typha.FindStringSubmatch(out); m == nil || m[1] != c.want {
+			t.Errorf("%v: calico-typha replicas %v, want %s", c.flags, m, c.want)
 		}
 	}
 }

@@ -23,10 +23,11 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 )
 
-// Calico's manifest install in Kubernetes-datastore mode (no operator, no
-// Typha): the CRDs, calico-config, calico-node with install-cni and its host
-// mounts, calico-kube-controllers, and their RBAC. Written from Calico's
-// manifests/calico-vxlan.yaml and calico-windows-vxlan.yaml (v3.28).
+// Calico's manifest install in Kubernetes-datastore mode with Typha (no
+// operator): the CRDs, calico-config, calico-node with install-cni and its
+// host mounts, Typha, calico-kube-controllers, and their RBAC. Written from
+// Calico's manifests/calico-vxlan.yaml and calico-windows-vxlan.yaml
+// (v3.28); Typha and the RBAC from manifests/calico-typha.yaml (v3.30.7).
 const (
 	calicoCNILinux     = "docker.io/calico/cni"
 	calicoKubeCtrl     = "docker.io/calico/kube-controllers"
@@ -45,24 +46,28 @@ const (
 	clusterDNS      = "10.96.0.10"
 )
 
-// calicoManifest is Calico v3.30.7's manifests/calico-vxlan.yaml as the
+// calicoManifest is Calico v3.30.7's manifests/calico-typha.yaml as the
 // release ships it (projectcalico/calico, tag v3.30.7, 74485ea4; git blob
-// 5f75d30c), unchanged: winkube takes every CRD with its schema and the
+// 3215384b), unchanged: winkube takes every CRD with its schema, the
 // ClusterRoles of calico-node, calico-cni-plugin, calico-kube-controllers
-// and calico-tier-getter from it, so what a workload cluster gets is what
-// the release grants. Felix lists and watches every kind its syncer knows
+// and calico-tier-getter, and Typha's Service, Deployment and
+// PodDisruptionBudget from it, so what a workload cluster gets is what the
+// release grants and runs. Its CRDs and ClusterRoles are byte for byte
+// those of manifests/calico-vxlan.yaml (blob 5f75d30c), the file embedded
+// before Typha. Felix lists and watches every kind its syncer knows
 // (libcalico-go/lib/backend/syncersv1/felixsyncer/felixsyncerv1.go),
 // tiers, staged policies and the Kubernetes (Baseline)AdminNetworkPolicies
-// among them; a rule missing there is a 403, which its watcher cache
+// among them, and with Typha, Typha does so for every Felix as
+// calico-node; a rule missing there is a 403, which its watcher cache
 // retries for ever, and Felix programs no data plane until every cache is
 // in sync.
 //
-//go:embed calico-vxlan-v3.30.7.yaml
+//go:embed calico-typha-v3.30.7.yaml
 var calicoManifest string
 
-// CalicoManifestBlob is the git blob id of manifests/calico-vxlan.yaml at
+// CalicoManifestBlob is the git blob id of manifests/calico-typha.yaml at
 // Calico's tag v3.30.7: the embedded copy must hash to it.
-const CalicoManifestBlob = "5f75d30c09b4d402a58776440eeef2d66920be7d"
+const CalicoManifestBlob = "3215384b897ba5f8f5ddd7f2f2d1ff8df0f1b8fe"
 
 // CalicoManifest is the embedded upstream manifest.
 func CalicoManifest() string { return calicoManifest }
@@ -193,8 +198,10 @@ func fieldEnv(name, path string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 }
 
-// calicoConfig is calico-config: the backend, the overlay MTU and the CNI
-// configuration install-cni writes on each Linux node.
+// calicoConfig is calico-config: Typha's Service, the backend, the
+// overlay MTU and the CNI configuration install-cni writes on each Linux
+// node. The backend stays vxlan where calico-typha.yaml says bird (BGP,
+// with IPIP pools): Windows nodes route pods over VXLAN only.
 func (b *builder) calicoConfig() *corev1.ConfigMap {
 	cni := map[string]any{
 		"name": "k8s-pod-network", "cniVersion": "0.3.1",
@@ -214,7 +221,7 @@ func (b *builder) calicoConfig() *corev1.ConfigMap {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: calicoConfigName, Namespace: addonNamespace},
 		Data: map[string]string{
-			"typha_service_name": "none", "calico_backend": "vxlan", "veth_mtu": fmt.Sprint(OverlayMTU),
+			"typha_service_name": calicoTyphaName, "calico_backend": "vxlan", "veth_mtu": fmt.Sprint(OverlayMTU),
 			"cni_network_config": cniTemplate(cni),
 		},
 	}
@@ -231,7 +238,8 @@ func cniTemplate(conf map[string]any) string {
 }
 
 // calicoLinux is Calico on Linux nodes: calico-node (VXLAN, VNI 4096, MTU
-// 1350) with install-cni, calico-kube-controllers, and the objects they need.
+// 1350) with install-cni, Typha, calico-kube-controllers, and the objects
+// they need.
 func (b *builder) calicoLinux() []runtime.Object {
 	objs := calicoNodeRBAC()
 	objs = append(objs, b.calicoConfig())
@@ -262,6 +270,9 @@ func (b *builder) calicoLinux() []runtime.Object {
 			Name: "calico-node", Image: calicoNodeLinux + ":" + calicoVersion,
 			Env: []corev1.EnvVar{
 				{Name: "DATASTORE_TYPE", Value: "kubernetes"},
+				// Felix finds Typha through this Service's endpoints,
+				// as calico-typha.yaml's calico-node does.
+				cmKey("FELIX_TYPHAK8SSERVICENAME", calicoConfigName, "typha_service_name"),
 				{Name: "WAIT_FOR_DATASTORE", Value: "true"},
 				fieldEnv("NODENAME", "spec.nodeName"),
 				cmKey("CALICO_NETWORKING_BACKEND", calicoConfigName, "calico_backend"),
@@ -318,6 +329,7 @@ func (b *builder) calicoLinux() []runtime.Object {
 		},
 	}
 	objs = append(objs, daemonSet("calico-node", linuxOSLabel, pod))
+	objs = append(objs, b.calicoTypha()...)
 	return append(objs, b.calicoKubeControllers()...)
 }
 
@@ -401,8 +413,9 @@ func calicoTiers() []runtime.Object {
 // (CAPZ's tigera chart needs Cluster API's Helm add-on provider, which a
 // management cluster may not have). Differences from the operator's
 // objects, each because winkube installs Calico from manifests: the
-// namespace is kube-system (calico-node's ServiceAccount lives there), no
-// Typha (its FELIX_TYPHA* settings and certificates), CLUSTER_TYPE without
+// namespace is kube-system (calico-node's ServiceAccount lives there, and
+// the manifest's Typha), Typha without TLS as the manifest runs it (no
+// FELIX_TYPHA* certificate settings or certificates), CLUSTER_TYPE without
 // "operator".
 const (
 	calicoWindowsCNIConfig  = "cni-config-windows"
@@ -518,6 +531,12 @@ func (b *builder) calicoWindows() []runtime.Object {
 	nodeEnv := append(env("CNI_PLUGIN_TYPE", calicoCNIPluginType, "DATASTORE_TYPE", "kubernetes", "WAIT_FOR_DATASTORE", "true",
 		"CLUSTER_TYPE", "k8s,windows", "CALICO_DISABLE_FILE_LOGGING", "false", "FELIX_DEFAULTENDPOINTTOHOSTACTION", "ACCEPT",
 		"FELIX_HEALTHENABLED", "true"), fieldEnv("NODENAME", "spec.nodeName"), fieldEnv("NAMESPACE", "metadata.namespace"))
+	// Where the operator names its Typha (pkg/render/windows.go): the
+	// manifest's, in kube-system. Felix dials the endpoints' node
+	// addresses, not the ClusterIP (typha/pkg/discovery/discovery.go,
+	// Calico v3.30.7), so it reaches Typha before kube-proxy-windows has
+	// programmed any Service.
+	nodeEnv = append(nodeEnv, env("FELIX_TYPHAK8SNAMESPACE", addonNamespace, "FELIX_TYPHAK8SSERVICENAME", calicoTyphaName)...)
 	nodeEnv = append(nodeEnv, env("VXLAN_VNI", fmt.Sprint(VXLANVNI), "VXLAN_ADAPTER", "", "CALICO_MANAGE_CNI", "true",
 		"KUBE_NETWORK", "Calico.*", "FELIX_VXLANMTU", fmt.Sprint(OverlayMTU), "FELIX_WIREGUARDMTU", fmt.Sprint(OverlayMTU), "CALICO_NETWORKING_BACKEND", "vxlan",
 		"IP", "autodetect", "IP_AUTODETECTION_METHOD", "first-found", "IP6", "none", "FELIX_IPV6SUPPORT", "false")...)

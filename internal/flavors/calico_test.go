@@ -30,11 +30,11 @@ func yamlDocs(stream string) []string {
 }
 
 // upstreamCalico reads the embedded release manifest from disk, checks it
-// is the file at Calico's tag v3.30.7 (git blob 5f75d30c of
-// manifests/calico-vxlan.yaml, commit 74485ea4), and decodes it.
+// is the file at Calico's tag v3.30.7 (git blob 3215384b of
+// manifests/calico-typha.yaml, commit 74485ea4), and decodes it.
 func upstreamCalico(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile("calico-vxlan-v3.30.7.yaml")
+	data, err := os.ReadFile("calico-typha-v3.30.7.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func upstreamCalico(t *testing.T) []*unstructured.Unstructured {
 	fmt.Fprintf(h, "blob %d\x00", len(data))
 	h.Write(data)
 	if got := fmt.Sprintf("%x", h.Sum(nil)); got != flavors.CalicoManifestBlob {
-		t.Fatalf("calico-vxlan-v3.30.7.yaml is blob %s, not Calico v3.30.7's manifests/calico-vxlan.yaml (%s)", got, flavors.CalicoManifestBlob)
+		t.Fatalf("calico-typha-v3.30.7.yaml is blob %s, not Calico v3.30.7's manifests/calico-typha.yaml (%s)", got, flavors.CalicoManifestBlob)
 	}
 	var out []*unstructured.Unstructured
 	for _, doc := range yamlDocs(string(data)) {
@@ -83,7 +83,7 @@ func calicoParts(t *testing.T, objs []*unstructured.Unstructured) (crds map[stri
 }
 
 // TestCalicoIsTheRelease: every flavor that runs Calico delivers every CRD
-// of Calico v3.30.7's calico-vxlan.yaml with its schema, the release's
+// of Calico v3.30.7's calico-typha.yaml with its schema, the release's
 // ClusterRoles for calico-node, the CNI plugin, calico-kube-controllers
 // and the tier getter, bound as the release binds them, and the tiers
 // calico-node's start-up creates. Felix's syncer lists and watches tiers,
@@ -258,8 +258,11 @@ func TestCalicoWindowsIsTheOperatorsRender(t *testing.T) {
 	want.Namespace = "kube-system"
 	// 3. Labels the operator's handler does not set on the DaemonSet.
 	want.Labels = map[string]string{"k8s-app": "calico-node-windows"}
-	// 4. No Typha: its environment, its TLS volumes and mounts, and the
-	// CA's hash annotation go; the cni-config hash is compared by name
+	// 4. Typha without TLS, as the manifest install runs it
+	// (manifests/calico-typha.yaml, Calico v3.30.7): Felix's TLS settings,
+	// the certificate volumes and mounts and the CA's hash annotation go;
+	// the Service's name stays and its namespace is kube-system, where
+	// the manifest puts Typha. The cni-config hash is compared by name
 	// (the operator hashes the data with its own function).
 	pod := &want.Spec.Template.Spec
 	delete(want.Spec.Template.Annotations, "tigera-operator.hash.operator.tigera.io/tigera-ca-private")
@@ -267,7 +270,11 @@ func TestCalicoWindowsIsTheOperatorsRender(t *testing.T) {
 		want.Spec.Template.Annotations[k] = got.Spec.Template.Annotations[k]
 	}
 	typha := func(name string) bool {
-		return strings.HasPrefix(name, "FELIX_TYPHA") || name == "tigera-ca-bundle" || name == "node-certs"
+		switch name {
+		case "FELIX_TYPHACAFILE", "FELIX_TYPHACERTFILE", "FELIX_TYPHAKEYFILE", "FELIX_TYPHACN", "FELIX_TYPHAURISAN", "tigera-ca-bundle", "node-certs":
+			return true
+		}
+		return false
 	}
 	// 5. Volumes for Linux paths the Windows containers never mount.
 	linuxOnly := func(name string) bool { return name == "lib-modules" || name == "xtables-lock" || name == "policysync" }
@@ -286,6 +293,9 @@ func TestCalicoWindowsIsTheOperatorsRender(t *testing.T) {
 				case "CLUSTER_TYPE":
 					// 7. Not installed by the operator.
 					e.Value = "k8s,windows"
+				case "FELIX_TYPHAK8SNAMESPACE":
+					// 4, continued.
+					e.Value = "kube-system"
 				case "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT":
 					// 8. From the ConfigMap the operator reads them from.
 					e.Value, e.ValueFrom = "", &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{

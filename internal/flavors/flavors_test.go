@@ -487,7 +487,8 @@ func TestClusterctlTemplate(t *testing.T) {
 	}
 	text := string(data)
 	for _, v := range []string{"CLUSTER_NAME", "KUBERNETES_VERSION", "AZURE_LOCATION", "AZURE_SUBSCRIPTION_ID", "AZURE_SSH_PUBLIC_KEY", "AZURE_SSH_PUBLIC_KEY_B64",
-		"CONTROL_PLANE_MACHINE_COUNT", "WORKER_MACHINE_COUNT", "WINDOWS_WORKER_MACHINE_COUNT", "AZURE_CONTROL_PLANE_MACHINE_TYPE", "AZURE_NODE_MACHINE_TYPE"} {
+		"CONTROL_PLANE_MACHINE_COUNT", "WORKER_MACHINE_COUNT", "WINDOWS_WORKER_MACHINE_COUNT", "AZURE_CONTROL_PLANE_MACHINE_TYPE", "AZURE_NODE_MACHINE_TYPE",
+		"CALICO_TYPHA_REPLICAS"} {
 		if !strings.Contains(strings.Join(vars, ","), v) || !strings.Contains(text, "${"+v) {
 			t.Errorf("template lacks ${%s}", v)
 		}
@@ -502,6 +503,11 @@ func TestClusterctlTemplate(t *testing.T) {
 	if strings.Contains(text, "image: mcr.microsoft.com/oss/v2/kubernetes/azure-cloud") {
 		t.Error("the template pins the cloud provider's images to oss/v2 for every Kubernetes version")
 	}
+	// Typha's replicas: the manifest's 1 unless set, as 'winkube up' sets
+	// it from the world's node count.
+	if !strings.Contains(text, "replicas: ${CALICO_TYPHA_REPLICAS:=1}") {
+		t.Error("the template's calico-typha Deployment does not take its replicas from ${CALICO_TYPHA_REPLICAS:=1}")
+	}
 	if !strings.Contains(text, "kube-proxy:${KUBERNETES_VERSION/+/_}-calico-hostprocess") {
 		t.Error("the kube-proxy image tag does not turn '+' into '_'")
 	}
@@ -515,7 +521,7 @@ func TestClusterctlTemplate(t *testing.T) {
 		"${CONTROL_PLANE_MACHINE_COUNT}", "1", "${WORKER_MACHINE_COUNT}", "1", "${WINDOWS_WORKER_MACHINE_COUNT}", "2",
 		"${AZURE_CONTROL_PLANE_MACHINE_TYPE}", "Standard_D2s_v3", "${AZURE_NODE_MACHINE_TYPE}", "Standard_D4s_v3", "${CLOUD_PROVIDER_AZURE_VERSION}", "v1.36.0",
 		"${CLOUD_PROVIDER_AZURE_REPOSITORY:=mcr.microsoft.com/oss/v2/kubernetes}", "mcr.microsoft.com/oss/v2/kubernetes",
-		"${METRICS_SERVER:=disabled}", "disabled", "${AZUREDISK_CSI:=false}", "false").Replace(text)
+		"${METRICS_SERVER:=disabled}", "disabled", "${AZUREDISK_CSI:=false}", "false", "${CALICO_TYPHA_REPLICAS:=1}", "1").Replace(text)
 	if strings.Contains(filled, "${") {
 		t.Fatalf("unfilled variables remain")
 	}

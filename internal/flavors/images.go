@@ -22,6 +22,7 @@ var AddonImages = []AddonImage{
 	{"docker.io/calico/node", `v3\.30\.7`, "Calico v3.30.7 release; tigera/operator v1.38.16 config/calico_versions.yml installs it"},
 	{"docker.io/calico/cni", `v3\.30\.7`, "Calico v3.30.7 release; tigera/operator v1.38.16 config/calico_versions.yml"},
 	{"docker.io/calico/kube-controllers", `v3\.30\.7`, "Calico v3.30.7 release; tigera/operator v1.38.16 config/calico_versions.yml"},
+	{"docker.io/calico/typha", `v3\.30\.7`, "Calico v3.30.7 release, manifests/calico-typha.yaml; tigera/operator v1.38.16 config/calico_versions.yml"},
 	{"docker.io/calico/node-windows", `v3\.30\.7`, "Calico v3.30.7 release (node/Makefile WINDOWS_IMAGE, manifest list for 1809 and ltsc2022); tigera/operator v1.38.16"},
 	{"docker.io/calico/cni-windows", `v3\.30\.7`, "Calico v3.30.7 release (cni-plugin/Makefile WINDOWS_IMAGE); tigera/operator v1.38.16"},
 	{"docker.io/flannel/flannel", `v0\.25\.6`, "flannel-io/flannel v0.25.6 release, Documentation/kube-flannel.yml"},

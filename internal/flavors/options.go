@@ -100,6 +100,11 @@ type Options struct {
 	// azureDiskCSILabel is the Cluster label's value when AzureDiskCSI is
 	// set ("true"); a clusterctl template makes it a variable.
 	azureDiskCSILabel string
+	// CalicoTyphaReplicas is the calico-typha Deployment's replicas in the
+	// Calico flavors (a clusterctl template's CALICO_TYPHA_REPLICAS); 0 is
+	// the manifest's DefaultTyphaReplicas. TyphaReplicas gives what the
+	// tigera operator would run for a cluster's size.
+	CalicoTyphaReplicas int32
 }
 
 // Defaults fills what has a sensible default.
@@ -112,6 +117,9 @@ func (o *Options) Defaults() {
 	}
 	if o.ControlPlaneNodes == 0 {
 		o.ControlPlaneNodes = 1
+	}
+	if o.CalicoTyphaReplicas == 0 {
+		o.CalicoTyphaReplicas = DefaultTyphaReplicas
 	}
 	if o.ControlPlaneVMSize == "" {
 		o.ControlPlaneVMSize = "Standard_D2s_v3"
@@ -175,6 +183,9 @@ func check(flavor string, o Options) (images.Version, error) {
 	}
 	if o.WindowsNodes < 0 {
 		return v, fmt.Errorf("--windows-nodes %d: a node count cannot be negative", o.WindowsNodes)
+	}
+	if o.CalicoTyphaReplicas < 1 {
+		return v, fmt.Errorf("--calico-typha-replicas %d: Felix finds no Typha without one; use 1 or more (TyphaReplicas gives what the tigera operator runs for a cluster's size)", o.CalicoTyphaReplicas)
 	}
 	if flavor == Default {
 		return v, nil

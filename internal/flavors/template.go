@@ -2,6 +2,7 @@ package flavors
 
 import (
 	"encoding/base64"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -31,6 +32,7 @@ const (
 	sentinelCP            = 771
 	sentinelLinux         = 772
 	sentinelWindows       = 773
+	sentinelTypha         = 774
 )
 
 // Template renders a flavor as a clusterctl template: ${VARIABLE}
@@ -42,13 +44,14 @@ const (
 // The metrics-server add-on is the optional variable METRICS_SERVER
 // (default disabled; enabled selects its ClusterResourceSet), the Azure
 // Disk CSI driver the optional variable AZUREDISK_CSI (default false;
-// true selects its ClusterResourceSet).
+// true selects its ClusterResourceSet), and the Calico flavors' Typha
+// replicas the optional CALICO_TYPHA_REPLICAS (default 1, the manifest's).
 func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTaint bool) ([]byte, []string, error) {
 	o := Options{
 		ClusterName: sentinelName, Namespace: "wknamespacesentinel", KubernetesVersion: sentinelVersion,
 		Location: sentinelLocation, SubscriptionID: sentinelSub, SSHPublicKey: sentinelKey,
 		ControlPlaneVMSize: sentinelCPSize, NodeVMSize: sentinelNodeSize,
-		ControlPlaneNodes: sentinelCP, LinuxNodes: sentinelLinux, WindowsNodes: sentinelWindows,
+		ControlPlaneNodes: sentinelCP, LinuxNodes: sentinelLinux, WindowsNodes: sentinelWindows, CalicoTyphaReplicas: sentinelTypha,
 		WindowsTaint: windowsTaint, versionIsVariable: true,
 		FlannelWindowsImage: sentinelFlannel, KubeProxyWindowsImage: sentinelProxy,
 		// The add-on's ClusterResourceSet is in every template; the
@@ -105,6 +108,7 @@ func Template(s *runtime.Scheme, flavor string, windowsVersion string, windowsTa
 	replace("replicas: 771", "CONTROL_PLANE_MACHINE_COUNT", "replicas: ${CONTROL_PLANE_MACHINE_COUNT}")
 	replace("replicas: 772", "WORKER_MACHINE_COUNT", "replicas: ${WORKER_MACHINE_COUNT}")
 	replace("replicas: 773", "WINDOWS_WORKER_MACHINE_COUNT", "replicas: ${WINDOWS_WORKER_MACHINE_COUNT}")
+	replace("replicas: 774", "CALICO_TYPHA_REPLICAS", "replicas: ${CALICO_TYPHA_REPLICAS:="+fmt.Sprint(DefaultTyphaReplicas)+"}")
 	var names []string
 	for v := range vars {
 		names = append(names, v)
