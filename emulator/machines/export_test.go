@@ -94,7 +94,7 @@ func (r *Runtime) StartComponents(nodeName string, pod *corev1.Pod, installs ...
 	}
 	for _, c := range pod.Spec.Containers {
 		comp := catalog().Find("linux", c)
-		r.startSession(m, wc, comp, pod)
+		r.startSession(m, wc, comp, pod, c)
 		if comp != nil && comp.Effect == startneeds.EffectPodNetwork {
 			r.learnPodBackend(context.Background(), admin, m, pod, c)
 		}
@@ -166,4 +166,18 @@ func (r *Runtime) CNIPluginConfig(ctx context.Context, nodeName string) (*rest.C
 		return nil, errors.New("no calico-node runs on " + nodeName)
 	}
 	return cs.cniConfig(ctx)
+}
+
+// RunTypha starts the pod's Typha container as the node's kubelet runs
+// it (realPrograms), on the node's host address, which it returns; stop
+// ends it as when its container stops.
+func (r *Runtime) RunTypha(nodeName string, pod *corev1.Pod) (host netip.Addr, stop func(), ok bool) {
+	m := r.testMachine(nodeName)
+	ctx, cancel := context.WithCancel(context.Background())
+	host = m.proxyNode.Address
+	if !r.realPrograms(m)(ctx, pod, pod.Spec.Containers[0], host) {
+		cancel()
+		return host, func() {}, false
+	}
+	return host, cancel, true
 }

@@ -236,10 +236,6 @@ const (
 	calicoManifest     = "projectcalico/calico manifests/calico.yaml (v3.28)"
 	calicoWindows      = "tigera/operator pkg/render/windows.go (v1.38.16, Calico v3.30.7)"
 	calicoCRDs         = "projectcalico/calico manifests/crds.yaml (v3.28), libcalico-go/lib/backend/k8s"
-	calicoTyphaYAML    = "projectcalico/calico manifests/calico-typha.yaml (v3.30.7, 74485ea4)"
-	// Typha's DatastoreType defaults to etcdv3 (typha/pkg/config/
-	// config_params.go, v3.30.7), as calico-node's does.
-	typhaEtcdFallback = "TYPHA_DATASTORETYPE %s: Typha defaults to the etcdv3 datastore at http://127.0.0.1:2379 and fails: context deadline exceeded"
 	flannelManifest    = "flannel-io/flannel Documentation/kube-flannel.yml (v0.25)"
 	flannelSubnetMgr   = "flannel-io/flannel pkg/subnet/kube/kube.go"
 	sigWindowsProxy    = "kubernetes-sigs/cluster-api-provider-azure templates/addons/windows/calico/kube-proxy-windows.yaml (69ec3a40)"
@@ -267,6 +263,11 @@ const (
 	externalAttacher        = "kubernetes-csi/external-attacher deploy/kubernetes/rbac.yaml (v4.12.0, f395fb4f)"
 	externalResizer         = "kubernetes-csi/external-resizer deploy/kubernetes/rbac.yaml (v2.2.0, 314a8de6)"
 	nodeDriverRegistrar     = "kubernetes-csi/node-driver-registrar cmd/csi-node-driver-registrar/node_register.go (v2.17.0, c5794c45)"
+
+	calicoTyphaYAML = "projectcalico/calico manifests/calico-typha.yaml (v3.30.7, 74485ea4)"
+	// Typha's DatastoreType defaults to etcdv3 (typha/pkg/config/
+	// config_params.go, v3.30.7), as calico-node's does.
+	typhaEtcdFallback = "TYPHA_DATASTORETYPE %s: Typha defaults to the etcdv3 datastore at http://127.0.0.1:2379 and fails: context deadline exceeded"
 )
 
 // The Azure Disk CSI images' repositories, from the registry's pins.
