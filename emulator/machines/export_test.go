@@ -84,6 +84,17 @@ func (r *Runtime) testMachine(nodeName string) *machine {
 // watch, as the node's kubelet does when its containers run, and what the
 // pod installs on the node.
 func (r *Runtime) StartComponents(nodeName string, pod *corev1.Pod, installs ...string) error {
+	return r.startComponents("linux", nodeName, pod, installs...)
+}
+
+// StartWindowsComponents is StartComponents for the Windows components
+// of the pod (the node stands for a Windows node: its own session's
+// rules are the same).
+func (r *Runtime) StartWindowsComponents(nodeName string, pod *corev1.Pod) error {
+	return r.startComponents("windows", nodeName, pod)
+}
+
+func (r *Runtime) startComponents(os, nodeName string, pod *corev1.Pod, installs ...string) error {
 	m := r.testMachine(nodeName)
 	r.mu.Lock()
 	wc := r.clusters[m.endpoint]
@@ -93,13 +104,13 @@ func (r *Runtime) StartComponents(nodeName string, pod *corev1.Pod, installs ...
 		return err
 	}
 	for _, c := range pod.Spec.Containers {
-		comp := catalog().Find("linux", c)
+		comp := catalog().Find(os, c)
 		r.startSession(m, wc, comp, pod, c)
 		if comp != nil && comp.Effect == startneeds.EffectPodNetwork {
 			r.learnPodBackend(context.Background(), admin, m, pod, c)
 		}
 	}
-	if catalog().Effect("linux", pod) == startneeds.EffectInitializesNode {
+	if catalog().Effect(os, pod) == startneeds.EffectInitializesNode {
 		r.initializeNode(m, "10.1.0.4", pod)
 	}
 	if len(installs) > 0 {

@@ -256,7 +256,7 @@ func TestFelixViaTypha(t *testing.T) {
 			t.Skip("no Felix on node b: the previous subtest failed")
 		}
 		typhaB := w.typhaPod(t, ctx, "calico-typha-b", b)
-		hostB, _ := runTypha(t, b, typhaB)
+		hostB, _ := runTypha(top, b, typhaB) // it serves the next subtest too
 		poll.Until(t, time.Minute, func() string {
 			if code, body := typhaReadiness(hostB); code != http.StatusOK {
 				return fmt.Sprintf("Typha b's readiness answers %d %q", code, body)
@@ -289,5 +289,36 @@ func TestFelixViaTypha(t *testing.T) {
 			}
 			return ""
 		})
+	})
+
+	// Calico for Windows as the operator renders it (FELIX_TYPHAK8S* set
+	// directly, tigera/operator pkg/render/windows.go v1.38.16) reaches
+	// the Linux node's Typha at its node address: no Service IP, so no
+	// kube-proxy, which on Windows waits for the CNI.
+	t.Run("Windows Felix before kube-proxy", func(t *testing.T) {
+		if felixB == nil {
+			t.Skip("no Typha on node b: an earlier subtest failed")
+		}
+		p := w.pod(t, ctx, "calico-node-windows-b", b, "calico-node", corev1.Container{Name: "felix", Image: "docker.io/calico/node-windows:v3.30.7",
+			Env: []corev1.EnvVar{{Name: "FELIX_TYPHAK8SSERVICENAME", Value: "calico-typha"}, {Name: "FELIX_TYPHAK8SNAMESPACE", Value: w.ns}}})
+		if err := rt.StartWindowsComponents(b, p); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rt.StopComponents(b, p) })
+		poll.Until(t, time.Minute, func() string { return felixSynced(b, p) })
+		if !strings.Contains(w.log(b, vmdisk.Containerd), "calico-node-windows-b (calico-node-windows): Felix takes its updates from Typha") {
+			t.Error("the Windows Felix did not take its updates from Typha")
+		}
+		k8s, err := w.cs.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := rt.DialFromNode(ctx, b, net.JoinHostPort(k8s.Spec.ClusterIP, "443"))
+		if err == nil {
+			c.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), "nothing routes Service IPs") {
+			t.Errorf("node b's kube-proxy runs (a Service IP answered %v): the test shows nothing of Typha before kube-proxy", err)
+		}
 	})
 }
