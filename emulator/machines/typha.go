@@ -216,7 +216,8 @@ func typhaAddrs(ctx context.Context, cs kubernetes.Interface, ns, svc, portName 
 		}
 	}
 	if len(out) == 0 {
-		return nil, errors.New("Kubernetes service missing IP or port") //nolint:staticcheck // Typha's ErrServiceNotReady, as it logs it
+		// Typha's ErrServiceNotReady, worded as it logs it.
+		return nil, errors.New("Kubernetes service missing IP or port")
 	}
 	return out, nil
 }

@@ -105,6 +105,7 @@ func (w *rightsWorld) typhaEndpoints(t *testing.T, ctx context.Context, ready, n
 		}
 		return out
 	}
+	//nolint:staticcheck // Typha's discovery reads core/v1 Endpoints (discovery.go), which the endpoints controller still writes
 	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "calico-typha", Namespace: w.ns}, Subsets: []corev1.EndpointSubset{{
 		Addresses: addrs(ready), NotReadyAddresses: addrs(notReady),
 		Ports: []corev1.EndpointPort{{Name: "calico-typha", Port: 5473, Protocol: corev1.ProtocolTCP}}}}}
