@@ -135,7 +135,7 @@ func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os strin
 		// The process runs: what it lists and watches, it does with its
 		// pod's credentials.
 		comp := checker.Find(os, *c)
-		r.startSession(m, wc, comp, pod)
+		r.startSession(m, wc, comp, pod, *c)
 		if comp != nil && comp.Effect == startneeds.EffectPodNetwork {
 			r.learnPodBackend(ctx, admin, m, pod, *c)
 		}

@@ -84,6 +84,17 @@ func (r *Runtime) testMachine(nodeName string) *machine {
 // watch, as the node's kubelet does when its containers run, and what the
 // pod installs on the node.
 func (r *Runtime) StartComponents(nodeName string, pod *corev1.Pod, installs ...string) error {
+	return r.startComponents("linux", nodeName, pod, installs...)
+}
+
+// StartWindowsComponents is StartComponents for the Windows components
+// of the pod (the node stands for a Windows node: its own session's
+// rules are the same).
+func (r *Runtime) StartWindowsComponents(nodeName string, pod *corev1.Pod) error {
+	return r.startComponents("windows", nodeName, pod)
+}
+
+func (r *Runtime) startComponents(os, nodeName string, pod *corev1.Pod, installs ...string) error {
 	m := r.testMachine(nodeName)
 	r.mu.Lock()
 	wc := r.clusters[m.endpoint]
@@ -93,13 +104,13 @@ func (r *Runtime) StartComponents(nodeName string, pod *corev1.Pod, installs ...
 		return err
 	}
 	for _, c := range pod.Spec.Containers {
-		comp := catalog().Find("linux", c)
-		r.startSession(m, wc, comp, pod)
+		comp := catalog().Find(os, c)
+		r.startSession(m, wc, comp, pod, c)
 		if comp != nil && comp.Effect == startneeds.EffectPodNetwork {
 			r.learnPodBackend(context.Background(), admin, m, pod, c)
 		}
 	}
-	if catalog().Effect("linux", pod) == startneeds.EffectInitializesNode {
+	if catalog().Effect(os, pod) == startneeds.EffectInitializesNode {
 		r.initializeNode(m, "10.1.0.4", pod)
 	}
 	if len(installs) > 0 {
@@ -166,4 +177,18 @@ func (r *Runtime) CNIPluginConfig(ctx context.Context, nodeName string) (*rest.C
 		return nil, errors.New("no calico-node runs on " + nodeName)
 	}
 	return cs.cniConfig(ctx)
+}
+
+// RunTypha starts the pod's Typha container as the node's kubelet runs
+// it (realPrograms), on the node's host address, which it returns; stop
+// ends it as when its container stops.
+func (r *Runtime) RunTypha(nodeName string, pod *corev1.Pod) (host netip.Addr, stop func(), ok bool) {
+	m := r.testMachine(nodeName)
+	ctx, cancel := context.WithCancel(context.Background())
+	host = m.proxyNode.Address
+	if !r.realPrograms(m)(ctx, pod, pod.Spec.Containers[0], host) {
+		cancel()
+		return host, func() {}, false
+	}
+	return host, cancel, true
 }

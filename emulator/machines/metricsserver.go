@@ -63,7 +63,8 @@ const metricsServerProgram = "metrics-server"
 // 80% of it as the kubelet's token manager does.
 const tokenLifetime = time.Hour
 
-// realPrograms is the node's kubelet's Run.
+// realPrograms is the node's kubelet's Run: metrics-server's binary, and
+// the simulated Typha (runTypha).
 //
 // The cluster is looked up when a container starts, not when the kubelet
 // does: a worker resumed from its disk boots before its control plane's
@@ -71,6 +72,9 @@ const tokenLifetime = time.Hour
 // fail on the plain page) until the kubelet restarts it.
 func (r *Runtime) realPrograms(m *machine) kubelet.RunFunc {
 	return func(ctx context.Context, pod *corev1.Pod, c corev1.Container, addr netip.Addr) bool {
+		if isTypha(c) {
+			return r.startTypha(ctx, m, pod, c, addr)
+		}
 		if registry.Canonical(c.Image) != registry.Canonical(registry.MetricsServerImage) {
 			return false
 		}

@@ -28,13 +28,24 @@ import (
 type componentSession struct {
 	comp *startneeds.Component
 	pod  *corev1.Pod
-	s    *startneeds.Session
+	s    componentState
 	cfg  *rest.Config
 
 	// cniMu guards cniCfg: for calico-node, the kubeconfig its
 	// install-cni writes for the CNI plugin.
 	cniMu  sync.Mutex
 	cniCfg *rest.Config
+}
+
+// componentState is what a running component's reads say of it: a
+// startneeds.Session (its own lists and watches) or Felix taking its
+// syncer's updates from Typha (typhaFelix).
+type componentState interface {
+	Synced() bool
+	NotSynced() string
+	Done() <-chan struct{}
+	Stop()
+	Reads() int64
 }
 
 // calicoNode says whether the session is calico-node's (Linux or
@@ -46,7 +57,11 @@ func (cs *componentSession) calicoNode() bool {
 // startSession starts what a component's process lists and watches, once
 // per pod and component, when its container runs. The component is known
 // by its image and command line, as a kubelet knows nothing else of it.
-func (r *Runtime) startSession(m *machine, wc *workloadCluster, comp *startneeds.Component, pod *corev1.Pod) {
+//
+// Felix whose container's environment names a Typha Service takes its
+// updates from Typha instead (startFelixViaTypha); without one it lists
+// and watches itself, as before Typha.
+func (r *Runtime) startSession(m *machine, wc *workloadCluster, comp *startneeds.Component, pod *corev1.Pod, c corev1.Container) {
 	if comp == nil || len(comp.Watches) == 0 {
 		return
 	}
@@ -64,17 +79,42 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, comp *startneeds
 		m.logs.Write(vmdisk.Containerd, "%s: %v", who, err)
 		return
 	}
-	s, err := startneeds.StartSession(startneeds.SessionConfig{
+	logf := func(format string, args ...any) {
+		m.logs.Write(vmdisk.Containerd, "%s: %s", who, fmt.Sprintf(format, args...))
+	}
+	var state componentState
+	if svc, ns, ok := felixTyphaService(wc, m.endpoint, comp, pod, c, logf); ok {
+		state = r.startFelixViaTypha(m, comp, cfg, svc, ns, logf)
+	} else if state, err = r.startOwnSession(m, comp, cfg, logf); err != nil {
+		logf("%v", err)
+		return
+	}
+	cs := &componentSession{comp: comp, pod: pod, s: state, cfg: cfg}
+	r.mu.Lock()
+	if m.sessions == nil {
+		m.sessions = map[types.UID][]*componentSession{}
+	}
+	m.sessions[pod.UID] = append(m.sessions[pod.UID], cs)
+	r.mu.Unlock()
+	if comp.Effect == startneeds.EffectServiceRules {
+		r.refreshProxy(m)
+	}
+	if cs.calicoNode() {
+		go ensureClusterInformation(cs, logf)
+	}
+}
+
+// startOwnSession starts the component's own lists and watches.
+func (r *Runtime) startOwnSession(m *machine, comp *startneeds.Component, cfg *rest.Config, logf func(string, ...any)) (*startneeds.Session, error) {
+	return startneeds.StartSession(startneeds.SessionConfig{
 		Config: cfg, Node: m.nodeName, Watches: comp.Watches, Sync: comp.Sync, Client: comp.Client,
-		Log: func(format string, args ...any) {
-			m.logs.Write(vmdisk.Containerd, "%s: %s", who, fmt.Sprintf(format, args...))
-		},
+		Log: logf,
 		OnChange: func(synced bool) {
 			state := "in sync: every list succeeded"
 			if !synced {
 				state = "not in sync"
 			}
-			m.logs.Write(vmdisk.Containerd, "%s: %s", who, state)
+			logf("%s", state)
 			switch comp.Effect {
 			case startneeds.EffectServiceRules:
 				r.refreshProxy(m)
@@ -88,25 +128,6 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, comp *startneeds
 			}
 		},
 	})
-	if err != nil {
-		m.logs.Write(vmdisk.Containerd, "%s: %v", who, err)
-		return
-	}
-	cs := &componentSession{comp: comp, pod: pod, s: s, cfg: cfg}
-	r.mu.Lock()
-	if m.sessions == nil {
-		m.sessions = map[types.UID][]*componentSession{}
-	}
-	m.sessions[pod.UID] = append(m.sessions[pod.UID], cs)
-	r.mu.Unlock()
-	if comp.Effect == startneeds.EffectServiceRules {
-		r.refreshProxy(m)
-	}
-	if cs.calicoNode() {
-		go ensureClusterInformation(cs, func(format string, args ...any) {
-			m.logs.Write(vmdisk.Containerd, "%s: %s", who, fmt.Sprintf(format, args...))
-		})
-	}
 }
 
 // podAPIServer is the API server as a pod's processes reach it, with the

@@ -109,6 +109,11 @@ func Catalog(kubernetesVersion string, kubeadmImages []string) []Image {
 			Process: map[string]Process{"linux": calicoNodeLinux}},
 		Image{Ref: "docker.io/calico/cni:" + CalicoVersion, Platforms: linuxAll, Process: map[string]Process{"linux": calicoCNILinux}},
 		Image{Ref: "docker.io/calico/kube-controllers:" + CalicoVersion, Platforms: linuxAll},
+		// Typha: its sync port (syncproto.DefaultPort) and health port
+		// (HealthPort), typha/pkg/syncproto/sync_proto.go and
+		// typha/pkg/config/config_params.go at v3.30.7 (74485ea4). The
+		// machine runtime runs the simulated Typha behind it.
+		Image{Ref: "docker.io/calico/typha:" + CalicoVersion, Platforms: linuxAll, Listens: []string{"5473/tcp", "9098/tcp"}},
 		Image{Ref: "docker.io/flannel/flannel-cni-plugin:v1.5.1-flannel2", Platforms: linuxAll},
 		Image{Ref: "docker.io/calico/cni-windows:" + CalicoVersion, Platforms: windows(Build2019, Build2022), Process: map[string]Process{"windows": calicoCNIWindows}},
 		Image{Ref: "docker.io/calico/node-windows:" + CalicoVersion, Platforms: windows(Build2019, Build2022), Process: map[string]Process{"windows": calicoNodeWindows}},

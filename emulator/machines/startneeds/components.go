@@ -11,7 +11,11 @@
 // chart), never a particular cluster template.
 package startneeds
 
-import "github.com/winkube/winkube/emulator/registry"
+import (
+	"strings"
+
+	"github.com/winkube/winkube/emulator/registry"
+)
 
 // Need is one thing a component needs to start. Exactly one of its fields
 // other than Source and Log is set.
@@ -148,6 +152,58 @@ type Component struct {
 	// Client is the rate limit the component's own client sets (zero:
 	// client-go's defaults).
 	Client ClientLimits `json:"client,omitzero"`
+
+	// Syncers, for a fan-out server (Typha), are its pipelines: each lists
+	// and watches its kinds with the pod's credentials and serves what it
+	// holds to the server's clients. The runtime starts them with the
+	// program, not as the component's Watches.
+	Syncers []Syncer `json:"syncers,omitempty"`
+	// Typha, when set, says how the component finds a Typha to take its
+	// syncer's updates from instead of listing and watching them itself.
+	Typha *TyphaClient `json:"typha,omitempty"`
+}
+
+// TyphaClient is how Felix finds Typha: the Endpoints of a Service named
+// by ServiceEnv (unset, empty or "none": no Typha, Felix lists and
+// watches itself) in the namespace NamespaceEnv names (DefaultNamespace
+// when unset), their ready addresses' port named PortName.
+type TyphaClient struct {
+	ServiceEnv       string `json:"serviceEnv"`
+	NamespaceEnv     string `json:"namespaceEnv"`
+	DefaultNamespace string `json:"defaultNamespace"`
+	PortName         string `json:"portName"`
+	Source           string `json:"source"`
+}
+
+// Service is the Typha Service env names ("" when Felix runs without
+// Typha). "none" is the zero value by Felix's config rule.
+func (t *TyphaClient) Service(env map[string]string) string {
+	if t == nil {
+		return ""
+	}
+	v := env[t.ServiceEnv]
+	if strings.EqualFold(v, "none") {
+		return ""
+	}
+	return v
+}
+
+// Namespace is where the Typha Service is looked up.
+func (t *TyphaClient) Namespace(env map[string]string) string {
+	if v := env[t.NamespaceEnv]; v != "" {
+		return v
+	}
+	return t.DefaultNamespace
+}
+
+// felixTypha is Felix's Typha discovery: FELIX_TYPHAK8SSERVICENAME (no
+// default), FELIX_TYPHAK8SNAMESPACE (default kube-system), "none" the
+// zero value (felix/config/config_params.go), and the port named
+// calico-typha of the Endpoints' ready addresses
+// (typha/pkg/discovery/discovery.go), v3.30.7 (74485ea4).
+var felixTypha = &TyphaClient{
+	ServiceEnv: "FELIX_TYPHAK8SSERVICENAME", NamespaceEnv: "FELIX_TYPHAK8SNAMESPACE", DefaultNamespace: "kube-system", PortName: "calico-typha",
+	Source: "projectcalico/calico felix/config/config_params.go, typha/pkg/discovery/discovery.go (v3.30.7, 74485ea4)",
 }
 
 // Effects of running components.
@@ -170,6 +226,9 @@ const (
 	// (flanneld's net-conf.json): host-gw sends pod packets unencapsulated
 	// to the VNet, which then needs a route for them.
 	EffectPodNetwork = "pod-network"
+	// EffectTyphaServer: the pod serves Typha's syncers on its host
+	// address (5473), with its health on 9098.
+	EffectTyphaServer = "typha-server"
 )
 
 // Upstream sources.
@@ -204,6 +263,11 @@ const (
 	externalAttacher        = "kubernetes-csi/external-attacher deploy/kubernetes/rbac.yaml (v4.12.0, f395fb4f)"
 	externalResizer         = "kubernetes-csi/external-resizer deploy/kubernetes/rbac.yaml (v2.2.0, 314a8de6)"
 	nodeDriverRegistrar     = "kubernetes-csi/node-driver-registrar cmd/csi-node-driver-registrar/node_register.go (v2.17.0, c5794c45)"
+
+	calicoTyphaYAML = "projectcalico/calico manifests/calico-typha.yaml (v3.30.7, 74485ea4)"
+	// Typha's DatastoreType defaults to etcdv3 (typha/pkg/config/
+	// config_params.go, v3.30.7), as calico-node's does.
+	typhaEtcdFallback = "TYPHA_DATASTORETYPE %s: Typha defaults to the etcdv3 datastore at http://127.0.0.1:2379 and fails: context deadline exceeded"
 )
 
 // The Azure Disk CSI images' repositories, from the registry's pins.
@@ -306,7 +370,21 @@ func Catalog() []Component {
 				mount("/var/lib/calico", "/var/lib/calico", calicoManifest, "Unable to write the node name file: %s"),
 				mount("/host/etc/cni/net.d", "/etc/cni/net.d", calicoManifest, "Failed to read the CNI configuration: %s"),
 			}, calicoNodePerms(calicoManifest), crds(calicoCRDs, calicoFelixCRDs...)),
-			Effect: EffectPodRoutes, Watches: felixWatches, WatchSource: felixSyncer, Sync: felixSync, SyncProbe: "-felix-ready", Client: calicoClient,
+			Effect: EffectPodRoutes, Watches: felixWatches, WatchSource: felixSyncer, Sync: felixSync, SyncProbe: "-felix-ready", Client: calicoClient, Typha: felixTypha,
+		},
+		{
+			Name: "calico-typha", Images: []string{"docker.io/calico/typha"}, OS: "linux", Source: calicoTyphaYAML,
+			// What it may list is not a start need: Typha starts whatever
+			// its rights, and each refused list is retried every second
+			// with its cache (and readiness) held back (the watcher
+			// cache, felixSync); the runtime's sessions make those lists
+			// with the pod's token. Its rebalancing GETs the Service's
+			// Endpoints and only logs a refusal.
+			Needs: []Need{
+				{HostNetwork: true, Source: calicoTyphaYAML, Log: "calico-typha must run in the host network: %s"},
+				{Env: "TYPHA_DATASTORETYPE", EnvValue: "kubernetes", Source: calicoTyphaYAML, Log: typhaEtcdFallback},
+			},
+			Effect: EffectTyphaServer, Syncers: typhaSyncers, WatchSource: typhaSyncersSrc, Sync: felixSync, Client: calicoClient,
 		},
 		{
 			Name: "calico install-cni", Images: []string{"docker.io/calico/cni"}, OS: "linux", Source: calicoManifest,
@@ -339,7 +417,7 @@ func Catalog() []Component {
 			// API server is here.
 			Name: "calico-node-windows", Images: []string{"docker.io/calico/node-windows", "docker.io/calico/cni-windows"}, OS: "windows", Source: calicoWindows,
 			Needs:  cat(calicoNodePerms(calicoWindows), crds(calicoCRDs, calicoFelixCRDs...)),
-			Effect: EffectPodRoutes, Watches: felixWatches, WatchSource: felixSyncer, Sync: felixSync, SyncProbe: "-felix-ready", Client: calicoClient,
+			Effect: EffectPodRoutes, Watches: felixWatches, WatchSource: felixSyncer, Sync: felixSync, SyncProbe: "-felix-ready", Client: calicoClient, Typha: felixTypha,
 		},
 		{
 			Name: "kube-flannel", Images: []string{"docker.io/flannel/flannel"}, Containers: []string{"kube-flannel"}, OS: "linux", Source: flannelManifest,

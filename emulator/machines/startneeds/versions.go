@@ -48,9 +48,11 @@ var (
 
 // newVersionsClient is metadata.NewForConfig's client with a negotiator
 // that decodes only versions.
-func newVersionsClient(cfg *rest.Config) (*versionsClient, error) {
+// With names, objects' names and namespaces are read too, and a list's
+// items (a fan-out server's cache keys them).
+func newVersionsClient(cfg *rest.Config, names ...bool) (*versionsClient, error) {
 	c := metadata.ConfigFor(cfg)
-	c.NegotiatedSerializer = newVersionsOnly(c.NegotiatedSerializer)
+	c.NegotiatedSerializer = newVersionsOnly(c.NegotiatedSerializer, names...)
 	c.GroupVersion = &schema.GroupVersion{}
 	c.APIPath = "/this-value-should-never-be-sent"
 	hc, err := rest.HTTPClientFor(c)
@@ -114,20 +116,21 @@ type versionsOnly struct {
 	infos []runtime.SerializerInfo
 }
 
-func newVersionsOnly(real runtime.NegotiatedSerializer) versionsOnly {
+func newVersionsOnly(real runtime.NegotiatedSerializer, names ...bool) versionsOnly {
+	withNames := len(names) > 0 && names[0]
 	infos := append([]runtime.SerializerInfo(nil), real.SupportedMediaTypes()...)
 	for i := range infos {
 		info := &infos[i]
 		switch info.MediaType {
 		case runtime.ContentTypeProtobuf:
-			info.Serializer = versionsDecoder{Serializer: info.Serializer, proto: true}
+			info.Serializer = versionsDecoder{Serializer: info.Serializer, proto: true, names: withNames}
 			if info.StreamSerializer != nil {
 				s := *info.StreamSerializer
 				s.Serializer = eventsDecoder{Serializer: s.Serializer}
 				info.StreamSerializer = &s
 			}
 		case runtime.ContentTypeJSON:
-			info.Serializer = versionsDecoder{Serializer: info.Serializer}
+			info.Serializer = versionsDecoder{Serializer: info.Serializer, names: withNames}
 		}
 	}
 	return versionsOnly{NegotiatedSerializer: real, infos: infos}
@@ -149,7 +152,7 @@ var (
 // token; anything else (a Status) goes to the real decoder.
 type versionsDecoder struct {
 	runtime.Serializer
-	proto bool
+	proto, names bool
 }
 
 func (d versionsDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
@@ -157,9 +160,9 @@ func (d versionsDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, 
 		var obj runtime.Object
 		var ok bool
 		if d.proto {
-			obj, ok = protoVersions(data)
+			obj, ok = protoVersions(data, d.names)
 		} else {
-			obj, ok = jsonVersions(data)
+			obj, ok = jsonVersions(data, d.names)
 		}
 		if ok {
 			gvk := obj.GetObjectKind().GroupVersionKind()
@@ -173,8 +176,10 @@ func (d versionsDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, 
 // with kind = 2) and, for the two partial kinds, the metadata field (1)
 // of the object: ObjectMeta.resourceVersion = 6, ListMeta.resourceVersion
 // = 2 and continue = 3 (apimachinery pkg/apis/meta/v1/generated.proto and
-// pkg/runtime/generated.proto, v0.36.3).
-func protoVersions(data []byte) (runtime.Object, bool) {
+// pkg/runtime/generated.proto, v0.36.3). With names, also ObjectMeta's
+// name = 1 and namespace = 3, and a list's items = 2 (each a
+// PartialObjectMetadata whose metadata is field 1).
+func protoVersions(data []byte, names bool) (runtime.Object, bool) {
 	body, ok := bytes.CutPrefix(data, protoPrefix)
 	if !ok {
 		return nil, false
@@ -185,18 +190,58 @@ func protoVersions(data []byte) (runtime.Object, bool) {
 	md, _ := protoField(raw, 1)
 	switch string(kind) {
 	case partialGVK.Kind:
-		rv, _ := protoField(md, 6)
-		o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: string(rv)}}
+		o := &metav1.PartialObjectMetadata{ObjectMeta: protoObjectMeta(md, names)}
 		o.SetGroupVersionKind(partialGVK)
 		return o, true
 	case partialListGVK.Kind:
 		rv, _ := protoField(md, 2)
 		cont, _ := protoField(md, 3)
 		l := &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: string(rv), Continue: string(cont)}}
+		if names {
+			protoEach(raw, 2, func(item []byte) {
+				imd, _ := protoField(item, 1)
+				l.Items = append(l.Items, metav1.PartialObjectMetadata{ObjectMeta: protoObjectMeta(imd, true)})
+			})
+		}
 		l.SetGroupVersionKind(partialListGVK)
 		return l, true
 	}
 	return nil, false
+}
+
+func protoObjectMeta(md []byte, names bool) metav1.ObjectMeta {
+	rv, _ := protoField(md, 6)
+	om := metav1.ObjectMeta{ResourceVersion: string(rv)}
+	if names {
+		name, _ := protoField(md, 1)
+		ns, _ := protoField(md, 3)
+		om.Name, om.Namespace = string(name), string(ns)
+	}
+	return om
+}
+
+// protoEach calls f with every value of length-delimited field num in msg.
+func protoEach(msg []byte, num protowire.Number, f func([]byte)) {
+	for len(msg) > 0 {
+		n, typ, l := protowire.ConsumeTag(msg)
+		if l < 0 {
+			return
+		}
+		msg = msg[l:]
+		if n == num && typ == protowire.BytesType {
+			v, l := protowire.ConsumeBytes(msg)
+			if l < 0 {
+				return
+			}
+			f(v)
+			msg = msg[l:]
+			continue
+		}
+		if l = protowire.ConsumeFieldValue(n, typ, msg); l < 0 {
+			return
+		}
+		msg = msg[l:]
+	}
 }
 
 // protoField is the last value of length-delimited field num in msg (the
@@ -230,24 +275,42 @@ func protoField(msg []byte, num protowire.Number) ([]byte, bool) {
 
 // jsonVersions reads the same from a JSON object: encoding/json skips
 // the fields the struct does not name without building them.
-func jsonVersions(data []byte) (runtime.Object, bool) {
+func jsonVersions(data []byte, names bool) (runtime.Object, bool) {
+	type meta struct {
+		Name            string `json:"name"`
+		Namespace       string `json:"namespace"`
+		ResourceVersion string `json:"resourceVersion"`
+		Continue        string `json:"continue"`
+	}
 	var v struct {
 		Kind     string `json:"kind"`
-		Metadata struct {
-			ResourceVersion string `json:"resourceVersion"`
-			Continue        string `json:"continue"`
-		} `json:"metadata"`
+		Metadata meta   `json:"metadata"`
+	}
+	var items struct {
+		Items []struct {
+			Metadata meta `json:"metadata"`
+		} `json:"items"`
 	}
 	if err := json.Unmarshal(data, &v); err != nil {
 		return nil, false
 	}
+	if !names {
+		v.Metadata.Name, v.Metadata.Namespace = "", ""
+	} else if v.Kind == partialListGVK.Kind {
+		if err := json.Unmarshal(data, &items); err != nil {
+			return nil, false
+		}
+	}
 	switch v.Kind {
 	case partialGVK.Kind:
-		o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: v.Metadata.ResourceVersion}}
+		o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: v.Metadata.Name, Namespace: v.Metadata.Namespace, ResourceVersion: v.Metadata.ResourceVersion}}
 		o.SetGroupVersionKind(partialGVK)
 		return o, true
 	case partialListGVK.Kind:
 		l := &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: v.Metadata.ResourceVersion, Continue: v.Metadata.Continue}}
+		for _, it := range items.Items {
+			l.Items = append(l.Items, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: it.Metadata.Name, Namespace: it.Metadata.Namespace, ResourceVersion: it.Metadata.ResourceVersion}})
+		}
 		l.SetGroupVersionKind(partialListGVK)
 		return l, true
 	}

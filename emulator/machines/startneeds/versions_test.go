@@ -356,3 +356,54 @@ func BenchmarkWatchDecode(b *testing.B) {
 		})
 	}
 }
+
+// With names (a Typha session's cache keys), a list decodes to its items'
+// namespace, name and version and an event to its object's, in protobuf
+// and in JSON; without, the same bytes give no names (TestListDecodesToVersions).
+func TestNamesDecodeForTyphaCaches(t *testing.T) {
+	l := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadataList"},
+		ListMeta: metav1.ListMeta{ResourceVersion: "4242"}, Items: []metav1.PartialObjectMetadata{*pod(1), *pod(2)}}
+	scheme := runtime.NewScheme()
+	metav1.AddMetaToScheme(scheme)
+	var pb bytes.Buffer
+	if err := protobuf.NewSerializer(scheme, scheme).Encode(l, &pb); err != nil {
+		t.Fatal(err)
+	}
+	js := `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"4242"},"items":[` +
+		`{"metadata":{"name":"calico-node-00001","namespace":"kube-system","resourceVersion":"100001","managedFields":[{"manager":"kubelet"}]}},` +
+		`{"metadata":{"name":"calico-node-00002","namespace":"kube-system","resourceVersion":"100002"}}]}`
+	want := []string{"kube-system/calico-node-00001@100001", "kube-system/calico-node-00002@100002"}
+	neg := runtime.NewClientNegotiator(newVersionsOnly(metadataSerializer(), true), schema.GroupVersion{})
+	for ct, body := range map[string][]byte{runtime.ContentTypeProtobuf: pb.Bytes(), runtime.ContentTypeJSON: []byte(js)} {
+		dec, err := neg.Decoder(ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, err := runtime.Decode(dec, body)
+		if err != nil {
+			t.Fatalf("%s: %v", ct, err)
+		}
+		got, ok := obj.(*metav1.PartialObjectMetadataList)
+		if !ok {
+			t.Fatalf("%s: decoded %T", ct, obj)
+		}
+		var keys []string
+		for _, it := range got.Items {
+			keys = append(keys, it.Namespace+"/"+it.Name+"@"+it.ResourceVersion)
+			if it.ManagedFields != nil || it.UID != "" {
+				t.Errorf("%s: an item decoded more than its key and version: %+v", ct, it.ObjectMeta)
+			}
+		}
+		if !slices.Equal(keys, want) || got.ResourceVersion != "4242" {
+			t.Errorf("%s: decoded items %q at %s, want %q at 4242", ct, keys, got.ResourceVersion, want)
+		}
+	}
+	stream := watchStream(t, []watch.Event{{Type: watch.Modified, Object: pod(3)}})
+	typ, obj, err := eventDecoder(t, newVersionsOnly(metadataSerializer(), true), stream).Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := obj.(*metav1.PartialObjectMetadata); !ok || typ != watch.Modified || o.Namespace+"/"+o.Name+"@"+o.ResourceVersion != "kube-system/calico-node-00003@100003" {
+		t.Fatalf("decoded a %s event %#v, want kube-system/calico-node-00003@100003", typ, obj)
+	}
+}

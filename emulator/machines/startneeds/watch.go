@@ -104,6 +104,12 @@ type SessionConfig struct {
 	// Client is the component's client-side rate limit; zero fields are
 	// client-go's defaults (QPS 5, burst 10).
 	Client ClientLimits
+	// OnList and OnEvent, when set, receive each list's items (nil for a
+	// kind not installed or not served) and each watch event, as their
+	// namespace, name and version: what a fan-out server (Typha) caches.
+	// Only then are names decoded.
+	OnList  func(w Watch, items []metav1.PartialObjectMetadata)
+	OnEvent func(w Watch, typ watch.EventType, obj *metav1.PartialObjectMetadata)
 }
 
 // ClientLimits are a component's client-go rate limit: its lists and
@@ -153,7 +159,10 @@ func StartSession(cfg SessionConfig) (*Session, error) {
 		return countingTransport{rt: rt, n: &s.reads}
 	}
 	// Each client has its bucket, as each of the component's clients has.
-	mc, err := newVersionsClient(cfg.Client.limited(rc, rest.DefaultBurst))
+	if cfg.OnList == nil {
+		cfg.OnList = func(Watch, []metav1.PartialObjectMetadata) {}
+	}
+	mc, err := newVersionsClient(cfg.Client.limited(rc, rest.DefaultBurst), cfg.OnEvent != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +277,7 @@ func (s *Session) run(ctx context.Context, mc *versionsClient, dc discovery.Disc
 	}
 	for ctx.Err() == nil {
 		if w.IfServed && !served(dc, w) {
+			cfg.OnList(w, nil)
 			s.set(w, true, "")
 			if !sleep(cfg.Sync.MissingRetry) {
 				return
@@ -279,6 +289,7 @@ func (s *Session) run(ctx context.Context, mc *versionsClient, dc discovery.Disc
 		case ctx.Err() != nil:
 			return
 		case apierrors.IsNotFound(err) && cfg.Sync.NotFoundSynced:
+			cfg.OnList(w, nil)
 			s.set(w, true, "")
 			if !sleep(cfg.Sync.MissingRetry) {
 				return
@@ -294,6 +305,7 @@ func (s *Session) run(ctx context.Context, mc *versionsClient, dc discovery.Disc
 			wait = min(2*wait, cfg.Sync.MaxRetry)
 			continue
 		}
+		cfg.OnList(w, list.Items)
 		s.set(w, true, "")
 		// Then watch from the list's version; when the server ends a
 		// watch (client-go asks for 5 to 10 minutes), watch again from
@@ -333,6 +345,9 @@ func (s *Session) watch(ctx context.Context, mc *versionsClient, cfg SessionConf
 			}
 			if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
 				rv = m.GetResourceVersion()
+			}
+			if o, ok := ev.Object.(*metav1.PartialObjectMetadata); ok && cfg.OnEvent != nil && ev.Type != watch.Bookmark {
+				cfg.OnEvent(w, ev.Type, o)
 			}
 		}
 		wi.Stop()

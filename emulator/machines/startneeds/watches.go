@@ -45,6 +45,14 @@ const (
 	// cmd/csi-attacher/main.go: VolumeAttachments and PVs (the controller
 	// waits for both), CSINodes (the handler's node IDs).
 	attacherSrc = "kubernetes-csi/external-attacher cmd/csi-attacher/main.go (v4.12.0, f395fb4f)"
+	// projectcalico/calico v3.30.7 (74485ea4): typha/pkg/daemon/daemon.go
+	// CreateServer builds one pipeline per syncer type (felix, bgp,
+	// tunnel-ip-allocation, node-status), each its own watcher-syncer,
+	// with node "" (every node) and the Felix syncer as leader; the kinds
+	// of each are in libcalico-go/lib/backend/syncersv1/bgpsyncer/
+	// bgpsyncer.go (Calico IPAM: block affinities too), tunnelipsyncer/
+	// tunnelipsyncer.go and nodestatussyncer/nodestatussyncer.go.
+	typhaSyncersSrc = "projectcalico/calico typha/pkg/daemon/daemon.go, libcalico-go/lib/backend/syncersv1/{felixsyncer,bgpsyncer,tunnelipsyncer,nodestatussyncer} (v3.30.7, 74485ea4)"
 )
 
 const calicoGroup = "crd.projectcalico.org"
@@ -74,6 +82,23 @@ var felixWatches = []Watch{
 	{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"},
 	{Version: "v1", Resource: "services"},
 	crdWatch("ipamblocks"),
+}
+
+// Syncer is one of Typha's pipelines: the syncer type its clients ask
+// for and what its watcher-syncer lists and watches.
+type Syncer struct {
+	Type    string  `json:"type"`
+	Watches []Watch `json:"watches"`
+}
+
+// typhaSyncers are Typha's four pipelines (typhaSyncersSrc). One Typha
+// lists and watches nodes and IP pools three times over, as upstream's.
+var typhaSyncers = []Syncer{
+	{Type: "felix", Watches: felixWatches},
+	{Type: "bgp", Watches: []Watch{crdWatch("ippools"), crdWatch("bgpconfigurations"), {Version: "v1", Resource: "nodes"},
+		crdWatch("bgppeers"), crdWatch("bgpfilters"), crdWatch("blockaffinities")}},
+	{Type: "tunnel-ip-allocation", Watches: []Watch{crdWatch("ippools"), {Version: "v1", Resource: "nodes"}}},
+	{Type: "node-status", Watches: []Watch{crdWatch("caliconodestatuses")}},
 }
 
 // calicoClient is libcalico-go's Kubernetes client: client-go's QPS (5)

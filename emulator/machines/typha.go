@@ -1,0 +1,301 @@
+package machines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
+	"github.com/winkube/winkube/emulator/machines/startneeds"
+	"github.com/winkube/winkube/emulator/machines/typha"
+	"github.com/winkube/winkube/emulator/machines/vmdisk"
+	"github.com/winkube/winkube/emulator/registry"
+)
+
+// typhaRepo is Typha's image: a container of it runs the simulated Typha
+// (package typha) as its program.
+const typhaRepo = "docker.io/calico/typha"
+
+// Typha's settings the manifest may change and their defaults
+// (typha/pkg/config/config_params.go, projectcalico/calico v3.30.7
+// 74485ea4): the environment's TYPHA_<NAME> sets <Name>.
+var typhaDefaults = map[string]string{
+	"TYPHA_HEALTHPORT":                strconv.Itoa(typha.DefaultHealthPort),
+	"TYPHA_K8SNAMESPACE":              typha.DefaultServiceNamespace,
+	"TYPHA_K8SSERVICENAME":            typha.DefaultServiceName,
+	"TYPHA_K8SPORTNAME":               typha.DefaultServiceName,
+	"TYPHA_CONNECTIONREBALANCINGMODE": "none",
+}
+
+// runTypha starts Typha for a container of its image on the pod's host
+// address: one startneeds session per syncer (typha/pkg/daemon/daemon.go
+// CreateServer), with the pod's own token, feeding that syncer's cache;
+// the sync server on 5473; health on TYPHA_HEALTHPORT (/readiness 200
+// only when every cache is in sync, which the manifest's readiness probe
+// asks); and, in rebalancing mode kubernetes, the connection limit from
+// the Service's Endpoints (typha/pkg/k8s/rebalance.go). Everything stops
+// with ctx, and its clients' connections with it: each of their Felixes
+// exits and finds another Typha.
+//
+// What is not simulated: Typha's EnsureInitialized of the datastore at
+// start (calico-node's startup writes the same ClusterInformation,
+// ensureClusterInformation), TLS (the manifest runs none), and the
+// graceful shedding over the termination grace period (typha.Server.Shed).
+func (r *Runtime) runTypha(ctx context.Context, m *machine, wc *workloadCluster, pod *corev1.Pod, c corev1.Container, addr netip.Addr) error {
+	comp := catalog().Find("linux", c)
+	if comp == nil || comp.Effect != startneeds.EffectTyphaServer {
+		return errors.New("no Typha component for " + c.Image)
+	}
+	cfg, err := podAPIServer(wc, m.endpoint, pod)
+	if err != nil {
+		return err
+	}
+	admin, err := kubernetes.NewForConfig(wc.viaEndpoint(m.endpoint))
+	if err != nil {
+		return err
+	}
+	env, err := resolvedEnv(ctx, admin, pod, c)
+	if err != nil {
+		return err
+	}
+	setting := func(name string) string {
+		if v := env[name]; v != "" {
+			return v
+		}
+		return typhaDefaults[name]
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(addr.String(), strconv.Itoa(typha.DefaultPort)))
+	if err != nil {
+		return err
+	}
+	hl, err := net.Listen("tcp", net.JoinHostPort(addr.String(), setting("TYPHA_HEALTHPORT")))
+	if err != nil {
+		l.Close()
+		return err
+	}
+	who := fmt.Sprintf("%s/%s %s", pod.Namespace, pod.Name, c.Name)
+	logf := func(format string, args ...any) {
+		m.logs.Write(vmdisk.Containerd, "%s: %s", who, fmt.Sprintf(format, args...))
+	}
+	// Every cache exists before the server and its health read them.
+	caches := map[typha.SyncerType]*typha.Cache{}
+	feeds := map[typha.SyncerType]*typhaFeed{}
+	for _, s := range comp.Syncers {
+		st := typha.SyncerType(s.Type)
+		caches[st] = typha.NewCache(nil)
+		feeds[st] = &typhaFeed{cache: caches[st], keys: map[string]map[string]string{}}
+	}
+	srv := &typha.Server{Caches: caches}
+	health := &http.Server{Handler: srv.Health(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = health.Serve(hl) }()
+	go func() {
+		if err := srv.Serve(ctx, l); err != nil {
+			logf("sync server: %v", err)
+		}
+	}()
+	var sessions []*startneeds.Session
+	for _, s := range comp.Syncers {
+		st := typha.SyncerType(s.Type)
+		feed := feeds[st]
+		feed.cache.SetStatus(typha.ResyncInProgress)
+		sess, err := startneeds.StartSession(startneeds.SessionConfig{
+			Config: cfg, Node: m.nodeName, Watches: s.Watches, Sync: comp.Sync, Client: comp.Client,
+			Log: func(format string, args ...any) { logf("%s syncer: %s", st, fmt.Sprintf(format, args...)) },
+			OnChange: func(synced bool) {
+				if synced {
+					feed.cache.SetStatus(typha.InSync)
+					logf("%s syncer in sync", st)
+					return
+				}
+				feed.cache.SetStatus(typha.ResyncInProgress)
+			},
+			OnList: feed.list, OnEvent: feed.event,
+		})
+		if err != nil {
+			logf("%s syncer: %v", st, err)
+			continue
+		}
+		sessions = append(sessions, sess)
+	}
+	if setting("TYPHA_CONNECTIONREBALANCINGMODE") == "kubernetes" {
+		count := typhaCounter(cfg, setting("TYPHA_K8SNAMESPACE"), setting("TYPHA_K8SSERVICENAME"), setting("TYPHA_K8SPORTNAME"), caches[typha.SyncerFelix])
+		go srv.Rebalance(ctx, count)
+	}
+	logf("Typha serving %d syncers on %s (health on %s)", len(caches), l.Addr(), hl.Addr())
+	go func() {
+		<-ctx.Done()
+		for _, s := range sessions {
+			s.Stop()
+		}
+		_ = health.Close()
+	}()
+	return nil
+}
+
+// startTypha is realPrograms' Typha: false (a simulated container, whose
+// probes then fail) when its cluster is not run here yet or it cannot
+// listen.
+func (r *Runtime) startTypha(ctx context.Context, m *machine, pod *corev1.Pod, c corev1.Container, addr netip.Addr) bool {
+	r.mu.Lock()
+	wc := r.clusters[m.endpoint]
+	r.mu.Unlock()
+	who := fmt.Sprintf("%s/%s %s", pod.Namespace, pod.Name, c.Name)
+	if wc == nil {
+		m.logs.Write(vmdisk.Containerd, "%s: calico-typha: the cluster's control plane is not run here yet: the container stays simulated until it restarts", who)
+		return false
+	}
+	if err := r.runTypha(ctx, m, wc, pod, c, addr); err != nil {
+		m.logs.Write(vmdisk.Containerd, "%s: calico-typha: %v", who, err)
+		return false
+	}
+	return true
+}
+
+// typhaCounter is GetNumTyphas (typha/pkg/k8s/lookup.go, v3.30.7): the
+// ready addresses of the Service's Endpoints that have Typha's port, read
+// with Typha's own token; the node count comes from its Felix cache
+// (typha/pkg/calc/node_counter.go), with no API call.
+func typhaCounter(cfg *rest.Config, ns, svc, portName string, felix *typha.Cache) func(context.Context) (int, int, error) {
+	rc := rest.CopyConfig(cfg)
+	rc.WarningHandler = rest.NoWarnings{} // v1 Endpoints' deprecation warning, which Typha's client-go logs once
+	cs, err := kubernetes.NewForConfig(rc)
+	return func(ctx context.Context) (int, int, error) {
+		if err != nil {
+			return 0, 0, err
+		}
+		addrs, err := typhaAddrs(ctx, cs, ns, svc, portName)
+		if err != nil {
+			return 0, 0, err
+		}
+		return len(addrs), felix.Count(nodesKind), nil
+	}
+}
+
+// nodesKind is how the Felix syncer's cache names nodes (Watch.String).
+const nodesKind = "nodes"
+
+// typhaAddrs are the ready addresses of the Typha Service's Endpoints on
+// its port named portName, as Typha's discoverer reads them
+// (typha/pkg/discovery/discovery.go, v3.30.7: core/v1 Endpoints, not
+// EndpointSlices; no ready address is ErrServiceNotReady).
+func typhaAddrs(ctx context.Context, cs kubernetes.Interface, ns, svc, portName string) ([]typha.Addr, error) {
+	eps, err := cs.CoreV1().Endpoints(ns).Get(ctx, svc, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []typha.Addr
+	for _, sub := range eps.Subsets {
+		var port int32
+		for _, p := range sub.Ports {
+			if p.Name == portName {
+				port = p.Port
+				break
+			}
+		}
+		if port == 0 {
+			continue
+		}
+		for _, a := range sub.Addresses {
+			node := ""
+			if a.NodeName != nil {
+				node = *a.NodeName
+			}
+			out = append(out, typha.Addr{Addr: net.JoinHostPort(a.IP, strconv.Itoa(int(port))), NodeName: node})
+		}
+	}
+	if len(out) == 0 {
+		// Typha's ErrServiceNotReady, worded as it logs it.
+		return nil, errors.New("Kubernetes service missing IP or port")
+	}
+	return out, nil
+}
+
+// resolvedEnv is the container's environment as the kubelet gives it.
+func resolvedEnv(ctx context.Context, admin kubernetes.Interface, pod *corev1.Pod, c corev1.Container) (map[string]string, error) {
+	vars, err := containerruntime.Environment(ctx, admin, pod, c)
+	if err != nil {
+		return nil, err
+	}
+	env := make(map[string]string, len(vars))
+	for _, v := range vars {
+		env[v.Name] = v.Value
+	}
+	return env, nil
+}
+
+// typhaFeed turns one syncer's lists and watch events into its cache's
+// updates: a list (the first, or again after a watch's history expired)
+// is compared with what the cache holds of that kind, as the watcher
+// cache resyncs (libcalico-go/lib/backend/watchersyncer/watchercache.go,
+// v3.30.7), so only changes and deletions go out.
+type typhaFeed struct {
+	cache *typha.Cache
+	mu    sync.Mutex
+	keys  map[string]map[string]string // kind -> key -> revision
+}
+
+func objectKey(o *metav1.PartialObjectMetadata) string {
+	if o.Namespace == "" {
+		return o.Name
+	}
+	return o.Namespace + "/" + o.Name
+}
+
+func (f *typhaFeed) list(w startneeds.Watch, items []metav1.PartialObjectMetadata) {
+	kind := w.String()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old, now := f.keys[kind], make(map[string]string, len(items))
+	var us []typha.Update
+	for i := range items {
+		k, rev := objectKey(&items[i]), items[i].ResourceVersion
+		now[k] = rev
+		if old[k] != rev {
+			us = append(us, typha.Update{Kind: kind, Key: k, Revision: rev})
+		}
+	}
+	for k := range old {
+		if _, ok := now[k]; !ok {
+			us = append(us, typha.Update{Kind: kind, Key: k, Deleted: true})
+		}
+	}
+	f.keys[kind] = now
+	for len(us) > 0 {
+		n := min(len(us), typha.MaxMessageKVs)
+		f.cache.Apply(us[:n]...)
+		us = us[n:]
+	}
+}
+
+func (f *typhaFeed) event(w startneeds.Watch, typ watch.EventType, o *metav1.PartialObjectMetadata) {
+	kind, k := w.String(), objectKey(o)
+	u := typha.Update{Kind: kind, Key: k, Revision: o.ResourceVersion, Deleted: typ == watch.Deleted}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := f.keys[kind]
+	if keys == nil {
+		keys = map[string]string{}
+		f.keys[kind] = keys
+	}
+	if u.Deleted {
+		delete(keys, k)
+	} else {
+		keys[k] = u.Revision
+	}
+	f.cache.Apply(u)
+}
+
+// isTypha says whether a container runs Typha's image.
+func isTypha(c corev1.Container) bool { return registry.Repository(c.Image) == typhaRepo }
