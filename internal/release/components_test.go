@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/winkube/winkube/internal/cli"
+	"github.com/winkube/winkube/internal/incluster"
 	"github.com/winkube/winkube/internal/release"
 	"github.com/winkube/winkube/internal/testenv"
 )
@@ -140,10 +140,9 @@ func TestComponentsCarryTheGeneratedManifests(t *testing.T) {
 	if c.Image != testImage || pod.ServiceAccountName != release.ServiceAccount {
 		t.Errorf("Deployment runs %s as %s", c.Image, pod.ServiceAccountName)
 	}
-	manager, _, err := cli.NewRootCommand().Find([]string{"manager"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The command `winkube manager` runs (cmd/winkube wires it in
+	// internal/cli), built alone: the test need not link the whole CLI.
+	manager := incluster.NewManagerCommand()
 	if err := manager.ParseFlags(c.Args); err != nil {
 		t.Fatalf("winkube manager refuses the Deployment's arguments %v: %v", c.Args, err)
 	}
