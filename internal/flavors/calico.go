@@ -221,7 +221,7 @@ func (b *builder) calicoConfig() *corev1.ConfigMap {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: calicoConfigName, Namespace: addonNamespace},
 		Data: map[string]string{
-			"typha_service_name": b.typhaService(), "calico_backend": "vxlan", "veth_mtu": fmt.Sprint(OverlayMTU),
+			"typha_service_name": calicoTyphaName, "calico_backend": "vxlan", "veth_mtu": fmt.Sprint(OverlayMTU),
 			"cni_network_config": cniTemplate(cni),
 		},
 	}
@@ -329,9 +329,7 @@ func (b *builder) calicoLinux() []runtime.Object {
 		},
 	}
 	objs = append(objs, daemonSet("calico-node", linuxOSLabel, pod))
-	if !b.o.CalicoWithoutTypha {
-		objs = append(objs, b.calicoTypha()...)
-	}
+	objs = append(objs, b.calicoTypha()...)
 	return append(objs, b.calicoKubeControllers()...)
 }
 
@@ -538,7 +536,7 @@ func (b *builder) calicoWindows() []runtime.Object {
 	// addresses, not the ClusterIP (typha/pkg/discovery/discovery.go,
 	// Calico v3.30.7), so it reaches Typha before kube-proxy-windows has
 	// programmed any Service.
-	nodeEnv = append(nodeEnv, env("FELIX_TYPHAK8SNAMESPACE", addonNamespace, "FELIX_TYPHAK8SSERVICENAME", b.typhaService())...)
+	nodeEnv = append(nodeEnv, env("FELIX_TYPHAK8SNAMESPACE", addonNamespace, "FELIX_TYPHAK8SSERVICENAME", calicoTyphaName)...)
 	nodeEnv = append(nodeEnv, env("VXLAN_VNI", fmt.Sprint(VXLANVNI), "VXLAN_ADAPTER", "", "CALICO_MANAGE_CNI", "true",
 		"KUBE_NETWORK", "Calico.*", "FELIX_VXLANMTU", fmt.Sprint(OverlayMTU), "FELIX_WIREGUARDMTU", fmt.Sprint(OverlayMTU), "CALICO_NETWORKING_BACKEND", "vxlan",
 		"IP", "autodetect", "IP_AUTODETECTION_METHOD", "first-found", "IP6", "none", "FELIX_IPV6SUPPORT", "false")...)

@@ -105,14 +105,6 @@ type Options struct {
 	// the manifest's DefaultTyphaReplicas. TyphaReplicas gives what the
 	// tigera operator would run for a cluster's size.
 	CalicoTyphaReplicas int32
-	// CalicoWithoutTypha renders Calico as calico-vxlan.yaml ships it: no
-	// Typha objects and typha_service_name "none", so each Felix lists
-	// and watches the API server itself. The local world sets it, because
-	// Felix finds Typha through the Endpoints of a host-network Service,
-	// and the world's node addresses are loopback addresses, which the API
-	// server refuses in Endpoints and EndpointSlices: Felix would never
-	// find one. A clusterctl template always ships Typha.
-	CalicoWithoutTypha bool
 }
 
 // Defaults fills what has a sensible default.

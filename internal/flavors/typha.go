@@ -82,13 +82,3 @@ func TyphaReplicas(nodes, linuxNodes int) int {
 	}
 	return max(min(n, linuxNodes), 1)
 }
-
-// typhaService is the Service Felix finds Typha by, or "none" (Felix's
-// value for no Typha, as calico-vxlan.yaml's calico-config has it) when
-// the flavor runs without one.
-func (b *builder) typhaService() string {
-	if b.o.CalicoWithoutTypha {
-		return "none"
-	}
-	return calicoTyphaName
-}

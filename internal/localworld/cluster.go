@@ -74,20 +74,17 @@ func (w *World) CreateCluster(ctx context.Context) error {
 }
 
 // ClusterOptions are the flavor options of the world's cluster, with the
-// SSH key of user capi. Its Calico runs without Typha
-// (flavors.Options.CalicoWithoutTypha): Felix finds Typha through the
-// Endpoints of its host-network Service, and this world's node addresses
-// are loopback addresses, which kube-apiserver refuses in Endpoints and
-// EndpointSlices ("may not be in the loopback range", kubernetes v1.36.3
-// pkg/apis/core/validation/validation.go ValidateNonSpecialIP), so no
-// Felix would ever find one.
+// SSH key of user capi. Calico's Typha runs as many replicas as the tigera
+// operator, which CAPZ installs Calico with, would scale it to for the
+// world's nodes, so a world measures what a CAPZ cluster of its size runs.
 func (o Options) ClusterOptions(sshPublicKey string) flavors.Options {
+	linux := int(o.ControlPlaneNodes + o.LinuxNodes)
 	return flavors.Options{
 		ClusterName: o.Name, Namespace: namespace, KubernetesVersion: o.KubernetesVersion, WindowsVersion: o.WindowsVersion,
 		ControlPlaneNodes: o.ControlPlaneNodes, LinuxNodes: o.LinuxNodes, WindowsNodes: o.WindowsNodes,
 		Location: "westeurope", SubscriptionID: Subscription, SSHPublicKey: sshPublicKey, IdentityName: identityName(o.Name),
 		MetricsServer: o.MetricsServer, AzureDiskCSI: o.AzureDiskCSI,
-		CalicoWithoutTypha: true,
+		CalicoTyphaReplicas: int32(flavors.TyphaReplicas(linux+int(o.WindowsNodes), linux)),
 	}
 }
 

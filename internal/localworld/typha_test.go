@@ -1,42 +1,28 @@
 package localworld_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/localworld"
-	"github.com/winkube/winkube/internal/scheme"
 )
 
-// TestWorldRunsCalicoWithoutTypha: the world's nodes have loopback
-// addresses, which kube-apiserver refuses in Endpoints and EndpointSlices,
-// so a host-network Typha would have no endpoints and no Felix would find
-// it (the 1+1+2 world's Linux calico-node stayed not Ready, "Typha
-// discovery enabled but discovery failed"). The world's Calico therefore
-// runs as calico-vxlan.yaml ships it; the same options for Azure ship
-// Typha.
-func TestWorldRunsCalicoWithoutTypha(t *testing.T) {
-	o := localworld.Options{Name: "w", Flavor: flavors.Windows, KubernetesVersion: "v1.36.3",
-		ControlPlaneNodes: 1, LinuxNodes: 1, WindowsNodes: 2}
-	render := func(fo flavors.Options) string {
-		objs, err := flavors.Generate(o.Flavor, fo)
-		if err != nil {
-			t.Fatal(err)
+// TestWorldRunsTheOperatorsTyphas: a world's Calico runs as many Typhas as
+// the tigera operator scales to for its nodes (flavors.TyphaReplicas), the
+// count CAPZ's clusters of that size run, not the manifest's fixed 1.
+func TestWorldRunsTheOperatorsTyphas(t *testing.T) {
+	for _, c := range []struct {
+		cp, linux, windows int32
+		want               int32
+	}{
+		{1, 1, 2, 2}, {1, 100, 400, 4}, {1, 200, 800, 7}, {1, 0, 0, 1},
+		// One Linux node to run Typha on.
+		{1, 0, 4, 1},
+	} {
+		o := localworld.Options{Name: "w", Flavor: flavors.Windows, KubernetesVersion: "v1.36.3",
+			ControlPlaneNodes: c.cp, LinuxNodes: c.linux, WindowsNodes: c.windows}
+		if got := o.ClusterOptions("ssh-ed25519 AAAA").CalicoTyphaReplicas; got != c.want {
+			t.Errorf("%d+%d+%d: %d Typha replicas, want %d", c.cp, c.linux, c.windows, got, c.want)
 		}
-		y, err := flavors.YAML(scheme.New(), objs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(y)
-	}
-	world := o.ClusterOptions("ssh-ed25519 AAAA")
-	got := render(world)
-	if strings.Contains(got, "name: calico-typha") || !strings.Contains(got, "typha_service_name: none") {
-		t.Errorf("the world's flavor ships Typha (CalicoWithoutTypha %v)", world.CalicoWithoutTypha)
-	}
-	world.CalicoWithoutTypha = false
-	if azure := render(world); !strings.Contains(azure, "name: calico-typha") || strings.Contains(azure, "typha_service_name: none") {
-		t.Error("the flavor without the world's setting ships no Typha")
 	}
 }
