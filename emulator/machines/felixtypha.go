@@ -24,10 +24,30 @@ import (
 // Service that is not empty or "none" (felix/config/config_params.go,
 // v3.30.7). A container whose spec does not name the variable runs
 // without Typha and costs no resolution.
+//
+// The session starts with the first of the pod's containers that is the
+// component (calico-node-windows's install-cni, before its felix
+// container): the environment is the one of the component's container
+// that names the variable, Felix's.
 func felixTyphaService(wc *workloadCluster, endpoint string, comp *startneeds.Component, pod *corev1.Pod, c corev1.Container, logf func(string, ...any)) (svc, ns string, ok bool) {
 	tc := comp.Typha
-	if tc == nil || !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == tc.ServiceEnv }) {
+	if tc == nil {
 		return "", "", false
+	}
+	names := func(c corev1.Container) bool {
+		return slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == tc.ServiceEnv })
+	}
+	if !names(c) {
+		found := false
+		for _, other := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+			if f := catalog().Find(comp.OS, other); f != nil && f.Name == comp.Name && names(other) {
+				c, found = other, true
+				break
+			}
+		}
+		if !found {
+			return "", "", false
+		}
 	}
 	admin, err := kubernetes.NewForConfig(wc.viaEndpoint(endpoint))
 	if err != nil {

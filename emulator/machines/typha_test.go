@@ -300,8 +300,17 @@ func TestFelixViaTypha(t *testing.T) {
 		if felixB == nil {
 			t.Skip("no Typha on node b: an earlier subtest failed")
 		}
-		p := w.pod(t, ctx, "calico-node-windows-b", b, "calico-node", corev1.Container{Name: "felix", Image: "docker.io/calico/node-windows:v3.30.7",
-			Env: []corev1.EnvVar{{Name: "FELIX_TYPHAK8SSERVICENAME", Value: "calico-typha"}, {Name: "FELIX_TYPHAK8SNAMESPACE", Value: w.ns}}})
+		// Its install-cni (the same component) starts first, without
+		// Felix's variables: the session is Felix's all the same.
+		p, err := w.cs.CoreV1().Pods(w.ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "calico-node-windows-b"},
+			Spec: corev1.PodSpec{NodeName: b, ServiceAccountName: "calico-node", HostNetwork: true, Containers: []corev1.Container{
+				{Name: "install-cni", Image: "docker.io/calico/cni-windows:v3.30.7"},
+				{Name: "felix", Image: "docker.io/calico/node-windows:v3.30.7",
+					Env: []corev1.EnvVar{{Name: "FELIX_TYPHAK8SSERVICENAME", Value: "calico-typha"}, {Name: "FELIX_TYPHAK8SNAMESPACE", Value: w.ns}}},
+			}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := rt.StartWindowsComponents(b, p); err != nil {
 			t.Fatal(err)
 		}
