@@ -90,7 +90,7 @@ type typhaFelix struct {
 // loop, and our pause before runit's restart.
 const felixConfigLoopPause = time.Second
 
-func (r *Runtime) startFelixViaTypha(m *machine, comp *startneeds.Component, cfg *rest.Config, svc, ns string, logf func(string, ...any)) *typhaFelix {
+func (r *Runtime) startFelixViaTypha(m *machine, wc *workloadCluster, comp *startneeds.Component, cfg *rest.Config, svc, ns string, logf func(string, ...any)) *typhaFelix {
 	rc := rest.CopyConfig(cfg)
 	if comp.Client.QPS > 0 {
 		rc.QPS = comp.Client.QPS
@@ -104,6 +104,10 @@ func (r *Runtime) startFelixViaTypha(m *machine, comp *startneeds.Component, cfg
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countRequests{rt: rt, n: &f.reads} })
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	cs, err := kubernetes.NewForConfig(rc)
+	var admin kubernetes.Interface
+	if err == nil {
+		admin, err = kubernetes.NewForConfig(wc.viaEndpoint(m.endpoint))
+	}
 	if err != nil {
 		logf("%v", err)
 		f.setWhy(err.Error())
@@ -113,12 +117,12 @@ func (r *Runtime) startFelixViaTypha(m *machine, comp *startneeds.Component, cfg
 	logf("Felix takes its updates from Typha: Service %s/%s", ns, svc)
 	go func() {
 		defer close(f.done)
-		f.run(cs, m.nodeName, svc, ns, comp.Typha.PortName, r.nodeDial(m), logf)
+		f.run(cs, admin, m.nodeName, svc, ns, comp.Typha.PortName, r.nodeDial(m), logf)
 	}()
 	return f
 }
 
-func (f *typhaFelix) run(cs kubernetes.Interface, node, svc, ns, port string, dial func(context.Context, string) (net.Conn, error), logf func(string, ...any)) {
+func (f *typhaFelix) run(cs, admin kubernetes.Interface, node, svc, ns, port string, dial func(context.Context, string) (net.Conn, error), logf func(string, ...any)) {
 	ctx := f.ctx
 	last := ""
 	fail := func(msg string) bool {
@@ -143,7 +147,7 @@ func (f *typhaFelix) run(cs kubernetes.Interface, node, svc, ns, port string, di
 			}
 			continue
 		}
-		addrs, err := typhaAddrs(ctx, cs, ns, svc, port)
+		addrs, err := discoverTyphas(ctx, cs, admin, ns, svc, port)
 		if err != nil {
 			if ctx.Err() != nil || !fail("Typha discovery enabled but discovery failed. error="+err.Error()) {
 				return
@@ -159,7 +163,7 @@ func (f *typhaFelix) run(cs kubernetes.Interface, node, svc, ns, port string, di
 			if c.Attempts() == 0 {
 				return addrs, nil
 			}
-			return typhaAddrs(ctx, cs, ns, svc, port)
+			return discoverTyphas(ctx, cs, admin, ns, svc, port)
 		}
 		f.client.Store(c)
 		err = c.Run(ctx)
