@@ -24,10 +24,30 @@ import (
 // Service that is not empty or "none" (felix/config/config_params.go,
 // v3.30.7). A container whose spec does not name the variable runs
 // without Typha and costs no resolution.
+//
+// The session starts with the first of the pod's containers that is the
+// component (calico-node-windows's install-cni, before its felix
+// container): the environment is the one of the component's container
+// that names the variable, Felix's.
 func felixTyphaService(wc *workloadCluster, endpoint string, comp *startneeds.Component, pod *corev1.Pod, c corev1.Container, logf func(string, ...any)) (svc, ns string, ok bool) {
 	tc := comp.Typha
-	if tc == nil || !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == tc.ServiceEnv }) {
+	if tc == nil {
 		return "", "", false
+	}
+	names := func(c corev1.Container) bool {
+		return slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == tc.ServiceEnv })
+	}
+	if !names(c) {
+		found := false
+		for _, other := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+			if f := catalog().Find(comp.OS, other); f != nil && f.Name == comp.Name && names(other) {
+				c, found = other, true
+				break
+			}
+		}
+		if !found {
+			return "", "", false
+		}
 	}
 	admin, err := kubernetes.NewForConfig(wc.viaEndpoint(endpoint))
 	if err != nil {
@@ -70,7 +90,7 @@ type typhaFelix struct {
 // loop, and our pause before runit's restart.
 const felixConfigLoopPause = time.Second
 
-func (r *Runtime) startFelixViaTypha(m *machine, comp *startneeds.Component, cfg *rest.Config, svc, ns string, logf func(string, ...any)) *typhaFelix {
+func (r *Runtime) startFelixViaTypha(m *machine, wc *workloadCluster, comp *startneeds.Component, cfg *rest.Config, svc, ns string, logf func(string, ...any)) *typhaFelix {
 	rc := rest.CopyConfig(cfg)
 	if comp.Client.QPS > 0 {
 		rc.QPS = comp.Client.QPS
@@ -84,6 +104,10 @@ func (r *Runtime) startFelixViaTypha(m *machine, comp *startneeds.Component, cfg
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countRequests{rt: rt, n: &f.reads} })
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	cs, err := kubernetes.NewForConfig(rc)
+	var admin kubernetes.Interface
+	if err == nil {
+		admin, err = kubernetes.NewForConfig(wc.viaEndpoint(m.endpoint))
+	}
 	if err != nil {
 		logf("%v", err)
 		f.setWhy(err.Error())
@@ -93,12 +117,12 @@ func (r *Runtime) startFelixViaTypha(m *machine, comp *startneeds.Component, cfg
 	logf("Felix takes its updates from Typha: Service %s/%s", ns, svc)
 	go func() {
 		defer close(f.done)
-		f.run(cs, m.nodeName, svc, ns, comp.Typha.PortName, r.nodeDial(m), logf)
+		f.run(cs, admin, m.nodeName, svc, ns, comp.Typha.PortName, r.nodeDial(m), logf)
 	}()
 	return f
 }
 
-func (f *typhaFelix) run(cs kubernetes.Interface, node, svc, ns, port string, dial func(context.Context, string) (net.Conn, error), logf func(string, ...any)) {
+func (f *typhaFelix) run(cs, admin kubernetes.Interface, node, svc, ns, port string, dial func(context.Context, string) (net.Conn, error), logf func(string, ...any)) {
 	ctx := f.ctx
 	last := ""
 	fail := func(msg string) bool {
@@ -123,7 +147,7 @@ func (f *typhaFelix) run(cs kubernetes.Interface, node, svc, ns, port string, di
 			}
 			continue
 		}
-		addrs, err := typhaAddrs(ctx, cs, ns, svc, port)
+		addrs, err := discoverTyphas(ctx, cs, admin, ns, svc, port)
 		if err != nil {
 			if ctx.Err() != nil || !fail("Typha discovery enabled but discovery failed. error="+err.Error()) {
 				return
@@ -139,7 +163,7 @@ func (f *typhaFelix) run(cs kubernetes.Interface, node, svc, ns, port string, di
 			if c.Attempts() == 0 {
 				return addrs, nil
 			}
-			return typhaAddrs(ctx, cs, ns, svc, port)
+			return discoverTyphas(ctx, cs, admin, ns, svc, port)
 		}
 		f.client.Store(c)
 		err = c.Run(ctx)

@@ -84,7 +84,7 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, comp *startneeds
 	}
 	var state componentState
 	if svc, ns, ok := felixTyphaService(wc, m.endpoint, comp, pod, c, logf); ok {
-		state = r.startFelixViaTypha(m, comp, cfg, svc, ns, logf)
+		state = r.startFelixViaTypha(m, wc, comp, cfg, svc, ns, logf)
 	} else if state, err = r.startOwnSession(m, comp, cfg, logf); err != nil {
 		logf("%v", err)
 		return

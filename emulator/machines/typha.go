@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -130,7 +132,7 @@ func (r *Runtime) runTypha(ctx context.Context, m *machine, wc *workloadCluster,
 		sessions = append(sessions, sess)
 	}
 	if setting("TYPHA_CONNECTIONREBALANCINGMODE") == "kubernetes" {
-		count := typhaCounter(cfg, setting("TYPHA_K8SNAMESPACE"), setting("TYPHA_K8SSERVICENAME"), setting("TYPHA_K8SPORTNAME"), caches[typha.SyncerFelix])
+		count := typhaCounter(cfg, admin, setting("TYPHA_K8SNAMESPACE"), setting("TYPHA_K8SSERVICENAME"), setting("TYPHA_K8SPORTNAME"), caches[typha.SyncerFelix])
 		go srv.Rebalance(ctx, count)
 	}
 	logf("Typha serving %d syncers on %s (health on %s)", len(caches), l.Addr(), hl.Addr())
@@ -167,7 +169,7 @@ func (r *Runtime) startTypha(ctx context.Context, m *machine, pod *corev1.Pod, c
 // ready addresses of the Service's Endpoints that have Typha's port, read
 // with Typha's own token; the node count comes from its Felix cache
 // (typha/pkg/calc/node_counter.go), with no API call.
-func typhaCounter(cfg *rest.Config, ns, svc, portName string, felix *typha.Cache) func(context.Context) (int, int, error) {
+func typhaCounter(cfg *rest.Config, admin kubernetes.Interface, ns, svc, portName string, felix *typha.Cache) func(context.Context) (int, int, error) {
 	rc := rest.CopyConfig(cfg)
 	rc.WarningHandler = rest.NoWarnings{} // v1 Endpoints' deprecation warning, which Typha's client-go logs once
 	cs, err := kubernetes.NewForConfig(rc)
@@ -175,7 +177,7 @@ func typhaCounter(cfg *rest.Config, ns, svc, portName string, felix *typha.Cache
 		if err != nil {
 			return 0, 0, err
 		}
-		addrs, err := typhaAddrs(ctx, cs, ns, svc, portName)
+		addrs, err := discoverTyphas(ctx, cs, admin, ns, svc, portName)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -216,10 +218,91 @@ func typhaAddrs(ctx context.Context, cs kubernetes.Interface, ns, svc, portName 
 		}
 	}
 	if len(out) == 0 {
-		// Typha's ErrServiceNotReady, worded as it logs it.
-		return nil, errors.New("Kubernetes service missing IP or port")
+		return nil, errNoTypha
 	}
 	return out, nil
+}
+
+// errNoTypha is Typha's ErrServiceNotReady, worded as it logs it.
+var errNoTypha = errors.New("Kubernetes service missing IP or port")
+
+// discoverTyphas is typhaAddrs with own (the component's token), and,
+// where the Endpoints have no ready address, the ready pods the Service
+// selects whose address is a loopback one, read with admin (the
+// runtime's). The local world's nodes have loopback addresses, so a
+// host-network pod's IP is one, and the API server refuses those in
+// Endpoints and EndpointSlices ("may not be in the loopback range"): the
+// endpoints controllers never write a Typha of this world, where on
+// Azure they would write its node's private address. The runtime stands
+// in for them, as kube-proxy's cluster does for the kubernetes Service
+// (kubeproxy.Cluster.SetAPIServer); the component's own request, and its
+// rights, are still the GET of the Endpoints.
+func discoverTyphas(ctx context.Context, own, admin kubernetes.Interface, ns, svc, portName string) ([]typha.Addr, error) {
+	addrs, err := typhaAddrs(ctx, own, ns, svc, portName)
+	if !errors.Is(err, errNoTypha) || admin == nil {
+		return addrs, err
+	}
+	if more, lerr := loopbackTyphas(ctx, admin, ns, svc, portName); lerr == nil && len(more) > 0 {
+		return more, nil
+	}
+	return nil, err
+}
+
+// loopbackTyphas are the ready pods of the Service's selector with a
+// loopback pod IP, on the target port of its port named portName, as the
+// endpoints controller would list them (kubernetes
+// pkg/controller/endpoint/endpoints_controller.go: ready, not being
+// deleted, the port resolved by name from the pod's containers).
+func loopbackTyphas(ctx context.Context, admin kubernetes.Interface, ns, svc, portName string) ([]typha.Addr, error) {
+	s, err := admin.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{})
+	if err != nil || len(s.Spec.Selector) == 0 {
+		return nil, err
+	}
+	var target *corev1.ServicePort
+	for i := range s.Spec.Ports {
+		if s.Spec.Ports[i].Name == portName {
+			target = &s.Spec.Ports[i]
+		}
+	}
+	if target == nil {
+		return nil, nil
+	}
+	pods, err := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(s.Spec.Selector).String()})
+	if err != nil {
+		return nil, err
+	}
+	var out []typha.Addr
+	for _, p := range pods.Items {
+		ip, perr := netip.ParseAddr(p.Status.PodIP)
+		if perr != nil || !ip.IsLoopback() || p.DeletionTimestamp != nil || !podReady(&p) {
+			continue
+		}
+		port := int32(target.TargetPort.IntValue())
+		if target.TargetPort.Type == intstr.String {
+			port = 0
+			for _, c := range p.Spec.Containers {
+				for _, cp := range c.Ports {
+					if cp.Name == target.TargetPort.StrVal {
+						port = cp.ContainerPort
+					}
+				}
+			}
+		}
+		if port == 0 {
+			continue
+		}
+		out = append(out, typha.Addr{Addr: net.JoinHostPort(ip.String(), strconv.Itoa(int(port))), NodeName: p.Spec.NodeName})
+	}
+	return out, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // resolvedEnv is the container's environment as the kubelet gives it.

@@ -252,12 +252,14 @@ func TestFelixViaTypha(t *testing.T) {
 		})
 	})
 
+	var typhaB *corev1.Pod
+	var hostB netip.Addr
 	t.Run("one of two Typhas deleted", func(t *testing.T) {
 		if felixB == nil {
 			t.Skip("no Felix on node b: the previous subtest failed")
 		}
-		typhaB := w.typhaPod(t, ctx, "calico-typha-b", b)
-		hostB, _ := runTypha(top, b, typhaB) // it serves the next subtest too
+		typhaB = w.typhaPod(t, ctx, "calico-typha-b", b)
+		hostB, _ = runTypha(top, b, typhaB) // it serves the next subtests too
 		poll.Until(t, time.Minute, func() string {
 			if code, body := typhaReadiness(hostB); code != http.StatusOK {
 				return fmt.Sprintf("Typha b's readiness answers %d %q", code, body)
@@ -300,8 +302,17 @@ func TestFelixViaTypha(t *testing.T) {
 		if felixB == nil {
 			t.Skip("no Typha on node b: an earlier subtest failed")
 		}
-		p := w.pod(t, ctx, "calico-node-windows-b", b, "calico-node", corev1.Container{Name: "felix", Image: "docker.io/calico/node-windows:v3.30.7",
-			Env: []corev1.EnvVar{{Name: "FELIX_TYPHAK8SSERVICENAME", Value: "calico-typha"}, {Name: "FELIX_TYPHAK8SNAMESPACE", Value: w.ns}}})
+		// Its install-cni (the same component) starts first, without
+		// Felix's variables: the session is Felix's all the same.
+		p, err := w.cs.CoreV1().Pods(w.ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "calico-node-windows-b"},
+			Spec: corev1.PodSpec{NodeName: b, ServiceAccountName: "calico-node", HostNetwork: true, Containers: []corev1.Container{
+				{Name: "install-cni", Image: "docker.io/calico/cni-windows:v3.30.7"},
+				{Name: "felix", Image: "docker.io/calico/node-windows:v3.30.7",
+					Env: []corev1.EnvVar{{Name: "FELIX_TYPHAK8SSERVICENAME", Value: "calico-typha"}, {Name: "FELIX_TYPHAK8SNAMESPACE", Value: w.ns}}},
+			}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := rt.StartWindowsComponents(b, p); err != nil {
 			t.Fatal(err)
 		}
@@ -321,5 +332,23 @@ func TestFelixViaTypha(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "nothing routes Service IPs") {
 			t.Errorf("node b's kube-proxy runs (a Service IP answered %v): the test shows nothing of Typha before kube-proxy", err)
 		}
+	})
+
+	// The local world's node addresses are loopback ones, which the API
+	// server refuses in Endpoints: the endpoints controllers leave a
+	// Service of host-network pods without addresses. Felix then finds
+	// the ready Typha pods as the controller would have listed them.
+	t.Run("Typha at a loopback node address", func(t *testing.T) {
+		if typhaB == nil {
+			t.Skip("no Typha on node b: an earlier subtest failed")
+		}
+		w.typhaEndpoints(t, ctx, nil, nil)
+		typhaB.Status.PodIP, typhaB.Status.PodIPs = hostB.String(), []corev1.PodIP{{IP: hostB.String()}}
+		typhaB.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		if _, err := w.cs.CoreV1().Pods(w.ns).UpdateStatus(ctx, typhaB, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := w.felixWithTypha(t, ctx, "calico-node-a2", a)
+		poll.Until(t, time.Minute, func() string { return felixSynced(a, p) })
 	})
 }

@@ -53,7 +53,7 @@ func TestCatalogIsWellFormed(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"calico-node", "calico-node-windows", "calico-kube-controllers", "kube-flannel", "kube-proxy (Windows)",
+	for _, want := range []string{"calico-node", "calico-node-windows", "calico-typha", "calico-kube-controllers", "kube-flannel", "kube-proxy (Windows)",
 		"cloud-controller-manager", "cloud-node-manager", "cloud-node-manager (Windows)"} {
 		if !names[want] {
 			t.Errorf("no component %s", want)
