@@ -101,7 +101,7 @@ func (r *Runtime) startFelixViaTypha(m *machine, wc *workloadCluster, comp *star
 	rc.WarningHandler = rest.NoWarnings{}
 	f := &typhaFelix{done: make(chan struct{})}
 	f.setWhy("starting")
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countRequests{rt: rt, n: &f.reads} })
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return startneeds.CountRequests(rt, &f.reads) })
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	cs, err := kubernetes.NewForConfig(rc)
 	var admin kubernetes.Interface
@@ -212,15 +212,4 @@ func (f *typhaFelix) Reads() int64          { return f.reads.Load() }
 func (f *typhaFelix) Stop() {
 	f.cancel()
 	<-f.done
-}
-
-// countRequests counts what a component sends to the API server.
-type countRequests struct {
-	rt http.RoundTripper
-	n  *atomic.Int64
-}
-
-func (c countRequests) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.n.Add(1)
-	return c.rt.RoundTrip(r)
 }

@@ -193,6 +193,12 @@ func StartSession(cfg SessionConfig) (*Session, error) {
 	return s, nil
 }
 
+// CountRequests wraps rt to add one to n for each request it sends: a
+// component's own requests, as its sessions count them.
+func CountRequests(rt http.RoundTripper, n *atomic.Int64) http.RoundTripper {
+	return countingTransport{rt: rt, n: n}
+}
+
 type countingTransport struct {
 	rt http.RoundTripper
 	n  *atomic.Int64
