@@ -296,12 +296,20 @@ func deleteObject(obj client.Object) apiChange {
 		if err := env.Client.Delete(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
-		poll.Until(t, 30*time.Second, func() string {
-			err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
+		// A CRD goes only once the API server's finalizer has deleted its
+		// instances. It checks for them every 5 s for up to a minute, and
+		// retries a failed round with its queue's backoff
+		// (kubernetes/kubernetes v1.36.3, staging/src/k8s.io/
+		// apiextensions-apiserver/pkg/controller/finalizer/crd_finalizer.go,
+		// deleteInstances): 30 s was once too short on a loaded machine.
+		// What the API server says of the deletion is in the message.
+		poll.Until(t, 2*time.Minute, func() string {
+			cur := obj.DeepCopyObject().(client.Object)
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur)
 			if apierrors.IsNotFound(err) {
 				return ""
 			}
-			return fmt.Sprintf("%s still there: %v", obj.GetName(), err)
+			return fmt.Sprintf("%s still there (%v): %s", obj.GetName(), err, deletionState(cur))
 		})
 		return func() {
 			saved.SetResourceVersion("")
@@ -315,6 +323,23 @@ func deleteObject(obj client.Object) apiChange {
 			}
 		}
 	}
+}
+
+// deletionState is what an object being deleted says of it: its
+// finalizers and, for a CRD, its Terminating condition.
+func deletionState(obj client.Object) string {
+	state := fmt.Sprintf("finalizers %v", obj.GetFinalizers())
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return state
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Terminating" {
+			state += fmt.Sprintf("; Terminating=%v %v: %v", m["status"], m["reason"], m["message"])
+		}
+	}
+	return state
 }
 
 func crd(plural string) client.Object {
