@@ -79,13 +79,30 @@ func TestMissingBinariesAreAClearError(t *testing.T) {
 	}
 }
 
-// A package's webhook manager watches through its cache while the tests
-// run; Stop must still stop the API server, not wait out envtest's stop
-// timeout and kill it (which Stop reports as an error).
-func TestStopEndsTheWebhookManager(t *testing.T) {
+// Stop kills the API server rather than waiting out its graceful
+// shutdown, while a package's webhook manager still watches through its
+// cache. The kill must find the process (envtest names its cert dir in the
+// arguments as this package expects, or Stop silently takes the slow way
+// again); Stop must end the webhook manager first (or the API server waits
+// for its watches and envtest waits out its stop timeout and kills it,
+// which Stop reports as an error), and must still end both processes and
+// remove etcd's data. One control plane serves both checks: a start costs
+// more than either.
+func TestStopEndsTheWebhookManagerAndKillsTheAPIServer(t *testing.T) {
 	e, err := testenv.Start(testenv.Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	arg := "--cert-dir=" + e.Environment.ControlPlane.GetAPIServer().CertDir
+	pid := testenv.ChildWithArg("kube-apiserver", arg)
+	if pid == 0 {
+		_ = e.Stop()
+		t.Fatalf("no child kube-apiserver with %s: Stop cannot kill it", arg)
+	}
+	etcdData := e.Environment.ControlPlane.Etcd.DataDir
+	if etcdData == "" {
+		_ = e.Stop()
+		t.Fatal("envtest did not say where etcd keeps its data")
 	}
 	synced := make(chan error, 1)
 	err = e.ServeWebhooks(func(mgr ctrl.Manager) error {
@@ -107,31 +124,6 @@ func TestStopEndsTheWebhookManager(t *testing.T) {
 	}
 	if err := e.Stop(); err != nil {
 		t.Fatalf("stopping the control plane while the webhook manager watches: %v", err)
-	}
-}
-
-// Stop kills the API server rather than waiting out its graceful
-// shutdown; the kill must find the process (envtest names its cert dir in
-// the arguments as this package expects, or Stop silently takes the slow
-// way again), and Stop must still end both processes without an error.
-func TestStopKillsTheAPIServerItStarted(t *testing.T) {
-	e, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	arg := "--cert-dir=" + e.Environment.ControlPlane.GetAPIServer().CertDir
-	pid := testenv.ChildWithArg("kube-apiserver", arg)
-	if pid == 0 {
-		_ = e.Stop()
-		t.Fatalf("no child kube-apiserver with %s: Stop cannot kill it", arg)
-	}
-	etcdData := e.Environment.ControlPlane.Etcd.DataDir
-	if etcdData == "" {
-		_ = e.Stop()
-		t.Fatal("envtest did not say where etcd keeps its data")
-	}
-	if err := e.Stop(); err != nil {
-		t.Fatalf("Stop: %v", err)
 	}
 	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); !os.IsNotExist(err) {
 		t.Errorf("kube-apiserver %d is still there after Stop (%v)", pid, err)
