@@ -10,9 +10,9 @@ import (
 // under emulator/ imports winkube's own packages; and the provider runs on
 // real Azure without the simulation, so internal/ reaches emulator/ only
 // where it wires the local world (the CLI's up, emulator and images
-// commands, the local world, and the Azure services' test helper). The
-// packages both import (windowslimits, dotted, kubeletflags, namedwatch,
-// localports) import neither.
+// commands, the local world and what its bring-up leaves, and the Azure
+// services' test helper). The packages both import (windowslimits, dotted,
+// kubeletflags, namedwatch, localports) import neither.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/winkube/winkube/...").Output()
 	if err != nil {
@@ -23,6 +23,8 @@ func TestImportRules(t *testing.T) {
 		mod + "internal/cli":             true,
 		mod + "internal/localworld":      true,
 		mod + "internal/azure/azuretest": true,
+		// Where a world's machines keep their logs (their disks).
+		mod + "internal/localworld/bringup": true,
 	}
 	// Facts both sides read (the Windows pod limits, the order of versions)
 	// and the mechanisms both use (a watch per object name).

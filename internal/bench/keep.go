@@ -6,27 +6,27 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/winkube/winkube/internal/localworld"
+	"github.com/winkube/winkube/internal/localworld/bringup"
 )
 
 // listedLogs bounds how many machines a kept directory's message names:
 // a thousand-node world's list would bury the error above it.
 const listedLogs = 10
 
-// finishState removes the scratch state directory of a run that
+// KeepState removes the scratch state directory of a run that
 // completed. A run that failed keeps it: the world is stopped by then and
 // its machines' disks hold what went wrong (a node that never became
 // Ready could not be examined once its directory was gone), so the error
 // says where it is and which logs to read, those of the nodes named
 // notReady first.
-func finishState(dir string, notReady []string, err error) error {
+func KeepState(dir string, notReady []string, err error) error {
 	if err == nil {
 		return os.RemoveAll(dir)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "the world's state is kept in %s (remove it when done): each machine's folder in %s holds the machine runtime's events for it (its boot log) and its node's kubelet log",
 		dir, filepath.Join(dir, "machines"))
-	picked, matched := pickLogs(localworld.MachineLogs(dir), notReady)
+	picked, matched := pickLogs(bringup.MachineLogs(dir), notReady)
 	switch {
 	case len(picked) == 0:
 		b.WriteString("; no machine wrote any")
@@ -55,8 +55,8 @@ func orNone(p string) string {
 // pickLogs are the machines whose kubelet registered one of the nodes
 // not Ready (matched), or, when none did (no node was named, or none of
 // theirs logged), every machine, those whose kubelet never started first.
-func pickLogs(logs []localworld.MachineLog, notReady []string) (picked []localworld.MachineLog, matched bool) {
-	var named, noKubelet, rest []localworld.MachineLog
+func pickLogs(logs []bringup.MachineLog, notReady []string) (picked []bringup.MachineLog, matched bool) {
+	var named, noKubelet, rest []bringup.MachineLog
 	for _, l := range logs {
 		switch {
 		case registeredOneOf(l.Kubelet, notReady):

@@ -1,13 +1,11 @@
 package bench
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // writeLog writes a log file of a fake machine's disk, at the host path
@@ -30,11 +28,11 @@ const (
 	linuxEvents    = "var/log/cloud-init-output.log"
 )
 
-// TestFinishStateKeepsFailedRun: a run that failed keeps its state
+// TestKeepStateKeepsFailedRun: a run that failed keeps its state
 // directory, and its error still says what failed, then where the
 // directory is and the logs of the node that never became Ready; a run
 // that completed leaves nothing behind.
-func TestFinishStateKeepsFailedRun(t *testing.T) {
+func TestKeepStateKeepsFailedRun(t *testing.T) {
 	dir := t.TempDir()
 	writeLog(t, dir, "bench-bench-md-win-a", windowsEvents, "booting\n")
 	writeLog(t, dir, "bench-bench-md-win-a", windowsKubelet, "Successfully registered node bench-win-a (windows/amd64, Windows Server 2022 Datacenter)\n")
@@ -43,7 +41,7 @@ func TestFinishStateKeepsFailedRun(t *testing.T) {
 	writeLog(t, dir, "bench-bench-md-lin-c", linuxEvents, "joining\n")
 
 	failed := errors.New("cluster bench not ready: nodes Ready 2/3 (not Ready: bench-win-b)")
-	err := finishState(dir, []string{"bench-win-b"}, failed)
+	err := KeepState(dir, []string{"bench-win-b"}, failed)
 	if _, statErr := os.Stat(dir); statErr != nil {
 		t.Fatalf("the failed run's state directory is gone: %v", statErr)
 	}
@@ -63,36 +61,16 @@ func TestFinishStateKeepsFailedRun(t *testing.T) {
 
 	// No node known (the bring-up failed before any registered): every
 	// machine, the one whose kubelet never started first.
-	msg = finishState(dir, nil, failed).Error()
+	msg = KeepState(dir, nil, failed).Error()
 	lin, win := strings.Index(msg, "bench-bench-md-lin-c: events "), strings.Index(msg, "bench-bench-md-win-a:")
 	if lin < 0 || win < 0 || lin > win || !strings.Contains(msg, "kubelet log (none written)") {
 		t.Errorf("want every machine, the one without a kubelet log first:\n%s", msg)
 	}
 
-	if err := finishState(dir, nil, nil); err != nil {
+	if err := KeepState(dir, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, statErr := os.Stat(dir); !os.IsNotExist(statErr) {
 		t.Errorf("a completed run's state directory is still there: %v", statErr)
-	}
-}
-
-// TestMeasureKeepsStateWhenStartFails: a bring-up that fails (here the
-// world cannot start: no control-plane binaries) keeps the scratch
-// directory it made and names it; no world boots.
-func TestMeasureKeepsStateWhenStartFails(t *testing.T) {
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	_, err := Measure(context.Background(), Options{Size: "1+0+1", Bin: t.TempDir(), KubernetesVersion: "v1.36.3",
-		Timeout: time.Minute, Progress: func(string) {}})
-	if err == nil {
-		t.Fatal("a world started without binaries")
-	}
-	kept, _ := filepath.Glob(filepath.Join(tmp, "winkube-bench-*"))
-	if len(kept) != 1 {
-		t.Fatalf("kept state directories %v, want one; error: %v", kept, err)
-	}
-	if !strings.Contains(err.Error(), "the world's state is kept in "+kept[0]) {
-		t.Errorf("the error does not name the kept directory %s:\n%v", kept[0], err)
 	}
 }

@@ -1,7 +1,8 @@
 // Package bench is what `winkube bench` reports of a world's bring-up:
 // the report's figures, the phases and percentiles derived from the
 // cluster's timeline, request and CPU counts, its table, and the pprof
-// profiles it writes, and Measure, which runs the world and fills it in.
+// profiles it writes, and the state a failed run keeps. Package
+// bench/measure runs the world and fills it in.
 package bench
 
 import (
@@ -16,7 +17,7 @@ import (
 	"time"
 
 	"github.com/winkube/winkube/internal/apicallers"
-	"github.com/winkube/winkube/internal/localworld"
+	"github.com/winkube/winkube/internal/localworld/bringup"
 )
 
 // Report is one size's figures: what `winkube bench` prints as a table or
@@ -149,7 +150,7 @@ type Counts struct {
 }
 
 // Timeline turns the cluster's timestamps into the report's phases.
-func (r *Report) Timeline(start time.Time, tl localworld.Timeline) {
+func (r *Report) Timeline(start time.Time, tl bringup.Timeline) {
 	since := func(t time.Time) Seconds {
 		if t.IsZero() {
 			return Seconds(math.NaN())

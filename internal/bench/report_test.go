@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/winkube/winkube/internal/apicallers"
-	"github.com/winkube/winkube/internal/localworld"
+	"github.com/winkube/winkube/internal/localworld/bringup"
 )
 
 // TestPercentilesOf: nearest rank, so a p99 of fewer than a hundred
@@ -94,10 +94,10 @@ func TestParseSize(t *testing.T) {
 func TestTimeline(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	tl := localworld.Timeline{
+	tl := bringup.Timeline{
 		CNIApplied: at(30), FirstControlPlaneReady: at(90),
 		NodesReady: []time.Time{at(90), at(150), at(160), at(200)},
-		Workers: []localworld.WorkerTimes{
+		Workers: []bringup.WorkerTimes{
 			{Created: at(10), BootstrapReady: at(95), VMBooting: at(105), Provisioned: at(107), NodeRegistered: at(120), NodeReady: at(150),
 				CNIPodCreated: at(121), CNIPodScheduled: at(122), CNIPodReady: at(140)},
 			{Created: at(10), BootstrapReady: at(95), VMBooting: at(115), NodeRegistered: at(140), NodeReady: at(160)},
@@ -127,7 +127,7 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("CNI pod Ready %+v, Node after %+v", r.Workers.CNIPodReady, r.Workers.NodeReadyAfter)
 	}
 	var empty Report
-	empty.Timeline(t0, localworld.Timeline{})
+	empty.Timeline(t0, bringup.Timeline{})
 	if !math.IsNaN(float64(empty.Phases.CNIApplied)) || !math.IsNaN(float64(empty.Workers.Ready.P50)) {
 		t.Errorf("an empty timeline: %+v", empty)
 	}
@@ -137,7 +137,7 @@ func TestTimeline(t *testing.T) {
 // says why.
 func TestWriteTable(t *testing.T) {
 	r := Report{Size: "1+1+2", Nodes: 4, LoadAverage: "0.50 0.40 0.30"}
-	r.Timeline(time.Now(), localworld.Timeline{})
+	r.Timeline(time.Now(), bringup.Timeline{})
 	r.Phases.AllNodesReady = 61.25
 	r.APIServer.Error = "no metrics"
 	r.ARM.Top = []Counts{{"PUT virtualMachines", 4}}

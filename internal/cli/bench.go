@@ -13,6 +13,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/winkube/winkube/internal/bench"
+	"github.com/winkube/winkube/internal/bench/measure"
 	"github.com/winkube/winkube/internal/flavors"
 )
 
@@ -64,7 +65,7 @@ func (o *benchOptions) Run(ctx context.Context, out, errOut io.Writer) error {
 	}
 	var reports []*bench.Report
 	for _, s := range o.sizes {
-		r, err := bench.Measure(ctx, bench.Options{Size: s, Bin: b, KubernetesVersion: benchVersion, Timeout: benchTimeout,
+		r, err := measure.Run(ctx, measure.Options{Size: s, Bin: b, KubernetesVersion: benchVersion, Timeout: benchTimeout,
 			Steady: o.steady, ProfileDir: o.profile, Progress: progressPrinter(errOut)})
 		if err != nil {
 			return fmt.Errorf("size %s: %w", s, err)

@@ -27,40 +27,8 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/apicallers"
+	"github.com/winkube/winkube/internal/localworld/bringup"
 )
-
-// Timeline is when the world's cluster reached each step of its bring-up,
-// read from the API objects' own timestamps (which have whole seconds).
-type Timeline struct {
-	// CNIApplied is when Cluster API's ClusterResourceSet had applied the
-	// CNI's DaemonSets to the workload cluster.
-	CNIApplied time.Time
-	// ControlPlaneProvisioned is when the first control-plane VM was
-	// provisioned: its API server starts then.
-	ControlPlaneProvisioned time.Time
-	// FirstControlPlaneReady is when the first control-plane node became Ready.
-	FirstControlPlaneReady time.Time
-	// NodesReady are the times the nodes became Ready, in order.
-	NodesReady []time.Time
-	Workers    []WorkerTimes
-}
-
-// WorkerTimes are one worker machine's steps: its Machine created, its
-// infrastructure (the VM) provisioned, its Node registered, its Node Ready.
-type WorkerTimes struct {
-	Machine string
-	// BootstrapReady is when its bootstrap data (the kubeadm join
-	// configuration) was ready: workers wait for the control plane here.
-	// VMBooting is when the emulator handed the provisioned VM to the
-	// machine runtime; Provisioned when Cluster API saw the infrastructure
-	// ready.
-	Created, BootstrapReady, VMBooting, Provisioned, NodeRegistered, NodeReady time.Time
-	// CNIPodCreated, CNIPodScheduled and CNIPodReady follow the CNI's
-	// DaemonSet pod on the node: created by the DaemonSet controller,
-	// bound by the scheduler, run Ready by the kubelet (the first of them
-	// when the CNI has several DaemonSets for the node's OS).
-	CNIPodCreated, CNIPodScheduled, CNIPodReady time.Time
-}
 
 // bootTimes are when the machine runtime began to boot each machine (by
 // VM name): when Azure would report the VM running.
@@ -87,8 +55,8 @@ func (b *bootTimes) of(machine string) time.Time {
 }
 
 // Timeline reads where the cluster's bring-up spent its time.
-func (w *World) Timeline(ctx context.Context) (Timeline, error) {
-	var tl Timeline
+func (w *World) Timeline(ctx context.Context) (bringup.Timeline, error) {
+	var tl bringup.Timeline
 	ms := &clusterv1.MachineList{}
 	if err := w.Client.List(ctx, ms, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: w.opts.Name}); err != nil {
 		return tl, err
@@ -169,7 +137,7 @@ func (w *World) Timeline(ctx context.Context) (Timeline, error) {
 			}
 			continue
 		}
-		wt := WorkerTimes{Machine: m.Name, Created: m.CreationTimestamp.Time, BootstrapReady: bootstrap, Provisioned: provisioned}
+		wt := bringup.WorkerTimes{Machine: m.Name, Created: m.CreationTimestamp.Time, BootstrapReady: bootstrap, Provisioned: provisioned}
 		if vm := vmName[m.Spec.InfrastructureRef.Name]; vm != "" {
 			wt.VMBooting = w.boots.of(vm)
 		}
@@ -198,7 +166,7 @@ func (w *World) Timeline(ctx context.Context) (Timeline, error) {
 // cniApplied is when the CNI's DaemonSets appeared in the workload
 // cluster: those in the ConfigMaps of the ClusterResourceSets that select
 // clusters by the "cni" label, created there once Cluster API applied them.
-func (w *World) cniApplied(ctx context.Context, cs kubernetes.Interface, tl *Timeline) ([]*appsv1.DaemonSet, error) {
+func (w *World) cniApplied(ctx context.Context, cs kubernetes.Interface, tl *bringup.Timeline) ([]*appsv1.DaemonSet, error) {
 	sets := &addonsv1.ClusterResourceSetList{}
 	if err := w.Client.List(ctx, sets, client.InNamespace(namespace)); err != nil {
 		return nil, err

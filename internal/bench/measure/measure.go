@@ -1,4 +1,7 @@
-package bench
+// Package measure runs what `winkube bench` measures: a world brought up,
+// watched and deleted, its figures filled into a bench.Report. It is apart
+// from package bench so that the report's tests link no world.
+package measure
 
 import (
 	"context"
@@ -7,11 +10,12 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/winkube/winkube/internal/bench"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/localworld"
 )
 
-// Options say what world Measure brings up and how long it watches it.
+// Options say what world Run brings up and how long it watches it.
 type Options struct {
 	// Size is CONTROL-PLANE+LINUX+WINDOWS, as ParseSize reads it.
 	Size string
@@ -27,24 +31,24 @@ type Options struct {
 	Progress   func(string)
 }
 
-// Measure brings up a Windows-flavor world of the size in a scratch state
+// Run brings up a Windows-flavor world of the size in a scratch state
 // directory, waits for every node to be Ready, watches it for Steady,
 // deletes the cluster and reports each phase's time, requests, CPU and
 // memory. A run that fails keeps its state directory and says where.
-func Measure(ctx context.Context, o Options) (_ *Report, err error) {
+func Run(ctx context.Context, o Options) (_ *bench.Report, err error) {
 	size, progress := o.Size, o.Progress
-	n, err := ParseSize(size)
+	n, err := bench.ParseSize(size)
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Size: size, Nodes: int(n[0] + n[1] + n[2]), LoadAverage: LoadAverage()}
+	r := &bench.Report{Size: size, Nodes: int(n[0] + n[1] + n[2]), LoadAverage: bench.LoadAverage()}
 	dir, err := os.MkdirTemp("", "winkube-bench-")
 	if err != nil {
 		return nil, err
 	}
 	var notReady []string
-	defer func() { err = finishState(dir, notReady, err) }()
-	prof := NewProfiler(o.ProfileDir, size)
+	defer func() { err = bench.KeepState(dir, notReady, err) }()
+	prof := bench.NewProfiler(o.ProfileDir, size)
 	defer prof.Stop()
 	self := os.Getpid()
 	cpu0 := localworld.CPUTime(self)
@@ -60,7 +64,7 @@ func Measure(ctx context.Context, o Options) (_ *Report, err error) {
 		return nil, err
 	}
 	defer w.Stop()
-	r.Phases.ManagementPlaneUp = Seconds(time.Since(start).Seconds())
+	r.Phases.ManagementPlaneUp = bench.Seconds(time.Since(start).Seconds())
 	w.Emulator().ResetCounters()
 	mgmtStart, mgmtErr := w.ManagementRequests(ctx)
 	callersStart := w.ManagementRequestsByController()
@@ -74,7 +78,7 @@ func Measure(ctx context.Context, o Options) (_ *Report, err error) {
 		return nil, err
 	}
 	ready := time.Now()
-	r.Phases.AllNodesReady = Seconds(ready.Sub(start).Seconds())
+	r.Phases.AllNodesReady = bench.Seconds(ready.Sub(start).Seconds())
 	prof.StopCPU()
 	if err := prof.Heap(); err != nil {
 		return nil, err
@@ -100,16 +104,16 @@ func Measure(ctx context.Context, o Options) (_ *Report, err error) {
 	}
 	r.Timeline(start, tl)
 	arm := w.Emulator().Counters()
-	r.ARM.Requests = Total(arm)
+	r.ARM.Requests = bench.Total(arm)
 	r.ARM.PerMachine = float64(r.ARM.Requests) / float64(r.Nodes)
-	r.ARM.Top = Top(ToFloat(arm), 8)
+	r.ARM.Top = bench.Top(bench.ToFloat(arm), 8)
 	w.Emulator().ResetCounters()
 	apiUp, err := w.APIRequests(ctx)
 	if err != nil {
 		r.APIServer.Error = err.Error()
 	} else if minutes := ready.Sub(tl.ControlPlaneProvisioned).Minutes(); minutes > 0 && !tl.ControlPlaneProvisioned.IsZero() {
-		r.APIServer.BringUpPerNodeMinute = Sum(apiUp) / float64(r.Nodes) / minutes
-		r.APIServer.Top = Top(apiUp, 8)
+		r.APIServer.BringUpPerNodeMinute = bench.Sum(apiUp) / float64(r.Nodes) / minutes
+		r.APIServer.Top = bench.Top(apiUp, 8)
 	}
 
 	if mgmtErr == nil {
@@ -118,10 +122,10 @@ func Measure(ctx context.Context, o Options) (_ *Report, err error) {
 			for k, v := range mgmtStart {
 				now[k] -= v
 			}
-			r.Management.Requests = Sum(now)
+			r.Management.Requests = bench.Sum(now)
 			r.Management.PerMachine = r.Management.Requests / float64(r.Nodes)
-			r.Management.Top = Top(now, 8)
-			r.Management.ByCaller, r.Management.ByController = Callers(callersStart, w.ManagementRequestsByController(), r.Management.Requests, r.Nodes)
+			r.Management.Top = bench.Top(now, 8)
+			r.Management.ByCaller, r.Management.ByController = bench.Callers(callersStart, w.ManagementRequestsByController(), r.Management.Requests, r.Nodes)
 		}
 	}
 	if mgmtErr != nil {
@@ -156,8 +160,8 @@ func Measure(ctx context.Context, o Options) (_ *Report, err error) {
 					}
 				}
 				r.APIServer.SteadySeconds = o.Steady.Seconds()
-				r.APIServer.SteadyPerNodeMinute = Sum(rate)
-				r.APIServer.Top = Top(rate, 8)
+				r.APIServer.SteadyPerNodeMinute = bench.Sum(rate)
+				r.APIServer.Top = bench.Top(rate, 8)
 			}
 		}
 	}
@@ -172,10 +176,10 @@ func Measure(ctx context.Context, o Options) (_ *Report, err error) {
 	if err := w.DeleteCluster(ctx); err != nil {
 		return nil, err
 	}
-	r.Phases.Delete = Seconds(time.Since(del).Seconds())
+	r.Phases.Delete = bench.Seconds(time.Since(del).Seconds())
 	prof.StopCPU()
 	r.CPUSeconds.Winkube.Delete = (localworld.CPUTime(self) - cpuDel).Seconds()
-	r.ARM.DeletePerMachine = float64(Total(w.Emulator().Counters())-Total(armDel)) / float64(r.Nodes)
+	r.ARM.DeletePerMachine = float64(bench.Total(w.Emulator().Counters())-bench.Total(armDel)) / float64(r.Nodes)
 	r.Profiles = prof.Written()
 	return r, nil
 }
