@@ -10,22 +10,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/winkube/winkube/internal/flavors"
-	"github.com/winkube/winkube/internal/scheme"
-	"github.com/winkube/winkube/internal/testenv"
 )
 
 // The local world serves the workload admission with the admission pod's
 // own ServiceAccount token, not the workload's admin credentials: what
 // the add-on's RBAC does not grant fails here as in a cluster.
 func TestAdmissionActsAsItsPod(t *testing.T) {
-	// Much of it is waiting for an API server of its own to start: it
-	// waits beside the package's other tests that start their own.
-	t.Parallel()
-	env, err := testenv.Start(testenv.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	env := sharedAPI.Env(t)
 	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flavors.AdmissionNamespace}}, metav1.CreateOptions{}); err != nil {

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/winkube/winkube/internal/controllers"
-	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/testenv"
 )
 
@@ -21,16 +20,10 @@ import (
 // clusters' Secrets), not with a GET to the management API server each
 // time.
 func TestWorkloadKubeconfigIsReadFromTheCache(t *testing.T) {
-	// Much of it is waiting for an API server of its own to start (the
-	// request counts it reads are that server's): it waits beside the
-	// package's other tests that start their own.
-	t.Parallel()
-	s := scheme.New()
-	env, err := testenv.Start(testenv.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	// The request counts it reads are the shared API server's: it is not
+	// parallel, so no other test's requests are among them.
+	env := sharedAPI.Env(t)
+	s := env.Scheme
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	kubeconfig := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n"
