@@ -89,6 +89,7 @@ func armRequest(t *testing.T, c *http.Client, method, url, auth string) (int, st
 // foreign, expired or misdirected token with Azure's codes, and a valid one
 // without a role assignment with 403 AuthorizationFailed.
 func TestARMChecksTokensAsAzureDoes(t *testing.T) {
+	t.Parallel() // its directory and emulator are its own; the waiting tests leave it time
 	dir, srv, _, c := authWorld(t)
 	p, _, err := dir.CreateServicePrincipal(authTenant, "reader")
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 )
 
 func TestThrottledWritesAreRetriedBySDK(t *testing.T) {
+	t.Parallel() // it waits out throttling's Retry-After, alone in its world
 	// Ten writes a second with a burst of three: after three quick writes
 	// each further one waits for a token, told so by 429 and Retry-After.
 	w := newWorld(t, func(o *arm.Options) { o.Throttle = arm.Throttle{WritesPerHour: 36000, Burst: 3} })
@@ -118,6 +119,7 @@ func (w *world) control(method, path string, body any) *http.Response {
 }
 
 func TestInjectedFaultsAndCounters(t *testing.T) {
+	t.Parallel() // it waits out the SDK's retries, alone in its world
 	w := newWorld(t, nil)
 	w.group("rg")
 	w.network("rg")
@@ -162,6 +164,7 @@ func TestInjectedFaultsAndCounters(t *testing.T) {
 // A slow-operation fault makes the matching deletes take that long: the VM
 // answers Deleting meanwhile, and is gone once it is done.
 func TestSlowOperationFault(t *testing.T) {
+	t.Parallel() // it waits out a slowed delete, alone in its world
 	w := newWorld(t, nil)
 	w.group("rg")
 	nic := w.nic("rg", "nic", w.network("rg"))

@@ -87,6 +87,7 @@ func template(p string) string {
 // Every route the emulator serves is an operation of the SDK, with its
 // method and path, at an api-version the emulator accepts.
 func TestServedOperationsAreTheSDKs(t *testing.T) {
+	t.Parallel() // it reads the SDK, which the waiting tests leave time for
 	sdk := sdkOperations(t)
 	for _, op := range arm.ServedOperations() {
 		want, ok := sdk[op.ID]
@@ -326,6 +327,7 @@ func (c *conformance) notFound(id string, params map[string]string, group bool, 
 // newest SDK releases of each language tried (clients_test.go), and at a version
 // dated after every one the emulator knows.
 func TestServedOperationsAnswerAsTheSDKDeclares(t *testing.T) {
+	t.Parallel() // each of its worlds is its own; the waiting tests leave it time
 	sdk := sdkOperations(t)
 	t.Run("Azure SDK for Go modules of go.mod", func(t *testing.T) { conform(t, sdk, nil) })
 	for _, cl := range loadClients(t) {

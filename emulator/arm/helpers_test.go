@@ -1,10 +1,13 @@
 package arm_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	goruntime "runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +45,7 @@ type world struct {
 
 func newWorld(t testing.TB, mutate func(*arm.Options)) *world {
 	t.Helper()
-	tt = t
+	bind(t)
 	rt := &arm.RecordingRuntime{}
 	opts := arm.Options{Token: token, PollInterval: 5 * time.Millisecond, Runtime: rt, Seed: 1}
 	if mutate != nil {
@@ -129,20 +132,53 @@ func checkSaveEntries(t testing.TB, opts *arm.Options, srv func() *arm.Server) f
 	}
 }
 
-// tt is the running test: helpers take calls' results directly, which Go
-// allows only as a call's whole argument list.
-var tt testing.TB
+// must and done take calls' results directly, which Go allows only as a
+// call's whole argument list, so they cannot be handed their test: they
+// find it by the goroutine they run on, which bind recorded. A package
+// variable would do for tests run one at a time, but the tests that wait
+// (timers, throttling, expiries) run in parallel, each on its goroutine.
+var bound sync.Map // goroutine ID -> testing.TB
+
+// bind makes t the test of must and done on the calling goroutine, which
+// is the one testing runs t (or its subtest) on.
+func bind(t testing.TB) {
+	id := goroutineID()
+	bound.Store(id, t)
+	t.Cleanup(func() { bound.CompareAndDelete(id, t) })
+}
+
+// tt is the test bound to the calling goroutine.
+func tt() testing.TB {
+	if t, ok := bound.Load(goroutineID()); ok {
+		return t.(testing.TB)
+	}
+	panic("must or done called on a goroutine no test is bound to: call bind(t) first")
+}
+
+// goroutineID reads the calling goroutine's ID from the first line of its
+// stack, "goroutine 42 [running]:"; Go offers it nowhere else.
+func goroutineID() uint64 {
+	var buf [64]byte
+	line := buf[:goruntime.Stack(buf[:], false)]
+	line = bytes.TrimPrefix(line, []byte("goroutine "))
+	id, err := strconv.ParseUint(string(line[:bytes.IndexByte(line, ' ')]), 10, 64)
+	if err != nil {
+		panic("unexpected stack header: " + string(buf[:]))
+	}
+	return id
+}
 
 func must[T any](v T, err error) T {
-	tt.Helper()
+	t := tt()
+	t.Helper()
 	if err != nil {
-		tt.Fatal(err)
+		t.Fatal(err)
 	}
 	return v
 }
 
 func done[T any](p *runtime.Poller[T], err error) T {
-	t := tt
+	t := tt()
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

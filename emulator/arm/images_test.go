@@ -124,14 +124,13 @@ func TestMissingImagesAreRefused(t *testing.T) {
 		{"no image at all", nil, "InvalidParameter", 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tt = t
+			bind(t)
 			re := azureCode(t, pollErr(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", withImage(tc.ref), nil)), tc.code)
 			if re.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d", re.StatusCode, tc.status)
 			}
 		})
 	}
-	tt = t
 
 	// A managed image that exists serves, and its osType decides the OS:
 	// the name says nothing of Windows.

@@ -137,13 +137,12 @@ func TestLoadBalancerPartsValidatedAsAzure(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tt = t
+			bind(t)
 			lb := webLB(*pip.ID, vnetID)
 			c.mutate(&lb)
 			azureCode(t, pollErr(lbs.BeginCreateOrUpdate(w.ctx, "rg", "web", lb, nil)), c.code)
 		})
 	}
-	tt = t
 	// The VNet may be the pool's rather than each address's, as
 	// cloud-provider-azure writes it.
 	poolVNet := webLB(*pip.ID, vnetID)

@@ -57,6 +57,7 @@ type flow struct {
 // the first match deciding, then Azure's default rules; both levels must
 // allow, and a level without an NSG allows.
 func TestNSGsFilterLoadBalancedFlows(t *testing.T) {
+	t.Parallel() // its world is its own; the waiting tests leave it time
 	w := newWorld(t, nil)
 	w.group("rg")
 	subnetID := w.network("rg")
@@ -146,7 +147,7 @@ func TestNSGsFilterLoadBalancedFlows(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tt = t
+			bind(t)
 			var subnetNSG, nicNSG *string
 			if c.subnetNSG {
 				subnetNSG = putNSG("subnet-nsg", c.subnet)
@@ -175,7 +176,6 @@ func TestNSGsFilterLoadBalancedFlows(t *testing.T) {
 			check(rules[1], ipBackend, c.ipBasedFlows)
 		})
 	}
-	tt = t
 
 	// With floating IP the NSGs see the frontend's address.
 	putSubnet(putNSG("subnet-nsg", []*armnetwork.SecurityRule{nsgRule("to-frontend", 500, allow, tcp, "Internet", *pip.Properties.IPAddress, "*")}))

@@ -21,6 +21,7 @@ func TestTheSDKClientsWorkAsOnAzure(t *testing.T) {
 	subnet := w.network("rg")
 
 	t.Run("disks are created (the Disk RP answers 202)", func(t *testing.T) {
+		bind(t)
 		disks := must(w.compute.NewDisksClient(), nil)
 		d := done(disks.BeginCreateOrUpdate(w.ctx, "rg", "data", armcompute.Disk{Location: to.Ptr(location),
 			SKU:        &armcompute.DiskSKU{Name: to.Ptr(armcompute.DiskStorageAccountTypesPremiumLRS)},
@@ -31,6 +32,7 @@ func TestTheSDKClientsWorkAsOnAzure(t *testing.T) {
 	})
 
 	t.Run("a missing resource group's delete is ResourceGroupNotFound", func(t *testing.T) {
+		bind(t)
 		azureCode(t, pollErr(w.groups.BeginDelete(w.ctx, "no-such-group", nil)), "ResourceGroupNotFound")
 		nsgs := must(w.net.NewSecurityGroupsClient(), nil)
 		_, err := nsgs.Get(w.ctx, "no-such-group", "nsg", nil)
@@ -38,6 +40,7 @@ func TestTheSDKClientsWorkAsOnAzure(t *testing.T) {
 	})
 
 	t.Run("publishers are listed", func(t *testing.T) {
+		bind(t)
 		images := must(w.compute.NewVirtualMachineImagesClient(), nil)
 		pubs := must(images.ListPublishers(w.ctx, location, nil))
 		found := false
@@ -50,6 +53,7 @@ func TestTheSDKClientsWorkAsOnAzure(t *testing.T) {
 	})
 
 	t.Run("a load balancer's pools are its children", func(t *testing.T) {
+		bind(t)
 		pips := must(w.net.NewPublicIPAddressesClient(), nil)
 		pip := done(pips.BeginCreateOrUpdate(w.ctx, "rg", "lb-ip", armnetwork.PublicIPAddress{Location: to.Ptr(location),
 			SKU: &armnetwork.PublicIPAddressSKU{Name: to.Ptr(armnetwork.PublicIPAddressSKUNameStandard)}}, nil))
@@ -89,6 +93,7 @@ func TestTheSDKClientsWorkAsOnAzure(t *testing.T) {
 	})
 
 	t.Run("network tags are updated at once", func(t *testing.T) {
+		bind(t)
 		nsgs := must(w.net.NewSecurityGroupsClient(), nil)
 		done(nsgs.BeginCreateOrUpdate(w.ctx, "rg", "nsg", armnetwork.SecurityGroup{Location: to.Ptr(location)}, nil))
 		got := must(nsgs.UpdateTags(w.ctx, "rg", "nsg", armnetwork.TagsObject{Tags: map[string]*string{"owner": to.Ptr("ccm")}}, nil))
@@ -101,6 +106,7 @@ func TestTheSDKClientsWorkAsOnAzure(t *testing.T) {
 	})
 
 	t.Run("a VM's instance view is expanded, and power actions end on the Location URL", func(t *testing.T) {
+		bind(t)
 		nic := w.nic("rg", "vm-nic", subnet)
 		vms := must(w.compute.NewVirtualMachinesClient(), nil)
 		done(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", linuxVM(*nic.ID, "#cloud-config"), nil))
@@ -112,6 +118,7 @@ func TestTheSDKClientsWorkAsOnAzure(t *testing.T) {
 	})
 
 	t.Run("a scale set's instance is updated", func(t *testing.T) {
+		bind(t)
 		sets := must(w.compute.NewVirtualMachineScaleSetsClient(), nil)
 		vm := linuxVM("", "#cloud-config")
 		done(sets.BeginCreateOrUpdate(w.ctx, "rg", "ss", armcompute.VirtualMachineScaleSet{Location: to.Ptr(location),

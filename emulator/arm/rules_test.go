@@ -75,7 +75,7 @@ func TestOSProfileRules(t *testing.T) {
 		{"linux host name ending in a period", lin(computer("node.")), "computerName", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tt = t
+			bind(t)
 			err := pollErr(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", tc.vm, nil))
 			if tc.target == "" {
 				if err != nil {

@@ -180,6 +180,7 @@ func TestScaleSetInstances(t *testing.T) {
 // then deletes the extras. With overprovision false it makes exactly what
 // is asked. A single placement group holds at most 100 VMs.
 func TestScaleSetOverprovisions(t *testing.T) {
+	t.Parallel() // it waits for the extra instance to go, alone in its world
 	w := newWorld(t, func(o *arm.Options) { o.BootDelayWindows = 100 * time.Millisecond })
 	w.group("rg")
 	subnetID := w.network("rg")

@@ -57,6 +57,7 @@ func (c *saveOnChange) run(t *testing.T, srv *arm.Server, path string) {
 // finishes after its request (here a provisioning that fails) reaches the
 // saved state without a Save at the end, and reads change nothing.
 func TestOnChangeKeepsTheSavedStateCurrent(t *testing.T) {
+	t.Parallel() // it waits out boots and a quiet second, alone in its world
 	c := &saveOnChange{changes: make(chan struct{}, 1)}
 	w := newWorld(t, func(o *arm.Options) {
 		o.OnChange = c.onChange

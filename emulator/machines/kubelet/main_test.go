@@ -18,7 +18,11 @@ var apiServer = &testenv.Shared{Options: testenv.Options{
 // SharedAPIServer is apiServer for the package's external tests.
 func SharedAPIServer(tb testing.TB) *testenv.Env { return apiServer.Env(tb) }
 
+// The parallel tests mostly wait (the kubelet's registration backoff,
+// probe periods, the seconds between two scrapes): more of them run at
+// once than there are cores.
 func TestMain(m *testing.M) {
+	testenv.WaitingTests(8)
 	testenv.Prestart(apiServer)
 	code := m.Run()
 	apiServer.Stop()

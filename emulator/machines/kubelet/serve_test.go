@@ -126,6 +126,10 @@ func refused(addr string) bool {
 // TestSimulatedContainersServe runs one kubelet on a real API server
 // (one control plane for the subtests: it is slow to start).
 func TestSimulatedContainersServe(t *testing.T) {
+	// Its subtests wait on probes, backoffs and pod starts; its Nodes
+	// (node-a, out-a, win-a) and pods are its own names on the shared API
+	// server, so it waits beside the package's other parallel tests.
+	t.Parallel()
 	n := startServingNode(t)
 	t.Run("DeclaredPortAnswers", func(t *testing.T) { declaredPortAnswers(t, n) })
 	t.Run("ImagePortsListenUndeclared", func(t *testing.T) { imagePortsListenUndeclared(t, n) })
