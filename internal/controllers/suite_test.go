@@ -2,12 +2,10 @@ package controllers_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -42,12 +40,7 @@ func TestMain(m *testing.M) {
 	// The parallel tests (scope_test.go) mostly wait: Go's default of one
 	// at a time per CPU would leave a 2-core machine idle through their
 	// waits. An explicit -parallel still decides.
-	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests))
-	}
+	testenv.WaitingTests(parallelTests)
 	// Controller logs only with WINKUBE_TEST_LOGS=1: managers stopped by the
 	// crash tests log their interrupted work, which is expected.
 	logs := io.Discard
