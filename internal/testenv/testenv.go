@@ -149,6 +149,10 @@ func Start(opts Options) (*Env, error) {
 		return nil, fmt.Errorf("testenv: starting kube-apiserver and etcd from %s: %w", bin, err)
 	}
 	e := &Env{Environment: env, Config: cfg, Scheme: scheme, pki: pki}
+	if err := warmWatchCaches(context.Background(), cfg, env.CRDs); err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
 	if e.KubeletClientCA, err = kubeletClientCA(caPEM, env.ControlPlane.APIServer.CertDir); err != nil {
 		_ = e.Stop()
 		return nil, err
