@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,9 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	// Evictions here finish within the request: a second between looks
+	// would only be waited out.
+	drainInterval = 20 * time.Millisecond
 	os.Exit(testenv.Main(m, testenv.Options{
 		CRDs:           []*apiextensionsv1.CustomResourceDefinition{calicoCRD("IPAMConfig", "ipamconfigs"), calicoCRD("FelixConfiguration", "felixconfigurations")},
 		APIServerFlags: map[string]string{"enable-bootstrap-token-auth": "true"},
