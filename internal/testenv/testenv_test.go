@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -30,15 +29,7 @@ func TestMain(m *testing.M) {
 // widgetCRD is a schema-less custom resource no test writes, so the first
 // request for it is TestFirstListOfACustomResourceIsServed's.
 func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets.testenv.winkube.dev"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "testenv.winkube.dev", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "Widget", ListKind: "WidgetList", Plural: "widgets", Singular: "widget"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: &apiextensionsv1.CustomResourceValidation{
-				OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
-		},
-	}
+	return testenv.SchemalessCRD("testenv.winkube.dev", "Widget", "widgets", apiextensionsv1.NamespaceScoped)
 }
 
 // The API server refuses a LIST of a custom resource whose watch cache
