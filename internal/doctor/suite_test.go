@@ -13,7 +13,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -44,15 +43,7 @@ func TestMain(m *testing.M) {
 // calicoCRD defines one of Calico's cluster-scoped kinds, schema-less: the
 // checks read upstream's field names from whatever the objects hold.
 func calicoCRD(kind, plural string) *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + ".crd.projectcalico.org"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "crd.projectcalico.org", Scope: apiextensionsv1.ClusterScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, ListKind: kind + "List", Plural: plural, Singular: strings.ToLower(kind)},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: &apiextensionsv1.CustomResourceValidation{
-				OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
-		},
-	}
+	return testenv.SchemalessCRD("crd.projectcalico.org", kind, plural, apiextensionsv1.ClusterScoped)
 }
 
 // cluster is what one test created.

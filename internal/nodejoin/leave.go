@@ -79,6 +79,12 @@ func Leave(ctx context.Context, cs kubernetes.Interface, node string, runner Run
 	return nil
 }
 
+// drainInterval is how often drain looks again for the pods it evicts,
+// kubectl drain's second (k8s.io/kubectl pkg/drain/drain.go, waitForDelete's
+// interval, v0.36.3); the package's tests, whose evictions finish at once
+// in envtest, shorten it rather than sit out the second.
+var drainInterval = time.Second
+
 // drain evicts the node's pods through the Eviction API, so disruption
 // budgets hold, and waits until they are gone.
 func drain(ctx context.Context, cs kubernetes.Interface, node string, timeout time.Duration, out io.Writer) error {
@@ -97,7 +103,7 @@ func drain(ctx context.Context, cs kubernetes.Interface, node string, timeout ti
 		return keep, nil
 	}
 	var left []corev1.Pod
-	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, drainInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		pods, err := evictable(ctx)
 		if err != nil {
 			return false, err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/winkube/winkube/internal/testenv"
@@ -27,6 +27,9 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	// Evictions here finish within the request: a second between looks
+	// would only be waited out.
+	drainInterval = 20 * time.Millisecond
 	os.Exit(testenv.Main(m, testenv.Options{
 		CRDs:           []*apiextensionsv1.CustomResourceDefinition{calicoCRD("IPAMConfig", "ipamconfigs"), calicoCRD("FelixConfiguration", "felixconfigurations")},
 		APIServerFlags: map[string]string{"enable-bootstrap-token-auth": "true"},
@@ -35,15 +38,7 @@ func TestMain(m *testing.M) {
 
 // calicoCRD defines one of Calico's cluster-scoped kinds, schema-less.
 func calicoCRD(kind, plural string) *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + ".crd.projectcalico.org"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "crd.projectcalico.org", Scope: apiextensionsv1.ClusterScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, ListKind: kind + "List", Plural: plural, Singular: strings.ToLower(kind)},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true, Schema: &apiextensionsv1.CustomResourceValidation{
-				OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
-		},
-	}
+	return testenv.SchemalessCRD("crd.projectcalico.org", kind, plural, apiextensionsv1.ClusterScoped)
 }
 
 // kubeadmCluster makes envtest's cluster look as `kubeadm init` and a

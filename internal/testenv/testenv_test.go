@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -21,7 +23,29 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, testenv.Options{}, func(e *testenv.Env) { env = e }))
+	os.Exit(testenv.Main(m, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{widgetCRD()}}, func(e *testenv.Env) { env = e }))
+}
+
+// widgetCRD is a schema-less custom resource no test writes, so the first
+// request for it is TestFirstListOfACustomResourceIsServed's.
+func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
+	return testenv.SchemalessCRD("testenv.winkube.dev", "Widget", "widgets", apiextensionsv1.NamespaceScoped)
+}
+
+// The API server refuses a LIST of a custom resource whose watch cache
+// has not synced with 429 and Retry-After: 1, which client-go waits out
+// (a second of nothing for the first test to touch each kind); Start
+// must hand over a control plane whose caches are ready.
+func TestFirstListOfACustomResourceIsServed(t *testing.T) {
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/apis/testenv.winkube.dev/v1/widgets", "/apis/testenv.winkube.dev/v1/namespaces/default/widgets"} {
+		if err := cs.Discovery().RESTClient().Get().AbsPath(path).MaxRetries(0).Do(context.Background()).Error(); err != nil {
+			t.Errorf("the first LIST of %s, not retried: %v", path, err)
+		}
+	}
 }
 
 // The control plane must be the one hack/tools pinned, not whatever envtest
