@@ -146,6 +146,14 @@ func Start(opts Options) (*Env, error) {
 	if env.WebhookInstallOptions.PollInterval == 0 {
 		env.WebhookInstallOptions.PollInterval = 10 * time.Millisecond
 	}
+	// envtest gives each process 20 s to answer its health check. On a
+	// 2-core machine running other test packages beside this one (CI's
+	// make test, a package's control planes started together by Prestart)
+	// kube-apiserver has taken longer, and the start failed where a wait
+	// would have done. The environment variable envtest reads still wins.
+	if _, set := os.LookupEnv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"); !set {
+		env.ControlPlaneStartTimeout = 2 * time.Minute
+	}
 	api := env.ControlPlane.GetAPIServer().Configure()
 	api.Set("kubelet-client-certificate", certFile)
 	api.Set("kubelet-client-key", keyFile)
