@@ -24,6 +24,7 @@ import (
 	"github.com/winkube/winkube/emulator/machines/startneeds"
 	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
 )
 
 // podToken is the API server as the pod's ServiceAccount reaches it: a
@@ -66,15 +67,7 @@ func denied(t *testing.T, ctx context.Context, cs kubernetes.Interface, pod *cor
 // tierCRD is Calico's Tier kind as a CRD, stood up by the test: the
 // rendered add-ons may not install it yet.
 func tierCRD() *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "tiers.crd.projectcalico.org"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "crd.projectcalico.org", Scope: apiextensionsv1.ClusterScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "tiers", Singular: "tier", Kind: "Tier", ListKind: "TierList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
-		},
-	}
+	return testenv.SchemalessCRD("crd.projectcalico.org", "Tier", "tiers", apiextensionsv1.ClusterScoped)
 }
 
 // TestComponentsListWithTheirOwnRights runs, for each system component of
