@@ -13,13 +13,13 @@ import (
 // a thousand-node world's list would bury the error above it.
 const listedLogs = 10
 
-// KeepState removes the scratch state directory of a run that
+// FinishState removes the scratch state directory of a run that
 // completed. A run that failed keeps it: the world is stopped by then and
 // its machines' disks hold what went wrong (a node that never became
 // Ready could not be examined once its directory was gone), so the error
 // says where it is and which logs to read, those of the nodes named
 // notReady first.
-func KeepState(dir string, notReady []string, err error) error {
+func FinishState(dir string, notReady []string, err error) error {
 	if err == nil {
 		return os.RemoveAll(dir)
 	}

@@ -28,11 +28,11 @@ const (
 	linuxEvents    = "var/log/cloud-init-output.log"
 )
 
-// TestKeepStateKeepsFailedRun: a run that failed keeps its state
+// TestFinishStateKeepsFailedRun: a run that failed keeps its state
 // directory, and its error still says what failed, then where the
 // directory is and the logs of the node that never became Ready; a run
 // that completed leaves nothing behind.
-func TestKeepStateKeepsFailedRun(t *testing.T) {
+func TestFinishStateKeepsFailedRun(t *testing.T) {
 	dir := t.TempDir()
 	writeLog(t, dir, "bench-bench-md-win-a", windowsEvents, "booting\n")
 	writeLog(t, dir, "bench-bench-md-win-a", windowsKubelet, "Successfully registered node bench-win-a (windows/amd64, Windows Server 2022 Datacenter)\n")
@@ -41,7 +41,7 @@ func TestKeepStateKeepsFailedRun(t *testing.T) {
 	writeLog(t, dir, "bench-bench-md-lin-c", linuxEvents, "joining\n")
 
 	failed := errors.New("cluster bench not ready: nodes Ready 2/3 (not Ready: bench-win-b)")
-	err := KeepState(dir, []string{"bench-win-b"}, failed)
+	err := FinishState(dir, []string{"bench-win-b"}, failed)
 	if _, statErr := os.Stat(dir); statErr != nil {
 		t.Fatalf("the failed run's state directory is gone: %v", statErr)
 	}
@@ -61,13 +61,13 @@ func TestKeepStateKeepsFailedRun(t *testing.T) {
 
 	// No node known (the bring-up failed before any registered): every
 	// machine, the one whose kubelet never started first.
-	msg = KeepState(dir, nil, failed).Error()
+	msg = FinishState(dir, nil, failed).Error()
 	lin, win := strings.Index(msg, "bench-bench-md-lin-c: events "), strings.Index(msg, "bench-bench-md-win-a:")
 	if lin < 0 || win < 0 || lin > win || !strings.Contains(msg, "kubelet log (none written)") {
 		t.Errorf("want every machine, the one without a kubelet log first:\n%s", msg)
 	}
 
-	if err := KeepState(dir, nil, nil); err != nil {
+	if err := FinishState(dir, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, statErr := os.Stat(dir); !os.IsNotExist(statErr) {

@@ -47,7 +47,7 @@ func Run(ctx context.Context, o Options) (_ *bench.Report, err error) {
 		return nil, err
 	}
 	var notReady []string
-	defer func() { err = bench.KeepState(dir, notReady, err) }()
+	defer func() { err = bench.FinishState(dir, notReady, err) }()
 	prof := bench.NewProfiler(o.ProfileDir, size)
 	defer prof.Stop()
 	self := os.Getpid()
