@@ -183,17 +183,21 @@ func Start(opts Options) (*Env, error) {
 
 // Stop stops the API server and etcd and removes their data.
 func (e *Env) Stop() error {
-	// The webhook manager's informers hold watches open: kube-apiserver
-	// waits for them on SIGTERM, and envtest waits out its whole stop
-	// timeout (20 s) before it kills it. Ended first, the API server stops
-	// at once.
-	if e.stopWebhooks != nil {
-		e.stopWebhooks()
-	}
 	if e.pki != "" {
 		defer os.RemoveAll(e.pki)
 	}
+	// Killed first, the API server takes its connections to the webhook
+	// server with it. Stopped while the API server still held them, the
+	// webhook server's graceful shutdown waited about a second for them to
+	// go idle, at the end of every package that serves webhooks.
 	killed := killAPIServer(e.Environment.ControlPlane.GetAPIServer().CertDir)
+	// Where it could not be killed, the webhook manager's informers hold
+	// watches open that kube-apiserver waits for on SIGTERM, and envtest
+	// waits out its whole stop timeout (20 s) before it kills it: ended
+	// first, the API server stops at once.
+	if e.stopWebhooks != nil {
+		e.stopWebhooks()
+	}
 	err := e.Environment.Stop()
 	if killed && onlyFailedToSignal(err) {
 		// The reaper had not yet marked the killed process exited, so
