@@ -24,10 +24,10 @@ import (
 type benchOptions struct {
 	bin, profile, output string
 	sizes                []string
-	steady               time.Duration
+	steady, timeout      time.Duration
 }
 
-// Validate refuses a format, a steady window or a size no run could use,
+// Validate refuses a format, a steady window, a timeout or a size no run could use,
 // naming the flag; a size is checked as 'winkube up' checks its node
 // counts, before any binary is looked for.
 func (o *benchOptions) Validate() error {
@@ -37,12 +37,15 @@ func (o *benchOptions) Validate() error {
 	if o.steady < 0 {
 		return badInputf(nil, "--steady %s: want a duration of zero or more, such as 30s", o.steady)
 	}
+	if o.timeout <= 0 {
+		return badInputf(nil, "--timeout %s: want a duration above zero, such as 45m", o.timeout)
+	}
 	for _, s := range o.sizes {
 		n, err := bench.ParseSize(s)
 		if err != nil {
 			return badInputf(nil, "--size %q: %v", s, err)
 		}
-		uo := &upOptions{flavor: flavors.Windows, version: benchVersion, windowsVersion: "2022", controlPlane: n[0], linux: n[1], windows: n[2], timeout: benchTimeout}
+		uo := &upOptions{flavor: flavors.Windows, version: benchVersion, windowsVersion: "2022", controlPlane: n[0], linux: n[1], windows: n[2], timeout: o.timeout}
 		if err := uo.check("bench"); err != nil {
 			return badInputf(nil, "--size %q: %v", s, usageCause(err))
 		}
@@ -65,7 +68,7 @@ func (o *benchOptions) Run(ctx context.Context, out, errOut io.Writer) error {
 	}
 	var reports []*bench.Report
 	for _, s := range o.sizes {
-		r, err := measure.Run(ctx, measure.Options{Size: s, Bin: b, KubernetesVersion: benchVersion, Timeout: benchTimeout,
+		r, err := measure.Run(ctx, measure.Options{Size: s, Bin: b, KubernetesVersion: benchVersion, Timeout: o.timeout,
 			Steady: o.steady, ProfileDir: o.profile, Progress: progressPrinter(errOut)})
 		if err != nil {
 			return fmt.Errorf("size %s: %w", s, err)
@@ -111,7 +114,8 @@ seconds. Machines here are noisy: compare runs by ratio, and note the load
 average the report shows.`,
 		Example: `  winkube bench
   winkube bench --size 1+1+2 --size 1+20+80 -o json
-  winkube bench --size 1+20+80 --profile /tmp/prof   # then: go tool pprof /tmp/prof/cpu-1+20+80-up.pprof`,
+  winkube bench --size 1+20+80 --profile /tmp/prof   # then: go tool pprof /tmp/prof/cpu-1+20+80-up.pprof
+  winkube bench --size 1+200+800 --steady 0 --timeout 60m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -124,11 +128,11 @@ average the report shows.`,
 	cmd.Flags().StringSliceVar(&o.sizes, "size", []string{"1+1+2", "1+5+20"}, "cluster sizes as CONTROL-PLANE+LINUX+WINDOWS")
 	cmd.Flags().StringVar(&o.profile, "profile", "", "directory to write winkube's CPU profiles (bring-up, steady window, delete) and heap profile (at Ready) to, per size")
 	cmd.Flags().DurationVar(&o.steady, "steady", 30*time.Second, "how long to measure the running cluster after every node is Ready (0 skips it)")
+	// 1+100+400 took 13 minutes to Ready on a 2-core machine: a size of a
+	// thousand nodes needs more than the default to be measured at all.
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 20*time.Minute, "how long each size may take until every node is Ready; a run past it keeps its state directory, as a failed one does")
 	outputFlag(cmd, &o.output, "table", "table", "json")
 	return cmd
 }
 
-const (
-	benchVersion = "v1.36.3"
-	benchTimeout = 20 * time.Minute
-)
+const benchVersion = "v1.36.3"
