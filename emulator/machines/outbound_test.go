@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -93,7 +94,9 @@ func (m *mixed) privateSubnet(t *testing.T, ctx context.Context) {
 		return ""
 	})
 	m.azure.deleteVM(t, ctx, name)
-	if err := m.workload.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	// The cloud controller's node lifecycle deletes a Node whose VM is gone
+	// (cloudprovider.syncNode), and may do it before this line does.
+	if err := m.workload.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
 }
