@@ -98,11 +98,14 @@ type azure struct {
 	// apiPool is the API server load balancer's backend pool, which the
 	// control-plane NICs join.
 	apiPool string
+	// vms are the VMs the test asked for, deleted when it fails (leftovers).
+	vms []string
 }
 
 func newAzure(t *testing.T, ctx context.Context, rg string) *azure {
 	t.Helper()
 	a := &azure{rg: rg, location: "westeurope"}
+	t.Cleanup(func() { a.leftovers(t, ctx) })
 	rgs, err := resourcegroups.New(subscriptID, armCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -247,10 +250,40 @@ func (a *azure) vm(t *testing.T, ctx context.Context, spec virtualmachines.Spec,
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.vms = append(a.vms, spec.Name)
 	until(t, ctx, func(tok string) (string, bool, error) {
 		vm, next, err := vms.Reconcile(ctx, spec, tok)
 		return next, vm != nil, err
 	})
+}
+
+// leftovers deletes the VMs of a test that failed before it deleted them
+// itself. They would keep running, and keep their addresses: the next
+// test's control plane, given the same address, could not listen on it, and
+// one test's failure became two (CI's fresh-clone run). A VM already gone
+// ends its delete at once.
+func (a *azure) leftovers(t *testing.T, ctx context.Context) {
+	if !t.Failed() || len(a.vms) == 0 {
+		return
+	}
+	vms, err := virtualmachines.New(subscriptID, armCfg)
+	if err != nil {
+		t.Logf("leftover VMs %v not deleted: %v", a.vms, err)
+		return
+	}
+	for _, name := range a.vms {
+		tok := ""
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(poll.Interval) {
+			next, done, err := vms.Delete(ctx, a.rg, name, tok)
+			if err != nil || done || time.Now().After(deadline) {
+				if err != nil || !done {
+					t.Logf("leftover VM %s not deleted: %v", name, err)
+				}
+				break
+			}
+			tok = next
+		}
+	}
 }
 
 func (a *azure) deleteVM(t *testing.T, ctx context.Context, name string) {
