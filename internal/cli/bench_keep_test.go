@@ -16,11 +16,17 @@ import (
 // in package measure, whose only test it would be: this package's test
 // binary links the world already, and one more that did cost a link of
 // the whole world in every `go test ./...`.
+//
+// The scratch directory's parent is an option, not $TMPDIR: TestMain's
+// control planes start in the background, and envtest makes their etcd's
+// data directory under $TMPDIR. One started while this test had set it
+// (t.Setenv is process-wide), so this test's cleanup removed a running
+// etcd's data, failed on the files it kept writing, and the control plane
+// of another test never came up.
 func TestMeasureKeepsStateWhenStartFails(t *testing.T) {
 	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
 	_, err := measure.Run(context.Background(), measure.Options{Size: "1+0+1", Bin: t.TempDir(), KubernetesVersion: "v1.36.3",
-		Timeout: time.Minute, Progress: func(string) {}})
+		Timeout: time.Minute, Progress: func(string) {}, ScratchParent: tmp})
 	if err == nil {
 		t.Fatal("a world started without binaries")
 	}

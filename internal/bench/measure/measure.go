@@ -29,6 +29,9 @@ type Options struct {
 	// ProfileDir receives the CPU and heap profiles ("" for none).
 	ProfileDir string
 	Progress   func(string)
+	// ScratchParent is where the run's scratch state directory is made
+	// (os.TempDir() when empty).
+	ScratchParent string
 }
 
 // Run brings up a Windows-flavor world of the size in a scratch state
@@ -42,7 +45,7 @@ func Run(ctx context.Context, o Options) (_ *bench.Report, err error) {
 		return nil, err
 	}
 	r := &bench.Report{Size: size, Nodes: int(n[0] + n[1] + n[2]), LoadAverage: bench.LoadAverage()}
-	dir, err := os.MkdirTemp("", "winkube-bench-")
+	dir, err := os.MkdirTemp(o.ScratchParent, "winkube-bench-")
 	if err != nil {
 		return nil, err
 	}
