@@ -12,7 +12,14 @@ import (
 // loopback TCP, in crumbs of 100 (Typha's batch size). Clients skip update bodies as the
 // simulated Felix does. It reports deliveries (updates × clients) per second; allocations
 // cover both sides.
-func BenchmarkFanOut(b *testing.B) {
+func BenchmarkFanOut(b *testing.B) { benchmarkFanOut(b, MaxMessageKVs) }
+
+// BenchmarkFanOutSingleUpdates is BenchmarkFanOut with a crumb per update, as a cluster
+// coming up makes them (a pod or a node changing at a time): clients that fall behind
+// get the crumbs they missed coalesced.
+func BenchmarkFanOutSingleUpdates(b *testing.B) { benchmarkFanOut(b, 1) }
+
+func benchmarkFanOut(b *testing.B, crumbSize int) {
 	const clients = 200
 	felix := NewCache(nil)
 	for i := range 1000 { // a modest existing state, so joining costs a snapshot
@@ -55,7 +62,7 @@ func BenchmarkFanOut(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	batch := make([]Update, 0, MaxMessageKVs)
+	batch := make([]Update, 0, crumbSize)
 	for i := range b.N {
 		batch = append(batch, Update{Kind: "pods", Key: fmt.Sprint("ns/q", i), Revision: fmt.Sprint(i)})
 		if len(batch) == cap(batch) || i == b.N-1 {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,12 +22,13 @@ const (
 	DefaultPongTimeout       = 60 * time.Second // ServerPongTimeoutSecs
 	DefaultHandshakeTimeout  = 10 * time.Second // ServerHandshakeTimeoutSecs
 	DefaultMaxFallBehind     = 300 * time.Second
-	DefaultPollInterval      = 30 * time.Second  // K8sServicePollIntervalSecs
-	DefaultShutdownTimeout   = 300 * time.Second // ShutdownTimeoutSecs
-	DefaultShutdownMaxDrop   = time.Second       // ShutdownConnectionDropIntervalMaxSecs
-	DefaultHealthPort        = 9098              // HealthPort
-	DefaultServiceName       = "calico-typha"    // K8sServiceName, also the port name
-	DefaultServiceNamespace  = "kube-system"     // K8sNamespace
+	DefaultMinBatchingAge    = 10 * time.Millisecond // ServerMinBatchingAgeThresholdSecs
+	DefaultPollInterval      = 30 * time.Second      // K8sServicePollIntervalSecs
+	DefaultShutdownTimeout   = 300 * time.Second     // ShutdownTimeoutSecs
+	DefaultShutdownMaxDrop   = time.Second           // ShutdownConnectionDropIntervalMaxSecs
+	DefaultHealthPort        = 9098                  // HealthPort
+	DefaultServiceName       = "calico-typha"        // K8sServiceName, also the port name
+	DefaultServiceNamespace  = "kube-system"         // K8sNamespace
 	rebalanceHeadroomPercent = 20
 )
 
@@ -53,6 +55,10 @@ type Server struct {
 	PongTimeout      time.Duration
 	HandshakeTimeout time.Duration
 	MaxFallBehind    time.Duration // also the grace period a new client gets after its snapshot
+	// MinBatchingAge: a client whose next crumb is at least this much older than the
+	// newest is behind, and gets the deltas of the crumbs it is behind by coalesced
+	// (see send).
+	MinBatchingAge time.Duration
 
 	initOnce sync.Once
 	maxConns atomic.Int64
@@ -76,6 +82,7 @@ func (s *Server) init() {
 		def(&s.PongTimeout, DefaultPongTimeout)
 		def(&s.HandshakeTimeout, DefaultHandshakeTimeout)
 		def(&s.MaxFallBehind, DefaultMaxFallBehind)
+		def(&s.MinBatchingAge, DefaultMinBatchingAge)
 		if s.maxConns.Load() == 0 {
 			s.maxConns.Store(DefaultMaxConnsUpper)
 		}
@@ -315,24 +322,56 @@ func (c *conn) handle(ctx context.Context) {
 
 // send writes the snapshot and then each crumb's shared frames. A client more than
 // MaxFallBehind behind the newest crumb is dropped once its grace period after the
-// snapshot is over (sendDeltaUpdatesToClient).
+// snapshot is over. A client behind by MinBatchingAge or more gets the deltas of the
+// crumbs it is behind by in one KVs message, until it has caught up or the message holds
+// MaxMessageKVs, then the status if it changed: one write where it would have had one per
+// crumb (sendDeltaUpdatesToClient, sync_server.go, v3.30.7: it appends each crumb's
+// deltas while the crumb's age is at least MinBatchingAgeThreshold and sends them as one
+// MsgKVs, then the status only if it differs from the last one sent).
 func (c *conn) send(ctx context.Context, cache *Cache) {
 	s := c.s
 	crumb, snap := cache.Join()
 	if c.write(snap) != nil {
 		return
 	}
+	sent := crumb.Status // the snapshot ends with it
 	graceEnd := s.Clock.Now().Add(s.MaxFallBehind)
-	for {
-		next, err := crumb.Next(ctx)
+	// next moves to the crumb after crumb and says how far behind the newest it is;
+	// false: the connection ends (ctx done, or the client fell too far behind).
+	next := func() (time.Duration, bool) {
+		n, err := crumb.Next(ctx)
 		if err != nil {
+			return 0, false
+		}
+		crumb = n
+		age := cache.Current().Time.Sub(crumb.Time)
+		return age, age <= s.MaxFallBehind || !s.Clock.Now().After(graceEnd)
+	}
+	for {
+		age, ok := next()
+		if !ok {
 			return
 		}
-		crumb = next
-		if cache.Current().Time.Sub(crumb.Time) > s.MaxFallBehind && s.Clock.Now().After(graceEnd) {
-			return
+		// A crumb sent alone (the client keeps up, or the crumb fills a message) goes
+		// out as its shared frames; coalesced crumbs are encoded for this client.
+		first, deltas := crumb, slices.Clip(crumb.Deltas) // appends copy, never into the crumb
+		for age >= s.MinBatchingAge && len(deltas) < MaxMessageKVs {
+			if age, ok = next(); !ok {
+				return
+			}
+			deltas = append(deltas, crumb.Deltas...)
 		}
-		if b := crumb.Frames(); len(b) > 0 && c.write(b) != nil {
+		b := crumb.Frames()
+		if crumb != first {
+			var w frameWriter
+			w.kvs(deltas)
+			if crumb.Status != sent {
+				w.status(crumb.Status)
+			}
+			b = w.b
+		}
+		sent = crumb.Status
+		if len(b) > 0 && c.write(b) != nil {
 			return
 		}
 	}
