@@ -151,17 +151,7 @@ func (w *scopedListerWatcher) Watch(o metav1.ListOptions) (watch.Interface, erro
 }
 
 func (w *scopedListerWatcher) ListWithContext(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
-	// With one namespace or none the API server filters the list; with
-	// more it lists everything, and the list is filtered here (a field
-	// selector names one namespace).
-	if nss := w.s.namespaces(); w.byServer && len(nss) < 2 {
-		ns := noNamespace
-		if len(nss) == 1 {
-			ns = nss[0]
-		}
-		o.FieldSelector = "metadata.namespace=" + ns
-	}
-	list, err := w.lw.ListWithContext(ctx, o)
+	list, err := w.list(ctx, o)
 	if err != nil {
 		return list, err
 	}
@@ -176,6 +166,30 @@ func (w *scopedListerWatcher) ListWithContext(ctx context.Context, o metav1.List
 		}
 	}
 	return list, meta.SetList(list, kept)
+}
+
+// list lists the scope. With one namespace or none the API server filters
+// the list; with more it lists everything, and the list is filtered here (a
+// field selector names one namespace). A list the server filtered is taken
+// again if the test added a namespace while it was under way: the list's
+// resource version may already include what the test made in it, which the
+// filter left out and a watch from that version would never send.
+func (w *scopedListerWatcher) list(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
+	for {
+		nss := w.s.namespaces()
+		if !w.byServer || len(nss) > 1 {
+			return w.lw.ListWithContext(ctx, o)
+		}
+		ns := noNamespace
+		if len(nss) == 1 {
+			ns = nss[0]
+		}
+		o.FieldSelector = "metadata.namespace=" + ns
+		list, err := w.lw.ListWithContext(ctx, o)
+		if err != nil || slices.Equal(nss, w.s.namespaces()) {
+			return list, err
+		}
+	}
 }
 
 func (w *scopedListerWatcher) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
