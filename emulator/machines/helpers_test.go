@@ -42,6 +42,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/azure/vnets"
 	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
 )
 
 // startBootstrapProvider runs Cluster API's kubeadm bootstrap controller
@@ -73,14 +74,8 @@ func startBootstrapProvider(t *testing.T) {
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: ptr.To(true)}); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(cancel)
+	testenv.RunManager(t, mgr)
 }
 
 // azure is a resource group with a VNet of two subnets, as a cluster has,

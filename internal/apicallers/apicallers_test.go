@@ -62,9 +62,7 @@ func TestRequestsAreCountedByTheControllerThatMadeThem(t *testing.T) {
 		})); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	testenv.RunManager(t, mgr)
 
 	// Created by the test's own client, which is not counted.
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "read"}}); err != nil {

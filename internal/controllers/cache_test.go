@@ -16,6 +16,7 @@ import (
 
 	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
 )
 
 // The manager holds only clusters' Secrets in memory, yet its client reads
@@ -28,7 +29,7 @@ func TestOnlyClustersSecretsAreCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = mgr.Start(ctx) }()
+	testenv.RunManager(t, mgr)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "secrets-"}}
 	if err := env.Client.Create(ctx, ns); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
 )
 
 // countingReader passes reads to the real API server and counts the
@@ -54,17 +55,8 @@ func TestIdentitySecretReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the manager's caches did not sync")
-	}
+	t.Cleanup(cancel)
+	testenv.RunManager(t, mgr)
 	api := &countingReader{Reader: mgr.GetAPIReader(), gets: map[client.ObjectKey]int{}}
 	ids := &controllers.Identities{Client: mgr.GetClient(), Reader: api, Cloud: cloud.New(armCfg)}
 

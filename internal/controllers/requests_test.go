@@ -108,15 +108,7 @@ func TestProvisionedMachineRequests(t *testing.T) {
 	if err := controllers.Setup(mgr, controllers.Options{Cloud: cloud.New(w.cfg), Concurrency: 4, Requeue: 50 * time.Millisecond, SkipNameValidation: true}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	testenv.RunManager(t, mgr)
 
 	f.waitClusterProvisioned(2 * time.Minute)
 	am := f.newMachine("perf-win", false, true, "1")

@@ -1,7 +1,6 @@
 package controllers_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -126,22 +125,17 @@ func startManagerWith(t testing.TB, mo ctrl.Options, cfg endpoint.Config, change
 	return runManager(t, mgr)
 }
 
-// runManager starts mgr and waits for its caches to sync; stop ends it and
-// waits until it has.
+// runManager starts mgr and waits until it is working (testenv.StartManager:
+// stopped earlier, it would never end); stop ends it and waits until it has.
 func runManager(t testing.TB, mgr ctrl.Manager) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
+	stopMgr, err := testenv.StartManager(mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := stopMgr(); err != nil {
 			t.Errorf("manager: %v", err)
 		}
-	}()
-	// A manager stopped while its caches still sync waits out their
-	// timeout; tests crash it only once it is working.
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the manager's caches did not sync")
 	}
-	return func() { cancel(); <-done }
 }

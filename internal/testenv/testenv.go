@@ -265,15 +265,15 @@ func (e *Env) ServeWebhooks(register func(ctrl.Manager) error) error {
 	if err := register(mgr); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	e.stopWebhooks = func() { cancel(); <-done }
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
+	stop, err := StartManager(mgr)
+	if err != nil {
+		return err
+	}
+	e.stopWebhooks = func() {
+		if err := stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "testenv: webhook manager:", err)
 		}
-	}()
+	}
 	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
 	var dialErr error
 	err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

@@ -2,20 +2,25 @@ package testenv_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/winkube/winkube/internal/testenv"
 )
@@ -156,3 +161,55 @@ func TestStopEndsTheWebhookManagerAndKillsTheAPIServer(t *testing.T) {
 		t.Errorf("etcd's data directory %s is still there after Stop (%v)", etcdData, err)
 	}
 }
+
+// TestManagerStoppedAsSoonAsStartedEnds: a package whose tests all skip
+// stops its webhook manager the moment it has started, after its API server
+// is gone (Env.Stop kills that first). Stopped while its cache was still
+// syncing, such a manager never ended, and a goroutine of it spun a core
+// (see StartManager). Here lists are answered late, and the API server
+// stops answering as soon as StartManager returns: StartManager must have
+// waited for the cache, and each stop must end.
+func TestManagerStoppedAsSoonAsStartedEnds(t *testing.T) {
+	for i := range 3 {
+		var down atomic.Bool
+		cfg := rest.CopyConfig(env.Config)
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if down.Load() {
+					return nil, errors.New("the API server is gone")
+				}
+				if r.Method == http.MethodGet && r.URL.Query().Get("watch") == "" {
+					time.Sleep(200 * time.Millisecond)
+				}
+				return rt.RoundTrip(r)
+			})
+		}
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An informer the cache must sync before the manager has started.
+		if _, err := mgr.GetCache().GetInformer(context.Background(), &corev1.ConfigMap{}); err != nil {
+			t.Fatal(err)
+		}
+		stop, err := testenv.StartManager(mgr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		down.Store(true)
+		ended := make(chan error, 1)
+		go func() { ended <- stop() }()
+		select {
+		case err := <-ended:
+			if err != nil {
+				t.Fatalf("manager %d: %v", i, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("manager %d, stopped as soon as it had started, had not ended a minute later", i)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
