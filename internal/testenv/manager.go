@@ -17,16 +17,16 @@ import (
 // has, and may be called more than once.
 //
 // The wait is what makes stop safe. In controller-runtime v0.24.1 a runnable
-// group whose context is cancelled before each of its runnables has said it
-// is ready never leaves its start loop: the loop's ctx.Done case neither
-// returns nor stops the select from firing again (pkg/manager/
-// runnable_group.go Start; kubernetes-sigs/controller-runtime#3440). The
-// goroutine then spins a core until the process ends, and a Start waiting
-// for that group never returns: a package whose tests all skip stopped its
-// webhook manager that early, and hung at 100 % CPU. With no leader
-// election the manager closes Elected once its last group has started
-// (pkg/manager/internal.go Start), so after Elected no group is left in
-// that loop.
+// group's start loop does not return when its context is cancelled: the
+// ctx.Done case fires again at once, and the loop spins until every runnable
+// of the group has said it is ready (pkg/manager/runnable_group.go Start;
+// reported in kubernetes-sigs/controller-runtime#3440). A cache that can no
+// longer sync (Env.Stop kills the API server first) never says so: the
+// goroutine spins a core for good, and the manager's Start never returns. A
+// package whose tests all skip stopped its webhook manager that early, and
+// hung at 100 % CPU. With no leader election the manager closes Elected once
+// its last group has started (pkg/manager/internal.go Start), so after
+// Elected no group is left in that loop.
 func StartManager(mgr ctrl.Manager) (stop func() error, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
