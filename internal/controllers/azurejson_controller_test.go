@@ -42,8 +42,8 @@ func TestAzureJSONSecrets(t *testing.T) {
 	}
 	for _, owner := range []client.Object{tmpl, pool} {
 		sec := &corev1.Secret{}
-		poll.Until(t, time.Minute, func() string {
-			if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: owner.GetName() + "-azure-json"}, sec); err != nil {
+		env.Until(t, time.Minute, func(r client.Reader) string {
+			if err := r.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: owner.GetName() + "-azure-json"}, sec); err != nil {
 				return err.Error()
 			}
 			return ""

@@ -17,7 +17,6 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/controllers"
-	"github.com/winkube/winkube/internal/poll"
 )
 
 // A provisioned machine whose node does not register by the bootstrap
@@ -69,8 +68,8 @@ func TestBootstrapFailureIsReportedWithItsLog(t *testing.T) {
 	failed := func(name string) (*infrav1.AzureMachine, *metav1.Condition) {
 		am := &infrav1.AzureMachine{}
 		var cond *metav1.Condition
-		poll.Until(t, time.Minute, func() string {
-			if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, am); err != nil {
+		env.Until(t, time.Minute, func(r client.Reader) string {
+			if err := r.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, am); err != nil {
 				return err.Error()
 			}
 			cond = conditions.Get(am, controllers.BootstrapSucceededCondition)
@@ -131,9 +130,9 @@ func TestBootstrapFailureIsReportedWithItsLog(t *testing.T) {
 	}
 	// Events are sent by the recorder's broadcaster in the background.
 	var warned *corev1.Event
-	poll.Until(t, 30*time.Second, func() string {
+	env.Until(t, 30*time.Second, func(r client.Reader) string {
 		evs := &corev1.EventList{}
-		if err := env.Client.List(f.ctx, evs, client.InNamespace(f.ns)); err != nil {
+		if err := r.List(f.ctx, evs, client.InNamespace(f.ns)); err != nil {
 			return err.Error()
 		}
 		for i, e := range evs.Items {
@@ -160,8 +159,8 @@ func TestBootstrapFailureIsReportedWithItsLog(t *testing.T) {
 
 	// A late node clears the failure.
 	setNodeRef(t, f, "boot-md-windows-qwert", "boot-md-w-qwert")
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "boot-md-windows-qwert"}, am); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "boot-md-windows-qwert"}, am); err != nil {
 			return err.Error()
 		}
 		if !conditions.IsTrue(am, controllers.BootstrapSucceededCondition) || !conditions.IsTrue(am, controllers.ReadyCondition) {

@@ -42,8 +42,8 @@ func TestBootstrapFailedMachineStaysPut(t *testing.T) {
 	f.waitClusterProvisioned(time.Minute)
 	am := f.newMachine("wake-md-0", false, false, "1")
 	var failedAt metav1.Time
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
 			return err.Error()
 		}
 		c := conditions.Get(am, controllers.ReadyCondition)

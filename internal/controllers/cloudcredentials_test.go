@@ -129,9 +129,9 @@ func runCCM(t *testing.T, w *entraWorld, ns, node, imds string, azureJSON []byte
 func machineAzureJSON(t *testing.T, f *fixture, machine string) []byte {
 	t.Helper()
 	var data []byte
-	poll.Until(t, time.Minute, func() string {
+	env.Until(t, time.Minute, func(r client.Reader) string {
 		s := &corev1.Secret{}
-		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: machine + azurejson.SecretSuffix}, s); err != nil {
+		if err := r.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: machine + azurejson.SecretSuffix}, s); err != nil {
 			return err.Error()
 		}
 		data = s.Data[azurejson.WorkerNodeKey]

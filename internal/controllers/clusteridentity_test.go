@@ -14,7 +14,6 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
-	"github.com/winkube/winkube/internal/poll"
 )
 
 // Two clusters called prod in the same namespace of two management
@@ -42,9 +41,9 @@ func TestSameNamedClusterElsewhereIsKeptApart(t *testing.T) {
 	if err := env.Client.Patch(ctx, first.cluster, patch); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, time.Minute, func() string {
+	env.Until(t, time.Minute, func(r client.Reader) string {
 		ac := &infrav1.AzureCluster{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(first.ac), ac); err != nil {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(first.ac), ac); err != nil {
 			return err.Error()
 		}
 		for _, c := range ac.Status.Conditions {
@@ -78,8 +77,8 @@ func TestSameNamedClusterElsewhereIsKeptApart(t *testing.T) {
 	if err := env.Client.Create(ctx, second.ac); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(second.ac), second.ac); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(second.ac), second.ac); err != nil {
 			return err.Error()
 		}
 		for _, c := range second.ac.Status.Conditions {

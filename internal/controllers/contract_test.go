@@ -34,8 +34,8 @@ func TestImageListingErrorsAreRetried(t *testing.T) {
 	f.newMachine("imgretry-md-0-aaaaa", false, false, "1")
 	am := &infrav1.AzureMachine{}
 	seen := int64(-1)
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "imgretry-md-0-aaaaa"}, am); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "imgretry-md-0-aaaaa"}, am); err != nil {
 			return err.Error()
 		}
 		c := readyOf(am)
@@ -79,8 +79,8 @@ func TestAVanishedVMFailsTheMachine(t *testing.T) {
 	if err := env.Client.Patch(context.Background(), am, patch); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(am), am); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(context.Background(), client.ObjectKeyFromObject(am), am); err != nil {
 			return err.Error()
 		}
 		// The patch writes the conditions and the rest of the status in
@@ -97,9 +97,9 @@ func TestAVanishedVMFailsTheMachine(t *testing.T) {
 		t.Error("the deleted VM exists again")
 	}
 	// The machine's Events tell its story: made, then lost.
-	poll.Until(t, time.Minute, func() string {
+	env.Until(t, time.Minute, func(r client.Reader) string {
 		evs := &corev1.EventList{}
-		if err := env.Client.List(context.Background(), evs, client.InNamespace(f.ns)); err != nil {
+		if err := r.List(context.Background(), evs, client.InNamespace(f.ns)); err != nil {
 			return err.Error()
 		}
 		seen := map[string]bool{}
@@ -168,8 +168,8 @@ func TestAMachineMovedWhileBeingDeletedFails(t *testing.T) {
 	if err := env.Client.Delete(ctx, am); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(am), am); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(am), am); err != nil {
 			return err.Error()
 		}
 		if !strings.Contains(am.Annotations[controllers.OperationsAnnotation], `"type":"DELETE","serviceName":"virtualmachines"`) {
@@ -198,8 +198,8 @@ func TestAMachineMovedWhileBeingDeletedFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	setClusterPaused(t, f.cluster, false)
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(moved), moved); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(moved), moved); err != nil {
 			return err.Error()
 		}
 		c := readyOf(moved)
@@ -250,9 +250,9 @@ func TestAClusterMovedWithoutItsStatusKeepsItsSubnets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, time.Minute, func() string {
+	env.Until(t, time.Minute, func(r client.Reader) string {
 		ac := &infrav1.AzureCluster{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(f.ac), ac); err != nil {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(f.ac), ac); err != nil {
 			return err.Error()
 		}
 		c := readyOf(ac)

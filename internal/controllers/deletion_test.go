@@ -193,8 +193,8 @@ func readyOf(obj client.Object) *metav1.Condition {
 func (r *rig) expectBlocked(obj client.Object, finalizer, want string, attempts func() int64) {
 	r.t.Helper()
 	seen := int64(-1)
-	poll.Until(r.t, time.Minute, func() string {
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+	env.Until(r.t, time.Minute, func(read client.Reader) string {
+		if err := read.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 			if apierrors.IsNotFound(err) {
 				r.t.Fatalf("%T %s was deleted while %q should have blocked it", obj, obj.GetName(), want)
 			}
@@ -221,9 +221,9 @@ func (r *rig) expectBlocked(obj client.Object, finalizer, want string, attempts 
 
 func waitGone(t *testing.T, objs ...client.Object) {
 	t.Helper()
-	poll.Until(t, time.Minute, func() string {
+	env.Until(t, time.Minute, func(r client.Reader) string {
 		for _, o := range objs {
-			if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			if err := r.Get(context.Background(), client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
 				return fmt.Sprintf("%T %s still there (%v): %+v", o, o.GetName(), err, readyOf(o))
 			}
 		}
@@ -356,8 +356,8 @@ func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 	if err := env.Client.Delete(f.ctx, orphan); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(orphan), orphan); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(orphan), orphan); err != nil {
 			t.Fatalf("the orphan machine went without its AzureCluster: %v", err)
 		}
 		if c := readyOf(orphan); c == nil || c.Reason != "DeletionBlocked" || !strings.Contains(c.Message, `the AzureCluster of cluster "delm" in namespace `+f.ns+" is gone") {
@@ -625,8 +625,8 @@ func TestUsersSameNamedResourcesAreRefused(t *testing.T) {
 
 	waitRefused := func(f *fixture, want string) {
 		t.Helper()
-		poll.Until(t, time.Minute, func() string {
-			if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
+		env.Until(t, time.Minute, func(r client.Reader) string {
+			if err := r.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
 				return err.Error()
 			}
 			if c := readyOf(f.ac); c == nil || c.Reason != "ResourceNotOwned" || !strings.Contains(c.Message, want) {
@@ -710,8 +710,8 @@ func TestMachineRefusesSomeoneElsesNICAndDisk(t *testing.T) {
 	before := snapshot()
 
 	am := f.newMachine("coll-md-linux-abcde", false, false, "1")
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
 			return err.Error()
 		}
 		if c := readyOf(am); c == nil || c.Reason != "ResourceNotOwned" || !strings.Contains(c.Message, "coll-md-linux-abcde-nic") {
@@ -748,8 +748,8 @@ func TestMachineRefusesSomeoneElsesNICAndDisk(t *testing.T) {
 	}
 	diskBefore := diskJSON()
 	am = f.newMachine("coll-md-disk-fghij", false, false, "1")
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(am), am); err != nil {
 			return err.Error()
 		}
 		if c := readyOf(am); c == nil || c.Reason != "ResourceNotOwned" || !strings.Contains(c.Message, "coll-md-disk-fghij_OSDisk") {

@@ -19,7 +19,6 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/endpoint"
-	"github.com/winkube/winkube/internal/poll"
 )
 
 const subscription = "00000000-0000-0000-0000-0000000000c1"
@@ -107,8 +106,8 @@ func capiCluster(name, ns string) *clusterv1.Cluster {
 // API's part: it marks the Cluster's infrastructure provisioned.
 func (f *fixture) waitClusterProvisioned(timeout time.Duration) {
 	f.t.Helper()
-	poll.Until(f.t, timeout, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
+	env.Until(f.t, timeout, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
 			return err.Error()
 		}
 		if !ptr.Deref(f.ac.Status.Initialization.Provisioned, false) {
@@ -187,10 +186,10 @@ func (f *fixture) newMachineVia(c client.Client, name string, controlPlane, wind
 func (f *fixture) waitMachinesProvisioned(timeout time.Duration, names ...string) map[string]*infrav1.AzureMachine {
 	f.t.Helper()
 	out := map[string]*infrav1.AzureMachine{}
-	poll.Until(f.t, timeout, func() string {
+	env.Until(f.t, timeout, func(r client.Reader) string {
 		for _, n := range names {
 			am := &infrav1.AzureMachine{}
-			if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: n}, am); err != nil {
+			if err := r.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: n}, am); err != nil {
 				return err.Error()
 			}
 			if !ptr.Deref(am.Status.Initialization.Provisioned, false) {
@@ -211,9 +210,9 @@ func (f *fixture) deleteAndWait(timeout time.Duration, objs ...client.Object) {
 			f.t.Fatal(err)
 		}
 	}
-	poll.Until(f.t, timeout, func() string {
+	env.Until(f.t, timeout, func(r client.Reader) string {
 		for _, o := range objs {
-			if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			if err := r.Get(f.ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
 				return fmt.Sprintf("%T %s still there: %v", o, o.GetName(), err)
 			}
 		}

@@ -169,8 +169,8 @@ func withIdentity(sub, name, ns string) func(*infrav1.AzureClusterSpec) {
 func (f *fixture) waitReadyReason(reason string) metav1.Condition {
 	f.t.Helper()
 	var got metav1.Condition
-	poll.Until(f.t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
+	env.Until(f.t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
 			return err.Error()
 		}
 		if c := conditions.Get(f.ac, controllers.ReadyCondition); c != nil && c.Reason == reason {
@@ -283,9 +283,9 @@ func TestIdentities(t *testing.T) {
 		if err := env.Client.Create(context.Background(), tmpl); err != nil {
 			t.Fatal(err)
 		}
-		poll.Until(t, time.Minute, func() string {
+		env.Until(t, time.Minute, func(r client.Reader) string {
 			sec := &corev1.Secret{}
-			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: fA.ns, Name: "team-a-md-azure-json"}, sec); err != nil {
+			if err := r.Get(context.Background(), client.ObjectKey{Namespace: fA.ns, Name: "team-a-md-azure-json"}, sec); err != nil {
 				return err.Error()
 			}
 			var cfg azurejson.Config

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
-	"github.com/winkube/winkube/internal/poll"
 )
 
 // TestClusterHoldsItsIdentityUntilItsResourcesAreGone: an AzureClusterIdentity
@@ -42,8 +41,8 @@ func TestClusterHoldsItsIdentityUntilItsResourcesAreGone(t *testing.T) {
 	if err := env.Client.Delete(f.ctx, am); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 2*time.Minute, func() string {
-		err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(am), am)
+	env.Until(t, 2*time.Minute, func(r client.Reader) string {
+		err := r.Get(f.ctx, client.ObjectKeyFromObject(am), am)
 		if apierrors.IsNotFound(err) {
 			return ""
 		}
@@ -64,8 +63,8 @@ func TestClusterHoldsItsIdentityUntilItsResourcesAreGone(t *testing.T) {
 	if err := env.Client.Patch(f.ctx, id, patch); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, key, &infrav1.AzureClusterIdentity{}); !apierrors.IsNotFound(err) {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, key, &infrav1.AzureClusterIdentity{}); !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("the identity is still there: %v", err)
 		}
 		return ""
@@ -73,8 +72,8 @@ func TestClusterHoldsItsIdentityUntilItsResourcesAreGone(t *testing.T) {
 	if err := env.Client.Delete(f.ctx, f.ac); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
 			return err.Error()
 		}
 		c := conditions.Get(f.ac, "Ready")

@@ -103,9 +103,9 @@ func TestMachineIdentitiesAsAzureGivesThem(t *testing.T) {
 		"ids-md-user-ccccc":   {UseManagedIdentityExtension: true, UserAssignedIdentityID: *ccm.Properties.ClientID},
 	} {
 		var cfgFile azurejson.Config
-		poll.Until(t, time.Minute, func() string {
+		env.Until(t, time.Minute, func(r client.Reader) string {
 			s := &corev1.Secret{}
-			if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name + azurejson.SecretSuffix}, s); err != nil {
+			if err := r.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name + azurejson.SecretSuffix}, s); err != nil {
 				return err.Error()
 			}
 			if err := json.Unmarshal(s.Data[azurejson.WorkerNodeKey], &cfgFile); err != nil {

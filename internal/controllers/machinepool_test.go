@@ -114,8 +114,8 @@ func instanceIDs(in []vmssInstance) string {
 // waitPool waits for the pool to be Ready with n replicas.
 func (f *fixture) waitPool(amp *infrav1.AzureMachinePool, n int32) {
 	f.t.Helper()
-	poll.Until(f.t, 2*time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+	env.Until(f.t, 2*time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
 			return err.Error()
 		}
 		if !conditions.IsTrue(amp, "Ready") || amp.Status.Replicas != n || len(amp.Spec.ProviderIDList) != int(n) {

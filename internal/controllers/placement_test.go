@@ -16,7 +16,6 @@ import (
 	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/controllers"
-	"github.com/winkube/winkube/internal/poll"
 )
 
 // In a location without zones the control plane and each
@@ -211,9 +210,9 @@ func TestMachinesRefusedForTheirSizeSayWhy(t *testing.T) {
 func waitMachineReason(t *testing.T, f *fixture, name, reason string) string {
 	t.Helper()
 	var msg string
-	poll.Until(t, time.Minute, func() string {
+	env.Until(t, time.Minute, func(r client.Reader) string {
 		am := &infrav1.AzureMachine{}
-		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, am); err != nil {
+		if err := r.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, am); err != nil {
 			return err.Error()
 		}
 		if c := conditions.Get(am, controllers.ReadyCondition); c != nil && c.Reason == reason {

@@ -77,9 +77,9 @@ func TestPoolDeletionTakesEveryInstancesMachine(t *testing.T) {
 	f.joinPool(amp.Name, joined)
 
 	f.setPoolVMSize(amp, "Standard_D8s_v3")
-	poll.Until(t, 2*time.Minute, func() string {
+	env.Until(t, 2*time.Minute, func(r client.Reader) string {
 		f.playMachinePool(amp.Name, joined)
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
 			return err.Error()
 		}
 		if c := conditions.Get(amp, controllers.ReadyCondition); c == nil || c.Reason != controllers.BootstrapFailedReason {
@@ -146,12 +146,12 @@ func TestMachineMadeForADeletedInstanceGoesWithIt(t *testing.T) {
 	})
 	f.makeInstanceMachine(amp.Name, victim.Name)
 	r.heal()
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(victim), victim); !apierrors.IsNotFound(err) {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(victim), victim); !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("AzureMachinePoolMachine %s still there (%v)", victim.Name, err)
 		}
 		m := &clusterv1.Machine{}
-		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: victim.Name}, m); !apierrors.IsNotFound(err) {
+		if err := r.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: victim.Name}, m); !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("Machine %s outlived its instance and its object (deleting: %t, %v)", victim.Name, !m.DeletionTimestamp.IsZero(), err)
 		}
 		return ""
@@ -187,8 +187,8 @@ func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 		}
 		amp.Annotations[clusterv1.PausedAnnotation] = "true"
 	})
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
 			return err.Error()
 		}
 		if c := conditions.Get(amp, clusterv1.PausedCondition); c == nil || c.Status != metav1.ConditionTrue {
@@ -213,8 +213,8 @@ func TestPoolDeletesAnInstanceItHasNoObjectForYet(t *testing.T) {
 	}
 	// Unpausing wakes the pool.
 	f.edit(amp, func() { delete(amp.Annotations, clusterv1.PausedAnnotation) })
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
 			return err.Error()
 		}
 		if got := az.instances(f.ns, amp.Name); len(got) != 2 {
@@ -263,8 +263,8 @@ func deleteThroughMachineWhileHeld(t *testing.T, hold holdMode) {
 	f.setPoolReplicas(mp, 3)
 	fresh := amp.Name + "-2"
 	pm := &infrav1.AzureMachinePoolMachine{}
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: fresh}, pm); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: fresh}, pm); err != nil {
 			return fmt.Sprintf("instances %s; object %s: %v", instanceIDs(az.instances(f.ns, amp.Name)), fresh, err)
 		}
 		return ""
@@ -276,11 +276,11 @@ func deleteThroughMachineWhileHeld(t *testing.T, hold holdMode) {
 
 	// The scale-down chooses the new instance, whose node is not Ready.
 	f.setPoolReplicas(mp, 2)
-	poll.Until(t, time.Minute, func() string {
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(pm), pm); err != nil {
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(pm), pm); err != nil {
 			return err.Error()
 		}
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(m), m); err != nil {
 			return err.Error()
 		}
 		if !pm.DeletionTimestamp.IsZero() {

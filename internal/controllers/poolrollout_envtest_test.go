@@ -125,7 +125,7 @@ func TestPoolRolloutWaitsForReadyNodes(t *testing.T) {
 
 	f.setPoolVMSize(amp, "Standard_D8s_v3")
 	// The new instance is provisioned and never becomes a node.
-	poll.Until(t, 2*time.Minute, func() string {
+	env.Until(t, 2*time.Minute, func(r client.Reader) string {
 		f.playMachinePool(amp.Name, func(id string) bool { return joined[id] })
 		got := instanceIDs(az.instances(f.ns, amp.Name))
 		for _, pm := range f.poolMachines(amp.Name) {
@@ -136,7 +136,7 @@ func TestPoolRolloutWaitsForReadyNodes(t *testing.T) {
 		if !strings.HasPrefix(got, "0,1") {
 			t.Fatalf("instances %s: an old instance was deleted while the new one has no Ready node", got)
 		}
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
 			return err.Error()
 		}
 		if c := conditions.Get(amp, controllers.ReadyCondition); c == nil || c.Reason != controllers.BootstrapFailedReason {
@@ -204,9 +204,9 @@ func TestVanishedPoolInstanceTakesItsMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined = func(id string) bool { return id != "1" }
-	poll.Until(t, 2*time.Minute, func() string {
+	env.Until(t, 2*time.Minute, func(r client.Reader) string {
 		f.playMachinePool(amp.Name, joined)
-		err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: machine}, &clusterv1.Machine{})
+		err := r.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: machine}, &clusterv1.Machine{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("the Machine of vanished instance 1 is still there (%v): left failed without its infrastructure", err)
 		}

@@ -568,9 +568,9 @@ func TestStatusUpdatesDoNotWakeAPoolOrACluster(t *testing.T) {
 	}
 	dropFinalizers(pb)
 	dropFinalizers(fb.ac)
-	poll.Until(t, time.Minute, func() string {
+	env.Until(t, time.Minute, func(r client.Reader) string {
 		for _, o := range []client.Object{pb, fb.ac} {
-			if err := env.Client.Get(fa.ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			if err := r.Get(fa.ctx, client.ObjectKeyFromObject(o), o); err != nil {
 				return err.Error()
 			}
 			if len(o.GetFinalizers()) == 0 {

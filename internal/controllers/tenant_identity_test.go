@@ -26,7 +26,6 @@ import (
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/controllers"
-	"github.com/winkube/winkube/internal/poll"
 )
 
 // clusterFixture creates, as the tenant, a Cluster and its AzureCluster,
@@ -154,11 +153,11 @@ func TestTenantCannotSendAnIdentitysCredentialToItsServer(t *testing.T) {
 			return
 		}
 		var leaked string
-		poll.Until(t, time.Minute, func() string {
+		env.Until(t, time.Minute, func(r client.Reader) string {
 			if leaked = evil.seen(); leaked != "" {
 				return ""
 			}
-			if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
+			if err := r.Get(f.ctx, client.ObjectKeyFromObject(f.ac), f.ac); err != nil {
 				return err.Error()
 			}
 			if c := conditions.Get(f.ac, controllers.ReadyCondition); c != nil && c.Reason == controllers.CustomCloudNotConfiguredReason {
@@ -341,9 +340,9 @@ func TestMachineWithoutItsClusterDoesNotActAsTheManager(t *testing.T) {
 		}
 	}
 	setPaused(true)
-	poll.Until(t, time.Minute, func() string {
+	env.Until(t, time.Minute, func(r client.Reader) string {
 		got := &infrav1.AzureMachine{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(am), got); err != nil {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(am), got); err != nil {
 			return err.Error()
 		}
 		if c := conditions.Get(got, clusterv1.PausedCondition); c == nil || c.Status != metav1.ConditionTrue {
@@ -370,9 +369,9 @@ func TestMachineWithoutItsClusterDoesNotActAsTheManager(t *testing.T) {
 
 	var deleted bool
 	var msg string
-	poll.Until(t, time.Minute, func() string {
+	env.Until(t, time.Minute, func(r client.Reader) string {
 		got := &infrav1.AzureMachine{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(am), got); apierrors.IsNotFound(err) {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(am), got); apierrors.IsNotFound(err) {
 			deleted = true
 			return ""
 		} else if err != nil {
@@ -400,9 +399,9 @@ func TestMachineWithoutItsClusterDoesNotActAsTheManager(t *testing.T) {
 	// The machine waits out its backoff unless something changes: the
 	// tenant nudges it now and then.
 	var nudged time.Time
-	poll.Until(t, 2*time.Minute, func() string {
+	env.Until(t, 2*time.Minute, func(r client.Reader) string {
 		got := &infrav1.AzureMachine{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(am), got); err == nil {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(am), got); err == nil {
 			if time.Since(nudged) > 2*time.Second {
 				nudged = time.Now()
 				p := client.MergeFrom(got.DeepCopy())

@@ -27,7 +27,6 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/roleassignments"
 	"github.com/winkube/winkube/internal/controllers"
-	"github.com/winkube/winkube/internal/poll"
 )
 
 // tenantNS is a team of a shared management cluster: a user whose only
@@ -161,8 +160,8 @@ func TestTenantCannotHaveAnotherNamespacesResourcesDeleted(t *testing.T) {
 		if err := tn.c.Create(t.Context(), am); err != nil {
 			t.Fatal(err)
 		}
-		poll.Until(t, time.Minute, func() string {
-			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
+		env.Until(t, time.Minute, func(r client.Reader) string {
+			if err := r.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
 				return err.Error()
 			}
 			if c := conditions.Get(ac, controllers.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
@@ -226,8 +225,8 @@ func TestTenantCannotHaveAnotherNamespacesResourcesDeleted(t *testing.T) {
 	t.Run("same-named cluster", func(t *testing.T) {
 		tn := newTenant(t, "twin")
 		ac := tn.cluster(t, "demo", nil, func(s *infrav1.AzureClusterSpec) { s.ResourceGroup = rg })
-		poll.Until(t, time.Minute, func() string {
-			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
+		env.Until(t, time.Minute, func(r client.Reader) string {
+			if err := r.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
 				return err.Error()
 			}
 			if c := conditions.Get(ac, controllers.ReadyCondition); c == nil || c.Reason != controllers.ResourceNotOwnedReason || !strings.Contains(c.Message, "another namespace") {
@@ -277,14 +276,14 @@ func TestForgedResumeTokenNeverLeavesTheARMEndpoint(t *testing.T) {
 			{Name: "tok-nodes", Role: infrav1.SubnetNode, CIDRBlocks: []string{"10.1.0.0/16"}, SecurityGroup: infrav1.SecurityGroup{Name: "tok-node-nsg"}},
 		}
 	})
-	poll.Until(t, time.Minute, func() string {
+	env.Until(t, time.Minute, func(r client.Reader) string {
 		mu.Lock()
 		n := len(got)
 		mu.Unlock()
 		if n > 0 {
 			return ""
 		}
-		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
+		if err := r.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
 			return err.Error()
 		}
 		if c := conditions.Get(ac, controllers.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue {

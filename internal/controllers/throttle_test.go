@@ -22,7 +22,6 @@ import (
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/controllers"
-	"github.com/winkube/winkube/internal/poll"
 )
 
 // throttledWorld is an emulator whose subscription may make one write a
@@ -219,10 +218,10 @@ func TestThrottlingHoldsNoWorkers(t *testing.T) {
 		t.Logf("%d machines, 4 workers, over %s: workers busy %.2f of 4 on average (at most %.0f); %.1f worker-seconds in reconciles that returned; %.0f reconciles",
 			n, time.Since(start).Round(time.Millisecond), mean, most, worked, rc.Finished("azuremachine")-reconciles)
 	}()
-	poll.Until(t, time.Minute, func() string {
+	env.Until(t, time.Minute, func(r client.Reader) string {
 		for _, name := range names {
 			am := &infrav1.AzureMachine{}
-			if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, am); err != nil {
+			if err := r.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, am); err != nil {
 				return err.Error()
 			}
 			if c := conditions.Get(am, controllers.ReadyCondition); c == nil || !strings.Contains(c.Message, "SubscriptionRequestsThrottled") {

@@ -63,6 +63,7 @@ type Env struct {
 	// stopWebhooks ends the webhook manager (ServeWebhooks) and waits
 	// for it; nil when none runs.
 	stopWebhooks func()
+	watched      watched
 }
 
 // Tools the control plane needs; both come from hack/tools.
@@ -186,6 +187,9 @@ func (e *Env) Stop() error {
 	if e.pki != "" {
 		defer os.RemoveAll(e.pki)
 	}
+	// Until's informers end before the API server they watch, so that
+	// none is left retrying a server that is gone.
+	e.stopWatched()
 	// Killed first, the API server takes its connections to the webhook
 	// server with it. Stopped while the API server still held them, the
 	// webhook server's graceful shutdown waited about a second for them to

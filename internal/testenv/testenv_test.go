@@ -213,3 +213,60 @@ func TestManagerStoppedAsSoonAsStartedEnds(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Until waits on the informer cache, not on the API server: a wait of a
+// second for a ConfigMap to change (polls every 100 ms or less) sends the
+// API server no GET of it but the one that confirms the condition once the
+// cache has it; and it returns with what the API server holds.
+func TestUntilWaitsOnTheCacheAndReturnsTheServersAnswer(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "until-"}}
+	if err := env.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "flag"}}
+	if err := env.Client.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	before := testenv.APIRequests(ctx, t, env.Config, "GET", "configmaps")
+	time.AfterFunc(time.Second, func() {
+		patch := client.MergeFrom(cm.DeepCopy())
+		cm.Data = map[string]string{"done": "yes"}
+		if err := env.Client.Patch(ctx, cm, patch); err != nil {
+			t.Error(err)
+		}
+	})
+	looks, got := 0, &corev1.ConfigMap{}
+	env.Until(t, 30*time.Second, func(r client.Reader) string {
+		looks++
+		if err := r.Get(ctx, client.ObjectKeyFromObject(cm), got); err != nil {
+			return err.Error()
+		}
+		if got.Data["done"] != "yes" {
+			return "not done"
+		}
+		return ""
+	})
+	gets := testenv.APIRequests(ctx, t, env.Config, "GET", "configmaps") - before
+	t.Logf("%d looks, %d GETs of configmaps", looks, gets)
+	if looks < 5 {
+		t.Fatalf("the condition was looked at %d times in a second's wait; the test needs it polled", looks)
+	}
+	if gets != 1 {
+		t.Errorf("the API server answered %d GETs of configmaps during the wait, want 1 (the confirming read)", gets)
+	}
+	if got.Data["done"] != "yes" || got.ResourceVersion == "" {
+		t.Errorf("Until returned %+v", got)
+	}
+	// A wait that is over at once still confirms with the API server.
+	before = testenv.APIRequests(ctx, t, env.Config, "GET", "configmaps")
+	env.Until(t, 30*time.Second, func(r client.Reader) string {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(cm), got); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	if gets := testenv.APIRequests(ctx, t, env.Config, "GET", "configmaps") - before; gets != 1 {
+		t.Errorf("a condition that held at once: %d GETs, want 1", gets)
+	}
+}
