@@ -78,6 +78,7 @@ func TestCreateAndReadBack(t *testing.T) {
 	if err := env.Client.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, cm) })
 	got := &corev1.ConfigMap{}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), got); err != nil {
 		t.Fatal(err)
