@@ -135,7 +135,7 @@ func TestLogsOfAMachineThatNeverJoined(t *testing.T) {
 // in it.
 func logsEnv(t *testing.T) (*testenv.Env, string) {
 	t.Helper()
-	env := managementAPI.Env(t)
+	env := managementEnv(t)
 	return env, testNamespace(t, env)
 }
 

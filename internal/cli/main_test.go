@@ -34,14 +34,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	managementAPI.Options = opts
-	if managerProcessAPI.Options, err = managerEnvOptions(); err != nil {
+	if managerCommandAPI.Options, err = managerEnvOptions(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	managerCommandAPI.Options = managerProcessAPI.Options
-	testenv.Prestart(managementAPI, managerProcessAPI, managerCommandAPI)
+	testenv.Prestart(managementAPI, managerCommandAPI)
 	code := m.Run()
-	testenv.StopShared(managementAPI, managerProcessAPI, managerCommandAPI)
+	testenv.StopShared(managementAPI, managerCommandAPI)
 	os.Exit(code)
 }
 

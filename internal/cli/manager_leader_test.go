@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -26,7 +24,6 @@ import (
 	"github.com/winkube/winkube/internal/incluster"
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/testenv"
-	"github.com/winkube/winkube/internal/webhooks"
 )
 
 // syncBuffer collects a process's output while the test reads it.
@@ -92,29 +89,13 @@ func startManagerProcess(t *testing.T, kubeconfig string, extra ...string) *mana
 	return p
 }
 
-// managerProcessAPI is the API server of the tests whose managers run as
-// processes of their own without webhooks, shared as managementAPI is (an
-// API server start is tens of seconds of a loaded 2-core machine): each
-// test keeps its clusters in namespaces of its own, and the webhooks are
-// served once, from this process, as another replica's would be.
-var managerProcessAPI = &testenv.Shared{}
-
-var managerProcessWebhooks struct {
-	once sync.Once
-	err  error
-}
-
-// managerProcessEnv is the shared API server with its webhooks served, and
-// a kubeconfig file for it, for `winkube manager` processes.
+// managerProcessEnv is the package's management API server (managementEnv)
+// and a kubeconfig file for it, for the tests whose managers run as
+// processes of their own without webhooks: the webhooks are served from
+// this process, as another replica's would be.
 func managerProcessEnv(t *testing.T) (env *testenv.Env, kubeconfig string) {
 	t.Helper()
-	env = managerProcessAPI.Env(t)
-	managerProcessWebhooks.once.Do(func() {
-		managerProcessWebhooks.err = env.ServeWebhooks(func(m ctrl.Manager) error { return webhooks.SetupWithManager(m) })
-	})
-	if managerProcessWebhooks.err != nil {
-		t.Fatal(managerProcessWebhooks.err)
-	}
+	env = managementEnv(t)
 	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.Environment.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
@@ -196,8 +177,13 @@ func TestTwoManagersOnlyTheLeaderReconciles(t *testing.T) {
 	// at 200ms it takes it at once. The leader renews as often, a few
 	// small requests a second; whether it keeps the Lease under load
 	// depends on the renew deadline, which stays 15s.
+	//
+	// Both watch only the test's namespace: the API server is the package's
+	// management one, whose other tests' clusters (some with endpoints a
+	// test records every connection to) are not these managers' to touch.
 	leaderFlags := []string{"--leader-elect", "--leader-election-namespace", "kube-system",
-		"--leader-elect-lease-duration", "20s", "--leader-elect-renew-deadline", "15s", "--leader-elect-retry-period", "200ms"}
+		"--leader-elect-lease-duration", "20s", "--leader-elect-renew-deadline", "15s", "--leader-elect-retry-period", "200ms",
+		"--watch-namespace", ns}
 
 	first := startManagerProcess(t, kubeconfig, leaderFlags...)
 	var firstHolder string

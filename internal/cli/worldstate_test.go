@@ -6,17 +6,21 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/winkube/winkube/internal/localworld"
 	"github.com/winkube/winkube/internal/scheme"
 	"github.com/winkube/winkube/internal/testenv"
+	"github.com/winkube/winkube/internal/webhooks"
 )
 
 // managementAPI is one API server, with winkube's CRDs and Cluster API's
@@ -29,7 +33,30 @@ import (
 // (testNamespace), and since the commands read a workload cluster whole
 // (its Nodes, and pods of every namespace), what a test makes there is
 // deleted when it ends (createAndRemove).
+//
+// It also serves the tests whose `winkube manager` processes run without
+// webhooks (managerProcessEnv), each with its clusters in namespaces of its
+// own: winkube's webhooks are served for it from this process, for every
+// test, as a management cluster has them. Use it through managementEnv.
 var managementAPI = &testenv.Shared{}
+
+var managementWebhooks struct {
+	once sync.Once
+	err  error
+}
+
+// managementEnv is managementAPI with winkube's webhooks served.
+func managementEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+	env := managementAPI.Env(t)
+	managementWebhooks.once.Do(func() {
+		managementWebhooks.err = env.ServeWebhooks(func(m ctrl.Manager) error { return webhooks.SetupWithManager(m) })
+	})
+	if managementWebhooks.err != nil {
+		t.Fatal(managementWebhooks.err)
+	}
+	return env
+}
 
 // managementAPIOptions are managementAPI's, set by TestMain.
 func managementAPIOptions() (testenv.Options, error) {
@@ -41,7 +68,8 @@ func managementAPIOptions() (testenv.Options, error) {
 	for _, d := range []string{"crd", "capi/core-v1beta2", "capi/bootstrap-kubeadm-v1beta2", "capi/controlplane-kubeadm-v1beta2"} {
 		dirs = append(dirs, filepath.Join(root, "config", d))
 	}
-	return testenv.Options{Scheme: scheme.New(), CRDDirectoryPaths: dirs}, nil
+	return testenv.Options{Scheme: scheme.New(), CRDDirectoryPaths: dirs,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook")}}}, nil
 }
 
 // testNamespace creates a namespace of the test's own in the shared API
@@ -110,7 +138,7 @@ func createAndRemove(t *testing.T, env *testenv.Env, objs ...client.Object) {
 // world (doctor, plan) are given by --state-dir.
 func fakeWorldState(t *testing.T) (env *testenv.Env, ns, state string) {
 	t.Helper()
-	env = managementAPI.Env(t)
+	env = managementEnv(t)
 	ns = testNamespace(t, env)
 	state = t.TempDir()
 	if err := os.WriteFile(filepath.Join(state, localworld.ManagementKubeconfig), kubeconfigIn(t, env, ns), 0o600); err != nil {
