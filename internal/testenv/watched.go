@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func (e *Env) watchedReader() (client.Reader, error) {
 		go func() {
 			defer close(w.done)
 			if err := c.Start(ctx); err != nil {
-				fmt.Println("testenv: informer cache:", err)
+				fmt.Fprintln(os.Stderr, "testenv: informer cache:", err)
 			}
 		}()
 	})
