@@ -54,7 +54,7 @@ func managerEnvOptions() (testenv.Options, error) {
 
 // managerCommandAPI is the API server of TestManagerCommandProvisionsAgainstTheEmulator
 // alone (managerEnvOptions): the manager it runs installs and serves
-// winkube's webhooks itself, where managerProcessAPI's are served by the
+// winkube's webhooks itself, where managementAPI's are served by the
 // test process. TestMain starts it beside the package's other control
 // planes, so that the test does not wait out a start of its own.
 var managerCommandAPI = &testenv.Shared{}
