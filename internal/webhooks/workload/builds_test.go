@@ -3,6 +3,7 @@ package workload_test
 import (
 	"context"
 	"crypto/x509"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +14,10 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/winkube/winkube/internal/poll"
+	"github.com/winkube/winkube/internal/testenv"
 	"github.com/winkube/winkube/internal/webhooks/workload"
 )
 
@@ -172,4 +176,73 @@ func TestSharedCAOfACancelledServerIsAnError(t *testing.T) {
 	if err == nil || ca != nil {
 		t.Fatalf("EnsureSharedCA with a cancelled context: CA %v, error %v; want an error", ca != nil, err)
 	}
+}
+
+// The reporter also runs as a controller: when the last schedulable node of
+// a build is cordoned, the pods that wait for that build are told, though
+// nothing about the pods themselves changed. Its watch of nodes finds them
+// through the manager's index of the pods waiting for a build.
+func TestCordoningTheLastNodeOfABuildTellsItsWaitingPods(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, nil)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  env.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Client:  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Event{}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&workload.BuildReporter{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunManager(t, mgr)
+
+	// Only this test makes Windows Server 2025 nodes. With none, the pod
+	// is told so when it is created.
+	waiting := pod(ns, img2025)
+	if err := env.Client.Create(ctx, waiting); err != nil {
+		t.Fatal(err)
+	}
+	if got := buildAffinity(&waiting.Spec); got != "10.0.26100" {
+		t.Fatalf("the pod requires builds %q, want 10.0.26100", got)
+	}
+	var first string
+	poll.Until(t, 30*time.Second, func() string {
+		ev := eventsOf(t, ns)
+		if len(ev) != 1 || ev[0].InvolvedObject.UID != waiting.UID {
+			return fmt.Sprintf("events %+v, want one on pod %s", ev, waiting.Name)
+		}
+		first = ev[0].Message
+		return ""
+	})
+	// A pod already on a node is never told, whatever its affinity says.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cordon-2025-a", Labels: map[string]string{corev1.LabelOSStable: "windows", workload.WindowsBuildLabel: "10.0.26100"}}}
+	if err := env.Client.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+	bound := pod(ns, img2025)
+	bound.Spec.NodeName = node.Name
+	if err := env.Client.Create(ctx, bound); err != nil {
+		t.Fatal(err)
+	}
+
+	// The pod does not change from here: only the reporter's watch of
+	// nodes can bring it back to the pod.
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Spec.Unschedulable = true
+	if err := env.Client.Patch(ctx, node, patch); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, func() string {
+		ev := eventsOf(t, ns)
+		if len(ev) != 1 || ev[0].InvolvedObject.UID != waiting.UID || ev[0].Reason != workload.MissingBuildReason {
+			return fmt.Sprintf("events %+v, want one %s on pod %s", ev, workload.MissingBuildReason, waiting.Name)
+		}
+		if ev[0].Message == first || !strings.Contains(ev[0].Message, "cordoned or being removed") {
+			return fmt.Sprintf("the event still says %q, not that the 2025 node is cordoned", ev[0].Message)
+		}
+		return ""
+	})
 }

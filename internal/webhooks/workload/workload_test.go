@@ -136,7 +136,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func namespace(t *testing.T, labels map[string]string) string {
+func namespace(t testing.TB, labels map[string]string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "wl-", Labels: labels}}
 	if err := env.Client.Create(context.Background(), ns); err != nil {
