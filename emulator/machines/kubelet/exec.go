@@ -141,7 +141,9 @@ func (nopCloser) Close() error { return nil }
 func (k *Kubelet) container(ctx context.Context, pod *corev1.Pod, spec *corev1.Container) (*ctrshell.Container, *ctrView, error) {
 	windows := k.cfg.Host.OS == "windows"
 	hpc := HostProcessPod(pod)
-	img, err := k.pull(ctx, spec.Image, hpc)
+	// The container runs, so its image is on the node: an exec reads it
+	// there whatever the pull policy.
+	img, err := k.pull(ctx, spec.Image, corev1.PullIfNotPresent, hpc)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -45,6 +45,7 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
+	"github.com/winkube/winkube/emulator/registry"
 )
 
 // Port is the kubelet API's port.
@@ -181,9 +182,10 @@ type Kubelet struct {
 	outputs map[string][]string
 	// installed is what Config.Installed was last told.
 	installed map[string]bool
-	// images are the images on the node's disk (canonical references): a
-	// container of one starts without asking its registry.
-	images map[string]bool
+	// images are the images on the node's disk, by canonical reference,
+	// with the manifest their pull resolved: a container of one whose
+	// pull policy is not Always starts without asking its registry.
+	images map[string]*registry.Manifest
 	// pullBackOff is the image pull back-off, by pod UID and image.
 	pullBackOff map[string]*pullBackOff
 	// csi are the CSI drivers registered on the node; inUse the volumes
@@ -222,7 +224,7 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 		running:     map[string][]string{},
 		runs:        map[types.UID]*podRun{},
 		outputs:     map[string][]string{},
-		images:      map[string]bool{},
+		images:      map[string]*registry.Manifest{},
 		static:      map[string]*podRun{},
 		kick:        make(chan struct{}, 1),
 		pullBackOff: map[string]*pullBackOff{},

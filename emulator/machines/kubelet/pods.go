@@ -256,7 +256,7 @@ func (k *Kubelet) pullAndCreateContainers(ctx context.Context, key string, pod *
 	images := map[string]*Pulled{}
 	var failed map[string]*ContainerFailure
 	for _, c := range allContainers(pod) {
-		p, err := k.pullFor(ctx, string(pod.UID), c.Image, hostProcess)
+		p, err := k.pullFor(ctx, string(pod.UID), &c, hostProcess)
 		if f, ok := err.(*ContainerFailure); ok {
 			k.cfg.Logs.Write(vmdisk.Containerd, "PullImage %q for %s container %s failed: %s: %s", c.Image, key, c.Name, f.Reason, f.Message)
 			if failed == nil {
@@ -812,26 +812,55 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// pull is the runtime's pull of a container's image: an image already on
-// the node needs no registry; any other is fetched from its public
-// registry, which needs the machine's way to the internet for Tcp.
-func (k *Kubelet) pull(ctx context.Context, ref string, hostProcess bool) (*Pulled, error) {
+// pull is the kubelet's EnsureImageExists and the runtime's pull of a
+// container's image. An image already on the node is not pulled again
+// unless the policy is Always, so its registry is not asked (a registry
+// that is down does not stop it); an image that is not there is never
+// pulled under Never (pkg/kubelet/images/image_manager.go
+// imagePullPrecheck and imageNotPresentOnNeverPolicyError, v1.36.3). Any
+// other is fetched from its registry, which needs the machine's way to the
+// internet for Tcp.
+func (k *Kubelet) pull(ctx context.Context, ref string, policy corev1.PullPolicy, hostProcess bool) (*Pulled, error) {
 	canon := registry.Canonical(ref)
 	k.mu.Lock()
-	have := k.images[canon]
+	present := k.images[canon]
 	k.mu.Unlock()
-	if !have && k.cfg.Egress != nil {
+	if policy == "" {
+		policy = defaultPullPolicy(canon)
+	}
+	switch {
+	case present != nil && policy != corev1.PullAlways:
+		return unpack(present, k.cfg.Host, ref, hostProcess)
+	case present == nil && policy == corev1.PullNever:
+		return nil, &ContainerFailure{"ErrImageNeverPull", fmt.Sprintf("Container image %q is not present with pull policy of Never", ref)}
+	case present == nil && k.cfg.Egress != nil:
 		if err := k.cfg.Egress("Tcp"); err != nil {
 			return nil, unreachableRegistry(ref)
 		}
 	}
-	p, err := pull(ctx, k.cfg.Images, k.cfg.Host, ref, hostProcess)
+	m, err := resolve(ctx, k.cfg.Images, ref)
+	if err != nil {
+		return nil, err
+	}
+	p, err := unpack(m, k.cfg.Host, ref, hostProcess)
 	if err == nil {
 		k.mu.Lock()
-		k.images[canon] = true
+		k.images[canon] = m
 		k.mu.Unlock()
 	}
 	return p, err
+}
+
+// defaultPullPolicy is the API server's default for a container that names
+// none: Always for the tag latest (which a reference without a tag or
+// digest has), IfNotPresent otherwise (pkg/apis/core/v1/defaults.go
+// SetDefaults_Container, v1.36.3). Pods reach the kubelet defaulted; this
+// is for those a test makes without the API server.
+func defaultPullPolicy(canon string) corev1.PullPolicy {
+	if strings.HasSuffix(canon, ":latest") {
+		return corev1.PullAlways
+	}
+	return corev1.PullIfNotPresent
 }
 
 // pullBackOff is the kubelet's image back-off for one pod and image: a
@@ -850,7 +879,8 @@ const (
 	maxImageBackOff    = 300 * time.Second
 )
 
-func (k *Kubelet) pullFor(ctx context.Context, uid, image string, hostProcess bool) (*Pulled, error) {
+func (k *Kubelet) pullFor(ctx context.Context, uid string, c *corev1.Container, hostProcess bool) (*Pulled, error) {
+	image := c.Image
 	key := uid + "_" + image
 	now := time.Now()
 	k.mu.Lock()
@@ -859,7 +889,7 @@ func (k *Kubelet) pullFor(ctx context.Context, uid, image string, hostProcess bo
 	if b != nil && now.Before(b.until) {
 		return nil, &ContainerFailure{"ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q: %s", image, b.last)}
 	}
-	p, err := k.pull(ctx, image, hostProcess)
+	p, err := k.pull(ctx, image, c.ImagePullPolicy, hostProcess)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var f *ContainerFailure

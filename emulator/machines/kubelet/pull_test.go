@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/internal/poll"
 )
 
@@ -71,4 +73,78 @@ func imagePullBacksOff(t *testing.T, n *servingNode) {
 		}
 		return ""
 	})
+}
+
+// registryCalls counts the manifest requests the kubelet makes and fails
+// them while the registry is down.
+type registryCalls struct {
+	Images
+	n    int
+	down bool
+}
+
+func (r *registryCalls) Lookup(ctx context.Context, ref string) (*registry.Manifest, error) {
+	r.n++
+	if r.down {
+		return nil, errors.New("dial tcp 127.0.0.1:5000: connect: connection refused")
+	}
+	return r.Images.Lookup(ctx, ref)
+}
+
+// An image already on the node is used as it is unless the container's
+// policy is Always: its registry is not asked, so a registry that is down
+// does not stop a container whose image the node has. Under Never an image
+// the node lacks is not pulled at all.
+func TestImageOnTheNodeIsPulledAgainOnlyUnderAlways(t *testing.T) {
+	ctx := context.Background()
+	reg := &registryCalls{Images: startRegistry(t)}
+	k := &Kubelet{cfg: Config{Images: reg, Host: win2022}, images: map[string]*registry.Manifest{}}
+	const iis2022 = "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022"
+
+	_, err := k.pull(ctx, iis2022, corev1.PullNever, false)
+	if f, ok := err.(*ContainerFailure); !ok || f.Reason != "ErrImageNeverPull" || f.Message != `Container image "`+iis2022+`" is not present with pull policy of Never` || reg.n != 0 {
+		t.Fatalf("Never, image absent: %v after %d registry requests, want ErrImageNeverPull and none", err, reg.n)
+	}
+	first, err := k.pull(ctx, iis2022, corev1.PullIfNotPresent, false)
+	if err != nil || reg.n != 1 {
+		t.Fatalf("IfNotPresent, image absent: %v after %d registry requests, want a pull", err, reg.n)
+	}
+
+	reg.down = true
+	for _, policy := range []corev1.PullPolicy{corev1.PullIfNotPresent, corev1.PullNever} {
+		p, err := k.pull(ctx, iis2022, policy, false)
+		if err != nil || p.ImageID != first.ImageID {
+			t.Errorf("%s, image present, registry down: %v (image %v), want the node's image %s", policy, err, p, first.ImageID)
+		}
+	}
+	if reg.n != 1 {
+		t.Errorf("%d registry requests for an image the node has, want none after the first", reg.n)
+	}
+	_, err = k.pull(ctx, iis2022, corev1.PullAlways, false)
+	if f, ok := err.(*ContainerFailure); !ok || f.Reason != "ErrImagePull" || reg.n != 2 {
+		t.Errorf("Always, registry down: %v after %d registry requests, want ErrImagePull from a second", err, reg.n)
+	}
+	// A pod made without the API server names no policy: a tag other
+	// than latest defaults to IfNotPresent, latest to Always.
+	if _, err := k.pull(ctx, iis2022, "", false); err != nil || reg.n != 2 {
+		t.Errorf("no policy, tag ltsc2022: %v after %d registry requests, want the node's image", err, reg.n)
+	}
+	reg.down = false
+	if _, err := k.pull(ctx, "mcr.microsoft.com/windows/servercore/iis", "", false); err != nil || reg.n != 3 {
+		t.Errorf("no policy, no tag: %v after %d registry requests, want a pull", err, reg.n)
+	}
+	if _, err := k.pull(ctx, "mcr.microsoft.com/windows/servercore/iis:latest", "", false); err != nil || reg.n != 4 {
+		t.Errorf("no policy, tag latest, present: %v after %d registry requests, want a pull again", err, reg.n)
+	}
+
+	// What the node has is still checked against its build: a 2019 image
+	// pulled for a HostProcess container does not run isolated on 2022.
+	const iis2019 = "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019"
+	if _, err := k.pull(ctx, iis2019, corev1.PullIfNotPresent, true); err != nil {
+		t.Fatalf("a 2019 image for a HostProcess container: %v", err)
+	}
+	_, err = k.pull(ctx, iis2019, corev1.PullIfNotPresent, false)
+	if f, ok := err.(*ContainerFailure); !ok || f.Reason != "CreateContainerError" || reg.n != 5 {
+		t.Errorf("the 2019 image isolated on 2022, from the node: %v after %d registry requests, want CreateContainerError and no request", err, reg.n)
+	}
 }

@@ -281,6 +281,16 @@ type Pulled struct {
 // the image's build to be the host's (a 2025 host also runs 2022 images).
 // HostProcess containers run on the host and need only a Windows image.
 func pull(ctx context.Context, images Images, h Host, ref string, hostProcess bool) (*Pulled, error) {
+	m, err := resolve(ctx, images, ref)
+	if err != nil {
+		return nil, err
+	}
+	return unpack(m, h, ref, hostProcess)
+}
+
+// resolve asks the image's registry for its manifest, as containerd's
+// pull does first.
+func resolve(ctx context.Context, images Images, ref string) (*registry.Manifest, error) {
 	canon := registry.Canonical(ref)
 	m, err := images.Lookup(ctx, ref)
 	if errors.Is(err, registry.ErrNotFound) {
@@ -292,6 +302,14 @@ func pull(ctx context.Context, images Images, h Host, ref string, hostProcess bo
 	if err != nil {
 		return nil, &ContainerFailure{"ErrImagePull", fmt.Sprintf("failed to pull and unpack image %q: %v", canon, err)}
 	}
+	return m, nil
+}
+
+// unpack is the rest of the pull, and the container's creation, for an
+// image whose manifest is m: the host's platform picked from it, the build
+// checked.
+func unpack(m *registry.Manifest, h Host, ref string, hostProcess bool) (*Pulled, error) {
+	canon := registry.Canonical(ref)
 	id := registry.Repository(ref) + "@" + m.Digest
 	var sameOS []string
 	for _, p := range m.Platforms {
