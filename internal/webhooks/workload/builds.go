@@ -49,8 +49,8 @@ type BuildReporter struct {
 // yet bound to a node, and requiring a Windows build. A node joining or
 // being cordoned then reads those alone. Listing every pod of the cluster
 // instead copied each of them out of the cache on every Windows node's
-// arrival, as many times as there are Windows nodes: 4 % of the local
-// world's CPU when 400 Windows nodes joined.
+// arrival, as many times as there are Windows nodes: 4 % of winkube's
+// CPU in a local world that 400 Windows nodes joined.
 const waitingIndex = "winkube.dev/waiting-for-build"
 
 // waitingForBuild is waitingIndex's value for a pod: "true", or none.
