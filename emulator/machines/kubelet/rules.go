@@ -276,18 +276,6 @@ type Pulled struct {
 	ListenFlags []string
 }
 
-// pull resolves an image for this host the way containerd does: it picks
-// the host's platform from an index, and Windows process isolation needs
-// the image's build to be the host's (a 2025 host also runs 2022 images).
-// HostProcess containers run on the host and need only a Windows image.
-func pull(ctx context.Context, images Images, h Host, ref string, hostProcess bool) (*Pulled, error) {
-	m, err := resolve(ctx, images, ref)
-	if err != nil {
-		return nil, err
-	}
-	return unpack(m, h, ref, hostProcess)
-}
-
 // resolve asks the image's registry for its manifest, as containerd's
 // pull does first.
 func resolve(ctx context.Context, images Images, ref string) (*registry.Manifest, error) {
@@ -306,8 +294,10 @@ func resolve(ctx context.Context, images Images, ref string) (*registry.Manifest
 }
 
 // unpack is the rest of the pull, and the container's creation, for an
-// image whose manifest is m: the host's platform picked from it, the build
-// checked.
+// image whose manifest is m, the way containerd and HCS decide: the host's
+// platform is picked from an index, and Windows process isolation needs
+// the image's build to be the host's (a 2025 host also runs 2022 images).
+// HostProcess containers run on the host and need only a Windows image.
 func unpack(m *registry.Manifest, h Host, ref string, hostProcess bool) (*Pulled, error) {
 	canon := registry.Canonical(ref)
 	id := registry.Repository(ref) + "@" + m.Digest

@@ -31,6 +31,16 @@ func startRegistry(t *testing.T) *registry.Registry {
 	return r
 }
 
+// pull is a pull on a node that has no image yet: the registry's manifest,
+// then the host's rules.
+func pull(ctx context.Context, images Images, h Host, ref string, hostProcess bool) (*Pulled, error) {
+	m, err := resolve(ctx, images, ref)
+	if err != nil {
+		return nil, err
+	}
+	return unpack(m, h, ref, hostProcess)
+}
+
 var (
 	linux   = Host{OS: "linux", Arch: "amd64"}
 	win2019 = Host{OS: "windows", Arch: "amd64", Build: "10.0.17763"}
