@@ -311,7 +311,7 @@ func deleteObject(obj client.Object) apiChange {
 				return ""
 			}
 			state := deletionState(cur)
-			if err == nil && strings.Contains(state, "InstanceDeletionFailed") && time.Since(nudged) > time.Second {
+			if err == nil && terminating(cur)["reason"] == "InstanceDeletionFailed" && time.Since(nudged) > time.Second {
 				nudged = time.Now()
 				nudgeFinalizer(t, ctx, cur)
 			}
@@ -352,17 +352,25 @@ func nudgeFinalizer(t *testing.T, ctx context.Context, crd client.Object) {
 // finalizers and, for a CRD, its Terminating condition.
 func deletionState(obj client.Object) string {
 	state := fmt.Sprintf("finalizers %v", obj.GetFinalizers())
+	if m := terminating(obj); m != nil {
+		state += fmt.Sprintf("; Terminating=%v %v: %v", m["status"], m["reason"], m["message"])
+	}
+	return state
+}
+
+// terminating is a CRD's Terminating condition, nil when it has none.
+func terminating(obj client.Object) map[string]any {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return state
+		return nil
 	}
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == "Terminating" {
-			state += fmt.Sprintf("; Terminating=%v %v: %v", m["status"], m["reason"], m["message"])
+			return m
 		}
 	}
-	return state
+	return nil
 }
 
 func crd(plural string) client.Object {
