@@ -117,12 +117,12 @@ func (r *Runtime) startFelixViaTypha(m *machine, wc *workloadCluster, comp *star
 	logf("Felix takes its updates from Typha: Service %s/%s", ns, svc)
 	go func() {
 		defer close(f.done)
-		f.run(cs, admin, m.nodeName, svc, ns, comp.Typha.PortName, r.nodeDial(m), logf)
+		f.run(cs, admin, m.nodeName, svc, ns, comp.Typha.PortName, r.nodeDial(m), func(in bool) { r.podRoutesSynced(m, in) }, logf)
 	}()
 	return f
 }
 
-func (f *typhaFelix) run(cs, admin kubernetes.Interface, node, svc, ns, port string, dial func(context.Context, string) (net.Conn, error), logf func(string, ...any)) {
+func (f *typhaFelix) run(cs, admin kubernetes.Interface, node, svc, ns, port string, dial func(context.Context, string) (net.Conn, error), inSync func(bool), logf func(string, ...any)) {
 	ctx := f.ctx
 	last := ""
 	fail := func(msg string) bool {
@@ -158,7 +158,7 @@ func (f *typhaFelix) run(cs, admin kubernetes.Interface, node, svc, ns, port str
 		// discovered (the discoverer's cached ones, which the first
 		// connection round tries: discovery.go ConnectionAttemptTracker);
 		// later rounds discover again.
-		c := &typha.Client{Hostname: node, Syncer: typha.SyncerFelix, Info: "felix", Dial: dial}
+		c := &typha.Client{Hostname: node, Syncer: typha.SyncerFelix, Info: "felix", Dial: dial, OnInSync: inSync}
 		c.Discover = func(ctx context.Context) ([]typha.Addr, error) {
 			if c.Attempts() == 0 {
 				return addrs, nil

@@ -106,6 +106,9 @@ type machine struct {
 	cp       *controlplane.ControlPlane
 	kubelet  *kubelet.Kubelet
 	proxy    *kubeproxy.Node
+	// podRoutes is when the node's CNI agent had its pod routes in sync
+	// since this boot (podRoute); guarded by Runtime.mu.
+	podRoutes routeSpan
 	// proxyNode is what the node's kube-proxy is started with, kept while
 	// the kubelet runs: a node that registers before its cluster's control
 	// plane is known to this runtime (machines booting again after a

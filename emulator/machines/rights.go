@@ -18,6 +18,7 @@ import (
 	"github.com/winkube/winkube/emulator/machines/azuredisk"
 	"github.com/winkube/winkube/emulator/machines/cloudprovider"
 	"github.com/winkube/winkube/emulator/machines/containerruntime"
+	"github.com/winkube/winkube/emulator/machines/kubeproxy"
 	"github.com/winkube/winkube/emulator/machines/startneeds"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
@@ -96,8 +97,11 @@ func (r *Runtime) startSession(m *machine, wc *workloadCluster, comp *startneeds
 	}
 	m.sessions[pod.UID] = append(m.sessions[pod.UID], cs)
 	r.mu.Unlock()
-	if comp.Effect == startneeds.EffectServiceRules {
+	switch comp.Effect {
+	case startneeds.EffectServiceRules:
 		r.refreshProxy(m)
+	case startneeds.EffectPodRoutes:
+		r.rerouted(m.endpoint)
 	}
 	if cs.calicoNode() {
 		go ensureClusterInformation(cs, logf)
@@ -118,6 +122,8 @@ func (r *Runtime) startOwnSession(m *machine, comp *startneeds.Component, cfg *r
 			switch comp.Effect {
 			case startneeds.EffectServiceRules:
 				r.refreshProxy(m)
+			case startneeds.EffectPodRoutes:
+				r.podRoutesSynced(m, synced)
 			case startneeds.EffectCloudController:
 				r.mu.Lock()
 				wc := r.clusters[m.endpoint]
@@ -273,11 +279,19 @@ func (r *Runtime) stopSessions(m *machine, uid types.UID) {
 	delete(m.sessions, uid)
 	r.mu.Unlock()
 	for _, cs := range gone {
+		// An agent in sync when it stops ends its period in sync now.
+		inSync := cs.comp.Effect == startneeds.EffectPodRoutes && cs.s.Synced()
 		cs.s.Stop()
+		if inSync {
+			r.podRoutesSynced(m, false)
+		}
 	}
 	for _, cs := range gone {
-		if cs.comp.Effect == startneeds.EffectServiceRules {
+		switch cs.comp.Effect {
+		case startneeds.EffectServiceRules:
 			r.refreshProxy(m)
+		case startneeds.EffectPodRoutes:
+			r.rerouted(m.endpoint)
 		}
 	}
 }
@@ -358,6 +372,23 @@ func (r *Runtime) proxySynced(m *machine) bool {
 	return synced || !known
 }
 
+// rerouted tells the kube-proxy of every node of a cluster that the pod
+// routes podRoute weighs changed: a CNI agent of one of its nodes started,
+// stopped, or came into or out of sync.
+func (r *Runtime) rerouted(endpoint string) {
+	r.mu.Lock()
+	var pns []*kubeproxy.Node
+	for _, o := range r.machines {
+		if o.endpoint == endpoint && o.proxy != nil {
+			pns = append(pns, o.proxy)
+		}
+	}
+	r.mu.Unlock()
+	for _, pn := range pns {
+		pn.Rerouted()
+	}
+}
+
 // podRoute says whether a connection from machine m reaches pod IP ip of
 // its cluster: a pod of another node is reached only through routes that
 // the CNI's agent on both nodes programmed (Felix's VXLAN routes and
@@ -382,12 +413,66 @@ func (r *Runtime) podRoute(m *machine, ip netip.Addr) error {
 	if owner == nil || owner == m {
 		return nil
 	}
-	for _, n := range []*machine{m, owner} {
-		if synced, known, why := r.synced(n, startneeds.EffectPodRoutes); known && !synced {
-			return fmt.Errorf("no route to host: node %s has no routes to other nodes' pods (%s)", n.nodeName, why)
+	for _, n := range [][2]*machine{{m, owner}, {owner, m}} {
+		if synced, known, why := r.synced(n[0], startneeds.EffectPodRoutes); known && !synced && !r.keepsRoutes(n[0], n[1]) {
+			return fmt.Errorf("no route to host: node %s has no routes to other nodes' pods (%s)", n[0].nodeName, why)
 		}
 	}
 	return r.underlayRoute(m, owner, ip)
+}
+
+// routeSpan is when a machine's CNI agent had its pod routes in sync since
+// the machine booted. Felix applies nothing to the dataplane before it is
+// in sync (int_dataplane.go / win_dataplane.go, as podRoute says), and the
+// routes, VXLAN neighbours and HNS remote-subnet policies it programmed
+// are the kernel's and the host network service's, not the process's: an
+// agent that exits, or loses Typha and is restarted, leaves them in place
+// until it is in sync again and its resync replaces them. A reboot loses
+// them (a machine is made anew at each boot).
+type routeSpan struct {
+	first time.Time // the agent's first time in sync; zero: never
+	last  time.Time // when its latest period in sync ended; zero: none has
+}
+
+// podRoutesSynced records the node's CNI agent coming into sync or leaving
+// it, and tells the cluster's kube-proxies the routes may have changed.
+func (r *Runtime) podRoutesSynced(m *machine, in bool) {
+	now := time.Now()
+	r.mu.Lock()
+	switch {
+	case in && m.podRoutes.first.IsZero():
+		m.podRoutes.first = now
+	case !in && !m.podRoutes.first.IsZero():
+		m.podRoutes.last = now
+	}
+	r.mu.Unlock()
+	r.rerouted(m.endpoint)
+}
+
+// keepsRoutes says whether node n, whose agent is out of sync now, still
+// has the routes to other's pods its agent programmed: it was in sync at
+// some time after other's agent first was (by which other's block, and its
+// route, existed). While a DaemonSet replaces the agent, one of two may
+// still be in sync: its routes are there now.
+func (r *Runtime) keepsRoutes(n, other *machine) bool {
+	r.mu.Lock()
+	o, last := other.podRoutes.first, n.podRoutes.last
+	var states []componentState
+	for _, list := range n.sessions {
+		for _, cs := range list {
+			if cs.comp.Effect == startneeds.EffectPodRoutes {
+				states = append(states, cs.s)
+			}
+		}
+	}
+	r.mu.Unlock()
+	if o.IsZero() {
+		return false
+	}
+	if slices.ContainsFunc(states, componentState.Synced) {
+		return true
+	}
+	return !last.IsZero() && !last.Before(o)
 }
 
 // initializeNode is the cloud node manager's node controller: once its

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +62,11 @@ type Node struct {
 	// refused are the Services whose load-balancer policy the Windows
 	// data plane refused (too many endpoints), logged once per refusal.
 	refused map[string]bool
+	// unrouted are the Services whose node ports take no connection
+	// because the node has no route to any of their endpoints (wanted);
+	// while there are some, recheck looks again every second.
+	unrouted map[string]bool
+	recheck  *time.Timer
 	// noted are the notices logged once per Service (key/what).
 	noted map[string]bool
 	// sticky is ClientIP session affinity: service/port/client -> endpoint.
@@ -90,7 +97,7 @@ type listener struct {
 // Node adds a node's proxy; it serves nothing until SetActive(true), as a
 // node programs no Service rules before its kube-proxy pod runs.
 func (c *Cluster) Node(cfg NodeConfig) *Node {
-	n := &Node{c: c, cfg: cfg, lim: limitsOf(cfg), listeners: map[int32]*listener{}, programmed: map[string]*service{}, refused: map[string]bool{}, noted: map[string]bool{}, sticky: map[string]stickyEntry{}, next: map[string]int{}, now: time.Now}
+	n := &Node{c: c, cfg: cfg, lim: limitsOf(cfg), listeners: map[int32]*listener{}, programmed: map[string]*service{}, refused: map[string]bool{}, unrouted: map[string]bool{}, noted: map[string]bool{}, sticky: map[string]stickyEntry{}, next: map[string]int{}, now: time.Now}
 	c.attach(n)
 	return n
 }
@@ -271,6 +278,10 @@ func (n *Node) Close() {
 	n.mu.Lock()
 	n.closed, n.active = true, false
 	n.programmed = map[string]*service{}
+	if n.recheck != nil {
+		n.recheck.Stop()
+		n.recheck = nil
+	}
 	n.mu.Unlock()
 	n.c.detach(n)
 	n.closeAll()
@@ -305,15 +316,35 @@ func (n *Node) apply(key string) {
 	if !n.active {
 		return
 	}
-	s := n.c.get(key)
-	want := map[int32]*listener{}
-	if s != nil {
+	if s := n.c.get(key); s != nil {
 		n.programmed[key] = s
 		n.notice(key, s)
-		want = n.wanted(s)
 	} else {
 		delete(n.programmed, key)
 		n.notice(key, nil)
+	}
+	n.listen(key)
+}
+
+// reroute weighs the rules programmed for one Service against the node's
+// routes again. Unlike apply it works while no kube-proxy runs: the
+// rules stay, and the kernel routes each packet by what it has now.
+func (n *Node) reroute(key string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.closed {
+		n.listen(key)
+	}
+}
+
+// listen opens and closes the node's listeners for one Service as its
+// programmed rules need; the caller holds n.mu.
+func (n *Node) listen(key string) {
+	want := map[int32]*listener{}
+	if s := n.programmed[key]; s != nil {
+		want = n.wanted(s)
+	} else {
+		delete(n.unrouted, key)
 	}
 	for port, l := range n.listeners {
 		if l.svc != key {
@@ -346,13 +377,16 @@ func (n *Node) apply(key string) {
 		}
 		n.listeners[port] = w
 	}
+	n.scheduleRecheck()
 }
 
 // wanted are the listeners a Service needs on this node; the caller holds
 // n.mu.
 func (n *Node) wanted(s *service) map[int32]*listener {
 	out := map[int32]*listener{}
-	if s.typ != "NodePort" && s.typ != "LoadBalancer" || !n.sees(s) {
+	unrouted := false
+	delete(n.unrouted, s.key)
+	if !servesNodePorts(s) || !n.sees(s) {
 		return out
 	}
 	if err := n.lim.loadBalancer(s); err != nil {
@@ -378,15 +412,94 @@ func (n *Node) wanted(s *service) map[int32]*listener {
 		// without a local endpoint DROPs it instead (serve closes it).
 		// Without DSR a Windows node load-balances a Local Service's
 		// NodePort over every endpoint, as for Cluster.
-		if !(s.etpLocal && n.lim.localTraffic()) && len(n.candidates(s, p.name, false)) == 0 {
-			continue
+		if !(s.etpLocal && n.lim.localTraffic()) {
+			cands := n.candidates(s, p.name, false)
+			if len(cands) == 0 {
+				continue
+			}
+			// A NodePort is a DNAT (iptables, HNS), not a socket: the
+			// handshake is the endpoint's, and a SYN DNATed to a pod the
+			// node has no route to is lost. A node that can route to
+			// none of the endpoints completes no connection, so the
+			// cloud load balancer's TCP probe of the port fails there
+			// (a node whose CNI agent has not programmed its routes
+			// yet stays out of rotation) rather than taking connections
+			// it can only reset.
+			if !n.routesToAny(cands) {
+				unrouted = true
+				continue
+			}
 		}
 		out[p.nodePort] = &listener{svc: s.key, port: p.name}
 	}
-	if s.typ == "LoadBalancer" && s.etpLocal && s.healthCheckPort > 0 {
+	if unrouted {
+		n.unrouted[s.key] = true
+	} else {
+		delete(n.unrouted, s.key)
+	}
+	// The health check node port is kube-proxy's own server: it dies
+	// with the process (closeHealth).
+	if s.typ == "LoadBalancer" && s.etpLocal && s.healthCheckPort > 0 && n.active {
 		out[s.healthCheckPort] = &listener{svc: s.key, health: true}
 	}
 	return out
+}
+
+func servesNodePorts(s *service) bool { return s.typ == "NodePort" || s.typ == "LoadBalancer" }
+
+// routesToAny says whether the node has a route to at least one of cands
+// (a hostNetwork endpoint, or one of the node's own pods, needs none).
+// The caller holds n.mu.
+func (n *Node) routesToAny(cands []endpoint) bool {
+	if n.cfg.PodRoute == nil {
+		return true
+	}
+	for _, e := range cands {
+		ip, err := netip.ParseAddr(e.addr)
+		if err != nil || n.cfg.PodRoute(ip) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// scheduleRecheck looks at the Services held shut for want of routes
+// again in a second, for as long as there are some: the routes come from
+// the CNI agents of this node and the endpoints' nodes, and from the
+// subnet's route table under host-gw, none of which kube-proxy hears
+// about; a real node simply starts forwarding once the kernel has the
+// route. The caller holds n.mu.
+func (n *Node) scheduleRecheck() {
+	if len(n.unrouted) == 0 || n.recheck != nil || n.closed {
+		return
+	}
+	n.recheck = time.AfterFunc(time.Second, func() {
+		n.mu.Lock()
+		n.recheck = nil
+		keys := slices.Collect(maps.Keys(n.unrouted))
+		n.mu.Unlock()
+		for _, k := range keys {
+			n.reroute(k)
+		}
+	})
+}
+
+// Rerouted is the node's routes to other nodes' pods, or theirs to it,
+// having changed (a CNI agent came into sync or left it): the node's
+// NodePorts are weighed again against the routes, as the next SYN to
+// each would be.
+func (n *Node) Rerouted() {
+	n.mu.Lock()
+	var keys []string
+	for k, s := range n.programmed {
+		if servesNodePorts(s) {
+			keys = append(keys, k)
+		}
+	}
+	n.mu.Unlock()
+	for _, k := range keys {
+		n.reroute(k)
+	}
 }
 
 // candidates are a Service port's ready endpoints; local ones only for

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -672,4 +673,56 @@ func TestClusterIPFromAPod(t *testing.T) {
 	if _, handled, err := win2019.DialServiceFromPod(context.Background(), net.JoinHostPort(svc.Spec.ClusterIP, "81"), "10.244.2.7"); !handled || err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("a port the Service lacks: handled %v, %v", handled, err)
 	}
+}
+
+// TestNodePortWithoutARouteTakesNoConnection: a node with no route to any
+// of a NodePort Service's endpoints (its CNI agent not in sync yet)
+// completes no connection on the port, as a SYN DNATed to an unroutable
+// pod is lost, so a TCP health probe of the port fails there. Once a route
+// exists the port answers without any Service change, and it closes again
+// when Rerouted says the routes went, even while no kube-proxy runs.
+func TestNodePortWithoutARouteTakesNoConnection(t *testing.T) {
+	c, w := newCluster(t)
+	w.backend(t, "10.244.7.10", 8080)
+	w.backend(t, "10.244.8.10", 8080)
+	var routed atomic.Bool
+	dir := t.TempDir()
+	fresh := c.Node(NodeConfig{NodeName: "node-new", Address: address(), Logs: vmdisk.NewLogs(vmdisk.Disk{Root: dir}),
+		PodRoute: func(ip netip.Addr) error {
+			if routed.Load() {
+				return nil
+			}
+			return fmt.Errorf("no route to host: %s", ip)
+		}})
+	fresh.SetActive(true)
+	t.Cleanup(fresh.Close)
+	old := c.testNode(t, "node-old", false, "6.8.0-1021-azure")
+	svc := newService(t, "unrouted", corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "unrouted"}},
+		map[string]string{"10.244.7.10": "node-w1", "10.244.8.10": "node-w2"})
+	key := "default/unrouted"
+	answers(t, nodePortURL(old, svc), "10.244.")
+	poll.Until(t, 30*time.Second, func() string {
+		fresh.mu.Lock()
+		defer fresh.mu.Unlock()
+		if _, ok := fresh.programmed[key]; !ok {
+			return "the new node has not programmed the Service"
+		}
+		return ""
+	})
+	port := net.JoinHostPort(fresh.cfg.Address.String(), strconv.Itoa(int(svc.Spec.Ports[0].NodePort)))
+	if !refuses(port) {
+		t.Fatalf("the node without a route to either endpoint completes connections on %s", port)
+	}
+
+	routed.Store(true)
+	answers(t, "http://"+port+"/", "10.244.")
+
+	routed.Store(false)
+	fresh.SetActive(false)
+	fresh.Rerouted()
+	if !refuses(port) {
+		t.Errorf("the node's NodePort %s still completes connections after its routes went", port)
+	}
+	routed.Store(true)
+	answers(t, "http://"+port+"/", "10.244.")
 }

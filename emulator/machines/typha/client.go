@@ -66,7 +66,11 @@ type Client struct {
 	// OnUpdates receives decoded updates (the slice is reused after it returns); nil skips
 	// their bodies, which are only counted.
 	OnUpdates func([]Update)
-	Clock     Clock
+	// OnInSync, when set, is told each time the stream comes into sync
+	// (true) and each time it leaves it (false: a status other than
+	// InSync, or the connection gone).
+	OnInSync func(bool)
+	Clock    Clock
 
 	status   atomic.Int32 // SyncStatus + 1; 0 = not connected
 	received atomic.Uint64
@@ -83,6 +87,16 @@ func (c *Client) NotSynced() string {
 		return "Typha syncer status " + SyncStatus(v-1).String()
 	}
 	return ""
+}
+
+// setStatus records the stream's status (SyncStatus + 1; 0 = not
+// connected) and tells OnInSync when it comes into or leaves sync.
+func (c *Client) setStatus(v int32) {
+	in := int32(InSync) + 1
+	was := c.status.Swap(v)
+	if c.OnInSync != nil && (was == in) != (v == in) {
+		c.OnInSync(v == in)
+	}
 }
 
 // Received is the number of updates read since the client was made.
@@ -103,7 +117,7 @@ func (c *Client) Run(ctx context.Context) error {
 	if c.Clock == nil {
 		c.Clock = RealClock{}
 	}
-	defer c.status.Store(0)
+	defer c.setStatus(0)
 	for {
 		if _, err := c.discover(ctx); err == nil {
 			break
@@ -209,7 +223,7 @@ func (c *Client) follow(ctx context.Context, nc net.Conn) error {
 	} else if kind != msgServerHello {
 		return fmt.Errorf("%w: expected the server hello, got kind %d", errFrame, kind)
 	}
-	c.status.Store(int32(WaitForDatastore) + 1)
+	c.setStatus(int32(WaitForDatastore) + 1)
 	var batch []Update
 	for {
 		_ = nc.SetReadDeadline(time.Now().Add(DefaultReadTimeout))
@@ -223,7 +237,7 @@ func (c *Client) follow(ctx context.Context, nc net.Conn) error {
 			if err != nil {
 				return err
 			}
-			c.status.Store(int32(b) + 1)
+			c.setStatus(int32(b) + 1)
 		case msgPing:
 			t, err := r.varint()
 			if err != nil {

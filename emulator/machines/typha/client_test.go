@@ -3,6 +3,7 @@ package typha
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 )
@@ -125,16 +126,23 @@ func TestClientExitsWhenTyphaCloses(t *testing.T) {
 		_, _ = nc.Write(w.b)
 		nc.Close() // Typha's pod goes away
 	}()
+	var told []bool
 	c := &Client{
 		Hostname: "me",
 		Syncer:   SyncerFelix,
 		Clock:    newFakeClock(),
 		Discover: func(context.Context) ([]Addr, error) { return []Addr{{Addr: l.Addr().String()}}, nil },
+		OnInSync: func(in bool) { told = append(told, in) },
 	}
 	if err := c.Run(context.Background()); !errors.Is(err, ErrConnectionLost) {
 		t.Fatalf("Run = %v, want %v", err, ErrConnectionLost)
 	}
 	if c.NotSynced() == "" {
 		t.Fatal("after losing Typha the client still reports in sync")
+	}
+	// Felix's routes outlive it only if the runtime hears both ends of
+	// its time in sync.
+	if fmt.Sprint(told) != "[true false]" {
+		t.Errorf("OnInSync was told %v, want [true false]: in sync, then the connection lost", told)
 	}
 }

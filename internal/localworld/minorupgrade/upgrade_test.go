@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -72,6 +73,10 @@ func TestUpgradeMixedCluster(t *testing.T) {
 	}
 	if os.Getenv("WINKUBE_TEST_LOGS") != "" {
 		log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	} else {
+		// The world logs through log.Log: without a sink set,
+		// controller-runtime prints a stack trace after 30 s instead.
+		log.SetLogger(logr.Discard())
 	}
 	start := time.Now()
 	logf := func(format string, args ...any) {
