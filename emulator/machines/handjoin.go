@@ -203,6 +203,11 @@ func (h handHost) KubeadmReset(_ context.Context, print func(string)) int {
 		k.Stop()
 	}
 	r.stopAllSessions(m)
+	// The node joins again as a new Node, maybe with another pod CIDR:
+	// no other node has its routes until both agents sync anew.
+	r.mu.Lock()
+	m.podRoutes = routeSpan{}
+	r.mu.Unlock()
 	r.stopProxy(m)
 	print("[reset] Deleting files: [" + `C:\etc\kubernetes\kubelet.conf` + "]")
 	_ = os.Remove(m.kubeletConf())

@@ -92,4 +92,22 @@ func TestPodRoutesOutliveTheAgent(t *testing.T) {
 	if err := reaches(fresh, "192.168.2.5"); err != nil {
 		t.Errorf("the Windows node's agent is in sync again: %v", err)
 	}
+
+	// The DaemonSet replaces the Linux node's calico-node: between the
+	// old pod's end and the new one's start the routes stay.
+	r.stopSessions(lin, "lin")
+	if err := reaches(lin, "192.168.2.5"); err != nil {
+		t.Errorf("while its calico-node pod is replaced, the Linux node lost its routes: %v", err)
+	}
+
+	// A node whose calico-node has not started yet, in a cluster whose
+	// other nodes run one, has none.
+	bare, _ := node("bare", "192.168.4.0/24")
+	bare.sessions = nil
+	if err := reaches(bare, "192.168.2.5"); err == nil || !strings.Contains(err.Error(), "its CNI agent is not running") {
+		t.Errorf("a node without its CNI agent reaches another node's pod: %v", err)
+	}
+	if err := reaches(win, "192.168.4.5"); err == nil {
+		t.Error("a node reaches the pod of a node without its CNI agent (it has no route back)")
+	}
 }

@@ -279,18 +279,16 @@ func (r *Runtime) stopSessions(m *machine, uid types.UID) {
 	delete(m.sessions, uid)
 	r.mu.Unlock()
 	for _, cs := range gone {
-		// An agent in sync when it stops ends its period in sync now.
 		inSync := cs.comp.Effect == startneeds.EffectPodRoutes && cs.s.Synced()
 		cs.s.Stop()
-		if inSync {
-			r.podRoutesSynced(m, false)
-		}
-	}
-	for _, cs := range gone {
-		switch cs.comp.Effect {
-		case startneeds.EffectServiceRules:
+		switch {
+		case cs.comp.Effect == startneeds.EffectServiceRules:
 			r.refreshProxy(m)
-		case startneeds.EffectPodRoutes:
+		case inSync:
+			// An agent in sync when it stops ends its time in sync
+			// now (a session's Stop reports nothing itself).
+			r.podRoutesSynced(m, false)
+		case cs.comp.Effect == startneeds.EffectPodRoutes:
 			r.rerouted(m.endpoint)
 		}
 	}
@@ -414,11 +412,44 @@ func (r *Runtime) podRoute(m *machine, ip netip.Addr) error {
 		return nil
 	}
 	for _, n := range [][2]*machine{{m, owner}, {owner, m}} {
-		if synced, known, why := r.synced(n[0], startneeds.EffectPodRoutes); known && !synced && !r.keepsRoutes(n[0], n[1]) {
+		synced, known, why := r.synced(n[0], startneeds.EffectPodRoutes)
+		if synced || !known && !r.agentsRoute(n[0]) {
+			continue
+		}
+		if !r.keepsRoutes(n[0], n[1]) {
+			if !known {
+				why = "its CNI agent is not running"
+			}
 			return fmt.Errorf("no route to host: node %s has no routes to other nodes' pods (%s)", n[0].nodeName, why)
 		}
 	}
 	return r.underlayRoute(m, owner, ip)
+}
+
+// agentsRoute says whether pod routes in n's cluster are an agent's to
+// program: one ran on n since it booted (a DaemonSet is replacing it), or
+// runs or ran on another node of the cluster (n's has not started yet).
+// A cluster whose CNI runs no such agent (flannel's routes are not
+// modelled per node) routes every pod.
+func (r *Runtime) agentsRoute(n *machine) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range r.machines {
+		if o.endpoint != n.endpoint && o != n {
+			continue
+		}
+		if !o.podRoutes.first.IsZero() {
+			return true
+		}
+		for _, list := range o.sessions {
+			for _, cs := range list {
+				if cs.comp.Effect == startneeds.EffectPodRoutes {
+					return true
+				}
+			}
+		}
+	}
+	return !n.podRoutes.first.IsZero()
 }
 
 // routeSpan is when a machine's CNI agent had its pod routes in sync since

@@ -311,38 +311,62 @@ func (l *listener) close() {
 // cannot leave the older state in place. While no kube-proxy runs it
 // changes nothing (SetActive).
 func (n *Node) apply(key string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.active {
+	for {
+		// The routes are weighed outside the lock (they ask the node's
+		// network), for the state that is still current under it.
+		s := n.c.get(key)
+		routed := n.routed(s)
+		n.mu.Lock()
+		if !n.active {
+			n.mu.Unlock()
+			return
+		}
+		if n.c.get(key) != s {
+			n.mu.Unlock()
+			continue
+		}
+		if s != nil {
+			n.programmed[key] = s
+			n.notice(key, s)
+		} else {
+			delete(n.programmed, key)
+			n.notice(key, nil)
+		}
+		n.listen(key, routed)
+		n.mu.Unlock()
 		return
 	}
-	if s := n.c.get(key); s != nil {
-		n.programmed[key] = s
-		n.notice(key, s)
-	} else {
-		delete(n.programmed, key)
-		n.notice(key, nil)
-	}
-	n.listen(key)
 }
 
 // reroute weighs the rules programmed for one Service against the node's
 // routes again. Unlike apply it works while no kube-proxy runs: the
 // rules stay, and the kernel routes each packet by what it has now.
 func (n *Node) reroute(key string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.closed {
-		n.listen(key)
+	for {
+		n.mu.Lock()
+		s := n.programmed[key]
+		n.mu.Unlock()
+		routed := n.routed(s)
+		n.mu.Lock()
+		if n.programmed[key] != s {
+			n.mu.Unlock()
+			continue
+		}
+		if !n.closed {
+			n.listen(key, routed)
+		}
+		n.mu.Unlock()
+		return
 	}
 }
 
 // listen opens and closes the node's listeners for one Service as its
-// programmed rules need; the caller holds n.mu.
-func (n *Node) listen(key string) {
+// programmed rules and routed (of those rules) need; the caller holds
+// n.mu.
+func (n *Node) listen(key string, routed map[string]bool) {
 	want := map[int32]*listener{}
 	if s := n.programmed[key]; s != nil {
-		want = n.wanted(s)
+		want = n.wanted(s, routed)
 	} else {
 		delete(n.unrouted, key)
 	}
@@ -382,7 +406,7 @@ func (n *Node) listen(key string) {
 
 // wanted are the listeners a Service needs on this node; the caller holds
 // n.mu.
-func (n *Node) wanted(s *service) map[int32]*listener {
+func (n *Node) wanted(s *service, routed map[string]bool) map[int32]*listener {
 	out := map[int32]*listener{}
 	unrouted := false
 	delete(n.unrouted, s.key)
@@ -413,8 +437,7 @@ func (n *Node) wanted(s *service) map[int32]*listener {
 		// Without DSR a Windows node load-balances a Local Service's
 		// NodePort over every endpoint, as for Cluster.
 		if !(s.etpLocal && n.lim.localTraffic()) {
-			cands := n.candidates(s, p.name, false)
-			if len(cands) == 0 {
+			if len(n.candidates(s, p.name, false)) == 0 {
 				continue
 			}
 			// A NodePort is a DNAT (iptables, HNS), not a socket: the
@@ -424,8 +447,9 @@ func (n *Node) wanted(s *service) map[int32]*listener {
 			// cloud load balancer's TCP probe of the port fails there
 			// (a node whose CNI agent has not programmed its routes
 			// yet stays out of rotation) rather than taking connections
-			// it can only reset.
-			if !n.routesToAny(cands) {
+			// it can only reset. Closed, the port refuses where the
+			// real one drops: either way the probe fails.
+			if !routed[p.name] {
 				unrouted = true
 				continue
 			}
@@ -447,9 +471,24 @@ func (n *Node) wanted(s *service) map[int32]*listener {
 
 func servesNodePorts(s *service) bool { return s.typ == "NodePort" || s.typ == "LoadBalancer" }
 
+// routed says, per port of s that forwards to any endpoint, whether the
+// node has a route to one of its endpoints. The caller does not hold
+// n.mu: PodRoute asks the node's network.
+func (n *Node) routed(s *service) map[string]bool {
+	if s == nil || !servesNodePorts(s) {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, p := range s.ports {
+		if p.nodePort != 0 {
+			out[p.name] = n.routesToAny(n.candidates(s, p.name, false))
+		}
+	}
+	return out
+}
+
 // routesToAny says whether the node has a route to at least one of cands
 // (a hostNetwork endpoint, or one of the node's own pods, needs none).
-// The caller holds n.mu.
 func (n *Node) routesToAny(cands []endpoint) bool {
 	if n.cfg.PodRoute == nil {
 		return true
