@@ -224,9 +224,16 @@ func TestScaleSetOverprovisions(t *testing.T) {
 	}
 
 	done(sets.BeginCreateOrUpdate(w.ctx, "rg", "exact", scaleSet(subnetID, "exact", "v1", 5), nil))
-	if n, b := len(w.instances("rg", "exact")), booted("exact"); n != 5 || b != 5 {
-		t.Fatalf("overprovision false: %d instances and %d booted, want 5", n, b)
+	if n := len(w.instances("rg", "exact")); n != 5 {
+		t.Fatalf("overprovision false: %d instances right after the create, want exactly the 5 asked for", n)
 	}
+	// They boot in goroutines of their own as the operation completes.
+	poll.Until(t, 10*time.Second, func() string {
+		if b := booted("exact"); b != 5 {
+			return fmt.Sprintf("overprovision false: %d of the 5 instances booted", b)
+		}
+		return ""
+	})
 
 	big := scaleSet(subnetID, "big", "v1", 101)
 	big.Properties.SinglePlacementGroup = nil
