@@ -310,14 +310,7 @@ func (r *Runtime) stopAllSessions(m *machine) {
 // ok false when the node runs none (the effect is then not gated here).
 func (r *Runtime) synced(m *machine, effect string) (synced, ok bool, why string) {
 	r.mu.Lock()
-	var ss []*componentSession
-	for _, list := range m.sessions {
-		for _, cs := range list {
-			if cs.comp.Effect == effect {
-				ss = append(ss, cs)
-			}
-		}
-	}
+	ss := sessionsWith(m, effect)
 	r.mu.Unlock()
 	if len(ss) == 0 {
 		return false, false, ""
@@ -328,6 +321,20 @@ func (r *Runtime) synced(m *machine, effect string) (synced, ok bool, why string
 		}
 	}
 	return true, true, ""
+}
+
+// sessionsWith are the machine's component sessions with effect; the
+// caller holds r.mu.
+func sessionsWith(m *machine, effect string) []*componentSession {
+	var out []*componentSession
+	for _, list := range m.sessions {
+		for _, cs := range list {
+			if cs.comp.Effect == effect {
+				out = append(out, cs)
+			}
+		}
+	}
+	return out
 }
 
 // execProbe is the health command of a component whose sync it reports
@@ -438,15 +445,8 @@ func (r *Runtime) agentsRoute(n *machine) bool {
 		if o.endpoint != n.endpoint && o != n {
 			continue
 		}
-		if !o.podRoutes.first.IsZero() {
+		if !o.podRoutes.first.IsZero() || len(sessionsWith(o, startneeds.EffectPodRoutes)) > 0 {
 			return true
-		}
-		for _, list := range o.sessions {
-			for _, cs := range list {
-				if cs.comp.Effect == startneeds.EffectPodRoutes {
-					return true
-				}
-			}
 		}
 	}
 	return !n.podRoutes.first.IsZero()
@@ -488,19 +488,12 @@ func (r *Runtime) podRoutesSynced(m *machine, in bool) {
 func (r *Runtime) keepsRoutes(n, other *machine) bool {
 	r.mu.Lock()
 	o, last := other.podRoutes.first, n.podRoutes.last
-	var states []componentState
-	for _, list := range n.sessions {
-		for _, cs := range list {
-			if cs.comp.Effect == startneeds.EffectPodRoutes {
-				states = append(states, cs.s)
-			}
-		}
-	}
+	agents := sessionsWith(n, startneeds.EffectPodRoutes)
 	r.mu.Unlock()
 	if o.IsZero() {
 		return false
 	}
-	if slices.ContainsFunc(states, componentState.Synced) {
+	if slices.ContainsFunc(agents, func(cs *componentSession) bool { return cs.s.Synced() }) {
 		return true
 	}
 	return !last.IsZero() && !last.Before(o)
