@@ -118,10 +118,7 @@ average the report shows.`,
   winkube bench --size 1+200+800 --steady 0 --timeout 60m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()) })
 		},
 	}
 	cmd.Flags().StringVar(&o.bin, "bin", "", "directory of the binaries hack/tools builds")

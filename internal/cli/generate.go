@@ -165,10 +165,7 @@ as clusterctl requires.`,
 			if len(args) == 1 {
 				g.Name = args[0]
 			}
-			if err := g.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, g.Run(cmd.Context(), cmd.OutOrStdout()))
+			return validThenRun(cmd, g, func() error { return g.Run(cmd.Context(), cmd.OutOrStdout()) })
 		},
 	}
 	f := cmd.Flags()
@@ -218,6 +215,16 @@ func withHelp(cmd *cobra.Command, err error) error {
 		u.Help = cmd.CommandPath()
 	}
 	return err
+}
+
+// validThenRun is a command's RunE once its options hold the flags and
+// arguments: options that do not validate, and a run that fails for bad
+// input, are reported with the command's usage hint (exit 2).
+func validThenRun(cmd *cobra.Command, o interface{ Validate() error }, run func() error) error {
+	if err := o.Validate(); err != nil {
+		return withHelp(cmd, err)
+	}
+	return withHelp(cmd, run())
 }
 
 // flagOfField names the flag of generate/up that sets a generated field.

@@ -114,10 +114,7 @@ the machine reach, serves pulls and refuses every push.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Paths = args
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()) })
 		},
 	}
 	cmd.Flags().StringVar(&o.local, "local", "", "the local world of this name (default winkube, as 'winkube up')")

@@ -251,10 +251,7 @@ Kubernetes version (the one winkube picks); with --all, every version.`,
   winkube images list --source gallery --kubernetes-version v1.31.1 -o yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.OutOrStdout()) })
 		},
 	}
 	o.addFilters(cmd)
@@ -271,10 +268,7 @@ func newImagesResolveCommand() *cobra.Command {
   winkube images resolve --os windows --kubernetes-version v1.31.1 --source gallery -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.OutOrStdout()) })
 		},
 	}
 	o.addFilters(cmd)

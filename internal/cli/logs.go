@@ -118,10 +118,7 @@ is then cut), and its error.
 		Args: oneNode,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Node = args[0]
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()) })
 		},
 	}
 	o.addFlags(cmd)

@@ -178,10 +178,7 @@ pass --use-my-azure-login.`,
 		Args: oneMachine,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()) })
 		},
 	}
 	o.addFlags(cmd)

@@ -232,10 +232,7 @@ machine; otherwise (or with --print-script) it prints it.`,
 		Args: oneNode,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.cluster.cmd, o.Join.Node = cmd, args[0]
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()) })
 		},
 	}
 	o.cluster.clusterFlags(cmd, "to reach the workload cluster through its kubeconfig Secret", "join to")
@@ -267,10 +264,7 @@ services and their files, deletes the Node, and deletes the bootstrap tokens
 		Args:    oneNode,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.cluster.cmd, o.Node = cmd, args[0]
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.ErrOrStderr()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.ErrOrStderr()) })
 		},
 	}
 	o.cluster.clusterFlags(cmd, "to reach the workload cluster through its kubeconfig Secret", "remove from")

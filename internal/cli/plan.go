@@ -109,10 +109,7 @@ type options interface {
 func optionsRunE(d *doctorOptions, o options) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, _ []string) error {
 		d.cmd = cmd
-		if err := o.Validate(); err != nil {
-			return withHelp(cmd, err)
-		}
-		return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
+		return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.OutOrStdout()) })
 	}
 }
 

@@ -92,10 +92,7 @@ with an account you set a password for (over 'winkube ssh').
 		Args: oneNode,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Node, o.CommandPath = args[0], cmd.Root().CommandPath()
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()) })
 		},
 	}
 	o.addFlags(cmd)

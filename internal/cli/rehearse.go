@@ -139,10 +139,7 @@ removes every rehearsal of the cluster (CLASS not needed).`,
 		Args:      cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.cmd, o.Args = cmd, args
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.OutOrStdout()) })
 		},
 	}
 	o.clusterFlags(cmd, "where the rehearsal's MachineDeployments are added (required)", "rehearse on")

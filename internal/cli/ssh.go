@@ -88,10 +88,7 @@ afterwards; a changed key is refused without asking.
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Node, o.Command = args[0], args[1:]
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()) })
 		},
 	}
 	o.addFlags(cmd)

@@ -277,10 +277,7 @@ long as this process. Interrupt it (Ctrl-C) to stop it: the state stays, and
 		ValidArgsFunction: completeLocalWorlds,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = worldName(args)
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.OutOrStdout()) })
 		},
 	}
 	cmd.Flags().StringVar(&o.flavor, "flavor", flavors.Windows, "cluster flavor: "+strings.Join(flavors.Names(), ", "))
@@ -362,10 +359,7 @@ from the state directory to delete what it holds.`,
 		ValidArgsFunction: completeLocalWorlds,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = worldName(args)
-			if err := o.Validate(); err != nil {
-				return withHelp(cmd, err)
-			}
-			return withHelp(cmd, o.Run(cmd.Context(), cmd.OutOrStdout()))
+			return validThenRun(cmd, o, func() error { return o.Run(cmd.Context(), cmd.OutOrStdout()) })
 		},
 	}
 	addWorldFlags(cmd, &o.upOptions)
