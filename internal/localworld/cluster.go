@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -182,7 +183,11 @@ func (w *World) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return st, nil
 	}
-	st.AddonsDone = len(dss.Items) > 1 && allReady(dss.Items)
+	applied, err := w.addonsApplied(ctx, r)
+	if err != nil {
+		return st, nil
+	}
+	st.AddonsDone = applied && len(dss.Items) > 1 && allReady(dss.Items)
 	if len(st.NotReady) > 0 {
 		st.Detail = "not Ready: " + strings.Join(st.NotReady, ", ")
 	}
@@ -237,6 +242,67 @@ func (nw *nodeWatch) closeLocked() {
 		close(nw.stop)
 		nw.stop, nw.host = nil, ""
 	}
+}
+
+// addonsApplied says whether Cluster API has applied every resource of
+// every ClusterResourceSet that selects the cluster. Before it has, the
+// DaemonSets in kube-system are kubeadm's kube-proxy and whichever sets
+// came first, all of them Ready: the progress said "add-ons running" and
+// then "pending" again when Calico's arrived.
+func (w *World) addonsApplied(ctx context.Context, r client.Reader) (bool, error) {
+	cluster := &clusterv1.Cluster{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: w.opts.Name}, cluster); err != nil {
+		return false, err
+	}
+	sets := &addonsv1.ClusterResourceSetList{}
+	if err := r.List(ctx, sets, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return false, err
+	}
+	// Cluster API names a cluster's binding after the cluster
+	// (getOrCreateClusterResourceSetBinding in
+	// core/reconcilers/clusterresourceset/clusterresourceset_helpers.go,
+	// cluster-api v1.14.2).
+	binding := &addonsv1.ClusterResourceSetBinding{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: w.opts.Name}, binding); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return resourceSetsApplied(cluster.Labels, sets.Items, binding), nil
+}
+
+// resourceSetsApplied says whether binding records each resource of each
+// of sets that selects a cluster with clusterLabels as applied. Cluster API
+// records a resource only once it has tried it, with applied false when it
+// failed (clusterresourceset_controller.go, cluster-api v1.14.2), and an
+// empty selector selects no cluster.
+func resourceSetsApplied(clusterLabels map[string]string, sets []addonsv1.ClusterResourceSet, binding *addonsv1.ClusterResourceSetBinding) bool {
+	for i := range sets {
+		crs := &sets[i]
+		if !crs.DeletionTimestamp.IsZero() {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&crs.Spec.ClusterSelector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(clusterLabels)) {
+			continue
+		}
+		var got *addonsv1.ResourceSetBinding
+		for j := range binding.Spec.Bindings {
+			if binding.Spec.Bindings[j].ClusterResourceSetName == crs.Name {
+				got = &binding.Spec.Bindings[j]
+			}
+		}
+		if got == nil {
+			return false
+		}
+		for _, ref := range crs.Spec.Resources {
+			if !got.IsApplied(ref) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func allReady(dss []appsv1.DaemonSet) bool {
