@@ -27,11 +27,16 @@ type Report struct {
 	Nodes       int    `json:"nodes"`
 	LoadAverage string `json:"LoadAverage"`
 	Phases      struct {
-		ManagementPlaneUp      Seconds `json:"managementPlaneUp"`
-		CNIApplied             Seconds `json:"cniApplied"`
-		FirstControlPlaneReady Seconds `json:"firstControlPlaneReady"`
-		AllNodesReady          Seconds `json:"allNodesReady"`
-		Delete                 Seconds `json:"delete"`
+		ManagementPlaneUp Seconds `json:"managementPlaneUp"`
+		// The first control plane's steps (bringup.ControlPlaneTimes).
+		ControlPlaneMachine        Seconds `json:"controlPlaneMachine"`
+		ControlPlaneVMBooting      Seconds `json:"controlPlaneVMBooting"`
+		ControlPlaneNodeRegistered Seconds `json:"controlPlaneNodeRegistered"`
+		ControlPlaneInitialized    Seconds `json:"controlPlaneInitialized"`
+		CNIApplied                 Seconds `json:"cniApplied"`
+		FirstControlPlaneReady     Seconds `json:"firstControlPlaneReady"`
+		AllNodesReady              Seconds `json:"allNodesReady"`
+		Delete                     Seconds `json:"delete"`
 	} `json:"phases"`
 	Workers struct {
 		Count int `json:"count"`
@@ -157,6 +162,9 @@ func (r *Report) Timeline(start time.Time, tl bringup.Timeline) {
 		}
 		return Seconds(t.Sub(start).Seconds())
 	}
+	cp := tl.FirstControlPlane
+	r.Phases.ControlPlaneMachine, r.Phases.ControlPlaneVMBooting = since(cp.Created), since(cp.VMBooting)
+	r.Phases.ControlPlaneNodeRegistered, r.Phases.ControlPlaneInitialized = since(cp.NodeRegistered), since(cp.Initialized)
 	r.Phases.CNIApplied = since(tl.CNIApplied)
 	r.Phases.FirstControlPlaneReady = since(tl.FirstControlPlaneReady)
 	if k := len(tl.NodesReady); k > 0 {
@@ -269,6 +277,10 @@ func (r *Report) WriteTable(out io.Writer) {
 	fmt.Fprintf(t, "size %s (%d nodes), load average at start %s\n", r.Size, r.Nodes, r.LoadAverage)
 	fmt.Fprintf(t, "PHASE\tSECONDS FROM START\n")
 	fmt.Fprintf(t, "management plane up\t%s\n", f(r.Phases.ManagementPlaneUp))
+	fmt.Fprintf(t, "first control plane's Machine created\t%s\n", f(r.Phases.ControlPlaneMachine))
+	fmt.Fprintf(t, "  its VM booting\t%s\n", f(r.Phases.ControlPlaneVMBooting))
+	fmt.Fprintf(t, "  its Node registered (API server up, kubeadm init run)\t%s\n", f(r.Phases.ControlPlaneNodeRegistered))
+	fmt.Fprintf(t, "  Cluster API reached it (load balancer, cluster cache)\t%s\n", f(r.Phases.ControlPlaneInitialized))
 	fmt.Fprintf(t, "CNI applied\t%s\n", f(r.Phases.CNIApplied))
 	fmt.Fprintf(t, "first control plane Ready\t%s\n", f(r.Phases.FirstControlPlaneReady))
 	fmt.Fprintf(t, "half / 90%% / all nodes Ready\t%s / %s / %s\n", f(r.NodesReadyAt.Half), f(r.NodesReadyAt.NineTenths), f(r.NodesReadyAt.All))

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +97,9 @@ func TestTimeline(t *testing.T) {
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	tl := bringup.Timeline{
 		CNIApplied: at(30), FirstControlPlaneReady: at(90),
-		NodesReady: []time.Time{at(90), at(150), at(160), at(200)},
+		// Its VM booting not seen (the machine runtime's note lost).
+		FirstControlPlane: bringup.ControlPlaneTimes{Created: at(12), NodeRegistered: at(24), Initialized: at(35)},
+		NodesReady:        []time.Time{at(90), at(150), at(160), at(200)},
 		Workers: []bringup.WorkerTimes{
 			{Created: at(10), BootstrapReady: at(95), VMBooting: at(105), Provisioned: at(107), NodeRegistered: at(120), NodeReady: at(150),
 				CNIPodCreated: at(121), CNIPodScheduled: at(122), CNIPodReady: at(140)},
@@ -109,6 +112,9 @@ func TestTimeline(t *testing.T) {
 	r.Timeline(t0, tl)
 	if r.Phases.CNIApplied != 30 || r.Phases.FirstControlPlaneReady != 90 {
 		t.Errorf("phases %+v", r.Phases)
+	}
+	if p := r.Phases; p.ControlPlaneMachine != 12 || !math.IsNaN(float64(p.ControlPlaneVMBooting)) || p.ControlPlaneNodeRegistered != 24 || p.ControlPlaneInitialized != 35 {
+		t.Errorf("first control plane %+v, want 12, NaN, 24, 35", p)
 	}
 	if r.NodesReadyAt.Half != 150 || r.NodesReadyAt.NineTenths != 200 || r.NodesReadyAt.All != 200 {
 		t.Errorf("nodes Ready at %+v, want 150/200/200", r.NodesReadyAt)
@@ -139,13 +145,20 @@ func TestWriteTable(t *testing.T) {
 	r := Report{Size: "1+1+2", Nodes: 4, LoadAverage: "0.50 0.40 0.30"}
 	r.Timeline(time.Now(), bringup.Timeline{})
 	r.Phases.AllNodesReady = 61.25
+	r.Phases.ControlPlaneInitialized = 35
 	r.APIServer.Error = "no metrics"
 	r.ARM.Top = []Counts{{"PUT virtualMachines", 4}}
 	var b bytes.Buffer
 	r.WriteTable(&b)
 	out := b.String()
-	for _, want := range []string{"size 1+1+2 (4 nodes), load average at start 0.50 0.40 0.30", "add-ons running  61.2", "CNI applied", "not counted: no metrics", "PUT virtualMachines", "WORKERS (0)"} {
+	for _, want := range []string{"size 1+1+2 (4 nodes), load average at start 0.50 0.40 0.30", "CNI applied", "not counted: no metrics", "PUT virtualMachines", "WORKERS (0)"} {
 		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	// The columns' width follows the longest label.
+	for _, want := range []string{`add-ons running +61\.2\n`, `Cluster API reached it \(load balancer, cluster cache\) +35\.0\n`} {
+		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}

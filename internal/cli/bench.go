@@ -93,8 +93,11 @@ func newBenchCommand() *cobra.Command {
 		Short: "Measure winkube up: where the time, the requests, the CPU and the memory go",
 		Long: `Run 'winkube up' in a scratch state directory for each size (control-plane +
 Linux + Windows nodes) and report:
-  - phases, in seconds from the start: management plane up, CNI applied,
-    first control plane Ready, all nodes Ready (with the add-ons running),
+  - phases, in seconds from the start: management plane up; the first
+    control plane's Machine created, its VM booting, its Node registered
+    and Cluster API reaching it (ControlPlaneInitialized: the API-server
+    load balancer's probe and Cluster API's cluster cache); CNI applied;
+    first control plane Ready; all nodes Ready (with the add-ons running);
     and the time to delete the cluster;
   - each worker's wait for the control plane (Machine created to its
     bootstrap data), provisioning (to the VM booting), join (to Node

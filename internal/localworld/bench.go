@@ -127,6 +127,15 @@ func (w *World) Timeline(ctx context.Context) (bringup.Timeline, error) {
 		}
 		provisioned, bootstrap := trueSince(clusterv1.MachineInfrastructureReadyCondition), trueSince(clusterv1.MachineBootstrapConfigReadyCondition)
 		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp {
+			if first := &tl.FirstControlPlane; first.Created.IsZero() || m.CreationTimestamp.Before(&metav1.Time{Time: first.Created}) {
+				first.Created, first.VMBooting, first.NodeRegistered = m.CreationTimestamp.Time, time.Time{}, time.Time{}
+				if vm := vmName[m.Spec.InfrastructureRef.Name]; vm != "" {
+					first.VMBooting = w.boots.of(vm)
+				}
+				if node != nil {
+					first.NodeRegistered = node.CreationTimestamp.Time
+				}
+			}
 			if !provisioned.IsZero() && (tl.ControlPlaneProvisioned.IsZero() || provisioned.Before(tl.ControlPlaneProvisioned)) {
 				tl.ControlPlaneProvisioned = provisioned
 			}
@@ -159,6 +168,13 @@ func (w *World) Timeline(ctx context.Context) (bringup.Timeline, error) {
 			}
 		}
 		tl.Workers = append(tl.Workers, wt)
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: w.opts.Name}, cluster); err != nil {
+		return tl, err
+	}
+	if c := conditions.Get(cluster, clusterv1.ClusterControlPlaneInitializedCondition); c != nil && c.Status == metav1.ConditionTrue {
+		tl.FirstControlPlane.Initialized = c.LastTransitionTime.Time
 	}
 	return tl, nil
 }

@@ -25,9 +25,22 @@ type Timeline struct {
 	ControlPlaneProvisioned time.Time
 	// FirstControlPlaneReady is when the first control-plane node became Ready.
 	FirstControlPlaneReady time.Time
+	// FirstControlPlane is the first control-plane machine's way to an
+	// initialized control plane.
+	FirstControlPlane ControlPlaneTimes
 	// NodesReady are the times the nodes became Ready, in order.
 	NodesReady []time.Time
 	Workers    []WorkerTimes
+}
+
+// ControlPlaneTimes are the first control plane's steps: its Machine
+// created by KubeadmControlPlane; its VM handed to the machine runtime
+// (booting); its Node registered, once its API server answered and
+// kubeadm init ran; and Cluster API's ControlPlaneInitialized on the
+// Cluster, once Cluster API reached that API server through the load
+// balancer, which the workers' bootstrap data waits for.
+type ControlPlaneTimes struct {
+	Created, VMBooting, NodeRegistered, Initialized time.Time
 }
 
 // WorkerTimes are one worker machine's steps: its Machine created, its
