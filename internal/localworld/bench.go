@@ -48,7 +48,11 @@ func (b *bootTimes) note(machine string) {
 	}
 }
 
+// of is zero for a machine not booted, or unnamed (no VM yet).
 func (b *bootTimes) of(machine string) time.Time {
+	if machine == "" {
+		return time.Time{}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.at[machine]
@@ -126,12 +130,10 @@ func (w *World) Timeline(ctx context.Context) (bringup.Timeline, error) {
 			return time.Time{}
 		}
 		provisioned, bootstrap := trueSince(clusterv1.MachineInfrastructureReadyCondition), trueSince(clusterv1.MachineBootstrapConfigReadyCondition)
+		booting := w.boots.of(vmName[m.Spec.InfrastructureRef.Name])
 		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp {
-			if first := &tl.FirstControlPlane; first.Created.IsZero() || m.CreationTimestamp.Before(&metav1.Time{Time: first.Created}) {
-				first.Created, first.VMBooting, first.NodeRegistered = m.CreationTimestamp.Time, time.Time{}, time.Time{}
-				if vm := vmName[m.Spec.InfrastructureRef.Name]; vm != "" {
-					first.VMBooting = w.boots.of(vm)
-				}
+			if first := &tl.FirstControlPlane; first.Created.IsZero() || m.CreationTimestamp.Time.Before(first.Created) {
+				*first = bringup.ControlPlaneTimes{Created: m.CreationTimestamp.Time, VMBooting: booting}
 				if node != nil {
 					first.NodeRegistered = node.CreationTimestamp.Time
 				}
@@ -146,10 +148,7 @@ func (w *World) Timeline(ctx context.Context) (bringup.Timeline, error) {
 			}
 			continue
 		}
-		wt := bringup.WorkerTimes{Machine: m.Name, Created: m.CreationTimestamp.Time, BootstrapReady: bootstrap, Provisioned: provisioned}
-		if vm := vmName[m.Spec.InfrastructureRef.Name]; vm != "" {
-			wt.VMBooting = w.boots.of(vm)
-		}
+		wt := bringup.WorkerTimes{Machine: m.Name, Created: m.CreationTimestamp.Time, BootstrapReady: bootstrap, VMBooting: booting, Provisioned: provisioned}
 		if node != nil {
 			wt.NodeRegistered, wt.NodeReady = node.CreationTimestamp.Time, readySince(node)
 			if p := cniPods[node.Name]; p != nil {
