@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/winkube/winkube/emulator/machines/bootagent"
@@ -86,7 +85,7 @@ func (r *Runtime) startHandKubelet(ctx context.Context, m *machine, st vmshell.S
 	m.nodeName, m.containerd = reg.Name, st.Containerd
 	m.endpoint = r.endpointOf(cfg, endpoint)
 	r.mu.Unlock()
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubeletClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -180,7 +179,7 @@ func (h handHost) KubeadmJoin(_ context.Context, j vmshell.HandJoin, print func(
 	r.mu.Lock()
 	m.endpoint = r.endpointOf(cfg, m.endpoint)
 	r.mu.Unlock()
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubeletClient(cfg)
 	if err != nil {
 		return fail(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/winkube/winkube/emulator/machines/hostnet"
@@ -42,8 +43,12 @@ func (r *Runtime) ensureProxy(m *machine) {
 	sp := r.proxies.all[m.endpoint]
 	if sp == nil {
 		// Through the cluster's endpoint, as kube-proxy's kubeconfig
-		// points, so the watch outlives any one control-plane machine.
-		client, err := kubernetes.NewForConfig(wc.viaEndpoint(m.endpoint))
+		// points, so the watch outlives any one control-plane machine; in
+		// protobuf, kube-proxy's default content type
+		// (pkg/proxy/apis/config/v1alpha1/defaults.go, kubernetes v1.36.3).
+		pc := wc.viaEndpoint(m.endpoint)
+		pc.ContentType = runtime.ContentTypeProtobuf
+		client, err := kubernetes.NewForConfig(pc)
 		if err != nil {
 			r.proxies.mu.Unlock()
 			r.event(m, "kube-proxy: "+err.Error())

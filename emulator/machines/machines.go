@@ -23,6 +23,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -332,7 +333,7 @@ func (r *Runtime) bootControlPlane(ctx context.Context, m *machine, b *bootdata.
 	if err != nil {
 		return err
 	}
-	nodeClient, err := kubernetes.NewForConfig(cp.Kubelet)
+	nodeClient, err := kubeletClient(cp.Kubelet)
 	if err != nil {
 		return err
 	}
@@ -378,7 +379,7 @@ func (r *Runtime) bootWorker(ctx context.Context, m *machine, b *bootdata.BootDa
 			return fmt.Errorf("%s: kubeadm join did not join the node", agentName(m))
 		}
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubeletClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -387,6 +388,22 @@ func (r *Runtime) bootWorker(ctx context.Context, m *machine, b *bootdata.BootDa
 		version = v.GitVersion
 	}
 	return r.startKubelet(ctx, m, client, clusterCA(cfg), reg, nil, nil, host, version)
+}
+
+// kubeletClient is the kubelet's client of the API server from its
+// kubeconfig, with the overrides the kubelet applies to it
+// (kubeClientConfigOverrides and setContentTypeForClient,
+// cmd/kubelet/app/server.go, kubernetes v1.36.3) at their defaults
+// (pkg/kubelet/apis/config/v1beta1/defaults.go): it sends protobuf and
+// accepts protobuf before JSON, so the API server encodes the node's watch
+// events and decodes its status and lease writes as it does for a real
+// kubelet, at 50 requests a second with a burst of 100.
+func kubeletClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	c.QPS, c.Burst = 50, 100
+	return kubernetes.NewForConfig(c)
 }
 
 // clusterCA is the cluster CA the node's kubeconfig trusts: kubeadm makes
