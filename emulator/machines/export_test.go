@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -78,6 +79,25 @@ func (r *Runtime) testMachine(nodeName string) *machine {
 		}
 	}
 	return nil
+}
+
+// HideCluster makes the node's cluster unknown to the runtime, as it is
+// while a node resumed from its disk boots before its control plane; the
+// func returned makes it known again (once, however often it is called).
+func (r *Runtime) HideCluster(nodeName string) (restore func()) {
+	m := r.testMachine(nodeName)
+	r.mu.Lock()
+	wc := r.clusters[m.endpoint]
+	delete(r.clusters, m.endpoint)
+	r.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			r.clusters[m.endpoint] = wc
+			r.mu.Unlock()
+		})
+	}
 }
 
 // StartComponents starts what the pod's system components list and

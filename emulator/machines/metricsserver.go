@@ -68,8 +68,9 @@ const tokenLifetime = time.Hour
 //
 // The cluster is looked up when a container starts, not when the kubelet
 // does: a worker resumed from its disk boots before its control plane's
-// cluster is known here; its container stays simulated (its HTTPS probes
-// fail on the plain page) until the kubelet restarts it.
+// cluster is known here; metrics-server's container then stays simulated
+// (its HTTPS probes fail on the plain page) until the kubelet restarts
+// it, and Typha's process retries until it is (startTypha).
 func (r *Runtime) realPrograms(m *machine) kubelet.RunFunc {
 	return func(ctx context.Context, pod *corev1.Pod, c corev1.Container, addr netip.Addr) bool {
 		if isTypha(c) {

@@ -146,24 +146,51 @@ func (r *Runtime) runTypha(ctx context.Context, m *machine, wc *workloadCluster,
 	return nil
 }
 
-// startTypha is realPrograms' Typha: false (a simulated container, whose
-// probes then fail) when its cluster is not run here yet or it cannot
-// listen.
+// startTypha is realPrograms' Typha: its process starts, and until it can
+// read its configuration and reach the datastore it retries every second
+// and listens on nothing, as Typha does (typha/pkg/daemon/daemon.go,
+// projectcalico/calico v3.30.7 74485ea4: InitializeAndServeForever runs
+// LoadConfiguration, whose config loop and EnsureInitialized retry every
+// second, before Start opens the sync server and the health server). So
+// while its cluster is not run here yet (a node resumed from its disk
+// boots before its control plane is known) or the API server does not
+// answer, a Felix that dials it is refused and tries another Typha, and
+// the probes of 9098 fail: the pod is not Ready and leaves the Service's
+// endpoints. (A simulated container would serve the plain page on 5473
+// and 9098: Typha's HTTP readiness probe passes, and every Felix that
+// dials it waits for a handshake until its read times out.)
 func (r *Runtime) startTypha(ctx context.Context, m *machine, pod *corev1.Pod, c corev1.Container, addr netip.Addr) bool {
-	r.mu.Lock()
-	wc := r.clusters[m.endpoint]
-	r.mu.Unlock()
 	who := fmt.Sprintf("%s/%s %s", pod.Namespace, pod.Name, c.Name)
-	if wc == nil {
-		m.logs.Write(vmdisk.Containerd, "%s: calico-typha: the cluster's control plane is not run here yet: the container stays simulated until it restarts", who)
-		return false
-	}
-	if err := r.runTypha(ctx, m, wc, pod, c, addr); err != nil {
-		m.logs.Write(vmdisk.Containerd, "%s: calico-typha: %v", who, err)
-		return false
-	}
+	go func() {
+		last := ""
+		for {
+			r.mu.Lock()
+			wc := r.clusters[m.endpoint]
+			r.mu.Unlock()
+			err := errors.New("the cluster's control plane is not run here yet")
+			if wc != nil {
+				err = r.runTypha(ctx, m, wc, pod, c, addr)
+			}
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			if msg := err.Error(); msg != last {
+				m.logs.Write(vmdisk.Containerd, "%s: calico-typha: Failed to load configuration (retrying every second): %v", who, err)
+				last = msg
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(typhaConfigRetry):
+			}
+		}
+	}()
 	return true
 }
+
+// typhaConfigRetry is the pause of Typha's config loop after a failure
+// (daemon.go LoadConfiguration, v3.30.7: time.Sleep(1 * time.Second)).
+const typhaConfigRetry = time.Second
 
 // typhaCounter is GetNumTyphas (typha/pkg/k8s/lookup.go, v3.30.7): the
 // ready addresses of the Service's Endpoints that have Typha's port, read

@@ -2,12 +2,14 @@ package machines_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,6 +153,9 @@ func felixSynced(node string, p *corev1.Pod) string {
 //   - no Typha Deployment: Felix's discovery finds no Endpoints, logs it as
 //     Felix does and redoes its config loop; it is not ready and its node
 //     routes no pods;
+//   - Typha started before its datastore answers (its cluster not known
+//     here yet) retries its config loop and listens on nothing: a dial of
+//     its sync port or its health port is refused until it is known;
 //   - Typha lacking a list rule (bgpfilters): that syncer never gets in
 //     sync, Typha's /readiness answers 503, its address is not ready, and
 //     Felix stays out of sync; with the rule, all of it comes right;
@@ -198,7 +203,39 @@ func TestFelixViaTypha(t *testing.T) {
 		t.Fatal(err)
 	}
 	typhaA := w.typhaPod(t, ctx, "calico-typha-a", a)
+	// Typha a starts before its datastore can be reached: its node was
+	// resumed from its disk ahead of its control plane.
+	restore := rt.HideCluster(a)
 	hostA, stopA := runTypha(t, a, typhaA)
+	t.Run("Typha before its datastore answers", func(t *testing.T) {
+		defer restore()
+		poll.Until(t, time.Minute, func() string {
+			const retrying = "calico-typha: Failed to load configuration (retrying every second): the cluster's control plane is not run here yet"
+			if l := w.log(a, vmdisk.Containerd); !strings.Contains(l, retrying) {
+				return "node a's log does not show Typha's config loop retrying:\n" + l
+			}
+			return ""
+		})
+		// Its sync server and health server are not open yet: a Felix's
+		// dial is refused (it tries another Typha), the probe fails.
+		for _, port := range []string{"5473", "9098"} {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(hostA.String(), port), 2*time.Second)
+			switch {
+			case err == nil:
+				c.Close()
+				t.Errorf("Typha a accepts connections on port %s before it reached its datastore", port)
+			case !errors.Is(err, syscall.ECONNREFUSED):
+				t.Errorf("dialling Typha a's port %s before it reached its datastore: %v, want connection refused", port, err)
+			}
+		}
+		restore()
+		poll.Until(t, time.Minute, func() string {
+			if code, body := typhaReadiness(hostA); code == 0 {
+				return "Typha a's health server does not answer once its cluster is known: " + body
+			}
+			return ""
+		})
+	})
 
 	t.Run("Typha lacking a list rule", func(t *testing.T) {
 		w.typhaEndpoints(t, ctx, nil, map[string]string{a: ipA})

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/winkube/winkube/localports"
@@ -297,6 +298,13 @@ func splice(a, b net.Conn, idle time.Duration) {
 				if tc, ok := dst.(*net.TCPConn); ok && errors.Is(err, io.EOF) {
 					// The other direction may still carry the answer.
 					_ = tc.CloseWrite()
+				}
+				if errors.Is(err, syscall.ECONNRESET) {
+					// Azure's load balancer translates addresses and
+					// forwards packets: a RST from one end reaches the
+					// other as a RST, not as the orderly close this
+					// proxy's own Close would send.
+					reset(dst)
 				}
 				return
 			}

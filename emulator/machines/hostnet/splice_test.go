@@ -1,6 +1,7 @@
 package hostnet
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -93,4 +94,56 @@ func splicedPair(tb testing.TB, idle time.Duration) (client, server net.Conn) {
 	}
 	tb.Cleanup(func() { client.Close(); server.Close() })
 	return client, server
+}
+
+// TestSpliceCarriesResets: a connection one end resets reaches the other
+// end reset, as through Azure's load balancer, which forwards the RST;
+// an orderly close stays a half-close, the answer still flowing back.
+func TestSpliceCarriesResets(t *testing.T) {
+	abort := func(c net.Conn) {
+		_ = c.(*net.TCPConn).SetLinger(0)
+		_ = c.Close()
+	}
+	readErr := func(c net.Conn) error {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := io.ReadAll(c)
+		if err == nil {
+			err = io.EOF // ReadAll reports an orderly end as no error
+		}
+		return err
+	}
+	t.Run("backend resets", func(t *testing.T) {
+		client, server := splicedPair(t, 0)
+		abort(server)
+		if err := readErr(client); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("the client of a backend that reset reads %v, want connection reset", err)
+		}
+	})
+	t.Run("client resets", func(t *testing.T) {
+		client, server := splicedPair(t, 0)
+		abort(client)
+		if err := readErr(server); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("the backend of a client that reset reads %v, want connection reset", err)
+		}
+	})
+	t.Run("client closes its side", func(t *testing.T) {
+		client, server := splicedPair(t, 0)
+		if _, err := io.WriteString(client, "GET"); err != nil {
+			t.Fatal(err)
+		}
+		_ = client.(*net.TCPConn).CloseWrite()
+		got := make([]byte, 3)
+		if _, err := io.ReadFull(server, got); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(server, "answer"); err != nil {
+			t.Fatal(err)
+		}
+		server.Close()
+		_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, err := io.ReadAll(client)
+		if err != nil || string(b) != "answer" {
+			t.Errorf("after its half-close the client read %q, %v; want the answer and an orderly end", b, err)
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
@@ -846,12 +847,18 @@ func reset(c net.Conn) {
 	_ = c.Close()
 }
 
+// pipe carries a NodePort connection both ways until each side has
+// closed. A side that resets resets the other: the DNAT of iptables or
+// HNS rewrites the RST's addresses and forwards it.
 func pipe(a, b net.Conn) {
 	done := make(chan struct{}, 2)
 	cp := func(dst, src net.Conn) {
 		buf := make([]byte, 32<<10)
-		_, _ = io.CopyBuffer(dst, src, buf)
-		if t, ok := dst.(*net.TCPConn); ok {
+		_, err := io.CopyBuffer(dst, src, buf)
+		switch t, ok := dst.(*net.TCPConn); {
+		case errors.Is(err, syscall.ECONNRESET):
+			reset(dst)
+		case ok:
 			_ = t.CloseWrite()
 		}
 		done <- struct{}{}
