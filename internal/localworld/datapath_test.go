@@ -156,7 +156,7 @@ func checkDataPath(ctx context.Context, t *testing.T, w *localworld.World, cs ku
 		return ""
 	})
 	t.Logf("%6.1fs answers from the 3 replicas: %v", time.Since(start).Seconds(), seen)
-	checkNSGRulesSurvive(ctx, t, w, ip, start)
+	checkNSGRulesSurvive(ctx, t, w, cs, ip, start)
 
 	// A typo in the selector, and a targetPort nothing listens on: each
 	// Service gets its external IP, and nothing answers on it.
@@ -251,7 +251,7 @@ func keys[V any](m map[string]V) []string {
 // keeps answering. (A provider that PUT only its own rules took Services
 // dark until the cloud provider wrote them again, which it does only when a
 // Service or the nodes change: CAPZ #578, kubernetes #90611.)
-func checkNSGRulesSurvive(ctx context.Context, t *testing.T, w *localworld.World, ip string, start time.Time) {
+func checkNSGRulesSurvive(ctx context.Context, t *testing.T, w *localworld.World, cs kubernetes.Interface, ip string, start time.Time) {
 	t.Helper()
 	ruleIDs := func(suffix string) []string {
 		var out []string
@@ -292,6 +292,7 @@ func checkNSGRulesSurvive(ctx context.Context, t *testing.T, w *localworld.World
 	}
 	for i := range 5 {
 		if _, err := curl(ip); err != nil {
+			diagnose(ctx, t, w, cs)
 			t.Fatalf("curl %s after winkube wrote the node NSG (try %d): %v", ip, i+1, err)
 		}
 	}
