@@ -219,7 +219,7 @@ func (f *lbFrontend) forward(c net.Conn) {
 	dist, idle, admit := f.rule.Distribution, f.rule.IdleTimeout, f.rule.Admit
 	f.mu.Unlock()
 	if len(backends) == 0 {
-		reset(c)
+		Reset(c)
 		return
 	}
 	b := backends[pick(dist, c.RemoteAddr(), c.LocalAddr(), len(backends))]
@@ -228,16 +228,16 @@ func (f *lbFrontend) forward(c net.Conn) {
 	if admit != nil {
 		src, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 		if !admit(b, src.Addr().Unmap()) {
-			reset(c)
+			Reset(c)
 			return
 		}
 	}
 	up, err := Dial(b)
 	if err != nil {
-		reset(c)
+		Reset(c)
 		return
 	}
-	splice(c, up, idle)
+	Splice(c, up, idle)
 }
 
 // pick hashes a connection's tuple as the distribution mode says.
@@ -260,17 +260,21 @@ func pick(d Distribution, src, dst net.Addr, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// reset closes a connection with a TCP reset rather than an orderly close.
-func reset(c net.Conn) {
+// Reset closes a connection with a TCP reset rather than an orderly close:
+// how a flow that was refused or dropped ends for a client that already
+// connected to a proxy.
+func Reset(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
 	}
 	_ = c.Close()
 }
 
-// splice copies both ways until either side closes, or until neither side
-// has sent anything for idle (when idle is set).
-func splice(a, b net.Conn, idle time.Duration) {
+// Splice carries a connection both ways, as an address translation does
+// (the load balancer's, a node's NodePort DNAT): until both sides have
+// closed, a half-close passed on, or until neither side has sent anything
+// for idle (when idle is set).
+func Splice(a, b net.Conn, idle time.Duration) {
 	defer a.Close()
 	defer b.Close()
 	var last atomic.Int64
@@ -300,11 +304,10 @@ func splice(a, b net.Conn, idle time.Duration) {
 					_ = tc.CloseWrite()
 				}
 				if errors.Is(err, syscall.ECONNRESET) {
-					// Azure's load balancer translates addresses and
-					// forwards packets: a RST from one end reaches the
-					// other as a RST, not as the orderly close this
-					// proxy's own Close would send.
-					reset(dst)
+					// A translation forwards packets: a RST from one
+					// end reaches the other as a RST, not as the
+					// orderly close this proxy's own Close would send.
+					Reset(dst)
 				}
 				return
 			}

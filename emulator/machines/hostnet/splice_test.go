@@ -84,7 +84,7 @@ func splicedPair(tb testing.TB, idle time.Duration) (client, server net.Conn) {
 			a.Close()
 			return
 		}
-		splice(a, up, idle)
+		Splice(a, up, idle)
 	}()
 	if client, err = net.Dial("tcp", front.Addr().String()); err != nil {
 		tb.Fatal(err)
@@ -97,8 +97,9 @@ func splicedPair(tb testing.TB, idle time.Duration) (client, server net.Conn) {
 }
 
 // TestSpliceCarriesResets: a connection one end resets reaches the other
-// end reset, as through Azure's load balancer, which forwards the RST;
-// an orderly close stays a half-close, the answer still flowing back.
+// end reset, as through Azure's load balancer or a node's NodePort DNAT,
+// which forward the RST; an orderly close stays an orderly close (a
+// half-close, the answer still flowing back).
 func TestSpliceCarriesResets(t *testing.T) {
 	abort := func(c net.Conn) {
 		_ = c.(*net.TCPConn).SetLinger(0)
@@ -117,6 +118,17 @@ func TestSpliceCarriesResets(t *testing.T) {
 		abort(server)
 		if err := readErr(client); !errors.Is(err, syscall.ECONNRESET) {
 			t.Errorf("the client of a backend that reset reads %v, want connection reset", err)
+		}
+	})
+	t.Run("backend answers and closes", func(t *testing.T) {
+		client, server := splicedPair(t, 0)
+		if _, err := io.WriteString(server, "page"); err != nil {
+			t.Fatal(err)
+		}
+		server.Close()
+		_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if b, err := io.ReadAll(client); err != nil || string(b) != "page" {
+			t.Errorf("the client read %q, %v; want the page and an orderly end", b, err)
 		}
 	})
 	t.Run("client resets", func(t *testing.T) {

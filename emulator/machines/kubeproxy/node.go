@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -15,9 +14,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/winkube/winkube/emulator/machines/hostnet"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/localports"
 )
@@ -575,15 +574,16 @@ func (n *Node) serve(l *listener) {
 func (n *Node) forward(conn net.Conn, l *listener) {
 	s := n.rules(l.svc)
 	if s == nil {
-		reset(conn)
+		hostnet.Reset(conn)
 		return
 	}
 	up, err := n.dialEndpoint(s, l.port, s.etpLocal && n.lim.localTraffic(), clientIP(conn.RemoteAddr()))
 	if err != nil {
-		reset(conn)
+		hostnet.Reset(conn)
 		return
 	}
-	pipe(conn, up)
+	// The node's DNAT forwards until both sides close.
+	hostnet.Splice(conn, up, 0)
 }
 
 // dialEndpoint picks an endpoint of a Service port (ClientIP affinity
@@ -836,36 +836,4 @@ func clientIP(a net.Addr) string {
 	}
 	h, _, _ := net.SplitHostPort(a.String())
 	return h
-}
-
-// reset closes a connection with a RST, as a refused or dropped flow ends
-// for a client that already connected.
-func reset(c net.Conn) {
-	if t, ok := c.(*net.TCPConn); ok {
-		_ = t.SetLinger(0)
-	}
-	_ = c.Close()
-}
-
-// pipe carries a NodePort connection both ways until each side has
-// closed. A side that resets resets the other: the DNAT of iptables or
-// HNS rewrites the RST's addresses and forwards it.
-func pipe(a, b net.Conn) {
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		buf := make([]byte, 32<<10)
-		_, err := io.CopyBuffer(dst, src, buf)
-		switch t, ok := dst.(*net.TCPConn); {
-		case errors.Is(err, syscall.ECONNRESET):
-			reset(dst)
-		case ok:
-			_ = t.CloseWrite()
-		}
-		done <- struct{}{}
-	}
-	go cp(b, a)
-	cp(a, b)
-	<-done
-	_ = a.Close()
-	_ = b.Close()
 }
