@@ -105,6 +105,20 @@ func TestSpliceCarriesResets(t *testing.T) {
 		_ = c.(*net.TCPConn).SetLinger(0)
 		_ = c.Close()
 	}
+	// joined returns a client and a backend once the splice carries
+	// bytes between them: a reset before that would meet the proxy's dial
+	// of the backend, not the splice.
+	joined := func(t *testing.T) (client, server net.Conn) {
+		t.Helper()
+		client, server = splicedPair(t, 0)
+		if _, err := io.WriteString(client, "x"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(server, make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		return client, server
+	}
 	readErr := func(c net.Conn) error {
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		_, err := io.ReadAll(c)
@@ -114,7 +128,7 @@ func TestSpliceCarriesResets(t *testing.T) {
 		return err
 	}
 	t.Run("backend resets", func(t *testing.T) {
-		client, server := splicedPair(t, 0)
+		client, server := joined(t)
 		abort(server)
 		if err := readErr(client); !errors.Is(err, syscall.ECONNRESET) {
 			t.Errorf("the client of a backend that reset reads %v, want connection reset", err)
@@ -132,7 +146,7 @@ func TestSpliceCarriesResets(t *testing.T) {
 		}
 	})
 	t.Run("client resets", func(t *testing.T) {
-		client, server := splicedPair(t, 0)
+		client, server := joined(t)
 		abort(client)
 		if err := readErr(server); !errors.Is(err, syscall.ECONNRESET) {
 			t.Errorf("the backend of a client that reset reads %v, want connection reset", err)
