@@ -280,6 +280,16 @@ func Splice(a, b net.Conn, idle time.Duration) {
 	var last atomic.Int64
 	last.Store(time.Now().UnixNano())
 	done := make(chan struct{}, 2)
+	// finSent marks the side this splice half-closed: a socket that sent
+	// its FIN and then read the peer's is closed by the kernel as a reset
+	// one is, so only a side still open for writing tells by its state.
+	var finSent [2]atomic.Bool
+	side := func(c net.Conn) *atomic.Bool {
+		if c == a {
+			return &finSent[0]
+		}
+		return &finSent[1]
+	}
 	pump := func(dst, src net.Conn) {
 		defer func() { done <- struct{}{} }()
 		buf := make([]byte, 32<<10)
@@ -291,6 +301,9 @@ func Splice(a, b net.Conn, idle time.Duration) {
 			if k > 0 {
 				last.Store(time.Now().UnixNano())
 				if _, werr := dst.Write(buf[:k]); werr != nil {
+					if errors.Is(werr, syscall.ECONNRESET) || errors.Is(werr, syscall.EPIPE) {
+						Reset(src) // dst reset: its RST goes on to src
+					}
 					return
 				}
 			}
@@ -299,15 +312,20 @@ func Splice(a, b net.Conn, idle time.Duration) {
 				if errors.As(err, &ne) && ne.Timeout() && time.Since(time.Unix(0, last.Load())) < idle {
 					continue // the other direction carried traffic
 				}
-				if tc, ok := dst.(*net.TCPConn); ok && errors.Is(err, io.EOF) {
-					// The other direction may still carry the answer.
-					_ = tc.CloseWrite()
-				}
-				if errors.Is(err, syscall.ECONNRESET) {
+				switch {
+				case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF) && !side(src).Load() && wasReset(src):
 					// A translation forwards packets: a RST from one
 					// end reaches the other as a RST, not as the
 					// orderly close this proxy's own Close would send.
+					// (An end of file is a reset the other direction's
+					// write was told of first.)
 					Reset(dst)
+				case errors.Is(err, io.EOF):
+					if tc, ok := dst.(*net.TCPConn); ok {
+						// The other direction may still carry the answer.
+						side(dst).Store(true)
+						_ = tc.CloseWrite()
+					}
 				}
 				return
 			}

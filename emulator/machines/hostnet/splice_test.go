@@ -134,6 +134,20 @@ func TestSpliceCarriesResets(t *testing.T) {
 			t.Errorf("the client of a backend that reset reads %v, want connection reset", err)
 		}
 	})
+	// The backend resets as the client's next bytes cross the splice: the
+	// kernel reports a reset once, to the first call on the socket, which
+	// may be the splice's write of those bytes; its read then sees an end
+	// of file, which is still a reset and must reach the client as one.
+	t.Run("backend resets under a write", func(t *testing.T) {
+		for i := range 200 {
+			client, server := joined(t)
+			abort(server)
+			_, werr := io.WriteString(client, "GET / HTTP/1.1\r\n\r\n")
+			if err := readErr(client); !errors.Is(err, syscall.ECONNRESET) && !errors.Is(werr, syscall.ECONNRESET) {
+				t.Fatalf("try %d: the client writing to a backend that reset reads %v (write: %v), want connection reset", i, err, werr)
+			}
+		}
+	})
 	t.Run("backend answers and closes", func(t *testing.T) {
 		client, server := splicedPair(t, 0)
 		if _, err := io.WriteString(server, "page"); err != nil {
