@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/transport"
 	"k8s.io/utils/ptr"
 
+	"github.com/winkube/winkube/emulator/machines/hostproc"
 	"github.com/winkube/winkube/emulator/machines/kubelet"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 	"github.com/winkube/winkube/emulator/registry"
@@ -150,7 +151,7 @@ func startMetricsServer(ctx context.Context, wc *workloadCluster, endpoint strin
 		}
 	}
 	// Killed with winkube, as the control-plane processes are.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = hostproc.Attr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", bin, err)

@@ -7,7 +7,6 @@ import (
 	"os/signal"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -31,7 +30,7 @@ type RunOptions struct {
 // keeps the state for the next Run.
 func Run(ctx context.Context, wo Options, ro RunOptions) error {
 	deleteReq := make(chan os.Signal, 1)
-	signal.Notify(deleteReq, syscall.SIGUSR1)
+	signal.Notify(deleteReq, deleteSignal)
 	defer signal.Stop(deleteReq)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -100,12 +99,12 @@ func Down(ctx context.Context, wo Options) error {
 	// Two downs of one world: the one holding the lock is asked as a Run
 	// would be, and must not die of it.
 	ignore := make(chan os.Signal, 1)
-	signal.Notify(ignore, syscall.SIGUSR1)
+	signal.Notify(ignore, deleteSignal)
 	defer signal.Stop(ignore)
 	// Whether a Run holds the world is its lock's to say: the process that
 	// holds it is signalled, never a pid read from a file, which a crashed
 	// up leaves behind for another process to reuse.
-	pid, err := SignalHolder(wo.StateDir, syscall.SIGUSR1)
+	pid, err := SignalHolder(wo.StateDir, deleteSignal)
 	if err != nil {
 		return err
 	}

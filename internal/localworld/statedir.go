@@ -263,8 +263,8 @@ func Holder(dir string) (pid int, held bool, err error) {
 		return 0, false, err
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	if err := tryLock(f); err == nil {
+		unlock(f)
 		return 0, false, nil
 	}
 	pid, err = lockHolder(f)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/winkube/winkube/emulator/machines/hostproc"
 )
 
 // Process is one control-plane component running from bin/, the
@@ -48,7 +50,7 @@ func (p *Process) run() error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, and killed with winkube: nothing outlives the
 	// emulator, even when winkube itself is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = hostproc.Attr()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
@@ -168,7 +170,7 @@ func (p *Process) Kill() {
 	select {
 	case <-done:
 	default:
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		hostproc.Terminate(cmd.Process)
 	}
 }
 
@@ -183,11 +185,11 @@ func (p *Process) stop() {
 		return
 	default:
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	hostproc.Terminate(cmd.Process)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		hostproc.Kill(cmd.Process)
 		<-done
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	apiserverv1beta1 "k8s.io/apiserver/pkg/apis/apiserver/v1beta1"
@@ -67,11 +68,12 @@ func Start(dial Dial) (*Server, error) {
 	if dial == nil {
 		return nil, errors.New("egress: the machine has no way to dial")
 	}
-	dir, err := os.MkdirTemp("", "wk-egress-")
+	sweepStale(os.TempDir())
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("unix", filepath.Join(dir, "cluster.sock"))
+	ln, err := net.Listen("unix", filepath.Join(dir, socketName))
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("egress socket: %w", err)
@@ -80,6 +82,38 @@ func Start(dial Dial) (*Server, error) {
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
+}
+
+const (
+	dirPrefix  = "wk-egress-"
+	socketName = "cluster.sock"
+)
+
+// sweepStale removes what endpoints of this user left behind when their
+// process ended without closing them (a SIGKILL, a crash, a parent's
+// death signal): their socket file stays, and a dial of it is refused, as
+// nothing listens on it any more. A live endpoint accepts; a directory
+// that is a link, another user's, or whose socket is not there yet (a
+// Start between its MkdirTemp and its Listen) is left alone.
+func sweepStale(tmp string) {
+	dirs, _ := filepath.Glob(filepath.Join(tmp, dirPrefix+"*"))
+	for _, d := range dirs {
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() || !ownedByMe(fi) {
+			continue
+		}
+		sock := filepath.Join(d, socketName)
+		if fi, err := os.Lstat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			continue
+		}
+		c, err := net.DialTimeout("unix", sock, time.Second)
+		if err == nil {
+			_ = c.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
 
 // Socket is the Unix socket's path, the UDS name of the egress selection.

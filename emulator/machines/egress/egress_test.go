@@ -170,3 +170,69 @@ func TestCloseDropsTunnels(t *testing.T) {
 		t.Error("an endpoint without a dial started")
 	}
 }
+
+// TestStartSweepsWhatDeadEndpointsLeft: an endpoint whose process was
+// killed leaves its directory and socket in the temporary directory; the
+// next Start removes those whose socket nothing listens on, and leaves a
+// live endpoint's, one whose socket is not made yet, and a link alone.
+func TestStartSweepsWhatDeadEndpointsLeft(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
+	live, err := egress.Start(dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	// A killed process's endpoint: the socket file stays, nobody listens.
+	dead := filepath.Join(tmp, "wk-egress-111")
+	if err := os.Mkdir(dead, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dead, "cluster.sock"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	notYet := filepath.Join(tmp, "wk-egress-222")
+	if err := os.Mkdir(notYet, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A link to a dead endpoint's directory is not one of ours to remove.
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(target, "cluster.sock"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	link := filepath.Join(tmp, "wk-egress-333")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := egress.Start(dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead endpoint's directory is still there (%v)", err)
+	}
+	for _, p := range []string{live.Socket(), notYet, link, filepath.Join(target, "cluster.sock")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
+	}
+	if c, err := net.Dial("unix", live.Socket()); err != nil {
+		t.Errorf("the live endpoint stopped answering: %v", err)
+	} else {
+		c.Close()
+	}
+}

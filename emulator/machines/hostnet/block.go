@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -86,7 +85,7 @@ func tryBlock(i int) (*Block, error) {
 	if err != nil {
 		return nil, errTaken
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockFile(f); err != nil {
 		f.Close()
 		return nil, errTaken
 	}

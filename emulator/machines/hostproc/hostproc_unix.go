@@ -1,0 +1,18 @@
+//go:build unix && !linux
+
+package hostproc
+
+import (
+	"os"
+	"syscall"
+)
+
+// Attr puts the process in its own process group; without a parent-death
+// signal, a process outlives an emulator killed by SIGKILL.
+func Attr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// Terminate sends SIGTERM to the process's group.
+func Terminate(p *os.Process) { _ = syscall.Kill(-p.Pid, syscall.SIGTERM) }
+
+// Kill sends SIGKILL to the process's group.
+func Kill(p *os.Process) { _ = syscall.Kill(-p.Pid, syscall.SIGKILL) }
