@@ -1,4 +1,4 @@
-//go:build unix && !linux
+//go:build unix
 
 package hostproc
 
@@ -6,10 +6,6 @@ import (
 	"os"
 	"syscall"
 )
-
-// Attr puts the process in its own process group; without a parent-death
-// signal, a process outlives an emulator killed by SIGKILL.
-func Attr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 // Terminate sends SIGTERM to the process's group.
 func Terminate(p *os.Process) { _ = syscall.Kill(-p.Pid, syscall.SIGTERM) }
