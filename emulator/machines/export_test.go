@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -17,8 +18,13 @@ import (
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
 )
 
-// DialFromNode connects from a node as its shell's curl does.
+// DialFromNode connects from a node as its shell's curl does, with a
+// connect timeout of 2 s (curl --connect-timeout 2): a SYN that nothing
+// answers (a Service IP the node's kube-proxy has not programmed) fails
+// after it with an i/o timeout.
 func (r *Runtime) DialFromNode(ctx context.Context, nodeName, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	r.mu.Lock()
 	var m *machine
 	for _, x := range r.machines {

@@ -47,15 +47,19 @@ func init() {
 	}
 }
 
-// apiTimeout bounds a simulated process's connection attempt: a real one
-// waits out TCP's retries, which the simulation need not.
-const apiTimeout = 2 * time.Second
-
+// dial is a simulated process's connect. A container starts on its
+// node's one pod worker here (the kubelet's SyncPod runs the process to
+// its outcome), so the connect cannot wait for TCP's retransmissions as
+// a real process does (client-go's dialer waits 30 s,
+// k8s.io/client-go@v0.36.3 transport/cache.go): its deadline has passed
+// when it starts, and a SYN nothing answers (a Service IP the node's
+// kube-proxy has not programmed) fails at once with the i/o timeout the
+// real client reports after its 30 s. Refusals and resets are the same.
 func (p *Proc) dial(addr string) error {
 	if p.Node.Dial == nil {
 		return fmt.Errorf("dial tcp %s: no network", addr)
 	}
-	ctx, cancel := context.WithTimeout(p.Ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(p.Ctx, 0)
 	defer cancel()
 	c, err := p.Node.Dial(ctx, addr)
 	if err != nil {

@@ -756,9 +756,9 @@ func (n *Node) dialService(ctx context.Context, addr, podIP string) (conn net.Co
 	}
 	s, p := n.byClusterIP(host, int32(port))
 	if s == nil {
-		// Nothing routes a Service IP kube-proxy has not programmed here:
-		// the packets leave for the default gateway and are lost.
-		return nil, true, fmt.Errorf("dial tcp %s: i/o timeout (no kube-proxy has programmed Service %s on node %s: nothing routes Service IPs it has not programmed)", addr, cs.key, n.cfg.NodeName)
+		if s, p, err = n.awaitRules(ctx, host, int32(port)); err != nil {
+			return nil, true, fmt.Errorf("dial tcp %s: %w (no kube-proxy has programmed Service %s on node %s: nothing routes Service IPs it has not programmed)", addr, err, cs.key, n.cfg.NodeName)
+		}
 	}
 	if podIP == "" {
 		if err := n.lim.hostToService(); err != nil {
@@ -785,8 +785,59 @@ func (n *Node) dialService(ctx context.Context, addr, podIP string) (conn net.Co
 	if err != nil {
 		return nil, true, fmt.Errorf("dial tcp %s: connect: connection refused (%v)", addr, err)
 	}
-	_ = ctx
 	return c, true, nil
+}
+
+// synRetransmits is when a connect sends its SYN again while nothing
+// answers, counted from the first, and when it gives up.
+//   - Linux: an initial retransmission timeout of 1 s (RFC 6298 section
+//     2.1), doubled at each of net.ipv4.tcp_syn_retries retransmissions,
+//     6 by default, "which corresponds to retrying for up to approximately
+//     127 seconds" (tcp(7) of the Linux man-pages).
+//   - Windows: an initial timeout of 3 s and 2 retransmissions, so "the
+//     TCP three-way handshake is limited to a 21-second timeframe"
+//     (Microsoft KB 2786464 on MaxSynRetransmissions and InitialRto,
+//     written for Windows Server 2008 R2; no later default was found
+//     documented, so these stand for 2019 and 2022).
+func (l limits) synRetransmits() (resend []time.Duration, giveUp time.Duration) {
+	rto, retries := time.Second, 6
+	if l.windows {
+		rto, retries = 3*time.Second, 2
+	}
+	var at time.Duration
+	for range retries {
+		at += rto
+		resend = append(resend, at)
+		rto *= 2
+	}
+	return resend, at + rto
+}
+
+// awaitRules is a connect to a Service IP the node's rules do not forward
+// yet: its SYN leaves for the default gateway and is lost, and the kernel
+// sends it again on its schedule until a retransmission finds the rules
+// kube-proxy programmed meanwhile (the connection is made then), the
+// caller's deadline passes (i/o timeout, as Go's dialer says), or the
+// kernel gives up (connection timed out).
+func (n *Node) awaitRules(ctx context.Context, host string, port int32) (*service, *servicePort, error) {
+	start := time.Now()
+	resend, giveUp := n.lim.synRetransmits()
+	for _, at := range append(resend, giveUp) {
+		t := time.NewTimer(time.Until(start.Add(at)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, errors.New("i/o timeout")
+		case <-t.C:
+		}
+		if at == giveUp {
+			break
+		}
+		if s, p := n.byClusterIP(host, port); s != nil {
+			return s, p, nil
+		}
+	}
+	return nil, nil, errors.New("connect: connection timed out")
 }
 
 // rules is a Service as the node's rules forward it (nil: none).

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -725,4 +726,59 @@ func TestNodePortWithoutARouteTakesNoConnection(t *testing.T) {
 	}
 	routed.Store(true)
 	answers(t, "http://"+port+"/", "10.244.")
+}
+
+// TestClusterIPBeforeTheRules: a connect from a node to a Service IP its
+// kube-proxy has not programmed is not refused: its SYN is lost, and the
+// kernel sends it again. The dial waits for the caller's deadline (Go's
+// "i/o timeout"), and one whose deadline is further off is made at the
+// retransmission after kube-proxy programs the Service.
+func TestClusterIPBeforeTheRules(t *testing.T) {
+	c, w := newCluster(t)
+	w.backend(t, "10.244.1.50", 8080)
+	svc := newService(t, "early", corev1.ServiceSpec{Selector: map[string]string{"app": "early"}}, map[string]string{"10.244.1.50": "node-early"})
+	synced(t, c, "default/early", 1)
+	n := c.Node(NodeConfig{NodeName: "node-early", Address: address(), Logs: vmdisk.NewLogs(vmdisk.Disk{Root: t.TempDir()})})
+	t.Cleanup(n.Close)
+	addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, handled, err := n.DialService(ctx, addr)
+	cancel()
+	if !handled || err == nil || !strings.Contains(err.Error(), "i/o timeout") {
+		t.Fatalf("a dial before the rules: handled %v, %v; want an i/o timeout", handled, err)
+	}
+	if ctx.Err() == nil {
+		t.Fatalf("the dial failed before its deadline: %v", err)
+	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		n.SetActive(true)
+	}()
+	conn, _, err := n.DialService(ctx, addr)
+	if err != nil {
+		t.Fatalf("kube-proxy programmed the Service while the SYN was retried, yet the dial failed: %v", err)
+	}
+	conn.Close()
+}
+
+// The SYN schedules: Linux's gives up after about 127 s (tcp(7)),
+// Windows' after 21 s (KB 2786464).
+func TestSYNRetransmits(t *testing.T) {
+	for _, c := range []struct {
+		windows bool
+		resend  []time.Duration
+		giveUp  time.Duration
+	}{
+		{false, []time.Duration{time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second, 31 * time.Second, 63 * time.Second}, 127 * time.Second},
+		{true, []time.Duration{3 * time.Second, 9 * time.Second}, 21 * time.Second},
+	} {
+		resend, giveUp := limits{windows: c.windows}.synRetransmits()
+		if !slices.Equal(resend, c.resend) || giveUp != c.giveUp {
+			t.Errorf("windows %v: resend at %v, give up at %v; want %v, %v", c.windows, resend, giveUp, c.resend, c.giveUp)
+		}
+	}
 }
