@@ -161,14 +161,20 @@ func checkDataPath(ctx context.Context, t *testing.T, w *localworld.World, cs ku
 	// is in sync again, a connection its kube-proxy sends to another
 	// node's pod finds no route and is reset, as after a restart on Azure
 	// (a replica answered above may have been its own node's). The NSG
-	// check below needs a data path that answers every try before it.
+	// check below needs a data path that answers every try before it:
+	// twenty in a row, from every replica (with one node's routes still
+	// missing, about two curls in nine fail, so a run of ten came by luck
+	// one time in twelve; of twenty, one in 150).
 	failed, inARow := 0, 0
+	streak := map[string]bool{}
 	diagnoseAt, diagnosed = time.Now().Add(2*time.Minute), false
 	poll.Until(t, 3*time.Minute, func() string {
-		for inARow < 10 {
-			if _, err := curl(ip); err != nil {
+		for inARow < 20 || len(streak) < 3 {
+			p, err := curl(ip)
+			if err != nil {
 				failed++
 				inARow = 0
+				clear(streak)
 				if !diagnosed && time.Now().After(diagnoseAt) {
 					diagnose(ctx, t, w, cs)
 					diagnosed = true
@@ -176,10 +182,18 @@ func checkDataPath(ctx context.Context, t *testing.T, w *localworld.World, cs ku
 				return "curl " + ip + ": " + err.Error()
 			}
 			inARow++
+			for name := range seen {
+				if strings.Contains(p.body, name) {
+					streak[name] = true
+				}
+			}
+			if inARow > 200 {
+				return fmt.Sprintf("%d answers in a row came from %v only", inARow, keys(streak))
+			}
 		}
 		return ""
 	})
-	t.Logf("%6.1fs curl %s answered 10 times in a row (%d failed before)", time.Since(start).Seconds(), ip, failed)
+	t.Logf("%6.1fs curl %s answered %d times in a row, from each replica (%d failed before)", time.Since(start).Seconds(), ip, inARow, failed)
 	checkNSGRulesSurvive(ctx, t, w, cs, ip, start)
 
 	// A typo in the selector, and a targetPort nothing listens on: each
