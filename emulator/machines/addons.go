@@ -163,7 +163,7 @@ func startProcess(ctx context.Context, admin kubernetes.Interface, m *machine, p
 		return err
 	}
 	out := containerruntime.Start(ctx, pnode, containerruntime.Image{Entrypoint: pr.Entrypoint, Cmd: pr.Cmd, WorkingDir: pr.WorkingDir, Env: pr.Env, User: pr.User, Files: pr.Files},
-		containerruntime.Container{ID: containerruntime.ContainerID(pod, c.Name), Pod: pod, Spec: *c, Env: env, Mounts: mounts})
+		containerruntime.Container{ID: containerruntime.ContainerID(pod, c.Name), Pod: pod, Spec: *c, Env: env, Mounts: mounts, Memory: kubelet.ProcessMemory(ctx)})
 	who := fmt.Sprintf("%s/%s %s", pod.Namespace, pod.Name, c.Name)
 	for _, l := range out.Log {
 		m.logs.Write(vmdisk.Containerd, "%s: %s", who, l)
@@ -176,7 +176,7 @@ func startProcess(ctx context.Context, admin kubernetes.Interface, m *machine, p
 		m.logs.Write(vmdisk.Containerd, "%s ended with exit code %d", who, out.Code)
 		return &kubelet.Ended{Code: out.Code, Output: out.Log}
 	case containerruntime.Waits:
-		return &kubelet.Waiting{Message: out.Message, Every: out.Every}
+		return &kubelet.Waiting{Message: out.Message, Every: out.Every, Memory: out.Memory}
 	case containerruntime.Pauses:
 		return &kubelet.RunsUntilStopped{}
 	case containerruntime.StartFails:

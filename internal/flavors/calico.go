@@ -237,6 +237,17 @@ func cniTemplate(conf map[string]any) string {
 	return strings.Replace(jsonString(conf), `"__CNI_MTU__"`, "__CNI_MTU__", 1)
 }
 
+// servicesEndpoint is the optional kubernetes-services-endpoint ConfigMap
+// that calico-typha.yaml v3.30.7 hands install-cni and calico-node
+// (envFrom, to override KUBERNETES_SERVICE_HOST and _PORT; 74485ea4).
+// The provider publishes it with the API server's load-balanced address,
+// so on a new node they reach the API server without waiting for
+// kube-proxy to program the kubernetes Service's ClusterIP.
+func servicesEndpoint() []corev1.EnvFromSource {
+	return []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: infrav1.ServicesEndpointConfigMap}, Optional: ptr.To(true)}}}
+}
+
 // calicoLinux is Calico on Linux nodes: calico-node (VXLAN, VNI 4096, MTU
 // 1350) with install-cni, Typha, calico-kube-controllers, and the objects
 // they need.
@@ -253,6 +264,7 @@ func (b *builder) calicoLinux() []runtime.Object {
 		TerminationGracePeriodSeconds: ptr.To[int64](0),
 		InitContainers: []corev1.Container{{
 			Name: "install-cni", Image: calicoCNILinux + ":" + calicoVersion, Command: []string{"/opt/cni/bin/install"},
+			EnvFrom: servicesEndpoint(),
 			Env: []corev1.EnvVar{
 				{Name: "CNI_CONF_NAME", Value: "10-calico.conflist"},
 				cmKey("CNI_NETWORK_CONFIG", calicoConfigName, "cni_network_config"),
@@ -268,6 +280,7 @@ func (b *builder) calicoLinux() []runtime.Object {
 		}},
 		Containers: []corev1.Container{{
 			Name: "calico-node", Image: calicoNodeLinux + ":" + calicoVersion,
+			EnvFrom: servicesEndpoint(),
 			Env: []corev1.EnvVar{
 				{Name: "DATASTORE_TYPE", Value: "kubernetes"},
 				// Felix finds Typha through this Service's endpoints,

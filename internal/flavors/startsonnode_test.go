@@ -161,6 +161,11 @@ func decodeInto(t *testing.T, u map[string]any, into any) {
 // image's process as the local world publishes it.
 func startIn(t *testing.T, c kubernetes.Interface, ns string, node *testNode, ds *appsv1.DaemonSet, container string, change func(*corev1.Pod, *corev1.Container)) containerruntime.Outcome {
 	t.Helper()
+	return look(t, c, ns, node, ds, container, change, nil)
+}
+
+func look(t *testing.T, c kubernetes.Interface, ns string, node *testNode, ds *appsv1.DaemonSet, container string, change func(*corev1.Pod, *corev1.Container), memory any) containerruntime.Outcome {
+	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-x", Namespace: ns, UID: types.UID("uid-" + ds.Name)}, Spec: *ds.Spec.Template.Spec.DeepCopy()}
 	pod.Spec.NodeName = node.Name
@@ -189,7 +194,7 @@ func startIn(t *testing.T, c kubernetes.Interface, ns string, node *testNode, ds
 	if err != nil {
 		t.Fatal(err)
 	}
-	return containerruntime.Start(ctx, node.Node, img, containerruntime.Container{ID: containerruntime.ContainerID(pod, spec.Name), Pod: pod, Spec: *spec, Env: envv, Mounts: mounts})
+	return containerruntime.Start(ctx, node.Node, img, containerruntime.Container{ID: containerruntime.ContainerID(pod, spec.Name), Pod: pod, Spec: *spec, Env: envv, Mounts: mounts, Memory: memory})
 }
 
 func containerNamed(pod *corev1.Pod, name string) *corev1.Container {
@@ -291,11 +296,12 @@ func TestWindowsAddonsStartAsOnANode(t *testing.T) {
 		}
 		// Without the API server's address, install-cni asks the
 		// kubernetes Service's ClusterIP, which nothing routes on a
-		// Windows host before kube-proxy, which waits for Calico.
+		// Windows host before kube-proxy, which waits for Calico: both
+		// wait in their connect, which Windows gives up after 21 s.
 		expect(t, "install-cni via the ClusterIP", startIn(t, c, ns, node, ds, "install-cni", dropEnvs("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")),
-			containerruntime.Exits, "Error installing CNI plugin")
+			containerruntime.Waits, "dial tcp 10.0.0.1:443: connecting: 1 SYN(s) sent")
 		expect(t, "node via the ClusterIP", startIn(t, c, ns, node, ds, "node", dropEnvs("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")),
-			containerruntime.Waits, "Calico node initialisation failed, will retry")
+			containerruntime.Waits, "dial tcp 10.0.0.1:443: connecting: 1 SYN(s) sent")
 		if _, ok := node.Network("Calico"); ok {
 			t.Fatal("Calico's network exists without the API server")
 		}
@@ -413,9 +419,25 @@ func TestLinuxCNIInstallWritesTheHost(t *testing.T) {
 	if node.cniConfigured(t) {
 		t.Fatal("configured without the host mount")
 	}
-	// Without kube-proxy on the node the ClusterIP does not answer.
+	// Without kube-proxy on the node the ClusterIP does not answer: the
+	// process waits in its connect, and on Linux the connection keeps its
+	// first SYN's fate after kube-proxy came. The provider's
+	// kubernetes-services-endpoint ConfigMap spares it that, as Calico's
+	// manifest has it: install-cni reaches the API server's load balancer.
 	node.kubeProxy = false
-	expect(t, "before kube-proxy", startIn(t, c, ns, node, dss["calico-node"], "install-cni", nil), containerruntime.Exits, "i/o timeout")
+	noEndpoint := func(_ *corev1.Pod, ct *corev1.Container) { ct.EnvFrom = nil }
+	before := startIn(t, c, ns, node, dss["calico-node"], "install-cni", noEndpoint)
+	expect(t, "before kube-proxy, through the ClusterIP", before, containerruntime.Waits, "dial tcp 10.0.0.1:443: connecting: 1 SYN(s) sent, none answered yet")
+	if before.Memory == nil || node.cniConfigured(t) {
+		t.Fatalf("install-cni waiting in its connect holds %v, configured the node: %v", before.Memory, node.cniConfigured(t))
+	}
+	node.kubeProxy = true
+	expect(t, "its connect after kube-proxy came", look(t, c, ns, node, dss["calico-node"], "install-cni", noEndpoint, before.Memory), containerruntime.Waits, "SYN(s) sent")
+	node.kubeProxy = false
+	expect(t, "before kube-proxy, with the services endpoint", startIn(t, c, ns, node, dss["calico-node"], "install-cni", nil), containerruntime.Runs, "")
+	if !node.cniConfigured(t) {
+		t.Fatal("install-cni did not configure the node through the API server's load balancer")
+	}
 	node.kubeProxy = true
 	expect(t, "with kube-proxy", startIn(t, c, ns, node, dss["calico-node"], "install-cni", nil), containerruntime.Runs, "")
 	if !node.cniConfigured(t) {

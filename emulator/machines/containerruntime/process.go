@@ -89,6 +89,10 @@ type Container struct {
 	// spec's, with the Service variables), before the image's ENV.
 	Env    []corev1.EnvVar
 	Mounts []Mount
+	// Memory is what the process kept when it last waited
+	// (Outcome.Memory): the kubelet looks at a waiting process again by
+	// starting its model over with it.
+	Memory any
 }
 
 // State is what became of the process.
@@ -123,6 +127,9 @@ type Outcome struct {
 	// Every is how often a process that Waits looks again for what it
 	// waits for (its script's sleep); zero leaves it to the runtime.
 	Every time.Duration
+	// Memory is what a process that Waits holds until its next look (a
+	// connect in progress), handed back then as Container.Memory.
+	Memory any
 }
 
 func exits(code int32, format string, a ...any) Outcome {
@@ -157,7 +164,11 @@ type Proc struct {
 	// Sandbox is a HostProcess container's CONTAINER_SANDBOX_MOUNT_POINT
 	// (without the trailing backslash); "" otherwise.
 	Sandbox string
-	log     []string
+	// Memory is the Container's; keep is what the process holds if it
+	// waits now.
+	Memory any
+	keep   any
+	log    []string
 }
 
 // Logf writes a line to the process's output.
@@ -313,7 +324,7 @@ func startHostProcess(ctx context.Context, node Node, image Image, c Container, 
 	}
 	env["CONTAINER_SANDBOX_MOUNT_POINT"] = sandbox + `\`
 	view, cwd := hostProcessView(node, image, c, cwd)
-	p := &Proc{Ctx: ctx, Node: node, View: view, Cwd: cwd, Env: env, Sandbox: sandbox}
+	p := &Proc{Ctx: ctx, Node: node, View: view, Cwd: cwd, Env: env, Sandbox: sandbox, Memory: c.Memory}
 	cl := strings.Join(quoteAll(argv), " ")
 	if bind {
 		// With the bind filter hcsshim runs `cmd /c <command line>`:
@@ -395,6 +406,9 @@ func startError(name, msg string) Outcome {
 
 func finish(p *Proc, o Outcome) Outcome {
 	o.Log = append(p.log, o.Log...)
+	if o.State == Waits {
+		o.Memory = p.keep
+	}
 	return o
 }
 
@@ -521,7 +535,7 @@ func startIsolated(ctx context.Context, node Node, image Image, c Container, arg
 	if cwd == "" {
 		cwd = `C:\`
 	}
-	p := &Proc{Ctx: ctx, Node: node, View: view, Cwd: view.norm(cwd, `C:\`), Env: env}
+	p := &Proc{Ctx: ctx, Node: node, View: view, Cwd: view.norm(cwd, `C:\`), Env: env, Memory: c.Memory}
 	base := strings.ToLower(path.Base(strings.ReplaceAll(argv[0], `\`, "/")))
 	exe, found := searchPath(p, argv[0])
 	if found && (base == "pause" || base == "pause.exe") {
@@ -553,7 +567,7 @@ func startLinux(ctx context.Context, node Node, image Image, c Container, argv [
 	if cwd == "" {
 		cwd = "/"
 	}
-	p := &Proc{Ctx: ctx, Node: node, View: view, Cwd: view.norm(cwd, "/"), Env: env}
+	p := &Proc{Ctx: ctx, Node: node, View: view, Cwd: view.norm(cwd, "/"), Env: env, Memory: c.Memory}
 	name := argv[0]
 	exe := ""
 	if strings.Contains(name, "/") {

@@ -1,7 +1,6 @@
 package containerruntime
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -45,28 +44,6 @@ func init() {
 		// busybox's cp in flannel's images (Documentation/kube-flannel.yml's install-cni steps).
 		"/bin/cp": cp,
 	}
-}
-
-// dial is a simulated process's connect. A container starts on its
-// node's one pod worker here (the kubelet's SyncPod runs the process to
-// its outcome), so the connect cannot wait for TCP's retransmissions as
-// a real process does (client-go's dialer waits 30 s,
-// k8s.io/client-go@v0.36.3 transport/cache.go): its deadline has passed
-// when it starts, and a SYN nothing answers (a Service IP the node's
-// kube-proxy has not programmed) fails at once with the i/o timeout the
-// real client reports after its 30 s. Refusals and resets are the same.
-func (p *Proc) dial(addr string) error {
-	if p.Node.Dial == nil {
-		return fmt.Errorf("dial tcp %s: no network", addr)
-	}
-	ctx, cancel := context.WithTimeout(p.Ctx, 0)
-	defer cancel()
-	c, err := p.Node.Dial(ctx, addr)
-	if err != nil {
-		return err
-	}
-	_ = c.Close()
-	return nil
 }
 
 // inClusterServer is where client-go's in-cluster configuration sends a
@@ -216,6 +193,9 @@ func kubeProxyStart(p *Proc) Outcome {
 		return exits(1, "kube-proxy: invalid configuration: no server found in %s", kc)
 	}
 	if err := p.dial(server); err != nil {
+		if o, ok := blocked(err); ok {
+			return o
+		}
 		return exits(1, "kube-proxy: failed to retrieve node info: Get \"https://%s/api/v1/nodes/%s\": %v", server, p.Node.Name, err)
 	}
 	return Outcome{State: Runs}
@@ -267,6 +247,9 @@ func calicoInstall(p *Proc) Outcome {
 		server, err := p.inClusterServer()
 		if err == nil {
 			if derr := p.dial(server); derr != nil {
+				if o, ok := blocked(derr); ok {
+					return o
+				}
 				err = fmt.Errorf("Post \"https://%s/api/v1/namespaces/%s/serviceaccounts/calico-cni-plugin/token\": %v", server, ns, derr)
 			}
 		}
@@ -359,6 +342,9 @@ func calicoNodeService(p *Proc) Outcome {
 	if err == nil {
 		err = p.dial(server)
 	}
+	if o, ok := blocked(err); ok {
+		return o
+	}
 	if err != nil {
 		return waits("Calico node initialisation failed, will retry...: %v", err)
 	}
@@ -397,6 +383,9 @@ func calicoFelixService(p *Proc) Outcome {
 	server, err := p.inClusterServer()
 	if err == nil {
 		err = p.dial(server)
+	}
+	if o, ok := blocked(err); ok {
+		return o
 	}
 	if err != nil {
 		return waits("[felix-service.ps1] Starting calico felix process: felix exited: %v", err)
@@ -501,6 +490,9 @@ func cloudNodeManager(p *Proc) Outcome {
 		}
 	}
 	if err := p.dial(server); err != nil {
+		if o, ok := blocked(err); ok {
+			return o
+		}
 		return exits(1, "cloud-node-manager: failed to get node %s: %v", nodeName, err)
 	}
 	return Outcome{State: Runs}
@@ -518,6 +510,9 @@ func calicoNodeLinux(p *Proc) Outcome {
 	server, err := p.inClusterServer()
 	if err == nil {
 		err = p.dial(server)
+	}
+	if o, ok := blocked(err); ok {
+		return o
 	}
 	if err != nil {
 		return exits(1, "calico-node startup: failed to query the Kubernetes API: %v", err)

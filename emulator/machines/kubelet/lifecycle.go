@@ -63,9 +63,19 @@ func (e *RunsUntilStopped) Error() string { return "runs until stopped" }
 type Waiting struct {
 	Message string
 	Every   time.Duration
+	// Memory is what the process holds until it is looked at again (a
+	// connect it waits in): the next look's context carries it
+	// (ProcessMemory).
+	Memory any
 }
 
 func (e *Waiting) Error() string { return e.Message }
+
+type memoryKey struct{}
+
+// ProcessMemory is what the container's process a StartCheck asks about
+// held when it last waited (Waiting.Memory); nil at its start.
+func ProcessMemory(ctx context.Context) any { return ctx.Value(memoryKey{}) }
 
 // WaitRecheck is how often a waiting process is looked at again when it
 // does not say how often it looks.
@@ -151,9 +161,11 @@ type ctrRun struct {
 	backoffAt time.Time
 	probes    probeSet
 	// waiting is what the running process waits for ("" when it does
-	// not); recheck when it is looked at again.
+	// not); recheck when it is looked at again, memory what it holds
+	// until then.
 	waiting string
 	recheck time.Time
+	memory  any
 	// servers are the ports the running process listens on.
 	servers []ctrServer
 }
@@ -307,7 +319,7 @@ func (r *podRun) advance(now time.Time, env runEnv) time.Time {
 // start starts a container's process; false when it failed at once.
 func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 	c.waitUntil, c.waitMsg = time.Time{}, ""
-	c.waiting = ""
+	c.waiting, c.memory = "", nil
 	var ended *Ended
 	var forever *RunsUntilStopped
 	if env.check != nil {
@@ -315,7 +327,7 @@ func (r *podRun) start(now time.Time, c *ctrRun, env runEnv) bool {
 		var wait *Waiting
 		switch {
 		case errors.As(err, &wait):
-			c.waiting, c.recheck = wait.Message, wait.recheckAt(now)
+			c.waiting, c.recheck, c.memory = wait.Message, wait.recheckAt(now), wait.Memory
 		case errors.As(err, &ended), errors.As(err, &forever):
 		case err != nil:
 			c.started = now
@@ -360,12 +372,13 @@ func (r *podRun) failStart(now time.Time, c *ctrRun, err error) {
 
 // recheck looks again at a waiting process: false when it ended.
 func (r *podRun) recheck(now time.Time, c *ctrRun, env runEnv) bool {
-	err := env.check(env.ctx, r.pod, &c.spec, r.images[c.spec.Name])
+	err := env.check(context.WithValue(env.ctx, memoryKey{}, c.memory), r.pod, &c.spec, r.images[c.spec.Name])
+	c.memory = nil
 	var wait *Waiting
 	var ended *Ended
 	switch {
 	case errors.As(err, &wait):
-		c.waiting, c.recheck = wait.Message, wait.recheckAt(now)
+		c.waiting, c.recheck, c.memory = wait.Message, wait.recheckAt(now), wait.Memory
 		return true
 	case errors.As(err, &ended):
 		c.waiting = ""
@@ -382,7 +395,7 @@ func (r *podRun) recheck(now time.Time, c *ctrRun, env runEnv) bool {
 // exit ends a container's run and applies the restart policy.
 func (r *podRun) exit(now time.Time, c *ctrRun, code int32, reason, msg string) {
 	t := &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg, StartedAt: metav1.NewTime(c.started), FinishedAt: metav1.NewTime(now)}
-	c.running, c.waiting = false, ""
+	c.running, c.waiting, c.memory = false, "", nil
 	c.closePorts()
 	restart := false
 	switch r.policy() {

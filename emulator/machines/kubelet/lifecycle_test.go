@@ -351,6 +351,35 @@ func TestWaitingProcessLooksAtItsOwnPace(t *testing.T) {
 	}
 }
 
+// TestWaitingProcessKeepsItsMemory: what a waiting process holds (a
+// connect it waits in) is handed back at its next look, and only to the
+// run that held it: a restarted process starts with nothing.
+func TestWaitingProcessKeepsItsMemory(t *testing.T) {
+	r := lifecyclePod(t, corev1.RestartPolicyAlways, nil, corev1.Container{})
+	var seen []any
+	looks := 0
+	e := runEnv{ctx: context.Background(), check: func(ctx context.Context, _ *corev1.Pod, _ *corev1.Container, _ *Pulled) error {
+		seen = append(seen, ProcessMemory(ctx))
+		looks++
+		if looks == 3 {
+			return errors.New("connect: connection timed out")
+		}
+		return &Waiting{Message: "connecting", Every: time.Second, Memory: looks}
+	}}
+	r.advance(t0, e)                    // starts: holds 1
+	r.advance(t0.Add(time.Second), e)   // looks again: given 1, holds 2
+	r.advance(t0.Add(2*time.Second), e) // given 2, fails: restarts at once, given nothing
+	want := []any{nil, 1, 2, nil}
+	if len(seen) != len(want) {
+		t.Fatalf("looks given %v; want %v", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Fatalf("looks given %v; want %v", seen, want)
+		}
+	}
+}
+
 // TestInitContainersRunFirst: a failing init container of a Never pod
 // fails the pod before the main containers start.
 func TestInitContainersRunFirst(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -788,50 +789,41 @@ func (n *Node) dialService(ctx context.Context, addr, podIP string) (conn net.Co
 	return c, true, nil
 }
 
-// synRetransmits is when a connect sends its SYN again while nothing
-// answers, counted from the first, and when it gives up.
-//   - Linux: an initial retransmission timeout of 1 s (RFC 6298 section
-//     2.1), doubled at each of net.ipv4.tcp_syn_retries retransmissions,
-//     6 by default, "which corresponds to retrying for up to approximately
-//     127 seconds" (tcp(7) of the Linux man-pages).
-//   - Windows: an initial timeout of 3 s and 2 retransmissions, so "the
-//     TCP three-way handshake is limited to a 21-second timeframe"
-//     (Microsoft KB 2786464 on MaxSynRetransmissions and InitialRto,
-//     written for Windows Server 2008 R2; no later default was found
-//     documented, so these stand for 2019 and 2022).
-func (l limits) synRetransmits() (resend []time.Duration, giveUp time.Duration) {
-	rto, retries := time.Second, 6
-	if l.windows {
-		rto, retries = 3*time.Second, 2
-	}
-	var at time.Duration
-	for range retries {
-		at += rto
-		resend = append(resend, at)
-		rto *= 2
-	}
-	return resend, at + rto
-}
-
 // awaitRules is a connect to a Service IP the node's rules do not forward
 // yet: its SYN leaves for the default gateway and is lost, and the kernel
-// sends it again on its schedule until a retransmission finds the rules
-// kube-proxy programmed meanwhile (the connection is made then), the
-// caller's deadline passes (i/o timeout, as Go's dialer says), or the
-// kernel gives up (connection timed out).
+// sends it again on its schedule until the caller's deadline passes (i/o
+// timeout, as Go's dialer says) or the kernel gives up (connection timed
+// out). Whether a retransmission sent after kube-proxy programmed the
+// Service is forwarded differs by data plane:
+//   - Linux: no. netfilter decides a connection's NAT at its first packet
+//     and keeps it (nf_nat_inet_fn in net/netfilter/nf_nat_core.c: a
+//     connection whose NAT is initialized, a null binding when no rule
+//     matched, is not looked up again; its comment names retransmissions),
+//     so the retransmitted SYN follows the first one and is lost too: only
+//     a new connect reaches the Service.
+//   - Windows: yes. kube-proxy's load balancers are policies of the
+//     Hyper-V switch's VFP extension, which caches a flow's actions with
+//     the port's policy generation and reconciles a flow of an older
+//     generation at its next packet (Firestone, "VFP: A Virtual Switch
+//     Platform for Host SDN in the Public Cloud", NSDI 2017, its unified
+//     flows' reconciliation; the paper describes Azure's hosts, and
+//     that Windows Server's extension does the same is taken, not
+//     documented): the connection is made at the first retransmission
+//     after kube-proxy programmed the Service.
 func (n *Node) awaitRules(ctx context.Context, host string, port int32) (*service, *servicePort, error) {
 	start := time.Now()
-	resend, giveUp := n.lim.synRetransmits()
+	firstSYNLost()
+	resend, giveUp := hostnet.SYNRetransmits(n.cfg.Windows)
 	for _, at := range append(resend, giveUp) {
 		t := time.NewTimer(time.Until(start.Add(at)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, nil, errors.New("i/o timeout")
+			return nil, nil, os.ErrDeadlineExceeded
 		case <-t.C:
 		}
-		if at == giveUp {
-			break
+		if at == giveUp || !n.cfg.Windows {
+			continue
 		}
 		if s, p := n.byClusterIP(host, port); s != nil {
 			return s, p, nil
@@ -839,6 +831,10 @@ func (n *Node) awaitRules(ctx context.Context, host string, port int32) (*servic
 	}
 	return nil, nil, errors.New("connect: connection timed out")
 }
+
+// firstSYNLost is called when a connect's first SYN found no rules: a
+// test's hook, to program the rules after it and not by the clock.
+var firstSYNLost = func() {}
 
 // rules is a Service as the node's rules forward it (nil: none).
 func (n *Node) rules(key string) *service {

@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -731,54 +730,68 @@ func TestNodePortWithoutARouteTakesNoConnection(t *testing.T) {
 // TestClusterIPBeforeTheRules: a connect from a node to a Service IP its
 // kube-proxy has not programmed is not refused: its SYN is lost, and the
 // kernel sends it again. The dial waits for the caller's deadline (Go's
-// "i/o timeout"), and one whose deadline is further off is made at the
-// retransmission after kube-proxy programs the Service.
+// "i/o timeout"). On Linux a retransmission follows its connection's
+// first NAT decision, so kube-proxy's rules programmed meanwhile do not
+// save it and only a new connect reaches the Service; on Windows the
+// retransmission after the rules is forwarded.
 func TestClusterIPBeforeTheRules(t *testing.T) {
-	c, w := newCluster(t)
-	w.backend(t, "10.244.1.50", 8080)
-	svc := newService(t, "early", corev1.ServiceSpec{Selector: map[string]string{"app": "early"}}, map[string]string{"10.244.1.50": "node-early"})
-	synced(t, c, "default/early", 1)
-	n := c.Node(NodeConfig{NodeName: "node-early", Address: address(), Logs: vmdisk.NewLogs(vmdisk.Disk{Root: t.TempDir()})})
-	t.Cleanup(n.Close)
-	addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+	for _, windows := range []bool{false, true} {
+		t.Run(map[bool]string{false: "linux", true: "windows"}[windows], func(t *testing.T) {
+			c, w := newCluster(t)
+			w.backend(t, "10.244.1.50", 8080)
+			svc := newService(t, "early", corev1.ServiceSpec{Selector: map[string]string{"app": "early"}}, map[string]string{"10.244.1.50": "node-early"})
+			synced(t, c, "default/early", 1)
+			cfg := NodeConfig{NodeName: "node-early", Address: address(), Logs: vmdisk.NewLogs(vmdisk.Disk{Root: t.TempDir(), Windows: windows})}
+			if windows {
+				cfg.Windows, cfg.KernelVersion = true, "10.0.20348.2849"
+				cfg.HNSNetworkType = func() string { return "Overlay" }
+			}
+			n := c.Node(cfg)
+			t.Cleanup(n.Close)
+			addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	_, handled, err := n.DialService(ctx, addr)
-	cancel()
-	if !handled || err == nil || !strings.Contains(err.Error(), "i/o timeout") {
-		t.Fatalf("a dial before the rules: handled %v, %v; want an i/o timeout", handled, err)
-	}
-	if ctx.Err() == nil {
-		t.Fatalf("the dial failed before its deadline: %v", err)
-	}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			_, handled, err := n.DialService(ctx, addr)
+			cancel()
+			if !handled || err == nil || !strings.Contains(err.Error(), "i/o timeout") {
+				t.Fatalf("a dial before the rules: handled %v, %v; want an i/o timeout", handled, err)
+			}
+			if ctx.Err() == nil {
+				t.Fatalf("the dial failed before its deadline: %v", err)
+			}
 
-	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	go func() {
-		time.Sleep(200 * time.Millisecond)
-		n.SetActive(true)
-	}()
-	conn, _, err := n.DialService(ctx, addr)
-	if err != nil {
-		t.Fatalf("kube-proxy programmed the Service while the SYN was retried, yet the dial failed: %v", err)
-	}
-	conn.Close()
-}
-
-// The SYN schedules: Linux's gives up after about 127 s (tcp(7)),
-// Windows' after 21 s (KB 2786464).
-func TestSYNRetransmits(t *testing.T) {
-	for _, c := range []struct {
-		windows bool
-		resend  []time.Duration
-		giveUp  time.Duration
-	}{
-		{false, []time.Duration{time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second, 31 * time.Second, 63 * time.Second}, 127 * time.Second},
-		{true, []time.Duration{3 * time.Second, 9 * time.Second}, 21 * time.Second},
-	} {
-		resend, giveUp := limits{windows: c.windows}.synRetransmits()
-		if !slices.Equal(resend, c.resend) || giveUp != c.giveUp {
-			t.Errorf("windows %v: resend at %v, give up at %v; want %v, %v", c.windows, resend, giveUp, c.resend, c.giveUp)
-		}
+			// kube-proxy programs the Service once the first SYN was
+			// lost, while the SYN is retried: the first retransmission
+			// is at 1 s (Linux) or 3 s (Windows).
+			ctx, cancel = context.WithTimeout(context.Background(), 4*time.Second)
+			defer cancel()
+			programmed := make(chan struct{})
+			firstSYNLost = func() {
+				firstSYNLost = func() {}
+				go func() {
+					n.SetActive(true)
+					close(programmed)
+				}()
+			}
+			t.Cleanup(func() { firstSYNLost = func() {} })
+			conn, _, err := n.DialService(ctx, addr)
+			<-programmed
+			switch {
+			case windows && err != nil:
+				t.Fatalf("VFP forwards the retransmission after the rules, yet the dial failed: %v", err)
+			case !windows && (err == nil || !strings.Contains(err.Error(), "i/o timeout")):
+				t.Fatalf("a Linux connect whose first SYN went out before the rules: %v; want an i/o timeout", err)
+			}
+			if conn != nil {
+				conn.Close()
+			}
+			// A new connect is a new connection, NATed by the rules.
+			ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if conn, _, err = n.DialService(ctx, addr); err != nil {
+				t.Fatalf("a connect after the rules: %v", err)
+			}
+			conn.Close()
+		})
 	}
 }
