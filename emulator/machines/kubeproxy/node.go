@@ -814,6 +814,11 @@ func (n *Node) awaitRules(ctx context.Context, host string, port int32) (*servic
 	start := time.Now()
 	firstSYNLost()
 	resend, giveUp := hostnet.SYNRetransmits(n.cfg.Windows)
+	if !n.cfg.Windows {
+		// No retransmission can connect: only the deadline or the
+		// kernel's giving up ends the wait.
+		resend = nil
+	}
 	for _, at := range append(resend, giveUp) {
 		t := time.NewTimer(time.Until(start.Add(at)))
 		select {
@@ -822,7 +827,7 @@ func (n *Node) awaitRules(ctx context.Context, host string, port int32) (*servic
 			return nil, nil, os.ErrDeadlineExceeded
 		case <-t.C:
 		}
-		if at == giveUp || !n.cfg.Windows {
+		if at == giveUp {
 			continue
 		}
 		if s, p := n.byClusterIP(host, port); s != nil {
