@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/winkube/winkube/internal/bench"
@@ -56,7 +57,10 @@ func (o *benchOptions) Validate() error {
 // Run measures each size in turn, the progress on errOut and the reports
 // on out.
 func (o *benchOptions) Run(ctx context.Context, out, errOut io.Writer) error {
+	// The report is the output: the controllers' and client-go's log
+	// lines (klog) are not kept.
 	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
 	b, err := findBin(o.bin)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/term"
+	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -186,8 +187,13 @@ func (o *upOptions) world(name string, progress func(string)) (localworld.Option
 	if err != nil {
 		return localworld.Options{}, err
 	}
-	// Controller logs go to the state directory; the terminal shows progress.
-	ctrllog.SetLogger(zap.New(zap.WriteTo(logf)))
+	// Controller logs go to the state directory; the terminal shows
+	// progress. So does what client-go's own code says through klog (a
+	// simulated kubelet's watch ended by its node's deletion, a response
+	// cut short under load): a component's log line, not winkube's output.
+	logger := zap.New(zap.WriteTo(logf))
+	ctrllog.SetLogger(logger)
+	klog.SetLogger(logger)
 	return localworld.Options{
 		Log:  ctrllog.Log,
 		Name: name, Flavor: o.flavor, KubernetesVersion: o.version, ControlPlaneNodes: o.controlPlane, LinuxNodes: o.linux, WindowsNodes: o.windows,

@@ -2,10 +2,16 @@ package cli
 
 import (
 	"bytes"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"k8s.io/klog/v2"
+
+	"github.com/winkube/winkube/internal/flavors"
 	"github.com/winkube/winkube/internal/localworld"
 )
 
@@ -58,5 +64,27 @@ func TestUpAndDownRefuseBadInput(t *testing.T) {
 	o = &upOptions{controlPlane: 1, windowsVersion: "2016", version: localworld.KubernetesVersion, stateDir: dir, bin: "../../bin"}
 	if _, err := o.world("x", nil); err == nil || !strings.Contains(err.Error(), "2019, 2022 or 2025") {
 		t.Errorf("Windows 2016: %v", err)
+	}
+}
+
+// TestUpKeepsClientGoLogsInTheStateDir: what client-go's code says through
+// klog while a world runs (a simulated kubelet's watch ended by its
+// node's deletion: seen in the terminal of a 1,001-node world) goes to
+// the state directory's winkube.log with the controllers' logs, not to
+// the terminal that shows the progress.
+func TestUpKeepsClientGoLogsInTheStateDir(t *testing.T) {
+	dir := t.TempDir()
+	o := &upOptions{controlPlane: 1, linux: 1, windows: 1, flavor: flavors.Windows, windowsVersion: "2022", version: localworld.KubernetesVersion, stateDir: dir, bin: "../../bin", timeout: time.Minute, bootstrapTimeout: localworld.DefaultLocalBootstrapTimeout}
+	if _, err := o.world("x", nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(klog.ClearLogger)
+	klog.ErrorS(errors.New("context canceled"), "Failed to watch", "reflector", "pkg/mod/k8s.io/client-go/tools/cache/reflector.go:343")
+	got, err := os.ReadFile(filepath.Join(dir, "winkube.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), "Failed to watch") || !strings.Contains(string(got), "context canceled") {
+		t.Fatalf("winkube.log after a klog error:\n%s\nwant the error in it", got)
 	}
 }
