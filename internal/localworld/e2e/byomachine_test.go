@@ -5,8 +5,11 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -157,6 +161,12 @@ func checkByoMachine(ctx context.Context, t *testing.T, w *localworld.World, sta
 	if _, err := p.PollUntilDone(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
+	restarted := time.Now()
+	defer func() {
+		if t.Failed() {
+			dumpHandNode(t, cs, vms, ac.Spec.ResourceGroup, stateDir, name, restarted)
+		}
+	}()
 	poll.Until(t, 3*time.Minute, func() string {
 		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -274,4 +284,42 @@ func wgetFromLinuxPod(ctx context.Context, t *testing.T, cfg *rest.Config, cs ku
 	if err == nil || !strings.Contains(errs, "wget: can't connect to remote host ("+clusterIP+"): Connection refused") {
 		t.Errorf("wget to a port Service byo-web does not have: %v %q, want busybox's connection refused", err, errs)
 	}
+}
+
+// dumpHandNode logs what says why a hand-joined node did not come back
+// after a restart: who renews its lease, its conditions, the VM's instance
+// view and the tail of each log on the machine's disk (the world's state
+// directory goes with the test).
+func dumpHandNode(t *testing.T, cs kubernetes.Interface, vms *armcompute.VirtualMachinesClient, rg, stateDir, name string, restarted time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.Logf("restarted at %s", restarted.Format(time.RFC3339Nano))
+	if l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		t.Logf("lease %s: holder %v renewed %v", name, ptr.Deref(l.Spec.HolderIdentity, "<nil>"), l.Spec.RenewTime)
+	} else {
+		t.Logf("lease %s: %v", name, err)
+	}
+	if n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		for _, c := range n.Status.Conditions {
+			t.Logf("node %s %s=%s heartbeat %s transition %s: %s", name, c.Type, c.Status, c.LastHeartbeatTime.Format(time.RFC3339), c.LastTransitionTime.Format(time.RFC3339), c.Message)
+		}
+	}
+	if iv, err := vms.InstanceView(ctx, rg, name, nil); err == nil {
+		for _, s := range iv.Statuses {
+			t.Logf("instance view: %s %s", ptr.Deref(s.Code, ""), ptr.Deref(s.Message, ""))
+		}
+	}
+	_ = filepath.WalkDir(filepath.Join(stateDir, "machines"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(p, name) || !strings.HasSuffix(p, ".log") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		t.Logf("%s (last %d of %d lines):\n%s", p, min(40, len(lines)), len(lines), strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		return nil
+	})
 }

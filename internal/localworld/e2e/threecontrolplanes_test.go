@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -42,7 +43,11 @@ func TestThreeControlPlanes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if os.Getenv("WINKUBE_TEST_LOGS") != "" {
+	switch os.Getenv("WINKUBE_TEST_LOGS") {
+	case "":
+	case "debug": // with the machines' events and the kubelets' retries
+		log.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.DebugLevel)))
+	default:
 		log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	}
 	start := time.Now()
