@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // powerActions are the power operations Azure offers on VMs, scale sets and
@@ -84,6 +85,9 @@ func (s *Server) servePower(w http.ResponseWriter, r *http.Request, id resourceI
 		delay += bootDelay(s, vmss)
 	}
 	s.after(delay, func() {
+		if res.kind.typ != kindVMSS && s.preempt(op, res) {
+			return
+		}
 		// The runtime switches machines off outside the lock: it may take
 		// a while, and the instance view shows the action meanwhile.
 		if action != "start" && s.opts.Runtime != nil {
@@ -133,6 +137,32 @@ func (s *Server) servePower(w http.ResponseWriter, r *http.Request, id resourceI
 	})
 	unlock()
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// preempt ends a VM's (or one instance's) power action that a later
+// operation on the same machine overtook before it ran: a PUT or PATCH of
+// the VM (which writes a new model; the action's pending state came with
+// it) or its deletion. Azure cancels the older operation, whose status
+// becomes Canceled with OperationPreempted ("Operation execution has been
+// preempted by a more recent operation.", as Azure's SDKs and Terraform
+// report it: Azure/azure-sdk-for-java#1783, osbuild/osbuild-composer#1447),
+// and the machine is left as the newer operation has it. Without this the
+// action finished as Succeeded having done nothing, and a caller waiting
+// for the restart it was told had happened waited for ever.
+func (s *Server) preempt(op *operation, t *resource) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.lookup(t.idStr)
+	if cur == t && !t.deleting {
+		return false
+	}
+	if cur != nil && !cur.deleting {
+		delete(cur.secrets, "power")
+		cur.touch()
+	}
+	op.ended = time.Now()
+	op.status, op.err = "Canceled", errorf(http.StatusConflict, "OperationPreempted", "Operation execution has been preempted by a more recent operation.")
+	return true
 }
 
 // powerRefused is Azure's answer to an action the machine's state does not

@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 
+	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/poll"
 )
 
@@ -123,6 +124,39 @@ func TestVMPowerStatesThroughLife(t *testing.T) {
 	done(vms.BeginDelete(w.ctx, "rg", "vm", nil))
 	if s := w.rt.Stopped(); len(s) != 1 || !strings.HasSuffix(s[0], "/vm") {
 		t.Fatalf("stopped %v, want the deleted VM", s)
+	}
+}
+
+// TestPowerActionPreemptedByALaterOperation: a restart that a PUT of the
+// VM, or its deletion, overtakes before it ran is canceled as Azure
+// cancels it (Canceled, OperationPreempted), not reported done with the
+// machine never restarted; after a PUT the VM runs on, untouched, and its
+// instance view no longer shows the restart's pending state.
+func TestPowerActionPreemptedByALaterOperation(t *testing.T) {
+	w := newWorld(t, func(o *arm.Options) { o.BootDelayLinux = 300 * time.Millisecond })
+	w.group("rg")
+	nic := w.nic("rg", "nic", w.network("rg"))
+	vms := must(w.compute.NewVirtualMachinesClient(), nil)
+	vm := linuxVM(*nic.ID, "")
+	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", vm, nil))
+	w.waitPower("the new VM", func() string { return w.vmPower("rg", "vm") }, "running")
+
+	restart := must(vms.BeginRestart(w.ctx, "rg", "vm", nil))
+	vm.Tags = map[string]*string{"owner": to.Ptr("team-a")}
+	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", vm, nil))
+	_, err := restart.PollUntilDone(w.ctx, nil)
+	azureCode(t, err, "OperationPreempted")
+	if h := w.rt.Halted(); len(h) != 0 {
+		t.Errorf("a preempted restart switched the machine off: halted %v", h)
+	}
+	w.waitPower("the VM after its preempted restart", func() string { return w.vmPower("rg", "vm") }, "running")
+
+	restart = must(vms.BeginRestart(w.ctx, "rg", "vm", nil))
+	done(vms.BeginDelete(w.ctx, "rg", "vm", nil))
+	_, err = restart.PollUntilDone(w.ctx, nil)
+	azureCode(t, err, "OperationPreempted")
+	if s := w.rt.Stopped(); len(s) != 1 {
+		t.Errorf("stopped %v, want the deleted VM's machine", s)
 	}
 }
 
