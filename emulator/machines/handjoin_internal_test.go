@@ -2,6 +2,7 @@ package machines
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"strings"
@@ -92,5 +93,34 @@ func TestHandJoinedKubeletStartsAtBootOnlyAsAService(t *testing.T) {
 	noContainerd := vmshell.State{Services: map[string]bool{"kubelet": true}, Node: "byo-win-1"}
 	if start, why := servicesAtBoot(noContainerd, true); start || !strings.Contains(why, "its dependency containerd is no service") {
 		t.Errorf("no containerd service: start %v (%s)", start, why)
+	}
+}
+
+// TestNoKubeletOnASwitchedOffMachine: a join by hand runs in a shell
+// session, not in the boot a restart waits for, so its kubelet can come up
+// after the machine was switched off (a restart or stop through Azure
+// while the join ran). Such a kubelet must not run on: nothing would stop
+// it, and it would keep the node's lease fresh and the kubelet's port
+// bound against the machine's next boot, whose kubelet then fails to
+// start.
+func TestNoKubeletOnASwitchedOffMachine(t *testing.T) {
+	r := &Runtime{opts: Options{Log: logr.Discard()},
+		machines: map[string]*machine{}, clusters: map[string]*workloadCluster{}, halted: map[string]string{}, proxies: kubeProxies{all: map[string]*sharedProxy{}}}
+	m := &machine{arm: arm.Machine{Name: "byo-win-1", ID: "/test/byo-win-1", OS: "Windows"}, dir: t.TempDir(),
+		booted: make(chan struct{}), cancel: func() {}, ctx: context.Background(), host: netip.MustParseAddr("127.0.0.1"), nodeName: "byo-win-1"}
+	close(m.booted)
+	m.logs = vmdisk.NewLogs(m.disk(""))
+	r.machines[key(m.arm.ID)] = m
+	if err := r.Halt(context.Background(), m.arm.ID); err != nil {
+		t.Fatal(err)
+	}
+	err := r.startKubelet(context.Background(), m, nil, nil, handRegistration("byo-win-1", "npipe:////./pipe/containerd-containerd", nil), nil, nil, m.host, "v1.36.3")
+	if !errors.Is(err, errSwitchedOff) {
+		t.Fatalf("a kubelet started on a machine switched off: %v", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m.kubelet != nil || m.proxyNode != nil {
+		t.Errorf("the switched-off machine has a kubelet %v or a kube-proxy configuration %v", m.kubelet, m.proxyNode)
 	}
 }

@@ -140,6 +140,11 @@ type machine struct {
 	// containerd is the containerd release a join by hand installed; ""
 	// for the node image's.
 	containerd string
+	// off is set when the machine is switched off (stop), under
+	// Runtime.mu: a join by hand runs in a shell session, not in the
+	// boot stop waits for, so its kubelet may come up after stop looked
+	// for one to stop.
+	off bool
 }
 
 // workloadCluster is what the runtime keeps per control-plane endpoint.
@@ -433,6 +438,9 @@ func agentName(m *machine) string {
 
 // startKubelet registers the node as a kubelet of the machine's OS would.
 func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernetes.Interface, clientCA *x509.CertPool, reg bootdata.NodeRegistration, static []*corev1.Pod, procs map[string]kubelet.Process, host netip.Addr, clusterVersion string) error {
+	if r.switchedOff(m) {
+		return errSwitchedOff
+	}
 	am := m.arm
 	h := kubelet.Host{OS: "linux", Arch: "amd64"}
 	info := corev1.NodeSystemInfo{
@@ -499,9 +507,23 @@ func (r *Runtime) startKubelet(ctx context.Context, m *machine, client kubernete
 		return err
 	}
 	r.mu.Lock()
+	if m.off {
+		r.mu.Unlock()
+		k.Stop()
+		r.stopProxy(m)
+		return errSwitchedOff
+	}
 	m.kubelet, m.kubeletVersion, m.podCIDR = k, info.KubeletVersion, k.PodCIDR
 	r.mu.Unlock()
 	return nil
+}
+
+var errSwitchedOff = errors.New("the machine was switched off: its kubelet does not run")
+
+func (r *Runtime) switchedOff(m *machine) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return m.off
 }
 
 // egress is the machine's way to the internet, asked of the emulator each
@@ -635,6 +657,7 @@ func (r *Runtime) stop(m *machine) {
 	m.cancel()
 	<-m.booted
 	r.mu.Lock()
+	m.off = true
 	k, cp := m.kubelet, m.cp
 	var wc *workloadCluster
 	if cp != nil {
