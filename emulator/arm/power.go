@@ -76,6 +76,7 @@ func (s *Server) servePower(w http.ResponseWriter, r *http.Request, id resourceI
 		}
 	}
 	op := s.startOperation(w, r, id.Subscription, id.Namespace, str(res.body, "location"))
+	before, _ := res.secrets["power"].(string) // what a preempted action leaves
 	for _, t := range targets {
 		t.secrets["power"] = powerActions[action]
 		t.touch()
@@ -85,7 +86,7 @@ func (s *Server) servePower(w http.ResponseWriter, r *http.Request, id resourceI
 		delay += bootDelay(s, vmss)
 	}
 	s.after(delay, func() {
-		if res.kind.typ != kindVMSS && s.preempt(op, res) {
+		if res.kind.typ != kindVMSS && s.preempt(op, res, before) {
 			return
 		}
 		// The runtime switches machines off outside the lock: it may take
@@ -146,10 +147,11 @@ func (s *Server) servePower(w http.ResponseWriter, r *http.Request, id resourceI
 // becomes Canceled with OperationPreempted ("Operation execution has been
 // preempted by a more recent operation.", as Azure's SDKs and Terraform
 // report it: Azure/azure-sdk-for-java#1783, osbuild/osbuild-composer#1447),
-// and the machine is left as the newer operation has it. Without this the
-// action finished as Succeeded having done nothing, and a caller waiting
-// for the restart it was told had happened waited for ever.
-func (s *Server) preempt(op *operation, t *resource) bool {
+// and the machine is left as the newer operation has it: in the power
+// state it had before the action (before). Without this the action
+// finished as Succeeded having done nothing, and a caller waiting for the
+// restart it was told had happened waited for ever.
+func (s *Server) preempt(op *operation, t *resource, before string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.lookup(t.idStr)
@@ -157,7 +159,11 @@ func (s *Server) preempt(op *operation, t *resource) bool {
 		return false
 	}
 	if cur != nil && !cur.deleting {
-		delete(cur.secrets, "power")
+		if before == "" {
+			delete(cur.secrets, "power")
+		} else {
+			cur.secrets["power"] = before
+		}
 		cur.touch()
 	}
 	op.ended = time.Now()

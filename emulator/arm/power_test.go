@@ -130,8 +130,9 @@ func TestVMPowerStatesThroughLife(t *testing.T) {
 // TestPowerActionPreemptedByALaterOperation: a restart that a PUT of the
 // VM, or its deletion, overtakes before it ran is canceled as Azure
 // cancels it (Canceled, OperationPreempted), not reported done with the
-// machine never restarted; after a PUT the VM runs on, untouched, and its
-// instance view no longer shows the restart's pending state.
+// machine never restarted; after a PUT the VM stays as it was (running, or
+// stopped when its start was overtaken), and its instance view no longer
+// shows the action's pending state.
 func TestPowerActionPreemptedByALaterOperation(t *testing.T) {
 	w := newWorld(t, func(o *arm.Options) { o.BootDelayLinux = 300 * time.Millisecond })
 	w.group("rg")
@@ -150,6 +151,19 @@ func TestPowerActionPreemptedByALaterOperation(t *testing.T) {
 		t.Errorf("a preempted restart switched the machine off: halted %v", h)
 	}
 	w.waitPower("the VM after its preempted restart", func() string { return w.vmPower("rg", "vm") }, "running")
+
+	// A stopped VM whose start is overtaken stays stopped.
+	done(vms.BeginPowerOff(w.ctx, "rg", "vm", nil))
+	start := must(vms.BeginStart(w.ctx, "rg", "vm", nil))
+	vm.Tags["owner"] = to.Ptr("team-b")
+	done(vms.BeginCreateOrUpdate(w.ctx, "rg", "vm", vm, nil))
+	_, err = start.PollUntilDone(w.ctx, nil)
+	azureCode(t, err, "OperationPreempted")
+	if p := w.vmPower("rg", "vm"); p != "stopped" || len(w.rt.Running()) != 0 {
+		t.Errorf("a stopped VM whose start was preempted is %s, %d machines running; want stopped, none", p, len(w.rt.Running()))
+	}
+	done(vms.BeginStart(w.ctx, "rg", "vm", nil))
+	w.waitPower("the VM started again", func() string { return w.vmPower("rg", "vm") }, "running")
 
 	restart = must(vms.BeginRestart(w.ctx, "rg", "vm", nil))
 	done(vms.BeginDelete(w.ctx, "rg", "vm", nil))
