@@ -5,11 +5,9 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +25,7 @@ import (
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/localworld"
+	"github.com/winkube/winkube/internal/localworld/bringup"
 	"github.com/winkube/winkube/internal/poll"
 	"github.com/winkube/winkube/internal/testenv"
 )
@@ -288,8 +287,8 @@ func wgetFromLinuxPod(ctx context.Context, t *testing.T, cfg *rest.Config, cs ku
 
 // dumpHandNode logs what says why a hand-joined node did not come back
 // after a restart: who renews its lease, its conditions, the VM's instance
-// view and the tail of each log on the machine's disk (the world's state
-// directory goes with the test).
+// view and the tail of the machine's boot log (the machine runtime's
+// events) and kubelet log (the world's state directory goes with the test).
 func dumpHandNode(t *testing.T, cs kubernetes.Interface, vms *armcompute.VirtualMachinesClient, rg, stateDir, name string, restarted time.Time) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -310,16 +309,17 @@ func dumpHandNode(t *testing.T, cs kubernetes.Interface, vms *armcompute.Virtual
 			t.Logf("instance view: %s %s", ptr.Deref(s.Code, ""), ptr.Deref(s.Message, ""))
 		}
 	}
-	_ = filepath.WalkDir(filepath.Join(stateDir, "machines"), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.Contains(p, name) || !strings.HasSuffix(p, ".log") {
-			return nil
+	for _, ml := range bringup.MachineLogs(stateDir) {
+		if !strings.HasSuffix(ml.Machine, "-"+name) {
+			continue
 		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil
+		for _, p := range []string{ml.Events, ml.Kubelet} {
+			b, err := os.ReadFile(p)
+			if p == "" || err != nil {
+				continue
+			}
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("%s (last %d of %d lines):\n%s", p, min(40, len(lines)), len(lines), strings.Join(lines[max(0, len(lines)-40):], "\n"))
 		}
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		t.Logf("%s (last %d of %d lines):\n%s", p, min(40, len(lines)), len(lines), strings.Join(lines[max(0, len(lines)-40):], "\n"))
-		return nil
-	})
+	}
 }
