@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,7 +30,9 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/crypto/ssh"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -37,6 +40,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -105,9 +110,9 @@ func writeYAML(t *testing.T, path string, objs ...any) {
 // from Cluster API's Go types), in their namespace. The controllers'
 // Deployments are left out: no kubelet would run them here, and the test
 // plays their part where winkube depends on it.
-func localCAPIRelease(t *testing.T, root, repo, label, file, namespace, version string, crdDirs ...string) string {
+func localCAPIRelease(t *testing.T, root, repo, label, file, namespace, version string, extra []any, crdDirs ...string) string {
 	t.Helper()
-	objs := []any{map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": namespace}}}
+	objs := append([]any{map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": namespace}}}, extra...)
 	for _, d := range crdDirs {
 		files, _ := filepath.Glob(filepath.Join(root, "config", "capi", d, "*.yaml"))
 		if len(files) == 0 {
@@ -308,9 +313,12 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 	// writes it.
 	repo := filepath.Join(dir, "repository")
 	capi := capiVersion(t, root)
-	coreURL := localCAPIRelease(t, root, repo, "cluster-api", "core-components.yaml", "capi-system", capi, "core-v1beta2", "addons-v1beta2")
-	bootstrapURL := localCAPIRelease(t, root, repo, "bootstrap-kubeadm", "bootstrap-components.yaml", "capi-kubeadm-bootstrap-system", capi, "bootstrap-kubeadm-v1beta2")
-	controlPlaneURL := localCAPIRelease(t, root, repo, "control-plane-kubeadm", "control-plane-components.yaml", "capi-kubeadm-control-plane-system", capi, "controlplane-kubeadm-v1beta2")
+	capiDir := capiModuleDir(t, root)
+	coreURL := localCAPIRelease(t, root, repo, "cluster-api", "core-components.yaml", "capi-system", capi,
+		capiManagerRole(t, capiDir, "core", capiCore), "core-v1beta2", "addons-v1beta2")
+	bootstrapURL := localCAPIRelease(t, root, repo, "bootstrap-kubeadm", "bootstrap-components.yaml", "capi-kubeadm-bootstrap-system", capi, nil, "bootstrap-kubeadm-v1beta2")
+	controlPlaneURL := localCAPIRelease(t, root, repo, "control-plane-kubeadm", "control-plane-components.yaml", "capi-kubeadm-control-plane-system", capi,
+		capiManagerRole(t, capiDir, "controlplane/kubeadm", capiControlPlane), "controlplane-kubeadm-v1beta2")
 	certManagerURL := localCertManagerRelease(t, repo)
 	const image = "registry.example.com/platform/winkube-manager:" + e2eVersion
 	winkubeDir, err := release.WriteRepository(repo, release.RepositoryOptions{Version: e2eVersion, Image: image})
@@ -394,6 +402,7 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 			t.Errorf("%s %s lacks clusterctl's provider label: %v", gvk.Kind, o.GetName(), u.GetLabels())
 		}
 	}
+	clusterAPIMayUseWinkubeKinds(t, ctx, src)
 	if img := src.deployment(t, ctx).Spec.Template.Spec.Containers[0].Image; img != image {
 		t.Fatalf("the installed Deployment runs %s, not %s", img, image)
 	}
@@ -961,4 +970,137 @@ func (p *capiPart) windowsMachine(tmpl *infrav1.AzureMachineTemplate) *infrav1.A
 		p.t.Fatalf("creating the Windows AzureMachine through winkube's webhooks: %v", err)
 	}
 	return am
+}
+
+// capiModuleDir is where the Go module cache holds the Cluster API module
+// winkube is built with.
+func capiModuleDir(t *testing.T, root string) string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -m sigs.k8s.io/cluster-api: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A Cluster API manager as its release names it: kustomize's namePrefix and
+// namespace (core/config/default/kustomization.yaml and
+// controlplane/kubeadm/config/default/kustomization.yaml, cluster-api
+// v1.14.2) on the ServiceAccount "manager".
+type capiManager struct{ prefix, namespace string }
+
+var (
+	capiCore         = capiManager{"capi-", "capi-system"}
+	capiControlPlane = capiManager{"capi-kubeadm-control-plane-", "capi-kubeadm-control-plane-system"}
+)
+
+func (m capiManager) user() string {
+	return "system:serviceaccount:" + m.namespace + ":" + m.prefix + "manager"
+}
+
+// capiManagerRole is the part of a Cluster API release that gives its
+// manager the rights of other providers: the aggregated ClusterRole as the
+// module ships it (<config>/config/rbac/aggregated_role.yaml) and the
+// binding of its ServiceAccount to it (manager_role_aggregation_patch.yaml
+// points manager-rolebinding there). Its own manager-role is left out: it
+// grants only Cluster API's groups and infrastructure.cluster.x-k8s.io,
+// none of winkube's kinds.
+func capiManagerRole(t *testing.T, capiDir, config string, m capiManager) []any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(capiDir, config, "config", "rbac", "aggregated_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict(data, role); err != nil {
+		t.Fatal(err)
+	}
+	if role.AggregationRule == nil || len(role.AggregationRule.ClusterRoleSelectors) == 0 {
+		t.Fatalf("%s/config/rbac/aggregated_role.yaml has no aggregation rule", config)
+	}
+	role.Name = m.prefix + role.Name
+	return []any{
+		role,
+		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: metav1.ObjectMeta{Namespace: m.namespace, Name: m.prefix + "manager"}},
+		&rbacv1.ClusterRoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: m.prefix + "manager-rolebinding"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: m.namespace, Name: m.prefix + "manager"}},
+		},
+	}
+}
+
+// clusterAPIMayUseWinkubeKinds runs the real kube-controller-manager's
+// ClusterRole aggregation against the management plane, as a management
+// cluster's controller-manager does, and asks the API server's RBAC
+// whether Cluster API's core and kubeadm control plane managers may read
+// and write every winkube kind: they create AzureMachines from templates,
+// read AzureClusters and list and delete AzureMachinePoolMachines, and
+// their own roles name only infrastructure.cluster.x-k8s.io.
+func clusterAPIMayUseWinkubeKinds(t *testing.T, ctx context.Context, p *plane) {
+	t.Helper()
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kcm.kubeconfig")
+	kubeconfigFor(t, p.env.Config, kubeconfig, "")
+	kcmCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var kcmLog testenv.SyncBuffer
+	kcm := exec.CommandContext(kcmCtx, filepath.Join(bin, "kube-controller-manager"), "--kubeconfig="+kubeconfig,
+		"--controllers=clusterrole-aggregation-controller", "--leader-elect=false", "--secure-port=0")
+	kcm.Stdout, kcm.Stderr = &kcmLog, &kcmLog
+	if err := kcm.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stop(); _ = kcm.Wait() }()
+
+	crds, err := release.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(p.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []capiManager{capiCore, capiControlPlane} {
+		// The aggregation is asynchronous: wait until the aggregated role
+		// holds winkube's rule.
+		name := m.prefix + "aggregated-manager-role"
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			r, err := cs.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, rule := range r.Rules {
+				if slices.Contains(rule.APIGroups, infrav1.GroupVersion.Group) {
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			log := kcmLog.String()
+			t.Errorf("ClusterRole %s gathered no rule for %s from the components (kube-controller-manager's log ends: %s)", name, infrav1.GroupVersion.Group, log[max(0, len(log)-2000):])
+			continue
+		}
+		for _, crd := range crds {
+			for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
+				sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+					User: m.user(), Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + m.namespace, "system:authenticated"},
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "team-a", Verb: verb, Group: infrav1.GroupVersion.Group, Resource: crd.Spec.Names.Plural},
+				}}, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !sar.Status.Allowed {
+					t.Errorf("%s may not %s %s.%s: Cluster API cannot work with winkube's objects", m.user(), verb, crd.Spec.Names.Plural, infrav1.GroupVersion.Group)
+				}
+			}
+		}
+	}
 }

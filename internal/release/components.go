@@ -42,6 +42,7 @@ const (
 	Namespace          = "winkube-system"
 	ServiceAccount     = "winkube-manager"
 	ClusterRole        = "winkube-manager" // as controller-gen names it (hack/generate.sh)
+	ClusterAPIRole     = "winkube-cluster-api"
 	LeaderElectionRole = "winkube-leader-election"
 	Deployment         = "winkube-controller-manager"
 	WebhookService     = "winkube-webhook-service"
@@ -99,6 +100,7 @@ func Components(o Options) ([]client.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	capiRole := clusterAPIRole(crds)
 	mutating, validating, err := webhookConfigurations()
 	if err != nil {
 		return nil, err
@@ -109,7 +111,7 @@ func Components(o Options) ([]client.Object, error) {
 	}
 	objs = append(objs,
 		&corev1.ServiceAccount{ObjectMeta: meta(ServiceAccount)},
-		role,
+		role, capiRole,
 		&rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: ClusterRole},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ClusterRole},
@@ -189,6 +191,45 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		return nil, fmt.Errorf("release: no CRDs under config/crd: run make generate")
 	}
 	return out, nil
+}
+
+// Labels by which Cluster API's managers gather the rights providers give
+// them: the core manager's ClusterRole aggregates every ClusterRole carrying
+// the first, the kubeadm control plane's the second
+// (core/config/rbac/aggregated_role.yaml and
+// controlplane/kubeadm/config/rbac/aggregated_role.yaml, cluster-api
+// v1.14.2).
+const (
+	AggregateToClusterAPI          = "cluster.x-k8s.io/aggregate-to-manager"
+	AggregateToKubeadmControlPlane = "kubeadm.controlplane.cluster.x-k8s.io/aggregate-to-manager"
+)
+
+// clusterAPIRole gives Cluster API's controllers winkube's kinds. Their own
+// roles grant only infrastructure.cluster.x-k8s.io (the kubebuilder markers
+// of core/reconcilers/{cluster,machine,machineset,machinepool} and of
+// kubeadmcontrolplane_controller.go, cluster-api v1.14.2), and the
+// provider contracts say a provider in another API group MUST grant them
+// full read and write through the aggregation label
+// (docs/book/src/developer/providers/contracts/infra-machine.md, same
+// tag). Without it, on a real management cluster the Cluster controller
+// cannot read the AzureCluster, MachineSets and KubeadmControlPlane cannot
+// clone AzureMachineTemplates and the MachinePool controller cannot list
+// AzureMachinePoolMachines: nothing provisions. (The local world runs
+// Cluster API's controllers with the API server's admin, which hid it.)
+// The resources are the CRDs' own, so a new kind is covered; no
+// subresource: Cluster API writes the objects, never their status.
+func clusterAPIRole(crds []*apiextensionsv1.CustomResourceDefinition) *rbacv1.ClusterRole {
+	var plurals []string
+	for _, crd := range crds {
+		plurals = append(plurals, crd.Spec.Names.Plural)
+	}
+	return &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: ClusterAPIRole, Labels: map[string]string{AggregateToClusterAPI: "true", AggregateToKubeadmControlPlane: "true"}},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{infrav1.GroupVersion.Group}, Resources: plurals,
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		}},
+	}
 }
 
 // clusterRole is the ClusterRole controller-gen writes from the
