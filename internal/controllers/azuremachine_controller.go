@@ -176,6 +176,9 @@ func (r *AzureMachineReconciler) waitForPrerequisites(_ context.Context, ms *mac
 		setReady(am, metav1.ConditionFalse, WaitingForClusterInfraReason, "waiting for the cluster's infrastructure")
 		return &ctrl.Result{}, nil
 	}
+	if res := waitForAzureCluster(am, ms.ac); res != nil {
+		return res, nil
+	}
 	if machine.Spec.Bootstrap.DataSecretName == nil {
 		setReady(am, metav1.ConditionFalse, WaitingForBootstrapDataReason, "waiting for the bootstrap provider's data secret")
 		return &ctrl.Result{}, nil
@@ -327,10 +330,25 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 		// balancer; they are the jump hosts to the other nodes.
 		natStep := step{"inboundnatrules", vmName}
 		tok := token(am.Status.LongRunningOperationStates, natStep, "PUT")
-		used, err := svc.NatRules.Ports(ctx, n.rg, n.lb)
+		// The load balancer is read, not its rules listed: its tags say
+		// whose it is, and its rules come with it. A rule and a backend
+		// pool carry no tags of their own, so without this a machine
+		// whose Cluster was pointed at another AzureCluster (one naming
+		// another team's group and load balancer) would add its NAT rule
+		// to that team's API load balancer and its NIC to the pool behind
+		// that team's API server.
+		lbObj, err := svc.LBs.Get(ctx, n.rg, n.lb)
 		if err != nil {
-			return r.azureError(am, "listing NAT rules", err)
+			return r.azureError(am, "reading the API load balancer", err)
 		}
+		if lbObj == nil {
+			return r.provisioning(ctx, am, "waiting for the API load balancer "+n.lb)
+		}
+		if !owner.Owns(lbObj.Tags) {
+			setReady(am, metav1.ConditionFalse, ResourceNotOwnedReason, fmt.Sprintf("load balancer %s in resource group %s is not cluster %s's (namespace %s): winkube adds no NAT rule or NIC to it", n.lb, n.rg, owner.Cluster, owner.Namespace))
+			return ctrl.Result{}, nil
+		}
+		used := inboundnatrules.PortsOf(lbObj)
 		port, ok := used[strings.ToLower(vmName)]
 		if !ok {
 			if port, err = inboundnatrules.FreePort(used); err != nil {

@@ -233,6 +233,9 @@ func (r *AzureMachinePoolReconciler) waitForPoolPrerequisites(ctx context.Contex
 		setReady(amp, metav1.ConditionFalse, WaitingForClusterInfraReason, "waiting for the cluster's infrastructure")
 		return &ctrl.Result{}, nil
 	}
+	if res := waitForAzureCluster(amp, pc.ac); res != nil {
+		return res, nil
+	}
 	if mp.Spec.Template.Spec.Bootstrap.DataSecretName == nil {
 		setReady(amp, metav1.ConditionFalse, WaitingForBootstrapDataReason, "waiting for the bootstrap provider's data secret")
 		return &ctrl.Result{}, nil

@@ -3,12 +3,15 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -63,4 +66,23 @@ func patchOnReturn(ctx context.Context, helper *patch.Helper, obj client.Object,
 	if err := helper.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: []string{ReadyCondition, CloudProviderCredentialsCondition}}); err != nil && !apierrors.IsNotFound(err) {
 		*reterr = errors.Join(*reterr, err)
 	}
+}
+
+// azureClusterRecheck is how soon a machine whose AzureCluster is not
+// provisioned looks again: nothing about the AzureCluster wakes it.
+const azureClusterRecheck = 5 * time.Second
+
+// waitForAzureCluster holds a machine or pool until the AzureCluster its
+// Cluster names now is provisioned itself. The Cluster's
+// InfrastructureProvisioned is not enough: Cluster API keeps it once set
+// and lets the Cluster's infrastructureRef be pointed at another
+// AzureCluster, and one that its own reconcile refused (another team's
+// resource group, network or load balancer) must not have machines built
+// from its spec.
+func waitForAzureCluster(obj conditions.Setter, ac *infrav1.AzureCluster) *ctrl.Result {
+	if ptr.Deref(ac.Status.Initialization.Provisioned, false) {
+		return nil
+	}
+	setReady(obj, metav1.ConditionFalse, WaitingForClusterInfraReason, fmt.Sprintf("waiting for AzureCluster %s, which the Cluster names, to be provisioned", ac.Name))
+	return &ctrl.Result{RequeueAfter: azureClusterRecheck}
 }

@@ -420,3 +420,73 @@ func tenantIn(t *testing.T, ns string) client.Client {
 	}
 	return c
 }
+
+// A tenant whose Cluster is provisioned points its infrastructureRef at a
+// second AzureCluster of its own naming another namespace's resource
+// group, network and API load balancer (Cluster API lets the reference
+// change and keeps InfrastructureProvisioned). Its control-plane machine
+// waits for that AzureCluster, which its reconcile refuses; and should the
+// AzureCluster read as provisioned anyway (a tenant whose role covers its
+// status), the load balancer's tags still keep the machine's NAT rule and
+// NIC off the other team's API load balancer.
+func TestTenantRepointedClusterCannotUseAnotherClustersLoadBalancer(t *testing.T) {
+	parallel(t)
+	stop := startControllers(t, armCfg)
+	defer stop()
+	az := newAzure(t, armCfg)
+	victim := newCluster(t, "victim")
+	victim.waitClusterProvisioned(time.Minute)
+	evil := newCluster(t, "evil")
+	evil.waitClusterProvisioned(time.Minute)
+	tn := &tenantNS{ns: evil.ns, c: tenantIn(t, evil.ns)}
+
+	b := &infrav1.AzureCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "evil-b", Namespace: evil.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "evil"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "evil", UID: evil.cluster.UID}}},
+		Spec: *victim.ac.Spec.DeepCopy(),
+	}
+	b.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{}
+	b.Spec.IdentityRef = nil
+	if err := tn.c.Create(evil.ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	c := &clusterv1.Cluster{}
+	if err := tn.c.Get(evil.ctx, client.ObjectKeyFromObject(evil.cluster), c); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	c.Spec.InfrastructureRef.Name = b.Name
+	if err := tn.c.Patch(evil.ctx, c, patch); err != nil {
+		t.Fatal(err)
+	}
+	evil.cluster = c
+	am := evil.newMachineVia(tn.c, "evil-cp-bbbbb", true, false, "1", nil, nil)
+	if msg := waitMachineReason(t, evil, am.Name, controllers.WaitingForClusterInfraReason); !strings.Contains(msg, b.Name) {
+		t.Errorf("the machine waits, but not for AzureCluster %s: %q", b.Name, msg)
+	}
+
+	// The AzureCluster's status forged as provisioned.
+	if err := env.Client.Get(evil.ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	statusPatch := client.MergeFrom(b.DeepCopy())
+	b.Status.Initialization.Provisioned = to.Ptr(true)
+	if err := env.Client.Status().Patch(evil.ctx, b, statusPatch); err != nil {
+		t.Fatal(err)
+	}
+	if msg := waitMachineReason(t, evil, am.Name, controllers.ResourceNotOwnedReason); !strings.Contains(msg, victim.ac.Spec.NetworkSpec.APIServerLB.Name) {
+		t.Errorf("the machine is refused, but not for the other team's load balancer: %q", msg)
+	}
+	lb, err := az.lbs.Get(evil.ctx, victim.ns, victim.ac.Spec.NetworkSpec.APIServerLB.Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range lb.Properties.InboundNatRules {
+		if strings.Contains(*r.Name, "evil") {
+			t.Errorf("the tenant's machine added NAT rule %s to the other team's API load balancer", *r.Name)
+		}
+	}
+	if inv := az.inventory(victim.ns); len(inv["networkInterfaces"]) > 0 || len(inv["virtualMachines"]) > 0 {
+		t.Errorf("the tenant's machine made resources in the other team's group: %v", inv)
+	}
+}

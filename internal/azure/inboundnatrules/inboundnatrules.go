@@ -51,20 +51,19 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	}}, nil
 }
 
-// Ports lists the frontend ports in use, by rule name.
-func (s *Service) Ports(ctx context.Context, rg, lb string) (map[string]int32, error) {
+// PortsOf is the frontend ports of a load balancer's rules, by rule name,
+// as a GET of the load balancer returns them.
+func PortsOf(lb *armnetwork.LoadBalancer) map[string]int32 {
 	out := map[string]int32{}
-	p := s.c.NewListPager(rg, lb, nil)
-	for p.More() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range page.Value {
+	if lb.Properties == nil {
+		return out
+	}
+	for _, r := range lb.Properties.InboundNatRules {
+		if r.Name != nil && r.Properties != nil && r.Properties.FrontendPort != nil {
 			out[strings.ToLower(*r.Name)] = *r.Properties.FrontendPort
 		}
 	}
-	return out, nil
+	return out
 }
 
 // FreePort picks the port for a new rule.
