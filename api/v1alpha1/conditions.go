@@ -29,7 +29,8 @@ const (
 	VMProvisionFailedReason = "VMProvisionFailed"
 	// VMFailedReason: Azure reports the VM Failed (its creation, or an
 	// operation on it after it ran, failed); winkube sends a failed
-	// creation again and waits for a VM that ran to be Succeeded again.
+	// creation again and waits for a VM that ran to be Succeeded again. A
+	// pool deletes an instance Azure reports Failed and makes a new one.
 	VMFailedReason       = "VMFailed"
 	VMNameConflictReason = "VMNameConflict"
 	// VMDeletedReason: the machine's VM was deleted outside winkube; the

@@ -426,23 +426,47 @@ func (r *AzureMachinePoolReconciler) rollInstances(ctx context.Context, pc *pool
 		}
 	}
 
-	// Instances on their way out no longer count; while any is, the scale
-	// set is left alone, so that its capacity only ever drops through the
+	// Instances on their way out no longer count: those whose objects are
+	// being deleted, and those Azure is deleting (provisioning state
+	// Deleting), whose objects go once they are gone (the instance's
+	// controller). Neither is chosen again: a second deletion of an
+	// instance Azure is deleting is refused. While any is, the scale set is
+	// left alone, so that its capacity only ever drops through the
 	// instances chosen.
 	var live []scalesets.Instance
+	var leaving, replacing []string
 	for _, in := range instances {
-		if m := machines[in.InstanceID]; m == nil || m.DeletionTimestamp.IsZero() {
+		m := machines[in.InstanceID]
+		if in.ProvisioningState != "Deleting" && (m == nil || m.DeletionTimestamp.IsZero()) {
 			live = append(live, in)
+			continue
+		}
+		leaving = append(leaving, in.InstanceID)
+		if in.ProvisioningState == "Failed" || m != nil && m.Status.ProvisioningState == "Failed" {
+			replacing = append(replacing, in.InstanceID)
 		}
 	}
-	if len(live) < len(instances) {
-		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("waiting for %d instances to be deleted", len(instances)-len(live)))
+	if len(leaving) > 0 {
+		reason, msg := ProvisioningReason, fmt.Sprintf("waiting for %d instances to be deleted", len(leaving))
+		if len(replacing) > 0 {
+			reason, msg = VMFailedReason, fmt.Sprintf("replacing failed instance %s: %s", strings.Join(replacing, ","), msg)
+		}
+		setReady(amp, metav1.ConditionFalse, reason, msg)
 		return &ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	members := make([]poolMember, 0, len(live))
 	outdated := 0
+	var failedWaiting []string
 	for _, in := range live {
-		m := poolMember{ID: in.InstanceID, Current: in.Current(spec), Ready: instanceReady(in, machines[in.InstanceID]), Marked: marked(machines[in.InstanceID])}
+		pm := machines[in.InstanceID]
+		m := poolMember{ID: in.InstanceID, Current: in.Current(spec), Ready: instanceReady(in, pm), Marked: marked(pm)}
+		if in.ProvisioningState == "Failed" {
+			// An instance is deleted through its object: one without an
+			// object yet gets it below, and its delay starts then.
+			if m.Failed = pm != nil && time.Since(pm.CreationTimestamp.Time) >= r.failedReplaceDelay(); !m.Failed {
+				failedWaiting = append(failedWaiting, in.InstanceID)
+			}
+		}
 		if !m.Current {
 			outdated++
 		}
@@ -451,6 +475,12 @@ func (r *AzureMachinePoolReconciler) rollInstances(ctx context.Context, pc *pool
 	plan := poolRollout{Replicas: replicas, Surge: int64(scaled(amp.Spec.Strategy.MaxSurge, replicas, true)), Unavailable: int64(scaled(amp.Spec.Strategy.MaxUnavailable, replicas, false))}
 	chosen, desired := selectToDelete(members, plan)
 	waitReason, waitMsg := rolloutWaiting(members, machines, plan, len(chosen))
+	if len(failedWaiting) > 0 {
+		// The message does not count the time down: it would be written
+		// again at every reconcile.
+		waitReason, waitMsg = VMFailedReason, fmt.Sprintf("instance %s is Failed in Azure: the pool replaces it %s after it first listed it (a pool whose new instances keep failing, for want of capacity for its size, say, is retried at that pace)",
+			strings.Join(failedWaiting, ","), r.failedReplaceDelay())
+	}
 	var victims []scalesets.Instance
 	for _, id := range chosen {
 		for _, in := range live {
@@ -473,7 +503,21 @@ func (r *AzureMachinePoolReconciler) rollInstances(ctx context.Context, pc *pool
 	if len(victims) > 0 {
 		// The scale set is written only once these deletions are done:
 		// its capacity, read before them, is already out of date.
-		setReady(amp, metav1.ConditionFalse, ProvisioningReason, fmt.Sprintf("deleting %d instances", len(victims)))
+		reason, msg := ProvisioningReason, fmt.Sprintf("deleting %d instances", len(victims))
+		var failed []string
+		for _, v := range victims {
+			if v.ProvisioningState == "Failed" {
+				failed = append(failed, v.InstanceID)
+			}
+		}
+		if len(failed) > 0 {
+			log.FromContext(ctx).Info("replacing instances Azure reports Failed", "instances", failed)
+			reason, msg = VMFailedReason, fmt.Sprintf("replacing failed instance %s", strings.Join(failed, ","))
+			if others := len(victims) - len(failed); others > 0 {
+				msg += fmt.Sprintf("; deleting %d other instances", others)
+			}
+		}
+		setReady(amp, metav1.ConditionFalse, reason, msg)
 		return &ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
 	pc.instances, pc.machines, pc.replicas, pc.outdated, pc.desired = instances, machines, replicas, outdated, desired
@@ -557,6 +601,25 @@ func (r *AzureMachinePoolReconciler) reconcileInstanceMachines(ctx context.Conte
 	}
 	setReady(amp, metav1.ConditionTrue, ProvisionedReason, "")
 	return nil, nil
+}
+
+// failedReplaceDelay is how long a pool keeps an instance Azure reports
+// Failed before it deletes it for a new one, counted from the instance's
+// object, which the pool makes when it first lists the instance (after the
+// scale-set write that made it is done, so at about the time Azure failed
+// it). CAPZ deletes a Failed instance at its pool's next reconcile, with no
+// pacing (SelectMachinesToDelete, CAPZ 128493dd): a pool whose every new
+// instance fails (AllocationFailed for its size or zone, a broken image)
+// would delete and recreate instances as fast as Azure fails them, with a
+// requeue of a few seconds in between. Six requeues (30 s by default) is
+// the pace at which a standalone machine's failed creation is sent again
+// (vmFailed): so such a pool makes at most one new instance per failing
+// slot every six requeues plus Azure's deletion and creation, and an
+// instance Azure reports Failed that then finishes (OSProvisioningTimedOut:
+// "The VM may still finish provisioning successfully") has that long to be
+// Succeeded and kept.
+func (r *AzureMachinePoolReconciler) failedReplaceDelay() time.Duration {
+	return 6 * r.Requeue
 }
 
 // scaled turns maxSurge / maxUnavailable into a count.

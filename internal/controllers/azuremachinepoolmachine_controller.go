@@ -190,6 +190,13 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 					}
 				}}), nil
 		}
+		if in.ProvisioningState == "Failed" {
+			// Replacing it is the pool's (selectToDelete), which deletes
+			// this object's Machine: one deleter, so that its deletion is
+			// not asked of Azure twice.
+			setReady(m, metav1.ConditionFalse, VMFailedReason, "instance is Failed: its AzureMachinePool deletes it and makes a new one")
+			return ctrl.Result{RequeueAfter: r.Requeue}, nil
+		}
 		setReady(m, metav1.ConditionFalse, ProvisioningReason, "instance is "+in.ProvisioningState)
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}

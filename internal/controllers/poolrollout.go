@@ -27,6 +27,12 @@ type poolMember struct {
 	// Marked: Cluster API asked for its deletion (delete-machine
 	// annotation: a scale-down's choice, the autoscaler's).
 	Marked bool
+	// Failed: Azure reports the instance's provisioning Failed and it is
+	// due for replacement (the pool controller waits failedReplaceDelay
+	// first). Nothing else replaces it: Cluster API's MachinePool does not
+	// act on a Machine's OwnerRemediated condition (v1.14.2), and a failed
+	// instance never becomes a node.
+	Failed bool
 }
 
 // poolRollout is what a pool wants: its replicas, and how far a rollout
@@ -40,6 +46,18 @@ type poolRollout struct {
 // follows CAPZ's rolling update (SelectMachinesToDelete in
 // azure/scope/strategies/machinepool_deployments/machinepool_deployment_strategy.go,
 // CAPZ 69ec3a40):
+//   - a Failed instance goes first, whatever the count: it serves nothing
+//     and nothing else would ever remove it (a current one at the pool's
+//     replicas is beyond no count, a new one of a rollout holds the rollout
+//     for ever). Its deletion lowers the scale set's capacity, and the
+//     capacity written back (desired, unchanged by it) makes its
+//     replacement. CAPZ's rolling update likewise returns the instances
+//     Azure reports Failed (or Deleting) before it weighs anything else
+//     (SelectMachinesToDelete and getFailedMachines in
+//     azure/scope/strategies/machinepool_deployments/machinepool_deployment_strategy.go,
+//     kubernetes-sigs/cluster-api-provider-azure
+//     128493dd756748e9d3efb0bd274064de48491a86); instances being deleted
+//     are not members here at all (rollInstances waits for them);
 //   - while some instance runs an older model, the scale set has up to
 //     Surge more than Replicas, so that new instances come up before old
 //     ones go;
@@ -73,6 +91,11 @@ func selectToDelete(members []poolMember, r poolRollout) (victims []string, desi
 		}
 	}
 	excess := func() int64 { return int64(len(members)-len(victims)) - desired }
+	for _, m := range members {
+		if m.Failed {
+			pick(m)
+		}
+	}
 	for _, m := range members {
 		if m.Marked && excess() > 0 {
 			pick(m)

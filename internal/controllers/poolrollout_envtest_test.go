@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/internal/azure/providerid"
 	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/poll"
 )
@@ -365,4 +368,70 @@ func poolReconciles(t *testing.T) int {
 		}
 	}
 	return n
+}
+
+// TestFailedPoolInstanceIsReplaced: a scale-set instance Azure reports
+// Failed (its OS provisioning timed out, once) is deleted through its
+// Machine, and the capacity written back makes a new one. Nothing else
+// replaces it: Cluster API's MachinePool does not remediate its Machines,
+// and an instance of the current model at the pool's replicas is beyond no
+// count, so the pool stayed one node short for ever.
+func TestFailedPoolInstanceIsReplaced(t *testing.T) {
+	parallel(t)
+	const pool = "failinst-pool-abcde"
+	srv, cfg := newEmulator(t, arm.Options{ProvisioningFailures: []arm.ProvisioningFailure{
+		{NameContains: pool + "_1", Code: "OSProvisioningTimedOut", Operation: arm.OperationCreate, Times: 1},
+	}})
+	// A failed instance is replaced six requeues after the pool first
+	// listed it: 3 s here, long enough to read the pool's condition.
+	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
+	defer stop()
+	az := newAzure(t, cfg)
+	f := newCluster(t, "failinst")
+	f.waitClusterProvisioned(time.Minute)
+	_, amp := f.newPool(pool, 2, true)
+
+	var said []string
+	env.Until(t, 2*time.Minute, func(r client.Reader) string {
+		f.playMachinePool(pool, func(string) bool { return true })
+		if err := r.Get(f.ctx, client.ObjectKeyFromObject(amp), amp); err != nil {
+			return err.Error()
+		}
+		if c := conditions.Get(amp, controllers.ReadyCondition); c != nil && c.Reason == controllers.VMFailedReason && !slices.Contains(said, c.Message) {
+			said = append(said, c.Message)
+		}
+		states := map[string]string{}
+		var want []string
+		p := az.vmssVMs.NewListPager(f.ns, pool, nil)
+		for p.More() {
+			page, err := p.NextPage(f.ctx)
+			if err != nil {
+				return err.Error()
+			}
+			for _, v := range page.Value {
+				states[*v.InstanceID] = ptr.Deref(v.Properties.ProvisioningState, "")
+				want = append(want, providerid.FromARMID(*v.ID))
+			}
+		}
+		if _, ok := states["1"]; ok || len(states) != 2 || states["0"] != "Succeeded" || states["2"] != "Succeeded" {
+			return fmt.Sprintf("instances %v; want 0 and 2 Succeeded, failed 1 deleted", states)
+		}
+		slices.Sort(want)
+		got := slices.Sorted(slices.Values(amp.Spec.ProviderIDList))
+		if !slices.Equal(got, want) || !conditions.IsTrue(amp, controllers.ReadyCondition) {
+			return fmt.Sprintf("pool: provider IDs %v, Ready %+v; want %v and Ready", got, conditions.Get(amp, controllers.ReadyCondition), want)
+		}
+		return ""
+	})
+	if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: pool + "-1"}, &clusterv1.Machine{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Machine of failed instance 1: %v; want it deleted with its instance", err)
+	}
+	if !slices.ContainsFunc(said, func(m string) bool { return strings.Contains(m, "instance 1 is Failed") }) ||
+		!slices.ContainsFunc(said, func(m string) bool { return strings.Contains(m, "replacing failed instance 1") }) {
+		t.Errorf("the pool's Ready condition said %q; want it to name failed instance 1 and its replacement", said)
+	}
+	if n := srv.FaultConfig().ProvisioningFailures[0].Failed; n != 1 {
+		t.Errorf("instance creations failed %d times, want once", n)
+	}
+	t.Logf("pool condition while replacing: %q", said)
 }

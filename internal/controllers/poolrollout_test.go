@@ -7,13 +7,14 @@ import (
 
 // members builds a pool from a spec per instance: its ID, then o (old
 // model) or n (new), then r (node Ready) or u (not), then d when Cluster
-// API marked it for deletion: "0or 1or 2nu".
+// API marked it for deletion and f when Azure reports it Failed (and it is
+// due for replacement): "0or 1or 2nu 3nuf".
 func members(spec string) []poolMember {
 	var out []poolMember
 	for _, f := range strings.Fields(spec) {
 		i := strings.IndexAny(f, "on")
 		flags := f[i:]
-		out = append(out, poolMember{ID: f[:i], Current: flags[0] == 'n', Ready: flags[1] == 'r', Marked: strings.Contains(flags, "d")})
+		out = append(out, poolMember{ID: f[:i], Current: flags[0] == 'n', Ready: flags[1] == 'r', Marked: strings.Contains(flags, "d"), Failed: strings.Contains(flags, "f")})
 	}
 	return out
 }
@@ -44,6 +45,14 @@ func TestSelectToDelete(t *testing.T) {
 		{"a scale-down takes instances without a Ready node first", "0nr 1nr 2nu", poolRollout{Replicas: 2, Surge: 1}, "2", 2},
 		{"a scale-down takes old models before the oldest", "0nr 1or 2nr", poolRollout{Replicas: 1, Surge: 1}, "1", 2},
 		{"a marked instance within the count stays", "0nrd 1nr", surge1, "", 2},
+		// A Failed instance goes whatever the count; the capacity stays,
+		// so that the scale set makes its replacement.
+		{"a failed instance at the pool's count is replaced", "0nr 1nuf", surge1, "1", 2},
+		{"every failed instance goes at once", "0nuf 1nuf", surge1, "0,1", 2},
+		{"a failed surge instance is replaced and the rollout goes on", "0or 1or 2nuf", surge1, "2", 3},
+		{"a failed old instance goes outside the disruption budget", "0ouf 1or", surge1, "0", 3},
+		{"a scale-down counts a failed instance's deletion", "0nr 1nuf 2nr", poolRollout{Replicas: 1, Surge: 1}, "1,0", 1},
+		{"a failed marked instance goes once", "0nr 1nudf", surge1, "1", 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			victims, desired := selectToDelete(members(c.pool), c.plan)

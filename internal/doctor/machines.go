@@ -16,7 +16,7 @@ import (
 // refused or failed a VM or scale set; the condition's message is Azure's.
 var failedReasons = map[string]string{
 	infrav1.VMProvisionFailedReason:    "fix what Azure reports (the image, its plan), then delete the Machine: its MachineSet or MachinePool makes a new one",
-	infrav1.VMFailedReason:             "winkube retries a failed creation and waits for a VM that ran to be Succeeded again; if it persists, fix what Azure reports (capacity: another size, zone or location) or delete the Machine",
+	infrav1.VMFailedReason:             "winkube retries a failed creation (a MachinePool replaces a failed instance) and waits for a VM that ran to be Succeeded again; if it persists, fix what Azure reports (capacity: another size, zone or location) or delete the Machine",
 	infrav1.AzureErrorReason:           "fix what Azure reports (quota, VM size, image, zone, permissions); the controller retries by itself",
 	infrav1.InvalidConfigurationReason: "correct the AzureMachineTemplate (a new template, referenced from the MachineDeployment) as the message says",
 	infrav1.VMNameConflictReason:       "rename the machines so their Windows computer names (15 characters: first 9 + '-' + last 5) differ",
