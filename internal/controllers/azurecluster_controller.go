@@ -386,9 +386,10 @@ func clusterSubnets(ac *infrav1.AzureCluster, n clusterNames, id func(rg, typ, n
 }
 
 // reconcileVNet creates the VNet with its subnets when it is missing or the
-// cluster's. A VNet the user brought (existing, not tagged as the cluster's)
-// is never written: *userVNet is set, and the subnet steps that follow add
-// the cluster's subnets one by one.
+// cluster's. A VNet the user brought (existing, tagged as no winkube
+// cluster's) is never written: *userVNet is set, and the subnet steps that
+// follow add the cluster's subnets one by one. Another cluster's VNet is
+// refused.
 func (r *AzureClusterReconciler) reconcileVNet(ctx context.Context, svc *cloud.Services, ac *infrav1.AzureCluster, n clusterNames, owner tags.Owner, subnets []vnets.Subnet, userVNet *bool, tok string) (string, bool, error) {
 	want := tags.Build(owner, "vnet", ac.Spec.AdditionalTags)
 	if tok == "" {
@@ -399,6 +400,24 @@ func (r *AzureClusterReconciler) reconcileVNet(ctx context.Context, svc *cloud.S
 		if cur != nil && tags.IsOwned(cur.Tags, owner.Cluster) && !owner.Owns(cur.Tags) {
 			// A cluster of this name in another namespace made it.
 			return "", false, tags.CheckOwned("VNet", n.vnet, want, cur.Tags, owner.AdoptUnscoped)
+		}
+		if cur != nil && owner.Foreign(cur.Tags) {
+			// Another cluster's VNet is not one the user brought: this
+			// cluster's subnets, and its machines, would join that
+			// cluster's network.
+			return "", false, &tags.NotOwnedError{Kind: "VNet", Name: n.vnet, Cluster: owner.Cluster, Foreign: true}
+		}
+		if (cur == nil || !owner.Owns(cur.Tags)) && !strings.EqualFold(n.vnetRG, n.rg) {
+			// A VNet in a group of its own is made, or given subnets, only
+			// where no other cluster owns the group (scopeGroup checks the
+			// cluster's own group).
+			g, err := svc.Groups.Get(ctx, n.vnetRG)
+			if err != nil {
+				return "", false, err
+			}
+			if g != nil && owner.Foreign(g.Tags) {
+				return "", false, &tags.NotOwnedError{Kind: "resource group", Name: n.vnetRG, Cluster: owner.Cluster, Foreign: true}
+			}
 		}
 		if cur != nil && !owner.Owns(cur.Tags) {
 			*userVNet = true
@@ -642,13 +661,27 @@ func clusterProof(ac *infrav1.AzureCluster, n clusterNames, owner tags.Owner) *p
 
 // scopeGroup tags the cluster's resource group, made before winkube wrote
 // namespace tags, with the namespace (the migration of tags.Owner), and
-// refuses a group that is another namespace's cluster's. The group's other
-// resources get the tag from their own next write.
+// refuses a group that is another cluster's: a same-named one's of another
+// namespace, or any other winkube cluster's. A group without winkube's tags
+// is the user's. The group's other resources get the tag from their own
+// next write.
 func (r *AzureClusterReconciler) scopeGroup(ctx context.Context, ac *infrav1.AzureCluster, svc *cloud.Services, rg string, owner tags.Owner) (*ctrl.Result, error) {
 	g, err := svc.Groups.Get(ctx, rg)
 	if err != nil {
 		res, err := r.azureError(ac, "resource group", err)
 		return &res, err
+	}
+	if g != nil && !tags.IsOwned(g.Tags, owner.Cluster) && owner.Foreign(g.Tags) {
+		// Another cluster's group is not one the user brought: used as
+		// such, this cluster's resources would be built in it, and its
+		// machines' identities granted a role on all of it (grantRole).
+		// Even a cluster of the same namespace's: the group goes with
+		// that cluster, and all in it.
+		// Refused before anything is written; nothing tells when the
+		// spec or the group changes, so look again now and then.
+		setReady(ac, metav1.ConditionFalse, ResourceNotOwnedReason,
+			(&tags.NotOwnedError{Kind: "resource group", Name: rg, Cluster: owner.Cluster, Foreign: true}).Error())
+		return &ctrl.Result{RequeueAfter: time.Minute}, nil
 	}
 	if g == nil || !tags.IsOwned(g.Tags, owner.Cluster) {
 		return nil, nil // the user's group

@@ -453,12 +453,12 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 	if am.Spec.Identity == infrav1.VMIdentitySystemAssigned {
 		// The cloud provider on the node acts as this identity: the
 		// machine is not done until the identity may.
-		g, err := grantRole(ctx, svc, &am.Status.CreatedResources, &am.Spec.AzureVMSpec, ac.Spec.SubscriptionID, n.rg, virtualmachines.PrincipalID(vm), r.RoleAssignmentScopes)
+		g, err := grantRole(ctx, svc, &am.Status.CreatedResources, &am.Spec.AzureVMSpec, ac.Spec.SubscriptionID, n.rg, virtualmachines.PrincipalID(vm), r.RoleAssignmentScopes, groupOwner(owner, ac))
 		if err != nil {
 			return r.azureError(am, "role assignment", err)
 		}
 		if !g.done {
-			if cond := conditions.Get(am, ReadyCondition); g.reason == RoleAssignmentFailedReason && (cond == nil || cond.Message != g.msg) {
+			if cond := conditions.Get(am, ReadyCondition); (g.reason == RoleAssignmentFailedReason || g.reason == ResourceNotOwnedReason) && (cond == nil || cond.Message != g.msg) {
 				r.event(am, corev1.EventTypeWarning, g.reason, "%s", g.msg)
 			}
 			setReady(am, metav1.ConditionFalse, g.reason, g.msg)

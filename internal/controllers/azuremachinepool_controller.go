@@ -556,7 +556,7 @@ func (r *AzureMachinePoolReconciler) writeScaleSet(ctx context.Context, pc *pool
 	setLastAppliedTags(amp, mergeMaps(pc.ac.Spec.AdditionalTags, amp.Spec.AdditionalTags))
 	amp.Spec.ProviderID = "azure:///subscriptions/" + pc.ac.Spec.SubscriptionID + "/resourceGroups/" + n.rg + "/providers/Microsoft.Compute/virtualMachineScaleSets/" + amp.Name
 	if t.Identity == infrav1.VMIdentitySystemAssigned {
-		g, err := grantRole(ctx, pc.svc, &amp.Status.CreatedResources, t, pc.ac.Spec.SubscriptionID, n.rg, scalesets.PrincipalID(cur), r.RoleAssignmentScopes)
+		g, err := grantRole(ctx, pc.svc, &amp.Status.CreatedResources, t, pc.ac.Spec.SubscriptionID, n.rg, scalesets.PrincipalID(cur), r.RoleAssignmentScopes, groupOwner(pc.owner, pc.ac))
 		if err != nil {
 			return stop(r.azureError(amp, "role assignment", err))
 		}

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	events "k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -55,6 +57,9 @@ type AzureMachinePoolMachineReconciler struct {
 	Recorder events.EventRecorder
 
 	boot bootstrapWatch
+	// sets remembers which objects' scale sets were shown to be their
+	// pool's (proveScaleSet).
+	sets provenSets
 }
 
 // SetupWithManager registers the controller.
@@ -119,11 +124,13 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 	}
 	var svc *cloud.Services
 	var n clusterNames
+	var clusterName string
 	if pool != nil {
 		cluster, err := util.GetClusterFromMetadata(ctx, r.Client, m.ObjectMeta)
 		if err != nil {
 			return ctrl.Result{}, readBlocked(m, false, "the Cluster", err)
 		}
+		clusterName = cluster.Name
 		ac := &infrav1.AzureCluster{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, ac); err != nil {
 			return ctrl.Result{}, readBlocked(m, false, "the AzureCluster", err)
@@ -139,6 +146,9 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 	}
 	if svc == nil || n.rg == "" {
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
+	}
+	if res, ok, err := r.proveScaleSet(ctx, m, pool, svc, n.rg, clusterName); !ok {
+		return res, err
 	}
 	in, found, err := svc.ScaleSets.Instance(ctx, n.rg, pool.Name, m.Spec.InstanceID)
 	if err != nil {
@@ -205,6 +215,79 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 	return ctrl.Result{}, deleteThroughMachine(ctx, r.Client, r.reader(), m)
 }
 
+// provenSets are, per AzureMachinePoolMachine, the scale set (and pool,
+// cluster and ARM endpoint) that was shown to be its pool's: proven once,
+// not on every reconcile (a scale set's role tag is written with it and
+// does not change). A manager that restarts proves each again, once.
+type provenSets struct {
+	mu sync.Mutex
+	m  map[types.UID]string
+}
+
+func (p *provenSets) has(uid types.UID, key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[uid] == key
+}
+
+func (p *provenSets) set(uid types.UID, key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if key == "" {
+		delete(p.m, uid)
+		return
+	}
+	if p.m == nil {
+		p.m = map[types.UID]string{}
+	}
+	p.m[uid] = key
+}
+
+// proveScaleSet lets the object mirror an instance, and run Run Command on
+// it at its bootstrap deadline, only if the scale set it reads is its
+// pool's: tagged as the cluster's, with the pool's role (as the pool
+// proves its own records, ownership.go). Everything that names the
+// instance is the tenant's to write (the pool label, the pool's name, the
+// AzureCluster's resource group, the instance ID): without this, an object
+// could name another namespace's scale set and read its instance's name
+// and address, and have the manager run commands on it. ok is false when
+// the reconcile stops here (a condition says why).
+func (r *AzureMachinePoolMachineReconciler) proveScaleSet(ctx context.Context, m *infrav1.AzureMachinePoolMachine, pool *infrav1.AzureMachinePool, svc *cloud.Services, rg, clusterName string) (res ctrl.Result, ok bool, err error) {
+	id := armID(svc.Subscription, rg, "Microsoft.Compute", "virtualMachineScaleSets", pool.Name)
+	key := strings.Join([]string{svc.ResourceManager, strings.ToLower(id), string(pool.UID), clusterName}, " ")
+	if r.sets.has(m.UID, key) {
+		return ctrl.Result{}, true, nil
+	}
+	set, err := svc.ScaleSets.Get(ctx, rg, pool.Name)
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
+	if set == nil {
+		// Nothing to mirror: the instance is found missing next, and the
+		// object goes with its Machine.
+		return ctrl.Result{}, true, nil
+	}
+	owner, err := ownerOf(ctx, r.Client, clusterName, m.Namespace)
+	if err != nil {
+		return ctrl.Result{}, false, readBlocked(m, false, "the AzureClusters", err)
+	}
+	var u *errUnprovable
+	if err := (&proof{owner: owner, role: poolRole(pool)}).tagged(id, set.Tags); errors.As(err, &u) {
+		r.sets.set(m.UID, "")
+		msg := fmt.Sprintf("scale set %s in resource group %s is not the scale set of AzureMachinePool %s (%s): winkube neither mirrors its instance %s into this object nor runs anything on it",
+			pool.Name, rg, pool.Name, u.why, m.Spec.InstanceID)
+		if c := conditions.Get(m, ReadyCondition); r.Recorder != nil && (c == nil || c.Message != msg) {
+			r.Recorder.Eventf(m, corev1.EventTypeWarning, ResourceNotOwnedReason, "%s", msg)
+		}
+		setReady(m, metav1.ConditionFalse, ResourceNotOwnedReason, msg)
+		// Nothing tells when the pool's scale set is made or retagged:
+		// look again now and then.
+		return ctrl.Result{RequeueAfter: time.Minute}, false, nil
+	}
+	r.sets.set(m.UID, key)
+	return ctrl.Result{}, true, nil
+}
+
 func (r *AzureMachinePoolMachineReconciler) reader() client.Reader {
 	if r.Reader == nil {
 		return r.Client
@@ -231,6 +314,7 @@ func (r *AzureMachinePoolMachineReconciler) release(ctx context.Context, m *infr
 		}
 	}
 	controllerutil.RemoveFinalizer(m, infrav1.MachinePoolMachineFinalizer)
+	r.sets.set(m.UID, "")
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/identities"
 	"github.com/winkube/winkube/internal/azure/roleassignments"
+	"github.com/winkube/winkube/internal/azure/tags"
 )
 
 // RoleAssignmentFailedReason is infrav1's.
@@ -85,22 +86,56 @@ type roleGrant struct {
 // credential would grant the tenant's VM any role on the whole
 // subscription.
 func scopeAllowed(scope, subscription, rg string, allowed []string) bool {
-	under := func(parent string) bool {
-		parent = strings.TrimRight(parent, "/")
-		return parent != "" && (strings.EqualFold(scope, parent) || strings.HasPrefix(strings.ToLower(scope), strings.ToLower(parent)+"/"))
-	}
+	under := func(parent string) bool { return scopeUnder(scope, parent) }
 	if under(resourceGroupID(subscription, rg)) {
 		return true
 	}
 	return slices.ContainsFunc(allowed, under)
 }
 
+// scopeUnder reports whether scope is parent or a scope under it.
+func scopeUnder(scope, parent string) bool {
+	parent = strings.TrimRight(parent, "/")
+	return parent != "" && (strings.EqualFold(scope, parent) || strings.HasPrefix(strings.ToLower(scope), strings.ToLower(parent)+"/"))
+}
+
+// groupGrantable says whether a role may be granted in the cluster's
+// resource group rg: done when the group is the cluster's own (its owner
+// tags), or a group the user brought, which carries no winkube cluster's
+// tags. The AzureCluster refuses another cluster's group (scopeGroup), but
+// a machine may be built from an AzureCluster that is refused (a Cluster's
+// infrastructureRef may be repointed once it is provisioned): the grant is
+// checked on its own, or a tenant's VM would hold Contributor on another
+// cluster's group.
+//
+// A group the user brought is granted as the cluster's own, as the README
+// and CAPZ do (Contributor on the cluster's resource group, whoever made
+// it): cloud-provider-azure on the node needs it there for load balancers
+// and routes, and winkube already builds the cluster's network and VMs in
+// that group with the cluster's identity. The assignment is written with
+// that identity too, so Azure grants it only where the operator gave the
+// identity User Access Administrator: which untagged groups a namespace's
+// machines may hold roles on is the operator's choice of scopes for the
+// identity, not the tenant's.
+func groupGrantable(ctx context.Context, svc *cloud.Services, rg string, owner tags.Owner) (roleGrant, error) {
+	g, err := svc.Groups.Get(ctx, rg)
+	if err != nil {
+		return roleGrant{}, err
+	}
+	if g != nil && owner.Foreign(g.Tags) {
+		return roleGrant{after: roleRecheck, reason: ResourceNotOwnedReason,
+			msg: (&tags.NotOwnedError{Kind: "resource group", Name: rg, Cluster: owner.Cluster, Foreign: true}).Error()}, nil
+	}
+	return roleGrant{done: true}, nil
+}
+
 // grantRole gives a VM's or scale set's system-assigned identity its role,
 // recording the assignment in created before it is made, so that it goes
 // with its owner. An error is Azure's, for the caller's azureError.
 // allowed are the scopes beyond the cluster's resource group where the
-// operator lets the manager grant roles.
-func grantRole(ctx context.Context, svc *cloud.Services, created *[]string, vm *infrav1.AzureVMSpec, subscription, rg, principal string, allowed []string) (roleGrant, error) {
+// operator lets the manager grant roles; owner is the cluster's, whose
+// group it must be (groupGrantable).
+func grantRole(ctx context.Context, svc *cloud.Services, created *[]string, vm *infrav1.AzureVMSpec, subscription, rg, principal string, allowed []string, owner tags.Owner) (roleGrant, error) {
 	if principal == "" {
 		return roleGrant{after: 5 * time.Second, reason: ProvisioningReason, msg: "waiting for Azure to make the system-assigned identity"}, nil
 	}
@@ -119,7 +154,24 @@ func grantRole(ctx context.Context, svc *cloud.Services, created *[]string, vm *
 	if claim(created, id) {
 		return roleGrant{after: persisted, reason: ProvisioningReason, msg: "recording the identity's role assignment"}, nil
 	}
-	err := svc.Roles.Reconcile(ctx, spec)
+	cur, err := svc.Roles.Get(ctx, id)
+	if err == nil {
+		if roleassignments.Grants(cur, principal, spec.DefinitionID) {
+			// In place: what Reconcile would find, without reading it again.
+			return roleGrant{done: true}, nil
+		}
+		if !slices.ContainsFunc(allowed, func(parent string) bool { return scopeUnder(spec.Scope, parent) }) {
+			// Not a scope the operator listed: the cluster's group, which
+			// must be the cluster's, or the user's (read only until the
+			// role is granted).
+			// The record stays: a missing assignment is done with at
+			// deletion, and the machine does not rewrite it every minute.
+			if g, err := groupGrantable(ctx, svc, rg, owner); err != nil || !g.done {
+				return g, err
+			}
+		}
+		err = svc.Roles.Reconcile(ctx, spec)
+	}
 	var re *azcore.ResponseError
 	var conflict *roleassignments.ConflictError
 	switch {

@@ -279,19 +279,10 @@ func (p *proof) check(ctx context.Context, svc *cloud.Services, id string, recor
 	}
 	rg := r.ResourceGroupName
 	tagged := func(exists bool, t map[string]*string) error {
-		switch {
-		case !exists:
+		if !exists {
 			return nil
-		case p.role != "" && tags.IsOwned(t, p.owner.Cluster) && ptr.Deref(t[tags.RoleKey], "") == p.role:
-			// The role names the object's namespace and name: proof enough
-			// for a resource tagged before namespace tags existed.
-			return nil
-		case !p.owner.Owns(t):
-			return &errUnprovable{id, fmt.Sprintf("it lacks the tags %s=%s, %s=%s", tags.ClusterKey(p.owner.Cluster), tags.Owned, tags.NamespaceKey(p.owner.Cluster), p.owner.Namespace)}
-		case p.role != "" && ptr.Deref(t[tags.RoleKey], "") != p.role:
-			return &errUnprovable{id, fmt.Sprintf("its tag %s is not %s", tags.RoleKey, p.role)}
 		}
-		return nil
+		return p.tagged(id, t)
 	}
 	switch kind {
 	case "virtualmachines":
@@ -390,6 +381,23 @@ func (p *proof) check(ctx context.Context, svc *cloud.Services, id string, recor
 		return nil
 	}
 	return &errUnprovable{id, "winkube cannot tell whose it is"}
+}
+
+// tagged returns nil when tags t show the resource id as the object's: the
+// owner's tags, and the object's role tag when it has one; otherwise
+// *errUnprovable.
+func (p *proof) tagged(id string, t map[string]*string) error {
+	switch {
+	case p.role != "" && tags.IsOwned(t, p.owner.Cluster) && ptr.Deref(t[tags.RoleKey], "") == p.role:
+		// The role names the object's namespace and name: proof enough
+		// for a resource tagged before namespace tags existed.
+		return nil
+	case !p.owner.Owns(t):
+		return &errUnprovable{id, fmt.Sprintf("it lacks the tags %s=%s, %s=%s", tags.ClusterKey(p.owner.Cluster), tags.Owned, tags.NamespaceKey(p.owner.Cluster), p.owner.Namespace)}
+	case p.role != "" && ptr.Deref(t[tags.RoleKey], "") != p.role:
+		return &errUnprovable{id, fmt.Sprintf("its tag %s is not %s", tags.RoleKey, p.role)}
+	}
+	return nil
 }
 
 func tagsOf(exists bool, f func() map[string]*string) map[string]*string {

@@ -75,6 +75,14 @@ func reconcileClusterTags(ctx context.Context, svc *cloud.Services, ac *infrav1.
 	return nil
 }
 
+// groupOwner is the owner of the cluster's group and network, which carry
+// the cluster's identity tag as well: owner with the UID the AzureCluster
+// recorded (none yet, and any identity tag is accepted).
+func groupOwner(owner tags.Owner, ac *infrav1.AzureCluster) tags.Owner {
+	owner.UID = ac.Annotations[tags.ClusterUIDAnnotation]
+	return owner
+}
+
 // clusterUID is the identity an AzureCluster's resources are tagged with
 // (tags.Owner.UID): its tags.ClusterUIDAnnotation, set to its own UID on
 // the first reconcile (saved with the object; clusterctl move carries it).

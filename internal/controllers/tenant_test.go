@@ -15,16 +15,19 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/authorization/armauthorization/v2"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
+	"github.com/winkube/winkube/emulator/arm"
 	"github.com/winkube/winkube/internal/azure/roleassignments"
 	"github.com/winkube/winkube/internal/controllers"
 )
@@ -419,6 +422,273 @@ func tenantIn(t *testing.T, ns string) client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// A tenant cannot build its cluster in another cluster's resource group or
+// VNet by naming it in its spec as if it had brought it: a group or VNet
+// that another winkube cluster (here another namespace's) tagged is
+// refused before anything is written there, whether it is the cluster's
+// group, the VNet's group, or a VNet another cluster made in a group a user
+// brought.
+func TestTenantCannotBuildInAnotherClustersGroupOrVNet(t *testing.T) {
+	parallel(t)
+	stop := startControllers(t, armCfg)
+	defer stop()
+	az := newAzure(t, armCfg)
+	vnets, _ := armnetwork.NewVirtualNetworksClient(subscription, armCfg.Credential, mustOptions(t))
+	victim := newCluster(t, "victim")
+	victim.waitClusterProvisioned(time.Minute)
+	// A second victim, in a group a user brought, makes its own VNet there.
+	shared := "shared-" + victim.ns
+	if _, err := az.groups.CreateOrUpdate(t.Context(), shared, armresources.ResourceGroup{Location: to.Ptr("westeurope")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	byo := newCluster(t, "byovictim", func(s *infrav1.AzureClusterSpec) { s.ResourceGroup = shared })
+	byo.waitClusterProvisioned(time.Minute)
+
+	subnetsOf := func(rg, name string) int {
+		t.Helper()
+		v, err := vnets.Get(t.Context(), rg, name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(v.Properties.Subnets)
+	}
+	victimVNet, byoVNet := victim.ac.Spec.NetworkSpec.Vnet.Name, byo.ac.Spec.NetworkSpec.Vnet.Name
+	before := az.inventory(victim.ns)
+	victimSubnets, byoSubnets := subnetsOf(victim.ns, victimVNet), subnetsOf(shared, byoVNet)
+	tn := newTenant(t, "evil")
+	refused := func(t *testing.T, f *fixture, what string) {
+		t.Helper()
+		c := f.waitReadyReason(controllers.ResourceNotOwnedReason)
+		if !strings.Contains(c.Message, what+" belongs to another winkube cluster") || strings.Contains(c.Message, "_victim") || strings.Contains(c.Message, "_byovictim") {
+			t.Errorf("the refusal does not say what is wrong, or names the other cluster: %s", c.Message)
+		}
+		if ptr.Deref(f.ac.Status.Initialization.Provisioned, false) {
+			t.Error("a refused cluster was reported provisioned")
+		}
+	}
+	ownSubnets := func(prefix string) []infrav1.SubnetSpec {
+		return []infrav1.SubnetSpec{
+			{Name: prefix + "-cp", Role: infrav1.SubnetControlPlane, CIDRBlocks: []string{"10.2.0.0/16"}},
+			{Name: prefix + "-nodes", Role: infrav1.SubnetNode, CIDRBlocks: []string{"10.3.0.0/16"}},
+		}
+	}
+
+	t.Run("the cluster's group", func(t *testing.T) {
+		f, err := tn.clusterFixture(t, "evil", func(s *infrav1.AzureClusterSpec) { s.ResourceGroup = victim.ns })
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused(t, f, "resource group "+victim.ns)
+	})
+	t.Run("the VNet's group", func(t *testing.T) {
+		f, err := tn.clusterFixture(t, "evilnet", func(s *infrav1.AzureClusterSpec) {
+			// A VNet of its own, made in the victim's group.
+			s.NetworkSpec.Vnet = infrav1.VnetSpec{Name: "evilnet-vnet", ResourceGroup: victim.ns, CIDRBlocks: []string{"10.0.0.0/12"}}
+			s.NetworkSpec.Subnets = ownSubnets("evilnet")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused(t, f, "resource group "+victim.ns)
+	})
+	t.Run("the victim's VNet", func(t *testing.T) {
+		f, err := tn.clusterFixture(t, "evilvnet", func(s *infrav1.AzureClusterSpec) {
+			s.ResourceGroup = tn.ns + "-vnet" // not evilnet's
+			s.NetworkSpec.Vnet = infrav1.VnetSpec{Name: victimVNet, ResourceGroup: victim.ns, CIDRBlocks: []string{"10.0.0.0/12"}}
+			s.NetworkSpec.Subnets = ownSubnets("evilvnet")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused(t, f, "VNet "+victimVNet)
+	})
+	t.Run("a VNet in a user's group", func(t *testing.T) {
+		f, err := tn.clusterFixture(t, "evilbyo", func(s *infrav1.AzureClusterSpec) {
+			s.ResourceGroup = shared
+			s.NetworkSpec.Vnet = infrav1.VnetSpec{Name: byoVNet, CIDRBlocks: []string{"10.0.0.0/12"}}
+			s.NetworkSpec.Subnets = ownSubnets("evilbyo")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused(t, f, "VNet "+byoVNet)
+	})
+
+	if after := az.inventory(victim.ns); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the victim's group changed:\nbefore %v\nafter  %v", before, after)
+	}
+	if n := subnetsOf(victim.ns, victimVNet); n != victimSubnets {
+		t.Errorf("the victim's VNet has %d subnets, had %d", n, victimSubnets)
+	}
+	if n := subnetsOf(shared, byoVNet); n != byoSubnets {
+		t.Errorf("the VNet the second victim made in the user's group has %d subnets, had %d", n, byoSubnets)
+	}
+}
+
+// A machine whose AzureCluster names another cluster's group (the
+// tenant's Cluster, provisioned, repointed at a second AzureCluster, which
+// Cluster API allows) is not granted its system-assigned identity's role
+// there: the group is the cluster's only when its tags say so.
+func TestMachineRoleNeverInAnotherClustersGroup(t *testing.T) {
+	parallel(t)
+	w := newEntraWorld(t)
+	mgr, secret := w.principal(t, "winkube-manager", subscription)
+	if err := w.dir.AssignRole(mgr.ObjectID, "User Access Administrator", "/subscriptions/"+subscription); err != nil {
+		t.Fatal(err)
+	}
+	cfg := w.cfg
+	cfg.Credential = w.credential(t, mgr, secret)
+	stop := startControllersWith(t, cfg, nil)
+	defer stop()
+
+	victim := newCluster(t, "victim")
+	victim.waitClusterProvisioned(time.Minute)
+	evil := newCluster(t, "evil")
+	evil.waitClusterProvisioned(time.Minute) // Cluster API: infrastructureProvisioned
+	tn := &tenantNS{ns: evil.ns, c: tenantIn(t, evil.ns)}
+	repointed := &infrav1.AzureCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "evil-b", Namespace: evil.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "evil"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "evil", UID: evil.cluster.UID}}},
+		Spec: *victim.ac.Spec.DeepCopy(),
+	}
+	repointed.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{}
+	if err := tn.c.Create(t.Context(), repointed); err != nil {
+		t.Fatal(err)
+	}
+	// Its reconcile refuses it, and machines wait for an AzureCluster that
+	// is not provisioned (TestTenantRepointedClusterCannotUseAnotherClustersLoadBalancer);
+	// its status forged as provisioned (a tenant whose role covers the
+	// status) takes the machine on to its role, which must still be refused.
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(repointed), repointed); err != nil {
+		t.Fatal(err)
+	}
+	statusPatch := client.MergeFrom(repointed.DeepCopy())
+	repointed.Status.Initialization.Provisioned = to.Ptr(true)
+	if err := env.Client.Status().Patch(t.Context(), repointed, statusPatch); err != nil {
+		t.Fatal(err)
+	}
+	c := &clusterv1.Cluster{}
+	if err := tn.c.Get(t.Context(), client.ObjectKeyFromObject(evil.cluster), c); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	c.Spec.InfrastructureRef.Name = repointed.Name
+	if err := tn.c.Patch(t.Context(), c, patch); err != nil {
+		t.Fatal(err)
+	}
+	evil.cluster = c
+	am := evil.newMachineVia(tn.c, "evil-md-aaaaa", false, false, "1", nil, func(s *infrav1.AzureMachineSpec) {
+		s.Identity = infrav1.VMIdentitySystemAssigned
+	})
+	if msg := waitMachineReason(t, evil, am.Name, controllers.ResourceNotOwnedReason); !strings.Contains(msg, "resource group "+victim.ns+" belongs to another winkube cluster") {
+		t.Errorf("the machine does not say why its identity has no role: %s", msg)
+	}
+
+	victimScope := "/subscriptions/" + subscription + "/resourceGroups/" + victim.ns
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles, _ := armauthorization.NewRoleAssignmentsClient(subscription, cfg.Credential, opts)
+	pager := roles.NewListForScopePager(victimScope, &armauthorization.RoleAssignmentsClientListForScopeOptions{})
+	for pager.More() {
+		page, err := pager.NextPage(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range page.Value {
+			if strings.EqualFold(*a.Properties.Scope, victimScope) && *a.Properties.PrincipalID != mgr.ObjectID {
+				t.Errorf("the tenant's VM identity was granted a role on the victim's group: %+v", *a.Properties)
+			}
+		}
+	}
+}
+
+// A tenant's AzureMachinePoolMachine that names, through its pool label, a
+// pool of its own named like another namespace's scale set, in a cluster
+// whose resourceGroup is that namespace's, learns nothing of the other
+// instance (its computer name and address stay out of the tenant's
+// status), and the manager runs no Run Command on it at the bootstrap
+// deadline: the scale set is not the pool's (its role tag says whose it
+// is).
+func TestTenantPoolMachineCannotReachAnotherNamespacesInstance(t *testing.T) {
+	parallel(t)
+	rt := &arm.RecordingRuntime{}
+	rt.Answer = func(id string, c arm.Command) (arm.CommandResult, error) {
+		return arm.CommandResult{Stdout: "VICTIM-LOG-LINE from " + id + "\nerror execution phase preflight: boom\n"}, nil
+	}
+	_, cfg := newEmulator(t, arm.Options{Runtime: rt})
+	const deadline = 3 * time.Second
+	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.PoolBootstrapTimeout = deadline })
+	defer stop()
+	az := newAzure(t, cfg)
+	victim := newCluster(t, "victim")
+	victim.waitClusterProvisioned(time.Minute)
+	_, vpool := victim.newPool("victim-pool", 1, false)
+	victim.waitPool(vpool, 1)
+	inst := az.instances(victim.ns, vpool.Name)
+	if len(inst) != 1 {
+		t.Fatalf("victim instances %v", inst)
+	}
+	before := len(rt.Commands())
+
+	evil := newCluster(t, "evil", func(s *infrav1.AzureClusterSpec) { s.ResourceGroup = victim.ns })
+	tn := &tenantNS{ns: evil.ns, c: tenantIn(t, evil.ns)}
+	amp := &infrav1.AzureMachinePool{ObjectMeta: metav1.ObjectMeta{Name: vpool.Name, Namespace: evil.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "evil"}},
+		Spec: infrav1.AzureMachinePoolSpec{Template: infrav1.AzureVMSpec{VMSize: "Standard_D4s_v3"}}}
+	if err := tn.c.Create(t.Context(), amp); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "evil-bs", Namespace: evil.ns}, Data: map[string][]byte{"value": []byte("x")}}
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "evil-ampm", Namespace: evil.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "evil"}},
+		Spec: clusterv1.MachineSpec{ClusterName: "evil", Version: "v1.36.3", Bootstrap: clusterv1.Bootstrap{DataSecretName: to.Ptr("evil-bs")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AzureMachinePoolMachine", Name: "evil-ampm"}}}
+	for _, o := range []client.Object{secret, m} {
+		if err := tn.c.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ampm := &infrav1.AzureMachinePoolMachine{ObjectMeta: metav1.ObjectMeta{Name: "evil-ampm", Namespace: evil.ns,
+		Labels:          map[string]string{clusterv1.ClusterNameLabel: "evil", infrav1.MachinePoolNameLabel: vpool.Name},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: m.Name, UID: m.UID}}},
+		Spec: infrav1.AzureMachinePoolMachineSpec{InstanceID: inst[0].id, ProviderID: vpool.Spec.ProviderIDList[0]}}
+	if err := tn.c.Create(t.Context(), ampm); err != nil {
+		t.Fatal(err)
+	}
+	var refusedAt time.Time
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		if err := r.Get(t.Context(), client.ObjectKeyFromObject(ampm), ampm); err != nil {
+			return err.Error()
+		}
+		if c := conditions.Get(ampm, controllers.BootstrapSucceededCondition); c != nil && strings.Contains(c.Message, "VICTIM-LOG-LINE") {
+			return "" // the defect: reported below
+		}
+		if c := conditions.Get(ampm, controllers.ReadyCondition); c != nil && c.Reason == controllers.ResourceNotOwnedReason {
+			if refusedAt.IsZero() {
+				refusedAt = time.Now()
+			}
+			// Past the bootstrap deadline, with time for a Run Command.
+			if time.Since(refusedAt) > 2*deadline {
+				return ""
+			}
+			return "refused; waiting past the bootstrap deadline"
+		}
+		return fmt.Sprintf("waiting for the refusal: computerName %q, conditions %v", ampm.Status.ComputerName, conditionLines(ampm.Status.Conditions))
+	})
+	if c := conditions.Get(ampm, controllers.ReadyCondition); c == nil || c.Reason != controllers.ResourceNotOwnedReason || !strings.Contains(c.Message, "is not the scale set of AzureMachinePool "+vpool.Name) {
+		t.Errorf("the object is not refused, saying why: %+v", c)
+	}
+	if ampm.Status.ComputerName != "" || len(ampm.Status.Addresses) != 0 {
+		t.Errorf("the tenant's object mirrors the other namespace's instance: computerName %q, addresses %v", ampm.Status.ComputerName, ampm.Status.Addresses)
+	}
+	if c := conditions.Get(ampm, controllers.BootstrapSucceededCondition); c != nil {
+		t.Errorf("the other namespace's instance was watched as the tenant's bootstrap: %s", c.Message)
+	}
+	if cmds := rt.Commands()[before:]; len(cmds) != 0 {
+		t.Errorf("the manager ran %d Run Commands on another namespace's scale-set instance for a tenant's object", len(cmds))
+	}
 }
 
 // A tenant whose Cluster is provisioned points its infrastructureRef at a

@@ -107,6 +107,26 @@ func (o Owner) Owns(t map[string]*string) bool {
 	return *ns == o.Namespace
 }
 
+// Foreign reports whether tags t mark a resource as another winkube
+// cluster's than o's: tagged ClusterKey(name)=owned for another cluster's
+// name, or for o's name but not as o's (another namespace, another
+// identity, or unscoped while o may not adopt). Such a resource is neither
+// o's nor one a user brought: a cluster that used it as the user's (a
+// resource group or VNet named in its spec) would build in another
+// cluster's group or network, and its machines would get roles there.
+func (o Owner) Foreign(t map[string]*string) bool {
+	if o.Owns(t) {
+		return false
+	}
+	for k, v := range t {
+		// Azure's tag names are case-insensitive.
+		if len(k) > len(clusterKeyPrefix) && strings.EqualFold(k[:len(clusterKeyPrefix)], clusterKeyPrefix) && v != nil && strings.EqualFold(*v, Owned) {
+			return true
+		}
+	}
+	return false
+}
+
 type adoptKey struct{}
 
 // WithAdoptUnscoped marks a context whose writes may adopt unscoped
@@ -192,9 +212,18 @@ type NotOwnedError struct {
 	// UID, when set: the resource is tagged as another cluster's of the
 	// same name and namespace (UIDKey), whose UID this is.
 	UID string
+	// Foreign: the resource is another winkube cluster's (Owner.Foreign),
+	// named in the spec as if it were the user's own.
+	Foreign bool
 }
 
 func (e *NotOwnedError) Error() string {
+	if e.Foreign {
+		// The other cluster is not named: it may be another namespace's.
+		return fmt.Sprintf("%s %s belongs to another winkube cluster (it carries another cluster's %s*=%s tag): winkube will not build cluster %s in it, "+
+			"change it, or grant the cluster's machines roles on it; name a %s of this cluster's own, or one you made without winkube's tags",
+			e.Kind, e.Name, clusterKeyPrefix, Owned, e.Cluster, e.Kind)
+	}
 	if e.UID != "" {
 		return fmt.Sprintf("%s %s belongs to another cluster named %s in namespace %s (tagged %s=%s: a cluster of the same name in another management cluster, "+
 			"or an earlier one whose resources were left behind): winkube will not change or delete it; set another resource group (or name) in the AzureCluster, "+

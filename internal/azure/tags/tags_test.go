@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+
 	"github.com/winkube/winkube/internal/azure/tags"
 )
 
@@ -81,5 +83,34 @@ func TestOwnerUID(t *testing.T) {
 	}
 	if err := tags.CheckOwned("resource group", "prod", mine, older, false); err != nil {
 		t.Fatalf("a group tagged before identity tags is refused: %v", err)
+	}
+}
+
+// A resource another winkube cluster owns is foreign to every other
+// owner, whatever its name or namespace; one without winkube's tags (a
+// user's) and the owner's own are not.
+func TestForeignIsAnotherClustersResource(t *testing.T) {
+	o := tags.Owner{Cluster: "evil", Namespace: "team-e"}
+	for name, c := range map[string]struct {
+		t    map[string]*string
+		want bool
+	}{
+		"another cluster's":                       {tags.Build(tags.Owner{Cluster: "victim", Namespace: "team-v", UID: "u"}, "", nil), true},
+		"another cluster's, unscoped":             {tags.Build(tags.Owner{Cluster: "victim"}, "", nil), true},
+		"another cluster's, tag name in capitals": {map[string]*string{"Winkube.dev_Cluster_victim": to.Ptr("Owned")}, true},
+		"a same-named cluster's of another team":  {tags.Build(tags.Owner{Cluster: "evil", Namespace: "team-v"}, "", nil), true},
+		"its own":                                 {tags.Build(o, "", nil), false},
+		"its own, and a user's tags":              {tags.Build(o, "", map[string]string{"env": "prod"}), false},
+		"a user's":                                {map[string]*string{"env": to.Ptr("prod")}, false},
+		"untagged":                                {nil, false},
+		"another cluster's, no longer owned":      {map[string]*string{tags.ClusterKey("victim"): to.Ptr("shared")}, false},
+	} {
+		if got := o.Foreign(c.t); got != c.want {
+			t.Errorf("%s: Foreign = %v, want %v", name, got, c.want)
+		}
+	}
+	err := error(&tags.NotOwnedError{Kind: "resource group", Name: "rg-v", Cluster: "evil", Foreign: true})
+	if msg := err.Error(); !strings.Contains(msg, "another winkube cluster") || strings.Contains(msg, "victim") {
+		t.Errorf("the refusal does not say why, or names the other cluster: %s", msg)
 	}
 }
