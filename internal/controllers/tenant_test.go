@@ -28,6 +28,8 @@ import (
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/emulator/entra"
+	"github.com/winkube/winkube/internal/azure/endpoint"
 	"github.com/winkube/winkube/internal/azure/roleassignments"
 	"github.com/winkube/winkube/internal/controllers"
 )
@@ -307,14 +309,8 @@ func TestForgedResumeTokenNeverLeavesTheARMEndpoint(t *testing.T) {
 // scope; the foreign assignment outlives the machine.
 func TestMachineRoleAssignmentsAreProvablyItsOwn(t *testing.T) {
 	parallel(t)
-	w := newEntraWorld(t)
-	mgr, secret := w.principal(t, "winkube-manager", subscription)
-	if err := w.dir.AssignRole(mgr.ObjectID, "User Access Administrator", "/subscriptions/"+subscription); err != nil {
-		t.Fatal(err)
-	}
+	w, mgr, cfg := roleGrantingManager(t)
 	other, _ := w.principal(t, "someone-else", subscription)
-	cfg := w.cfg
-	cfg.Credential = w.credential(t, mgr, secret)
 	stop := startControllersWith(t, cfg, nil)
 	defer stop()
 	// The tenant's cluster, made by the admin fixture; its machines by the tenant.
@@ -379,13 +375,7 @@ func TestMachineRoleAssignmentsAreProvablyItsOwn(t *testing.T) {
 // A scope the operator allowed is granted.
 func TestMachineRoleAtAnAllowedScope(t *testing.T) {
 	parallel(t)
-	w := newEntraWorld(t)
-	mgr, secret := w.principal(t, "winkube-manager", subscription)
-	if err := w.dir.AssignRole(mgr.ObjectID, "User Access Administrator", "/subscriptions/"+subscription); err != nil {
-		t.Fatal(err)
-	}
-	cfg := w.cfg
-	cfg.Credential = w.credential(t, mgr, secret)
+	_, _, cfg := roleGrantingManager(t)
 	subScope := "/subscriptions/" + subscription
 	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.RoleAssignmentScopes = []string{subScope} })
 	defer stop()
@@ -533,13 +523,7 @@ func TestTenantCannotBuildInAnotherClustersGroupOrVNet(t *testing.T) {
 // there: the group is the cluster's only when its tags say so.
 func TestMachineRoleNeverInAnotherClustersGroup(t *testing.T) {
 	parallel(t)
-	w := newEntraWorld(t)
-	mgr, secret := w.principal(t, "winkube-manager", subscription)
-	if err := w.dir.AssignRole(mgr.ObjectID, "User Access Administrator", "/subscriptions/"+subscription); err != nil {
-		t.Fatal(err)
-	}
-	cfg := w.cfg
-	cfg.Credential = w.credential(t, mgr, secret)
+	_, mgr, cfg := roleGrantingManager(t)
 	stop := startControllersWith(t, cfg, nil)
 	defer stop()
 
@@ -548,37 +532,12 @@ func TestMachineRoleNeverInAnotherClustersGroup(t *testing.T) {
 	evil := newCluster(t, "evil")
 	evil.waitClusterProvisioned(time.Minute) // Cluster API: infrastructureProvisioned
 	tn := &tenantNS{ns: evil.ns, c: tenantIn(t, evil.ns)}
-	repointed := &infrav1.AzureCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "evil-b", Namespace: evil.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "evil"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "evil", UID: evil.cluster.UID}}},
-		Spec: *victim.ac.Spec.DeepCopy(),
-	}
-	repointed.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{}
-	if err := tn.c.Create(t.Context(), repointed); err != nil {
-		t.Fatal(err)
-	}
+	repointed := repointCluster(t, tn, evil, victim)
 	// Its reconcile refuses it, and machines wait for an AzureCluster that
 	// is not provisioned (TestTenantRepointedClusterCannotUseAnotherClustersLoadBalancer);
 	// its status forged as provisioned (a tenant whose role covers the
 	// status) takes the machine on to its role, which must still be refused.
-	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(repointed), repointed); err != nil {
-		t.Fatal(err)
-	}
-	statusPatch := client.MergeFrom(repointed.DeepCopy())
-	repointed.Status.Initialization.Provisioned = to.Ptr(true)
-	if err := env.Client.Status().Patch(t.Context(), repointed, statusPatch); err != nil {
-		t.Fatal(err)
-	}
-	c := &clusterv1.Cluster{}
-	if err := tn.c.Get(t.Context(), client.ObjectKeyFromObject(evil.cluster), c); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(c.DeepCopy())
-	c.Spec.InfrastructureRef.Name = repointed.Name
-	if err := tn.c.Patch(t.Context(), c, patch); err != nil {
-		t.Fatal(err)
-	}
-	evil.cluster = c
+	forgeProvisioned(t, repointed)
 	am := evil.newMachineVia(tn.c, "evil-md-aaaaa", false, false, "1", nil, func(s *infrav1.AzureMachineSpec) {
 		s.Identity = infrav1.VMIdentitySystemAssigned
 	})
@@ -710,9 +669,38 @@ func TestTenantRepointedClusterCannotUseAnotherClustersLoadBalancer(t *testing.T
 	evil.waitClusterProvisioned(time.Minute)
 	tn := &tenantNS{ns: evil.ns, c: tenantIn(t, evil.ns)}
 
+	b := repointCluster(t, tn, evil, victim)
+	am := evil.newMachineVia(tn.c, "evil-cp-bbbbb", true, false, "1", nil, nil)
+	if msg := waitMachineReason(t, evil, am.Name, controllers.WaitingForClusterInfraReason); !strings.Contains(msg, b.Name) {
+		t.Errorf("the machine waits, but not for AzureCluster %s: %q", b.Name, msg)
+	}
+
+	forgeProvisioned(t, b)
+	if msg := waitMachineReason(t, evil, am.Name, controllers.ResourceNotOwnedReason); !strings.Contains(msg, victim.ac.Spec.NetworkSpec.APIServerLB.Name) {
+		t.Errorf("the machine is refused, but not for the other team's load balancer: %q", msg)
+	}
+	lb, err := az.lbs.Get(evil.ctx, victim.ns, victim.ac.Spec.NetworkSpec.APIServerLB.Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range lb.Properties.InboundNatRules {
+		if strings.Contains(*r.Name, "evil") {
+			t.Errorf("the tenant's machine added NAT rule %s to the other team's API load balancer", *r.Name)
+		}
+	}
+	if inv := az.inventory(victim.ns); len(inv["networkInterfaces"]) > 0 || len(inv["virtualMachines"]) > 0 {
+		t.Errorf("the tenant's machine made resources in the other team's group: %v", inv)
+	}
+}
+
+// repointCluster has the tenant create a second AzureCluster, evil-b,
+// with the victim's spec (its group, network and load balancer), and point
+// its Cluster's infrastructureRef at it, which Cluster API allows.
+func repointCluster(t *testing.T, tn *tenantNS, evil, victim *fixture) *infrav1.AzureCluster {
+	t.Helper()
 	b := &infrav1.AzureCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "evil-b", Namespace: evil.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: "evil"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "evil", UID: evil.cluster.UID}}},
+		ObjectMeta: metav1.ObjectMeta{Name: "evil-b", Namespace: evil.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: evil.cluster.Name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: evil.cluster.Name, UID: evil.cluster.UID}}},
 		Spec: *victim.ac.Spec.DeepCopy(),
 	}
 	b.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{}
@@ -730,33 +718,34 @@ func TestTenantRepointedClusterCannotUseAnotherClustersLoadBalancer(t *testing.T
 		t.Fatal(err)
 	}
 	evil.cluster = c
-	am := evil.newMachineVia(tn.c, "evil-cp-bbbbb", true, false, "1", nil, nil)
-	if msg := waitMachineReason(t, evil, am.Name, controllers.WaitingForClusterInfraReason); !strings.Contains(msg, b.Name) {
-		t.Errorf("the machine waits, but not for AzureCluster %s: %q", b.Name, msg)
-	}
+	return b
+}
 
-	// The AzureCluster's status forged as provisioned.
-	if err := env.Client.Get(evil.ctx, client.ObjectKeyFromObject(b), b); err != nil {
+// forgeProvisioned marks an AzureCluster provisioned in its status, as a
+// tenant whose role covers the status subresource may.
+func forgeProvisioned(t *testing.T, ac *infrav1.AzureCluster) {
+	t.Helper()
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
 		t.Fatal(err)
 	}
-	statusPatch := client.MergeFrom(b.DeepCopy())
-	b.Status.Initialization.Provisioned = to.Ptr(true)
-	if err := env.Client.Status().Patch(evil.ctx, b, statusPatch); err != nil {
+	patch := client.MergeFrom(ac.DeepCopy())
+	ac.Status.Initialization.Provisioned = to.Ptr(true)
+	if err := env.Client.Status().Patch(t.Context(), ac, patch); err != nil {
 		t.Fatal(err)
 	}
-	if msg := waitMachineReason(t, evil, am.Name, controllers.ResourceNotOwnedReason); !strings.Contains(msg, victim.ac.Spec.NetworkSpec.APIServerLB.Name) {
-		t.Errorf("the machine is refused, but not for the other team's load balancer: %q", msg)
-	}
-	lb, err := az.lbs.Get(evil.ctx, victim.ns, victim.ac.Spec.NetworkSpec.APIServerLB.Name, nil)
-	if err != nil {
+}
+
+// roleGrantingManager is an emulated Entra ID with the manager's principal,
+// which may grant roles in the subscription (User Access Administrator),
+// and the ARM configuration that acts as it.
+func roleGrantingManager(t *testing.T) (*entraWorld, entra.Principal, endpoint.Config) {
+	t.Helper()
+	w := newEntraWorld(t)
+	mgr, secret := w.principal(t, "winkube-manager", subscription)
+	if err := w.dir.AssignRole(mgr.ObjectID, "User Access Administrator", "/subscriptions/"+subscription); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range lb.Properties.InboundNatRules {
-		if strings.Contains(*r.Name, "evil") {
-			t.Errorf("the tenant's machine added NAT rule %s to the other team's API load balancer", *r.Name)
-		}
-	}
-	if inv := az.inventory(victim.ns); len(inv["networkInterfaces"]) > 0 || len(inv["virtualMachines"]) > 0 {
-		t.Errorf("the tenant's machine made resources in the other team's group: %v", inv)
-	}
+	cfg := w.cfg
+	cfg.Credential = w.credential(t, mgr, secret)
+	return w, mgr, cfg
 }

@@ -72,11 +72,12 @@ const (
 	certManagerVersion = "v1.21.1"
 )
 
-// capiVersion is the Cluster API module winkube is built with, as go.mod
-// pins it.
-func capiVersion(t *testing.T, root string) string {
+// capiModule is a field of the Cluster API module winkube is built with,
+// as go.mod pins it: its version ({{.Version}}), or where the module cache
+// holds it ({{.Dir}}).
+func capiModule(t *testing.T, root, format string) string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/cluster-api")
+	cmd := exec.Command("go", "list", "-m", "-f", format, "sigs.k8s.io/cluster-api")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -312,8 +313,8 @@ func TestClusterctlInstallsWinkube(t *testing.T) {
 	// built with, cert-manager, and winkube's own release as `make release`
 	// writes it.
 	repo := filepath.Join(dir, "repository")
-	capi := capiVersion(t, root)
-	capiDir := capiModuleDir(t, root)
+	capi := capiModule(t, root, "{{.Version}}")
+	capiDir := capiModule(t, root, "{{.Dir}}")
 	coreURL := localCAPIRelease(t, root, repo, "cluster-api", "core-components.yaml", "capi-system", capi,
 		capiManagerRole(t, capiDir, "core", capiCore), "core-v1beta2", "addons-v1beta2")
 	bootstrapURL := localCAPIRelease(t, root, repo, "bootstrap-kubeadm", "bootstrap-components.yaml", "capi-kubeadm-bootstrap-system", capi, nil, "bootstrap-kubeadm-v1beta2")
@@ -970,19 +971,6 @@ func (p *capiPart) windowsMachine(tmpl *infrav1.AzureMachineTemplate) *infrav1.A
 		p.t.Fatalf("creating the Windows AzureMachine through winkube's webhooks: %v", err)
 	}
 	return am
-}
-
-// capiModuleDir is where the Go module cache holds the Cluster API module
-// winkube is built with.
-func capiModuleDir(t *testing.T, root string) string {
-	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list -m sigs.k8s.io/cluster-api: %v", err)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // A Cluster API manager as its release names it: kustomize's namePrefix and
