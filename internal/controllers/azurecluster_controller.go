@@ -407,10 +407,12 @@ func (r *AzureClusterReconciler) reconcileVNet(ctx context.Context, svc *cloud.S
 			// cluster's network.
 			return "", false, &tags.NotOwnedError{Kind: "VNet", Name: n.vnet, Cluster: owner.Cluster, Foreign: true}
 		}
-		if (cur == nil || !owner.Owns(cur.Tags)) && !strings.EqualFold(n.vnetRG, n.rg) {
-			// A VNet in a group of its own is made, or given subnets, only
-			// where no other cluster owns the group (scopeGroup checks the
-			// cluster's own group).
+		if cur == nil && !strings.EqualFold(n.vnetRG, n.rg) {
+			// A VNet in a group of its own is made only where no other
+			// cluster owns the group (scopeGroup checks the cluster's own
+			// group). Only then: an existing VNet says whose it is by its
+			// own tags (above), and an identity given Network Contributor
+			// on a VNet the user brought may not read its group.
 			g, err := svc.Groups.Get(ctx, n.vnetRG)
 			if err != nil {
 				return "", false, err

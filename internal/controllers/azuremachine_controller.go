@@ -346,7 +346,8 @@ func (r *AzureMachineReconciler) reconcileVM(ctx context.Context, am *infrav1.Az
 		}
 		if !owner.Owns(lbObj.Tags) {
 			setReady(am, metav1.ConditionFalse, ResourceNotOwnedReason, fmt.Sprintf("load balancer %s in resource group %s is not cluster %s's (namespace %s): winkube adds no NAT rule or NIC to it", n.lb, n.rg, owner.Cluster, owner.Namespace))
-			return ctrl.Result{}, nil
+			// Tags fixed by hand wake nothing here: look again later.
+			return ctrl.Result{RequeueAfter: time.Minute}, nil
 		}
 		used := inboundnatrules.PortsOf(lbObj)
 		port, ok := used[strings.ToLower(vmName)]

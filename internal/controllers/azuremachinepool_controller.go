@@ -460,9 +460,15 @@ func (r *AzureMachinePoolReconciler) rollInstances(ctx context.Context, pc *pool
 	for _, in := range live {
 		pm := machines[in.InstanceID]
 		m := poolMember{ID: in.InstanceID, Current: in.Current(spec), Ready: instanceReady(in, pm), Marked: marked(pm)}
-		if in.ProvisioningState == "Failed" {
-			// An instance is deleted through its object: one without an
-			// object yet gets it below, and its delay starts then.
+		if in.ProvisioningState == "Failed" && (pm == nil || !ptr.Deref(pm.Status.Initialization.Provisioned, false)) {
+			// Only an instance that never provisioned: one that ran and
+			// then went Failed (an extension, a model update) may still
+			// serve as a node, and all of a pool's instances can fail that
+			// way at once; it is kept and reported, as a standalone VM
+			// that ran and went Failed is watched, not rewritten
+			// (vmFailed). An instance is deleted through its object: one
+			// without an object yet gets it below, and its delay starts
+			// then.
 			if m.Failed = pm != nil && time.Since(pm.CreationTimestamp.Time) >= r.failedReplaceDelay(); !m.Failed {
 				failedWaiting = append(failedWaiting, in.InstanceID)
 			}
@@ -607,7 +613,7 @@ func (r *AzureMachinePoolReconciler) reconcileInstanceMachines(ctx context.Conte
 // Failed before it deletes it for a new one, counted from the instance's
 // object, which the pool makes when it first lists the instance (after the
 // scale-set write that made it is done, so at about the time Azure failed
-// it). CAPZ deletes a Failed instance at its pool's next reconcile, with no
+// it: only an instance that never provisioned is replaced). CAPZ deletes a Failed instance at its pool's next reconcile, with no
 // pacing (SelectMachinesToDelete, CAPZ 128493dd): a pool whose every new
 // instance fails (AllocationFailed for its size or zone, a broken image)
 // would delete and recreate instances as fast as Azure fails them, with a

@@ -204,7 +204,11 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 			// Replacing it is the pool's (selectToDelete), which deletes
 			// this object's Machine: one deleter, so that its deletion is
 			// not asked of Azure twice.
-			setReady(m, metav1.ConditionFalse, VMFailedReason, "instance is Failed: its AzureMachinePool deletes it and makes a new one")
+			msg := "instance is Failed: its AzureMachinePool deletes it and makes a new one"
+			if ptr.Deref(m.Status.Initialization.Provisioned, false) {
+				msg = "instance is Failed in Azure after it had provisioned (an extension or a model update failed, say): it is kept, as its node may still serve; delete its Machine to replace it"
+			}
+			setReady(m, metav1.ConditionFalse, VMFailedReason, msg)
 			return ctrl.Result{RequeueAfter: r.Requeue}, nil
 		}
 		setReady(m, metav1.ConditionFalse, ProvisioningReason, "instance is "+in.ProvisioningState)

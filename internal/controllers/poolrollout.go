@@ -46,8 +46,8 @@ type poolRollout struct {
 // follows CAPZ's rolling update (SelectMachinesToDelete in
 // azure/scope/strategies/machinepool_deployments/machinepool_deployment_strategy.go,
 // CAPZ 69ec3a40):
-//   - a Failed instance goes first, whatever the count: it serves nothing
-//     and nothing else would ever remove it (a current one at the pool's
+//   - a Failed instance that never provisioned goes first, whatever the
+//     count: it never became a node, and nothing else would ever remove it (a current one at the pool's
 //     replicas is beyond no count, a new one of a rollout holds the rollout
 //     for ever). Its deletion lowers the scale set's capacity, and the
 //     capacity written back (desired, unchanged by it) makes its
