@@ -435,3 +435,60 @@ func TestFailedPoolInstanceIsReplaced(t *testing.T) {
 	}
 	t.Logf("pool condition while replacing: %q", said)
 }
+
+// An instance that Azure reports Failed after it had provisioned (a failed
+// extension or model update, which can fail every instance of a scale set
+// at once) is kept and reported, not replaced: its node may still serve.
+// Its object's status says it had provisioned, as the instance's controller
+// records once the instance is Succeeded.
+func TestPoolInstanceFailedAfterProvisioningIsKept(t *testing.T) {
+	parallel(t)
+	const pool = "keptinst-pool-abcde"
+	_, cfg := newEmulator(t, arm.Options{ProvisioningFailures: []arm.ProvisioningFailure{
+		{NameContains: pool + "_1", Code: "VMExtensionProvisioningError", Operation: arm.OperationCreate, Times: 1},
+	}})
+	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
+	defer stop()
+	az := newAzure(t, cfg)
+	f := newCluster(t, "keptinst")
+	f.waitClusterProvisioned(time.Minute)
+	f.newPool(pool, 2, true)
+
+	ampm := &infrav1.AzureMachinePoolMachine{}
+	key := client.ObjectKey{Namespace: f.ns, Name: pool + "-1"}
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		f.playMachinePool(pool, func(string) bool { return true })
+		if err := r.Get(f.ctx, key, ampm); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	patch := client.MergeFrom(ampm.DeepCopy())
+	ampm.Status.Initialization.Provisioned = ptr.To(true)
+	if err := env.Client.Status().Patch(f.ctx, ampm, patch); err != nil {
+		t.Fatal(err)
+	}
+	env.Until(t, time.Minute, func(r client.Reader) string {
+		f.playMachinePool(pool, func(string) bool { return true })
+		if err := r.Get(f.ctx, key, ampm); err != nil {
+			return err.Error()
+		}
+		if c := conditions.Get(ampm, controllers.ReadyCondition); c == nil || c.Reason != controllers.VMFailedReason || !strings.Contains(c.Message, "it is kept") {
+			return fmt.Sprintf("instance 1's object: %+v; want VMFailed, kept", c)
+		}
+		return ""
+	})
+	// Four times the wait after which an instance that never provisioned
+	// is replaced (TestFailedPoolInstanceIsReplaced): this one stays.
+	deadline := time.Now().Add(4 * 6 * 500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		f.playMachinePool(pool, func(string) bool { return true })
+		time.Sleep(500 * time.Millisecond)
+	}
+	if _, err := az.vmssVMs.Get(f.ctx, f.ns, pool, "1", nil); err != nil {
+		t.Errorf("instance 1, Failed after it had provisioned, was deleted: %v", err)
+	}
+	if err := env.Client.Get(f.ctx, key, ampm); err != nil || !ampm.DeletionTimestamp.IsZero() {
+		t.Errorf("instance 1's object: %v, deleting %v; want it kept", err, ampm.DeletionTimestamp)
+	}
+}
