@@ -401,11 +401,13 @@ func (r *AzureClusterReconciler) reconcileVNet(ctx context.Context, svc *cloud.S
 			// A cluster of this name in another namespace made it.
 			return "", false, tags.CheckOwned("VNet", n.vnet, want, cur.Tags, owner.AdoptUnscoped)
 		}
-		if cur != nil && owner.Foreign(cur.Tags) {
+		if cur != nil {
 			// Another cluster's VNet is not one the user brought: this
 			// cluster's subnets, and its machines, would join that
 			// cluster's network.
-			return "", false, &tags.NotOwnedError{Kind: "VNet", Name: n.vnet, Cluster: owner.Cluster, Foreign: true}
+			if e := owner.RefuseForeign("VNet", n.vnet, cur.Tags); e != nil {
+				return "", false, e
+			}
 		}
 		if cur == nil && !strings.EqualFold(n.vnetRG, n.rg) {
 			// A VNet in a group of its own is made only where no other
@@ -417,8 +419,10 @@ func (r *AzureClusterReconciler) reconcileVNet(ctx context.Context, svc *cloud.S
 			if err != nil {
 				return "", false, err
 			}
-			if g != nil && owner.Foreign(g.Tags) {
-				return "", false, &tags.NotOwnedError{Kind: "resource group", Name: n.vnetRG, Cluster: owner.Cluster, Foreign: true}
+			if g != nil {
+				if e := owner.RefuseForeign("resource group", n.vnetRG, g.Tags); e != nil {
+					return "", false, e
+				}
 			}
 		}
 		if cur != nil && !owner.Owns(cur.Tags) {
@@ -673,7 +677,10 @@ func (r *AzureClusterReconciler) scopeGroup(ctx context.Context, ac *infrav1.Azu
 		res, err := r.azureError(ac, "resource group", err)
 		return &res, err
 	}
-	if g != nil && !tags.IsOwned(g.Tags, owner.Cluster) && owner.Foreign(g.Tags) {
+	if g == nil {
+		return nil, nil // not made yet
+	}
+	if !tags.IsOwned(g.Tags, owner.Cluster) {
 		// Another cluster's group is not one the user brought: used as
 		// such, this cluster's resources would be built in it, and its
 		// machines' identities granted a role on all of it (grantRole).
@@ -681,11 +688,10 @@ func (r *AzureClusterReconciler) scopeGroup(ctx context.Context, ac *infrav1.Azu
 		// that cluster, and all in it.
 		// Refused before anything is written; nothing tells when the
 		// spec or the group changes, so look again now and then.
-		setReady(ac, metav1.ConditionFalse, ResourceNotOwnedReason,
-			(&tags.NotOwnedError{Kind: "resource group", Name: rg, Cluster: owner.Cluster, Foreign: true}).Error())
-		return &ctrl.Result{RequeueAfter: time.Minute}, nil
-	}
-	if g == nil || !tags.IsOwned(g.Tags, owner.Cluster) {
+		if e := owner.RefuseForeign("resource group", rg, g.Tags); e != nil {
+			setReady(ac, metav1.ConditionFalse, ResourceNotOwnedReason, e.Error())
+			return &ctrl.Result{RequeueAfter: time.Minute}, nil
+		}
 		return nil, nil // the user's group
 	}
 	want := tags.Build(owner, "", nil)

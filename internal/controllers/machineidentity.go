@@ -122,9 +122,11 @@ func groupGrantable(ctx context.Context, svc *cloud.Services, rg string, owner t
 	if err != nil {
 		return roleGrant{}, err
 	}
-	if g != nil && owner.Foreign(g.Tags) {
-		return roleGrant{after: roleRecheck, reason: ResourceNotOwnedReason,
-			msg: (&tags.NotOwnedError{Kind: "resource group", Name: rg, Cluster: owner.Cluster, Foreign: true}).Error()}, nil
+	if g == nil {
+		return roleGrant{done: true}, nil
+	}
+	if e := owner.RefuseForeign("resource group", rg, g.Tags); e != nil {
+		return roleGrant{after: roleRecheck, reason: ResourceNotOwnedReason, msg: e.Error()}, nil
 	}
 	return roleGrant{done: true}, nil
 }

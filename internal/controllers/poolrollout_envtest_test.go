@@ -379,17 +379,7 @@ func poolReconciles(t *testing.T) int {
 func TestFailedPoolInstanceIsReplaced(t *testing.T) {
 	parallel(t)
 	const pool = "failinst-pool-abcde"
-	srv, cfg := newEmulator(t, arm.Options{ProvisioningFailures: []arm.ProvisioningFailure{
-		{NameContains: pool + "_1", Code: "OSProvisioningTimedOut", Operation: arm.OperationCreate, Times: 1},
-	}})
-	// A failed instance is replaced six requeues after the pool first
-	// listed it: 3 s here, long enough to read the pool's condition.
-	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
-	defer stop()
-	az := newAzure(t, cfg)
-	f := newCluster(t, "failinst")
-	f.waitClusterProvisioned(time.Minute)
-	_, amp := f.newPool(pool, 2, true)
+	srv, az, f, amp := poolWithFailingInstance(t, "failinst", pool, "OSProvisioningTimedOut")
 
 	var said []string
 	env.Until(t, 2*time.Minute, func(r client.Reader) string {
@@ -447,15 +437,7 @@ func TestFailedPoolInstanceIsReplaced(t *testing.T) {
 func TestPoolInstanceFailedAfterProvisioningIsKept(t *testing.T) {
 	parallel(t)
 	const pool = "keptinst-pool-abcde"
-	_, cfg := newEmulator(t, arm.Options{ProvisioningFailures: []arm.ProvisioningFailure{
-		{NameContains: pool + "_1", Code: "VMExtensionProvisioningError", Operation: arm.OperationCreate, Times: 1},
-	}})
-	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
-	defer stop()
-	az := newAzure(t, cfg)
-	f := newCluster(t, "keptinst")
-	f.waitClusterProvisioned(time.Minute)
-	f.newPool(pool, 2, true)
+	_, az, f, _ := poolWithFailingInstance(t, "keptinst", pool, "VMExtensionProvisioningError")
 
 	ampm := &infrav1.AzureMachinePoolMachine{}
 	key := client.ObjectKey{Namespace: f.ns, Name: pool + "-1"}
@@ -494,4 +476,23 @@ func TestPoolInstanceFailedAfterProvisioningIsKept(t *testing.T) {
 	if err := env.Client.Get(f.ctx, key, ampm); err != nil || !ampm.DeletionTimestamp.IsZero() {
 		t.Errorf("instance 1's object: %v, deleting %v; want it kept", err, ampm.DeletionTimestamp)
 	}
+}
+
+// poolWithFailingInstance is a cluster's pool of two, on an emulator of its
+// own where the creation of the pool's instance 1 fails once with code,
+// and controllers that requeue every 500 ms: a failed instance is replaced
+// six requeues after the pool first listed it, 3 s here, long enough to
+// read the pool's condition. The controllers stop when the test ends.
+func poolWithFailingInstance(t *testing.T, cluster, pool, code string) (*arm.Server, *azure, *fixture, *infrav1.AzureMachinePool) {
+	t.Helper()
+	srv, cfg := newEmulator(t, arm.Options{ProvisioningFailures: []arm.ProvisioningFailure{
+		{NameContains: pool + "_1", Code: code, Operation: arm.OperationCreate, Times: 1},
+	}})
+	stop := startControllersWith(t, cfg, func(o *controllers.Options) { o.Requeue = 500 * time.Millisecond })
+	t.Cleanup(stop)
+	az := newAzure(t, cfg)
+	f := newCluster(t, cluster)
+	f.waitClusterProvisioned(time.Minute)
+	_, amp := f.newPool(pool, 2, true)
+	return srv, az, f, amp
 }

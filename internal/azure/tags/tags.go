@@ -127,6 +127,15 @@ func (o Owner) Foreign(t map[string]*string) bool {
 	return false
 }
 
+// RefuseForeign is the refusal of a resource (kind name) whose tags t make
+// it another winkube cluster's than o's (Foreign), or nil.
+func (o Owner) RefuseForeign(kind, name string, t map[string]*string) *NotOwnedError {
+	if !o.Foreign(t) {
+		return nil
+	}
+	return &NotOwnedError{Kind: kind, Name: name, Cluster: o.Cluster, Foreign: true}
+}
+
 type adoptKey struct{}
 
 // WithAdoptUnscoped marks a context whose writes may adopt unscoped
