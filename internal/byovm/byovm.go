@@ -169,7 +169,14 @@ func Delete(ctx context.Context, svc *cloud.Services, rg, name string, progress 
 		return fmt.Errorf("VM %s in resource group %s was not made by 'winkube machine create' (no %s tag): delete it with the tool that made it", name, rg, TagKey)
 	}
 	pipName, nicName := names(name)
-	progress("deleting VM " + name)
+	if !virtualmachines.DeletesOSDisk(vm) {
+		// Made before its OS disk went with it: the disk would stay behind.
+		progress("having Azure delete VM " + name + "'s OS disk with it")
+		if err := until(ctx, func(tok string) (string, bool, error) { return svc.VMs.DeleteOSDiskWithVM(ctx, rg, name, tok) }); err != nil {
+			return fmt.Errorf("setting VM %s's OS disk to be deleted with it: %w", name, err)
+		}
+	}
+	progress("deleting VM " + name + " and its OS disk")
 	if err := until(ctx, func(tok string) (string, bool, error) { return svc.VMs.Delete(ctx, rg, name, tok) }); err != nil {
 		return fmt.Errorf("deleting VM %s: %w", name, err)
 	}

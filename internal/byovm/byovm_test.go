@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
@@ -80,10 +81,28 @@ func TestCreateAndDeleteThroughAzure(t *testing.T) {
 		t.Errorf("the NIC has no public IP: %+v", ipc)
 	}
 
+	if !virtualmachines.DeletesOSDisk(vm) {
+		t.Error("the VM keeps its OS disk when it is deleted")
+	}
+	// As an earlier winkube made it: Azure's default keeps the disk.
+	vms, _ := endpoint.NewClient(cfg, azuretest.Subscription, armcompute.NewVirtualMachinesClient)
+	up, err := vms.BeginUpdate(ctx, "rg", "byo-win-1", armcompute.VirtualMachineUpdate{Properties: &armcompute.VirtualMachineProperties{
+		StorageProfile: &armcompute.StorageProfile{OSDisk: &armcompute.OSDisk{DeleteOption: to.Ptr(armcompute.DiskDeleteOptionTypesDetach)}}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.PollUntilDone(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+
 	if err := byovm.Delete(ctx, svc, "rg", "byo-win-1", func(string) {}); err != nil {
 		t.Fatal(err)
 	}
 	for what, gone := range map[string]func() (bool, error){
+		"OS disk": func() (bool, error) {
+			x, err := svc.Disks.Get(ctx, "rg", virtualmachines.OSDiskName("byo-win-1"))
+			return x == nil, err
+		},
 		"VM":  func() (bool, error) { x, err := svc.VMs.Get(ctx, "rg", "byo-win-1"); return x == nil, err },
 		"NIC": func() (bool, error) { x, err := svc.NICs.Get(ctx, "rg", "byo-win-1-nic"); return x == nil, err },
 		"IP":  func() (bool, error) { x, err := svc.PublicIPs.Get(ctx, "rg", "byo-win-1-ip"); return x == nil, err },

@@ -746,6 +746,11 @@ func (r *AzureMachineReconciler) reconcileDelete(ctx context.Context, am *infrav
 	forget := func(err error) { r.event(am, corev1.EventTypeWarning, RecordDroppedReason, "%v", err) }
 	var actions []action
 	for _, id := range sortForDeletion(am.Status.CreatedResources) {
+		if s := stepOf(id); s.service == "virtualmachines" {
+			actions = append(actions, action{osDiskStep(s.name), func(tok string) (string, bool, error) {
+				return deleteOSDiskWithVM(ctx, svc, p, am.Status.CreatedResources, id, tok)
+			}})
+		}
 		actions = append(actions, action{stepOf(id), func(tok string) (string, bool, error) {
 			if k, rid, err := kindOf(id); err == nil && strings.EqualFold(k, "availabilitySets") {
 				// The group's set: deleted by the last of its machines.

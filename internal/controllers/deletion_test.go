@@ -36,6 +36,7 @@ import (
 	"github.com/winkube/winkube/internal/azure/async"
 	"github.com/winkube/winkube/internal/azure/cloud"
 	"github.com/winkube/winkube/internal/azure/endpoint"
+	"github.com/winkube/winkube/internal/azure/virtualmachines"
 	"github.com/winkube/winkube/internal/controllers"
 	"github.com/winkube/winkube/internal/poll"
 )
@@ -275,8 +276,8 @@ func done[T any](t *testing.T, p *azruntime.Poller[T], err error) {
 
 // TestMachineDeletionWaitsOutEveryError deletes a control-plane machine
 // while every step of its deletion fails in turn (the API server's Cluster
-// reads, then Azure's answers for the VM, its delete operation, OS disk, NIC
-// and NAT rule): the finalizer stays and Ready says what blocks until the
+// reads, then Azure's answers for the VM, its delete operation (which
+// takes its OS disk), NIC and NAT rule): the finalizer stays and Ready says what blocks until the
 // fault heals; then nothing of the machine is left. A second machine whose
 // Cluster and AzureCluster are gone still deletes what it made, from its
 // own records.
@@ -304,9 +305,9 @@ func TestMachineDeletionWaitsOutEveryError(t *testing.T) {
 		status       int
 		want         string
 	}{
-		{"GET", "virtualMachines", 500, "deleting virtualmachines " + vm},
+		// The VM is read first to see that its OS disk goes with it.
+		{"GET", "virtualMachines", 500, "deleting virtualmachines/osdisk " + vm},
 		{"DELETE", "virtualMachines", 500, "Injected fault: DELETE virtualMachines failed with 500"},
-		{"DELETE", "disks", 409, "Injected fault: DELETE disks failed with 409"},
 		{"DELETE", "networkInterfaces", 429, "Azure refused the request for now (HTTP 429 TooManyRequests)"},
 		{"DELETE", "loadBalancers/inboundNatRules", 500, "Injected fault: DELETE loadBalancers/inboundNatRules failed with 500"},
 	} {
@@ -809,6 +810,37 @@ func (r *rig) noneLeftOf(rg, vm string) {
 			if strings.HasPrefix(n, vm) {
 				r.t.Errorf("%s %s outlived its machine", typ, n)
 			}
+		}
+	}
+}
+
+// TestMachineOSDiskGoesWithItsVM: a machine's VM deletes its OS disk with
+// it, and one made before winkube set that (Azure's default keeps the
+// disk) is switched over before it is deleted: no disk stays behind, and
+// none is ever deleted on its name alone.
+func TestMachineOSDiskGoesWithItsVM(t *testing.T) {
+	parallel(t)
+	r := newRig(t, arm.Options{})
+	f := r.cluster("disk")
+	f.waitClusterProvisioned(time.Minute)
+	for _, name := range []string{"disk-md-new-abcde", "disk-md-old-abcde"} {
+		am := f.newMachine(name, false, false, "1")
+		f.waitMachinesProvisioned(2*time.Minute, name)
+		vm, err := r.az.vms.Get(f.ctx, f.ns, name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !virtualmachines.DeletesOSDisk(&vm.VirtualMachine) {
+			t.Fatalf("VM %s keeps its OS disk when it is deleted", name)
+		}
+		if strings.Contains(name, "old") {
+			p, err := r.az.vms.BeginUpdate(f.ctx, f.ns, name, armcompute.VirtualMachineUpdate{Properties: &armcompute.VirtualMachineProperties{
+				StorageProfile: &armcompute.StorageProfile{OSDisk: &armcompute.OSDisk{DeleteOption: to.Ptr(armcompute.DiskDeleteOptionTypesDetach)}}}}, nil)
+			done(t, p, err)
+		}
+		f.deleteAndWait(2*time.Minute, am)
+		if inv := r.az.inventory(f.ns); len(inv["disks"]) != 0 || len(inv["virtualMachines"]) != 0 {
+			t.Fatalf("after machine %s was deleted: %v", name, inv)
 		}
 	}
 }

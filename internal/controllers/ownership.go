@@ -240,9 +240,8 @@ func ownerOf(ctx context.Context, c client.Reader, clusterName, namespace string
 //   - an inbound NAT rule is its load balancer's, which must be the owner's;
 //   - a subnet in a user's VNet must use one of the cluster's own security
 //     groups, which must be the owner's;
-//   - an OS disk must be attached to a VM that passes, or, once that VM is
-//     gone, be unattached and named as winkube names the OS disk of a VM
-//     this object recorded in the same group;
+//   - an OS disk must be attached to a VM that passes (Azure deletes it
+//     with the VM: deleteOSDiskWithVM);
 //   - a role assignment must grant one of the object's own VMs' or scale
 //     sets' identities (which is why assignments go before VMs);
 //   - an ID of a type the object never records is forged.
@@ -359,13 +358,10 @@ func (p *proof) check(ctx context.Context, svc *cloud.Services, id string, recor
 		if len(d.Tags) > 0 {
 			return tagged(true, d.Tags)
 		}
-		for _, x := range recorded {
-			if xk, xr, err := kindOf(x); err == nil && strings.EqualFold(xk, "virtualMachines") && strings.EqualFold(xr.ResourceGroupName, rg) &&
-				strings.EqualFold(virtualmachines.OSDiskName(xr.Name), r.Name) && d.Properties != nil && d.Properties.OSType != nil {
-				return nil
-			}
-		}
-		return &errUnprovable{id, "it is neither attached to this object's VM nor the OS disk of a VM it recorded"}
+		// An unattached OS disk carries nothing that names its VM's owner,
+		// and its name proves nothing (a record may name any VM that is
+		// gone): winkube's VMs delete their disks with them instead.
+		return &errUnprovable{id, "it is attached to no VM and has no tags"}
 	case "roleassignments":
 		a, err := svc.Roles.Get(ctx, id)
 		if err != nil || a == nil {
@@ -460,13 +456,42 @@ func deleteProven(ctx context.Context, svc *cloud.Services, p *proof, created *[
 		}
 	}
 	next, done, err := deleteByID(ctx, svc, id, tok)
-	if done && !strings.EqualFold(stepOf(id).service, "virtualmachines") {
-		// A deleted VM stays recorded until its object is gone: it is what
-		// proves the OS disk it leaves behind (unattached and untagged) the
-		// object's. Deleting it again finds it gone.
+	if done {
 		unclaim(created, id)
 	}
 	return next, done, err
+}
+
+// osDiskStep is the futures key of deleteOSDiskWithVM's operation, apart
+// from the VM's own so that neither resumes the other's.
+func osDiskStep(vm string) step { return step{"virtualmachines/osdisk", vm} }
+
+// deleteOSDiskWithVM has Azure delete the OS disk of a recorded VM made
+// before winkube set its deleteOption, before the VM goes: a disk left
+// behind could not be proven the object's. A VM that is not provably the
+// object's is left alone (its own step forgets it).
+func deleteOSDiskWithVM(ctx context.Context, svc *cloud.Services, p *proof, recorded []string, id, tok string) (string, bool, error) {
+	_, r, err := kindOf(id)
+	if err != nil {
+		return "", true, nil
+	}
+	if tok == "" {
+		vm, err := svc.VMs.Get(ctx, r.ResourceGroupName, r.Name)
+		if err != nil {
+			return "", false, err
+		}
+		if vm == nil || virtualmachines.DeletesOSDisk(vm) {
+			return "", true, nil
+		}
+		if err := p.check(ctx, svc, id, recorded); err != nil {
+			var u *errUnprovable
+			if errors.As(err, &u) {
+				return "", true, nil
+			}
+			return "", false, err
+		}
+	}
+	return svc.VMs.DeleteOSDiskWithVM(ctx, r.ResourceGroupName, r.Name, tok)
 }
 
 // dropForeignTokens forgets the resume tokens that would poll another host

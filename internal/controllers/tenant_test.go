@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"context"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -244,6 +245,41 @@ func TestTenantCannotHaveAnotherNamespacesResourcesDeleted(t *testing.T) {
 		}
 		waitGone(t, ac)
 		unchanged(t)
+	})
+
+	// A disk left behind by a VM that is gone (kept by its team, as Azure
+	// keeps an OS disk by default) carries no tags, and its name is all a
+	// record could prove: recording that VM and its disk deletes nothing.
+	t.Run("disk of a gone VM", func(t *testing.T) {
+		vmID := "/subscriptions/" + subscription + "/resourceGroups/" + rg + "/providers/Microsoft.Compute/virtualMachines/kept"
+		diskID := "/subscriptions/" + subscription + "/resourceGroups/" + rg + "/providers/Microsoft.Compute/disks/kept_OSDisk"
+		dp, err := az.res.BeginCreateOrUpdateByID(t.Context(), diskID, "2023-04-02", armresources.GenericResource{Location: to.Ptr("westeurope"),
+			Properties: map[string]any{"osType": "Linux", "creationData": map[string]any{"createOption": "Empty"}, "diskSizeGB": 32}}, nil)
+		done(t, dp, err)
+		t.Cleanup(func() {
+			if p, err := az.disks.BeginDelete(context.Background(), rg, "kept_OSDisk", nil); err == nil {
+				_, _ = p.PollUntilDone(context.Background(), nil)
+			}
+		})
+		tn := newTenant(t, "disk")
+		own := tn.cluster(t, "own", nil, nil)
+		am := &infrav1.AzureMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: "thief", Namespace: tn.ns, Labels: map[string]string{clusterv1.ClusterNameLabel: own.Name},
+				Annotations: map[string]string{infrav1.CreatedResourcesAnnotation: jsonOf(t, []string{vmID, diskID})}, Finalizers: []string{infrav1.MachineFinalizer}},
+			Spec: infrav1.AzureMachineSpec{AzureVMSpec: infrav1.AzureVMSpec{VMSize: "Standard_D2s_v3"}},
+		}
+		if err := tn.c.Create(t.Context(), am); err != nil {
+			t.Fatal(err)
+		}
+		if err := tn.c.Delete(t.Context(), am); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, am)
+		if d, err := az.disks.Get(t.Context(), rg, "kept_OSDisk", nil); err != nil {
+			t.Fatalf("the disk a gone VM left behind: %v", err)
+		} else if d.ManagedBy != nil {
+			t.Fatalf("the disk is attached to %s", *d.ManagedBy)
+		}
 	})
 }
 

@@ -170,6 +170,7 @@ func (s Spec) Parameters(existing *armcompute.VirtualMachine) (*armcompute.Virtu
 type Service struct {
 	kind         *async.Kind[armcompute.VirtualMachine]
 	instanceView func(ctx context.Context, rg, name string) (armcompute.VirtualMachineInstanceView, error)
+	update       func(ctx context.Context, rg, name string, body armcompute.VirtualMachineUpdate, tok string) (async.Poller, error)
 }
 
 // New returns a Service.
@@ -181,6 +182,8 @@ func New(subscription string, cfg endpoint.Config) (*Service, error) {
 	svc := &Service{instanceView: func(ctx context.Context, rg, name string) (armcompute.VirtualMachineInstanceView, error) {
 		v, err := c.InstanceView(ctx, rg, name, nil)
 		return v.VirtualMachineInstanceView, err
+	}, update: func(ctx context.Context, rg, name string, body armcompute.VirtualMachineUpdate, tok string) (async.Poller, error) {
+		return async.Wrap(c.BeginUpdate(ctx, rg, name, body, &armcompute.VirtualMachinesClientBeginUpdateOptions{ResumeToken: tok}))
 	}}
 	svc.kind = &async.Kind[armcompute.VirtualMachine]{
 		Noun: "virtual machine",
@@ -303,6 +306,11 @@ func model(spec Spec) armcompute.VirtualMachine {
 					Name: to.Ptr(spec.Name + "_OSDisk"), OSType: to.Ptr(osType), CreateOption: to.Ptr(armcompute.DiskCreateOptionTypesFromImage),
 					DiskSizeGB: to.Ptr(spec.OSDiskSizeGB), Caching: to.Ptr(armcompute.CachingTypes(spec.Caching)),
 					ManagedDisk: &armcompute.ManagedDiskParameters{StorageAccountType: to.Ptr(armcompute.StorageAccountTypes(spec.StorageAccountType))},
+					// Azure deletes the disk with the VM, so that winkube
+					// never deletes an unattached disk, which carries no
+					// tags and so nothing to prove it winkube's (the default
+					// is Detach: armcompute v7.3.0 models.go, OSDisk).
+					DeleteOption: to.Ptr(armcompute.DiskDeleteOptionTypesDelete),
 				},
 			},
 			OSProfile:          osProfile,
@@ -352,7 +360,30 @@ func LinuxConfiguration(adminUsername, sshPublicKey string) *armcompute.LinuxCon
 // OSDiskName is the name winkube gives a VM's OS disk.
 func OSDiskName(vm string) string { return vm + "_OSDisk" }
 
-// Delete deletes the VM (its disk and NIC stay, to be deleted after it).
+// DeletesOSDisk says whether Azure deletes the VM's OS disk with it.
+func DeletesOSDisk(vm *armcompute.VirtualMachine) bool {
+	if vm == nil || vm.Properties == nil || vm.Properties.StorageProfile == nil || vm.Properties.StorageProfile.OSDisk == nil {
+		return false
+	}
+	o := vm.Properties.StorageProfile.OSDisk.DeleteOption
+	return o != nil && strings.EqualFold(string(*o), string(armcompute.DiskDeleteOptionTypesDelete))
+}
+
+// DeleteOSDiskWithVM has Azure delete the OS disk of a VM winkube made
+// before it set deleteOption (the disk would outlive the VM, unattached and
+// untagged). The option may change on any VM but one with an ephemeral OS
+// disk (armcompute v7.3.0 models.go, OSDisk.DeleteOption), which winkube
+// never makes.
+func (s *Service) DeleteOSDiskWithVM(ctx context.Context, rg, name, token string) (string, bool, error) {
+	return async.Step(ctx, token, func(ctx context.Context, tok string) (async.Poller, error) {
+		return s.update(ctx, rg, name, armcompute.VirtualMachineUpdate{Properties: &armcompute.VirtualMachineProperties{
+			StorageProfile: &armcompute.StorageProfile{OSDisk: &armcompute.OSDisk{DeleteOption: to.Ptr(armcompute.DiskDeleteOptionTypesDelete)}},
+		}}, tok)
+	})
+}
+
+// Delete deletes the VM (its OS disk with it, see model; its NIC stays, to
+// be deleted after it).
 func (s *Service) Delete(ctx context.Context, rg, name, token string) (string, bool, error) {
 	return async.Remove(ctx, s.kind, async.Ref{ResourceGroup: rg, Name: name}, token)
 }
