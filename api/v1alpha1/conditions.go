@@ -69,6 +69,13 @@ const (
 	// in a namespace the operator did not enable the manager's own
 	// credential for.
 	ManagerCredentialNotAllowedReason = "ManagerCredentialNotAllowed"
+	// AmbientIdentityNotAllowedReason: a WorkloadIdentity or
+	// UserAssignedMSI identity outside the namespaces the operator keeps
+	// them in. Such an identity has no secret of its own: its token is
+	// the manager's (its service-account token, its host's managed
+	// identity), so whoever may write one could act as any principal that
+	// trusts the manager.
+	AmbientIdentityNotAllowedReason = "AmbientIdentityNotAllowed"
 	// ClusterIdentityUnknownReason: an object's AzureCluster is gone, so
 	// the identity its resources were made as is unknown.
 	ClusterIdentityUnknownReason = "ClusterIdentityUnknown"

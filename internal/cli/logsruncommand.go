@@ -99,9 +99,18 @@ func clusterServices(ctx context.Context, c client.Client, ac *infrav1.AzureClus
 		}
 	}
 	// Without an identityRef the credential is the user's own: it may
-	// serve any namespace the user's kubeconfig reaches.
+	// serve any namespace the user's kubeconfig reaches. A UserAssignedMSI
+	// identity is proven by the managed identity of the host winkube runs
+	// on, the user's too: whoever wrote the identity chose which principal
+	// that host acts as, so it is honoured only when the user says so.
 	ids := &controllers.Identities{Client: c, Reader: c, Cloud: cloud.New(cfg), CustomClouds: clouds, ManagerCredentialNamespaces: []string{controllers.AllNamespaces}}
+	if useMyLogin {
+		ids.AmbientIdentityNamespaces = []string{controllers.AllNamespaces}
+	}
 	svc, err := ids.Services(ctx, ac)
+	if controllers.IdentityErrorReason(err) == controllers.AmbientIdentityNotAllowedReason {
+		return nil, fmt.Errorf("AzureCluster %s/%s names a managed or workload identity, whose token would come from this host's own managed identity: check that you trust whoever wrote the AzureClusterIdentity, then pass --use-my-azure-login", ac.Namespace, ac.Name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("acting as the identity of AzureCluster %s: %w", ac.Name, err)
 	}
@@ -109,7 +118,7 @@ func clusterServices(ctx context.Context, c client.Client, ac *infrav1.AzureClus
 }
 
 // useMyAzureLoginUsage is --use-my-azure-login's help.
-const useMyAzureLoginUsage = "when the AzureCluster has no identityRef, act in its subscription, resource group and VNet with your own Azure login (az login, environment, managed identity); without it winkube refuses, since whoever wrote the AzureCluster chose where your rights are used"
+const useMyAzureLoginUsage = "when the AzureCluster has no identityRef, act in its subscription, resource group and VNet with your own Azure login (az login, environment, managed identity), and when its identity is a UserAssignedMSI, let this host's managed identity prove it; without it winkube refuses, since whoever wrote the AzureCluster and its identity chose where your rights are used"
 
 // refuseOwnLogin is the error for a cluster without an identityRef when
 // the user did not pass --use-my-azure-login: where winkube would act.

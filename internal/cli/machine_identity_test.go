@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 )
@@ -60,5 +61,33 @@ func TestNoIdentityRefNeedsUseMyAzureLogin(t *testing.T) {
 		if err != nil || !strings.Contains(out, "--use-my-azure-login") {
 			t.Errorf("winkube %s does not explain --use-my-azure-login (%v):\n%s", strings.Join(cmd, " "), err, out)
 		}
+	}
+}
+
+// TestManagedIdentityNeedsUseMyAzureLogin: a UserAssignedMSI identity is
+// proven by the managed identity of the host the command runs on, so a
+// tenant who writes one naming any client ID would choose which principal
+// the user's host acts as: machine create and logs --via run-command
+// refuse it without --use-my-azure-login, before any token is asked for.
+func TestManagedIdentityNeedsUseMyAzureLogin(t *testing.T) {
+	ctx := context.Background()
+	env, ns := logsEnv(t)
+	id := &infrav1.AzureClusterIdentity{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "msi"}, Spec: infrav1.AzureClusterIdentitySpec{
+		Type: infrav1.UserAssignedMSI, ClientID: "00000000-0000-4000-8000-00000000abcd", AllowedNamespaces: &infrav1.AllowedNamespaces{}}}
+	ac := &infrav1.AzureCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenants"}, Spec: infrav1.AzureClusterSpec{
+		ResourceGroup: "victim-rg", SubscriptionID: "00000000-0000-4000-8000-0000000000ff", Location: "westeurope", IdentityRef: &infrav1.IdentityReference{Name: "msi"}}}
+	for _, obj := range []client.Object{id, ac} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := clusterServices(ctx, env.Client, ac, "", nil, false)
+	if err == nil || !strings.Contains(err.Error(), "--use-my-azure-login") || !strings.Contains(err.Error(), "managed") {
+		t.Errorf("a UserAssignedMSI identity without --use-my-azure-login: %v, want a refusal naming the flag", err)
+	}
+	// With it the identity is honoured: what fails next is the missing
+	// token endpoint of a host that is not in Azure, not the refusal.
+	if _, err := clusterServices(ctx, env.Client, ac, "", nil, true); err != nil && strings.Contains(err.Error(), "--use-my-azure-login") {
+		t.Errorf("with --use-my-azure-login the identity is still refused: %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,15 +14,6 @@ import (
 // secret the way the azure.json reconciler does.
 func (i *Identities) CloudProviderCredentials(ctx context.Context, ac *infrav1.AzureCluster) (azurejson.Credentials, bool, error) {
 	return i.cloudProviderCredentials(ctx, ac)
-}
-
-// IdentityErrorReason is the condition reason an identity error sets, ""
-// for other errors.
-func IdentityErrorReason(err error) string {
-	if ie := (*identityError)(nil); errors.As(err, &ie) {
-		return ie.reason
-	}
-	return ""
 }
 
 // SecretWatchMax is the cap on a SecretWatch's watches.

@@ -42,6 +42,7 @@ const (
 	IdentityAuthenticationFailedReason = infrav1.IdentityAuthenticationFailedReason
 	CustomCloudNotConfiguredReason     = infrav1.CustomCloudNotConfiguredReason
 	ManagerCredentialNotAllowedReason  = infrav1.ManagerCredentialNotAllowedReason
+	AmbientIdentityNotAllowedReason    = infrav1.AmbientIdentityNotAllowedReason
 	ClusterIdentityUnknownReason       = infrav1.ClusterIdentityUnknownReason
 )
 
@@ -54,6 +55,15 @@ const AllNamespaces = "*"
 type identityError struct{ reason, msg string }
 
 func (e *identityError) Error() string { return e.msg }
+
+// IdentityErrorReason is the condition reason of an error saying why an
+// identity cannot be used, "" for any other error.
+func IdentityErrorReason(err error) string {
+	if ie := (*identityError)(nil); errors.As(err, &ie) {
+		return ie.reason
+	}
+	return ""
+}
 
 // Identities resolves a cluster's AzureClusterIdentity to the Azure
 // services acting as it. Each identity has one credential, kept until the
@@ -87,6 +97,17 @@ type Identities struct {
 	// (kubernetes-sigs/cluster-api-provider-azure#3793), since the
 	// manager's credential would otherwise serve any namespace.
 	ManagerCredentialNamespaces []string
+	// AmbientIdentityNamespaces are the namespaces whose WorkloadIdentity
+	// and UserAssignedMSI identities the manager honours (AllNamespaces
+	// for every one; none when empty). Those identities carry no secret:
+	// the manager proves them with its own service-account token or its
+	// host's managed identity, which any principal federated with the
+	// manager, or assigned to its host, accepts. An identity's allowed
+	// namespaces protect it from other namespaces, not a copy of it
+	// written into a tenant's own namespace naming the same client ID: so
+	// only the operator, who writes identities in these namespaces, may
+	// name one.
+	AmbientIdentityNamespaces []string
 
 	mu    sync.Mutex
 	creds map[types.NamespacedName]cachedCredential
@@ -105,7 +126,7 @@ func newIdentities(mgr ctrl.Manager, c *cloud.Cloud, o Options) (*Identities, er
 		return nil, err
 	}
 	return &Identities{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Watch: w, Cloud: c, FederatedTokenFile: o.FederatedTokenFile,
-		CustomClouds: o.CustomClouds, ManagerCredentialNamespaces: o.ManagerCredentialNamespaces}, nil
+		CustomClouds: o.CustomClouds, ManagerCredentialNamespaces: o.ManagerCredentialNamespaces, AmbientIdentityNamespaces: o.AmbientIdentityNamespaces}, nil
 }
 
 type cachedCredential struct {
@@ -146,6 +167,9 @@ func (i *Identities) Services(ctx context.Context, ac *infrav1.AzureCluster) (*c
 	}
 	if !allowed {
 		return nil, &identityError{NamespaceNotAllowedReason, fmt.Sprintf("AzureClusterIdentity %s does not allow clusters of namespace %q: add it to the identity's spec.allowedNamespaces.list or label it to match spec.allowedNamespaces.selector", key, ac.Namespace)}
+	}
+	if err := i.ambientAllowed(id); err != nil {
+		return nil, err
 	}
 	env, envKey, err := i.environment(ac.Spec.AzureEnvironment)
 	if err != nil {
@@ -190,6 +214,25 @@ func (i *Identities) Services(ctx context.Context, ac *infrav1.AzureCluster) (*c
 		return nil, &identityError{InvalidIdentityReason, fmt.Sprintf("AzureClusterIdentity %s: %v", key, err)}
 	}
 	return i.Cloud.ForIdentity(&cloud.Identity{Key: "identity/" + key.String(), Version: version, Credential: cred, Cloud: env}, ac.Spec.SubscriptionID)
+}
+
+// ambientAllowed refuses a WorkloadIdentity or UserAssignedMSI identity
+// outside AmbientIdentityNamespaces before any token is asked for: its
+// token would be the manager's own.
+func (i *Identities) ambientAllowed(id *infrav1.AzureClusterIdentity) error {
+	if id.Spec.Type != infrav1.WorkloadIdentity && id.Spec.Type != infrav1.UserAssignedMSI {
+		return nil
+	}
+	for _, n := range i.AmbientIdentityNamespaces {
+		if n == AllNamespaces || n == id.Namespace {
+			return nil
+		}
+	}
+	where := "the manager honours them in no namespace"
+	if len(i.AmbientIdentityNamespaces) > 0 {
+		where = "the manager honours them only in namespaces " + strings.Join(i.AmbientIdentityNamespaces, ", ")
+	}
+	return &identityError{AmbientIdentityNotAllowedReason, fmt.Sprintf("AzureClusterIdentity %s/%s is a %s, whose token is the manager's own (its service-account token or its host's managed identity), and %s (--ambient-identity-namespaces): have the operator create it there, with this namespace in its spec.allowedNamespaces", id.Namespace, id.Name, id.Spec.Type, where)}
 }
 
 // cloudProviderCredentials is what a cluster's cloud provider (azure.json)

@@ -30,7 +30,9 @@ import (
 // (a service-account token of the management cluster's API server,
 // trusted by a federated credential) and a user-assigned managed identity
 // (App Service's endpoint) each provision a cluster through the real
-// azidentity credential of their kind.
+// azidentity credential of their kind. The last two, proven by the
+// manager's own token, are honoured only in the operator's namespace: a
+// tenant's copy in its own namespace asks for no token.
 func TestIdentityKinds(t *testing.T) {
 	w := newEntraWorld(t)
 	ctx := context.Background()
@@ -108,8 +110,13 @@ func TestIdentityKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The operator's namespace (the manager's) is where the identities
+	// proven by the manager's own token live.
 	logs := &syncBuffer{}
-	startLoggedControllers(t, w.cfg, logs, tokenFile)
+	startLoggedControllersWith(t, w.cfg, logs, func(o *controllers.Options) {
+		o.FederatedTokenFile = tokenFile
+		o.AmbientIdentityNamespaces = []string{wiNS.Name}
+	})
 
 	for _, tc := range []struct {
 		name string
@@ -128,7 +135,26 @@ func TestIdentityKinds(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newCluster(t, tc.name, withIdentity(sub, tc.name, ""))
+			spec, _ := tc.spec("")
+			idNS := ""
+			if ambient := spec.Type != infrav1.ServicePrincipalCertificate; ambient {
+				idNS = wiNS.Name
+				// A tenant's copy in its own namespace, naming the same
+				// client, allowing everyone: refused before any token.
+				tf := newCluster(t, tc.name+"-copy", withIdentity(sub, tc.name, ""))
+				spec.AllowedNamespaces = &infrav1.AllowedNamespaces{}
+				before := w.dir.TokenRequestsFor(tc.p.ClientID)
+				if err := env.Client.Create(ctx, &infrav1.AzureClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: tf.ns}, Spec: spec}); err != nil {
+					t.Fatal(err)
+				}
+				if c := tf.waitReadyReason(controllers.AmbientIdentityNotAllowedReason); !strings.Contains(c.Message, wiNS.Name) {
+					t.Errorf("the refusal does not say where such identities go: %s", c.Message)
+				}
+				if n := w.dir.TokenRequestsFor(tc.p.ClientID); n != before {
+					t.Errorf("the tenant's copy of a %s identity asked Entra ID for %d tokens", spec.Type, n-before)
+				}
+			}
+			f := newCluster(t, tc.name, withIdentity(sub, tc.name, idNS))
 			spec, secret := tc.spec(f.ns)
 			if secret != nil {
 				if err := env.Client.Create(ctx, secret); err != nil {
@@ -136,7 +162,10 @@ func TestIdentityKinds(t *testing.T) {
 				}
 			}
 			spec.AllowedNamespaces = &infrav1.AllowedNamespaces{}
-			if err := env.Client.Create(ctx, &infrav1.AzureClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: f.ns}, Spec: spec}); err != nil {
+			if idNS == "" {
+				idNS = f.ns
+			}
+			if err := env.Client.Create(ctx, &infrav1.AzureClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: idNS}, Spec: spec}); err != nil {
 				t.Fatal(err)
 			}
 			f.waitClusterProvisioned(2 * time.Minute)

@@ -23,6 +23,10 @@ type Options struct {
 	// act as the manager's own credential, without an identityRef
 	// (AllNamespaces for all; none when empty).
 	ManagerCredentialNamespaces []string
+	// AmbientIdentityNamespaces are the namespaces whose WorkloadIdentity
+	// and UserAssignedMSI identities are honoured (see
+	// Identities.AmbientIdentityNamespaces; none when empty).
+	AmbientIdentityNamespaces []string
 	// Concurrency is the number of objects of each kind reconciled at once.
 	Concurrency int
 	// Requeue is how soon an operation under way is looked at again.

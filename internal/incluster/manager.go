@@ -51,6 +51,8 @@ type managerOptions struct {
 	// customClouds and managerCredentialNamespaces: see the flags.
 	customClouds                []string
 	managerCredentialNamespaces []string
+	// ambientIdentityNamespaces: see the flag.
+	ambientIdentityNamespaces []string
 	// roleAssignmentScopes: see the flag.
 	roleAssignmentScopes []string
 	// runCommandConcurrency: see the flag.
@@ -91,6 +93,13 @@ with AZURE_CLIENT_SECRET or AZURE_CLIENT_CERTIFICATE_PATH, workload
 identity, managed identity, az CLI). A machine whose AzureCluster is gone
 waits (DeletionBlocked) instead of deleting with another credential.
 
+A WorkloadIdentity or UserAssignedMSI identity has no secret: the manager
+proves it with its own service-account token or its host's managed
+identity. So those are honoured only in --ambient-identity-namespaces (by
+default the manager's own namespace), where only the operator writes; one
+written elsewhere, by anyone who may copy a client ID into their own
+namespace, is refused (Ready=False, AmbientIdentityNotAllowed).
+
 By default they talk to Azure public cloud. With --arm-endpoint and
 --entra-endpoint they talk to another ARM endpoint and the Entra ID that
 issues its tokens, such as the ones 'winkube emulator' prints, trusting
@@ -119,6 +128,8 @@ Lease over at once.`,
 	f.StringArrayVar(&o.customClouds, "custom-cloud", nil, "a cloud besides Azure's named ones that AzureClusters may pick with spec.azureEnvironment Custom and exactly these endpoints: name=NAME,arm=https://...,entra=https://...[,ca-file=PATH] (repeatable)")
 	f.StringSliceVar(&o.managerCredentialNamespaces, "manager-credential-namespaces", splitList(os.Getenv(ManagerCredentialNamespacesEnv)),
 		"namespaces whose AzureClusters may act without an identityRef, as the manager's own credential; * for all (default: none, or $"+ManagerCredentialNamespacesEnv+", which the credentials Secret can carry)")
+	f.StringSliceVar(&o.ambientIdentityNamespaces, "ambient-identity-namespaces", defaultAmbientIdentityNamespaces(),
+		"namespaces whose WorkloadIdentity and UserAssignedMSI AzureClusterIdentities the manager honours, their token being the manager's own (its service-account token, its host's managed identity); * for all, which lets anyone who may write an AzureClusterIdentity act as any principal that trusts the manager (default: $"+AmbientIdentityNamespacesEnv+", else the manager's own namespace)")
 	f.StringSliceVar(&o.roleAssignmentScopes, "role-assignment-scopes", nil,
 		"ARM scopes, beyond each cluster's own resource group, at which a machine's systemAssignedIdentityRole may grant its VM a role, such as /subscriptions/SUB (default: the cluster's resource group only)")
 	f.IntVar(&o.concurrency, "concurrency", 10, "objects of each kind reconciled at once")
@@ -185,6 +196,27 @@ func cloudFromFlags(endpointURL, caFile, entraURL string) (*cloud.Cloud, error) 
 // Secret, so the operator enables the manager's credential for namespaces
 // in the same Secret that holds it.
 const ManagerCredentialNamespacesEnv = "WINKUBE_MANAGER_CREDENTIAL_NAMESPACES"
+
+// AmbientIdentityNamespacesEnv is --ambient-identity-namespaces's default
+// when set, as the credentials Secret can carry it.
+const AmbientIdentityNamespacesEnv = "WINKUBE_AMBIENT_IDENTITY_NAMESPACES"
+
+// podNamespaceFile is where the kubelet mounts the Pod's namespace with
+// its service-account token.
+const podNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// defaultAmbientIdentityNamespaces is $WINKUBE_AMBIENT_IDENTITY_NAMESPACES,
+// else the manager Pod's namespace, which only the operator writes to;
+// outside a Pod, none.
+func defaultAmbientIdentityNamespaces() []string {
+	if v := splitList(os.Getenv(AmbientIdentityNamespacesEnv)); len(v) > 0 {
+		return v
+	}
+	if b, err := os.ReadFile(podNamespaceFile); err == nil {
+		return splitList(string(b))
+	}
+	return nil
+}
 
 func splitList(v string) []string {
 	var out []string
@@ -256,7 +288,7 @@ func runManager(cmd *cobra.Command, o *managerOptions) error {
 	}
 	if err := controllers.Setup(mgr, controllers.Options{Cloud: c, FederatedTokenFile: os.Getenv("AZURE_FEDERATED_TOKEN_FILE"), Concurrency: o.concurrency, Requeue: o.requeue,
 		BootstrapTimeout: o.bootstrapTimeout, PoolBootstrapTimeout: o.poolBootstrapTimeout, RunCommandConcurrency: o.runCommandConcurrency,
-		CustomClouds: customClouds, ManagerCredentialNamespaces: o.managerCredentialNamespaces, RoleAssignmentScopes: o.roleAssignmentScopes}); err != nil {
+		CustomClouds: customClouds, ManagerCredentialNamespaces: o.managerCredentialNamespaces, AmbientIdentityNamespaces: o.ambientIdentityNamespaces, RoleAssignmentScopes: o.roleAssignmentScopes}); err != nil {
 		return err
 	}
 	if !o.noWebhooks {
