@@ -9,10 +9,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -159,6 +161,11 @@ func Resolve(ctx context.Context, c client.Reader, namespace, name, cluster stri
 	if t.Address == "" {
 		return nil, fmt.Errorf("%s has no private address yet: its VM is still being created (kubectl get %s -n %s)", t.Object, strings.ToLower(t.Object), namespace)
 	}
+	// The address is dialled and names the node in the known-hosts file;
+	// whoever may write the object's status chose it.
+	if _, err := netip.ParseAddr(t.Address); err != nil {
+		return nil, fmt.Errorf("%s reports internal address %q, which is not an IP address: refusing to connect to it", t.Object, t.Address)
+	}
 	host, err := apiServerHost(ctx, c, namespace, t.Cluster)
 	if err != nil {
 		return nil, err
@@ -198,15 +205,27 @@ func apiServerHost(ctx context.Context, c client.Reader, namespace, cluster stri
 		return "", fmt.Errorf("cluster %s: %w", cluster, err)
 	}
 	if h := cl.Spec.ControlPlaneEndpoint.Host; h != "" {
-		return h, nil
+		return plainEndpoint("Cluster "+cluster, h)
 	}
 	ac := &infrav1.AzureCluster{}
 	if ref := cl.Spec.InfrastructureRef; ref.Name != "" {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, ac); err == nil && ac.Spec.ControlPlaneEndpoint.Host != "" {
-			return ac.Spec.ControlPlaneEndpoint.Host, nil
+			return plainEndpoint("AzureCluster "+ref.Name, ac.Spec.ControlPlaneEndpoint.Host)
 		}
 	}
 	return "", fmt.Errorf("cluster %s has no API server endpoint yet: its load balancer is still being created", cluster)
+}
+
+// plainEndpoint refuses an API server host that is neither an IP address
+// nor a DNS name: it is dialled and recorded in the known-hosts file.
+func plainEndpoint(what, host string) (string, error) {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return host, nil
+	}
+	if errs := validation.IsDNS1123Subdomain(strings.ToLower(host)); len(errs) > 0 {
+		return "", fmt.Errorf("%s has API server host %q, which is neither an IP address nor a DNS name: refusing to connect to it", what, host)
+	}
+	return host, nil
 }
 
 // jumpHosts orders the cluster's SSH NAT rules: the target's own first,

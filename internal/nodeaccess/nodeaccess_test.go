@@ -145,3 +145,33 @@ type corev1Namespace struct{}
 func (corev1Namespace) of(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
+
+// TestResolveRefusesWhatIsNotAnAddress: a machine's address and the
+// cluster's endpoint are dialled and name the host in the user's
+// known-hosts file, and whoever may write the objects chose them: a value
+// that is not an address (a known-hosts pattern list, a line break) is
+// refused, not connected to.
+func TestResolveRefusesWhatIsNotAnAddress(t *testing.T) {
+	ctx := context.Background()
+	ns := "forged"
+	create(t, corev1Namespace{}.of(ns), nil)
+	cluster(t, ns, "f1", "20.5.5.5")
+	azureMachine(t, ns, "f1-control-plane-aaaaa", "f1", infrav1.Linux, "f1-control-plane-aaaaa", "10.0.0.4", 22, true)
+	azureMachine(t, ns, "f1-md-0-bbbbb", "f1", infrav1.Linux, "f1-md-0-bbbbb", "10.1.0.4,*,10.1.0.5", 0, false)
+	if _, err := Resolve(ctx, env.Client, ns, "f1-md-0-bbbbb", ""); err == nil || !strings.Contains(err.Error(), "not an IP address") {
+		t.Errorf("an address with a host pattern list: %v", err)
+	}
+	if tg, err := Resolve(ctx, env.Client, ns, "f1-control-plane-aaaaa", ""); err != nil || tg.JumpHosts[0] != "20.5.5.5:22" {
+		t.Fatalf("the cluster's own machine: %+v, %v", tg, err)
+	}
+	cluster(t, ns, "f2", "api.example.com\n* ssh-ed25519 AAAA")
+	azureMachine(t, ns, "f2-control-plane-aaaaa", "f2", infrav1.Linux, "f2-control-plane-aaaaa", "10.0.0.4", 22, true)
+	if _, err := Resolve(ctx, env.Client, ns, "f2-control-plane-aaaaa", ""); err == nil || !strings.Contains(err.Error(), "neither an IP address nor a DNS name") {
+		t.Errorf("an endpoint with a line break: %v", err)
+	}
+	cluster(t, ns, "f3", "API.example.com")
+	azureMachine(t, ns, "f3-control-plane-aaaaa", "f3", infrav1.Linux, "f3-control-plane-aaaaa", "10.0.0.4", 22, true)
+	if tg, err := Resolve(ctx, env.Client, ns, "f3-control-plane-aaaaa", ""); err != nil || tg.JumpHosts[0] != "API.example.com:22" {
+		t.Errorf("a DNS name endpoint: %+v, %v", tg, err)
+	}
+}

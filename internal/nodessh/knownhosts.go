@@ -41,6 +41,9 @@ func (e *HostKeyMismatchError) Error() string {
 // chooses) against the file, adding it when the host is new.
 func (k *KnownHosts) Callback(host string) ssh.HostKeyCallback {
 	return func(_ string, _ net.Addr, key ssh.PublicKey) error {
+		if err := plainHost(host); err != nil {
+			return err
+		}
 		k.mu.Lock()
 		defer k.mu.Unlock()
 		if err := os.MkdirAll(filepath.Dir(k.Path), 0o700); err != nil {
@@ -76,4 +79,23 @@ func (k *KnownHosts) Callback(host string) ssh.HostKeyCallback {
 			return err
 		}
 	}
+}
+
+// plainHost refuses a host that is not a plain name or address with its
+// port. Hosts come from objects a management cluster's tenants may write
+// (a machine's address, the cluster's endpoint), and a known-hosts line
+// separates hosts with commas and fields with spaces, reads * and ? as
+// patterns, ! as negation, @ as a marker and # as a comment
+// (sshd(8), SSH_KNOWN_HOSTS FILE FORMAT): any of them, or a line break,
+// would make the line winkube adds vouch for hosts it never saw.
+func plainHost(host string) error {
+	for _, r := range host {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case strings.ContainsRune(".-_:[]", r):
+		default:
+			return fmt.Errorf("refusing to record host %q in the known-hosts file: %q is not part of a host name or address", host, r)
+		}
+	}
+	return nil
 }

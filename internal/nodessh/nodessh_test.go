@@ -301,3 +301,34 @@ func TestForwardReportsARefusedPort(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKnownHostsRecordsOnlyPlainHosts: a host with a known-hosts pattern
+// list or a second line in it is refused before the file is touched, so
+// one recorded key cannot vouch for every host; a plain one is recorded.
+func TestKnownHostsRecordsOnlyPlainHosts(t *testing.T) {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &KnownHosts{Path: filepath.Join(t.TempDir(), "known_hosts")}
+	for _, host := range []string{"node-10.1.0.4,*,x-via-20.1.2.3:22", "[node-10.1.0.4]:22\n* ssh-ed25519", "a b:22", "!x:22", "#c:22", "@cert-authority:22"} {
+		if err := k.Callback(host)("", nil, key); err == nil || !strings.Contains(err.Error(), "refusing to record") {
+			t.Errorf("host %q: %v, want a refusal", host, err)
+		}
+	}
+	if _, err := os.Stat(k.Path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the known-hosts file was touched by refused hosts: %v", err)
+	}
+	plain := net.JoinHostPort("node-10.1.0.4-via-20.1.2.3", "22")
+	if err := k.Callback(plain)("", nil, key); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(k.Path)
+	if err != nil || strings.Count(string(b), "\n") != 1 || !strings.HasPrefix(string(b), "node-10.1.0.4-via-20.1.2.3 ") {
+		t.Errorf("a plain host's line: %q, %v", b, err)
+	}
+}
