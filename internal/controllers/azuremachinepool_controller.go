@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/labels/format"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -478,7 +479,7 @@ func (r *AzureMachinePoolReconciler) rollInstances(ctx context.Context, pc *pool
 		}
 		members = append(members, m)
 	}
-	plan := poolRollout{Replicas: replicas, Surge: int64(scaled(amp.Spec.Strategy.MaxSurge, replicas, true)), Unavailable: int64(scaled(amp.Spec.Strategy.MaxUnavailable, replicas, false))}
+	plan := rolloutPlan(amp.Spec.Strategy.MaxSurge, amp.Spec.Strategy.MaxUnavailable, replicas)
 	chosen, desired := selectToDelete(members, plan)
 	waitReason, waitMsg := rolloutWaiting(members, machines, plan, len(chosen))
 	if len(failedWaiting) > 0 {
@@ -628,6 +629,21 @@ func (r *AzureMachinePoolReconciler) failedReplaceDelay() time.Duration {
 	return 6 * r.Requeue
 }
 
+// rolloutPlan resolves maxSurge (rounded up) and maxUnavailable (rounded
+// down) against the replicas. When both come to zero, which the webhook
+// refuses as numbers but percentages reach by rounding (maxSurge 0%,
+// maxUnavailable 25% of 3), nothing could ever be replaced and the rollout
+// would stall: one instance may then be unavailable, as Cluster API
+// resolves a MachineDeployment's (core/reconcilers/machinedeployment/
+// mdutil/util.go ResolveFenceposts, cluster-api v1.14.2).
+func rolloutPlan(maxSurge, maxUnavailable *intstr.IntOrString, replicas int64) poolRollout {
+	p := poolRollout{Replicas: replicas, Surge: int64(scaled(maxSurge, replicas, true)), Unavailable: int64(scaled(maxUnavailable, replicas, false))}
+	if p.Surge == 0 && p.Unavailable == 0 {
+		p.Unavailable = 1
+	}
+	return p
+}
+
 // scaled turns maxSurge / maxUnavailable into a count.
 func scaled(v *intstr.IntOrString, total int64, roundUp bool) int {
 	if v == nil {
@@ -675,7 +691,11 @@ func (r *AzureMachinePoolReconciler) createInstanceMachine(ctx context.Context, 
 			Name: amp.Name + "-" + in.InstanceID, Namespace: amp.Namespace,
 			Labels: map[string]string{
 				clusterv1.ClusterNameLabel: pc.cluster.Name, infrav1.MachinePoolNameLabel: amp.Name,
-				clusterv1.MachinePoolNameLabel: pc.mp.Name,
+				// As Cluster API's MachinePool selects its instances'
+				// objects: a name longer than a label value allows is
+				// hashed (core/reconcilers/machinepool/
+				// machinepool_controller_phases.go, cluster-api v1.14.2).
+				clusterv1.MachinePoolNameLabel: format.MustFormatValue(pc.mp.Name),
 			},
 			// Born with its finalizer: the instance exists already, and a
 			// delete before the object's first reconcile must still

@@ -144,6 +144,9 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 	if controllerutil.AddFinalizer(m, infrav1.MachinePoolMachineFinalizer) {
 		return ctrl.Result{RequeueAfter: persisted}, nil
 	}
+	if err := r.copyDeleteMark(ctx, m); err != nil {
+		return ctrl.Result{}, err
+	}
 	if svc == nil || n.rg == "" {
 		return ctrl.Result{RequeueAfter: r.Requeue}, nil
 	}
@@ -217,6 +220,31 @@ func (r *AzureMachinePoolMachineReconciler) Reconcile(ctx context.Context, req c
 	// The instance is gone (deleted outside winkube): so is this object,
 	// with its Machine.
 	return ctrl.Result{}, deleteThroughMachine(ctx, r.Client, r.reader(), m)
+}
+
+// copyDeleteMark marks the object for its pool's next scale-down when its
+// Machine is: users annotate Machines (cluster.x-k8s.io/delete-machine, as
+// they do a MachineDeployment's), Cluster API does not carry it to the
+// infrastructure object, and the pool chooses by the objects. CAPZ copies
+// it so at every reconcile (azure/scope/machinepoolmachine.go,
+// MachinePoolMachineScope.Close calling updateDeleteMachineAnnotation,
+// CAPZ b81d0c74), and, as there, a mark removed from the Machine stays on
+// the object. The pool wakes on the object's mark (poolMachineChanged).
+func (r *AzureMachinePoolMachineReconciler) copyDeleteMark(ctx context.Context, m *infrav1.AzureMachinePoolMachine) error {
+	if marked(m) {
+		return nil
+	}
+	machine, err := util.GetOwnerMachine(ctx, r.Client, m.ObjectMeta)
+	if err != nil || machine == nil {
+		return client.IgnoreNotFound(err)
+	}
+	if _, ok := machine.Annotations[clusterv1.DeleteMachineAnnotation]; ok {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[clusterv1.DeleteMachineAnnotation] = "true"
+	}
+	return nil
 }
 
 // provenSets are, per AzureMachinePoolMachine, the scale set (and pool,

@@ -174,6 +174,50 @@ func TestPoolRolloutWaitsForReadyNodes(t *testing.T) {
 	f.waitPool(amp, 2)
 }
 
+// TestPoolScaleDownTakesTheMachineMarked: a user marks a pool's Machine
+// for deletion (cluster.x-k8s.io/delete-machine, on the Machine as on a
+// MachineDeployment's) and scales the pool down: that instance goes, not
+// the oldest. Cluster API does not carry the mark to the instance's
+// object, which the pool chooses by.
+func TestPoolScaleDownTakesTheMachineMarked(t *testing.T) {
+	parallel(t)
+	stop := startControllers(t, armCfg)
+	defer stop()
+	f, az := provisionedCluster(t, "marked")
+	mp, amp := f.readyPool("marked-pool-abcde", 3, true)
+	all := func(string) bool { return true }
+	f.joinPool(amp.Name, all)
+	m := &clusterv1.Machine{}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: amp.Name + "-1"}, m); err != nil {
+			return err
+		}
+		m.Annotations = map[string]string{clusterv1.DeleteMachineAnnotation: "true"}
+		return env.Client.Update(f.ctx, m)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(mp), mp); err != nil {
+			return err
+		}
+		mp.Spec.Replicas = ptr.To[int32](2)
+		return env.Client.Update(f.ctx, mp)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 2*time.Minute, func() string {
+		f.playMachinePool(amp.Name, all)
+		if got := instanceIDs(az.instances(f.ns, amp.Name)); got != "0,2" {
+			return fmt.Sprintf("instances %s, want 0,2: instance 1's Machine is marked for deletion", got)
+		}
+		return ""
+	})
+	f.waitPool(amp, 2)
+}
+
 // TestVanishedPoolInstanceTakesItsMachine is finding 8 of issue 54: a
 // scale-set instance deleted outside winkube takes its Machine with it (its
 // object goes through the Machine, as CAPZ's does), instead of leaving the

@@ -3,6 +3,8 @@ package controllers
 import (
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // members builds a pool from a spec per instance: its ID, then o (old
@@ -60,5 +62,39 @@ func TestSelectToDelete(t *testing.T) {
 				t.Errorf("pool %q, %+v: delete %q, %d wanted; want delete %q, %d wanted", c.pool, c.plan, got, desired, c.victims, c.desired)
 			}
 		})
+	}
+}
+
+// TestRolloutPlanNeverStalls: maxSurge and maxUnavailable that resolve to
+// zero together (percentages, rounded) leave one instance unavailable, so
+// that an old model can still be replaced; otherwise they resolve as
+// given, and unset they are a surge of one.
+func TestRolloutPlanNeverStalls(t *testing.T) {
+	pct := func(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
+	num := func(n int) *intstr.IntOrString { v := intstr.FromInt(n); return &v }
+	for _, c := range []struct {
+		name                string
+		surge, unavailable  *intstr.IntOrString
+		replicas            int64
+		wantSurge, wantUnav int64
+	}{
+		{"unset", nil, nil, 3, 1, 0},
+		{"0% and 25% of 3 round to nothing", pct("0%"), pct("25%"), 3, 0, 1},
+		{"0 and 10% of 2", num(0), pct("10%"), 2, 0, 1},
+		{"a surge of 10% of 3 rounds up", pct("10%"), num(0), 3, 1, 0},
+		{"as given", num(2), num(1), 4, 2, 1},
+		{"50% unavailable of 4", num(0), pct("50%"), 4, 0, 2},
+	} {
+		p := rolloutPlan(c.surge, c.unavailable, c.replicas)
+		if p.Surge != c.wantSurge || p.Unavailable != c.wantUnav {
+			t.Errorf("%s: surge %d, unavailable %d; want %d, %d", c.name, p.Surge, p.Unavailable, c.wantSurge, c.wantUnav)
+		}
+		// Whatever the plan, an old model is replaced: one instance at
+		// a time goes or comes.
+		pool := "0or 1or 2or"
+		victims, desired := selectToDelete(members(pool), p)
+		if len(victims) == 0 && desired == 3 {
+			t.Errorf("%s: the rollout of %q stalls under %+v", c.name, pool, p)
+		}
 	}
 }
