@@ -262,6 +262,12 @@ func (i *Identities) cloudProviderCredentials(ctx context.Context, ac *infrav1.A
 	if !allowed {
 		return azurejson.Credentials{}, false, &identityError{NamespaceNotAllowedReason, fmt.Sprintf("AzureClusterIdentity %s does not allow clusters of namespace %q", key, ac.Namespace)}
 	}
+	// The nodes' own metadata service proves a managed identity, not the
+	// manager's; refused all the same, so that this agrees with the
+	// cluster's Ready.
+	if err := i.ambientAllowed(id); err != nil {
+		return azurejson.Credentials{}, false, err
+	}
 	switch id.Spec.Type {
 	case infrav1.ServicePrincipal:
 		secret, err := i.secret(ctx, id)

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -163,9 +164,17 @@ func Resolve(ctx context.Context, c client.Reader, namespace, name, cluster stri
 	}
 	// The address is dialled and names the node in the known-hosts file;
 	// whoever may write the object's status chose it.
-	if _, err := netip.ParseAddr(t.Address); err != nil {
+	if a, err := netip.ParseAddr(t.Address); err != nil || a.Zone() != "" {
 		return nil, fmt.Errorf("%s reports internal address %q, which is not an IP address: refusing to connect to it", t.Object, t.Address)
 	}
+	// The hostname is printed: no control character (a terminal's escape
+	// sequences) of whoever wrote the status reaches the user's terminal.
+	t.Hostname = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, t.Hostname)
 	host, err := apiServerHost(ctx, c, namespace, t.Cluster)
 	if err != nil {
 		return nil, err
@@ -219,7 +228,7 @@ func apiServerHost(ctx context.Context, c client.Reader, namespace, cluster stri
 // plainEndpoint refuses an API server host that is neither an IP address
 // nor a DNS name: it is dialled and recorded in the known-hosts file.
 func plainEndpoint(what, host string) (string, error) {
-	if _, err := netip.ParseAddr(host); err == nil {
+	if a, err := netip.ParseAddr(host); err == nil && a.Zone() == "" {
 		return host, nil
 	}
 	if errs := validation.IsDNS1123Subdomain(strings.ToLower(host)); len(errs) > 0 {

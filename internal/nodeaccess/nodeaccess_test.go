@@ -164,6 +164,14 @@ func TestResolveRefusesWhatIsNotAnAddress(t *testing.T) {
 	if tg, err := Resolve(ctx, env.Client, ns, "f1-control-plane-aaaaa", ""); err != nil || tg.JumpHosts[0] != "20.5.5.5:22" {
 		t.Fatalf("the cluster's own machine: %+v, %v", tg, err)
 	}
+	azureMachine(t, ns, "f1-md-0-ccccc", "f1", infrav1.Linux, "f1-md-0-ccccc", "fe80::1%\n@cert-authority *", 0, false)
+	if _, err := Resolve(ctx, env.Client, ns, "f1-md-0-ccccc", ""); err == nil || !strings.Contains(err.Error(), "not an IP address") {
+		t.Errorf("an IPv6 address whose zone carries a line: %v", err)
+	}
+	azureMachine(t, ns, "f1-md-0-ddddd", "f1", infrav1.Linux, "f1-md-0-ddddd\x1b]0;owned\a", "10.1.0.6", 0, false)
+	if tg, err := Resolve(ctx, env.Client, ns, "f1-md-0-ddddd", ""); err != nil || tg.Hostname != "f1-md-0-ddddd]0;owned" {
+		t.Errorf("a hostname with a terminal escape: %+v, %v", tg, err)
+	}
 	cluster(t, ns, "f2", "api.example.com\n* ssh-ed25519 AAAA")
 	azureMachine(t, ns, "f2-control-plane-aaaaa", "f2", infrav1.Linux, "f2-control-plane-aaaaa", "10.0.0.4", 22, true)
 	if _, err := Resolve(ctx, env.Client, ns, "f2-control-plane-aaaaa", ""); err == nil || !strings.Contains(err.Error(), "neither an IP address nor a DNS name") {
