@@ -133,6 +133,22 @@ func checkDataPath(ctx context.Context, t *testing.T, w *localworld.World, cs ku
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The update goes through the workload admission, served since the
+	// Deployment was made: it places the template anew, so the scale-up is
+	// a rollout too. Answers are counted from the rolled-out replicas
+	// only: one from a replica the rollout then replaced (seen once in CI)
+	// made the run of twenty below, which wants every replica seen here,
+	// impossible.
+	poll.Until(t, 3*time.Minute, func() string {
+		d := &appsv1.Deployment{}
+		if err := wc.Get(ctx, client.ObjectKey{Namespace: "default", Name: "iis-2022"}, d); err != nil {
+			return err.Error()
+		}
+		if st := d.Status; st.ObservedGeneration < d.Generation || st.UpdatedReplicas != 3 || st.Replicas != 3 || st.AvailableReplicas != 3 {
+			return fmt.Sprintf("Deployment iis-2022 rolling out: %d replicas, %d updated, %d available; want 3 of each", st.Replicas, st.UpdatedReplicas, st.AvailableReplicas)
+		}
+		return ""
+	})
 	seen := map[string]int{}
 	poll.Until(t, 3*time.Minute, func() string {
 		running := pods()
