@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -223,10 +224,8 @@ func (i *Identities) ambientAllowed(id *infrav1.AzureClusterIdentity) error {
 	if id.Spec.Type != infrav1.WorkloadIdentity && id.Spec.Type != infrav1.UserAssignedMSI {
 		return nil
 	}
-	for _, n := range i.AmbientIdentityNamespaces {
-		if n == AllNamespaces || n == id.Namespace {
-			return nil
-		}
+	if namespaceListed(i.AmbientIdentityNamespaces, id.Namespace) {
+		return nil
 	}
 	where := "the manager honours them in no namespace"
 	if len(i.AmbientIdentityNamespaces) > 0 {
@@ -354,12 +353,13 @@ func (i *Identities) clusterOf(ctx context.Context, obj client.Object) (*infrav1
 // managerCredentialAllowed says whether the operator enabled the manager's
 // own credential for a namespace.
 func (i *Identities) managerCredentialAllowed(namespace string) bool {
-	for _, n := range i.ManagerCredentialNamespaces {
-		if n == AllNamespaces || n == namespace {
-			return true
-		}
-	}
-	return false
+	return namespaceListed(i.ManagerCredentialNamespaces, namespace)
+}
+
+// namespaceListed reports whether an operator's list of namespaces names
+// namespace, or all of them (AllNamespaces).
+func namespaceListed(list []string, namespace string) bool {
+	return slices.ContainsFunc(list, func(n string) bool { return n == AllNamespaces || n == namespace })
 }
 
 func (i *Identities) credential(key types.NamespacedName, version string, spec credentials.Spec) (azcore.TokenCredential, error) {
