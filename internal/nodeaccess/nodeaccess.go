@@ -164,7 +164,7 @@ func Resolve(ctx context.Context, c client.Reader, namespace, name, cluster stri
 	}
 	// The address is dialled and names the node in the known-hosts file;
 	// whoever may write the object's status chose it.
-	if a, err := netip.ParseAddr(t.Address); err != nil || a.Zone() != "" {
+	if !literalIP(t.Address) {
 		return nil, fmt.Errorf("%s reports internal address %q, which is not an IP address: refusing to connect to it", t.Object, t.Address)
 	}
 	// The hostname is printed: no control character (a terminal's escape
@@ -225,10 +225,17 @@ func apiServerHost(ctx context.Context, c client.Reader, namespace, cluster stri
 	return "", fmt.Errorf("cluster %s has no API server endpoint yet: its load balancer is still being created", cluster)
 }
 
+// literalIP reports whether s is an IP address with no IPv6 zone: a zone
+// may carry any text.
+func literalIP(s string) bool {
+	a, err := netip.ParseAddr(s)
+	return err == nil && a.Zone() == ""
+}
+
 // plainEndpoint refuses an API server host that is neither an IP address
 // nor a DNS name: it is dialled and recorded in the known-hosts file.
 func plainEndpoint(what, host string) (string, error) {
-	if a, err := netip.ParseAddr(host); err == nil && a.Zone() == "" {
+	if literalIP(host) {
 		return host, nil
 	}
 	if errs := validation.IsDNS1123Subdomain(strings.ToLower(host)); len(errs) > 0 {
