@@ -24,6 +24,8 @@ const (
 	// ProbePath is the API server's readiness endpoint, which it serves
 	// to anonymous clients.
 	ProbePath = "/readyz"
+	// ProbeInterval is how often, in seconds, Azure probes it (see model).
+	ProbeInterval = 5
 	// OutboundRule gives the backends outbound connections.
 	OutboundRule = "OutboundNATAllProtocols"
 )
@@ -106,7 +108,8 @@ func named[T any](list []*T, name func(*T) *string, want string) *T {
 
 // upToDate says whether winkube's parts are as the spec says: the frontend
 // on the spec's IP, the rule on its port, and what later winkube versions
-// added (the HTTPS readiness probe, no SNAT on the rule, the outbound rule).
+// added (the HTTPS readiness probe and its interval, no SNAT on the rule,
+// the outbound rule).
 func upToDate(p *armnetwork.LoadBalancerPropertiesFormat, s Spec) bool {
 	fe := named(p.FrontendIPConfigurations, func(v *armnetwork.FrontendIPConfiguration) *string { return v.Name }, Frontend)
 	rule := named(p.LoadBalancingRules, func(v *armnetwork.LoadBalancingRule) *string { return v.Name }, "apiserver")
@@ -119,7 +122,8 @@ func upToDate(p *armnetwork.LoadBalancerPropertiesFormat, s Spec) bool {
 		return false
 	}
 	pr := probe.Properties
-	return pr.Protocol != nil && *pr.Protocol == armnetwork.ProbeProtocolHTTPS && ptrEq(pr.RequestPath, ProbePath)
+	return pr.Protocol != nil && *pr.Protocol == armnetwork.ProbeProtocolHTTPS && ptrEq(pr.RequestPath, ProbePath) &&
+		pr.IntervalInSeconds != nil && *pr.IntervalInSeconds == ProbeInterval
 }
 
 func ptrEq(p *string, s string) bool { return p != nil && *p == s }
@@ -177,10 +181,20 @@ func model(spec Spec) armnetwork.LoadBalancer {
 			// as its port accepts connections (which it does during a
 			// rollout and while etcd is down); one failure takes it out.
 			// CAPZ probes the same (azure/services/loadbalancers/spec.go
-			// @69ec3a40, getProbes).
+			// @69ec3a40, getProbes), but every 15 s, Azure's default. The
+			// probe's interval is both how long a new control plane's ready
+			// API server waits for its first request (Cluster API reaches
+			// the workload cluster only then, and the workers' join waits
+			// for that) and how long a failed one keeps getting requests:
+			// the minimum, 5 s (armnetwork v7.2.0 models.go,
+			// ProbePropertiesFormat.IntervalInSeconds), cuts both by two
+			// thirds for one HTTPS request per 5 s to each control plane,
+			// the interval cloud-provider-azure itself probes Services at
+			// (pkg/consts/consts.go HealthProbeDefaultProbeInterval,
+			// kubernetes-sigs/cloud-provider-azure @81bcf0f7).
 			Probes: []*armnetwork.Probe{{Name: to.Ptr(Probe), Properties: &armnetwork.ProbePropertiesFormat{
 				Protocol: to.Ptr(armnetwork.ProbeProtocolHTTPS), Port: to.Ptr(spec.Port), RequestPath: to.Ptr(ProbePath),
-				IntervalInSeconds: to.Ptr[int32](15), ProbeThreshold: to.Ptr[int32](1),
+				IntervalInSeconds: to.Ptr[int32](ProbeInterval), ProbeThreshold: to.Ptr[int32](1),
 			}}},
 			// The rule's implicit SNAT would give the control-plane VMs TCP
 			// only, from default port allocation; it is off, and an outbound

@@ -17,7 +17,7 @@ func TestParameters(t *testing.T) {
 		t.Fatalf("a missing load balancer is not created: %v", err)
 	}
 	probe := made.Properties.Probes[0].Properties
-	if *probe.Protocol != armnetwork.ProbeProtocolHTTPS || *probe.RequestPath != "/readyz" || *made.Properties.LoadBalancingRules[0].Properties.DisableOutboundSnat != true ||
+	if *probe.Protocol != armnetwork.ProbeProtocolHTTPS || *probe.RequestPath != "/readyz" || *probe.IntervalInSeconds != 5 || *made.Properties.LoadBalancingRules[0].Properties.DisableOutboundSnat != true ||
 		len(made.Properties.OutboundRules) != 1 || *made.Properties.OutboundRules[0].Properties.Protocol != armnetwork.LoadBalancerOutboundRuleProtocolAll {
 		t.Fatalf("the API server's load balancer probes %s %v and has outbound rules %v", *probe.Protocol, probe.RequestPath, made.Properties.OutboundRules)
 	}
@@ -55,6 +55,17 @@ func TestParameters(t *testing.T) {
 			lb.Properties = &props
 			return lb
 		}(), true},
+		{"probed every 15 s, as an earlier winkube made it: written, keeping its NAT rules", func() *armnetwork.LoadBalancer {
+			lb := provisioned(6443, "/ip/api")
+			props := *lb.Properties
+			pr := *props.Probes[0]
+			prProps := *pr.Properties
+			prProps.IntervalInSeconds = to.Ptr[int32](15)
+			pr.Properties = &prProps
+			props.Probes = []*armnetwork.Probe{&pr}
+			lb.Properties = &props
+			return lb
+		}(), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body, err := spec.Parameters(tc.existing)
@@ -62,7 +73,8 @@ func TestParameters(t *testing.T) {
 				return
 			}
 			if len(body.Properties.InboundNatRules) != 1 || *body.Properties.LoadBalancingRules[0].Properties.FrontendPort != 6443 ||
-				*body.Properties.FrontendIPConfigurations[0].Properties.PublicIPAddress.ID != "/ip/api" {
+				*body.Properties.FrontendIPConfigurations[0].Properties.PublicIPAddress.ID != "/ip/api" ||
+				len(body.Properties.Probes) != 1 || *body.Properties.Probes[0].Properties.IntervalInSeconds != 5 {
 				t.Fatalf("body %+v", body.Properties)
 			}
 		})
