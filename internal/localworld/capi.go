@@ -72,9 +72,13 @@ func setupClusterAPI(ctx context.Context, mgr ctrl.Manager, tokenTTL time.Durati
 	// the next try: in the local world that wait was half of a small
 	// cluster's bring-up. Every controller that needs the workload cluster
 	// (the control plane's initialization, the CNI's ClusterResourceSet,
-	// the workers' join) waited for it.
+	// the workers' join) waited for it. A try lasts up to its 5 s health
+	// probe timeout (client-go retries the load balancer's reset each
+	// second within it); between two tries nothing looks, so the wait is
+	// one second, not more: a new API server the probe admits in that gap
+	// is reached within a second.
 	if s, ok := cc.(interface{ SetConnectionCreationRetryInterval(time.Duration) }); ok {
-		s.SetConnectionCreationRetryInterval(2 * time.Second)
+		s.SetConnectionCreationRetryInterval(time.Second)
 	}
 	// The ClusterResourceSet controller watches Secrets by metadata only,
 	// from a cache of its own.

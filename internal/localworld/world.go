@@ -303,14 +303,32 @@ func (w *World) start(ctx context.Context) (err error) {
 	if err := secureEtcd(w.env.ControlPlane.Etcd, w.env.ControlPlane.APIServer, pki); err != nil {
 		return err
 	}
+	// The local world (registry, Entra ID, emulator, machine runtime) needs
+	// nothing from the management plane: it starts while etcd and the API
+	// server do, not after them.
+	o.progress("local world: image registry, Azure emulator, machine runtime")
+	local := make(chan error, 1)
+	go func() { local <- w.startLocal(ctx) }()
 	if w.Config, err = w.env.Start(); err != nil {
-		return fmt.Errorf("management plane: %w", err)
+		err = fmt.Errorf("management plane: %w", err)
+	}
+	if err := errors.Join(err, <-local); err != nil {
+		return err
 	}
 	if w.Client, err = client.New(w.Config, client.Options{Scheme: s}); err != nil {
 		return err
 	}
 
-	o.progress("local world: image registry, Azure emulator, machine runtime")
+	o.progress("controllers: Cluster API (core with MachinePools and MachineHealthChecks, kubeadm bootstrap, kubeadm control plane, ClusterResourceSet) and winkube")
+	w.scheme = s
+	return w.startControllers()
+}
+
+// startLocal starts the world's image registry, host network, Entra ID,
+// machine runtime and Azure emulator, and brings back the resources and
+// machines of the last run.
+func (w *World) startLocal(ctx context.Context) (err error) {
+	o := w.opts
 	if w.reg, err = registry.Start("127.0.0.1:0"); err != nil {
 		return err
 	}
@@ -390,6 +408,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	// The clusters' cloud controllers authenticate as their cloud
 	// configs say, through this Entra ID or their VMs' IMDS.
 	armCfg = mgmtCfg
+	w.mgmtCfg = mgmtCfg
 	if _, err := os.Stat(filepath.Join(o.StateDir, emulatorState)); err == nil {
 		// A world stopped earlier: its resources come back and its
 		// machines boot again from their disks.
@@ -401,10 +420,7 @@ func (w *World) start(ctx context.Context) (err error) {
 	// Only now: a world that failed to load its state keeps the file.
 	w.emuSaver = emuSaver
 	w.emuSaver.start()
-
-	o.progress("controllers: Cluster API (core with MachinePools and MachineHealthChecks, kubeadm bootstrap, kubeadm control plane, ClusterResourceSet) and winkube")
-	w.scheme, w.mgmtCfg = s, mgmtCfg
-	return w.startControllers()
+	return nil
 }
 
 // startControllers starts Cluster API's controllers and winkube's, with
