@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -264,7 +265,10 @@ func checkDataPath(ctx context.Context, t *testing.T, w *localworld.World, cs ku
 func diagnose(ctx context.Context, t *testing.T, w *localworld.World, cs kubernetes.Interface) {
 	t.Helper()
 	for _, r := range w.Emulator().LoadBalancingRules() {
-		t.Logf("rule %s: %s:%d -> %v:%d probe %+v", r.ID, r.FrontendIP, r.FrontendPort, r.Backends, r.BackendPort, r.Probe)
+		// Which backends the probes keep in rotation tells a node
+		// Azure does not send to from one that resets what it is sent.
+		t.Logf("rule %s: %s:%d -> %v:%d probe %+v, in rotation %v", r.ID, r.FrontendIP, r.FrontendPort, r.Backends, r.BackendPort, r.Probe,
+			w.HostNetwork().InRotation(net.JoinHostPort(r.FrontendIP, strconv.Itoa(r.FrontendPort))))
 	}
 	nodes, _ := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	for _, n := range nodes.Items {
