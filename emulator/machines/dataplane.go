@@ -35,17 +35,13 @@ func (r *Runtime) ProgramLoadBalancers(rules []arm.LBRule) {
 		case lr.FrontendIP == "":
 			continue // its public IP has no address yet
 		}
-		front := lr.FrontendIP
-		if lr.FrontendPrivate {
-			h, err := net.HostAddress(lr.FrontendIP)
-			if err != nil {
-				r.opts.Log.Error(err, "load balancer frontend", "rule", lr.ID)
-				continue
-			}
-			front = h.String()
+		front, err := r.frontend(lr)
+		if err != nil {
+			r.opts.Log.Error(err, "load balancer frontend", "rule", lr.ID)
+			continue
 		}
 		hr := hostnet.Rule{
-			Frontend:     joinPort(front, lr.FrontendPort),
+			Frontend:     front,
 			Distribution: hostnet.Distribution(lr.Distribution),
 			IdleTimeout:  lr.IdleTimeout,
 		}
@@ -121,6 +117,31 @@ func (r *Runtime) skipRule(lr arm.LBRule, why string) {
 	}
 	r.skipped[strings.ToLower(lr.ID)] = true
 	r.opts.Log.Info("load-balancing rule skipped: "+why, "rule", lr.ID)
+}
+
+// frontend is where a rule's connections arrive on the host: its public
+// IP's address, or the host address of an internal load balancer's
+// private frontend address, with the rule's port.
+func (r *Runtime) frontend(lr arm.LBRule) (string, error) {
+	front := lr.FrontendIP
+	if lr.FrontendPrivate {
+		h, err := r.opts.Network.HostAddress(lr.FrontendIP)
+		if err != nil {
+			return "", err
+		}
+		front = h.String()
+	}
+	return joinPort(front, lr.FrontendPort), nil
+}
+
+// InRotation lists the host addresses of the backends a rule's probe lets
+// new connections go to now, for diagnosis.
+func (r *Runtime) InRotation(lr arm.LBRule) []string {
+	front, err := r.frontend(lr)
+	if err != nil {
+		return nil
+	}
+	return r.opts.Network.InRotation(front)
 }
 
 func joinPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -268,7 +267,7 @@ func diagnose(ctx context.Context, t *testing.T, w *localworld.World, cs kuberne
 		// Which backends the probes keep in rotation tells a node
 		// Azure does not send to from one that resets what it is sent.
 		t.Logf("rule %s: %s:%d -> %v:%d probe %+v, in rotation %v", r.ID, r.FrontendIP, r.FrontendPort, r.Backends, r.BackendPort, r.Probe,
-			w.HostNetwork().InRotation(net.JoinHostPort(r.FrontendIP, strconv.Itoa(r.FrontendPort))))
+			w.Runtime().InRotation(r))
 	}
 	nodes, _ := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	for _, n := range nodes.Items {

@@ -588,10 +588,6 @@ func (w *World) Emulator() *arm.Server { return w.emu }
 // Runtime is the machine runtime.
 func (w *World) Runtime() *machines.Runtime { return w.rt }
 
-// HostNetwork carries the world's load balancers and machine addresses,
-// for tests and diagnosis.
-func (w *World) HostNetwork() *hostnet.Network { return w.net }
-
 // sshKey returns the cluster's SSH public key, made once per state dir.
 func sshKey(dir string) (string, error) {
 	path := filepath.Join(dir, SSHKeyFile)
