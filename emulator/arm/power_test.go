@@ -23,8 +23,8 @@ type gate struct {
 
 func newGate(w *world) *gate {
 	g := &gate{open: make(chan struct{})}
-	w.rt.Hold = func(string, string) {
-		if g.closed.Load() {
+	w.rt.Hold = func(op, _ string) {
+		if op != "stop" && g.closed.Load() {
 			<-g.open
 		}
 	}

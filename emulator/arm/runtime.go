@@ -111,7 +111,8 @@ type RecordingRuntime struct {
 	halted  []string
 	// Fail, when set, makes Boot fail for the machines it returns an error for.
 	Fail func(Machine) error
-	// Hold, when set, is called as Boot ("boot") and Halt ("halt") begin:
+	// Hold, when set, is called as Boot ("boot"), Stop ("stop") and Halt
+	// ("halt") begin:
 	// a test blocks in it to see the machine's state while the runtime works.
 	Hold func(op, id string)
 	// Answer, when set, is what RunCommand returns for a script.
@@ -142,6 +143,9 @@ func (r *RecordingRuntime) Boot(_ context.Context, m Machine) error {
 
 // Stop records the stop and forgets the machine.
 func (r *RecordingRuntime) Stop(_ context.Context, id string) error {
+	if r.Hold != nil {
+		r.Hold("stop", id)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.booted, key(id))

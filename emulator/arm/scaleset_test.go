@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,4 +242,42 @@ func TestScaleSetOverprovisions(t *testing.T) {
 	big.Properties.SinglePlacementGroup = to.Ptr(false)
 	big.SKU.Capacity = to.Ptr[int64](2)
 	done(sets.BeginCreateOrUpdate(w.ctx, "rg", "big", big, nil))
+}
+
+// An upgraded instance's old guest is switched off before the new one boots,
+// even when the runtime is slow to stop it and the boot has no delay: the
+// runtime knows a machine by its ID, so a stop that finished after the boot
+// would leave the upgraded instance with no guest (seen once in CI).
+func TestScaleSetUpgradeStopsBeforeBoot(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	w.group("rg")
+	subnetID := w.network("rg")
+	sets := must(w.compute.NewVirtualMachineScaleSetsClient(), nil)
+	done(sets.BeginCreateOrUpdate(w.ctx, "rg", "pool", scaleSet(subnetID, "win-pool", "v1", 1), nil))
+	waitRunning(t, w.rt, 1)
+	done(sets.BeginCreateOrUpdate(w.ctx, "rg", "pool", scaleSet(subnetID, "win-pool", "v2", 1), nil))
+
+	var stopping, bootedWhileStopping atomic.Bool
+	w.rt.Hold = func(op, _ string) {
+		switch op {
+		case "stop":
+			stopping.Store(true)
+			// Long enough for a boot that does not wait to come first.
+			time.Sleep(300 * time.Millisecond)
+			stopping.Store(false)
+		case "boot":
+			if stopping.Load() {
+				bootedWhileStopping.Store(true)
+			}
+		}
+	}
+	done(sets.BeginUpdateInstances(w.ctx, "rg", "pool", armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs{InstanceIDs: []*string{to.Ptr("0")}}, nil))
+	ms := waitRunning(t, w.rt, 1)
+	if bootedWhileStopping.Load() {
+		t.Fatal("the new guest booted while the old one was being stopped")
+	}
+	if got := string(ms[0].CustomData); got != "v2" {
+		t.Fatalf("upgraded instance runs custom data %q, want v2", got)
+	}
 }

@@ -416,7 +416,12 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resource
 	}
 	delay := s.opts.OperationDelay + bootDelay(s, res)
 	s.expect(w, op, delay)
+	// An upgraded instance's old guest is switched off before its new one
+	// boots, however short the delay: the runtime knows a machine by its ID,
+	// so a late stop would take the new guest down.
+	stopped := make(chan struct{})
 	s.after(delay, func() {
+		<-stopped
 		s.mu.Lock()
 		var boot []Machine
 		var stopNow []string
@@ -437,5 +442,6 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, id resource
 	})
 	unlock()
 	s.stopMachines(stop)
+	close(stopped)
 	w.WriteHeader(http.StatusAccepted)
 }
