@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"go.uber.org/zap/zapcore"
 	"io"
 	"os"
 	"os/signal"
@@ -191,7 +192,8 @@ func (o *upOptions) world(name string, progress func(string)) (localworld.Option
 	// progress. So does what client-go's own code says through klog (a
 	// simulated kubelet's watch ended by its node's deletion, a response
 	// cut short under load): a component's log line, not winkube's output.
-	logger := zap.New(zap.WriteTo(logf))
+	// Milliseconds: the local world's steps are a few hundred apart.
+	logger := zap.New(zap.WriteTo(logf), func(o *zap.Options) { o.TimeEncoder = zapcore.ISO8601TimeEncoder })
 	ctrllog.SetLogger(logger)
 	klog.SetLogger(logger)
 	return localworld.Options{

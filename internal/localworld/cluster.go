@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	infrav1 "github.com/winkube/winkube/api/v1alpha1"
 	"github.com/winkube/winkube/internal/flavors"
@@ -45,6 +46,17 @@ func (w *World) CreateCluster(ctx context.Context) error {
 	}
 	objs, err := flavors.Generate(o.Flavor, o.ClusterOptions(key))
 	if err != nil {
+		return err
+	}
+	groups := map[string]bool{}
+	for _, obj := range objs {
+		gvk, err := apiutil.GVKForObject(obj, w.Client.Scheme())
+		if err != nil {
+			return err
+		}
+		groups[gvk.Group] = true
+	}
+	if err := waitCreateWindow(ctx, w.Client, groups); err != nil {
 		return err
 	}
 	if err := w.createIdentity(ctx); err != nil {

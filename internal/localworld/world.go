@@ -318,6 +318,9 @@ func (w *World) start(ctx context.Context) (err error) {
 	if w.Client, err = client.New(w.Config, client.Options{Scheme: s}); err != nil {
 		return err
 	}
+	if err := warmWatchCaches(ctx, w.Config, w.env.CRDs); err != nil {
+		o.Log.Info("reading the custom resources ahead of the controllers", "error", err.Error())
+	}
 
 	o.progress("controllers: Cluster API (core with MachinePools and MachineHealthChecks, kubeadm bootstrap, kubeadm control plane, ClusterResourceSet) and winkube")
 	w.scheme = s
