@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -96,6 +97,19 @@ func (r *Runtime) componentHooks(ctx context.Context, m *machine, host, os strin
 	check := func(ctx context.Context, pod *corev1.Pod, c *corev1.Container, img *kubelet.Pulled) error {
 		admin, kubeletReads, checker, wc := cluster()
 		if wc == nil {
+			// A component that lists and watches (Felix, kube-proxy)
+			// acts through its session, which only a known cluster
+			// gives it. On a resume a worker's kubelet reaches the API
+			// server through the load balancer before its control-plane
+			// machine has run kubeadm's last phases and the cluster is
+			// known here: started now, the container would run without
+			// a session for good, and no other node would route to this
+			// node's pods. Held and asked again, it starts with one. A
+			// real Felix in that window runs and retries its datastore;
+			// its pod is not Ready either way.
+			if comp := catalog().Find(os, *c); comp != nil && len(comp.Watches) > 0 {
+				return &kubelet.Waiting{Message: "the cluster's control plane is not run here yet", Every: time.Second}
+			}
 			return nil
 		}
 		f, err := checker.Check(ctx, node, pod, *c)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/winkube/winkube/emulator/arm"
+	"github.com/winkube/winkube/emulator/machines/containerruntime"
 	"github.com/winkube/winkube/emulator/machines/kubeproxy"
 	"github.com/winkube/winkube/emulator/machines/startneeds"
 	"github.com/winkube/winkube/emulator/machines/vmdisk"
@@ -217,4 +218,13 @@ func (r *Runtime) RunTypha(nodeName string, pod *corev1.Pod) (host netip.Addr, s
 		return host, func() {}, false
 	}
 	return host, cancel, true
+}
+
+// ContainerStartCheck is the start check node nodeName's kubelet asks
+// before each start of a container (componentHooks), one per kubelet as
+// there: it remembers the cluster it last found.
+func (r *Runtime) ContainerStartCheck(ctx context.Context, os, nodeName string) func(pod *corev1.Pod, c corev1.Container) error {
+	m := r.testMachine(nodeName)
+	check, _ := r.componentHooks(ctx, m, m.proxyNode.Address.String(), os, containerruntime.Node{Name: nodeName, OS: os, Disk: m.disk(""), Dial: r.nodeDial(m)})
+	return func(pod *corev1.Pod, c corev1.Container) error { return check(ctx, pod, &c, nil) }
 }
