@@ -145,3 +145,24 @@ func (r *Runtime) InRotation(lr arm.LBRule) []string {
 }
 
 func joinPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
+
+// PodRoute says, for diagnosis, whether a connection from node nodeName
+// reaches pod IP ip now, as its own connections and what its kube-proxy
+// forwards take it: "" when it does, else why not.
+func (r *Runtime) PodRoute(nodeName string, ip netip.Addr) string {
+	r.mu.Lock()
+	var m *machine
+	for _, o := range r.machines {
+		if o.nodeName == nodeName {
+			m = o
+		}
+	}
+	r.mu.Unlock()
+	if m == nil {
+		return "no such node"
+	}
+	if err := r.podRoute(m, ip); err != nil {
+		return err.Error()
+	}
+	return ""
+}

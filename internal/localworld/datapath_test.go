@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strings"
 	"testing"
@@ -276,6 +277,19 @@ func diagnose(ctx context.Context, t *testing.T, w *localworld.World, cs kuberne
 	slices, _ := cs.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{})
 	for _, s := range slices.Items {
 		t.Logf("slice %s ports %v endpoints %+v", s.Name, s.Ports, s.Endpoints)
+		// Each node's route to each endpoint: a node with none to
+		// another's pods resets what its kube-proxy sends there.
+		for _, n := range nodes.Items {
+			for _, e := range s.Endpoints {
+				for _, a := range e.Addresses {
+					if ip, err := netip.ParseAddr(a); err == nil {
+						if why := w.Runtime().PodRoute(n.Name, ip); why != "" {
+							t.Logf("route %s -> %s: %s", n.Name, a, why)
+						}
+					}
+				}
+			}
+		}
 	}
 	svcs, _ := cs.CoreV1().Services("default").List(ctx, metav1.ListOptions{})
 	for _, s := range svcs.Items {
@@ -283,7 +297,7 @@ func diagnose(ctx context.Context, t *testing.T, w *localworld.World, cs kuberne
 	}
 	evs, _ := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 	for _, e := range evs.Items {
-		if e.InvolvedObject.Kind == "Service" || strings.Contains(e.Message, "proxy") {
+		if e.InvolvedObject.Kind == "Service" || strings.Contains(e.Message, "proxy") || strings.Contains(e.Message, "felix") {
 			t.Logf("event %s %s/%s %s: %s", e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Type, e.Message)
 		}
 	}
