@@ -150,14 +150,7 @@ func joinPort(host string, port int) string { return net.JoinHostPort(host, strc
 // reaches pod IP ip now, as its own connections and what its kube-proxy
 // forwards take it: "" when it does, else why not.
 func (r *Runtime) PodRoute(nodeName string, ip netip.Addr) string {
-	r.mu.Lock()
-	var m *machine
-	for _, o := range r.machines {
-		if o.nodeName == nodeName {
-			m = o
-		}
-	}
-	r.mu.Unlock()
+	m := r.machineOfNode(nodeName)
 	if m == nil {
 		return "no such node"
 	}
@@ -165,4 +158,16 @@ func (r *Runtime) PodRoute(nodeName string, ip netip.Addr) string {
 		return err.Error()
 	}
 	return ""
+}
+
+// machineOfNode is the machine that runs node nodeName, or nil.
+func (r *Runtime) machineOfNode(nodeName string) *machine {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.machines {
+		if m.nodeName == nodeName {
+			return m
+		}
+	}
+	return nil
 }

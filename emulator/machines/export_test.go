@@ -26,14 +26,7 @@ import (
 func (r *Runtime) DialFromNode(ctx context.Context, nodeName, addr string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	r.mu.Lock()
-	var m *machine
-	for _, x := range r.machines {
-		if x.nodeName == nodeName {
-			m = x
-		}
-	}
-	r.mu.Unlock()
+	m := r.machineOfNode(nodeName)
 	if m == nil {
 		return nil, errors.New("no machine runs node " + nodeName)
 	}
@@ -71,28 +64,17 @@ func (r *Runtime) AddComponentNode(cfg *rest.Config, endpoint, nodeName string, 
 // and the emulator's routes for the packets it sends, as a machine the
 // emulator booted has them (arm.Machine).
 func (r *Runtime) SetNodeNIC(nodeName, privateIP string, nextHop func(netip.Addr) (arm.Hop, error)) {
-	m := r.testMachine(nodeName)
+	m := r.machineOfNode(nodeName)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m.arm.PrivateIPs, m.arm.NextHop = []string{privateIP}, nextHop
-}
-
-func (r *Runtime) testMachine(nodeName string) *machine {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, m := range r.machines {
-		if m.nodeName == nodeName {
-			return m
-		}
-	}
-	return nil
 }
 
 // HideCluster makes the node's cluster unknown to the runtime, as it is
 // while a node resumed from its disk boots before its control plane; the
 // func returned makes it known again (once, however often it is called).
 func (r *Runtime) HideCluster(nodeName string) (restore func()) {
-	m := r.testMachine(nodeName)
+	m := r.machineOfNode(nodeName)
 	r.mu.Lock()
 	wc := r.clusters[m.endpoint]
 	delete(r.clusters, m.endpoint)
@@ -122,7 +104,7 @@ func (r *Runtime) StartWindowsComponents(nodeName string, pod *corev1.Pod) error
 }
 
 func (r *Runtime) startComponents(os, nodeName string, pod *corev1.Pod, installs ...string) error {
-	m := r.testMachine(nodeName)
+	m := r.machineOfNode(nodeName)
 	r.mu.Lock()
 	wc := r.clusters[m.endpoint]
 	r.mu.Unlock()
@@ -157,22 +139,22 @@ func (r *Runtime) SetInstalled(nodeName string, what ...string) {
 	for _, w := range what {
 		set[w] = true
 	}
-	r.setInstalled(r.testMachine(nodeName), set)
+	r.setInstalled(r.machineOfNode(nodeName), set)
 }
 
 // StopComponents ends them, as when the pod goes.
 func (r *Runtime) StopComponents(nodeName string, pod *corev1.Pod) {
-	r.stopSessions(r.testMachine(nodeName), pod.UID)
+	r.stopSessions(r.machineOfNode(nodeName), pod.UID)
 }
 
 // ExecProbe is the node's kubelet running an exec probe of the pod.
 func (r *Runtime) ExecProbe(nodeName string, pod *corev1.Pod, container string, command []string) (handled, ok bool, msg string) {
-	return r.execProbe(r.testMachine(nodeName))(pod, container, command)
+	return r.execProbe(r.machineOfNode(nodeName))(pod, container, command)
 }
 
 // RemoveComponentNode stops what AddComponentNode started.
 func (r *Runtime) RemoveComponentNode(nodeName string) {
-	m := r.testMachine(nodeName)
+	m := r.machineOfNode(nodeName)
 	r.stopAllSessions(m)
 	r.stopProxy(m)
 	r.mu.Lock()
@@ -184,7 +166,7 @@ func (r *Runtime) RemoveComponentNode(nodeName string) {
 // ComponentReads is the number of requests the node's system components
 // have sent with their own credentials (lists, watches, discovery).
 func (r *Runtime) ComponentReads(nodeName string) int64 {
-	m := r.testMachine(nodeName)
+	m := r.machineOfNode(nodeName)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var n int64
@@ -199,7 +181,7 @@ func (r *Runtime) ComponentReads(nodeName string) int64 {
 // CNIPluginConfig is the CNI plugin's kubeconfig as the node's
 // calico-node's install-cni gives it (what the CNI's ADD runs with).
 func (r *Runtime) CNIPluginConfig(ctx context.Context, nodeName string) (*rest.Config, error) {
-	cs := r.calicoCNI(r.testMachine(nodeName))
+	cs := r.calicoCNI(r.machineOfNode(nodeName))
 	if cs == nil {
 		return nil, errors.New("no calico-node runs on " + nodeName)
 	}
@@ -210,7 +192,7 @@ func (r *Runtime) CNIPluginConfig(ctx context.Context, nodeName string) (*rest.C
 // it (realPrograms), on the node's host address, which it returns; stop
 // ends it as when its container stops.
 func (r *Runtime) RunTypha(nodeName string, pod *corev1.Pod) (host netip.Addr, stop func(), ok bool) {
-	m := r.testMachine(nodeName)
+	m := r.machineOfNode(nodeName)
 	ctx, cancel := context.WithCancel(context.Background())
 	host = m.proxyNode.Address
 	if !r.realPrograms(m)(ctx, pod, pod.Spec.Containers[0], host) {
@@ -224,7 +206,7 @@ func (r *Runtime) RunTypha(nodeName string, pod *corev1.Pod) (host netip.Addr, s
 // before each start of a container (componentHooks), one per kubelet as
 // there: it remembers the cluster it last found.
 func (r *Runtime) ContainerStartCheck(ctx context.Context, os, nodeName string) func(pod *corev1.Pod, c corev1.Container) error {
-	m := r.testMachine(nodeName)
+	m := r.machineOfNode(nodeName)
 	check, _ := r.componentHooks(ctx, m, m.proxyNode.Address.String(), os, containerruntime.Node{Name: nodeName, OS: os, Disk: m.disk(""), Dial: r.nodeDial(m)})
 	return func(pod *corev1.Pod, c corev1.Container) error { return check(ctx, pod, &c, nil) }
 }
