@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/winkube/winkube/emulator/machines/hostproc"
 )
 
 // dieWithWinkube writes, for each of names in bin, a launcher into dir that
@@ -32,7 +34,10 @@ func dieWithWinkube(dir, bin string, names ...string) (map[string]string, error)
 			return nil, err
 		}
 		launcher := filepath.Join(dir, name)
-		script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, target)
+		// envtest starts it with winkube's environment; GOGC is the
+		// collector's target the world's Go programs run with
+		// (hostproc.GCPercent), unless the user set one.
+		script := fmt.Sprintf("#!/bin/sh\n: \"${GOGC=%d}\"\nexport GOGC\nexec %s --pdeathsig KILL -- %s \"$@\"\n", hostproc.GCPercent, setpriv, target)
 		if err := os.WriteFile(launcher, []byte(script), 0o700); err != nil {
 			return nil, err
 		}

@@ -40,6 +40,7 @@ import (
 	"github.com/winkube/winkube/emulator/entra"
 	"github.com/winkube/winkube/emulator/machines"
 	"github.com/winkube/winkube/emulator/machines/hostnet"
+	"github.com/winkube/winkube/emulator/machines/hostproc"
 	"github.com/winkube/winkube/emulator/registry"
 	"github.com/winkube/winkube/internal/apicallers"
 	azcloud "github.com/winkube/winkube/internal/azure/cloud"
@@ -263,6 +264,9 @@ func machineMemory() int64 {
 }
 
 func limitMemory(o Options) {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(hostproc.GCPercent)
+	}
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		debug.SetMemoryLimit(memoryLimit(int64(o.ControlPlaneNodes)+int64(o.LinuxNodes)+int64(o.WindowsNodes), machineMemory()))
 	}

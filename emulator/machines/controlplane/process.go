@@ -47,6 +47,7 @@ func (p *Process) run() error {
 		return err
 	}
 	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = hostproc.Env()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, and killed with winkube: nothing outlives the
 	// emulator, even when winkube itself is killed.
